@@ -1,0 +1,307 @@
+// SPDX-License-Identifier: MIT
+// core/device.h - the verbs object model: Device, Pd, Mr, Cq, CompChannel, Qp, Srq.
+//
+// Providers (providers/soft, providers/verbs) derive from these classes. Creation follows
+// libibverbs: a factory returns the object, or nullptr with errno set. Destruction is the
+// owner's: children (MRs, QPs, SRQs) must be destroyed before the PD and CQs they use.
+//
+// Threading: post_send, post_recv and poll may be called concurrently on different objects;
+// one QP's send queue (or one CQ) must not be used by two threads at once without the
+// caller's own lock, as in the kernel. Async event handlers run on a provider thread and
+// must not destroy the object they are told about.
+#pragma once
+
+#include "core/verbs.h"
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace ulp {
+
+class Pd;
+class Mr;
+class Cq;
+class CompChannel;
+class Qp;
+class Srq;
+
+using Gid = std::array<uint8_t, 16>;
+
+// Address vector (ib_ah_attr), enough to name a peer port for a connected QP.
+struct AhAttr {
+	Gid dgid{};          // remote port GID (RoCE: IPv4-mapped address)
+	uint16_t dlid = 0;   // remote LID (InfiniBand)
+	uint8_t port_num = 1;
+};
+
+// A QpAttr that can carry an address vector.
+struct QpAttrAv : QpAttr {
+	AhAttr ah_attr; // with QP_AV
+};
+
+struct CqInitAttr {
+	int cqe = 0;                      // minimum number of entries; the CQ may be larger
+	int comp_vector = 0;              // 0 .. num_comp_vectors-1
+	CompChannel *channel = nullptr;   // completion events go here once armed
+	EventHandler event_handler;       // CQ async events (CqErr)
+	void *cq_context = nullptr;
+};
+
+struct SrqInitAttr {
+	EventHandler event_handler;
+	void *srq_context = nullptr;
+	uint32_t max_wr = 0;
+	uint32_t max_sge = 0;
+	uint32_t srq_limit = 0; // SrqLimitReached fires when fewer WRs remain; 0 = disarmed
+};
+
+// A scatter entry as map_sg sees it: a virtual address and a length (the kernel's
+// sg_dma_address / sg_dma_len). The memory must lie inside MRs of the same PD.
+struct SgEntry {
+	uint64_t addr = 0;
+	uint32_t length = 0;
+};
+
+class Device {
+public:
+	virtual ~Device() = default;
+	Device(const Device &) = delete;
+	Device &operator=(const Device &) = delete;
+
+	const std::string &name() const { return name_; }
+	const DeviceAttr &attr() const { return attr_; }
+	NodeType node_type() const { return node_type_; }
+	uint8_t phys_port_cnt() const { return 1; }
+	const Gid &gid() const { return gid_; } // port 1, index 0
+
+	virtual int query_port(uint8_t port_num, PortAttr *attr) = 0;
+	virtual std::unique_ptr<Pd> alloc_pd() = 0;
+	virtual std::unique_ptr<CompChannel> create_comp_channel() = 0;
+	virtual std::unique_ptr<Cq> create_cq(const CqInitAttr &attr) = 0;
+
+	// Device-wide async events (port, device fatal). Returns a handle for unregister.
+	int register_event_handler(EventHandler h);
+	void unregister_event_handler(int handle);
+
+	// True when this device has the iWARP rules: READ sink needs REMOTE_WRITE access,
+	// no LAST_WQE_REACHED, one SGE per READ (rdma_protocol_iwarp()).
+	bool is_iwarp() const { return node_type_ == NodeType::Rnic; }
+
+protected:
+	Device(std::string name, const DeviceAttr &attr, NodeType nt, const Gid &gid)
+	    : name_(std::move(name)), attr_(attr), node_type_(nt), gid_(gid)
+	{
+	}
+	void dispatch_event(const AsyncEvent &ev); // to every registered handler
+
+private:
+	std::string name_;
+	DeviceAttr attr_;
+	NodeType node_type_;
+	Gid gid_;
+	struct Handlers;
+	std::shared_ptr<Handlers> handlers_;
+};
+
+class Pd {
+public:
+	virtual ~Pd() = default;
+	Pd(const Pd &) = delete;
+	Pd &operator=(const Pd &) = delete;
+
+	Device &device() const { return dev_; }
+
+	// User memory registration (ibv_reg_mr). The MR's lkey/rkey are valid at once.
+	virtual std::unique_ptr<Mr> reg_mr(void *addr, size_t length, uint32_t access) = 0;
+	// A fast-registration MR (ib_alloc_mr(pd, IB_MR_TYPE_MEM_REG, max_num_sg)): invalid
+	// until a REG_MR work request binds a page list to it.
+	virtual std::unique_ptr<Mr> alloc_mr(uint32_t max_num_sg) = 0;
+	virtual std::unique_ptr<Qp> create_qp(const QpInitAttr &attr) = 0;
+	virtual std::unique_ptr<Srq> create_srq(const SrqInitAttr &attr) = 0;
+
+protected:
+	explicit Pd(Device &dev) : dev_(dev) {}
+
+private:
+	Device &dev_;
+};
+
+class Mr {
+public:
+	virtual ~Mr() = default;
+	Mr(const Mr &) = delete;
+	Mr &operator=(const Mr &) = delete;
+
+	Pd &pd() const { return pd_; }
+	uint32_t lkey() const { return lkey_; }
+	uint32_t rkey() const { return rkey_; }
+	uint64_t iova() const { return iova_; }     // first byte addressed by the keys
+	uint64_t length() const { return length_; } // bytes
+	uint32_t page_size() const { return page_size_; } // fast-reg MRs: page list granule
+	uint32_t max_num_sg() const { return max_num_sg_; } // fast-reg MRs; 0 for user MRs
+	bool is_fast_reg() const { return max_num_sg_ != 0; }
+
+	// ib_map_mr_sg: turn sg into the MR's page list (page_size granules), starting
+	// *sg_offset bytes into sg[0]. Every entry but the first must start on a page
+	// boundary and every entry but the last must end on one, unless the device has
+	// DEVICE_SG_GAPS_REG. Returns the number of entries mapped (possibly fewer than
+	// sg.size() when the page list fills up), or a negative errno. On return
+	// *sg_offset holds the offset into the first unmapped entry. Takes effect on the
+	// device only when a REG_MR work request executes.
+	int map_sg(std::span<const SgEntry> sg, unsigned *sg_offset, uint32_t page_size);
+
+	// ib_update_fast_reg_key(mr, ib_inc_rkey(mr->rkey)): rotate the 8-bit key part so
+	// that stale remote keys fail after re-registration.
+	void inc_rkey();
+	void update_key(uint8_t key);
+
+	// The page list built by map_sg (read by the provider when REG_MR executes).
+	std::span<const uint64_t> page_list() const { return {pages_.data(), npages_}; }
+
+protected:
+	Mr(Pd &pd, uint32_t lkey, uint32_t rkey, uint64_t iova, uint64_t length,
+	   uint32_t max_num_sg)
+	    : pd_(pd), lkey_(lkey), rkey_(rkey), iova_(iova), length_(length),
+	      max_num_sg_(max_num_sg), pages_(max_num_sg)
+	{
+	}
+
+private:
+	Pd &pd_;
+	uint32_t lkey_;
+	uint32_t rkey_;
+	uint64_t iova_;
+	uint64_t length_;
+	uint32_t page_size_ = 4096;
+	uint32_t max_num_sg_;
+	std::vector<uint64_t> pages_; // preallocated to max_num_sg: no allocation in map_sg
+	size_t npages_ = 0;
+};
+
+class Cq {
+public:
+	virtual ~Cq() = default;
+	Cq(const Cq &) = delete;
+	Cq &operator=(const Cq &) = delete;
+
+	Device &device() const { return dev_; }
+	int cqe() const { return cqe_; } // capacity in entries
+	int comp_vector() const { return comp_vector_; }
+	CompChannel *channel() const { return channel_; }
+	void *cq_context = nullptr;
+
+	// Reap up to wc.size() completions; returns how many (0 when empty).
+	virtual int poll(std::span<Wc> wc) = 0;
+	// Arm once: the next completion (or the next solicited one) raises an event on the
+	// channel. Userspace has no REPORT_MISSED_EVENTS: callers re-arm, then poll again.
+	virtual int req_notify(CqNotify flags) = 0;
+	// Interrupt moderation: event after count completions or period_us. -EOPNOTSUPP
+	// when the device lacks DEVICE_CQ_MODERATION.
+	virtual int modify(uint16_t count, uint16_t period_us) = 0;
+	// Grow or shrink; -EOPNOTSUPP without DEVICE_CQ_RESIZE (iWARP).
+	virtual int resize(int cqe) = 0;
+
+protected:
+	Cq(Device &dev, int cqe, int comp_vector, CompChannel *ch)
+	    : dev_(dev), cqe_(cqe), comp_vector_(comp_vector), channel_(ch)
+	{
+	}
+	int cqe_;
+
+private:
+	Device &dev_;
+	int comp_vector_;
+	CompChannel *channel_;
+};
+
+// A completion channel (ibv_comp_channel): an eventfd that is readable while armed CQs
+// have raised events that get_cq_event has not returned yet.
+class CompChannel {
+public:
+	virtual ~CompChannel() = default;
+	CompChannel(const CompChannel &) = delete;
+	CompChannel &operator=(const CompChannel &) = delete;
+
+	virtual int fd() const = 0;
+	// Next CQ that raised an event. timeout_ms < 0 waits forever, 0 does not wait.
+	// Returns 0 and sets *cq, or -EAGAIN on timeout.
+	virtual int get_cq_event(Cq **cq, int timeout_ms) = 0;
+
+protected:
+	CompChannel() = default;
+};
+
+class Qp {
+public:
+	virtual ~Qp() = default;
+	Qp(const Qp &) = delete;
+	Qp &operator=(const Qp &) = delete;
+
+	Pd &pd() const { return pd_; }
+	Device &device() const { return pd_.device(); }
+	uint32_t qp_num() const { return qp_num_; }
+	Cq *send_cq() const { return send_cq_; }
+	Cq *recv_cq() const { return recv_cq_; }
+	Srq *srq() const { return srq_; }
+	const QpCap &cap() const { return cap_; } // actual sizes, >= the requested ones
+	void *qp_context = nullptr;
+
+	// Move through the state machine (verbs.h QpState). attr may be a QpAttrAv when
+	// mask has QP_AV. -EINVAL for an illegal transition or missing required attributes.
+	virtual int modify(const QpAttr &attr, uint32_t mask) = 0;
+	virtual int query(QpAttr *attr) = 0;
+	virtual QpState state() const = 0;
+
+	// 0, or a negative errno with *bad_wr set to the first WR not posted:
+	// -ENOMEM (queue full), -EINVAL (bad WR). Posting in ERR flushes.
+	virtual int post_send(const SendWr *wr, const SendWr **bad_wr) = 0;
+	virtual int post_recv(const RecvWr *wr, const RecvWr **bad_wr) = 0;
+
+protected:
+	Qp(Pd &pd, uint32_t qp_num, const QpInitAttr &a, const QpCap &cap)
+	    : qp_context(a.qp_context), pd_(pd), qp_num_(qp_num), send_cq_(a.send_cq),
+	      recv_cq_(a.recv_cq), srq_(a.srq), cap_(cap)
+	{
+	}
+
+private:
+	Pd &pd_;
+	uint32_t qp_num_;
+	Cq *send_cq_;
+	Cq *recv_cq_;
+	Srq *srq_;
+	QpCap cap_;
+};
+
+class Srq {
+public:
+	virtual ~Srq() = default;
+	Srq(const Srq &) = delete;
+	Srq &operator=(const Srq &) = delete;
+
+	Pd &pd() const { return pd_; }
+	void *srq_context = nullptr;
+
+	virtual int post_recv(const RecvWr *wr, const RecvWr **bad_wr) = 0;
+	// Arm the limit event: SrqLimitReached once fewer than limit WRs remain.
+	virtual int arm_limit(uint32_t limit) = 0;
+	virtual uint32_t max_wr() const = 0;
+
+protected:
+	explicit Srq(Pd &pd) : pd_(pd) {}
+
+private:
+	Pd &pd_;
+};
+
+// Largest value 2^n-1 style helpers are not needed; keys are index<<8 | key byte.
+constexpr uint32_t key_index(uint32_t key) { return key >> 8; }
+constexpr uint8_t key_byte(uint32_t key) { return static_cast<uint8_t>(key & 0xff); }
+constexpr uint32_t inc_rkey(uint32_t key) { return (key & 0xffffff00u) | ((key + 1) & 0xffu); }
+
+} // namespace ulp

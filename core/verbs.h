@@ -1,0 +1,321 @@
+// SPDX-License-Identifier: MIT
+// core/verbs.h - the verbs vocabulary: work requests, work completions, attributes.
+//
+// Mirrors include/rdma/ib_verbs.h closely enough that a reader of drivers/infiniband/core
+// recognises every name. Values of the enums are ulp's own; providers translate.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+
+namespace ulp {
+
+class Cq;
+class Qp;
+class Srq;
+class Mr;
+class Device;
+
+// ---------------------------------------------------------------------------------------------
+// Work completions
+
+enum class WcStatus : uint8_t {
+	Success,
+	LocLenErr,     // local length error: receive buffer too small, or SGE sum overflow
+	LocQpOpErr,    // local QP operation error: WR inconsistent with the QP
+	LocProtErr,    // local protection error: bad lkey / access / range on a local SGE
+	WrFlushErr,    // WR flushed because the QP is in (or entered) the ERR state
+	MwBindErr,     // memory window bind failed
+	BadRespErr,    // unexpected response from the responder
+	LocAccessErr,  // local access error (e.g. READ sink without LOCAL_WRITE)
+	RemInvReqErr,  // responder saw an invalid request (e.g. its receive buffer too small)
+	RemAccessErr,  // responder rkey / PD / access / range violation
+	RemOpErr,      // responder could not complete the operation
+	RetryExcErr,   // transport retry counter exceeded (peer gone)
+	RnrRetryExcErr,// RNR retry counter exceeded (no receive posted at the responder)
+	RemAbortErr,   // responder aborted the operation
+	FatalErr,      // device fatal error
+	GeneralErr,    // anything else
+};
+
+const char *wc_status_str(WcStatus s);
+
+enum class WcOpcode : uint8_t {
+	Send,
+	RdmaWrite,
+	RdmaRead,
+	LocalInv,
+	RegMr,
+	BindMw,
+	Recv,            // responder side of SEND / SEND_WITH_IMM / SEND_WITH_INV
+	RecvRdmaWithImm, // responder side of RDMA_WRITE_WITH_IMM
+};
+
+// Wc::wc_flags bits.
+enum : uint32_t {
+	WC_WITH_IMM = 1u << 0,        // imm_data is valid
+	WC_WITH_INVALIDATE = 1u << 1, // invalidate_rkey is valid (SEND_WITH_INV received)
+};
+
+// The kernel's struct ib_cqe: embed it in the ULP's per-request context and recover the
+// context with container_of-style arithmetic in done(). Every signaled WR carries one.
+struct Cqe {
+	void (*done)(Cq *cq, struct Wc *wc) = nullptr;
+};
+
+struct Wc {
+	Cqe *wr_cqe = nullptr;    // the posting WR's cqe; null for unsignaled flushes (never reported)
+	WcStatus status = WcStatus::Success;
+	WcOpcode opcode = WcOpcode::Send; // valid only when status == Success (as on hardware)
+	uint32_t vendor_err = 0;  // provider-specific detail, 0 when none
+	uint32_t byte_len = 0;    // bytes received (Recv / RecvRdmaWithImm); bytes read for RdmaRead
+	Qp *qp = nullptr;         // the QP this completion belongs to
+	uint32_t qp_num = 0;      // its number (for SRQ completions)
+	uint32_t src_qp = 0;      // remote QP number (responder side)
+	uint32_t wc_flags = 0;    // WC_WITH_IMM, WC_WITH_INVALIDATE
+	uint32_t imm_data = 0;    // host order; valid with WC_WITH_IMM
+	uint32_t invalidate_rkey = 0; // valid with WC_WITH_INVALIDATE
+};
+
+// ---------------------------------------------------------------------------------------------
+// Work requests
+
+struct Sge {
+	uint64_t addr = 0;   // virtual address inside the MR named by lkey
+	uint32_t length = 0; // bytes
+	uint32_t lkey = 0;
+};
+
+enum class WrOpcode : uint8_t {
+	RdmaWrite,
+	RdmaWriteWithImm,
+	Send,
+	SendWithImm,
+	RdmaRead,
+	SendWithInv,
+	LocalInv,
+	RegMr,
+};
+
+const char *wr_opcode_str(WrOpcode op);
+
+// SendWr::send_flags bits.
+enum : uint32_t {
+	SEND_FENCE = 1u << 0,     // wait for all earlier RDMA READs to complete before this WR
+	SEND_SIGNALED = 1u << 1,  // generate a completion on success
+	SEND_SOLICITED = 1u << 2, // solicited event at the responder
+	SEND_INLINE = 1u << 3,    // copy the payload at post time; lkeys are not checked
+};
+
+// Access flags for MRs and REG_MR.
+enum : uint32_t {
+	ACCESS_LOCAL_WRITE = 1u << 0,
+	ACCESS_REMOTE_WRITE = 1u << 1,
+	ACCESS_REMOTE_READ = 1u << 2,
+	ACCESS_REMOTE_ATOMIC = 1u << 3,
+	ACCESS_MW_BIND = 1u << 4,
+};
+
+// Base of the send work-request family. Like the kernel's ib_send_wr, the specialised
+// requests (RdmaWr, RegWr) derive from it and the provider downcasts by opcode.
+struct SendWr {
+	SendWr *next = nullptr;
+	Cqe *wr_cqe = nullptr;        // may be null only when the WR is unsignaled
+	const Sge *sg_list = nullptr;
+	int num_sge = 0;
+	WrOpcode opcode = WrOpcode::Send;
+	uint32_t send_flags = 0;      // SEND_* bits
+	uint32_t imm_data = 0;        // SendWithImm / RdmaWriteWithImm (host order)
+	uint32_t invalidate_rkey = 0; // SendWithInv: the rkey the responder invalidates;
+	                              // LocalInv: the key to invalidate
+};
+
+// RDMA_WRITE, RDMA_WRITE_WITH_IMM, RDMA_READ.
+struct RdmaWr : SendWr {
+	uint64_t remote_addr = 0;
+	uint32_t rkey = 0;
+};
+
+// REG_MR: bind the page list previously mapped into mr (Mr::map_sg) to key, with access.
+struct RegWr : SendWr {
+	Mr *mr = nullptr;
+	uint32_t key = 0;    // the new lkey/rkey, normally mr->rkey() after inc_rkey
+	uint32_t access = 0; // ACCESS_* bits
+};
+
+inline const RdmaWr &rdma_wr(const SendWr &wr) { return static_cast<const RdmaWr &>(wr); }
+inline const RegWr &reg_wr(const SendWr &wr) { return static_cast<const RegWr &>(wr); }
+
+struct RecvWr {
+	RecvWr *next = nullptr;
+	Cqe *wr_cqe = nullptr; // receive completions are always reported
+	const Sge *sg_list = nullptr;
+	int num_sge = 0;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Device and port attributes (ib_device_attr, ib_port_attr)
+
+// DeviceAttr::device_cap_flags bits.
+enum : uint64_t {
+	DEVICE_MEM_MGT_EXTENSIONS = 1ull << 0, // REG_MR / LOCAL_INV / SEND_WITH_INV
+	DEVICE_SG_GAPS_REG = 1ull << 1,        // REG_MR accepts page lists with gaps
+	DEVICE_RC_RNR_NAK_GEN = 1ull << 2,     // responder generates RNR NAKs
+	DEVICE_SRQ_RESIZE = 1ull << 3,
+	DEVICE_CQ_RESIZE = 1ull << 4,
+	DEVICE_CQ_MODERATION = 1ull << 5,      // modify_cq(count, period) is supported
+	DEVICE_LAST_WQE_EVENT = 1ull << 6,     // raises LAST_WQE_REACHED for QPs on an SRQ
+	DEVICE_MEM_WINDOW = 1ull << 7,
+};
+
+enum class NodeType : uint8_t { Ca, Rnic };
+enum class LinkLayer : uint8_t { InfiniBand, Ethernet, Iwarp };
+
+struct DeviceAttr {
+	uint64_t device_cap_flags = 0;
+	uint64_t max_mr_size = 0;       // bytes
+	uint64_t page_size_cap = 0;     // supported page sizes, bit n = 2^n bytes
+	uint32_t vendor_id = 0;
+	uint32_t max_qp = 0;
+	uint32_t max_qp_wr = 0;         // per work queue
+	uint32_t max_sge = 0;           // per send or receive WR
+	uint32_t max_sge_rd = 0;        // per RDMA READ WR (iWARP: 1)
+	uint32_t max_cq = 0;
+	uint32_t max_cqe = 0;
+	uint32_t max_mr = 0;
+	uint32_t max_pd = 0;
+	uint32_t max_qp_rd_atom = 0;    // outstanding RDMA READs a QP accepts as responder
+	uint32_t max_qp_init_rd_atom = 0; // outstanding RDMA READs a QP initiates
+	uint32_t max_srq = 0;
+	uint32_t max_srq_wr = 0;
+	uint32_t max_srq_sge = 0;
+	uint32_t max_fast_reg_page_list_len = 0; // pages per REG_MR
+	uint32_t max_inline_data = 0;   // bytes per SEND_INLINE WR
+	uint32_t num_comp_vectors = 0;
+};
+
+enum class PortState : uint8_t { Down, Init, Armed, Active };
+
+struct PortAttr {
+	PortState state = PortState::Down;
+	LinkLayer link_layer = LinkLayer::Ethernet;
+	uint32_t max_mtu = 4096;    // bytes
+	uint32_t active_mtu = 4096; // bytes
+	uint32_t gid_tbl_len = 1;
+};
+
+// ---------------------------------------------------------------------------------------------
+// QP
+
+enum class QpType : uint8_t { Rc };
+
+// IB spec 10.3.1; SQD is not modelled. Transitions (modify_qp):
+//   Reset->Init, Init->Init, Init->Rtr, Rtr->Rts, Rts->Rts, Sqe->Rts, any->Err, any->Reset.
+enum class QpState : uint8_t { Reset, Init, Rtr, Rts, Sqe, Err };
+
+const char *qp_state_str(QpState s);
+
+enum class SigType : uint8_t {
+	AllWr, // every send WR generates a completion
+	ReqWr, // only WRs with SEND_SIGNALED do (the ULP norm)
+};
+
+struct QpCap {
+	uint32_t max_send_wr = 0;
+	uint32_t max_recv_wr = 0;
+	uint32_t max_send_sge = 0;
+	uint32_t max_recv_sge = 0;
+	uint32_t max_inline_data = 0;
+	uint32_t max_rdma_ctxs = 0; // rw contexts; consumed by rw/ (grows max_send_wr), 0 = none
+};
+
+struct AsyncEvent;
+using EventHandler = std::function<void(const AsyncEvent &)>;
+
+struct QpInitAttr {
+	EventHandler event_handler;  // QP async events (fatal, LAST_WQE_REACHED, ...)
+	void *qp_context = nullptr;
+	Cq *send_cq = nullptr;
+	Cq *recv_cq = nullptr;
+	Srq *srq = nullptr;          // receives come from here when set; max_recv_wr ignored
+	QpCap cap;
+	SigType sq_sig_type = SigType::ReqWr;
+	QpType qp_type = QpType::Rc;
+	uint8_t port_num = 1;
+};
+
+// QpAttr mask bits for modify_qp.
+enum : uint32_t {
+	QP_STATE = 1u << 0,
+	QP_ACCESS_FLAGS = 1u << 1,  // remote access permitted on this QP (REMOTE_WRITE/READ)
+	QP_PORT = 1u << 2,
+	QP_AV = 1u << 3,            // dest: the peer (providers with a CM set it themselves)
+	QP_PATH_MTU = 1u << 4,
+	QP_TIMEOUT = 1u << 5,
+	QP_RETRY_CNT = 1u << 6,
+	QP_RNR_RETRY = 1u << 7,
+	QP_RQ_PSN = 1u << 8,
+	QP_MAX_QP_RD_ATOMIC = 1u << 9,
+	QP_MIN_RNR_TIMER = 1u << 10,
+	QP_SQ_PSN = 1u << 11,
+	QP_MAX_DEST_RD_ATOMIC = 1u << 12,
+	QP_DEST_QPN = 1u << 13,
+};
+
+struct QpAttr {
+	QpState qp_state = QpState::Reset;
+	QpState cur_qp_state = QpState::Reset; // out only (query_qp)
+	uint32_t qp_access_flags = 0;
+	uint8_t port_num = 1;
+	uint32_t path_mtu = 4096;        // bytes
+	uint8_t timeout = 14;            // local ack timeout, 4.096 us * 2^timeout
+	uint8_t retry_cnt = 7;           // transport retries
+	uint8_t rnr_retry = 7;           // RNR retries; 7 = infinite (IB spec 9.7.5.2.8)
+	uint8_t min_rnr_timer = 12;      // IB encoding (12 = 0.64 ms)
+	uint32_t rq_psn = 0;
+	uint32_t sq_psn = 0;
+	uint32_t max_rd_atomic = 1;      // outstanding READs this QP initiates
+	uint32_t max_dest_rd_atomic = 1; // outstanding READs this QP accepts
+	uint32_t dest_qp_num = 0;
+	QpCap cap;                       // out only (query_qp)
+};
+
+// IB encoding of min_rnr_timer (IB spec table 45) to microseconds.
+uint32_t rnr_timer_usec(uint8_t enc);
+
+// ---------------------------------------------------------------------------------------------
+// Async events
+
+enum class EventType : uint8_t {
+	CqErr,            // CQ overrun (IB_EVENT_CQ_ERR)
+	QpFatal,          // QP entered ERR for a local reason (IB_EVENT_QP_FATAL)
+	QpReqErr,         // invalid request seen as responder (IB_EVENT_QP_REQ_ERR)
+	QpAccessErr,      // access violation seen as responder (IB_EVENT_QP_ACCESS_ERR)
+	CommEst,          // first packet received in RTR
+	QpLastWqeReached, // QP on an SRQ left for ERR; no more receive completions for it
+	SrqLimitReached,
+	SrqErr,
+	PortActive,
+	PortErr,
+	DeviceFatal,
+};
+
+const char *event_type_str(EventType t);
+
+struct AsyncEvent {
+	EventType event = EventType::DeviceFatal;
+	Device *device = nullptr;
+	Qp *qp = nullptr;   // QP events
+	Cq *cq = nullptr;   // CQ events
+	Srq *srq = nullptr; // SRQ events
+	uint8_t port_num = 0;
+};
+
+// Cq::req_notify flags.
+enum class CqNotify : uint8_t {
+	NextComp,  // the next completion of any kind raises an event
+	Solicited, // only a solicited or error completion raises one
+};
+
+} // namespace ulp

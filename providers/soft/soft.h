@@ -1,0 +1,124 @@
+// SPDX-License-Identifier: MIT
+// providers/soft/soft.h - the software RDMA provider's public API.
+//
+// Devices, profiles and limits; the wire choice; deterministic inline execution; fault
+// injection; counters. Everything else goes through core/ (Device, Pd, Qp, CmId, ...).
+//
+// Addresses: a soft device owns one IPv4 address (default 127.0.0.1). A CM listener on
+// IP:PORT is found by connecting peers in two places, in this order:
+//   1. this process's listener table (in-process wire: the engine copies directly
+//      between registered regions), unless the device's wire is Wire::Socket;
+//   2. the Linux abstract Unix-domain socket "@ulp-soft/IP:PORT" (socket wire, one
+//      stream socket per connection, packets like a real transport). Abstract sockets
+//      vanish with their process and are scoped by network namespace, like an IP address.
+#pragma once
+
+#include "core/device.h"
+#include "core/registry.h"
+
+#include <cstdint>
+#include <string>
+
+namespace ulp::soft {
+
+enum class Profile : uint8_t {
+	Ib,    // IB/RoCE-like: MEM_MGT_EXTENSIONS, LAST_WQE_REACHED, CQ resize, 30-entry SGEs
+	Iwarp, // iWARP-like: READ sink needs REMOTE_WRITE, max_sge_rd 1, no LAST_WQE, no resize
+};
+
+enum class Wire : uint8_t {
+	Auto,   // in-process when the listener is in this process, else the socket
+	Socket, // always the socket, even in-process (exercises the packet path)
+};
+
+enum class Exec : uint8_t {
+	Engine, // a per-device engine thread executes work, like a NIC (default)
+	Inline, // work runs inside post_send / post_recv / poll on the caller's thread:
+	        // deterministic, for unit tests. In-process wire only.
+};
+
+// Limits: 0 keeps the profile's default.
+struct Limits {
+	uint32_t max_qp_wr = 0;
+	uint32_t max_sge = 0;
+	uint32_t max_sge_rd = 0;
+	uint32_t max_fast_reg_page_list_len = 0;
+	uint32_t max_qp_rd_atom = 0;
+	uint32_t max_cqe = 0;
+	uint32_t max_inline_data = 0;
+	uint32_t num_comp_vectors = 0;
+};
+
+struct DeviceConfig {
+	std::string name;               // "" picks soft0, soft1, ...
+	Profile profile = Profile::Ib;
+	std::string ip = "127.0.0.1";   // the device's address (its GID is IPv4-mapped)
+	Exec exec = Exec::Engine;
+	Wire wire = Wire::Auto;
+	Limits limits;
+	uint64_t fault_seed = 1;        // seeds random fault injection
+};
+
+// Create a device and register it with the core registry. nullptr and errno on bad config.
+Device *create_device(const DeviceConfig &cfg);
+// Unregister and free. Every object on the device must be gone already.
+void destroy_device(Device *dev);
+bool is_soft(const Device &dev);
+
+// The provider (for CM ids): registered with the core registry as "soft".
+Provider &provider();
+
+// Inline mode: run pending work (RNR retries whose timer expired, socket traffic) now.
+// Returns the number of work items processed. Harmless in engine mode.
+int progress(Device &dev);
+
+// ---------------------------------------------------------------------------------------------
+// Fault injection. Deterministic: rules fire at the n-th matching event, or at random
+// with the device's fault_seed.
+
+enum class FaultPoint : uint8_t {
+	PostSend,      // post_send fails with -EIO for the matching WR
+	PostRecv,      // post_recv fails with -EIO
+	DropCompletion,// the completion is not delivered (the WR still executed)
+	DelayCompletion,// the completion is delivered delay_us later
+	RkeyCheck,     // the responder's rkey check fails (REM_ACCESS_ERR at the requester)
+	QpError,       // the QP moves to ERR before executing the matching WR
+	CutConnection, // the wire to the peer is cut before the matching WR (peer death)
+};
+
+struct FaultRule {
+	FaultPoint point = FaultPoint::PostSend;
+	uint32_t qp_num = 0;      // 0 = any QP of the device
+	uint64_t nth = 1;         // fire at the nth matching event (1-based); 0 = use probability
+	double probability = 0.0; // with nth == 0: chance per matching event
+	uint32_t count = 1;       // how many times the rule fires (0 = unlimited)
+	uint32_t delay_us = 0;    // DelayCompletion
+};
+
+int inject_fault(Device &dev, const FaultRule &rule); // returns a rule id >= 0
+void clear_faults(Device &dev);
+uint64_t faults_fired(Device &dev);
+
+// Immediate faults.
+void force_qp_error(Qp &qp);        // the QP enters ERR now (QP_FATAL event)
+void force_device_fatal(Device &dev); // every QP to ERR, DEVICE_FATAL event
+void cut_connection(Qp &qp);        // as if the peer died: both sides see the wire drop
+
+// ---------------------------------------------------------------------------------------------
+// Counters (monotonic).
+
+struct Counters {
+	uint64_t posted = 0;      // send + recv WRs accepted by post_*
+	uint64_t completed = 0;   // completions delivered to CQs (all statuses)
+	uint64_t errors = 0;      // completions with an error status other than flush
+	uint64_t flushes = 0;     // WR_FLUSH_ERR completions (including silent ones)
+	uint64_t bytes_tx = 0;    // payload bytes sent (SEND, WRITE) or served (READ responses)
+	uint64_t bytes_rx = 0;    // payload bytes received (RECV, WRITE target, READ data)
+	uint64_t rnr_naks = 0;    // RNR NAKs seen as requester
+	uint64_t max_rd_inflight = 0; // high-water mark of outstanding READs (per QP: its own)
+};
+
+Counters device_counters(Device &dev);
+Counters qp_counters(Qp &qp);
+
+} // namespace ulp::soft

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs every Debian 12 package that ulp's build, tests and tools need.
+# Idempotent; run as root on a fresh machine. Package lists per purpose, so
+# that the reason each one is here stays visible.
+set -euo pipefail
+
+build=(build-essential cmake ninja-build pkg-config git)
+libs=(libgtest-dev libgmock-dev libbenchmark-dev libboost-dev)
+tools=(clang clang-format python3)
+
+pkgs=("${build[@]}" "${libs[@]}" "${tools[@]}")
+
+missing=()
+for p in "${pkgs[@]}"; do
+	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+if ((${#missing[@]})); then
+	if [[ $(id -u) -ne 0 ]]; then
+		echo "install-deps: need root to install: ${missing[*]}" >&2
+		exit 1
+	fi
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update -q
+	apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+echo "install-deps: all ${#pkgs[@]} packages present"
