@@ -5,7 +5,7 @@
 set -euo pipefail
 
 build=(build-essential cmake ninja-build pkg-config git)
-libs=(libgtest-dev libgmock-dev libbenchmark-dev libboost-dev)
+libs=(libgtest-dev libgmock-dev libbenchmark-dev libboost-dev libcli11-dev)
 tools=(clang clang-format python3)
 
 pkgs=("${build[@]}" "${libs[@]}" "${tools[@]}")

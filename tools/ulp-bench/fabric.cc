@@ -1,0 +1,682 @@
+// SPDX-License-Identifier: MIT
+// tools/ulp-bench/fabric.cc - `ulp-bench fabric`: RDMA WRITE / READ / SEND bandwidth and
+// 64-byte message rate on the soft provider, in-process and cross-process, each beside a
+// single-threaded memcpy of the same size measured in the same run.
+//
+// Measurement: Google Benchmark, benchmarks registered programmatically, results taken by
+// a custom reporter. It expresses the cross-process case cleanly because everything that
+// is not measured (spawning the peer, the CM handshake, registration) happens once, before
+// RunSpecifiedBenchmarks; each benchmark only drives an already connected send queue. One
+// iteration posts one work request; the queue is kept full (kDepth outstanding, every
+// kSignal-th WR signaled) and the last iteration is signaled and waits for the queue to
+// drain, so every WR counted completed inside the timed loop. Wall-clock time
+// (UseRealTime): the work runs on the provider's engine threads, not the posting thread.
+#include "tools/ulp-bench/fabric.h"
+#include "tools/ulp-bench/fabric_conn.h"
+
+#include "providers/soft/soft.h"
+
+#include <benchmark/benchmark.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <chrono>
+#include <cinttypes>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace ulp::bench
+{
+
+namespace
+{
+
+// Bandwidth runs: 32 WRs outstanding, every 16th signaled. Unsignaled WRs hold their SQ
+// slots until a later signaled WR completes, so the depth must be a multiple of the signal
+// interval: whenever the queue is full, its newest WR is a signaled one.
+constexpr uint32_t kDepth = 32;
+constexpr uint32_t kSignal = 16;
+// Message-rate runs: a deeper queue, fewer completions, payload inline when the device
+// allows it (what perftest's message-rate mode does).
+constexpr uint32_t kRateDepth = 128;
+constexpr uint32_t kRateSignal = 32;
+constexpr uint32_t kRateSize = 64;
+
+constexpr std::array<uint32_t, 9> kSizes = {64,        256,        1024,       4096,   16384,
+                                            64 * 1024, 128 * 1024, 256 * 1024, kMaxMsg};
+
+double now_s()
+{
+	using namespace std::chrono;
+	return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+
+// ---------------------------------------------------------------------------------------------
+// One connected send queue and its completion bookkeeping.
+
+struct Stream {
+	struct Slot {
+		Cqe cqe; // first: the WC's wr_cqe points here
+		Stream *s = nullptr;
+		uint64_t idx = 0;
+	};
+
+	const char *wire = "";
+	Requester *req = nullptr;
+	Responder *local = nullptr; // in-process responder whose receives we re-post
+	std::vector<Slot> slots;
+	uint64_t done = 0; // index of the newest completed WR; all older ones are done too
+
+	void init(const char *w, Requester *r, Responder *l)
+	{
+		wire = w;
+		req = r;
+		local = l;
+		slots.resize(r->sq_depth());
+		for (auto &sl : slots) {
+			sl.s = this;
+			sl.cqe.done = [](Cq *, Wc *wc) {
+				auto *sl = reinterpret_cast<Slot *>(wc->wr_cqe);
+				sl->s->done = sl->idx;
+			};
+		}
+	}
+
+	// Poll until WR number target has completed. Every WR carries a cqe (signaled or
+	// not), so an error completion of any of them names it.
+	void poll_until(uint64_t target)
+	{
+		std::array<Wc, 16> wc;
+		Cq *cq = req->send_cq();
+		uint64_t idle = 0;
+		double idle_since = 0;
+		while (done < target) {
+			int n = cq->poll(wc);
+			if (n < 0)
+				fatal("%s: poll: %s", wire, std::strerror(-n));
+			for (int i = 0; i < n; i++) {
+				if (wc[i].status != WcStatus::Success) {
+					auto *sl = reinterpret_cast<Slot *>(wc[i].wr_cqe);
+					fatal("%s: completion of WR %" PRIu64
+					      " failed: %s (vendor_err %u, qp %u)",
+					      wire, sl ? sl->idx : 0, wc_status_str(wc[i].status),
+					      wc[i].vendor_err, wc[i].qp_num);
+				}
+				if (wc[i].wr_cqe)
+					wc[i].wr_cqe->done(cq, &wc[i]);
+			}
+			if (local)
+				local->reap();
+			if (n > 0) {
+				idle = 0;
+				continue;
+			}
+			if ((++idle & 4095) == 0) {
+				double t = now_s();
+				if (idle == 4096)
+					idle_since = t;
+				else if (t - idle_since > kCompletionTimeoutMs / 1000.0)
+					fatal("%s: no completion for %d ms (waiting for WR %" PRIu64
+					      ", newest done %" PRIu64 ")",
+					      wire, kCompletionTimeoutMs, target, done);
+			}
+		}
+	}
+
+	void post(RdmaWr &wr, uint64_t idx, bool signaled, uint32_t extra_flags)
+	{
+		Slot &sl = slots[idx % slots.size()];
+		sl.idx = idx;
+		wr.wr_cqe = &sl.cqe;
+		wr.send_flags = (signaled ? uint32_t{SEND_SIGNALED} : 0u) | extra_flags;
+		const SendWr *bad = nullptr;
+		if (int rc = req->qp()->post_send(&wr, &bad))
+			fatal("%s: post_send %s WR %" PRIu64 ": %s", wire, wr_opcode_str(wr.opcode),
+			      idx, std::strerror(-rc));
+	}
+
+	RdmaWr make_wr(WrOpcode op, uint32_t size, Sge *sge) const
+	{
+		uint8_t *local_buf = op == WrOpcode::RdmaRead ? req->sink() : req->src();
+		*sge = Sge{reinterpret_cast<uint64_t>(local_buf), size, req->mr().lkey()};
+		RdmaWr wr;
+		wr.opcode = op;
+		wr.sg_list = sge;
+		wr.num_sge = 1;
+		if (op != WrOpcode::Send) {
+			wr.remote_addr = req->remote().addr;
+			wr.rkey = req->remote().rkey;
+		}
+		return wr;
+	}
+
+	// Before measuring: WRITE a pattern, READ it back into the sink, compare; then one
+	// SEND. Proves the connection moves the right bytes.
+	void verify()
+	{
+		constexpr uint32_t n = 64 * 1024;
+		for (uint32_t i = 0; i < n; i++)
+			req->src()[i] = static_cast<uint8_t>(i * 7 + 3);
+		std::memset(req->sink(), 0, n);
+		Sge sge;
+		RdmaWr w = make_wr(WrOpcode::RdmaWrite, n, &sge);
+		done = 0;
+		post(w, 1, true, 0);
+		poll_until(1);
+		RdmaWr r = make_wr(WrOpcode::RdmaRead, n, &sge);
+		done = 0;
+		post(r, 1, true, 0);
+		poll_until(1);
+		if (std::memcmp(req->src(), req->sink(), n) != 0)
+			fatal("%s: data read back after RDMA WRITE differs", wire);
+		RdmaWr s = make_wr(WrOpcode::Send, n, &sge);
+		done = 0;
+		post(s, 1, true, 0);
+		poll_until(1);
+	}
+};
+
+void bm_fabric(benchmark::State &st, Stream *s, WrOpcode op, uint32_t size, uint32_t depth,
+               uint32_t signal, bool inl)
+{
+	const uint64_t n = static_cast<uint64_t>(st.max_iterations);
+	Sge sge;
+	RdmaWr wr = s->make_wr(op, size, &sge);
+	const uint32_t flags = inl ? uint32_t{SEND_INLINE} : 0u;
+	uint64_t posted = 0;
+	s->done = 0;
+	for (auto _ : st) {
+		if (posted - s->done >= depth)
+			s->poll_until(posted - depth + 1);
+		++posted;
+		s->post(wr, posted, posted % signal == 0 || posted == n, flags);
+		if (posted == n)
+			s->poll_until(n);
+	}
+	st.SetBytesProcessed(static_cast<int64_t>(n * size));
+	st.SetItemsProcessed(static_cast<int64_t>(n));
+}
+
+void bm_memcpy(benchmark::State &st, uint8_t *dst, const uint8_t *src, uint32_t size)
+{
+	for (auto _ : st) {
+		benchmark::DoNotOptimize(dst);
+		std::memcpy(dst, src, size);
+		benchmark::ClobberMemory();
+	}
+	st.SetBytesProcessed(static_cast<int64_t>(st.iterations() * size));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Results
+
+struct Row {
+	std::string name; // the Google Benchmark name, "inproc/WRITE/131072"
+	std::string wire; // "inproc", "xproc", "" for memcpy
+	std::string op;   // "WRITE", "READ", "SEND", "WRITE rate", "SEND rate", "memcpy"
+	uint32_t size = 0;
+	bool rate = false;
+	bool have = false;
+	double bytes_per_s = 0;
+	double msgs_per_s = 0;
+	// Aims, printed beside the figures (not asserted).
+	double aim_ratio = 0; // >= this times memcpy
+	double aim_mmsgs = 0; // >= this many million messages per second
+};
+
+struct Results {
+	std::vector<Row> rows;
+	std::map<std::string, size_t> by_name;
+	std::map<uint32_t, size_t> memcpy_by_size;
+	size_t reported = 0;
+
+	Row &add(Row r)
+	{
+		by_name[r.name] = rows.size();
+		if (r.op == "memcpy")
+			memcpy_by_size[r.size] = rows.size();
+		rows.push_back(std::move(r));
+		return rows.back();
+	}
+	double memcpy_bps(uint32_t size) const
+	{
+		auto it = memcpy_by_size.find(size);
+		return it == memcpy_by_size.end() ? 0 : rows[it->second].bytes_per_s;
+	}
+};
+
+std::string size_str(uint32_t s)
+{
+	if (s >= (1u << 20) && s % (1u << 20) == 0)
+		return std::to_string(s >> 20) + "M";
+	if (s >= 1024 && s % 1024 == 0)
+		return std::to_string(s >> 10) + "K";
+	return std::to_string(s);
+}
+
+// Captures the runs; prints one progress line per benchmark to stderr.
+class Reporter : public benchmark::BenchmarkReporter
+{
+public:
+	explicit Reporter(Results &r) : res_(r) {}
+	bool ReportContext(const Context &) override { return true; }
+	void ReportRuns(const std::vector<Run> &runs) override
+	{
+		for (const Run &run : runs) {
+			if (run.run_type != Run::RT_Iteration)
+				continue;
+			auto it = res_.by_name.find(run.run_name.function_name);
+			if (it == res_.by_name.end())
+				continue;
+			Row &row = res_.rows[it->second];
+			if (run.error_occurred)
+				fatal("%s: %s", row.name.c_str(), run.error_message.c_str());
+			double secs = run.real_accumulated_time;
+			if (secs <= 0 || run.iterations <= 0)
+				fatal("%s: no time measured", row.name.c_str());
+			double iters = static_cast<double>(run.iterations);
+			row.msgs_per_s = iters / secs;
+			row.bytes_per_s = iters * row.size / secs;
+			row.have = true;
+			res_.reported++;
+			if (row.rate)
+				std::fprintf(stderr,
+				             "ulp-bench: [%zu/%zu] %-6s %-10s %5s  %8.3f Mmsg/s\n",
+				             res_.reported, res_.rows.size(), row.wire.c_str(),
+				             row.op.c_str(), size_str(row.size).c_str(),
+				             row.msgs_per_s / 1e6);
+			else
+				std::fprintf(stderr,
+				             "ulp-bench: [%zu/%zu] %-6s %-10s %5s  %8.3f GB/s\n",
+				             res_.reported, res_.rows.size(), row.wire.c_str(),
+				             row.op.c_str(), size_str(row.size).c_str(),
+				             row.bytes_per_s / 1e9);
+		}
+	}
+
+private:
+	Results &res_;
+};
+
+std::string aim_text(const Row &r, double ratio, bool *met)
+{
+	char buf[64];
+	if (r.aim_ratio > 0) {
+		*met = ratio >= r.aim_ratio;
+		std::snprintf(buf, sizeof(buf), ">= %.2fx: %s", r.aim_ratio,
+		              *met ? "met" : "MISSED");
+		return buf;
+	}
+	if (r.aim_mmsgs > 0) {
+		*met = r.msgs_per_s / 1e6 >= r.aim_mmsgs;
+		std::snprintf(buf, sizeof(buf), ">= %.1f M/s: %s", r.aim_mmsgs,
+		              *met ? "met" : "MISSED");
+		return buf;
+	}
+	return "";
+}
+
+void print_table(const Results &res, const FabricOptions &o, bool huge, bool inline_rate)
+{
+	std::printf("ulp-bench fabric: soft provider, %s run, %.2f s per figure\n",
+	            o.quick ? "quick" : "full", o.min_time);
+	std::printf("  bandwidth: %u WRs outstanding, every %uth signaled; message rate: %u "
+	            "outstanding, every %uth signaled%s\n",
+	            kDepth, kSignal, kRateDepth, kRateSignal,
+	            inline_rate ? ", payload inline" : "");
+	std::printf("  buffers: dma_alloc (memfd%s), one registered region per side; memcpy: "
+	            "single thread, same sizes, same run\n",
+	            huge ? ", 2 MiB hugepages" : ", 4 KiB pages");
+	std::printf("  ratio = fabric bytes/s / memcpy bytes/s\n\n");
+	std::printf("%6s  %-10s  %-6s  %14s  %11s  %7s  %s\n", "size", "op", "wire", "fabric",
+	            "memcpy GB/s", "ratio", "aim");
+	for (const Row &r : res.rows) {
+		if (r.op == "memcpy" || !r.have)
+			continue;
+		double mc = res.memcpy_bps(r.size);
+		double ratio = mc > 0 ? r.bytes_per_s / mc : 0;
+		bool met = false;
+		std::string aim = aim_text(r, ratio, &met);
+		char fig[32];
+		if (r.rate)
+			std::snprintf(fig, sizeof(fig), "%8.3f Mmsg/s", r.msgs_per_s / 1e6);
+		else
+			std::snprintf(fig, sizeof(fig), "%8.3f GB/s", r.bytes_per_s / 1e9);
+		std::printf("%6s  %-10s  %-6s  %14s  %11.3f  %6.3fx  %s\n",
+		            size_str(r.size).c_str(), r.op.c_str(), r.wire.c_str(), fig, mc / 1e9,
+		            ratio, aim.c_str());
+	}
+	std::fflush(stdout);
+}
+
+void print_json(const Results &res, const FabricOptions &o, bool huge, bool inline_rate)
+{
+	std::printf("{\n  \"bench\": \"fabric\",\n  \"provider\": \"soft\",\n  \"quick\": %s,\n"
+	            "  \"min_time_s\": %.3f,\n  \"queue_depth\": %u,\n  \"signal_every\": %u,\n"
+	            "  \"rate_queue_depth\": %u,\n  \"rate_signal_every\": %u,\n"
+	            "  \"rate_inline\": %s,\n  \"hugepages\": %s,\n  \"rows\": [",
+	            o.quick ? "true" : "false", o.min_time, kDepth, kSignal, kRateDepth,
+	            kRateSignal, inline_rate ? "true" : "false", huge ? "true" : "false");
+	bool first = true;
+	for (const Row &r : res.rows) {
+		if (r.op == "memcpy" || !r.have)
+			continue;
+		double mc = res.memcpy_bps(r.size);
+		double ratio = mc > 0 ? r.bytes_per_s / mc : 0;
+		bool met = false;
+		std::string aim = aim_text(r, ratio, &met);
+		std::printf("%s\n    {\"size\": %u, \"op\": \"%s\", \"kind\": \"%s\", \"wire\": "
+		            "\"%s\", \"gbps\": %.4f, \"mmsgs\": %.4f, \"memcpy_gbps\": %.4f, "
+		            "\"ratio\": %.4f",
+		            first ? "" : ",", r.size, r.op.c_str(), r.rate ? "rate" : "bandwidth",
+		            r.wire.c_str(), r.bytes_per_s / 1e9, r.msgs_per_s / 1e6, mc / 1e9,
+		            ratio);
+		if (r.aim_ratio > 0)
+			std::printf(", \"aim\": {\"min_ratio\": %.2f, \"met\": %s}", r.aim_ratio,
+			            met ? "true" : "false");
+		else if (r.aim_mmsgs > 0)
+			std::printf(", \"aim\": {\"min_mmsgs\": %.2f, \"met\": %s}", r.aim_mmsgs,
+			            met ? "true" : "false");
+		std::printf("}");
+		first = false;
+	}
+	std::printf("\n  ]\n}\n");
+	std::fflush(stdout);
+}
+
+// ---------------------------------------------------------------------------------------------
+// The peer process (the socket wire's far end): a re-exec of this binary, started before
+// this process creates any thread, told to die with us (PR_SET_PDEATHSIG).
+
+struct Peer {
+	pid_t pid = 0;
+	uint16_t port = 0;
+};
+
+Peer spawn_peer(const std::string &ip)
+{
+	int pfd[2];
+	if (pipe2(pfd, O_CLOEXEC) != 0)
+		fatal("pipe2: %s", std::strerror(errno));
+	char exe[4096];
+	ssize_t el = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (el <= 0)
+		fatal("readlink /proc/self/exe: %s", std::strerror(errno));
+	exe[el] = 0;
+	std::string fd_arg = std::to_string(pfd[1]);
+	std::vector<char *> argv = {
+	    exe,           const_cast<char *>("fabric-peer"), const_cast<char *>("--ready-fd"),
+	    fd_arg.data(), const_cast<char *>("--ip"),        const_cast<char *>(ip.c_str()),
+	    nullptr};
+	pid_t parent = getpid();
+	std::fflush(stdout);
+	std::fflush(stderr);
+	pid_t pid = fork();
+	if (pid < 0)
+		fatal("fork: %s", std::strerror(errno));
+	if (pid == 0) {
+		// Async-signal-safe calls only until exec.
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(1);
+		close(pfd[0]);
+		fcntl(pfd[1], F_SETFD, 0); // keep the ready fd across exec
+		int devnull = open("/dev/null", O_RDWR);
+		if (devnull >= 0) {
+			dup2(devnull, STDIN_FILENO);
+			dup2(devnull, STDOUT_FILENO); // stdout is the parent's (JSON) output
+		}
+		execv(exe, argv.data());
+		_exit(127);
+	}
+	close(pfd[1]);
+	set_peer_pid(pid);
+
+	std::string line;
+	double deadline = now_s() + kCmTimeoutMs / 1000.0;
+	for (;;) {
+		double left = deadline - now_s();
+		if (left <= 0)
+			fatal("peer process %d did not report its port within %d ms", pid,
+			      kCmTimeoutMs);
+		pollfd p{pfd[0], POLLIN, 0};
+		int rc = poll(&p, 1, static_cast<int>(left * 1000) + 1);
+		if (rc < 0 && errno == EINTR)
+			continue;
+		if (rc < 0)
+			fatal("poll: %s", std::strerror(errno));
+		if (rc == 0)
+			continue;
+		char buf[32];
+		ssize_t n = read(pfd[0], buf, sizeof(buf));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			int status = 0;
+			waitpid(pid, &status, 0);
+			set_peer_pid(0);
+			fatal("peer process exited before reporting its port (status 0x%x)",
+			      status);
+		}
+		line.append(buf, static_cast<size_t>(n));
+		if (line.find('\n') != std::string::npos)
+			break;
+	}
+	close(pfd[0]);
+	Peer peer;
+	peer.pid = pid;
+	peer.port = static_cast<uint16_t>(std::stoi(line));
+	return peer;
+}
+
+// Bounded wait for the peer to exit after the disconnect; kill it when it overstays.
+int reap_peer(Peer &peer)
+{
+	if (peer.pid <= 0)
+		return 0;
+	int status = 0;
+	for (int i = 0; i < 100; i++) {
+		pid_t r = waitpid(peer.pid, &status, WNOHANG);
+		if (r == peer.pid) {
+			set_peer_pid(0);
+			peer.pid = 0;
+			if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+				return 0;
+			std::fprintf(stderr, "ulp-bench: peer process ended with status 0x%x\n",
+			             status);
+			return 1;
+		}
+		std::this_thread::sleep_for(std::chrono::milliseconds(100));
+	}
+	std::fprintf(stderr, "ulp-bench: peer process %d still running after 10 s; killing it\n",
+	             peer.pid);
+	kill(peer.pid, SIGKILL);
+	waitpid(peer.pid, &status, 0);
+	set_peer_pid(0);
+	peer.pid = 0;
+	return 1;
+}
+
+} // namespace
+
+int run_fabric(const FabricOptions &opts)
+{
+	FabricOptions o = opts;
+	if (o.min_time <= 0)
+		o.min_time = o.quick ? 0.05 : 0.5;
+	const bool inproc = o.wire == "inproc" || o.wire == "both";
+	const bool xproc = o.wire == "xproc" || o.wire == "both";
+	double t0 = now_s();
+
+	// The peer first: fork before this process has any thread.
+	Peer peer;
+	if (xproc)
+		peer = spawn_peer(o.ip);
+
+	soft::DeviceConfig cfg;
+	cfg.ip = o.ip;
+	Device *dev = soft::create_device(cfg);
+	if (!dev)
+		fatal("soft::create_device(ip %s): %s", o.ip.c_str(), std::strerror(errno));
+
+	// memcpy buffers: the same kind of memory the fabric moves.
+	auto mc_src = dma_alloc(kMaxMsg);
+	auto mc_dst = dma_alloc(kMaxMsg);
+	if (!mc_src || !mc_dst)
+		fatal("dma_alloc: %s", std::strerror(errno));
+	std::memset(mc_src->addr(), 0x5a, kMaxMsg);
+
+	Responder resp;
+	Requester rq_in, rq_x;
+	Stream s_in, s_x;
+	if (inproc) {
+		resp.start(dev, o.ip, false);
+		rq_in.connect(dev, o.ip, resp.port(), kRateDepth);
+		s_in.init("inproc", &rq_in, &resp);
+		s_in.verify();
+	}
+	if (xproc) {
+		rq_x.connect(dev, o.ip, peer.port, kRateDepth);
+		s_x.init("xproc", &rq_x, nullptr);
+		s_x.verify();
+	}
+	Requester &any = inproc ? rq_in : rq_x;
+	const bool huge = any.huge();
+	const bool inline_rate = any.max_inline() >= kRateSize;
+	std::fprintf(stderr, "ulp-bench: connected (%s) in %.2f s; measuring, %.2f s per figure\n",
+	             o.wire.c_str(), now_s() - t0, o.min_time);
+
+	// Registration order is run order and table order: memcpy first, then per wire the
+	// bandwidth sweeps and the message rates.
+	Results res;
+	auto *src = static_cast<const uint8_t *>(mc_src->addr());
+	auto *dst = static_cast<uint8_t *>(mc_dst->addr());
+	for (uint32_t size : kSizes) {
+		Row r;
+		r.name = "memcpy/" + std::to_string(size);
+		r.op = "memcpy";
+		r.size = size;
+		res.add(r);
+		benchmark::RegisterBenchmark(
+		    r.name.c_str(), [=](benchmark::State &st) { bm_memcpy(st, dst, src, size); })
+		    ->MinTime(o.min_time)
+		    ->UseRealTime();
+	}
+	struct OpDesc {
+		const char *name;
+		WrOpcode op;
+	};
+	const OpDesc ops[] = {
+	    {"WRITE", WrOpcode::RdmaWrite}, {"READ", WrOpcode::RdmaRead}, {"SEND", WrOpcode::Send}};
+	for (Stream *s : {&s_in, &s_x}) {
+		if (!s->req)
+			continue;
+		const std::string wire = s->wire;
+		for (const OpDesc &od : ops) {
+			for (uint32_t size : kSizes) {
+				Row r;
+				r.name = wire + "/" + od.name + "/" + std::to_string(size);
+				r.wire = wire;
+				r.op = od.name;
+				r.size = size;
+				if (od.op == WrOpcode::RdmaWrite && size == 128 * 1024)
+					r.aim_ratio = wire == "inproc" ? 0.7 : 0.35;
+				res.add(r);
+				WrOpcode op = od.op;
+				benchmark::RegisterBenchmark(
+				    r.name.c_str(),
+				    [=](benchmark::State &st) {
+					    bm_fabric(st, s, op, size, kDepth, kSignal, false);
+				    })
+				    ->MinTime(o.min_time)
+				    ->UseRealTime();
+			}
+		}
+		for (const OpDesc &od : {ops[0], ops[2]}) {
+			Row r;
+			r.name = wire + "/" + od.name + "-rate/" + std::to_string(kRateSize);
+			r.wire = wire;
+			r.op = std::string(od.name) + " rate";
+			r.size = kRateSize;
+			r.rate = true;
+			if (wire == "inproc")
+				r.aim_mmsgs = 2.0;
+			res.add(r);
+			WrOpcode op = od.op;
+			uint32_t depth = std::min(kRateDepth, s->req->sq_depth());
+			depth -= depth % kRateSignal;
+			if (depth == 0)
+				fatal("%s: send queue of %u is too short", wire.c_str(),
+				      s->req->sq_depth());
+			bool inl = s->req->max_inline() >= kRateSize;
+			benchmark::RegisterBenchmark(r.name.c_str(),
+			                             [=](benchmark::State &st) {
+				                             bm_fabric(st, s, op, kRateSize, depth,
+				                                       kRateSignal, inl);
+			                             })
+			    ->MinTime(o.min_time)
+			    ->UseRealTime();
+		}
+	}
+
+	int bargc = 1;
+	char arg0[] = "ulp-bench";
+	char *bargv[] = {arg0, nullptr};
+	benchmark::Initialize(&bargc, bargv);
+	Reporter reporter(res);
+	benchmark::RunSpecifiedBenchmarks(&reporter);
+	benchmark::Shutdown();
+	if (res.reported != res.rows.size())
+		fatal("only %zu of %zu benchmarks reported", res.reported, res.rows.size());
+
+	if (o.json)
+		print_json(res, o, huge, inline_rate);
+	else
+		print_table(res, o, huge, inline_rate);
+
+	// Teardown, every step bounded.
+	int rc = 0;
+	if (inproc) {
+		rq_in.disconnect();
+		resp.stop();
+	}
+	if (xproc)
+		rq_x.disconnect();
+	soft::destroy_device(dev);
+	rc |= reap_peer(peer);
+	std::fprintf(stderr, "ulp-bench: done in %.1f s\n", now_s() - t0);
+	return rc;
+}
+
+int run_fabric_peer(const PeerOptions &o)
+{
+	soft::DeviceConfig cfg;
+	cfg.ip = o.ip;
+	Device *dev = soft::create_device(cfg);
+	if (!dev)
+		fatal("fabric-peer: soft::create_device(ip %s): %s", o.ip.c_str(),
+		      std::strerror(errno));
+	Responder resp;
+	resp.start(dev, o.ip, true);
+	std::string line = std::to_string(resp.port()) + "\n";
+	if (write(o.ready_fd, line.data(), line.size()) != static_cast<ssize_t>(line.size()))
+		fatal("fabric-peer: write to fd %d: %s", o.ready_fd, std::strerror(errno));
+	close(o.ready_fd);
+	int rc = resp.serve(o.max_seconds);
+	resp.stop();
+	soft::destroy_device(dev);
+	return rc;
+}
+
+} // namespace ulp::bench

@@ -1,0 +1,27 @@
+// SPDX-License-Identifier: MIT
+// tools/ulp-bench/fabric.h - `ulp-bench fabric` and its hidden `fabric-peer` helper.
+#pragma once
+
+#include <string>
+
+namespace ulp::bench
+{
+
+struct FabricOptions {
+	bool json = false;         // rows as JSON on stdout instead of the table
+	bool quick = false;        // short run for CI / smoke (< 20 s)
+	std::string wire = "both"; // inproc | xproc | both
+	double min_time = 0;       // seconds per benchmark; 0 = 0.5 (0.02 with --quick)
+	std::string ip = "127.0.0.1";
+};
+
+struct PeerOptions {
+	int ready_fd = -1;      // the listener's port is written here, then it is closed
+	int max_seconds = 1800; // give up waiting for the requester's disconnect after this
+	std::string ip = "127.0.0.1";
+};
+
+int run_fabric(const FabricOptions &o);
+int run_fabric_peer(const PeerOptions &o);
+
+} // namespace ulp::bench

@@ -1,0 +1,157 @@
+// SPDX-License-Identifier: MIT
+// tools/ulp-bench/fabric_conn.h - the two ends of one benchmark connection on the soft
+// provider, set up through the CM (core/cm.h) like any ULP would.
+//
+//   Responder: listens, accepts one connection, exposes one registered buffer for RDMA
+//              WRITE/READ (address, rkey and length go back in the accept's private data)
+//              and keeps its receive queue full for SEND. It lives in this process
+//              (in-process wire) or in a `ulp-bench fabric-peer` child (socket wire).
+//   Requester: resolves, connects and drives the send queue.
+//
+// Every wait is bounded; a failure prints what failed and ends the process (fatal()).
+#pragma once
+
+#include "core/cm.h"
+#include "core/device.h"
+#include "core/dma_mem.h"
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace ulp::bench
+{
+
+// Print "ulp-bench: <msg>" to stderr, kill the peer process if one was started, exit 1.
+[[noreturn]] void fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+// The peer process fatal() kills (0 = none).
+void set_peer_pid(pid_t pid);
+
+constexpr uint32_t kMaxMsg = 1u << 20;      // largest message; buffers are this big
+constexpr int kCmTimeoutMs = 10000;         // any CM step
+constexpr int kCompletionTimeoutMs = 10000; // no completion progress for this long: fatal
+
+// What the responder tells the requester in the accept's private data.
+struct RemoteBuf {
+	uint64_t addr = 0;
+	uint32_t rkey = 0;
+	uint32_t length = 0;
+};
+
+// CM events of one id (or of a listener and the ids it spawned), as a queue the owner
+// waits on with a timeout.
+class CmEvents
+{
+public:
+	struct Ev {
+		CmId *id = nullptr;
+		CmEventType type = CmEventType::AddrError;
+		int status = 0;
+		ConnParam param;
+	};
+	void push(CmId *id, const CmEvent &ev);
+	// Wait for the next event; fatal() after timeout_ms.
+	Ev wait(const char *what, int timeout_ms = kCmTimeoutMs);
+	// Wait for an event of type want (others are discarded); false on timeout.
+	bool wait_for(CmEventType want, int timeout_ms, Ev *out = nullptr);
+
+private:
+	std::mutex mu_;
+	std::condition_variable cv_;
+	std::deque<Ev> q_;
+};
+
+// The shared device setup of one side: PD, CQs, one registered buffer.
+struct Side {
+	Device *dev = nullptr;
+	std::unique_ptr<Pd> pd;
+	std::unique_ptr<CompChannel> channel; // responder in a peer process only
+	std::unique_ptr<Cq> send_cq;
+	std::unique_ptr<Cq> recv_cq;
+	std::unique_ptr<DmaRegion> mem;
+	std::unique_ptr<Mr> mr;
+
+	void init(Device *dev, size_t bytes, int send_cqe, int recv_cqe, bool with_channel);
+	void fini(); // MR, CQs, channel, PD (the QP must be gone)
+};
+
+class Responder
+{
+public:
+	// Bind a listener on ip, trying ports from a pid-derived base; fatal() if none.
+	// with_channel: receive completions raise events on a completion channel (a peer
+	// process sleeps on it); otherwise the owner calls reap() from its own loop.
+	void start(Device *dev, const std::string &ip, bool with_channel);
+	uint16_t port() const { return port_; }
+
+	// Reap receive completions and re-post the receives; returns how many. Thread: the
+	// owner's (one thread at a time).
+	int reap();
+	// Peer process main loop: sleep on the channel, reap, until the requester
+	// disconnects or deadline_s passes. Returns 0 on a clean disconnect.
+	int serve(int deadline_s);
+
+	bool disconnected() const { return disconnected_.load(); }
+	void stop(); // disconnect if still connected, destroy everything
+
+private:
+	struct RecvCtx {
+		Cqe cqe;
+		Responder *self;
+		uint32_t slot;
+	};
+	void on_event(CmId *id, CmEvent &ev);
+	void post_recv(uint32_t slot);
+
+	Side side_;
+	uint16_t port_ = 0;
+	uint32_t rq_depth_ = 0;
+	std::vector<RecvCtx> recvs_;
+	std::unique_ptr<CmId> listen_id_;
+	std::mutex conn_mu_;
+	std::unique_ptr<CmId> conn_id_;
+	CmEvents events_;
+	std::atomic<bool> established_{false};
+	std::atomic<bool> disconnected_{false};
+};
+
+class Requester
+{
+public:
+	// Connect to ip:port and learn the responder's buffer. sq_depth: the deepest send
+	// queue a benchmark will keep outstanding.
+	void connect(Device *dev, const std::string &ip, uint16_t port, uint32_t sq_depth);
+	void disconnect(); // disconnect, wait (bounded) for DISCONNECTED, destroy everything
+
+	Qp *qp() const { return id_->qp(); }
+	Cq *send_cq() const { return side_.send_cq.get(); }
+	const Mr &mr() const { return *side_.mr; }
+	// Local buffer: [0, kMaxMsg) is the WRITE/SEND source, [kMaxMsg, 2*kMaxMsg) the READ
+	// sink.
+	uint8_t *src() const { return static_cast<uint8_t *>(side_.mem->addr()); }
+	uint8_t *sink() const { return src() + kMaxMsg; }
+	bool huge() const { return side_.mem->huge(); }
+	const RemoteBuf &remote() const { return remote_; }
+	uint32_t max_inline() const { return max_inline_; }
+	uint32_t sq_depth() const { return sq_depth_; }
+
+private:
+	void on_event(CmId *id, CmEvent &ev);
+
+	Side side_;
+	std::unique_ptr<CmId> id_;
+	CmEvents events_;
+	RemoteBuf remote_;
+	uint32_t max_inline_ = 0;
+	uint32_t sq_depth_ = 0;
+};
+
+} // namespace ulp::bench

@@ -1,0 +1,44 @@
+// SPDX-License-Identifier: MIT
+// tools/ulp-bench/main.cc - ulp-bench: benchmarks of ulp's layers. Programs, not tests: they
+// print figures and ratios measured side by side in one run (docs/architecture.md).
+#include "tools/ulp-bench/fabric.h"
+
+#include <CLI/CLI.hpp>
+
+int main(int argc, char **argv)
+{
+	CLI::App app{"ulp-bench: benchmarks of ulp's RDMA layers, each figure printed beside a "
+	             "baseline measured in the same run."};
+	app.require_subcommand(1);
+
+	ulp::bench::FabricOptions fo;
+	auto *fabric = app.add_subcommand(
+	    "fabric", "RDMA WRITE/READ/SEND bandwidth (64 B .. 1 MiB) and 64-byte message rate "
+	              "on the soft provider, in-process and cross-process, beside memcpy");
+	fabric->add_flag("--json", fo.json, "print the rows as JSON on stdout instead of a table");
+	fabric->add_flag("--quick", fo.quick, "short run for CI and smoke tests (under 20 s)");
+	fabric
+	    ->add_option("--wire", fo.wire,
+	                 "inproc: both ends in this process; xproc: the far end in a peer "
+	                 "process (socket wire); both")
+	    ->check(CLI::IsMember({"inproc", "xproc", "both"}))
+	    ->capture_default_str();
+	fabric->add_option("--min-time", fo.min_time,
+	                   "seconds per figure (default 0.5, 0.05 with --quick)");
+	fabric->add_option("--ip", fo.ip, "the soft device's IPv4 address")->capture_default_str();
+
+	// Hidden: the far end of the cross-process runs, started by `fabric` itself.
+	ulp::bench::PeerOptions po;
+	auto *peer = app.add_subcommand("fabric-peer", "")->group("");
+	peer->add_option("--ready-fd", po.ready_fd, "write the listener's port here")->required();
+	peer->add_option("--max-seconds", po.max_seconds, "give up after this long");
+	peer->add_option("--ip", po.ip, "the soft device's IPv4 address");
+
+	CLI11_PARSE(app, argc, argv);
+
+	if (*fabric)
+		return ulp::bench::run_fabric(fo);
+	if (*peer)
+		return ulp::bench::run_fabric_peer(po);
+	return 2;
+}
