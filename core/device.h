@@ -208,7 +208,7 @@ public:
 
 protected:
 	Cq(Device &dev, int cqe, int comp_vector, CompChannel *ch)
-	    : dev_(dev), cqe_(cqe), comp_vector_(comp_vector), channel_(ch)
+	    : cqe_(cqe), dev_(dev), comp_vector_(comp_vector), channel_(ch)
 	{
 	}
 	int cqe_;
@@ -299,7 +299,7 @@ private:
 	Pd &pd_;
 };
 
-// Largest value 2^n-1 style helpers are not needed; keys are index<<8 | key byte.
+// Keys are index << 8 | key byte (the byte rotates on re-registration).
 constexpr uint32_t key_index(uint32_t key) { return key >> 8; }
 constexpr uint8_t key_byte(uint32_t key) { return static_cast<uint8_t>(key & 0xff); }
 constexpr uint32_t inc_rkey(uint32_t key) { return (key & 0xffffff00u) | ((key + 1) & 0xffu); }

@@ -19,7 +19,8 @@
 #include <cstdint>
 #include <string>
 
-namespace ulp::soft {
+namespace ulp::soft
+{
 
 enum class Profile : uint8_t {
 	Ib,    // IB/RoCE-like: MEM_MGT_EXTENSIONS, LAST_WQE_REACHED, CQ resize, 30-entry SGEs
@@ -50,13 +51,13 @@ struct Limits {
 };
 
 struct DeviceConfig {
-	std::string name;               // "" picks soft0, soft1, ...
+	std::string name; // "" picks soft0, soft1, ...
 	Profile profile = Profile::Ib;
-	std::string ip = "127.0.0.1";   // the device's address (its GID is IPv4-mapped)
+	std::string ip = "127.0.0.1"; // the device's address (its GID is IPv4-mapped)
 	Exec exec = Exec::Engine;
 	Wire wire = Wire::Auto;
 	Limits limits;
-	uint64_t fault_seed = 1;        // seeds random fault injection
+	uint64_t fault_seed = 1; // seeds random fault injection
 };
 
 // Create a device and register it with the core registry. nullptr and errno on bad config.
@@ -77,13 +78,13 @@ int progress(Device &dev);
 // with the device's fault_seed.
 
 enum class FaultPoint : uint8_t {
-	PostSend,      // post_send fails with -EIO for the matching WR
-	PostRecv,      // post_recv fails with -EIO
-	DropCompletion,// the completion is not delivered (the WR still executed)
-	DelayCompletion,// the completion is delivered delay_us later
-	RkeyCheck,     // the responder's rkey check fails (REM_ACCESS_ERR at the requester)
-	QpError,       // the QP moves to ERR before executing the matching WR
-	CutConnection, // the wire to the peer is cut before the matching WR (peer death)
+	PostSend,        // post_send fails with -EIO for the matching WR
+	PostRecv,        // post_recv fails with -EIO
+	DropCompletion,  // the completion is not delivered (the WR still executed)
+	DelayCompletion, // the completion is delivered delay_us later
+	RkeyCheck,       // the responder's rkey check fails (REM_ACCESS_ERR at the requester)
+	QpError,         // the QP moves to ERR before executing the matching WR
+	CutConnection,   // the wire to the peer is cut before the matching WR (peer death)
 };
 
 struct FaultRule {
@@ -100,21 +101,21 @@ void clear_faults(Device &dev);
 uint64_t faults_fired(Device &dev);
 
 // Immediate faults.
-void force_qp_error(Qp &qp);        // the QP enters ERR now (QP_FATAL event)
+void force_qp_error(Qp &qp);          // the QP enters ERR now (QP_FATAL event)
 void force_device_fatal(Device &dev); // every QP to ERR, DEVICE_FATAL event
-void cut_connection(Qp &qp);        // as if the peer died: both sides see the wire drop
+void cut_connection(Qp &qp);          // as if the peer died: both sides see the wire drop
 
 // ---------------------------------------------------------------------------------------------
 // Counters (monotonic).
 
 struct Counters {
-	uint64_t posted = 0;      // send + recv WRs accepted by post_*
-	uint64_t completed = 0;   // completions delivered to CQs (all statuses)
-	uint64_t errors = 0;      // completions with an error status other than flush
-	uint64_t flushes = 0;     // WR_FLUSH_ERR completions (including silent ones)
-	uint64_t bytes_tx = 0;    // payload bytes sent (SEND, WRITE) or served (READ responses)
-	uint64_t bytes_rx = 0;    // payload bytes received (RECV, WRITE target, READ data)
-	uint64_t rnr_naks = 0;    // RNR NAKs seen as requester
+	uint64_t posted = 0;          // send + recv WRs accepted by post_*
+	uint64_t completed = 0;       // completions delivered to CQs (all statuses)
+	uint64_t errors = 0;          // completions with an error status other than flush
+	uint64_t flushes = 0;         // WR_FLUSH_ERR completions (including silent ones)
+	uint64_t bytes_tx = 0;        // payload bytes sent (SEND, WRITE) or served (READ responses)
+	uint64_t bytes_rx = 0;        // payload bytes received (RECV, WRITE target, READ data)
+	uint64_t rnr_naks = 0;        // RNR NAKs seen as requester
 	uint64_t max_rd_inflight = 0; // high-water mark of outstanding READs (per QP: its own)
 };
 

@@ -1,0 +1,97 @@
+// SPDX-License-Identifier: MIT
+// providers/soft/cm_id.h - the soft provider's CM id and its event worker.
+//
+// States (transitions under CmGlobal::lock, asserted in cm.cc):
+//   Idle -> Bound (bind_addr) -> Listening (listen)
+//   Idle -> AddrResolved (resolve_addr) -> RouteResolved (resolve_route)
+//        -> Connecting (connect) -> Connected (peer accepted) | Idle (rejected)
+//   ReqRcvd (new passive id) -> Connected (accept) | Idle (reject)
+//   Connected -> Disconnected (disconnect, peer disconnect, peer death)
+#pragma once
+
+#include "core/cm.h"
+#include "providers/soft/soft_internal.h"
+
+#include <condition_variable>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace ulp::soft
+{
+
+class SoftCmId;
+
+// What an event in the worker's queue points at. id is cleared (under lock) when the
+// id is destroyed, so events queued for it are dropped instead of delivered.
+struct IdRef {
+	std::mutex lock; // held while the id's handler runs
+	SoftCmId *id = nullptr;
+};
+
+enum class CmState : uint8_t {
+	Idle,
+	Bound,
+	Listening,
+	AddrResolved,
+	RouteResolved,
+	Connecting,
+	ReqRcvd,
+	Connected,
+	Disconnected,
+};
+
+class SoftCmId final : public CmId
+{
+public:
+	SoftCmId(CmHandler h, void *ctx);
+	~SoftCmId() override;
+
+	int bind_addr(const SockAddr &addr) override;
+	int resolve_addr(const SockAddr *src, const SockAddr &dst, int timeout_ms) override;
+	int resolve_route(int timeout_ms) override;
+	int listen(int backlog) override;
+	int connect(const ConnParam &param) override;
+	int accept(const ConnParam &param) override;
+	int reject(std::span<const uint8_t> private_data) override;
+	int disconnect() override;
+	int create_qp(Pd &pd, const QpInitAttr &attr) override;
+	void destroy_qp() override;
+
+	// Everything below is under CmGlobal::lock.
+	void post(CmEvent ev);    // queue an event for this id's handler
+	void lost_peer();         // the peer went away: QP to ERR, DISCONNECTED
+	void disconnect_locked(); // we end the connection
+	void abandon_locked();    // we drop a half-made connection
+	SoftQp *sqp() const { return static_cast<SoftQp *>(qp_.get()); }
+	void set_device(Device *d) { device_ = d; }
+	void set_local(const SockAddr &a) { local_ = a; }
+	void set_peer_addr(const SockAddr &a) { peer_ = a; }
+
+	CmHandler handler;
+	std::shared_ptr<IdRef> ref;
+	CmState st = CmState::Idle;
+	SoftCmId *peer = nullptr;       // in-process partner
+	SoftCmId *listener = nullptr;   // ReqRcvd: the listener the request came to
+	std::string listen_key;         // Listening: key in the listener table
+	ConnParam req;                  // the connect request's parameters
+	std::shared_ptr<SockConn> sock; // socket wire: the connection
+	int sock_listen_fd = -1;        // Listening: the abstract socket
+};
+
+struct CmGlobal {
+	std::mutex lock; // every SoftCmId's state and the listener table
+	std::map<std::string, SoftCmId *> listeners; // "ip:port" -> id
+	uint16_t next_port = 40000;                  // ephemeral ports for active ids
+};
+CmGlobal &cm_global();
+
+// Move both QPs of a connection to RTS, pointed at each other. active_param is the
+// connect request, passive_param the accept. For the socket wire conn is set on qp.
+int cm_connect_qp(SoftQp &qp, const ConnParam &mine, const ConnParam &theirs, uint32_t dest_qpn,
+                  const Gid &dgid);
+
+} // namespace ulp::soft

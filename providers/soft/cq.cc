@@ -1,0 +1,236 @@
+// SPDX-License-Identifier: MIT
+// providers/soft/cq.cc - completion queues and completion channels.
+//
+// A CQ is a ring of Wc. Overflow is a CQ error (IB spec 11.4.2.1: CQ overrun raises the
+// CQ Error async event); completions that do not fit are lost, as on hardware. Arming is
+// one-shot: req_notify arms, the next (solicited) completion disarms and raises one event
+// on the channel, whose eventfd stays readable until get_cq_event takes it.
+#include "providers/soft/soft_internal.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+namespace ulp::soft
+{
+
+SoftChannel::SoftChannel() : efd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK | EFD_SEMAPHORE)) {}
+
+SoftChannel::~SoftChannel()
+{
+	if (efd_ >= 0)
+		close(efd_);
+}
+
+void SoftChannel::raise(SoftCq *cq)
+{
+	std::lock_guard g(lock_);
+	events_.push_back(cq);
+	uint64_t one = 1;
+	(void)!write(efd_, &one, sizeof(one));
+}
+
+void SoftChannel::forget(SoftCq *cq)
+{
+	std::lock_guard g(lock_);
+	for (auto it = events_.begin(); it != events_.end();) {
+		if (*it == cq) {
+			uint64_t v;
+			(void)!read(efd_, &v, sizeof(v));
+			it = events_.erase(it);
+		} else {
+			++it;
+		}
+	}
+}
+
+int SoftChannel::get_cq_event(Cq **cq, int timeout_ms)
+{
+	auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms < 0 ? 0 : timeout_ms);
+	for (;;) {
+		{
+			std::lock_guard g(lock_);
+			uint64_t v;
+			if (!events_.empty() && read(efd_, &v, sizeof(v)) == sizeof(v)) {
+				*cq = events_.front();
+				events_.pop_front();
+				return 0;
+			}
+		}
+		int wait = -1;
+		if (timeout_ms >= 0) {
+			auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+			    deadline - Clock::now());
+			if (left.count() <= 0 && timeout_ms >= 0) {
+				if (timeout_ms == 0 || Clock::now() >= deadline)
+					return -EAGAIN;
+			}
+			wait = static_cast<int>(std::max<int64_t>(left.count(), 0));
+		}
+		// Inline devices make progress only when someone asks; a waiter does.
+		progress_inline_all();
+		pollfd p{efd_, POLLIN, 0};
+		int slice = wait < 0 ? 10 : std::min(wait, 10);
+		if (poll(&p, 1, slice) < 0 && errno != EINTR)
+			return -errno;
+		if (timeout_ms >= 0 && Clock::now() >= deadline) {
+			std::lock_guard g(lock_);
+			uint64_t v;
+			if (!events_.empty() && read(efd_, &v, sizeof(v)) == sizeof(v)) {
+				*cq = events_.front();
+				events_.pop_front();
+				return 0;
+			}
+			return -EAGAIN;
+		}
+	}
+}
+
+SoftCq::SoftCq(SoftDevice &dev, const CqInitAttr &a, int cqe)
+    : Cq(dev, cqe, a.comp_vector, a.channel), sdev(dev), event_handler(a.event_handler),
+      ring_(static_cast<size_t>(cqe))
+{
+	cq_context = a.cq_context;
+	dev.users++;
+}
+
+SoftCq::~SoftCq()
+{
+	sdev.engine.cancel_timers(this);
+	if (channel())
+		static_cast<SoftChannel *>(channel())->forget(this);
+	sdev.users--;
+}
+
+int SoftCq::poll(std::span<Wc> wc)
+{
+	if (sdev.cfg.exec == soft::Exec::Inline)
+		progress_inline_all();
+	std::lock_guard g(lock_);
+	uint32_t n = std::min<uint32_t>(count_, static_cast<uint32_t>(wc.size()));
+	for (uint32_t i = 0; i < n; i++) {
+		wc[i] = ring_[tail_];
+		tail_ = (tail_ + 1 == ring_.size()) ? 0 : tail_ + 1;
+	}
+	count_ -= n;
+	return static_cast<int>(n);
+}
+
+int SoftCq::req_notify(CqNotify flags)
+{
+	std::lock_guard g(lock_);
+	// A Solicited request does not weaken an armed NextComp (IB spec 11.4.2.2).
+	if (!armed_ || flags == CqNotify::NextComp)
+		arm_flags_ = flags;
+	armed_ = true;
+	mod_pending_ = 0;
+	return 0;
+}
+
+int SoftCq::modify(uint16_t count, uint16_t period_us)
+{
+	if (!(sdev.attr().device_cap_flags & DEVICE_CQ_MODERATION))
+		return -EOPNOTSUPP;
+	std::lock_guard g(lock_);
+	mod_count_ = count;
+	mod_period_us_ = period_us;
+	return 0;
+}
+
+int SoftCq::resize(int cqe)
+{
+	if (!(sdev.attr().device_cap_flags & DEVICE_CQ_RESIZE))
+		return -EOPNOTSUPP;
+	if (cqe <= 0 || static_cast<uint32_t>(cqe) > sdev.attr().max_cqe)
+		return -EINVAL;
+	std::lock_guard g(lock_);
+	if (static_cast<uint32_t>(cqe) < count_)
+		return -EINVAL; // would lose completions
+	std::vector<Wc> r(static_cast<size_t>(cqe));
+	for (uint32_t i = 0; i < count_; i++)
+		r[i] = ring_[(tail_ + i) % ring_.size()];
+	ring_.swap(r);
+	tail_ = 0;
+	head_ = count_ % ring_.size();
+	cqe_ = cqe;
+	return 0;
+}
+
+void SoftCq::maybe_raise_locked(bool solicited, bool error)
+{
+	if (!armed_ || !channel())
+		return;
+	if (arm_flags_ == CqNotify::Solicited && !solicited && !error)
+		return;
+	// Moderation: hold the event until mod_count completions or the period elapses.
+	if (mod_count_ > 1 && ++mod_pending_ < mod_count_) {
+		if (mod_period_us_ && !mod_timer_) {
+			mod_timer_ = true;
+			sdev.engine.add_timer(
+			    this, Clock::now() + std::chrono::microseconds(mod_period_us_),
+			    [this] { fire_moderation_timer(); });
+		}
+		return;
+	}
+	armed_ = false;
+	mod_pending_ = 0;
+	static_cast<SoftChannel *>(channel())->raise(this);
+}
+
+void SoftCq::fire_moderation_timer()
+{
+	std::lock_guard g(lock_);
+	mod_timer_ = false;
+	if (armed_ && mod_pending_ && channel()) {
+		armed_ = false;
+		mod_pending_ = 0;
+		static_cast<SoftChannel *>(channel())->raise(this);
+	}
+}
+
+void SoftCq::push(const Wc &wc, bool solicited)
+{
+	bool overflow = false;
+	{
+		std::lock_guard g(lock_);
+		if (count_ == ring_.size()) {
+			overflow = !overflowed_;
+			overflowed_ = true;
+		} else {
+			ring_[head_] = wc;
+			head_ = (head_ + 1 == ring_.size()) ? 0 : head_ + 1;
+			count_++;
+			maybe_raise_locked(solicited, wc.status != WcStatus::Success);
+		}
+	}
+	if (overflow) {
+		AsyncEvent ev;
+		ev.event = EventType::CqErr;
+		ev.device = &sdev;
+		ev.cq = this;
+		if (event_handler)
+			event_handler(ev);
+	}
+}
+
+std::unique_ptr<CompChannel> SoftDevice::create_comp_channel()
+{
+	auto ch = std::make_unique<SoftChannel>();
+	if (ch->fd() < 0)
+		return nullptr;
+	return ch;
+}
+
+std::unique_ptr<Cq> SoftDevice::create_cq(const CqInitAttr &a)
+{
+	if (a.cqe <= 0 || static_cast<uint32_t>(a.cqe) > attr().max_cqe || a.comp_vector < 0 ||
+	    static_cast<uint32_t>(a.comp_vector) >= attr().num_comp_vectors) {
+		errno = EINVAL;
+		return nullptr;
+	}
+	return std::make_unique<SoftCq>(*this, a, a.cqe);
+}
+
+} // namespace ulp::soft

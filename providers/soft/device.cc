@@ -1,0 +1,403 @@
+// SPDX-License-Identifier: MIT
+// providers/soft/device.cc - soft devices: profiles, limits, the process's device list,
+// fault injection and counters.
+#include "providers/soft/sock_wire.h"
+#include "providers/soft/soft_internal.h"
+
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+
+namespace ulp::soft
+{
+
+namespace
+{
+
+struct Devices {
+	std::mutex lock;
+	std::vector<SoftDevice *> list; // creation order; the first is the default
+	uint32_t next_name = 0;
+};
+
+Devices &devices_()
+{
+	static Devices d;
+	return d;
+}
+
+// IB/RoCE-like: the shape of a ConnectX or rxe as the kernel sees it.
+DeviceAttr ib_profile()
+{
+	DeviceAttr a;
+	a.device_cap_flags = DEVICE_MEM_MGT_EXTENSIONS | DEVICE_RC_RNR_NAK_GEN | DEVICE_SRQ_RESIZE |
+	                     DEVICE_CQ_RESIZE | DEVICE_CQ_MODERATION | DEVICE_LAST_WQE_EVENT;
+	a.max_mr_size = 1ull << 40;
+	a.page_size_cap = 0xfffff000;
+	a.vendor_id = 0x5346; // "SF"
+	a.max_qp = 4096;
+	a.max_qp_wr = 16384;
+	a.max_sge = 30;
+	a.max_sge_rd = 30;
+	a.max_cq = 4096;
+	a.max_cqe = 1 << 18;
+	a.max_mr = 1 << 16;
+	a.max_pd = 1024;
+	a.max_qp_rd_atom = 16;
+	a.max_qp_init_rd_atom = 16;
+	a.max_srq = 1024;
+	a.max_srq_wr = 16384;
+	a.max_srq_sge = 30;
+	a.max_fast_reg_page_list_len = 512;
+	a.max_inline_data = 256;
+	a.num_comp_vectors = 4;
+	return a;
+}
+
+// iWARP-like: siw / cxgb4 shape. One SGE per READ, READ sinks need remote write, no
+// LAST_WQE_REACHED, no CQ resize, no RNR NAKs on the wire (iWARP has none; a SEND
+// without a posted receive is a fatal error there, but ULPs never rely on that).
+DeviceAttr iwarp_profile()
+{
+	DeviceAttr a = ib_profile();
+	a.device_cap_flags = DEVICE_MEM_MGT_EXTENSIONS | DEVICE_CQ_MODERATION;
+	a.max_sge_rd = 1;
+	a.max_qp_rd_atom = 8;
+	a.max_qp_init_rd_atom = 8;
+	a.vendor_id = 0x5357; // "SW"
+	return a;
+}
+
+void apply(uint32_t v, uint32_t &field)
+{
+	if (v)
+		field = v;
+}
+
+Gid gid_of(uint32_t ip)
+{
+	// IPv4-mapped, as RoCEv2 GIDs are: ::ffff:a.b.c.d
+	Gid g{};
+	g[10] = g[11] = 0xff;
+	g[12] = static_cast<uint8_t>(ip >> 24);
+	g[13] = static_cast<uint8_t>(ip >> 16);
+	g[14] = static_cast<uint8_t>(ip >> 8);
+	g[15] = static_cast<uint8_t>(ip);
+	return g;
+}
+
+} // namespace
+
+Counters AtomicCounters::snapshot() const
+{
+	Counters c;
+	c.posted = posted.load();
+	c.completed = completed.load();
+	c.errors = errors.load();
+	c.flushes = flushes.load();
+	c.bytes_tx = bytes_tx.load();
+	c.bytes_rx = bytes_rx.load();
+	c.rnr_naks = rnr_naks.load();
+	c.max_rd_inflight = max_rd_inflight.load();
+	return c;
+}
+
+SoftDevice::SoftDevice(const DeviceConfig &c, std::string name, const DeviceAttr &a, const Gid &g)
+    : Device(std::move(name), a, c.profile == Profile::Iwarp ? NodeType::Rnic : NodeType::Ca, g),
+      cfg(c), ip(0), engine(*this, c.exec == soft::Exec::Engine)
+{
+	faults.rng.seed(c.fault_seed);
+	qps.resize(a.max_qp);
+}
+
+SoftDevice::~SoftDevice()
+{
+	engine.stop();
+	stop_sock_wire(*this);
+}
+
+Device *create_device(const DeviceConfig &cfg)
+{
+	in_addr in{};
+	if (inet_pton(AF_INET, cfg.ip.c_str(), &in) != 1) {
+		errno = EINVAL;
+		return nullptr;
+	}
+	DeviceAttr a = cfg.profile == Profile::Iwarp ? iwarp_profile() : ib_profile();
+	const Limits &l = cfg.limits;
+	apply(l.max_qp_wr, a.max_qp_wr);
+	apply(l.max_sge, a.max_sge);
+	apply(l.max_sge_rd, a.max_sge_rd);
+	apply(l.max_fast_reg_page_list_len, a.max_fast_reg_page_list_len);
+	apply(l.max_qp_rd_atom, a.max_qp_rd_atom);
+	apply(l.max_qp_rd_atom, a.max_qp_init_rd_atom);
+	apply(l.max_cqe, a.max_cqe);
+	apply(l.max_inline_data, a.max_inline_data);
+	apply(l.num_comp_vectors, a.num_comp_vectors);
+	a.max_srq_wr = a.max_qp_wr;
+	a.max_srq_sge = a.max_sge;
+	if (a.max_sge > kMaxSge || a.max_sge_rd > a.max_sge || !a.max_qp_wr ||
+	    !a.max_fast_reg_page_list_len || !a.max_cqe || !a.num_comp_vectors) {
+		errno = EINVAL;
+		return nullptr;
+	}
+	uint32_t ip = ntohl(in.s_addr);
+	std::string name = cfg.name;
+	SoftDevice *d;
+	{
+		auto &D = devices_();
+		std::lock_guard g(D.lock);
+		if (name.empty())
+			name = "soft" + std::to_string(D.next_name++);
+		for (auto *o : D.list) {
+			if (o->name() == name) {
+				errno = EEXIST;
+				return nullptr;
+			}
+		}
+		d = new SoftDevice(cfg, name, a, gid_of(ip));
+		d->ip = ip;
+		D.list.push_back(d);
+	}
+	register_provider(&provider());
+	register_device(d);
+	return d;
+}
+
+void destroy_device(Device *dev)
+{
+	auto *d = static_cast<SoftDevice *>(dev);
+	if (!d)
+		return;
+	unregister_device(d);
+	{
+		auto &D = devices_();
+		std::lock_guard g(D.lock);
+		std::erase(D.list, d);
+	}
+	if (d->users.load())
+		std::fprintf(stderr, "soft: destroying %s with %d objects still alive\n",
+		             d->name().c_str(), d->users.load());
+	delete d;
+}
+
+bool is_soft(const Device &dev)
+{
+	return dynamic_cast<const SoftDevice *>(&dev) != nullptr;
+}
+
+SoftDevice *device_by_ip(uint32_t ip)
+{
+	auto &D = devices_();
+	std::lock_guard g(D.lock);
+	for (auto *d : D.list)
+		if (d->ip == ip)
+			return d;
+	return nullptr;
+}
+
+SoftDevice *device_by_gid(const Gid &gid)
+{
+	auto &D = devices_();
+	std::lock_guard g(D.lock);
+	for (auto *d : D.list)
+		if (d->gid() == gid)
+			return d;
+	return nullptr;
+}
+
+SoftDevice *default_device()
+{
+	auto &D = devices_();
+	std::lock_guard g(D.lock);
+	return D.list.empty() ? nullptr : D.list.front();
+}
+
+void progress_inline_all()
+{
+	// Loop until every inline device is idle: work on one can create work on another.
+	for (int round = 0; round < 1000; round++) {
+		std::vector<SoftDevice *> list;
+		{
+			auto &D = devices_();
+			std::lock_guard g(D.lock);
+			for (auto *d : D.list)
+				if (d->cfg.exec == soft::Exec::Inline)
+					list.push_back(d);
+		}
+		int n = 0;
+		for (auto *d : list)
+			n += d->engine.run_once();
+		if (!n)
+			return;
+	}
+}
+
+int progress(Device &dev)
+{
+	auto &d = sdev_of(dev);
+	if (d.cfg.exec != soft::Exec::Inline)
+		return 0;
+	return d.engine.run_once();
+}
+
+int SoftDevice::query_port(uint8_t port_num, PortAttr *pa)
+{
+	if (port_num != 1)
+		return -EINVAL;
+	pa->state = port_state;
+	pa->link_layer = cfg.profile == Profile::Iwarp ? LinkLayer::Iwarp : LinkLayer::Ethernet;
+	pa->max_mtu = 4096;
+	pa->active_mtu = 4096;
+	pa->gid_tbl_len = 1;
+	return 0;
+}
+
+SoftPd::SoftPd(SoftDevice &dev) : Pd(dev), sdev(dev)
+{
+	dev.users++;
+}
+
+SoftPd::~SoftPd()
+{
+	if (users.load())
+		std::fprintf(stderr, "soft: PD freed with %d objects on it\n", users.load());
+	sdev.users--;
+}
+
+std::unique_ptr<Pd> SoftDevice::alloc_pd()
+{
+	return std::make_unique<SoftPd>(*this);
+}
+
+uint32_t SoftDevice::alloc_qpn(SoftQp *qp)
+{
+	std::lock_guard g(qp_lock);
+	// Lowest free number, skipping the reserved QP0/QP1 range like hardware does.
+	for (uint32_t i = 0; i < qps.size(); i++) {
+		if (!qps[i] && !qpn_reserved(i)) {
+			qps[i] = qp ? qp : reinterpret_cast<SoftQp *>(1); // reserve
+			return i + kFirstQpn;
+		}
+	}
+	return 0;
+}
+
+bool SoftDevice::qpn_reserved(uint32_t i) const
+{
+	return reinterpret_cast<uintptr_t>(qps[i]) == 1;
+}
+
+void SoftDevice::free_qpn(uint32_t qpn)
+{
+	std::lock_guard g(qp_lock);
+	qps[qpn - kFirstQpn] = nullptr;
+}
+
+std::shared_ptr<QpHandle> SoftDevice::find_qp(uint32_t qpn)
+{
+	std::lock_guard g(qp_lock);
+	if (qpn < kFirstQpn || qpn - kFirstQpn >= qps.size())
+		return nullptr;
+	SoftQp *qp = qps[qpn - kFirstQpn];
+	if (!qp || reinterpret_cast<uintptr_t>(qp) == 1)
+		return nullptr;
+	return qp->handle;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Faults
+
+bool SoftDevice::fault(FaultPoint p, uint32_t qpn, uint32_t *delay_us)
+{
+	std::lock_guard g(faults.lock);
+	for (auto &rule : faults.rules) {
+		const FaultRule &r = rule.r;
+		if (r.point != p || (r.qp_num && r.qp_num != qpn))
+			continue;
+		if (r.count && rule.fired >= r.count)
+			continue;
+		rule.seen++;
+		bool fire;
+		if (r.nth)
+			fire = rule.seen >= r.nth; // from the nth event on, count times
+		else
+			fire = std::uniform_real_distribution<double>(0, 1)(faults.rng) <
+			       r.probability;
+		if (!fire)
+			continue;
+		rule.fired++;
+		faults.fired++;
+		if (delay_us)
+			*delay_us = r.delay_us;
+		return true;
+	}
+	return false;
+}
+
+int inject_fault(Device &dev, const FaultRule &rule)
+{
+	auto &d = sdev_of(dev);
+	if (rule.nth == 0 && (rule.probability <= 0 || rule.probability > 1))
+		return -EINVAL;
+	std::lock_guard g(d.faults.lock);
+	d.faults.rules.push_back({rule, 0, 0});
+	d.faults.armed.store(true);
+	return static_cast<int>(d.faults.rules.size() - 1);
+}
+
+void clear_faults(Device &dev)
+{
+	auto &d = sdev_of(dev);
+	std::lock_guard g(d.faults.lock);
+	d.faults.rules.clear();
+	d.faults.armed.store(false);
+}
+
+uint64_t faults_fired(Device &dev)
+{
+	return sdev_of(dev).faults.fired.load();
+}
+
+void force_qp_error(Qp &qp)
+{
+	EventType e = EventType::QpFatal;
+	static_cast<SoftQp &>(qp).to_error(&e);
+}
+
+void force_device_fatal(Device &dev)
+{
+	auto &d = sdev_of(dev);
+	std::vector<std::shared_ptr<QpHandle>> list;
+	{
+		std::lock_guard g(d.qp_lock);
+		d.fatal = true;
+		d.port_state = PortState::Down;
+		for (auto *qp : d.qps)
+			if (qp && reinterpret_cast<uintptr_t>(qp) != 1)
+				list.push_back(qp->handle);
+	}
+	for (auto &h : list) {
+		// The handle lock keeps a QP that is being destroyed from being scheduled.
+		std::shared_lock hg(h->lock);
+		if (h->qp)
+			h->qp->to_error(nullptr);
+	}
+	AsyncEvent ev;
+	ev.event = EventType::DeviceFatal;
+	ev.device = &d;
+	d.event(ev);
+}
+
+Counters device_counters(Device &dev)
+{
+	return sdev_of(dev).ctr.snapshot();
+}
+Counters qp_counters(Qp &qp)
+{
+	return static_cast<SoftQp &>(qp).ctr.snapshot();
+}
+
+} // namespace ulp::soft

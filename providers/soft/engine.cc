@@ -1,0 +1,190 @@
+// SPDX-License-Identifier: MIT
+// providers/soft/engine.cc - the device's execution engine (its "NIC").
+//
+// QPs with work sit on a run queue. The engine thread takes one, lets it execute up to a
+// budget of WRs, and requeues it if it has more, so one busy QP cannot starve the others
+// (round robin, like a NIC's send scheduler). When idle the thread spins briefly before it
+// sleeps: a doorbell then costs a store instead of a futex wake, which is what makes
+// small-message rates possible.
+#include "providers/soft/soft_internal.h"
+
+#include <algorithm>
+
+namespace ulp::soft
+{
+
+namespace
+{
+constexpr int kBudget = 64;                           // WRs per QP per turn
+constexpr auto kSpin = std::chrono::microseconds(50); // busy-wait before sleeping
+thread_local int tl_inline_depth = 0;                 // inline runs on this thread
+} // namespace
+
+Engine::Engine(SoftDevice &dev, bool threaded) : dev_(dev), threaded_(threaded)
+{
+	if (threaded_)
+		thread_ = std::thread([this] { loop(); });
+}
+
+Engine::~Engine()
+{
+	stop();
+}
+
+void Engine::stop()
+{
+	{
+		std::lock_guard g(lock_);
+		if (stop_)
+			return;
+		stop_ = true;
+	}
+	cv_.notify_all();
+	if (thread_.joinable())
+		thread_.join();
+}
+
+void Engine::kick()
+{
+	work_.store(true);
+	if (sleeping_.load()) {
+		std::lock_guard g(lock_);
+		cv_.notify_one();
+	}
+}
+
+void Engine::schedule(SoftQp *qp)
+{
+	{
+		std::lock_guard g(lock_);
+		if (!qp->queued && !stop_) {
+			qp->queued = true;
+			runq_.push_back(*qp);
+		}
+	}
+	if (threaded_)
+		kick();
+	else if (tl_inline_depth == 0)
+		progress_inline_all();
+}
+
+void Engine::unschedule(SoftQp *qp)
+{
+	std::unique_lock g(lock_);
+	if (qp->queued) {
+		runq_.erase(runq_.iterator_to(*qp));
+		qp->queued = false;
+	}
+	if (std::this_thread::get_id() != thread_.get_id())
+		idle_cv_.wait(g, [qp] { return !qp->busy; });
+	std::erase_if(timers_, [qp](const Timer &t) { return t.owner == qp; });
+}
+
+void Engine::add_timer(void *owner, Clock::time_point when, std::function<void()> fn)
+{
+	{
+		std::lock_guard g(lock_);
+		timers_.push_back(Timer{owner, when, std::move(fn)});
+	}
+	if (threaded_)
+		kick();
+}
+
+void Engine::cancel_timers(void *owner)
+{
+	std::lock_guard g(lock_);
+	std::erase_if(timers_, [owner](const Timer &t) { return t.owner == owner; });
+}
+
+// Run due timers and the run queue once. Called with lock_ held; drops it around work.
+int Engine::run_locked(std::unique_lock<std::mutex> &g)
+{
+	int n = 0;
+	auto now = Clock::now();
+	for (size_t i = 0; i < timers_.size();) {
+		if (timers_[i].when <= now) {
+			Timer t = std::move(timers_[i]);
+			timers_[i] = std::move(timers_.back());
+			timers_.pop_back();
+			g.unlock();
+			t.fn();
+			g.lock();
+			n++;
+			i = 0; // the vector may have changed
+			continue;
+		}
+		i++;
+	}
+	// One pass over what is queued now; QPs requeued meanwhile go to the next pass.
+	size_t todo = runq_.size();
+	while (todo-- && !runq_.empty()) {
+		SoftQp &qp = runq_.front();
+		runq_.pop_front();
+		qp.queued = false;
+		qp.busy = true;
+		qp.more = false;
+		g.unlock();
+		n += qp.process(kBudget) + 1;
+		g.lock();
+		qp.busy = false;
+		if (qp.more && !qp.queued) {
+			qp.queued = true;
+			runq_.push_back(qp);
+		}
+		idle_cv_.notify_all();
+	}
+	return n;
+}
+
+int Engine::run_once()
+{
+	std::unique_lock g(lock_);
+	if (in_run_)
+		return 0;
+	in_run_ = true;
+	tl_inline_depth++;
+	int n = run_locked(g);
+	tl_inline_depth--;
+	in_run_ = false;
+	return n;
+}
+
+void Engine::loop()
+{
+	std::unique_lock g(lock_);
+	while (!stop_) {
+		work_.store(false, std::memory_order_relaxed);
+		if (run_locked(g))
+			continue;
+		if (!runq_.empty())
+			continue;
+		// Idle: spin for a doorbell, then sleep until one or the next timer.
+		g.unlock();
+		auto until = Clock::now() + kSpin;
+		bool got = false;
+		while (Clock::now() < until) {
+			if (work_.load(std::memory_order_acquire)) {
+				got = true;
+				break;
+			}
+			__builtin_ia32_pause();
+		}
+		g.lock();
+		if (got || !runq_.empty() || stop_)
+			continue;
+		auto next = Clock::time_point::max();
+		for (auto &t : timers_)
+			next = std::min(next, t.when);
+		sleeping_.store(true);
+		auto ready = [this] {
+			return stop_ || !runq_.empty() || work_.load(std::memory_order_acquire);
+		};
+		if (next == Clock::time_point::max())
+			cv_.wait(g, ready);
+		else
+			cv_.wait_until(g, next, ready);
+		sleeping_.store(false);
+	}
+}
+
+} // namespace ulp::soft

@@ -1,0 +1,35 @@
+// SPDX-License-Identifier: MIT
+// providers/soft/sock_wire.h - the cross-process wire: one Unix stream socket per
+// connection, carrying CM messages and then RC packets (SEND, WRITE, READ request and
+// response, ACK, NAK). See sock_wire.cc for the packet format.
+#pragma once
+
+#include "providers/soft/soft_internal.h"
+
+#include <span>
+
+namespace ulp::soft
+{
+
+class SoftCmId;
+
+// Requester: transmit the WQE at slot (Pending until its ACK/response, or Stall when
+// READ credits or a fence hold it back).
+ExecResult sock_exec(SoftQp &qp, uint32_t slot);
+// Requester: consume replies that arrived for this QP (ACKs, NAKs, READ responses).
+void sock_poll_replies(SoftQp &qp);
+
+// CM hooks, all called with CmGlobal::lock held.
+int sock_listen(SoftCmId &id); // bind "@ulp-soft/IP:PORT"
+void sock_unlisten(SoftCmId &id);
+int sock_connect(SoftCmId &id, const ConnParam &p); // no in-process listener: try the socket
+int sock_accept(SoftCmId &id, const ConnParam &p);
+int sock_reject(SoftCmId &id, std::span<const uint8_t> pdata);
+void sock_disconnect(SoftCmId &id); // send a disconnect request
+void sock_cut(SoftCmId &id);        // drop the connection without goodbye (peer death)
+void sock_close(SoftCmId &id);      // id destroyed (no CmGlobal::lock held)
+
+// Device teardown: stop the device's socket I/O.
+void stop_sock_wire(SoftDevice &dev);
+
+} // namespace ulp::soft

@@ -1,0 +1,548 @@
+// SPDX-License-Identifier: MIT
+// providers/soft/soft_internal.h - the soft provider's objects.
+//
+// Locks, in the order they may nest (never the reverse):
+//   Engine::lock          run queue, timers, the QP being processed
+//   SoftQp::state_lock    QP state and peer (modify, error transitions)
+//   SoftDevice::mr_lock   MR table and MR state; shared for data copies, exclusive for
+//                         reg/dereg/REG_MR/LOCAL_INV. Two devices' locks nest in address
+//                         order (copies between devices in one process).
+//   SoftQp::rq_lock / SoftSrq::lock   receive queue consumers and producers
+//   SoftCq::lock          the completion ring
+// The SQ has one producer lock (sq_lock, posting threads) and one consumer (the engine);
+// its indices are atomics published with release/acquire.
+#pragma once
+
+#include "core/device.h"
+#include "core/dma_mem.h"
+#include "providers/soft/soft.h"
+
+#include <boost/intrusive/list.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <random>
+#include <shared_mutex>
+#include <thread>
+#include <vector>
+
+namespace ulp::soft
+{
+
+class SoftDevice;
+class SoftPd;
+class SoftCq;
+class SoftQp;
+class SoftSrq;
+class SoftMr;
+class SockConn;
+
+using Clock = std::chrono::steady_clock;
+
+constexpr uint32_t kMaxSge = 64; // hard ceiling for Limits::max_sge (stack arrays)
+
+struct AtomicCounters {
+	std::atomic<uint64_t> posted{0};
+	std::atomic<uint64_t> completed{0};
+	std::atomic<uint64_t> errors{0};
+	std::atomic<uint64_t> flushes{0};
+	std::atomic<uint64_t> bytes_tx{0};
+	std::atomic<uint64_t> bytes_rx{0};
+	std::atomic<uint64_t> rnr_naks{0};
+	std::atomic<uint64_t> max_rd_inflight{0};
+
+	void add(std::atomic<uint64_t> &c, uint64_t v)
+	{
+		c.fetch_add(v, std::memory_order_relaxed);
+	}
+	Counters snapshot() const;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Memory regions
+
+enum class MrState : uint8_t {
+	Invalid, // fast-reg MR before REG_MR, or after LOCAL_INV / SEND_WITH_INV
+	Valid,   // keys work (user MRs are always Valid)
+};
+
+class SoftMr final : public Mr
+{
+public:
+	SoftMr(SoftPd &pd, uint32_t index, void *addr, size_t len, uint32_t access);
+	SoftMr(SoftPd &pd, uint32_t index, uint32_t max_num_sg);
+	~SoftMr() override;
+
+	SoftDevice &sdev;
+	SoftPd &spd;
+	uint32_t index; // key_index() of every key this MR ever has
+
+	// Live state, under sdev.mr_lock.
+	MrState state;
+	uint32_t key;                // current lkey == rkey
+	uint32_t access;             // ACCESS_* bits
+	uint64_t va;                 // first valid iova
+	uint64_t len;                // bytes
+	uint32_t page_shift = 12;    // fast-reg page size
+	std::vector<uint64_t> pages; // fast-reg page list (preallocated to max_num_sg)
+	uint32_t npages = 0;
+	const DmaRegion *dma = nullptr; // user MR inside shared memory, else null
+	bool user;                      // reg_mr (contiguous) rather than alloc_mr
+
+	// Host address of iova and the bytes contiguous from it (at most max). The caller
+	// has checked the range.
+	uint8_t *host(uint64_t iova, uint64_t max, uint64_t *n) const;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Completion queue and channel
+
+class SoftChannel final : public CompChannel
+{
+public:
+	SoftChannel();
+	~SoftChannel() override;
+	int fd() const override { return efd_; }
+	int get_cq_event(Cq **cq, int timeout_ms) override;
+
+	void raise(SoftCq *cq);
+	void forget(SoftCq *cq); // CQ destroyed: drop its pending events
+
+private:
+	int efd_;
+	std::mutex lock_;
+	std::deque<SoftCq *> events_; // CQs whose events are not yet taken, oldest first
+};
+
+class SoftCq final : public Cq
+{
+public:
+	SoftCq(SoftDevice &dev, const CqInitAttr &a, int cqe);
+	~SoftCq() override;
+
+	int poll(std::span<Wc> wc) override;
+	int req_notify(CqNotify flags) override;
+	int modify(uint16_t count, uint16_t period_us) override;
+	int resize(int cqe) override;
+
+	// Producer side (engine). solicited: the WR asked for a solicited event.
+	void push(const Wc &wc, bool solicited);
+	void fire_moderation_timer(); // the moderation period elapsed
+
+	SoftDevice &sdev;
+	EventHandler event_handler;
+
+private:
+	void maybe_raise_locked(bool solicited, bool error);
+
+	std::mutex lock_;
+	std::vector<Wc> ring_; // capacity cqe_+1 slots used as a circular buffer
+	uint32_t head_ = 0;    // next slot to fill
+	uint32_t tail_ = 0;    // next slot to poll
+	uint32_t count_ = 0;   // completions in the ring
+	bool armed_ = false;   // req_notify pending
+	CqNotify arm_flags_ = CqNotify::NextComp;
+	bool overflowed_ = false; // CQ_ERR raised; completions are being lost
+	uint16_t mod_count_ = 0;  // moderation: events after this many completions (0 = off)
+	uint16_t mod_period_us_ = 0;
+	uint32_t mod_pending_ = 0; // completions since the last event while armed
+	bool mod_timer_ = false;   // a moderation timer is scheduled
+};
+
+// ---------------------------------------------------------------------------------------------
+// Queues
+
+struct SendWqe {
+	Cqe *wr_cqe;
+	WrOpcode opcode;
+	uint32_t flags;
+	uint32_t num_sge;
+	uint32_t imm;
+	uint32_t inv_rkey;
+	uint64_t remote_addr;
+	uint32_t rkey;
+	uint32_t inline_len; // bytes held in the slot's inline buffer (SEND_INLINE)
+	uint64_t length;     // total payload bytes
+	SoftMr *reg_mr;      // REG_MR
+	uint32_t reg_key;
+	uint32_t reg_access;
+	uint64_t reg_iova;
+	uint64_t reg_len;
+	uint32_t reg_page_size;
+	uint32_t rnr_left; // RNR retries left for this WR (rnr_retry 7 = infinite)
+};
+
+struct RecvWqe {
+	Cqe *wr_cqe;
+	uint32_t num_sge;
+};
+
+// A receive ring, for a QP or an SRQ. Lock held by the owner.
+struct RecvRing {
+	std::vector<RecvWqe> wqe;
+	std::vector<Sge> sge; // depth * max_sge
+	uint32_t max_sge = 0;
+	uint32_t depth = 0;
+	uint32_t head = 0; // next slot to post
+	uint32_t tail = 0; // next slot to consume
+
+	void init(uint32_t d, uint32_t ms);
+	uint32_t used() const { return head - tail; }
+	const Sge *sges(uint32_t slot) const { return &sge[(slot % depth) * max_sge]; }
+};
+
+// Outcome of executing one send WQE.
+enum class ExecResult : uint8_t {
+	Done,    // completed now (success or error in the WC)
+	Pending, // transmitted, completion comes with the ACK / READ response (socket wire)
+	Stall,   // cannot start yet (RNR wait, READ credit, fence); retry later
+};
+
+// A responder's reply in the packet sense: ACK, RNR NAK, or a NAK with an error.
+enum class Reply : uint8_t {
+	Ack,
+	RnrNak,
+	NakInvReq, // REM_INV_REQ_ERR at the requester (e.g. receive buffer too small)
+	NakAccess, // REM_ACCESS_ERR
+	NakOp,     // REM_OP_ERR
+	PeerGone,  // no responder: transport retries exhausted
+};
+
+// What a responder operation produced; applied by SoftQp::finish_resp without MR locks.
+struct RespResult {
+	Reply reply = Reply::Ack;
+	bool has_wc = false; // push wc to the responder's recv CQ
+	bool solicited = false;
+	uint32_t inv_rkey = 0;                // SEND_WITH_INV: invalidate this MR first (0 = none)
+	bool to_error = false;                // the responder QP enters ERR
+	EventType event = EventType::QpFatal; // with to_error: QpReqErr or QpAccessErr
+	Wc wc;
+};
+
+// A walk over memory in contiguous chunks: a local SGE list (through the MR table, whose
+// lock the user holds), one MR range (a remote access), or a flat buffer (inline data,
+// packet payloads).
+class Cursor
+{
+public:
+	static Cursor sges(SoftDevice &dev, const Sge *sge, uint32_t n);
+	static Cursor mr(const SoftMr &mr, uint64_t va, uint64_t len);
+	static Cursor flat(const void *p, uint64_t len);
+
+	// Next contiguous chunk of at most max bytes; false at the end.
+	bool next(uint8_t **p, uint64_t *n, uint64_t max);
+
+private:
+	enum class Kind : uint8_t { Sges, Mr, Flat } kind_ = Kind::Flat;
+	SoftDevice *dev_ = nullptr;
+	const Sge *sge_ = nullptr;
+	uint32_t nsge_ = 0;
+	uint32_t i_ = 0; // current SGE
+	const SoftMr *mr_ = nullptr;
+	uint64_t va_ = 0;   // position in the current SGE / MR
+	uint64_t left_ = 0; // bytes left in the current SGE / MR / buffer
+	uint8_t *flat_ = nullptr;
+	bool started_ = false;
+};
+
+// Copy len bytes from src to dst; both must hold at least len.
+void cursor_copy(Cursor &dst, Cursor &src, uint64_t len);
+
+// Where a QP's peer lives.
+enum class WireKind : uint8_t { None, InProc, Socket };
+
+// The handle other QPs hold on a QP (in-process wire). The QP's destructor clears qp
+// under the exclusive lock, so a responder operation never touches a destroyed QP.
+struct QpHandle {
+	std::shared_mutex lock;
+	SoftQp *qp = nullptr;
+};
+
+// A timer owned by the engine: RNR retry, delayed completion, CQ moderation.
+struct Timer {
+	void *owner; // cancelled with the owner (QP, CQ)
+	Clock::time_point when;
+	std::function<void()> fn;
+};
+
+// ---------------------------------------------------------------------------------------------
+// QP
+
+class SoftQp final : public Qp
+{
+public:
+	SoftQp(SoftPd &pd, uint32_t qpn, const QpInitAttr &a, const QpCap &cap);
+	~SoftQp() override;
+
+	int modify(const QpAttr &attr, uint32_t mask) override;
+	int query(QpAttr *attr) override;
+	QpState state() const override { return state_.load(std::memory_order_acquire); }
+	int post_send(const SendWr *wr, const SendWr **bad_wr) override;
+	int post_recv(const RecvWr *wr, const RecvWr **bad_wr) override;
+
+	SoftDevice &sdev;
+	SoftPd &spd;
+	EventHandler event_handler;
+	SigType sig_type;
+	std::shared_ptr<QpHandle> handle; // what peers hold
+
+	// Engine side ----------------------------------------------------------------------
+	// Execute queued work; returns WQEs processed. Called with the engine's current slot.
+	int process(int budget);
+	// Move to ERR (reason: for the async event; nullptr = none) and schedule the flush.
+	void to_error(const EventType *event);
+	// Responder entry points, shared by both wires. Called with this device's mr_lock
+	// held shared (and the source/sink device's); the caller applies the result with
+	// finish_resp() after dropping the locks.
+	RespResult resp_send(Cursor &src, uint64_t len, WrOpcode op, uint32_t imm,
+	                     uint32_t inv_rkey, bool solicited, uint32_t src_qpn);
+	RespResult resp_write(Cursor &src, uint64_t len, uint64_t va, uint32_t rkey, bool with_imm,
+	                      uint32_t imm, uint32_t src_qpn, bool solicited);
+	RespResult resp_read(Cursor &dst, uint64_t len, uint64_t va, uint32_t rkey);
+	void finish_resp(RespResult &r);
+
+	bool take_recv(RecvWqe *wqe, Sge *sges);
+	bool remote_ok(uint32_t need) const;
+	ExecResult rnr_wait(uint32_t slot, uint32_t usec);
+	ExecResult finish_req(uint32_t slot, Reply reply, uint64_t total);
+	void detach_wire(); // forget the peer (socket: close the connection)
+
+	boost::intrusive::list_member_hook<> run_hook; // Engine run queue, under Engine::lock
+	bool queued = false;                           // on the run queue, under Engine::lock
+	bool busy = false;                             // being processed, under Engine::lock
+	bool more = false;                             // stopped on budget; engine requeues
+	void *cm_id = nullptr;                         // the SoftCmId owning us, if any
+
+	AtomicCounters ctr;
+
+	// Send queue ---------------------------------------------------------------------------
+	std::mutex sq_lock; // producers (post_send)
+	std::vector<SendWqe> sq;
+	std::vector<Sge> sq_sge;        // depth * max_send_sge
+	std::vector<uint8_t> sq_inline; // depth * max_inline
+	uint32_t sq_depth;
+	std::atomic<uint32_t> sq_head{0}; // next slot to post (sq_lock)
+	std::atomic<uint32_t> sq_tail{0}; // oldest unreleased slot (engine)
+	uint32_t sq_next = 0;             // next slot to execute (engine)
+	uint32_t sq_acked = 0;            // next slot to complete; [acked,next) in flight (engine)
+	uint32_t rd_inflight = 0;         // READs in flight (socket wire; engine)
+	Clock::time_point rnr_until{};    // head WR waits for an RNR timer until then (engine)
+
+	// Receive queue (when not on an SRQ) ----------------------------------------------------
+	std::mutex rq_lock;
+	RecvRing rq;
+
+	// Connection --------------------------------------------------------------------------
+	std::mutex state_lock;
+	std::atomic<QpState> state_{QpState::Reset};
+	QpAttr attr; // as last modified (state_lock)
+	WireKind wire = WireKind::None;
+	std::shared_ptr<QpHandle> peer; // in-process peer
+	std::shared_ptr<SockConn> conn; // socket peer
+	uint32_t dest_qpn = 0;
+	std::atomic<bool> flush_pending{false};
+	bool last_wqe_sent = false; // LAST_WQE_REACHED raised (SRQ)
+
+	const Sge *sq_sges(uint32_t slot) const
+	{
+		return &sq_sge[(slot % sq_depth) * cap().max_send_sge];
+	}
+	const uint8_t *sq_inl(uint32_t slot) const
+	{
+		return &sq_inline[(slot % sq_depth) * cap().max_inline_data];
+	}
+	uint8_t *sq_inl(uint32_t slot)
+	{
+		return &sq_inline[(slot % sq_depth) * cap().max_inline_data];
+	}
+
+	void complete_send(uint32_t slot, WcStatus st, uint32_t byte_len);
+	void flush_all();
+	ExecResult exec_one(uint32_t slot);
+
+	// Socket wire completion callbacks (engine thread).
+	void sock_reply(uint32_t slot, Reply r, uint32_t byte_len);
+};
+
+// ---------------------------------------------------------------------------------------------
+// SRQ
+
+class SoftSrq final : public Srq
+{
+public:
+	SoftSrq(SoftPd &pd, const SrqInitAttr &a, uint32_t depth, uint32_t max_sge);
+	~SoftSrq() override;
+	int post_recv(const RecvWr *wr, const RecvWr **bad_wr) override;
+	int arm_limit(uint32_t limit) override;
+	uint32_t max_wr() const override { return ring.depth; }
+
+	SoftDevice &sdev;
+	EventHandler event_handler;
+	std::mutex lock;
+	RecvRing ring;
+	uint32_t limit = 0; // armed limit, 0 = disarmed
+};
+
+// ---------------------------------------------------------------------------------------------
+// PD
+
+class SoftPd final : public Pd
+{
+public:
+	explicit SoftPd(SoftDevice &dev);
+	~SoftPd() override;
+	std::unique_ptr<Mr> reg_mr(void *addr, size_t length, uint32_t access) override;
+	std::unique_ptr<Mr> alloc_mr(uint32_t max_num_sg) override;
+	std::unique_ptr<Qp> create_qp(const QpInitAttr &attr) override;
+	std::unique_ptr<Srq> create_srq(const SrqInitAttr &attr) override;
+
+	SoftDevice &sdev;
+	std::atomic<int> users{0}; // MRs, QPs and SRQs alive
+};
+
+// ---------------------------------------------------------------------------------------------
+// Engine: the device's "NIC". A thread in Exec::Engine mode; the caller's thread in
+// Exec::Inline mode.
+
+class Engine
+{
+public:
+	Engine(SoftDevice &dev, bool threaded);
+	~Engine();
+	void schedule(SoftQp *qp);   // the QP has work (post, flush, reply)
+	void unschedule(SoftQp *qp); // QP destruction: off the queue, wait if running
+	void add_timer(void *owner, Clock::time_point when, std::function<void()> fn);
+	void cancel_timers(void *owner);
+	int run_once(); // inline mode: process everything runnable now
+	void stop();
+	void kick();
+
+private:
+	void loop();
+	int run_locked(std::unique_lock<std::mutex> &g);
+
+	SoftDevice &dev_;
+	bool threaded_;
+	std::mutex lock_;
+	std::condition_variable cv_;      // engine sleeps here
+	std::condition_variable idle_cv_; // unschedule waits here
+	boost::intrusive::list<
+	    SoftQp, boost::intrusive::member_hook<SoftQp, boost::intrusive::list_member_hook<>,
+	                                          &SoftQp::run_hook>>
+	    runq_;
+	std::vector<Timer> timers_; // unordered; few at a time
+	bool stop_ = false;
+	std::atomic<bool> sleeping_{false}; // the thread waits on cv_; doorbells must notify
+	std::atomic<bool> work_{false};     // a doorbell rang since the loop last looked
+	bool in_run_ = false;               // inline mode recursion guard
+	std::thread thread_;
+};
+
+// ---------------------------------------------------------------------------------------------
+// Device
+
+struct FaultState {
+	std::mutex lock;
+	struct Rule {
+		FaultRule r;
+		uint64_t seen = 0;
+		uint32_t fired = 0;
+	};
+	std::vector<Rule> rules;
+	std::mt19937_64 rng;
+	std::atomic<bool> armed{false};
+	std::atomic<uint64_t> fired{0};
+};
+
+class SoftDevice final : public Device
+{
+public:
+	SoftDevice(const DeviceConfig &cfg, std::string name, const DeviceAttr &attr,
+	           const Gid &gid);
+	~SoftDevice() override;
+
+	int query_port(uint8_t port_num, PortAttr *attr) override;
+	std::unique_ptr<Pd> alloc_pd() override;
+	std::unique_ptr<CompChannel> create_comp_channel() override;
+	std::unique_ptr<Cq> create_cq(const CqInitAttr &attr) override;
+
+	void event(const AsyncEvent &ev) { dispatch_event(ev); }
+
+	// Fault hook: true when a rule for point fires for this QP now.
+	bool fault(FaultPoint p, uint32_t qpn, uint32_t *delay_us = nullptr);
+
+	DeviceConfig cfg;
+	uint32_t ip; // host order
+	Engine engine;
+	AtomicCounters ctr;
+	FaultState faults;
+
+	std::shared_mutex mr_lock;
+	std::vector<SoftMr *> mrs;             // by index; null = free (mr_lock)
+	SoftMr *mr_lookup(uint32_t key) const; // mr_lock held
+
+	std::mutex qp_lock;
+	std::vector<SoftQp *> qps; // by qpn - kFirstQpn; null = free
+	std::shared_ptr<QpHandle> find_qp(uint32_t qpn);
+	uint32_t alloc_qpn(SoftQp *qp);
+	void free_qpn(uint32_t qpn);
+	bool qpn_reserved(uint32_t i) const; // slot taken by create_qp before the QP exists
+
+	std::atomic<int> users{0}; // PDs, CQs, channels alive
+	PortState port_state = PortState::Active;
+	bool fatal = false;
+
+	static constexpr uint32_t kFirstQpn = 0x11;
+};
+
+inline SoftDevice &sdev_of(Device &d)
+{
+	return static_cast<SoftDevice &>(d);
+}
+
+// Lock two devices' MR locks shared, in address order (once if the same device).
+struct MrReadLocks {
+	MrReadLocks(SoftDevice &a, SoftDevice &b);
+	~MrReadLocks();
+	SoftDevice *first;
+	SoftDevice *second;
+};
+
+// Check a local SGE list against the device's MRs (mr_lock held). Returns Success,
+// LocProtErr or LocLenErr; *total gets the byte count.
+WcStatus check_local_sges(SoftDevice &dev, SoftPd &pd, const Sge *sge, uint32_t n,
+                          uint32_t need_access, uint64_t *total);
+// Check a remote access (mr_lock held). Returns the MR or nullptr.
+SoftMr *check_remote(SoftDevice &dev, SoftPd &pd, uint32_t rkey, uint64_t va, uint64_t len,
+                     uint32_t need_access);
+
+// Global registry of soft devices (for in-process address lookup).
+SoftDevice *device_by_ip(uint32_t ip);
+SoftDevice *device_by_gid(const Gid &gid);
+SoftDevice *default_device();
+
+// Inline-mode progress of every inline device (called from poll, post).
+void progress_inline_all();
+
+// ---------------------------------------------------------------------------------------------
+// template bodies
+
+inline uint8_t *SoftMr::host(uint64_t iova, uint64_t max, uint64_t *n) const
+{
+	if (user) {
+		*n = max;
+		return reinterpret_cast<uint8_t *>(iova);
+	}
+	const uint64_t psz = 1ull << page_shift;
+	const uint64_t off = iova - (va & ~(psz - 1)); // from the first page's start
+	const uint64_t in = off & (psz - 1);
+	*n = std::min<uint64_t>(max, psz - in);
+	return reinterpret_cast<uint8_t *>(pages[off >> page_shift] + in);
+}
+
+} // namespace ulp::soft
