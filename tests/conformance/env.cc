@@ -261,6 +261,7 @@ Endpoint::~Endpoint()
 	bufs_.clear();
 	rcq_.reset();
 	scq_.reset();
+	ch_.reset();
 	pd2_.reset();
 	pd_.reset();
 }
@@ -271,8 +272,14 @@ int Endpoint::setup(const EpConfig &cfg)
 	pd_ = dev_->alloc_pd();
 	if (!pd_)
 		return -errno;
+	if (cfg.channel) {
+		ch_ = dev_->create_comp_channel();
+		if (!ch_)
+			return -errno;
+	}
 	CqInitAttr ca;
 	ca.cqe = cfg.cqe;
+	ca.channel = ch_.get();
 	ca.event_handler = [this](const AsyncEvent &ev) { on_async(ev); };
 	scq_ = dev_->create_cq(ca);
 	if (!scq_)

@@ -94,6 +94,7 @@ struct EpConfig {
 	uint32_t srq_wr = 64;
 	int cqe = 256;
 	bool shared_cq = false;          // one CQ for send and recv
+	bool channel = false;            // CQs report to a completion channel
 	uint8_t responder_resources = 4; // max_dest_rd_atomic
 	uint8_t initiator_depth = 4;     // max_rd_atomic
 	uint8_t rnr_retry = 7;           // 7 = infinite
@@ -190,6 +191,7 @@ public:
 	Cq *send_cq() { return scq_.get(); }
 	Cq *recv_cq() { return rcq_ ? rcq_.get() : scq_.get(); }
 	Srq *srq() { return srq_.get(); }
+	CompChannel *channel() { return ch_.get(); }
 	Qp *qp() { return conn_ ? conn_->qp() : nullptr; }
 	CmId *id() { return conn_.get(); }
 	QpState qp_state();
@@ -205,6 +207,7 @@ private:
 	int side_;
 	EpConfig cfg_;
 	std::unique_ptr<Pd> pd_, pd2_;
+	std::unique_ptr<CompChannel> ch_;
 	std::unique_ptr<Cq> scq_, rcq_;
 	std::unique_ptr<Srq> srq_;
 	struct Buffer {
