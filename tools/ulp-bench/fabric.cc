@@ -52,6 +52,9 @@ constexpr uint32_t kSignal = 16;
 constexpr uint32_t kRateDepth = 128;
 constexpr uint32_t kRateSignal = 32;
 constexpr uint32_t kRateSize = 64;
+// Waiting for completions: empty polls spent spinning, then yielding, before sleeping.
+constexpr unsigned kSpinPolls = 2000;
+constexpr unsigned kYieldPolls = 200;
 
 constexpr std::array<uint32_t, 9> kSizes = {64,        256,        1024,       4096,   16384,
                                             64 * 1024, 128 * 1024, 256 * 1024, kMaxMsg};
@@ -93,44 +96,69 @@ struct Stream {
 		}
 	}
 
-	// Poll until WR number target has completed. Every WR carries a cqe (signaled or
-	// not), so an error completion of any of them names it.
-	void poll_until(uint64_t target)
+	// Reap what the send CQ holds; returns how many.
+	int reap(Cq *cq)
 	{
 		std::array<Wc, 16> wc;
-		Cq *cq = req->send_cq();
-		uint64_t idle = 0;
-		double idle_since = 0;
-		while (done < target) {
-			int n = cq->poll(wc);
-			if (n < 0)
-				fatal("%s: poll: %s", wire, std::strerror(-n));
-			for (int i = 0; i < n; i++) {
-				if (wc[i].status != WcStatus::Success) {
-					auto *sl = reinterpret_cast<Slot *>(wc[i].wr_cqe);
-					fatal("%s: completion of WR %" PRIu64
-					      " failed: %s (vendor_err %u, qp %u)",
-					      wire, sl ? sl->idx : 0, wc_status_str(wc[i].status),
-					      wc[i].vendor_err, wc[i].qp_num);
-				}
-				if (wc[i].wr_cqe)
-					wc[i].wr_cqe->done(cq, &wc[i]);
+		int n = cq->poll(wc);
+		if (n < 0)
+			fatal("%s: poll: %s", wire, std::strerror(-n));
+		for (int i = 0; i < n; i++) {
+			if (wc[i].status != WcStatus::Success) {
+				auto *sl = reinterpret_cast<Slot *>(wc[i].wr_cqe);
+				fatal("%s: completion of WR %" PRIu64
+				      " failed: %s (vendor_err %u, qp %u)",
+				      wire, sl ? sl->idx : 0, wc_status_str(wc[i].status),
+				      wc[i].vendor_err, wc[i].qp_num);
 			}
-			if (local)
-				local->reap();
-			if (n > 0) {
-				idle = 0;
+			if (wc[i].wr_cqe)
+				wc[i].wr_cqe->done(cq, &wc[i]);
+		}
+		if (local)
+			local->reap();
+		return n;
+	}
+
+	// Wait until WR number target has completed. Every WR carries a cqe (signaled or
+	// not), so an error completion of any of them names it. Busy-poll first (the
+	// fast case), then poll with sched_yield (the engine may need this core: a 2-core
+	// machine runs this thread, its engine and the peer's), then sleep on the completion
+	// channel, as a kernel ULP's poller does; no progress for kCompletionTimeoutMs is
+	// fatal.
+	void poll_until(uint64_t target)
+	{
+		Cq *cq = req->send_cq();
+		double idle_since = 0;
+		unsigned empty = 0;
+		while (done < target) {
+			if (reap(cq) > 0) {
+				empty = 0;
 				continue;
 			}
-			if ((++idle & 4095) == 0) {
-				double t = now_s();
-				if (idle == 4096)
-					idle_since = t;
-				else if (t - idle_since > kCompletionTimeoutMs / 1000.0)
-					fatal("%s: no completion for %d ms (waiting for WR %" PRIu64
-					      ", newest done %" PRIu64 ")",
-					      wire, kCompletionTimeoutMs, target, done);
+			++empty;
+			if (empty < kSpinPolls)
+				continue;
+			if (empty == kSpinPolls)
+				idle_since = now_s();
+			if (empty < kSpinPolls + kYieldPolls) {
+				std::this_thread::yield();
+				continue;
 			}
+			// Arm, poll once more (no REPORT_MISSED_EVENTS), then sleep.
+			if (int rc = cq->req_notify(CqNotify::NextComp))
+				fatal("%s: req_notify: %s", wire, std::strerror(-rc));
+			if (reap(cq) > 0) {
+				empty = 0;
+				continue;
+			}
+			Cq *ev_cq = nullptr;
+			int rc = req->channel()->get_cq_event(&ev_cq, local ? 1 : 100);
+			if (rc && rc != -EAGAIN)
+				fatal("%s: get_cq_event: %s", wire, std::strerror(-rc));
+			if (now_s() - idle_since > kCompletionTimeoutMs / 1000.0)
+				fatal("%s: no completion for %d ms (waiting for WR %" PRIu64
+				      ", newest done %" PRIu64 ")",
+				      wire, kCompletionTimeoutMs, target, done);
 		}
 	}
 
@@ -142,8 +170,10 @@ struct Stream {
 		wr.send_flags = (signaled ? uint32_t{SEND_SIGNALED} : 0u) | extra_flags;
 		const SendWr *bad = nullptr;
 		if (int rc = req->qp()->post_send(&wr, &bad))
-			fatal("%s: post_send %s WR %" PRIu64 ": %s", wire, wr_opcode_str(wr.opcode),
-			      idx, std::strerror(-rc));
+			fatal("%s: post_send %s WR %" PRIu64 ": %s (%" PRIu64
+			      " WRs outstanding after completions polled, send queue of %u)",
+			      wire, wr_opcode_str(wr.opcode), idx, std::strerror(-rc),
+			      idx - 1 - done, req->qp()->cap().max_send_wr);
 	}
 
 	RdmaWr make_wr(WrOpcode op, uint32_t size, Sge *sge) const

@@ -96,22 +96,23 @@ bool CmEvents::wait_for(CmEventType want, int timeout_ms, Ev *out)
 // ---------------------------------------------------------------------------------------------
 // Side
 
-void Side::init(Device *d, size_t bytes, int send_cqe, int recv_cqe, bool with_channel)
+void Side::init(Device *d, size_t bytes, int send_cqe, int recv_cqe, bool send_ch, bool recv_ch)
 {
 	dev = d;
 	pd = dev->alloc_pd();
 	if (!pd)
 		fatal("alloc_pd on %s: %s", dev->name().c_str(), std::strerror(errno));
-	if (with_channel) {
+	if (send_ch || recv_ch) {
 		channel = dev->create_comp_channel();
 		if (!channel)
 			fatal("create_comp_channel: %s", std::strerror(errno));
 	}
 	CqInitAttr ca;
 	ca.cqe = send_cqe;
+	ca.channel = send_ch ? channel.get() : nullptr;
 	send_cq = dev->create_cq(ca);
 	ca.cqe = recv_cqe;
-	ca.channel = channel.get();
+	ca.channel = recv_ch ? channel.get() : nullptr;
 	recv_cq = dev->create_cq(ca);
 	if (!send_cq || !recv_cq)
 		fatal("create_cq: %s", std::strerror(errno));
@@ -143,7 +144,7 @@ void Responder::start(Device *dev, const std::string &ip, bool with_channel)
 {
 	const DeviceAttr &da = dev->attr();
 	rq_depth_ = std::min(kRqDepthWant, da.max_qp_wr);
-	side_.init(dev, kMaxMsg, 16, static_cast<int>(rq_depth_ + 16), with_channel);
+	side_.init(dev, kMaxMsg, 16, static_cast<int>(rq_depth_ + 16), false, with_channel);
 	recvs_.resize(rq_depth_);
 	for (uint32_t i = 0; i < rq_depth_; i++) {
 		recvs_[i].self = this;
@@ -337,7 +338,7 @@ void Requester::connect(Device *dev, const std::string &ip, uint16_t port, uint3
 {
 	const DeviceAttr &da = dev->attr();
 	sq_depth_ = std::min(sq_depth, da.max_qp_wr - 1);
-	side_.init(dev, 2 * size_t{kMaxMsg}, static_cast<int>(sq_depth_ + 16), 16, false);
+	side_.init(dev, 2 * size_t{kMaxMsg}, static_cast<int>(sq_depth_ + 16), 16, true, false);
 	id_ =
 	    soft::provider().create_id([this](CmId *cid, CmEvent &ev) { on_event(cid, ev); }, this);
 	if (!id_)

@@ -73,13 +73,15 @@ private:
 struct Side {
 	Device *dev = nullptr;
 	std::unique_ptr<Pd> pd;
-	std::unique_ptr<CompChannel> channel; // responder in a peer process only
+	std::unique_ptr<CompChannel> channel; // for the CQs that sleep-wait
 	std::unique_ptr<Cq> send_cq;
 	std::unique_ptr<Cq> recv_cq;
 	std::unique_ptr<DmaRegion> mem;
 	std::unique_ptr<Mr> mr;
 
-	void init(Device *dev, size_t bytes, int send_cqe, int recv_cqe, bool with_channel);
+	// send_ch / recv_ch: that CQ raises events on the side's completion channel.
+	void init(Device *dev, size_t bytes, int send_cqe, int recv_cqe, bool send_ch,
+	          bool recv_ch);
 	void fini(); // MR, CQs, channel, PD (the QP must be gone)
 };
 
@@ -133,6 +135,7 @@ public:
 
 	Qp *qp() const { return id_->qp(); }
 	Cq *send_cq() const { return side_.send_cq.get(); }
+	CompChannel *channel() const { return side_.channel.get(); } // the send CQ's
 	const Mr &mr() const { return *side_.mr; }
 	// Local buffer: [0, kMaxMsg) is the WRITE/SEND source, [kMaxMsg, 2*kMaxMsg) the READ
 	// sink.
