@@ -169,3 +169,41 @@ TEST_P(ConfTest, IwarpReadSinkNeedsRemoteWrite)
 
 } // namespace
 } // namespace ulp::conf
+
+namespace ulp::conf
+{
+namespace
+{
+
+// iWARP: one SGE per RDMA READ (RDMAP has a single Data Sink STag per Read Request; Linux
+// rdma_rw uses max_sge_rd for READ WRs). A READ with two SGEs is refused at post time.
+TEST_P(ConfTest, IwarpReadWithTwoSgesFails)
+{
+	EpConfig c;
+	c.max_sge = 2;
+	CONNECT(c, c, true);
+	ASSERT_EQ(dev().attr().max_sge_rd, 1u);
+	auto lm = local().reg_mr(4096, ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE);
+	auto pm = peer().reg_mr(4096, ACCESS_REMOTE_READ);
+	Sge sg[2] = {{lm.addr, 16, lm.lkey}, {lm.addr + 64, 16, lm.lkey}};
+	RdmaWr wr;
+	wr.opcode = WrOpcode::RdmaRead;
+	wr.sg_list = sg;
+	wr.num_sge = 2;
+	wr.remote_addr = pm.addr;
+	wr.rkey = pm.rkey;
+	wr.send_flags = SEND_SIGNALED;
+	wr.wr_cqe = local().cqe(1);
+	const SendWr *bad = nullptr;
+	EXPECT_EQ(qp().post_send(&wr, &bad), -EINVAL);
+	EXPECT_EQ(bad, &wr);
+	// One SGE is fine.
+	wr.num_sge = 1;
+	ASSERT_EQ(qp().post_send(&wr, &bad), 0);
+	auto lw = local_wcs(1);
+	ASSERT_EQ(lw.size(), 1u);
+	EXPECT_EQ(lw[0].status, WcStatus::Success) << describe(lw);
+}
+
+} // namespace
+} // namespace ulp::conf

@@ -248,3 +248,71 @@ TEST_P(ConfTest, SendRecvMultiSge)
 
 } // namespace
 } // namespace ulp::conf
+
+namespace ulp::conf
+{
+namespace
+{
+
+bool wait_async(Endpoint &ep, EventType t, int ms)
+{
+	auto d = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+	for (;;) {
+		for (auto &ev : ep.async_events())
+			if (ev.event == t)
+				return true;
+		if (std::chrono::steady_clock::now() >= d)
+			return false;
+		progress_all();
+		std::this_thread::sleep_for(std::chrono::milliseconds(1));
+	}
+}
+
+// IB spec 10.2.9.5 / 11.6.3 (SRQ limit): an armed SRQ raises SRQ_LIMIT_REACHED once the
+// number of WRs on it drops below the limit, and disarms itself.
+TEST_P(ConfTest, SrqLimitEvent)
+{
+	EpConfig lc;
+	lc.srq = true;
+	CONNECT(lc, EpConfig{});
+	auto lm = local().reg_mr(8 * 256, ACCESS_LOCAL_WRITE);
+	auto pm = peer().reg_mr(4096, ACCESS_LOCAL_WRITE);
+	ASSERT_EQ(local().post_recv(lm.id, 0, 256, 8, 300), 0);
+	ASSERT_EQ(local().srq()->arm_limit(4), 0);
+	for (uint32_t i = 0; i < 3; i++)
+		ASSERT_EQ(peer().post_send(send_op(WrOpcode::Send, i, pm.id, 0, 8)), 0);
+	ASSERT_EQ(local_wcs(3).size(), 3u);
+	EXPECT_FALSE(wait_async(local(), EventType::SrqLimitReached, 50))
+	    << "limit event with 5 WRs left of a limit of 4";
+	for (uint32_t i = 3; i < 5; i++)
+		ASSERT_EQ(peer().post_send(send_op(WrOpcode::Send, i, pm.id, 0, 8)), 0);
+	ASSERT_EQ(local_wcs(2).size(), 2u);
+	EXPECT_TRUE(wait_async(local(), EventType::SrqLimitReached, kTimeoutMs))
+	    << "no SRQ_LIMIT_REACHED with 3 WRs left of a limit of 4";
+	EXPECT_EQ(peer_wcs(5).size(), 5u);
+}
+
+// IB spec 10.3.1 / 11.6.3 (Last WQE Reached): a QP on an SRQ that enters ERR raises
+// LAST_WQE_REACHED where the device reports DEVICE_LAST_WQE_EVENT; rxe and iWARP devices do
+// not, and then there must be no such event either.
+TEST_P(ConfTest, LastWqeReachedMatchesCapability)
+{
+	EpConfig lc;
+	lc.srq = true;
+	CONNECT(lc, EpConfig{});
+	QpAttr a;
+	a.qp_state = QpState::Err;
+	ASSERT_EQ(qp().modify(a, QP_STATE), 0);
+	bool has = dev().attr().device_cap_flags & DEVICE_LAST_WQE_EVENT;
+	bool seen = wait_async(local(), EventType::QpLastWqeReached, has ? kTimeoutMs : 50);
+	EXPECT_EQ(seen, has);
+	if (seen) {
+		for (auto &ev : local().async_events())
+			if (ev.event == EventType::QpLastWqeReached) {
+				EXPECT_EQ(ev.qp, &qp());
+			}
+	}
+}
+
+} // namespace
+} // namespace ulp::conf
