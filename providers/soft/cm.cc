@@ -326,9 +326,9 @@ int SoftCmId::connect(const ConnParam &param)
 	SoftCmId *l = dev->cfg.wire == Wire::Socket ? nullptr : find_listener(peer_);
 	if (!l) {
 		int rc = sock_connect(*this, param);
-		if (rc)
+		if (rc < 0)
 			return rc;
-		st = CmState::Connecting;
+		st = rc == 0 ? CmState::Connecting : CmState::Idle; // 1: refused, event posted
 		return 0;
 	}
 	auto nid = std::make_unique<SoftCmId>(l->handler, l->context);
@@ -492,10 +492,21 @@ void cut_connection(Qp &q)
 	}
 }
 
+// The socket wire lost its peer (EOF, reset, DISCONNECT packet): engine thread.
+void cm_peer_lost(SoftQp &qp)
+{
+	std::lock_guard g(cm_global().lock);
+	if (auto *id = static_cast<SoftCmId *>(qp.cm_id))
+		id->lost_peer();
+}
+
 void SoftQp::detach_wire()
 {
 	peer.reset();
-	conn.reset();
+	if (conn) {
+		sdev.engine.remove_conn(conn.get());
+		conn.reset();
+	}
 	wire = WireKind::None;
 }
 

@@ -79,6 +79,8 @@ public:
 	std::string listen_key;         // Listening: key in the listener table
 	ConnParam req;                  // the connect request's parameters
 	std::shared_ptr<SockConn> sock; // socket wire: the connection
+	uint32_t remote_qpn = 0;        // socket wire, ReqRcvd: the requester QP
+	Gid remote_gid{};               // socket wire, ReqRcvd: its port GID
 	int sock_listen_fd = -1;        // Listening: the abstract socket
 };
 

@@ -8,6 +8,12 @@
 // small-message rates possible.
 #include "providers/soft/soft_internal.h"
 
+#include "providers/soft/sock_wire.h"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <algorithm>
 
 namespace ulp::soft
@@ -39,7 +45,8 @@ void Engine::stop()
 			return;
 		stop_ = true;
 	}
-	cv_.notify_all();
+	uint64_t one = 1;
+	(void)!write(evfd_, &one, sizeof(one));
 	if (thread_.joinable())
 		thread_.join();
 }
@@ -48,8 +55,8 @@ void Engine::kick()
 {
 	work_.store(true);
 	if (sleeping_.load()) {
-		std::lock_guard g(lock_);
-		cv_.notify_one();
+		uint64_t one = 1;
+		(void)!write(evfd_, &one, sizeof(one));
 	}
 }
 
@@ -143,6 +150,11 @@ int Engine::run_once()
 		return 0;
 	in_run_ = true;
 	tl_inline_depth++;
+	if (!conns_.empty()) {
+		g.unlock();
+		poll_conns(0);
+		g.lock();
+	}
 	int n = run_locked(g);
 	tl_inline_depth--;
 	in_run_ = false;
@@ -152,18 +164,27 @@ int Engine::run_once()
 void Engine::loop()
 {
 	std::unique_lock g(lock_);
+	unsigned turn = 0;
 	while (!stop_) {
 		work_.store(false, std::memory_order_relaxed);
+		// Connections are looked at every few turns while busy, always when idle.
+		if (!conns_.empty() && (++turn & 7) == 0) {
+			g.unlock();
+			poll_conns(0);
+			g.lock();
+		}
 		if (run_locked(g))
 			continue;
 		if (!runq_.empty())
 			continue;
 		// Idle: spin for a doorbell, then sleep until one or the next timer.
+		bool have_conns = !conns_.empty();
 		g.unlock();
 		auto until = Clock::now() + kSpin;
 		bool got = false;
-		while (Clock::now() < until) {
-			if (work_.load(std::memory_order_acquire)) {
+		for (unsigned spin = 0; Clock::now() < until; spin++) {
+			if (work_.load(std::memory_order_acquire) ||
+			    (have_conns && (spin & 63) == 0 && poll_conns(0))) {
 				got = true;
 				break;
 			}
@@ -175,14 +196,21 @@ void Engine::loop()
 		auto next = Clock::time_point::max();
 		for (auto &t : timers_)
 			next = std::min(next, t.when);
+		// Sleep in epoll: a doorbell (kick) or a ready connection wakes us.
 		sleeping_.store(true);
-		auto ready = [this] {
-			return stop_ || !runq_.empty() || work_.load(std::memory_order_acquire);
-		};
-		if (next == Clock::time_point::max())
-			cv_.wait(g, ready);
-		else
-			cv_.wait_until(g, next, ready);
+		if (work_.load() || !runq_.empty()) {
+			sleeping_.store(false);
+			continue;
+		}
+		int ms = -1;
+		if (next != Clock::time_point::max()) {
+			auto d = std::chrono::duration_cast<std::chrono::microseconds>(
+			    next - Clock::now());
+			ms = d.count() <= 0 ? 0 : static_cast<int>((d.count() + 999) / 1000);
+		}
+		g.unlock();
+		poll_conns(ms);
+		g.lock();
 		sleeping_.store(false);
 	}
 }

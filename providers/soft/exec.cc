@@ -157,7 +157,7 @@ int SoftQp::process(int budget)
 	if (state() != QpState::Rts)
 		return 0;
 	if (wire == WireKind::Socket)
-		sock_poll_replies(*this);
+		sock_service(*this); // replies and requests that arrived, backlog to send
 	int done = 0;
 	while (done < budget) {
 		uint32_t head = sq_head.load(std::memory_order_acquire);

@@ -16,8 +16,9 @@ class SoftCmId;
 // Requester: transmit the WQE at slot (Pending until its ACK/response, or Stall when
 // READ credits or a fence hold it back).
 ExecResult sock_exec(SoftQp &qp, uint32_t slot);
-// Requester: consume replies that arrived for this QP (ACKs, NAKs, READ responses).
-void sock_poll_replies(SoftQp &qp);
+// Engine, inside SoftQp::process: read what arrived (requests to serve as responder,
+// replies to complete as requester) and push out the transmit backlog.
+void sock_service(SoftQp &qp);
 
 // CM hooks, all called with CmGlobal::lock held.
 int sock_listen(SoftCmId &id); // bind "@ulp-soft/IP:PORT"
@@ -28,6 +29,9 @@ int sock_reject(SoftCmId &id, std::span<const uint8_t> pdata);
 void sock_disconnect(SoftCmId &id); // send a disconnect request
 void sock_cut(SoftCmId &id);        // drop the connection without goodbye (peer death)
 void sock_close(SoftCmId &id);      // id destroyed (no CmGlobal::lock held)
+
+int sock_fd(const SockConn &c);
+SoftQp *sock_qp(const SockConn &c); // the QP the connection carries (engine lock held)
 
 // Device teardown: stop the device's socket I/O.
 void stop_sock_wire(SoftDevice &dev);

@@ -175,6 +175,7 @@ struct SendWqe {
 	uint64_t reg_len;
 	uint32_t reg_page_size;
 	uint32_t rnr_left; // RNR retries left for this WR (rnr_retry 7 = infinite)
+	uint32_t psn;      // socket wire: sequence number it was last sent with
 };
 
 struct RecvWqe {
@@ -331,6 +332,8 @@ public:
 	uint32_t sq_next = 0;             // next slot to execute (engine)
 	uint32_t sq_acked = 0;            // next slot to complete; [acked,next) in flight (engine)
 	uint32_t rd_inflight = 0;         // READs in flight (socket wire; engine)
+	uint32_t tx_psn = 0;              // socket wire: next request sequence number (engine)
+	uint32_t rx_psn = 0;              // socket wire: next request expected as responder
 	Clock::time_point rnr_until{};    // head WR waits for an RNR timer until then (engine)
 
 	// Receive queue (when not on an SRQ) ----------------------------------------------------
@@ -417,6 +420,10 @@ public:
 	void schedule(SoftQp *qp);   // the QP has work (post, flush, reply)
 	void unschedule(SoftQp *qp); // QP destruction: off the queue, wait if running
 	void add_timer(void *owner, Clock::time_point when, std::function<void()> fn);
+	// Socket wire: watch a connection; readiness schedules its QP.
+	void add_conn(std::shared_ptr<SockConn> c);
+	void remove_conn(SockConn *c);
+	void want_write(SockConn *c, bool on); // EPOLLOUT while the connection has a backlog
 	void cancel_timers(void *owner);
 	int run_once(); // inline mode: process everything runnable now
 	void stop();
@@ -425,6 +432,7 @@ public:
 private:
 	void loop();
 	int run_locked(std::unique_lock<std::mutex> &g);
+	int poll_conns(int timeout_ms); // epoll; schedules ready QPs; returns events seen
 
 	SoftDevice &dev_;
 	bool threaded_;
@@ -440,6 +448,9 @@ private:
 	std::atomic<bool> sleeping_{false}; // the thread waits on cv_; doorbells must notify
 	std::atomic<bool> work_{false};     // a doorbell rang since the loop last looked
 	bool in_run_ = false;               // inline mode recursion guard
+	int epfd_ = -1;                     // connections + the doorbell eventfd
+	int evfd_ = -1;                     // doorbell while the thread sleeps in epoll_wait
+	std::vector<std::shared_ptr<SockConn>> conns_; // watched connections (lock_)
 	std::thread thread_;
 };
 
