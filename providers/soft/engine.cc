@@ -28,6 +28,12 @@ thread_local int tl_inline_depth = 0;                 // inline runs on this thr
 
 Engine::Engine(SoftDevice &dev, bool threaded) : dev_(dev), threaded_(threaded)
 {
+	epfd_ = epoll_create1(EPOLL_CLOEXEC);
+	evfd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	epoll_event ev{};
+	ev.events = EPOLLIN;
+	ev.data.ptr = nullptr; // the doorbell
+	epoll_ctl(epfd_, EPOLL_CTL_ADD, evfd_, &ev);
 	if (threaded_)
 		thread_ = std::thread([this] { loop(); });
 }
@@ -35,6 +41,79 @@ Engine::Engine(SoftDevice &dev, bool threaded) : dev_(dev), threaded_(threaded)
 Engine::~Engine()
 {
 	stop();
+	close(evfd_);
+	close(epfd_);
+}
+
+void Engine::add_conn(std::shared_ptr<SockConn> c)
+{
+	{
+		std::lock_guard g(lock_);
+		epoll_event ev{};
+		ev.events = EPOLLIN | EPOLLRDHUP;
+		ev.data.ptr = c.get();
+		epoll_ctl(epfd_, EPOLL_CTL_ADD, sock_fd(*c), &ev);
+		conns_.push_back(std::move(c));
+	}
+	if (threaded_)
+		kick();
+}
+
+void Engine::remove_conn(SockConn *c)
+{
+	std::shared_ptr<SockConn> keep; // released after the lock
+	std::lock_guard g(lock_);
+	for (auto it = conns_.begin(); it != conns_.end(); ++it) {
+		if (it->get() == c) {
+			epoll_ctl(epfd_, EPOLL_CTL_DEL, sock_fd(*c), nullptr);
+			keep = std::move(*it);
+			conns_.erase(it);
+			break;
+		}
+	}
+}
+
+void Engine::want_write(SockConn *c, bool on)
+{
+	std::lock_guard g(lock_);
+	for (auto &p : conns_) {
+		if (p.get() == c) {
+			epoll_event ev{};
+			ev.events = EPOLLIN | EPOLLRDHUP | (on ? uint32_t{EPOLLOUT} : 0u);
+			ev.data.ptr = c;
+			epoll_ctl(epfd_, EPOLL_CTL_MOD, sock_fd(*c), &ev);
+			return;
+		}
+	}
+}
+
+// Readiness becomes work: a ready connection schedules the QP it carries.
+int Engine::poll_conns(int timeout_ms)
+{
+	epoll_event evs[32];
+	int n = epoll_wait(epfd_, evs, 32, timeout_ms);
+	int seen = 0;
+	for (int i = 0; i < n; i++) {
+		if (!evs[i].data.ptr) {
+			uint64_t v;
+			(void)!read(evfd_, &v, sizeof(v));
+			continue;
+		}
+		// Look up and enqueue under one lock: unschedule() (QP teardown) takes it to
+		// unhook the connection, so a dying QP is never queued again.
+		std::lock_guard g(lock_);
+		auto *c = static_cast<SockConn *>(evs[i].data.ptr);
+		for (auto &p : conns_) {
+			if (p.get() != c)
+				continue;
+			if (SoftQp *qp = sock_qp(*c); qp && !qp->queued && !stop_) {
+				qp->queued = true;
+				runq_.push_back(*qp);
+			}
+			seen++;
+		}
+	}
+	return seen;
 }
 
 void Engine::stop()
@@ -78,6 +157,14 @@ void Engine::schedule(SoftQp *qp)
 void Engine::unschedule(SoftQp *qp)
 {
 	std::unique_lock g(lock_);
+	for (auto it = conns_.begin(); it != conns_.end();) {
+		if (sock_qp(**it) == qp) {
+			epoll_ctl(epfd_, EPOLL_CTL_DEL, sock_fd(**it), nullptr);
+			it = conns_.erase(it); // the QP still holds its own reference
+		} else {
+			++it;
+		}
+	}
 	if (qp->queued) {
 		runq_.erase(runq_.iterator_to(*qp));
 		qp->queued = false;

@@ -312,6 +312,9 @@ ExecResult SoftQp::exec_one(uint32_t slot)
 				                   qp_num(), w.flags & SEND_SOLICITED);
 				break;
 			case WrOpcode::RdmaRead: {
+				// One READ is outstanding while it executes on this wire.
+				if (!ctr.max_rd_inflight.load(std::memory_order_relaxed))
+					ctr.max_rd_inflight.store(1, std::memory_order_relaxed);
 				Cursor dst = Cursor::sges(sdev, sg, w.num_sge);
 				rr = r->resp_read(dst, total, w.remote_addr, w.rkey);
 				break;

@@ -76,30 +76,56 @@ std::unique_ptr<Qp> SoftPd::create_qp(const QpInitAttr &a)
 	return std::unique_ptr<Qp>(qp);
 }
 
-// IB spec 10.3.1 (and ib_modify_qp_is_ok): the attributes each RC transition requires.
+// IB spec 10.3.1 / 11.2.4.2 (the kernel's qp_state_table in ib_modify_qp_is_ok): for each
+// RC transition, the attributes it requires and the ones it also allows.
 static bool transition_ok(QpState cur, QpState next, uint32_t mask)
 {
-	constexpr uint32_t kInit = QP_PORT | QP_ACCESS_FLAGS;
-	constexpr uint32_t kRtr = QP_AV | QP_PATH_MTU | QP_DEST_QPN | QP_RQ_PSN |
-	                          QP_MAX_DEST_RD_ATOMIC | QP_MIN_RNR_TIMER;
-	constexpr uint32_t kRts =
-	    QP_SQ_PSN | QP_TIMEOUT | QP_RETRY_CNT | QP_RNR_RETRY | QP_MAX_QP_RD_ATOMIC;
-	if (next == QpState::Reset || next == QpState::Err)
-		return true;
-	switch (cur) {
-	case QpState::Reset:
-		return next == QpState::Init && (mask & kInit) == kInit;
-	case QpState::Init:
-		return next == QpState::Init || (next == QpState::Rtr && (mask & kRtr) == kRtr);
-	case QpState::Rtr:
-		return next == QpState::Rts && (mask & kRts) == kRts;
-	case QpState::Rts:
-	case QpState::Sqe:
-		return next == QpState::Rts;
-	case QpState::Err:
-		return false;
-	}
-	return false;
+	struct Rule {
+		bool ok;
+		uint32_t req; // required
+		uint32_t opt; // allowed as well
+	};
+	constexpr uint32_t kPath = QP_AV | QP_PATH_MTU;
+	auto rule = [](QpState c, QpState n) -> Rule {
+		if (n == QpState::Reset || n == QpState::Err)
+			return {true, 0, 0};
+		switch (c) {
+		case QpState::Reset:
+			if (n == QpState::Init)
+				return {true, QP_PORT | QP_ACCESS_FLAGS, 0};
+			break;
+		case QpState::Init:
+			if (n == QpState::Init)
+				return {true, 0, QP_PORT | QP_ACCESS_FLAGS};
+			if (n == QpState::Rtr)
+				return {true,
+				        kPath | QP_DEST_QPN | QP_RQ_PSN | QP_MAX_DEST_RD_ATOMIC |
+				            QP_MIN_RNR_TIMER,
+				        QP_ACCESS_FLAGS | QP_PORT};
+			break;
+		case QpState::Rtr:
+			if (n == QpState::Rts)
+				return {true,
+				        QP_SQ_PSN | QP_TIMEOUT | QP_RETRY_CNT | QP_RNR_RETRY |
+				            QP_MAX_QP_RD_ATOMIC,
+				        QP_ACCESS_FLAGS | QP_MIN_RNR_TIMER};
+			break;
+		case QpState::Rts:
+			if (n == QpState::Rts)
+				return {true, 0, QP_ACCESS_FLAGS | QP_MIN_RNR_TIMER};
+			break;
+		case QpState::Sqe:
+			if (n == QpState::Rts)
+				return {true, 0, QP_ACCESS_FLAGS | QP_MIN_RNR_TIMER};
+			break;
+		case QpState::Err:
+			break;
+		}
+		return {false, 0, 0};
+	};
+	Rule r = rule(cur, next);
+	uint32_t m = mask & ~QP_STATE;
+	return r.ok && (m & r.req) == r.req && !(m & ~(r.req | r.opt));
 }
 
 int SoftQp::modify(const QpAttr &a, uint32_t mask)

@@ -574,6 +574,10 @@ ExecResult sock_exec(SoftQp &qp, uint32_t slot)
 // A reply for the oldest WR in flight.
 static bool on_reply(SoftQp &qp, SockConn &c, const PktHdr &h, const uint8_t *payload)
 {
+	// In ERR every WR still in flight is flushed (IB spec 10.3.1), whatever the
+	// responder says about it later.
+	if (qp.state() == QpState::Err)
+		return true;
 	if (qp.sq_acked == qp.sq_next)
 		return false; // nothing in flight: protocol error
 	uint32_t slot = qp.sq_acked;
