@@ -332,7 +332,7 @@ ExecResult SoftQp::exec_one(uint32_t slot)
 	}
 	if (rr.reply == Reply::RnrNak) {
 		hl.unlock();
-		return rnr_wait(slot, rnr_timer_usec(r ? r->attr.min_rnr_timer : 12));
+		return rnr_wait(slot, rnr_timer_usec(r ? r->min_rnr_timer.load() : 12));
 	}
 	r->finish_resp(rr);
 	hl.unlock();
@@ -490,7 +490,7 @@ RespResult SoftQp::resp_send(Cursor &src, uint64_t len, WrOpcode op, uint32_t im
 // The QP's own permission for remote access (IB spec 10.2.4.2, qp_access_flags).
 bool SoftQp::remote_ok(uint32_t need) const
 {
-	return (attr.qp_access_flags & need) == need;
+	return (access_flags.load(std::memory_order_relaxed) & need) == need;
 }
 
 RespResult SoftQp::resp_write(Cursor &src, uint64_t len, uint64_t va, uint32_t rkey, bool with_imm,

@@ -152,6 +152,7 @@ int SoftQp::modify(const QpAttr &a, uint32_t mask)
 
 	if (mask & QP_ACCESS_FLAGS)
 		attr.qp_access_flags = a.qp_access_flags;
+	access_flags.store(a.qp_access_flags);
 	if (mask & QP_PATH_MTU)
 		attr.path_mtu = a.path_mtu;
 	if (mask & QP_TIMEOUT)
@@ -160,14 +161,17 @@ int SoftQp::modify(const QpAttr &a, uint32_t mask)
 		attr.retry_cnt = a.retry_cnt;
 	if (mask & QP_RNR_RETRY)
 		attr.rnr_retry = a.rnr_retry;
+	rnr_retry.store(a.rnr_retry);
 	if (mask & QP_MIN_RNR_TIMER)
 		attr.min_rnr_timer = a.min_rnr_timer;
+	min_rnr_timer.store(a.min_rnr_timer);
 	if (mask & QP_RQ_PSN)
 		attr.rq_psn = a.rq_psn;
 	if (mask & QP_SQ_PSN)
 		attr.sq_psn = a.sq_psn;
 	if (mask & QP_MAX_QP_RD_ATOMIC)
 		attr.max_rd_atomic = a.max_rd_atomic;
+	max_rd_atomic.store(a.max_rd_atomic);
 	if (mask & QP_MAX_DEST_RD_ATOMIC)
 		attr.max_dest_rd_atomic = a.max_dest_rd_atomic;
 	if (mask & QP_DEST_QPN) {
@@ -286,7 +290,7 @@ int SoftQp::post_send(const SendWr *wr, const SendWr **bad_wr)
 			w.rkey = 0;
 			w.inline_len = 0;
 			w.reg_mr = nullptr;
-			w.rnr_left = attr.rnr_retry;
+			w.rnr_left = rnr_retry.load(std::memory_order_relaxed);
 			uint64_t len = 0;
 			for (int i = 0; i < wr->num_sge; i++)
 				len += wr->sg_list[i].length;

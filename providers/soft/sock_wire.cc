@@ -513,7 +513,7 @@ ExecResult sock_exec(SoftQp &qp, uint32_t slot)
 	if ((w.flags & SEND_FENCE) && qp.rd_inflight)
 		return ExecResult::Stall;
 	if (w.opcode == WrOpcode::RdmaRead &&
-	    qp.rd_inflight >= std::max<uint32_t>(qp.attr.max_rd_atomic, 1))
+	    qp.rd_inflight >= std::max<uint32_t>(qp.max_rd_atomic.load(), 1))
 		return ExecResult::Stall;
 	if (c->backlog() > kTxHigh)
 		return ExecResult::Stall; // EPOLLOUT reschedules us
@@ -715,7 +715,7 @@ static bool on_request(SoftQp &qp, SockConn &c, const PktHdr &h, const uint8_t *
 		}
 	}
 	if (rr.reply == Reply::RnrNak) {
-		send_reply(c, PktOp::Nak, h.psn, NakCode::Rnr, qp.attr.min_rnr_timer);
+		send_reply(c, PktOp::Nak, h.psn, NakCode::Rnr, qp.min_rnr_timer.load());
 		return true;
 	}
 	qp.rx_psn++;

@@ -344,6 +344,11 @@ public:
 	std::mutex state_lock;
 	std::atomic<QpState> state_{QpState::Reset};
 	QpAttr attr; // as last modified (state_lock)
+	// Copies of the attributes the data path reads without state_lock (set in modify).
+	std::atomic<uint32_t> access_flags{0};  // qp_access_flags
+	std::atomic<uint8_t> rnr_retry{7};      // for new WRs
+	std::atomic<uint8_t> min_rnr_timer{12}; // as responder, sent in RNR NAKs
+	std::atomic<uint32_t> max_rd_atomic{1}; // READs this requester keeps in flight
 	WireKind wire = WireKind::None;
 	std::shared_ptr<QpHandle> peer; // in-process peer
 	std::shared_ptr<SockConn> conn; // socket peer
