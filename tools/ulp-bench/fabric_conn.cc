@@ -152,8 +152,13 @@ void Responder::start(Device *dev, const std::string &ip, bool with_channel)
 		recvs_[i].cqe.done = [](Cq *, Wc *wc) {
 			auto *rc = reinterpret_cast<RecvCtx *>(wc->wr_cqe);
 			if (wc->status != WcStatus::Success) {
-				if (wc->status == WcStatus::WrFlushErr && rc->self->disconnected_)
+				// A flush: the QP entered ERR, which on this side means the
+				// requester disconnected (the CM event may still be on its way)
+				// or failed (and reports its own error). Stop re-posting.
+				if (wc->status == WcStatus::WrFlushErr) {
+					rc->self->flushed_ = true;
 					return;
+				}
 				fatal("responder: receive completion failed: %s (vendor_err %u)",
 				      wc_status_str(wc->status), wc->vendor_err);
 			}
@@ -198,10 +203,10 @@ void Responder::post_recv(uint32_t slot)
 	wr.num_sge = 1;
 	const RecvWr *bad = nullptr;
 	std::lock_guard g(conn_mu_);
-	if (!conn_id_ || !conn_id_->qp())
+	if (!conn_id_ || !conn_id_->qp() || flushed_)
 		return;
 	int rc = conn_id_->qp()->post_recv(&wr, &bad);
-	if (rc && !disconnected_)
+	if (rc && !disconnected_ && !flushed_)
 		fatal("responder: post_recv: %s", std::strerror(-rc));
 }
 

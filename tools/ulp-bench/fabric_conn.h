@@ -123,6 +123,7 @@ private:
 	CmEvents events_;
 	std::atomic<bool> established_{false};
 	std::atomic<bool> disconnected_{false};
+	std::atomic<bool> flushed_{false}; // a receive was flushed: the QP is in ERR
 };
 
 class Requester
