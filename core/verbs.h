@@ -65,7 +65,9 @@ struct Cqe {
 };
 
 struct Wc {
-	Cqe *wr_cqe = nullptr;    // the posting WR's cqe; null for unsignaled flushes (never reported)
+	Cqe *wr_cqe = nullptr;    // the posting WR's cqe; null when it had none (an unsignaled
+	                          // WR's flush: reported here, dropped by cq_poll/ as the
+	                          // kernel's __ib_process_cq does)
 	WcStatus status = WcStatus::Success;
 	WcOpcode opcode = WcOpcode::Send; // valid only when status == Success (as on hardware)
 	uint32_t vendor_err = 0;  // provider-specific detail, 0 when none

@@ -152,7 +152,6 @@ int SoftQp::modify(const QpAttr &a, uint32_t mask)
 
 	if (mask & QP_ACCESS_FLAGS)
 		attr.qp_access_flags = a.qp_access_flags;
-	access_flags.store(a.qp_access_flags);
 	if (mask & QP_PATH_MTU)
 		attr.path_mtu = a.path_mtu;
 	if (mask & QP_TIMEOUT)
@@ -161,23 +160,25 @@ int SoftQp::modify(const QpAttr &a, uint32_t mask)
 		attr.retry_cnt = a.retry_cnt;
 	if (mask & QP_RNR_RETRY)
 		attr.rnr_retry = a.rnr_retry;
-	rnr_retry.store(a.rnr_retry);
 	if (mask & QP_MIN_RNR_TIMER)
 		attr.min_rnr_timer = a.min_rnr_timer;
-	min_rnr_timer.store(a.min_rnr_timer);
 	if (mask & QP_RQ_PSN)
 		attr.rq_psn = a.rq_psn;
 	if (mask & QP_SQ_PSN)
 		attr.sq_psn = a.sq_psn;
 	if (mask & QP_MAX_QP_RD_ATOMIC)
 		attr.max_rd_atomic = a.max_rd_atomic;
-	max_rd_atomic.store(a.max_rd_atomic);
 	if (mask & QP_MAX_DEST_RD_ATOMIC)
 		attr.max_dest_rd_atomic = a.max_dest_rd_atomic;
 	if (mask & QP_DEST_QPN) {
 		attr.dest_qp_num = a.dest_qp_num;
 		dest_qpn = a.dest_qp_num;
 	}
+	// What the data path reads without state_lock.
+	access_flags.store(attr.qp_access_flags);
+	rnr_retry.store(attr.rnr_retry);
+	min_rnr_timer.store(attr.min_rnr_timer);
+	max_rd_atomic.store(attr.max_rd_atomic);
 	if ((mask & QP_AV) && wire == WireKind::None) {
 		// A QP connected by hand (no CM): find the peer in this process by GID + QPN.
 		// Not found is not an error, as on hardware: sends will exhaust their retries.
