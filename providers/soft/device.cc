@@ -290,9 +290,11 @@ bool SoftDevice::qpn_reserved(uint32_t i) const
 	return reinterpret_cast<uintptr_t>(qps[i]) == 1;
 }
 
-void SoftDevice::free_qpn(uint32_t qpn)
+void SoftDevice::free_qpn(uint32_t qpn, const AtomicCounters *final)
 {
 	std::lock_guard g(qp_lock);
+	if (final)
+		retire(*final); // with the removal, so counters() never counts it twice
 	qps[qpn - kFirstQpn] = nullptr;
 }
 
@@ -391,9 +393,48 @@ void force_device_fatal(Device &dev)
 	d.event(ev);
 }
 
+// Device counters are summed when asked for, so that the data path only touches its
+// QP's own counters (no device-wide cache line bouncing between posters and engines).
+void SoftDevice::retire(const AtomicCounters &c)
+{
+	Counters q = c.snapshot();
+	retired.add(retired.posted, q.posted);
+	retired.add(retired.completed, q.completed);
+	retired.add(retired.errors, q.errors);
+	retired.add(retired.flushes, q.flushes);
+	retired.add(retired.bytes_tx, q.bytes_tx);
+	retired.add(retired.bytes_rx, q.bytes_rx);
+	retired.add(retired.rnr_naks, q.rnr_naks);
+	uint64_t m = retired.max_rd_inflight.load();
+	while (q.max_rd_inflight > m &&
+	       !retired.max_rd_inflight.compare_exchange_weak(m, q.max_rd_inflight))
+		;
+}
+
+Counters SoftDevice::counters()
+{
+	std::lock_guard g(qp_lock);
+	Counters t = retired.snapshot();
+	t.posted += srq_posted.load();
+	for (auto *qp : qps) {
+		if (!qp || reinterpret_cast<uintptr_t>(qp) == 1)
+			continue;
+		Counters q = qp->ctr.snapshot();
+		t.posted += q.posted;
+		t.completed += q.completed;
+		t.errors += q.errors;
+		t.flushes += q.flushes;
+		t.bytes_tx += q.bytes_tx;
+		t.bytes_rx += q.bytes_rx;
+		t.rnr_naks += q.rnr_naks;
+		t.max_rd_inflight = std::max(t.max_rd_inflight, q.max_rd_inflight);
+	}
+	return t;
+}
+
 Counters device_counters(Device &dev)
 {
-	return sdev_of(dev).ctr.snapshot();
+	return sdev_of(dev).counters();
 }
 Counters qp_counters(Qp &qp)
 {

@@ -42,10 +42,8 @@ void SoftQp::complete_send(uint32_t slot, WcStatus st, uint32_t byte_len)
 	    sig_type == SigType::AllWr || (w.flags & SEND_SIGNALED) || st != WcStatus::Success;
 	if (st == WcStatus::WrFlushErr) {
 		ctr.add(ctr.flushes, 1);
-		sdev.ctr.add(sdev.ctr.flushes, 1);
 	} else if (is_error(st)) {
 		ctr.add(ctr.errors, 1);
-		sdev.ctr.add(sdev.ctr.errors, 1);
 	}
 	if (signaled) {
 		Wc wc;
@@ -71,7 +69,6 @@ void SoftQp::complete_send(uint32_t slot, WcStatus st, uint32_t byte_len)
 		if (!drop) {
 			static_cast<SoftCq *>(send_cq())->push(wc, false);
 			ctr.add(ctr.completed, 1);
-			sdev.ctr.add(sdev.ctr.completed, 1);
 		}
 		// A completion releases its slot and every unsignaled slot before it.
 		sq_tail.store(slot + 1, std::memory_order_release);
@@ -125,9 +122,7 @@ void SoftQp::flush_all()
 			g.unlock();
 			static_cast<SoftCq *>(recv_cq())->push(wc, false);
 			ctr.add(ctr.flushes, 1);
-			sdev.ctr.add(sdev.ctr.flushes, 1);
 			ctr.add(ctr.completed, 1);
-			sdev.ctr.add(sdev.ctr.completed, 1);
 			g.lock();
 		}
 	} else if (!last_wqe_sent && (sdev.attr().device_cap_flags & DEVICE_LAST_WQE_EVENT)) {
@@ -343,7 +338,6 @@ ExecResult SoftQp::rnr_wait(uint32_t slot, uint32_t usec)
 {
 	SendWqe &w = sq[slot % sq_depth];
 	ctr.add(ctr.rnr_naks, 1);
-	sdev.ctr.add(sdev.ctr.rnr_naks, 1);
 	// IB spec 9.7.5.2.8: rnr_retry 7 retries forever; otherwise each RNR NAK uses one.
 	if (w.rnr_left == 0) {
 		complete_send(slot, WcStatus::RnrRetryExcErr, 0);
@@ -366,10 +360,8 @@ ExecResult SoftQp::finish_req(uint32_t slot, Reply reply, uint64_t total)
 		st = WcStatus::Success;
 		if (w.opcode == WrOpcode::RdmaRead) {
 			ctr.add(ctr.bytes_rx, total);
-			sdev.ctr.add(sdev.ctr.bytes_rx, total);
 		} else {
 			ctr.add(ctr.bytes_tx, total);
-			sdev.ctr.add(sdev.ctr.bytes_tx, total);
 		}
 		break;
 	case Reply::NakInvReq:
@@ -521,7 +513,6 @@ RespResult SoftQp::resp_write(Cursor &src, uint64_t len, uint64_t va, uint32_t r
 		Cursor dst = Cursor::mr(*mr, va, len);
 		cursor_copy(dst, src, len);
 		ctr.add(ctr.bytes_rx, len);
-		sdev.ctr.add(sdev.ctr.bytes_rx, len);
 	}
 	if (with_imm) {
 		rr.has_wc = true;
@@ -553,7 +544,6 @@ RespResult SoftQp::resp_read(Cursor &dst, uint64_t len, uint64_t va, uint32_t rk
 	Cursor src = Cursor::mr(*mr, va, len);
 	cursor_copy(dst, src, len);
 	ctr.add(ctr.bytes_tx, len);
-	sdev.ctr.add(sdev.ctr.bytes_tx, len);
 	return rr;
 }
 
@@ -568,14 +558,10 @@ void SoftQp::finish_resp(RespResult &rr)
 	if (rr.has_wc) {
 		if (rr.wc.status == WcStatus::Success) {
 			ctr.add(ctr.bytes_rx, rr.wc.opcode == WcOpcode::Recv ? rr.wc.byte_len : 0);
-			sdev.ctr.add(sdev.ctr.bytes_rx,
-			             rr.wc.opcode == WcOpcode::Recv ? rr.wc.byte_len : 0);
 		} else {
 			ctr.add(ctr.errors, 1);
-			sdev.ctr.add(sdev.ctr.errors, 1);
 		}
 		ctr.add(ctr.completed, 1);
-		sdev.ctr.add(sdev.ctr.completed, 1);
 		static_cast<SoftCq *>(recv_cq())->push(rr.wc, rr.solicited);
 	}
 	if (rr.to_error)

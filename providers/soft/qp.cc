@@ -38,7 +38,7 @@ SoftQp::~SoftQp()
 	}
 	sdev.engine.unschedule(this);
 	detach_wire();
-	sdev.free_qpn(qp_num());
+	sdev.free_qpn(qp_num(), &ctr);
 	spd.users--;
 }
 
@@ -342,7 +342,6 @@ int SoftQp::post_send(const SendWr *wr, const SendWr **bad_wr)
 		*bad_wr = wr;
 	if (n) {
 		ctr.add(ctr.posted, n);
-		sdev.ctr.add(sdev.ctr.posted, n);
 		if (state() == QpState::Err)
 			flush_pending.store(true);
 		sdev.engine.schedule(this);
@@ -389,7 +388,6 @@ int SoftQp::post_recv(const RecvWr *wr, const RecvWr **bad_wr)
 		*bad_wr = wr;
 	if (n) {
 		ctr.add(ctr.posted, n);
-		sdev.ctr.add(sdev.ctr.posted, n);
 		if (state() == QpState::Err) {
 			flush_pending.store(true);
 			sdev.engine.schedule(this);
@@ -432,7 +430,7 @@ int SoftSrq::post_recv(const RecvWr *wr, const RecvWr **bad_wr)
 	}
 	if (rc)
 		*bad_wr = wr;
-	sdev.ctr.add(sdev.ctr.posted, n);
+	sdev.srq_posted.fetch_add(n, std::memory_order_relaxed);
 	return rc;
 }
 

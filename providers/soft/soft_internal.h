@@ -47,8 +47,9 @@ using Clock = std::chrono::steady_clock;
 constexpr uint32_t kMaxSge = 64; // hard ceiling for Limits::max_sge (stack arrays)
 
 struct AtomicCounters {
-	std::atomic<uint64_t> posted{0};
-	std::atomic<uint64_t> completed{0};
+	// posted is bumped by posting threads, the rest by engines: separate cache lines.
+	alignas(64) std::atomic<uint64_t> posted{0};
+	alignas(64) std::atomic<uint64_t> completed{0};
 	std::atomic<uint64_t> errors{0};
 	std::atomic<uint64_t> flushes{0};
 	std::atomic<uint64_t> bytes_tx{0};
@@ -495,7 +496,10 @@ public:
 	DeviceConfig cfg;
 	uint32_t ip; // host order
 	Engine engine;
-	AtomicCounters ctr;
+	AtomicCounters retired;               // sums of destroyed QPs' counters
+	std::atomic<uint64_t> srq_posted{0};  // receive WRs posted to SRQs
+	void retire(const AtomicCounters &c); // a QP's counters, at its destruction (qp_lock)
+	Counters counters();                  // retired + every live QP (qp_lock)
 	FaultState faults;
 
 	std::shared_mutex mr_lock;
@@ -506,7 +510,7 @@ public:
 	std::vector<SoftQp *> qps; // by qpn - kFirstQpn; null = free
 	std::shared_ptr<QpHandle> find_qp(uint32_t qpn);
 	uint32_t alloc_qpn(SoftQp *qp);
-	void free_qpn(uint32_t qpn);
+	void free_qpn(uint32_t qpn, const AtomicCounters *final = nullptr);
 	bool qpn_reserved(uint32_t i) const; // slot taken by create_qp before the QP exists
 
 	std::atomic<int> users{0}; // PDs, CQs, channels alive
