@@ -210,3 +210,36 @@ TEST(SoftCounters, DeviceSumsQps)
 	EXPECT_EQ(dv.bytes_tx, 64u);
 	EXPECT_EQ(dv.bytes_rx, 64u);
 }
+
+// Counters are monotonic: a destroyed QP's work stays in its device's counters.
+TEST(SoftCounters, DeviceCountersSurviveQpDestruction)
+{
+	HandPair p;
+	ASSERT_TRUE(p.init(soft::Exec::Inline));
+	Cqe c[3];
+	ASSERT_EQ(post_recv(*p.b.qp, &c[0], p.b.sge(0, 64)), 0);
+	ASSERT_EQ(post_send(*p.a.qp, &c[1], p.a.sge(0, 48)), 0);
+	ASSERT_EQ(post_rdma(*p.a.qp, &c[2], p.a.sge(0, 16), WrOpcode::RdmaWrite, p.b.at(128),
+	                    p.b.mr->rkey()),
+	          0);
+	ASSERT_EQ(poll_n(*p.a.scq, 2).size(), 2u);
+	ASSERT_EQ(poll_n(*p.b.rcq, 1).size(), 1u);
+	soft::Counters da = soft::device_counters(*p.da), db = soft::device_counters(*p.db);
+	expect_counters(da, 2, 2, 0, 0, 64, 0, 0);
+	expect_counters(db, 1, 1, 0, 0, 0, 64, 0);
+	p.a.own_qp.reset();
+	p.a.qp = nullptr;
+	p.b.own_qp.reset();
+	p.b.qp = nullptr;
+	expect_same(soft::device_counters(*p.da), da);
+	expect_same(soft::device_counters(*p.db), db);
+	// A new QP starts from zero and adds to the device's totals.
+	p.a.create_qp();
+	expect_counters(soft::qp_counters(*p.a.qp), 0, 0, 0, 0, 0, 0, 0);
+	QpAttr init;
+	init.qp_state = QpState::Init;
+	ASSERT_EQ(p.a.qp->modify(init, QP_STATE | QP_PORT | QP_ACCESS_FLAGS), 0);
+	Cqe r;
+	ASSERT_EQ(post_recv(*p.a.qp, &r, p.a.sge(0, 8)), 0);
+	EXPECT_EQ(soft::device_counters(*p.da).posted, 3u);
+}
