@@ -106,7 +106,7 @@ int Engine::poll_conns(int timeout_ms)
 		for (auto &p : conns_) {
 			if (p.get() != c)
 				continue;
-			if (SoftQp *qp = sock_qp(*c); qp && !qp->queued && !stop_) {
+			if (SoftQp *qp = sock_qp(*c); qp && !qp->queued && !qp->parked && !stop_) {
 				qp->queued = true;
 				runq_.push_back(*qp);
 			}
@@ -143,7 +143,7 @@ void Engine::schedule(SoftQp *qp)
 {
 	{
 		std::lock_guard g(lock_);
-		if (!qp->queued && !stop_) {
+		if (!qp->queued && !qp->parked && !stop_) {
 			qp->queued = true;
 			runq_.push_back(*qp);
 		}
@@ -165,13 +165,21 @@ void Engine::unschedule(SoftQp *qp)
 			++it;
 		}
 	}
+	// Parked first: while it finishes a turn it may try to requeue itself.
+	qp->parked = true;
+	if (std::this_thread::get_id() != thread_.get_id())
+		idle_cv_.wait(g, [qp] { return !qp->busy; });
 	if (qp->queued) {
 		runq_.erase(runq_.iterator_to(*qp));
 		qp->queued = false;
 	}
-	if (std::this_thread::get_id() != thread_.get_id())
-		idle_cv_.wait(g, [qp] { return !qp->busy; });
 	std::erase_if(timers_, [qp](const Timer &t) { return t.owner == qp; });
+}
+
+void Engine::unpark(SoftQp *qp)
+{
+	std::lock_guard g(lock_);
+	qp->parked = false;
 }
 
 void Engine::add_timer(void *owner, Clock::time_point when, std::function<void()> fn)
@@ -221,7 +229,7 @@ int Engine::run_locked(std::unique_lock<std::mutex> &g)
 		n += qp.process(kBudget) + 1;
 		g.lock();
 		qp.busy = false;
-		if (qp.more && !qp.queued) {
+		if (qp.more && !qp.queued && !qp.parked) {
 			qp.queued = true;
 			runq_.push_back(qp);
 		}

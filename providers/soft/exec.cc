@@ -142,17 +142,27 @@ void SoftQp::flush_all()
 
 int SoftQp::process(int budget)
 {
+	// The socket is served in every state but RESET/INIT: a responder in RTR takes
+	// requests, and one in ERR still answers them ("gone"), so that its peer's WRs
+	// end instead of waiting forever.
+	const bool sock = wire == WireKind::Socket;
+	QpState st = state();
+	if (sock && st != QpState::Reset && st != QpState::Init)
+		sock_service(*this);
 	if (flush_pending.load(std::memory_order_acquire) || state() == QpState::Err) {
 		if (state() == QpState::Err) {
 			flush_all();
+			if (sock)
+				sock_flush(*this);
 			return 1;
 		}
 		flush_pending.store(false);
 	}
-	if (state() != QpState::Rts)
+	if (state() != QpState::Rts) {
+		if (sock)
+			sock_flush(*this);
 		return 0;
-	if (wire == WireKind::Socket)
-		sock_service(*this); // replies and requests that arrived, backlog to send
+	}
 	int done = 0;
 	while (done < budget) {
 		uint32_t head = sq_head.load(std::memory_order_acquire);
@@ -177,6 +187,8 @@ int SoftQp::process(int budget)
 		flush_all();
 	else if (done == budget)
 		more = true;
+	if (sock)
+		sock_flush(*this);
 	return done;
 }
 

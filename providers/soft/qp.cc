@@ -213,6 +213,7 @@ int SoftQp::modify(const QpAttr &a, uint32_t mask)
 		}
 		detach_wire();
 		last_wqe_sent = false;
+		sdev.engine.unpark(this);
 		return 0;
 	case QpState::Err:
 		g.unlock();

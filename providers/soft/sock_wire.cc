@@ -164,6 +164,7 @@ public:
 	SoftDevice *dev = nullptr; // engine that watches us, once established
 	SoftQp *qp = nullptr;      // QP carried (engine lock)
 	bool dead = false;         // EOF, error or protocol violation (engine)
+	bool lost = false;         // conn_lost has run (engine)
 
 	std::mutex tx_lock;         // txbuf and writes
 	std::vector<uint8_t> txbuf; // bytes not yet written
@@ -174,7 +175,9 @@ public:
 	size_t rx_len = 0;               // valid bytes in rxbuf
 	std::deque<int> rx_fds;          // SCM_RIGHTS fds, in arrival order
 	std::vector<uint64_t> announced; // our regions the peer has mapped (tx_lock)
-	std::vector<Mapped> mapped;      // the peer's regions we have mapped (engine)
+	bool ack_pending = false;        // responder: an ACK for ack_psn is owed (engine)
+	uint32_t ack_psn = 0;
+	std::vector<Mapped> mapped; // the peer's regions we have mapped (engine)
 
 	size_t backlog()
 	{
@@ -349,19 +352,25 @@ static void update_pollout(SockConn &c)
 	}
 }
 
-// Send a header and len payload bytes from src: straight from the caller's memory when
-// the socket takes it all, else the rest is copied into the backlog.
-static void conn_send(SockConn &c, const PktHdr &h, Cursor *src, uint64_t len)
+// Queue a header and len payload bytes from src. Small packets are batched in the
+// backlog and leave with the next flush (one write per engine turn, as a NIC coalesces
+// doorbells); large payloads go straight from the caller's memory when the backlog is
+// empty, and only the part the socket did not take is copied. flush=true writes now.
+constexpr uint64_t kDirectMin = 16384;
+
+static void conn_send(SockConn &c, const PktHdr &h, Cursor *src, uint64_t len, bool flush = false)
 {
 	std::lock_guard g(c.tx_lock);
 	if (c.dead)
 		return;
-	if (c.txbuf.size() == c.tx_off) {
+	if (len >= kDirectMin)
+		conn_flush_locked(c);
+	if (len >= kDirectMin && c.txbuf.size() == c.tx_off) {
 		iovec iov[64];
 		int n = 0;
 		iov[n++] = {const_cast<PktHdr *>(&h), sizeof(h)};
 		uint64_t left = len;
-		Cursor probe = src ? *src : Cursor::flat(nullptr, 0);
+		Cursor probe = *src;
 		while (left && n < 64) {
 			uint8_t *p;
 			uint64_t l;
@@ -396,7 +405,6 @@ static void conn_send(SockConn &c, const PktHdr &h, Cursor *src, uint64_t len)
 			return;
 		}
 	}
-	// Backlog path: append header and payload.
 	size_t at = c.txbuf.size();
 	c.txbuf.resize(at + sizeof(h) + len);
 	std::memcpy(c.txbuf.data() + at, &h, sizeof(h));
@@ -404,12 +412,27 @@ static void conn_send(SockConn &c, const PktHdr &h, Cursor *src, uint64_t len)
 		Cursor dst = Cursor::flat(c.txbuf.data() + at + sizeof(h), len);
 		cursor_copy(dst, *src, len);
 	}
-	conn_flush_locked(c);
+	if (flush || c.txbuf.size() - c.tx_off >= kTxHigh / 4)
+		conn_flush_locked(c);
+}
+
+// One ACK covers every request up to its psn (IB spec 9.7.5.1.2, coalesced ACKs); it is
+// sent before any other reply, so replies stay in request order.
+static void send_owed_ack(SockConn &c)
+{
+	if (!c.ack_pending)
+		return;
+	c.ack_pending = false;
+	PktHdr h{};
+	h.op = static_cast<uint8_t>(PktOp::Ack);
+	h.psn = c.ack_psn;
+	conn_send(c, h, nullptr, 0);
 }
 
 static void send_reply(SockConn &c, PktOp op, uint32_t psn, NakCode code = NakCode::Rnr,
                        uint8_t rnr_timer = 0)
 {
+	send_owed_ack(c);
 	PktHdr h{};
 	h.op = static_cast<uint8_t>(op);
 	h.psn = psn;
@@ -581,10 +604,10 @@ static bool on_reply(SoftQp &qp, SockConn &c, const PktHdr &h, const uint8_t *pa
 	if (qp.sq_acked == qp.sq_next)
 		return false; // nothing in flight: protocol error
 	uint32_t slot = qp.sq_acked;
-	SendWqe &w = qp.sq[slot % qp.sq_depth];
-	if (w.psn != h.psn)
-		return false;
+	SendWqe w = qp.sq[slot % qp.sq_depth];
 	PktOp op = static_cast<PktOp>(h.op);
+	if (op == PktOp::Ack ? static_cast<int32_t>(h.psn - w.psn) < 0 : w.psn != h.psn)
+		return false;
 	bool is_read = w.opcode == WrOpcode::RdmaRead;
 	if (op == PktOp::ReadResp) {
 		if (!is_read || h.len != w.length)
@@ -601,11 +624,24 @@ static bool on_reply(SoftQp &qp, SockConn &c, const PktHdr &h, const uint8_t *pa
 		return true;
 	}
 	if (op == PktOp::Ack) {
-		if (is_read)
-			return false;
-		qp.finish_req(slot, Reply::Ack, w.inline_len ? w.inline_len : w.length);
-		qp.sq_acked++;
-		return true;
+		// Completes every WR up to its psn; a READ among them would have had its
+		// response first.
+		for (;;) {
+			if (is_read)
+				return false;
+			qp.finish_req(slot, Reply::Ack, w.inline_len ? w.inline_len : w.length);
+			qp.sq_acked++;
+			if (w.psn == h.psn || qp.state() == QpState::Err)
+				return true;
+			if (qp.sq_acked == qp.sq_next)
+				return false; // acks a psn never sent
+			slot = qp.sq_acked;
+			SendWqe &nw = qp.sq[slot % qp.sq_depth];
+			if (static_cast<int32_t>(h.psn - nw.psn) < 0)
+				return false;
+			is_read = nw.opcode == WrOpcode::RdmaRead;
+			w = nw;
+		}
 	}
 	// Nak
 	NakCode code = static_cast<NakCode>(h.nak);
@@ -723,10 +759,12 @@ static bool on_request(SoftQp &qp, SockConn &c, const PktHdr &h, const uint8_t *
 	if (rr.reply != Reply::Ack) {
 		send_reply(c, PktOp::Nak, h.psn, nak_of(rr.reply));
 	} else if (op == PktOp::ReadReq) {
+		send_owed_ack(c);
 		Cursor src = Cursor::flat(rdbuf ? rdbuf->data() : nullptr, h.len);
 		conn_send(c, resp, rdbuf ? &src : nullptr, rdbuf ? h.len : 0);
 	} else {
-		send_reply(c, PktOp::Ack, h.psn);
+		c.ack_pending = true;
+		c.ack_psn = h.psn;
 	}
 	return true;
 }
@@ -756,6 +794,9 @@ void cm_peer_lost(SoftQp &qp); // cm.cc
 static void conn_lost(SoftQp &qp, SockConn &c)
 {
 	c.dead = true;
+	if (c.lost)
+		return; // handled: the QP is in ERR and the CM knows
+	c.lost = true;
 	qp.sdev.engine.remove_conn(&c);
 	if (qp.sq_acked != qp.sq_next && qp.state() != QpState::Err) {
 		qp.complete_send(qp.sq_acked, WcStatus::RetryExcErr, 0);
@@ -854,9 +895,19 @@ void sock_service(SoftQp &qp)
 		if (n < 0)
 			break; // EAGAIN: all read
 	}
+	send_owed_ack(*c);
+}
+
+void sock_flush(SoftQp &qp)
+{
+	auto &c = qp.conn;
+	if (!c)
+		return;
+	{
+		std::lock_guard g(c->tx_lock);
+		conn_flush_locked(*c);
+	}
 	update_pollout(*c);
-	if (c->backlog() < kTxHigh)
-		qp.more = qp.more || qp.sq_next != qp.sq_head.load(std::memory_order_acquire);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1137,7 +1188,7 @@ void sock_disconnect(SoftCmId &id)
 		return;
 	PktHdr h{};
 	h.op = static_cast<uint8_t>(PktOp::Disconnect);
-	conn_send(*id.sock, h, nullptr, 0);
+	conn_send(*id.sock, h, nullptr, 0, true);
 	if (id.sock->dev)
 		id.sock->dev->engine.kick();
 }

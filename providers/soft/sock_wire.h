@@ -19,6 +19,8 @@ ExecResult sock_exec(SoftQp &qp, uint32_t slot);
 // Engine, inside SoftQp::process: read what arrived (requests to serve as responder,
 // replies to complete as requester) and push out the transmit backlog.
 void sock_service(SoftQp &qp);
+// Engine, at the end of SoftQp::process: write the batch this turn queued.
+void sock_flush(SoftQp &qp);
 
 // CM hooks, all called with CmGlobal::lock held.
 int sock_listen(SoftCmId &id); // bind "@ulp-soft/IP:PORT"

@@ -318,7 +318,8 @@ public:
 	bool queued = false;                           // on the run queue, under Engine::lock
 	bool busy = false;                             // being processed, under Engine::lock
 	bool more = false;                             // stopped on budget; engine requeues
-	void *cm_id = nullptr;                         // the SoftCmId owning us, if any
+	bool parked = false;   // off limits to the engine (teardown, reset), under Engine::lock
+	void *cm_id = nullptr; // the SoftCmId owning us, if any
 
 	AtomicCounters ctr;
 
@@ -425,6 +426,7 @@ public:
 	~Engine();
 	void schedule(SoftQp *qp);   // the QP has work (post, flush, reply)
 	void unschedule(SoftQp *qp); // QP destruction: off the queue, wait if running
+	void unpark(SoftQp *qp);     // after a reset: schedulable again
 	void add_timer(void *owner, Clock::time_point when, std::function<void()> fn);
 	// Socket wire: watch a connection; readiness schedules its QP.
 	void add_conn(std::shared_ptr<SockConn> c);
