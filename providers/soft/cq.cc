@@ -126,6 +126,8 @@ int SoftCq::req_notify(CqNotify flags)
 		arm_flags_ = flags;
 	armed_ = true;
 	mod_pending_ = 0;
+	arm_gen_++;
+	mod_timer_ = false; // a timer of an earlier arming no longer counts
 	return 0;
 }
 
@@ -168,9 +170,10 @@ void SoftCq::maybe_raise_locked(bool solicited, bool error)
 	if (mod_count_ > 1 && ++mod_pending_ < mod_count_) {
 		if (mod_period_us_ && !mod_timer_) {
 			mod_timer_ = true;
+			uint32_t gen = arm_gen_;
 			sdev.engine.add_timer(
 			    this, Clock::now() + std::chrono::microseconds(mod_period_us_),
-			    [this] { fire_moderation_timer(); });
+			    [this, gen] { fire_moderation_timer(gen); });
 		}
 		return;
 	}
@@ -179,9 +182,11 @@ void SoftCq::maybe_raise_locked(bool solicited, bool error)
 	static_cast<SoftChannel *>(channel())->raise(this);
 }
 
-void SoftCq::fire_moderation_timer()
+void SoftCq::fire_moderation_timer(uint32_t gen)
 {
 	std::lock_guard g(lock_);
+	if (gen != arm_gen_)
+		return; // from an earlier arming
 	mod_timer_ = false;
 	if (armed_ && mod_pending_ && channel()) {
 		armed_ = false;

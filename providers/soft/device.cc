@@ -129,7 +129,12 @@ Device *create_device(const DeviceConfig &cfg)
 	const Limits &l = cfg.limits;
 	apply(l.max_qp_wr, a.max_qp_wr);
 	apply(l.max_sge, a.max_sge);
-	apply(l.max_sge_rd, a.max_sge_rd);
+	// A READ cannot gather more than a WR may: a smaller max_sge caps the profile's
+	// max_sge_rd unless the caller set that one too (and then it must fit).
+	if (l.max_sge_rd)
+		a.max_sge_rd = l.max_sge_rd;
+	else
+		a.max_sge_rd = std::min(a.max_sge_rd, a.max_sge);
 	apply(l.max_fast_reg_page_list_len, a.max_fast_reg_page_list_len);
 	apply(l.max_qp_rd_atom, a.max_qp_rd_atom);
 	apply(l.max_qp_rd_atom, a.max_qp_init_rd_atom);

@@ -169,6 +169,8 @@ void Engine::unschedule(SoftQp *qp)
 	qp->parked = true;
 	if (std::this_thread::get_id() != thread_.get_id())
 		idle_cv_.wait(g, [qp] { return !qp->busy; });
+	if (std::this_thread::get_id() != thread_.get_id())
+		idle_cv_.wait(g, [this, qp] { return timer_owner_ != qp; });
 	if (qp->queued) {
 		runq_.erase(runq_.iterator_to(*qp));
 		qp->queued = false;
@@ -194,7 +196,9 @@ void Engine::add_timer(void *owner, Clock::time_point when, std::function<void()
 
 void Engine::cancel_timers(void *owner)
 {
-	std::lock_guard g(lock_);
+	std::unique_lock g(lock_);
+	if (std::this_thread::get_id() != thread_.get_id())
+		idle_cv_.wait(g, [this, owner] { return timer_owner_ != owner; });
 	std::erase_if(timers_, [owner](const Timer &t) { return t.owner == owner; });
 }
 
@@ -208,9 +212,12 @@ int Engine::run_locked(std::unique_lock<std::mutex> &g)
 			Timer t = std::move(timers_[i]);
 			timers_[i] = std::move(timers_.back());
 			timers_.pop_back();
+			timer_owner_ = t.owner; // its owner's teardown waits for it
 			g.unlock();
 			t.fn();
 			g.lock();
+			timer_owner_ = nullptr;
+			idle_cv_.notify_all();
 			n++;
 			i = 0; // the vector may have changed
 			continue;

@@ -62,7 +62,10 @@ void SoftQp::complete_send(uint32_t slot, WcStatus st, uint32_t byte_len)
 				auto *cq = static_cast<SoftCq *>(send_cq());
 				sdev.engine.add_timer(
 				    this, Clock::now() + std::chrono::microseconds(delay),
-				    [cq, wc] { cq->push(wc, false); });
+				    [this, cq, wc] {
+					    cq->push(wc, false);
+					    ctr.add(ctr.completed, 1);
+				    });
 				drop = true;
 			}
 		}

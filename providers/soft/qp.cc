@@ -350,9 +350,14 @@ int SoftQp::post_send(const SendWr *wr, const SendWr **bad_wr)
 	return rc;
 }
 
-static int post_ring(RecvRing &ring, const RecvWr *&wr, int *n)
+// Post a chain to a receive ring (its lock held). Fault rules for PostRecv count WRs, as
+// PostSend's do; qpn 0 names an SRQ (any-QP rules match it).
+static int post_ring(RecvRing &ring, const RecvWr *&wr, int *n, SoftDevice &dev, uint32_t qpn)
 {
 	for (; wr; wr = wr->next) {
+		if (dev.faults.armed.load(std::memory_order_relaxed) &&
+		    dev.fault(FaultPoint::PostRecv, qpn))
+			return -EIO;
 		if (wr->num_sge < 0 || static_cast<uint32_t>(wr->num_sge) > ring.max_sge)
 			return -EINVAL;
 		if (ring.used() >= ring.depth)
@@ -376,14 +381,9 @@ int SoftQp::post_recv(const RecvWr *wr, const RecvWr **bad_wr)
 		return -EINVAL;
 	}
 	int n = 0, rc;
-	if (sdev.faults.armed.load(std::memory_order_relaxed) &&
-	    sdev.fault(FaultPoint::PostRecv, qp_num())) {
-		*bad_wr = wr;
-		return -EIO;
-	}
 	{
 		std::lock_guard g(rq_lock);
-		rc = post_ring(rq, wr, &n);
+		rc = post_ring(rq, wr, &n, sdev, qp_num());
 	}
 	if (rc)
 		*bad_wr = wr;
@@ -427,7 +427,7 @@ int SoftSrq::post_recv(const RecvWr *wr, const RecvWr **bad_wr)
 	int n = 0, rc;
 	{
 		std::lock_guard g(lock);
-		rc = post_ring(ring, wr, &n);
+		rc = post_ring(ring, wr, &n, sdev, 0);
 	}
 	if (rc)
 		*bad_wr = wr;

@@ -79,9 +79,10 @@ int progress(Device &dev);
 
 enum class FaultPoint : uint8_t {
 	PostSend,        // post_send fails with -EIO for the matching WR
-	PostRecv,        // post_recv fails with -EIO
+	PostRecv,        // post_recv (QP or SRQ) fails with -EIO at the matching WR
 	DropCompletion,  // the completion is not delivered (the WR still executed)
-	DelayCompletion, // the completion is delivered delay_us later
+	DelayCompletion, // the completion is delivered delay_us later; later WRs' completions may
+	                 // overtake it (a fault: hardware CQs are ordered)
 	RkeyCheck,       // the responder's rkey check fails (REM_ACCESS_ERR at the requester)
 	QpError,         // the QP moves to ERR before executing the matching WR
 	CutConnection,   // the wire to the peer is cut before the matching WR (peer death)

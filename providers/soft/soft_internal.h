@@ -133,7 +133,7 @@ public:
 
 	// Producer side (engine). solicited: the WR asked for a solicited event.
 	void push(const Wc &wc, bool solicited);
-	void fire_moderation_timer(); // the moderation period elapsed
+	void fire_moderation_timer(uint32_t gen); // the moderation period elapsed
 
 	SoftDevice &sdev;
 	EventHandler event_handler;
@@ -153,6 +153,7 @@ private:
 	uint16_t mod_period_us_ = 0;
 	uint32_t mod_pending_ = 0; // completions since the last event while armed
 	bool mod_timer_ = false;   // a moderation timer is scheduled
+	uint32_t arm_gen_ = 0;     // bumped by each req_notify; stale moderation timers are ignored
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -456,6 +457,7 @@ private:
 	std::atomic<bool> sleeping_{false}; // the thread waits on cv_; doorbells must notify
 	std::atomic<bool> work_{false};     // a doorbell rang since the loop last looked
 	bool in_run_ = false;               // inline mode recursion guard
+	void *timer_owner_ = nullptr;       // owner of the timer running now (lock_)
 	int epfd_ = -1;                     // connections + the doorbell eventfd
 	int evfd_ = -1;                     // doorbell while the thread sleeps in epoll_wait
 	std::vector<std::shared_ptr<SockConn>> conns_; // watched connections (lock_)
