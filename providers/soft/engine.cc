@@ -14,6 +14,8 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <sched.h>
+
 #include <algorithm>
 
 namespace ulp::soft
@@ -23,7 +25,10 @@ namespace
 {
 constexpr int kBudget = 64;                           // WRs per QP per turn
 constexpr auto kSpin = std::chrono::microseconds(50); // busy-wait before sleeping
-thread_local int tl_inline_depth = 0;                 // inline runs on this thread
+// ...and while the socket wire has WRs in flight or just carried traffic: the answer is
+// one round trip away, and a sleeping engine costs a wakeup on each side of it.
+constexpr auto kSpinWire = std::chrono::microseconds(1000);
+thread_local int tl_inline_depth = 0; // inline runs on this thread
 } // namespace
 
 Engine::Engine(SoftDevice &dev, bool threaded) : dev_(dev), threaded_(threaded)
@@ -283,6 +288,10 @@ void Engine::loop()
 		bool have_conns = !conns_.empty();
 		g.unlock();
 		auto until = Clock::now() + kSpin;
+		if (wire_hot_.load(std::memory_order_relaxed)) {
+			wire_hot_.store(false, std::memory_order_relaxed);
+			until = Clock::now() + kSpinWire;
+		}
 		bool got = false;
 		for (unsigned spin = 0; Clock::now() < until; spin++) {
 			if (work_.load(std::memory_order_acquire) ||
@@ -290,7 +299,10 @@ void Engine::loop()
 				got = true;
 				break;
 			}
-			__builtin_ia32_pause();
+			// Yield rather than pause: on a machine with fewer cores than busy
+			// threads (the peer's engine, the ULP's poller) the party we wait for
+			// may need this core.
+			sched_yield();
 		}
 		g.lock();
 		if (got || !runq_.empty() || stop_)

@@ -190,8 +190,11 @@ int SoftQp::process(int budget)
 		flush_all();
 	else if (done == budget)
 		more = true;
-	if (sock)
+	if (sock) {
 		sock_flush(*this);
+		if (sq_acked != sq_next || done)
+			sdev.engine.wire_active();
+	}
 	return done;
 }
 

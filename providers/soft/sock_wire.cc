@@ -889,6 +889,7 @@ void sock_service(SoftQp &qp)
 			pos += sizeof(h) + pl;
 		}
 		if (pos) {
+			qp.sdev.engine.wire_active();
 			std::memmove(c->rxbuf.data(), c->rxbuf.data() + pos, c->rx_len - pos);
 			c->rx_len -= pos;
 		}
@@ -896,6 +897,8 @@ void sock_service(SoftQp &qp)
 			break; // EAGAIN: all read
 	}
 	send_owed_ack(*c);
+	if (c->rx_len || c->backlog())
+		qp.sdev.engine.wire_active();
 }
 
 void sock_flush(SoftQp &qp)

@@ -437,6 +437,7 @@ public:
 	int run_once(); // inline mode: process everything runnable now
 	void stop();
 	void kick();
+	void wire_active() { wire_hot_.store(true, std::memory_order_relaxed); }
 
 private:
 	void loop();
@@ -456,6 +457,7 @@ private:
 	bool stop_ = false;
 	std::atomic<bool> sleeping_{false}; // the thread waits on cv_; doorbells must notify
 	std::atomic<bool> work_{false};     // a doorbell rang since the loop last looked
+	std::atomic<bool> wire_hot_{false}; // socket traffic this turn: spin longer
 	bool in_run_ = false;               // inline mode recursion guard
 	void *timer_owner_ = nullptr;       // owner of the timer running now (lock_)
 	int epfd_ = -1;                     // connections + the doorbell eventfd
