@@ -300,6 +300,20 @@ struct Results {
 	}
 };
 
+// The 1-minute load average when the run started: software RDMA shares the CPUs with
+// everything else, so figures from a busy machine mean little (an engine thread that waits
+// for a time slice stalls its whole queue).
+double loadavg_1m()
+{
+	double l = -1;
+	if (FILE *f = std::fopen("/proc/loadavg", "r")) {
+		if (std::fscanf(f, "%lf", &l) != 1)
+			l = -1;
+		std::fclose(f);
+	}
+	return l;
+}
+
 std::string size_str(uint32_t s)
 {
 	if (s >= (1u << 20) && s % (1u << 20) == 0)
@@ -371,10 +385,14 @@ std::string aim_text(const Row &r, double ratio, bool *met)
 	return "";
 }
 
-void print_table(const Results &res, const FabricOptions &o, bool huge, bool inline_rate)
+void print_table(const Results &res, const FabricOptions &o, bool huge, bool inline_rate,
+                 double load)
 {
 	std::printf("ulp-bench fabric: soft provider, %s run, %.2f s per figure\n",
 	            o.quick ? "quick" : "full", o.min_time);
+	unsigned cpus = std::thread::hardware_concurrency();
+	std::printf("  %u CPUs, load average %.2f at the start%s\n", cpus, load,
+	            load > cpus / 2.0 ? " (busy: the figures understate the provider)" : "");
 	std::printf("  bandwidth: %u WRs outstanding, every %uth signaled; message rate: %u "
 	            "outstanding, every %uth signaled%s\n",
 	            kDepth, kSignal, kRateDepth, kRateSignal,
@@ -404,9 +422,13 @@ void print_table(const Results &res, const FabricOptions &o, bool huge, bool inl
 	std::fflush(stdout);
 }
 
-void print_json(const Results &res, const FabricOptions &o, bool huge, bool inline_rate)
+void print_json(const Results &res, const FabricOptions &o, bool huge, bool inline_rate,
+                double load)
 {
-	std::printf("{\n  \"bench\": \"fabric\",\n  \"provider\": \"soft\",\n  \"quick\": %s,\n"
+	std::printf("{\n  \"bench\": \"fabric\",\n  \"provider\": \"soft\",\n  \"cpus\": %u,\n"
+	            "  \"loadavg_1m\": %.2f,\n",
+	            std::thread::hardware_concurrency(), load);
+	std::printf("  \"quick\": %s,\n"
 	            "  \"min_time_s\": %.3f,\n  \"queue_depth\": %u,\n  \"signal_every\": %u,\n"
 	            "  \"rate_queue_depth\": %u,\n  \"rate_signal_every\": %u,\n"
 	            "  \"rate_inline\": %s,\n  \"hugepages\": %s,\n  \"rows\": [",
@@ -562,6 +584,7 @@ int run_fabric(const FabricOptions &opts)
 	const bool inproc = o.wire == "inproc" || o.wire == "both";
 	const bool xproc = o.wire == "xproc" || o.wire == "both";
 	double t0 = now_s();
+	const double load = loadavg_1m();
 
 	// The peer first: fork before this process has any thread.
 	Peer peer;
@@ -685,9 +708,9 @@ int run_fabric(const FabricOptions &opts)
 		fatal("only %zu of %zu benchmarks reported", res.reported, res.rows.size());
 
 	if (o.json)
-		print_json(res, o, huge, inline_rate);
+		print_json(res, o, huge, inline_rate, load);
 	else
-		print_table(res, o, huge, inline_rate);
+		print_table(res, o, huge, inline_rate, load);
 
 	for (Stream *s : {&s_in, &s_x})
 		if (s->late_slot_release)
