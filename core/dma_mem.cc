@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include "core/dma_mem.h"
 
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -10,9 +11,11 @@
 #include <mutex>
 #include <shared_mutex>
 
-namespace ulp {
+namespace ulp
+{
 
-namespace {
+namespace
+{
 
 constexpr size_t kHugePage = 2u << 20;
 
@@ -54,10 +57,11 @@ std::unique_ptr<DmaRegion> dma_alloc(size_t length, bool try_huge)
 	// silently to 4 KiB pages when none are reserved (the common case on a dev box).
 	if (try_huge) {
 		size_t hl = (length + kHugePage - 1) & ~(kHugePage - 1);
-		int fd = memfd_create("ulp-dma-huge", MFD_CLOEXEC | MFD_HUGETLB);
+		int fd =
+		    memfd_create("ulp-dma-huge", MFD_CLOEXEC | MFD_HUGETLB | MFD_ALLOW_SEALING);
 		if (fd >= 0 && ftruncate(fd, static_cast<off_t>(hl)) == 0) {
-			void *p = mmap(nullptr, hl, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
-				       fd, 0);
+			void *p = mmap(nullptr, hl, PROT_READ | PROT_WRITE,
+			               MAP_SHARED | MAP_POPULATE, fd, 0);
 			if (p != MAP_FAILED) {
 				r->addr_ = p;
 				r->len_ = hl;
@@ -71,7 +75,7 @@ std::unique_ptr<DmaRegion> dma_alloc(size_t length, bool try_huge)
 	if (!r->addr_) {
 		size_t pg = static_cast<size_t>(sysconf(_SC_PAGESIZE));
 		size_t l = (length + pg - 1) & ~(pg - 1);
-		int fd = memfd_create("ulp-dma", MFD_CLOEXEC);
+		int fd = memfd_create("ulp-dma", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 		if (fd < 0)
 			return nullptr;
 		if (ftruncate(fd, static_cast<off_t>(l)) != 0) {
@@ -91,6 +95,9 @@ std::unique_ptr<DmaRegion> dma_alloc(size_t length, bool try_huge)
 		r->len_ = l;
 		r->fd_ = fd;
 	}
+	// A peer process maps this memory; if the file could shrink, its copies would fault
+	// (SIGBUS). Seal the size: the soft provider's socket wire refuses unsealed regions.
+	fcntl(r->fd_, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL);
 	r->id_ = (static_cast<uint64_t>(getpid()) << 32) | g_seq.fetch_add(1);
 	std::unique_lock g(table().lock);
 	table().by_start[reinterpret_cast<uintptr_t>(r->addr_)] = r.get();

@@ -103,6 +103,9 @@ constexpr uint32_t kMaxInlinePayload = 64u << 20; // larger messages need shared
 constexpr uint64_t kShmMin = 8192;                // below this, inline is as cheap
 constexpr size_t kTxHigh = 8u << 20;              // requester stalls above this backlog
 constexpr int kCmTimeoutMs = 2000;                // CM message waits
+constexpr size_t kMaxPendingFds = 4;              // passed fds not yet claimed by a Region
+constexpr size_t kMaxRegions = 64;                // peer regions mapped per connection
+constexpr size_t kTxHardMax = 256u << 20;         // backlog beyond this: the peer is not reading
 
 static bool is_request(PktOp op)
 {
@@ -248,15 +251,22 @@ static bool write_all(int fd, const void *p, size_t n)
 	return true;
 }
 
+// Read exactly n bytes within timeout_ms in all: one deadline for the whole message, so a
+// peer trickling bytes cannot hold the CM thread longer than that.
 static bool read_all(int fd, void *p, size_t n, int timeout_ms)
 {
 	auto *b = static_cast<uint8_t *>(p);
+	auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
 	while (n) {
+		auto left =
+		    std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+		if (left.count() <= 0)
+			return false;
 		pollfd pf{fd, POLLIN, 0};
-		int r = poll(&pf, 1, timeout_ms);
+		int r = poll(&pf, 1, static_cast<int>(left.count()));
 		if (r <= 0)
 			return false;
-		ssize_t got = recv(fd, b, n, 0);
+		ssize_t got = recv(fd, b, n, MSG_DONTWAIT);
 		if (got < 0 && (errno == EINTR || errno == EAGAIN))
 			continue;
 		if (got <= 0)
@@ -566,10 +576,12 @@ ExecResult sock_exec(SoftQp &qp, uint32_t slot)
 	h.len = static_cast<uint32_t>(total);
 	w.psn = qp.tx_psn++;
 	h.psn = w.psn;
+	w.shm = false;
 	uint64_t off = 0;
 	const DmaRegion *r = w.inline_len ? nullptr : shm_of(dev, sg, w.num_sge, total, &off);
 	if (r && announce(*c, *r)) {
 		h.flags |= kPktShm;
+		w.shm = true;
 		h.shm_id = r->id();
 		h.shm_off = off;
 	}
@@ -610,7 +622,9 @@ static bool on_reply(SoftQp &qp, SockConn &c, const PktHdr &h, const uint8_t *pa
 		return false;
 	bool is_read = w.opcode == WrOpcode::RdmaRead;
 	if (op == PktOp::ReadResp) {
-		if (!is_read || h.len != w.length)
+		// The response must be where the request said: in our shared sink, or
+		// inline when we named none (else data never written would "succeed").
+		if (!is_read || h.len != w.length || !(h.flags & kPktShm) != !w.shm)
 			return false;
 		if (!(h.flags & kPktShm) && h.len) {
 			std::shared_lock g(qp.sdev.mr_lock);
@@ -738,8 +752,11 @@ static bool on_request(SoftQp &qp, SockConn &c, const PktHdr &h, const uint8_t *
 				Cursor dst = Cursor::flat(shm, h.len);
 				rr = qp.resp_read(dst, h.len, h.va, h.rkey);
 			} else {
-				if (tl_rdbuf.size() < h.len)
-					tl_rdbuf.resize(h.len);
+				if (tl_rdbuf.size() < h.len &&
+				    check_remote(qp.sdev, qp.spd, h.rkey, h.va, h.len,
+				                 ACCESS_REMOTE_READ))
+					tl_rdbuf.resize(
+					    h.len); // only for a READ that will be served
 				rdbuf = &tl_rdbuf;
 				Cursor dst = Cursor::flat(tl_rdbuf.data(), h.len);
 				rr = qp.resp_read(dst, h.len, h.va, h.rkey);
@@ -776,8 +793,11 @@ static bool on_region(SockConn &c, const PktHdr &h)
 		return false;
 	int fd = c.rx_fds.front();
 	c.rx_fds.pop_front();
+	// Only a region that can never shrink is safe to copy from later (else SIGBUS).
 	struct stat sb;
-	bool ok = h.va && h.va <= (1ull << 40) && fstat(fd, &sb) == 0 &&
+	int seals = fcntl(fd, F_GET_SEALS);
+	bool ok = h.va && h.va <= (1ull << 40) && c.mapped.size() < kMaxRegions && seals >= 0 &&
+	          (seals & F_SEAL_SHRINK) && fstat(fd, &sb) == 0 &&
 	          static_cast<uint64_t>(sb.st_size) >= h.va && !c.region(h.shm_id);
 	void *p = ok ? mmap(nullptr, h.va, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0) : MAP_FAILED;
 	close(fd);
@@ -832,6 +852,7 @@ void sock_service(SoftQp &qp)
 		mh.msg_control = cbuf;
 		mh.msg_controllen = sizeof(cbuf);
 		ssize_t n = recvmsg(c->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+		bool flood = false;
 		if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
 			conn_lost(qp, *c);
 			return;
@@ -845,10 +866,18 @@ void sock_service(SoftQp &qp)
 						std::memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int),
 						            sizeof(int));
 						c->rx_fds.push_back(fd);
+						if (c->rx_fds.size() > kMaxPendingFds)
+							flood = true;
 					}
 				}
 			}
 			c->rx_len += static_cast<size_t>(n);
+		}
+		if (flood || (mh.msg_flags & MSG_CTRUNC)) {
+			std::fprintf(stderr, "soft: peer of QP %u passes fds it does not use\n",
+			             qp.qp_num());
+			conn_lost(qp, *c);
+			return;
 		}
 		// Parse whole packets.
 		size_t pos = 0;
@@ -868,7 +897,9 @@ void sock_service(SoftQp &qp)
 			const uint8_t *payload = c->rxbuf.data() + pos + sizeof(h);
 			PktOp op = static_cast<PktOp>(h.op);
 			bool ok = true;
-			if (is_request(op))
+			if (is_request(op) && c->backlog() > kTxHardMax)
+				ok = false; // answers pile up: the peer stopped reading
+			else if (is_request(op))
 				ok = on_request(qp, *c, h, payload);
 			else if (op == PktOp::Ack || op == PktOp::Nak || op == PktOp::ReadResp)
 				ok = on_reply(qp, *c, h, payload);
@@ -1004,7 +1035,8 @@ private:
 		if (fd < 0)
 			return;
 		CmMsg m;
-		if (recv_cm(fd, &m) != PktOp::CmReq) {
+		// RDMA/CM over IB carries at most 56 bytes of REQ private data.
+		if (recv_cm(fd, &m) != PktOp::CmReq || m.private_data_len > kCmReqPrivateDataMax) {
 			close(fd);
 			return;
 		}

@@ -178,6 +178,7 @@ struct SendWqe {
 	uint32_t reg_page_size;
 	uint32_t rnr_left; // RNR retries left for this WR (rnr_retry 7 = infinite)
 	uint32_t psn;      // socket wire: sequence number it was last sent with
+	bool shm;          // socket wire: the packet named a shared region (READ: the sink)
 };
 
 struct RecvWqe {
@@ -444,7 +445,7 @@ private:
 	int run_locked(std::unique_lock<std::mutex> &g);
 	int poll_conns(int timeout_ms); // epoll; schedules ready QPs; returns events seen
 
-	SoftDevice &dev_;
+	[[maybe_unused]] SoftDevice &dev_;
 	bool threaded_;
 	std::mutex lock_;
 	std::condition_variable cv_;      // engine sleeps here

@@ -8,7 +8,7 @@
 // process survives, the target's QP ends in ERR, its CM id sees DISCONNECTED, and the
 // receives it had posted are flushed, all within kDrop.
 //
-// Cases named DISABLED_* reproduce defects found while writing this suite (see the comment
+// Cases named * reproduce defects found while writing this suite (see the comment
 // on each); they assert the behaviour the wire should have, and are enabled once
 // sock_wire.cc is fixed. Run them with --gtest_also_run_disabled_tests.
 #include "wire_peer.h"
@@ -641,7 +641,7 @@ TEST_F(SoftWire, CmSilentPeerIsBounded)
 // message, so a peer that trickles its REQ one byte per ~1.5 s keeps the process-wide
 // SockCm thread (every listener and every outgoing connect of the process) blocked for
 // up to 272 x 2 s. A good peer must still be served within the CM timeout.
-TEST_F(SoftWire, DISABLED_CmSlowLorisIsBounded)
+TEST_F(SoftWire, CmSlowLorisIsBounded)
 {
 	RawPeer slow;
 	ASSERT_TRUE(slow.connect(t.sock_name));
@@ -673,7 +673,7 @@ TEST_F(SoftWire, DISABLED_CmSlowLorisIsBounded)
 // and the responder's copy from (or READ into) the mapping takes SIGBUS and kills the
 // whole process. Requiring F_SEAL_SHRINK (fcntl F_GET_SEALS) on the passed memfd before
 // mapping it closes this. Run in a child so that the crash fails only this test.
-TEST_F(SoftWire, DISABLED_ShrunkRegionDoesNotCrash)
+TEST_F(SoftWire, ShrunkRegionDoesNotCrash)
 {
 	// The child re-runs this test from the start: a forked copy would lack the engine.
 	GTEST_FLAG_SET(death_test_style, "threadsafe");
@@ -701,7 +701,7 @@ TEST_F(SoftWire, DISABLED_ShrunkRegionDoesNotCrash)
 // every byte it sends and runs the process out of descriptors (accept4, memfd_create,
 // eventfd then fail for everyone). The connection should drop once the peer has more
 // fds pending than Region packets can explain (a handful).
-TEST_F(SoftWire, DISABLED_FdFloodIsBounded)
+TEST_F(SoftWire, FdFloodIsBounded)
 {
 	handshake();
 	valid_send(0);
@@ -766,7 +766,7 @@ TEST_F(SoftWire, ErrQpWithClosedSocketDoesNotSpin)
 // so nothing was written. It still completes successfully, with stale bytes: a
 // malformed response accepted as data. The requester should remember whether it named
 // a sink region and drop the connection on a mismatch.
-TEST_F(SoftWireRequester, DISABLED_ShmReadRespForInlineRead)
+TEST_F(SoftWireRequester, ShmReadRespForInlineRead)
 {
 	handshake();
 	read_target_requests();

@@ -17,6 +17,7 @@
 #include "providers/soft/soft.h"
 
 #include <poll.h>
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -451,13 +452,14 @@ private:
 	bool eof_ = false;
 };
 
-// A memfd of size bytes (the peer's side of a "Region"), or -1.
+// A memfd of size bytes (the peer's side of a "Region"), sealed against shrinking as
+// dma_alloc seals its own and as the wire demands, or -1.
 inline int make_memfd(uint64_t size)
 {
-	int f = memfd_create("ulp-soft-wire-test", MFD_CLOEXEC);
+	int f = memfd_create("ulp-soft-wire-test", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	if (f < 0)
 		return -1;
-	if (ftruncate(f, static_cast<off_t>(size))) {
+	if (ftruncate(f, static_cast<off_t>(size)) || fcntl(f, F_ADD_SEALS, F_SEAL_SHRINK)) {
 		::close(f);
 		return -1;
 	}
