@@ -14,10 +14,11 @@
 #include "core/cm.h"
 #include "core/device.h"
 #include "core/dma_mem.h"
+#include "providers/soft/sock_proto.h"
 #include "providers/soft/soft.h"
 
-#include <poll.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -40,68 +41,19 @@ namespace wire
 {
 
 // ---------------------------------------------------------------------------------------------
-// Protocol (copy of providers/soft/sock_wire.cc)
+// Protocol: providers/soft/sock_proto.h
 
-enum class PktOp : uint8_t {
-	CmReq = 1,
-	CmRep,
-	CmRej,
-	Disconnect,
-	Region,
-	Send,
-	SendImm,
-	SendInv,
-	Write,
-	WriteImm,
-	ReadReq,
-	ReadResp,
-	Ack,
-	Nak,
-	Max,
-};
-
-enum : uint8_t {
-	kPktSolicited = 1 << 0,
-	kPktShm = 1 << 1,
-};
-
-enum class NakCode : uint8_t { Rnr = 1, InvReq, Access, Op, Gone };
-
-struct PktHdr {
-	uint8_t op;
-	uint8_t flags;
-	uint8_t nak;
-	uint8_t rnr_timer;
-	uint32_t psn;
-	uint32_t len;
-	uint32_t rkey;
-	uint64_t va;
-	uint32_t imm;
-	uint32_t pad;
-	uint64_t shm_id;
-	uint64_t shm_off;
-};
-static_assert(sizeof(PktHdr) == 48, "PktHdr must match providers/soft/sock_wire.cc");
-
-constexpr size_t kMaxPrivateData = 196;
-static_assert(ulp::ConnParam::kMaxPrivateData == kMaxPrivateData,
-              "CmMsg::private_data is sized by ConnParam::kMaxPrivateData");
-
-struct CmMsg {
-	uint32_t qpn;
-	uint8_t gid[16];
-	uint8_t responder_resources;
-	uint8_t initiator_depth;
-	uint8_t retry_count;
-	uint8_t rnr_retry_count;
-	uint8_t private_data_len;
-	uint8_t pad[3];
-	uint8_t private_data[kMaxPrivateData];
-};
-static_assert(sizeof(CmMsg) == 224, "CmMsg must match providers/soft/sock_wire.cc");
-
-constexpr uint32_t kMaxInlinePayload = 64u << 20;
-constexpr int kCmTimeoutMs = 2000;
+using ulp::soft::CmMsg;
+using ulp::soft::is_request;
+using ulp::soft::kCmTimeoutMs;
+using ulp::soft::kMaxInlinePayload;
+using ulp::soft::kPktShm;
+using ulp::soft::kPktSolicited;
+using ulp::soft::NakCode;
+using ulp::soft::payload_len;
+using ulp::soft::PktHdr;
+using ulp::soft::PktOp;
+constexpr size_t kMaxPrivateData = ulp::ConnParam::kMaxPrivateData;
 
 inline PktHdr hdr(PktOp op, uint32_t psn = 0, uint32_t len = 0)
 {
@@ -213,34 +165,6 @@ struct Pkt {
 	std::vector<uint8_t> payload;
 	int fds = 0; // SCM_RIGHTS fds that arrived with it (closed)
 };
-
-// Inline payload bytes after a header, as the target computes them; ~0u when malformed.
-inline uint32_t payload_len(const PktHdr &h)
-{
-	switch (static_cast<PktOp>(h.op)) {
-	case PktOp::CmReq:
-	case PktOp::CmRep:
-	case PktOp::CmRej:
-		return h.len <= sizeof(CmMsg) ? h.len : ~0u;
-	case PktOp::Send:
-	case PktOp::SendImm:
-	case PktOp::SendInv:
-	case PktOp::Write:
-	case PktOp::WriteImm:
-	case PktOp::ReadResp:
-		if (h.flags & kPktShm)
-			return 0;
-		return h.len <= kMaxInlinePayload ? h.len : ~0u;
-	case PktOp::Disconnect:
-	case PktOp::Region:
-	case PktOp::ReadReq:
-	case PktOp::Ack:
-	case PktOp::Nak:
-		return 0;
-	default:
-		return ~0u;
-	}
-}
 
 class RawPeer
 {
