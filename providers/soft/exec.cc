@@ -46,6 +46,10 @@ void SoftQp::complete_send(uint32_t slot, WcStatus st, uint32_t byte_len)
 		ctr.add(ctr.errors, 1);
 	}
 	if (signaled) {
+		// The slot (and every unsignaled one before it) is free before anyone can see
+		// the completion: a poster that counts free slots by the completions it polled,
+		// as on hardware, must never meet a full queue.
+		sq_tail.store(slot + 1, std::memory_order_release);
 		Wc wc;
 		wc.wr_cqe = w.wr_cqe;
 		wc.status = st;
@@ -73,8 +77,6 @@ void SoftQp::complete_send(uint32_t slot, WcStatus st, uint32_t byte_len)
 			static_cast<SoftCq *>(send_cq())->push(wc, false);
 			ctr.add(ctr.completed, 1);
 		}
-		// A completion releases its slot and every unsignaled slot before it.
-		sq_tail.store(slot + 1, std::memory_order_release);
 	}
 }
 
