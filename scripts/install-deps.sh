@@ -6,7 +6,8 @@ set -euo pipefail
 
 build=(build-essential cmake ninja-build pkg-config git)
 libs=(libgtest-dev libgmock-dev libbenchmark-dev libboost-dev libcli11-dev)
-tools=(clang clang-format python3)
+# clang + its runtimes: scripts/fuzz.sh (libFuzzer, ASan, UBSan)
+tools=(clang libclang-rt-14-dev clang-format python3)
 
 pkgs=("${build[@]}" "${libs[@]}" "${tools[@]}")
 
