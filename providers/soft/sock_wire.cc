@@ -67,10 +67,10 @@ public:
 	}
 
 	int fd;
-	SoftDevice *dev = nullptr; // engine that watches us, once established
-	SoftQp *qp = nullptr;      // QP carried (engine lock)
-	bool dead = false;         // EOF, error or protocol violation (engine)
-	bool lost = false;         // conn_lost has run (engine)
+	SoftDevice *dev = nullptr;     // engine that watches us, once established
+	SoftQp *qp = nullptr;          // QP carried (engine lock)
+	std::atomic<bool> dead{false}; // EOF, error or protocol violation (any thread)
+	bool lost = false;             // conn_lost has run (engine)
 
 	std::mutex tx_lock;         // txbuf and writes
 	std::vector<uint8_t> txbuf; // bytes not yet written
