@@ -32,8 +32,8 @@ Devices &devices_()
 DeviceAttr ib_profile()
 {
 	DeviceAttr a;
-	a.device_cap_flags = DEVICE_MEM_MGT_EXTENSIONS | DEVICE_RC_RNR_NAK_GEN | DEVICE_SRQ_RESIZE |
-	                     DEVICE_CQ_RESIZE | DEVICE_CQ_MODERATION | DEVICE_LAST_WQE_EVENT;
+	a.device_cap_flags = DEVICE_MEM_MGT_EXTENSIONS | DEVICE_RC_RNR_NAK_GEN | DEVICE_CQ_RESIZE |
+	                     DEVICE_CQ_MODERATION | DEVICE_LAST_WQE_EVENT;
 	a.max_mr_size = 1ull << 40;
 	a.page_size_cap = 0xfffff000;
 	a.vendor_id = 0x5346; // "SF"
