@@ -34,11 +34,13 @@ enum class Wire : uint8_t {
 
 enum class Exec : uint8_t {
 	Engine, // a per-device engine thread executes work, like a NIC (default)
-	Inline, // work runs inside post_send / post_recv / poll on the caller's thread:
-	        // deterministic, for unit tests. In-process wire only.
+	Inline, // work runs inside post_send / post_recv / poll / progress() on the
+	        // caller's thread: deterministic, for unit tests of the in-process wire
+	        // (socket connections are serviced too, but only inside those calls)
 };
 
-// Limits: 0 keeps the profile's default.
+// Limits: 0 keeps the profile's default, except that an unset max_sge_rd never exceeds
+// max_sge (a READ gathers no more than any WR may).
 struct Limits {
 	uint32_t max_qp_wr = 0;
 	uint32_t max_sge = 0;
