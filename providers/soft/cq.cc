@@ -48,8 +48,10 @@ void SoftChannel::forget(SoftCq *cq)
 
 int SoftChannel::get_cq_event(Cq **cq, int timeout_ms)
 {
-	auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms < 0 ? 0 : timeout_ms);
+	const auto deadline = Clock::now() + std::chrono::milliseconds(std::max(timeout_ms, 0));
 	for (;;) {
+		// Inline devices make progress only when someone asks; a waiter does.
+		progress_inline_all();
 		{
 			std::lock_guard g(lock_);
 			uint64_t v;
@@ -59,32 +61,17 @@ int SoftChannel::get_cq_event(Cq **cq, int timeout_ms)
 				return 0;
 			}
 		}
-		int wait = -1;
+		int slice = 10; // ms: inline devices need the next progress call
 		if (timeout_ms >= 0) {
 			auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
 			    deadline - Clock::now());
-			if (left.count() <= 0 && timeout_ms >= 0) {
-				if (timeout_ms == 0 || Clock::now() >= deadline)
-					return -EAGAIN;
-			}
-			wait = static_cast<int>(std::max<int64_t>(left.count(), 0));
+			if (left.count() <= 0)
+				return -EAGAIN;
+			slice = static_cast<int>(std::min<int64_t>(left.count(), slice));
 		}
-		// Inline devices make progress only when someone asks; a waiter does.
-		progress_inline_all();
 		pollfd p{efd_, POLLIN, 0};
-		int slice = wait < 0 ? 10 : std::min(wait, 10);
 		if (poll(&p, 1, slice) < 0 && errno != EINTR)
 			return -errno;
-		if (timeout_ms >= 0 && Clock::now() >= deadline) {
-			std::lock_guard g(lock_);
-			uint64_t v;
-			if (!events_.empty() && read(efd_, &v, sizeof(v)) == sizeof(v)) {
-				*cq = events_.front();
-				events_.pop_front();
-				return 0;
-			}
-			return -EAGAIN;
-		}
 	}
 }
 

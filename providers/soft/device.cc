@@ -106,7 +106,7 @@ Counters AtomicCounters::snapshot() const
 
 SoftDevice::SoftDevice(const DeviceConfig &c, std::string name, const DeviceAttr &a, const Gid &g)
     : Device(std::move(name), a, c.profile == Profile::Iwarp ? NodeType::Rnic : NodeType::Ca, g),
-      cfg(c), ip(0), engine(*this, c.exec == soft::Exec::Engine)
+      cfg(c), ip(0), engine(c.exec == soft::Exec::Engine)
 {
 	faults.rng.seed(c.fault_seed);
 	qps.resize(a.max_qp);
@@ -115,7 +115,6 @@ SoftDevice::SoftDevice(const DeviceConfig &c, std::string name, const DeviceAttr
 SoftDevice::~SoftDevice()
 {
 	engine.stop();
-	stop_sock_wire(*this);
 }
 
 Device *create_device(const DeviceConfig &cfg)
@@ -277,22 +276,18 @@ std::unique_ptr<Pd> SoftDevice::alloc_pd()
 	return std::make_unique<SoftPd>(*this);
 }
 
-uint32_t SoftDevice::alloc_qpn(SoftQp *qp)
+uint32_t SoftDevice::alloc_qpn()
 {
 	std::lock_guard g(qp_lock);
-	// Lowest free number, skipping the reserved QP0/QP1 range like hardware does.
+	// Lowest free number (QP0/QP1 are below kFirstQpn, as on hardware). The slot holds
+	// kQpnReserved until create_qp stores the QP.
 	for (uint32_t i = 0; i < qps.size(); i++) {
-		if (!qps[i] && !qpn_reserved(i)) {
-			qps[i] = qp ? qp : reinterpret_cast<SoftQp *>(1); // reserve
+		if (!qps[i]) {
+			qps[i] = kQpnReserved;
 			return i + kFirstQpn;
 		}
 	}
 	return 0;
-}
-
-bool SoftDevice::qpn_reserved(uint32_t i) const
-{
-	return reinterpret_cast<uintptr_t>(qps[i]) == 1;
 }
 
 void SoftDevice::free_qpn(uint32_t qpn, const AtomicCounters *final)
@@ -309,7 +304,7 @@ std::shared_ptr<QpHandle> SoftDevice::find_qp(uint32_t qpn)
 	if (qpn < kFirstQpn || qpn - kFirstQpn >= qps.size())
 		return nullptr;
 	SoftQp *qp = qps[qpn - kFirstQpn];
-	if (!qp || reinterpret_cast<uintptr_t>(qp) == 1)
+	if (!qp || qp == kQpnReserved)
 		return nullptr;
 	return qp->handle;
 }
@@ -383,7 +378,7 @@ void force_device_fatal(Device &dev)
 		d.fatal = true;
 		d.port_state = PortState::Down;
 		for (auto *qp : d.qps)
-			if (qp && reinterpret_cast<uintptr_t>(qp) != 1)
+			if (qp && qp != SoftDevice::kQpnReserved)
 				list.push_back(qp->handle);
 	}
 	for (auto &h : list) {
@@ -422,7 +417,7 @@ Counters SoftDevice::counters()
 	Counters t = retired.snapshot();
 	t.posted += srq_posted.load();
 	for (auto *qp : qps) {
-		if (!qp || reinterpret_cast<uintptr_t>(qp) == 1)
+		if (!qp || qp == kQpnReserved)
 			continue;
 		Counters q = qp->ctr.snapshot();
 		t.posted += q.posted;

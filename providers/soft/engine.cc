@@ -31,7 +31,7 @@ constexpr auto kSpinWire = std::chrono::microseconds(1000);
 thread_local int tl_inline_depth = 0; // inline runs on this thread
 } // namespace
 
-Engine::Engine(SoftDevice &dev, bool threaded) : dev_(dev), threaded_(threaded)
+Engine::Engine(bool threaded) : threaded_(threaded)
 {
 	epfd_ = epoll_create1(EPOLL_CLOEXEC);
 	evfd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);

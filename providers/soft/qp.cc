@@ -63,7 +63,7 @@ std::unique_ptr<Qp> SoftPd::create_qp(const QpInitAttr &a)
 		c.max_recv_wr = std::max<uint32_t>(c.max_recv_wr, 1);
 		c.max_recv_sge = std::max<uint32_t>(c.max_recv_sge, 1);
 	}
-	uint32_t qpn = sdev.alloc_qpn(nullptr);
+	uint32_t qpn = sdev.alloc_qpn();
 	if (!qpn) {
 		errno = ENOMEM;
 		return nullptr;

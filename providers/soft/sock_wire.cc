@@ -1145,6 +1145,4 @@ void sock_close(SoftCmId &id)
 	id.sock.reset(); // the QP (destroyed next) lets go of the engine's reference
 }
 
-void stop_sock_wire(SoftDevice &) {}
-
 } // namespace ulp::soft

@@ -35,7 +35,4 @@ void sock_close(SoftCmId &id);      // id destroyed (no CmGlobal::lock held)
 int sock_fd(const SockConn &c);
 SoftQp *sock_qp(const SockConn &c); // the QP the connection carries (engine lock held)
 
-// Device teardown: stop the device's socket I/O.
-void stop_sock_wire(SoftDevice &dev);
-
 } // namespace ulp::soft

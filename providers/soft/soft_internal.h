@@ -424,7 +424,7 @@ public:
 class Engine
 {
 public:
-	Engine(SoftDevice &dev, bool threaded);
+	explicit Engine(bool threaded);
 	~Engine();
 	void schedule(SoftQp *qp);   // the QP has work (post, flush, reply)
 	void unschedule(SoftQp *qp); // QP destruction: off the queue, wait if running
@@ -445,10 +445,8 @@ private:
 	int run_locked(std::unique_lock<std::mutex> &g);
 	int poll_conns(int timeout_ms); // epoll; schedules ready QPs; returns events seen
 
-	[[maybe_unused]] SoftDevice &dev_;
 	bool threaded_;
 	std::mutex lock_;
-	std::condition_variable cv_;      // engine sleeps here
 	std::condition_variable idle_cv_; // unschedule waits here
 	boost::intrusive::list<
 	    SoftQp, boost::intrusive::member_hook<SoftQp, boost::intrusive::list_member_hook<>,
@@ -456,7 +454,7 @@ private:
 	    runq_;
 	std::vector<Timer> timers_; // unordered; few at a time
 	bool stop_ = false;
-	std::atomic<bool> sleeping_{false}; // the thread waits on cv_; doorbells must notify
+	std::atomic<bool> sleeping_{false}; // the thread waits in epoll; doorbells must write evfd_
 	std::atomic<bool> work_{false};     // a doorbell rang since the loop last looked
 	std::atomic<bool> wire_hot_{false}; // socket traffic this turn: spin longer
 	bool in_run_ = false;               // inline mode recursion guard
@@ -516,15 +514,16 @@ public:
 	std::mutex qp_lock;
 	std::vector<SoftQp *> qps; // by qpn - kFirstQpn; null = free
 	std::shared_ptr<QpHandle> find_qp(uint32_t qpn);
-	uint32_t alloc_qpn(SoftQp *qp);
+	uint32_t alloc_qpn(); // reserves a number, 0 when none is free
 	void free_qpn(uint32_t qpn, const AtomicCounters *final = nullptr);
-	bool qpn_reserved(uint32_t i) const; // slot taken by create_qp before the QP exists
 
 	std::atomic<int> users{0}; // PDs, CQs, channels alive
 	PortState port_state = PortState::Active;
 	bool fatal = false;
 
 	static constexpr uint32_t kFirstQpn = 0x11;
+	inline static SoftQp *const kQpnReserved =
+	    reinterpret_cast<SoftQp *>(1); // qps[] slot taken
 };
 
 inline SoftDevice &sdev_of(Device &d)
