@@ -9,6 +9,7 @@
 #include "core/device.h"
 #include "core/registry.h"
 #include "providers/soft/soft.h"
+#include "tests/common/event_queue.h"
 
 #include <gtest/gtest.h>
 
@@ -32,65 +33,7 @@ using Clock = std::chrono::steady_clock;
 
 constexpr auto kWait = 5s; // the bound of every wait that is expected to succeed
 
-// A thread-safe queue of events with bounded waits. Producers are provider threads (CM
-// worker, engine); the test thread consumes.
-template <typename T> class EventQueue
-{
-public:
-	void push(T v)
-	{
-		{
-			std::lock_guard g(lock_);
-			q_.push_back(std::move(v));
-		}
-		cv_.notify_all();
-	}
-
-	// The first queued event matching pred (removed from the queue), or nullopt after
-	// timeout. Events that do not match stay queued, in order.
-	std::optional<T> wait_for(const std::function<bool(const T &)> &pred,
-	                          std::chrono::milliseconds timeout = kWait)
-	{
-		std::unique_lock g(lock_);
-		std::optional<T> out;
-		cv_.wait_for(g, timeout, [&] {
-			for (auto it = q_.begin(); it != q_.end(); ++it) {
-				if (pred(*it)) {
-					out = std::move(*it);
-					q_.erase(it);
-					return true;
-				}
-			}
-			return false;
-		});
-		return out;
-	}
-
-	std::optional<T> pop(std::chrono::milliseconds timeout = kWait)
-	{
-		return wait_for([](const T &) { return true; }, timeout);
-	}
-
-	size_t count(const std::function<bool(const T &)> &pred)
-	{
-		std::lock_guard g(lock_);
-		size_t n = 0;
-		for (auto &v : q_)
-			n += pred(v);
-		return n;
-	}
-
-	size_t size()
-	{
-		std::lock_guard g(lock_);
-		return q_.size();
-	}
-
-private:
-	std::mutex lock_;
-	std::condition_variable cv_;
-	std::deque<T> q_;
-};
+using ulp::test::EventQueue; // tests/common/event_queue.h
 
 // An async event as recorded by a handler (the pointers are only compared, never used).
 struct Ev {

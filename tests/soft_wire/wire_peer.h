@@ -16,6 +16,7 @@
 #include "core/dma_mem.h"
 #include "providers/soft/sock_proto.h"
 #include "providers/soft/soft.h"
+#include "tests/common/event_queue.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -109,53 +110,7 @@ inline bool wait_until(const std::function<bool()> &pred, ms timeout)
 	}
 }
 
-template <typename T> class EventQueue
-{
-public:
-	void push(T v)
-	{
-		{
-			std::lock_guard g(lock_);
-			q_.push_back(std::move(v));
-		}
-		cv_.notify_all();
-	}
-	// The first event matching pred (removed), or nullopt after timeout.
-	std::optional<T> wait_for(const std::function<bool(const T &)> &pred, ms timeout)
-	{
-		std::unique_lock g(lock_);
-		std::optional<T> out;
-		cv_.wait_for(g, timeout, [&] {
-			for (auto it = q_.begin(); it != q_.end(); ++it) {
-				if (pred(*it)) {
-					out = std::move(*it);
-					q_.erase(it);
-					return true;
-				}
-			}
-			return false;
-		});
-		return out;
-	}
-	size_t count(const std::function<bool(const T &)> &pred)
-	{
-		std::lock_guard g(lock_);
-		size_t n = 0;
-		for (auto &v : q_)
-			n += pred(v);
-		return n;
-	}
-	void clear()
-	{
-		std::lock_guard g(lock_);
-		q_.clear();
-	}
-
-private:
-	std::mutex lock_;
-	std::condition_variable cv_;
-	std::deque<T> q_;
-};
+using ulp::test::EventQueue; // tests/common/event_queue.h
 
 // ---------------------------------------------------------------------------------------------
 // The raw peer: a Unix stream socket speaking the wire by hand.
