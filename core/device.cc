@@ -285,4 +285,26 @@ void Mr::inc_rkey()
 	update_key(key_byte(ulp::inc_rkey(rkey_)));
 }
 
+// ---------------------------------------------------------------------------------------------
+// Qp async events
+
+void Qp::report_event(const AsyncEvent &ev)
+{
+	if (ev.event == EventType::QpLastWqeReached) {
+		// Set before the ULP's handler runs, so a drain started from that handler (or
+		// racing with it) sees it.
+		std::lock_guard g(last_wqe_lock_);
+		last_wqe_ = true;
+		last_wqe_cv_.notify_all();
+	}
+	if (event_handler_)
+		event_handler_(ev);
+}
+
+bool Qp::wait_last_wqe(std::chrono::milliseconds timeout)
+{
+	std::unique_lock g(last_wqe_lock_);
+	return last_wqe_cv_.wait_for(g, timeout, [this] { return last_wqe_; });
+}
+
 } // namespace ulp

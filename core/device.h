@@ -15,13 +15,17 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
 
-namespace ulp {
+namespace ulp
+{
 
 class Pd;
 class Mr;
@@ -34,8 +38,8 @@ using Gid = std::array<uint8_t, 16>;
 
 // Address vector (ib_ah_attr), enough to name a peer port for a connected QP.
 struct AhAttr {
-	Gid dgid{};          // remote port GID (RoCE: IPv4-mapped address)
-	uint16_t dlid = 0;   // remote LID (InfiniBand)
+	Gid dgid{};        // remote port GID (RoCE: IPv4-mapped address)
+	uint16_t dlid = 0; // remote LID (InfiniBand)
 	uint8_t port_num = 1;
 };
 
@@ -45,10 +49,10 @@ struct QpAttrAv : QpAttr {
 };
 
 struct CqInitAttr {
-	int cqe = 0;                      // minimum number of entries; the CQ may be larger
-	int comp_vector = 0;              // 0 .. num_comp_vectors-1
-	CompChannel *channel = nullptr;   // completion events go here once armed
-	EventHandler event_handler;       // CQ async events (CqErr)
+	int cqe = 0;                    // minimum number of entries; the CQ may be larger
+	int comp_vector = 0;            // 0 .. num_comp_vectors-1
+	CompChannel *channel = nullptr; // completion events go here once armed
+	EventHandler event_handler;     // CQ async events (CqErr)
 	void *cq_context = nullptr;
 };
 
@@ -67,7 +71,8 @@ struct SgEntry {
 	uint32_t length = 0;
 };
 
-class Device {
+class Device
+{
 public:
 	virtual ~Device() = default;
 	Device(const Device &) = delete;
@@ -108,7 +113,8 @@ private:
 	std::shared_ptr<Handlers> handlers_;
 };
 
-class Pd {
+class Pd
+{
 public:
 	virtual ~Pd() = default;
 	Pd(const Pd &) = delete;
@@ -131,7 +137,8 @@ private:
 	Device &dev_;
 };
 
-class Mr {
+class Mr
+{
 public:
 	virtual ~Mr() = default;
 	Mr(const Mr &) = delete;
@@ -140,9 +147,9 @@ public:
 	Pd &pd() const { return pd_; }
 	uint32_t lkey() const { return lkey_; }
 	uint32_t rkey() const { return rkey_; }
-	uint64_t iova() const { return iova_; }     // first byte addressed by the keys
-	uint64_t length() const { return length_; } // bytes
-	uint32_t page_size() const { return page_size_; } // fast-reg MRs: page list granule
+	uint64_t iova() const { return iova_; }             // first byte addressed by the keys
+	uint64_t length() const { return length_; }         // bytes
+	uint32_t page_size() const { return page_size_; }   // fast-reg MRs: page list granule
 	uint32_t max_num_sg() const { return max_num_sg_; } // fast-reg MRs; 0 for user MRs
 	bool is_fast_reg() const { return max_num_sg_ != 0; }
 
@@ -183,7 +190,8 @@ private:
 	size_t npages_ = 0;
 };
 
-class Cq {
+class Cq
+{
 public:
 	virtual ~Cq() = default;
 	Cq(const Cq &) = delete;
@@ -206,6 +214,15 @@ public:
 	// Grow or shrink; -EOPNOTSUPP without DEVICE_CQ_RESIZE (iWARP).
 	virtual int resize(int cqe) = 0;
 
+	// Set once by cq_poll/ alloc_cq before the CQ is used, read-only afterwards.
+	PollCtx poll_ctx = PollCtx::None;
+	// Direct and BusyPoll CQs: process up to budget completions on the calling thread,
+	// dispatching cqe->done; returns how many (ib_process_cq_direct). Drain calls it while
+	// it waits. On a BusyPoll CQ it returns 0 unless called from the thread that runs the
+	// CQ's poll group (one CQ is never processed by two threads at once). Null for the
+	// threaded contexts, whose own threads dispatch.
+	int (*process_direct)(Cq &cq, int budget) = nullptr;
+
 protected:
 	Cq(Device &dev, int cqe, int comp_vector, CompChannel *ch)
 	    : cqe_(cqe), dev_(dev), comp_vector_(comp_vector), channel_(ch)
@@ -221,7 +238,8 @@ private:
 
 // A completion channel (ibv_comp_channel): an eventfd that is readable while armed CQs
 // have raised events that get_cq_event has not returned yet.
-class CompChannel {
+class CompChannel
+{
 public:
 	virtual ~CompChannel() = default;
 	CompChannel(const CompChannel &) = delete;
@@ -236,7 +254,8 @@ protected:
 	CompChannel() = default;
 };
 
-class Qp {
+class Qp
+{
 public:
 	virtual ~Qp() = default;
 	Qp(const Qp &) = delete;
@@ -262,10 +281,18 @@ public:
 	virtual int post_send(const SendWr *wr, const SendWr **bad_wr) = 0;
 	virtual int post_recv(const RecvWr *wr, const RecvWr **bad_wr) = 0;
 
+	// Providers report QP async events through here, never to the ULP's handler directly
+	// (the kernel's ib_qp_event_handler): it records LAST_WQE_REACHED for drain, then
+	// calls the handler given at creation. Provider thread; not under a provider lock.
+	void report_event(const AsyncEvent &ev);
+	// Drain of a QP on an SRQ: wait until LAST_WQE_REACHED has been reported, at most
+	// timeout. true if it was (the kernel's qp->srq_completion).
+	bool wait_last_wqe(std::chrono::milliseconds timeout);
+
 protected:
 	Qp(Pd &pd, uint32_t qp_num, const QpInitAttr &a, const QpCap &cap)
 	    : qp_context(a.qp_context), pd_(pd), qp_num_(qp_num), send_cq_(a.send_cq),
-	      recv_cq_(a.recv_cq), srq_(a.srq), cap_(cap)
+	      recv_cq_(a.recv_cq), srq_(a.srq), cap_(cap), event_handler_(a.event_handler)
 	{
 	}
 
@@ -276,9 +303,14 @@ private:
 	Cq *recv_cq_;
 	Srq *srq_;
 	QpCap cap_;
+	EventHandler event_handler_; // the ULP's, from QpInitAttr; called by report_event
+	std::mutex last_wqe_lock_;   // guards last_wqe_
+	std::condition_variable last_wqe_cv_;
+	bool last_wqe_ = false; // LAST_WQE_REACHED has been reported (never reset)
 };
 
-class Srq {
+class Srq
+{
 public:
 	virtual ~Srq() = default;
 	Srq(const Srq &) = delete;
@@ -300,8 +332,17 @@ private:
 };
 
 // Keys are index << 8 | key byte (the byte rotates on re-registration).
-constexpr uint32_t key_index(uint32_t key) { return key >> 8; }
-constexpr uint8_t key_byte(uint32_t key) { return static_cast<uint8_t>(key & 0xff); }
-constexpr uint32_t inc_rkey(uint32_t key) { return (key & 0xffffff00u) | ((key + 1) & 0xffu); }
+constexpr uint32_t key_index(uint32_t key)
+{
+	return key >> 8;
+}
+constexpr uint8_t key_byte(uint32_t key)
+{
+	return static_cast<uint8_t>(key & 0xff);
+}
+constexpr uint32_t inc_rkey(uint32_t key)
+{
+	return (key & 0xffffff00u) | ((key + 1) & 0xffu);
+}
 
 } // namespace ulp

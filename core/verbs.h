@@ -9,7 +9,8 @@
 #include <cstdint>
 #include <functional>
 
-namespace ulp {
+namespace ulp
+{
 
 class Cq;
 class Qp;
@@ -22,21 +23,21 @@ class Device;
 
 enum class WcStatus : uint8_t {
 	Success,
-	LocLenErr,     // local length error: receive buffer too small, or SGE sum overflow
-	LocQpOpErr,    // local QP operation error: WR inconsistent with the QP
-	LocProtErr,    // local protection error: bad lkey / access / range on a local SGE
-	WrFlushErr,    // WR flushed because the QP is in (or entered) the ERR state
-	MwBindErr,     // memory window bind failed
-	BadRespErr,    // unexpected response from the responder
-	LocAccessErr,  // local access error (e.g. READ sink without LOCAL_WRITE)
-	RemInvReqErr,  // responder saw an invalid request (e.g. its receive buffer too small)
-	RemAccessErr,  // responder rkey / PD / access / range violation
-	RemOpErr,      // responder could not complete the operation
-	RetryExcErr,   // transport retry counter exceeded (peer gone)
-	RnrRetryExcErr,// RNR retry counter exceeded (no receive posted at the responder)
-	RemAbortErr,   // responder aborted the operation
-	FatalErr,      // device fatal error
-	GeneralErr,    // anything else
+	LocLenErr,      // local length error: receive buffer too small, or SGE sum overflow
+	LocQpOpErr,     // local QP operation error: WR inconsistent with the QP
+	LocProtErr,     // local protection error: bad lkey / access / range on a local SGE
+	WrFlushErr,     // WR flushed because the QP is in (or entered) the ERR state
+	MwBindErr,      // memory window bind failed
+	BadRespErr,     // unexpected response from the responder
+	LocAccessErr,   // local access error (e.g. READ sink without LOCAL_WRITE)
+	RemInvReqErr,   // responder saw an invalid request (e.g. its receive buffer too small)
+	RemAccessErr,   // responder rkey / PD / access / range violation
+	RemOpErr,       // responder could not complete the operation
+	RetryExcErr,    // transport retry counter exceeded (peer gone)
+	RnrRetryExcErr, // RNR retry counter exceeded (no receive posted at the responder)
+	RemAbortErr,    // responder aborted the operation
+	FatalErr,       // device fatal error
+	GeneralErr,     // anything else
 };
 
 const char *wc_status_str(WcStatus s);
@@ -65,18 +66,18 @@ struct Cqe {
 };
 
 struct Wc {
-	Cqe *wr_cqe = nullptr;    // the posting WR's cqe; null when it had none (an unsignaled
-	                          // WR's flush: reported here, dropped by cq_poll/ as the
-	                          // kernel's __ib_process_cq does)
+	Cqe *wr_cqe = nullptr; // the posting WR's cqe; null when it had none (an unsignaled
+	                       // WR's flush: reported here, dropped by cq_poll/ as the
+	                       // kernel's __ib_process_cq does)
 	WcStatus status = WcStatus::Success;
 	WcOpcode opcode = WcOpcode::Send; // valid only when status == Success (as on hardware)
-	uint32_t vendor_err = 0;  // provider-specific detail, 0 when none
-	uint32_t byte_len = 0;    // bytes received (Recv / RecvRdmaWithImm); bytes read for RdmaRead
-	Qp *qp = nullptr;         // the QP this completion belongs to
-	uint32_t qp_num = 0;      // its number (for SRQ completions)
-	uint32_t src_qp = 0;      // remote QP number (responder side)
-	uint32_t wc_flags = 0;    // WC_WITH_IMM, WC_WITH_INVALIDATE
-	uint32_t imm_data = 0;    // host order; valid with WC_WITH_IMM
+	uint32_t vendor_err = 0;          // provider-specific detail, 0 when none
+	uint32_t byte_len = 0; // bytes received (Recv / RecvRdmaWithImm); bytes read for RdmaRead
+	Qp *qp = nullptr;      // the QP this completion belongs to
+	uint32_t qp_num = 0;   // its number (for SRQ completions)
+	uint32_t src_qp = 0;   // remote QP number (responder side)
+	uint32_t wc_flags = 0; // WC_WITH_IMM, WC_WITH_INVALIDATE
+	uint32_t imm_data = 0; // host order; valid with WC_WITH_IMM
 	uint32_t invalidate_rkey = 0; // valid with WC_WITH_INVALIDATE
 };
 
@@ -123,7 +124,7 @@ enum : uint32_t {
 // requests (RdmaWr, RegWr) derive from it and the provider downcasts by opcode.
 struct SendWr {
 	SendWr *next = nullptr;
-	Cqe *wr_cqe = nullptr;        // may be null only when the WR is unsignaled
+	Cqe *wr_cqe = nullptr; // may be null only when the WR is unsignaled
 	const Sge *sg_list = nullptr;
 	int num_sge = 0;
 	WrOpcode opcode = WrOpcode::Send;
@@ -146,8 +147,14 @@ struct RegWr : SendWr {
 	uint32_t access = 0; // ACCESS_* bits
 };
 
-inline const RdmaWr &rdma_wr(const SendWr &wr) { return static_cast<const RdmaWr &>(wr); }
-inline const RegWr &reg_wr(const SendWr &wr) { return static_cast<const RegWr &>(wr); }
+inline const RdmaWr &rdma_wr(const SendWr &wr)
+{
+	return static_cast<const RdmaWr &>(wr);
+}
+inline const RegWr &reg_wr(const SendWr &wr)
+{
+	return static_cast<const RegWr &>(wr);
+}
 
 struct RecvWr {
 	RecvWr *next = nullptr;
@@ -166,8 +173,8 @@ enum : uint64_t {
 	DEVICE_RC_RNR_NAK_GEN = 1ull << 2,     // responder generates RNR NAKs
 	DEVICE_SRQ_RESIZE = 1ull << 3,
 	DEVICE_CQ_RESIZE = 1ull << 4,
-	DEVICE_CQ_MODERATION = 1ull << 5,      // modify_cq(count, period) is supported
-	DEVICE_LAST_WQE_EVENT = 1ull << 6,     // raises LAST_WQE_REACHED for QPs on an SRQ
+	DEVICE_CQ_MODERATION = 1ull << 5,  // modify_cq(count, period) is supported
+	DEVICE_LAST_WQE_EVENT = 1ull << 6, // raises LAST_WQE_REACHED for QPs on an SRQ
 	DEVICE_MEM_WINDOW = 1ull << 7,
 };
 
@@ -176,24 +183,24 @@ enum class LinkLayer : uint8_t { InfiniBand, Ethernet, Iwarp };
 
 struct DeviceAttr {
 	uint64_t device_cap_flags = 0;
-	uint64_t max_mr_size = 0;       // bytes
-	uint64_t page_size_cap = 0;     // supported page sizes, bit n = 2^n bytes
+	uint64_t max_mr_size = 0;   // bytes
+	uint64_t page_size_cap = 0; // supported page sizes, bit n = 2^n bytes
 	uint32_t vendor_id = 0;
 	uint32_t max_qp = 0;
-	uint32_t max_qp_wr = 0;         // per work queue
-	uint32_t max_sge = 0;           // per send or receive WR
-	uint32_t max_sge_rd = 0;        // per RDMA READ WR (iWARP: 1)
+	uint32_t max_qp_wr = 0;  // per work queue
+	uint32_t max_sge = 0;    // per send or receive WR
+	uint32_t max_sge_rd = 0; // per RDMA READ WR (iWARP: 1)
 	uint32_t max_cq = 0;
 	uint32_t max_cqe = 0;
 	uint32_t max_mr = 0;
 	uint32_t max_pd = 0;
-	uint32_t max_qp_rd_atom = 0;    // outstanding RDMA READs a QP accepts as responder
+	uint32_t max_qp_rd_atom = 0;      // outstanding RDMA READs a QP accepts as responder
 	uint32_t max_qp_init_rd_atom = 0; // outstanding RDMA READs a QP initiates
 	uint32_t max_srq = 0;
 	uint32_t max_srq_wr = 0;
 	uint32_t max_srq_sge = 0;
 	uint32_t max_fast_reg_page_list_len = 0; // pages per REG_MR
-	uint32_t max_inline_data = 0;   // bytes per SEND_INLINE WR
+	uint32_t max_inline_data = 0;            // bytes per SEND_INLINE WR
 	uint32_t num_comp_vectors = 0;
 };
 
@@ -236,11 +243,11 @@ struct AsyncEvent;
 using EventHandler = std::function<void(const AsyncEvent &)>;
 
 struct QpInitAttr {
-	EventHandler event_handler;  // QP async events (fatal, LAST_WQE_REACHED, ...)
+	EventHandler event_handler; // QP async events (fatal, LAST_WQE_REACHED, ...)
 	void *qp_context = nullptr;
 	Cq *send_cq = nullptr;
 	Cq *recv_cq = nullptr;
-	Srq *srq = nullptr;          // receives come from here when set; max_recv_wr ignored
+	Srq *srq = nullptr; // receives come from here when set; max_recv_wr ignored
 	QpCap cap;
 	SigType sq_sig_type = SigType::ReqWr;
 	QpType qp_type = QpType::Rc;
@@ -250,9 +257,9 @@ struct QpInitAttr {
 // QpAttr mask bits for modify_qp.
 enum : uint32_t {
 	QP_STATE = 1u << 0,
-	QP_ACCESS_FLAGS = 1u << 1,  // remote access permitted on this QP (REMOTE_WRITE/READ)
+	QP_ACCESS_FLAGS = 1u << 1, // remote access permitted on this QP (REMOTE_WRITE/READ)
 	QP_PORT = 1u << 2,
-	QP_AV = 1u << 3,            // dest: the peer (providers with a CM set it themselves)
+	QP_AV = 1u << 3, // dest: the peer (providers with a CM set it themselves)
 	QP_PATH_MTU = 1u << 4,
 	QP_TIMEOUT = 1u << 5,
 	QP_RETRY_CNT = 1u << 6,
@@ -270,17 +277,17 @@ struct QpAttr {
 	QpState cur_qp_state = QpState::Reset; // out only (query_qp)
 	uint32_t qp_access_flags = 0;
 	uint8_t port_num = 1;
-	uint32_t path_mtu = 4096;        // bytes
-	uint8_t timeout = 14;            // local ack timeout, 4.096 us * 2^timeout
-	uint8_t retry_cnt = 7;           // transport retries
-	uint8_t rnr_retry = 7;           // RNR retries; 7 = infinite (IB spec 9.7.5.2.8)
-	uint8_t min_rnr_timer = 12;      // IB encoding (12 = 0.64 ms)
+	uint32_t path_mtu = 4096;   // bytes
+	uint8_t timeout = 14;       // local ack timeout, 4.096 us * 2^timeout
+	uint8_t retry_cnt = 7;      // transport retries
+	uint8_t rnr_retry = 7;      // RNR retries; 7 = infinite (IB spec 9.7.5.2.8)
+	uint8_t min_rnr_timer = 12; // IB encoding (12 = 0.64 ms)
 	uint32_t rq_psn = 0;
 	uint32_t sq_psn = 0;
 	uint32_t max_rd_atomic = 1;      // outstanding READs this QP initiates
 	uint32_t max_dest_rd_atomic = 1; // outstanding READs this QP accepts
 	uint32_t dest_qp_num = 0;
-	QpCap cap;                       // out only (query_qp)
+	QpCap cap; // out only (query_qp)
 };
 
 // IB encoding of min_rnr_timer (IB spec table 45) to microseconds.
@@ -318,6 +325,18 @@ struct AsyncEvent {
 enum class CqNotify : uint8_t {
 	NextComp,  // the next completion of any kind raises an event
 	Solicited, // only a solicited or error completion raises one
+};
+
+// How a CQ's completions reach their cqe->done (the kernel's enum ib_poll_context). Set by
+// cq_poll/ alloc_cq; a CQ made with Device::create_cq directly is None (its owner polls and
+// dispatches). Drain reads it: on a Direct CQ nobody else will poll, so drain must.
+enum class PollCtx : uint8_t {
+	None,      // not managed by cq_poll/: the owner polls
+	Direct,    // never armed; the owner calls process_cq_direct (IB_POLL_DIRECT)
+	Softirq,   // a poller thread per completion vector (IB_POLL_SOFTIRQ)
+	Workqueue, // the completion work pool, bound to the vector's worker (IB_POLL_WORKQUEUE)
+	UnboundWorkqueue, // the completion work pool, any worker (IB_POLL_UNBOUND_WORKQUEUE)
+	BusyPoll,         // a poll group run to completion on its owner's thread (SPDK)
 };
 
 } // namespace ulp

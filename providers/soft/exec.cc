@@ -93,12 +93,12 @@ void SoftQp::to_error(const EventType *ev)
 			ev = nullptr; // one event per transition
 		}
 	}
-	if (ev && event_handler) {
+	if (ev) {
 		AsyncEvent e;
 		e.event = *ev;
 		e.device = &sdev;
 		e.qp = this;
-		event_handler(e);
+		report_event(e);
 	}
 	flush_pending.store(true, std::memory_order_release);
 	sdev.engine.schedule(this);
@@ -135,13 +135,11 @@ void SoftQp::flush_all()
 		// Reached once no more receive completions can be generated for it. The
 		// iWARP-like profile, like rxe and siw, never does: drain must bound its wait.
 		last_wqe_sent = true;
-		if (event_handler) {
-			AsyncEvent e;
-			e.event = EventType::QpLastWqeReached;
-			e.device = &sdev;
-			e.qp = this;
-			event_handler(e);
-		}
+		AsyncEvent e;
+		e.event = EventType::QpLastWqeReached;
+		e.device = &sdev;
+		e.qp = this;
+		report_event(e);
 	}
 }
 

@@ -17,8 +17,8 @@ void RecvRing::init(uint32_t d, uint32_t ms)
 }
 
 SoftQp::SoftQp(SoftPd &pd, uint32_t qpn, const QpInitAttr &a, const QpCap &c)
-    : Qp(pd, qpn, a, c), sdev(pd.sdev), spd(pd), event_handler(a.event_handler),
-      sig_type(a.sq_sig_type), handle(std::make_shared<QpHandle>()), sq(c.max_send_wr),
+    : Qp(pd, qpn, a, c), sdev(pd.sdev), spd(pd), sig_type(a.sq_sig_type),
+      handle(std::make_shared<QpHandle>()), sq(c.max_send_wr),
       sq_sge(static_cast<size_t>(c.max_send_wr) * c.max_send_sge),
       sq_inline(static_cast<size_t>(c.max_send_wr) * c.max_inline_data), sq_depth(c.max_send_wr)
 {

@@ -291,7 +291,6 @@ public:
 
 	SoftDevice &sdev;
 	SoftPd &spd;
-	EventHandler event_handler;
 	SigType sig_type;
 	std::shared_ptr<QpHandle> handle; // what peers hold
 
