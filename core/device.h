@@ -170,6 +170,11 @@ public:
 	// The page list built by map_sg (read by the provider when REG_MR executes).
 	std::span<const uint64_t> page_list() const { return {pages_.data(), npages_}; }
 
+	// The kernel's ib_mr.need_inval: set by the ULP that posted a REG_MR with the current
+	// key (rw/ at post time), so the next user invalidates that key first (LOCAL_INV). The
+	// MR's holder owns it (one user at a time, as the MR itself).
+	bool need_inval = false;
+
 protected:
 	Mr(Pd &pd, uint32_t lkey, uint32_t rkey, uint64_t iova, uint64_t length,
 	   uint32_t max_num_sg)

@@ -190,6 +190,9 @@ struct DeviceAttr {
 	uint32_t max_qp_wr = 0;  // per work queue
 	uint32_t max_sge = 0;    // per send or receive WR
 	uint32_t max_sge_rd = 0; // per RDMA READ WR (iWARP: 1)
+	uint32_t max_sgl_rd = 0; // the kernel's max_sgl_rd: a READ gathering more entries than
+	                         // this is cheaper through an MR (rw/ switches to REG_MR);
+	                         // 0 = not reported (then only iWARP or force-MR uses MRs)
 	uint32_t max_cq = 0;
 	uint32_t max_cqe = 0;
 	uint32_t max_mr = 0;

@@ -135,6 +135,7 @@ Device *create_device(const DeviceConfig &cfg)
 	else
 		a.max_sge_rd = std::min(a.max_sge_rd, a.max_sge);
 	apply(l.max_fast_reg_page_list_len, a.max_fast_reg_page_list_len);
+	apply(l.max_sgl_rd, a.max_sgl_rd);
 	apply(l.max_qp_rd_atom, a.max_qp_rd_atom);
 	apply(l.max_qp_rd_atom, a.max_qp_init_rd_atom);
 	apply(l.max_cqe, a.max_cqe);

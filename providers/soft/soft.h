@@ -45,6 +45,7 @@ struct Limits {
 	uint32_t max_qp_wr = 0;
 	uint32_t max_sge = 0;
 	uint32_t max_sge_rd = 0;
+	uint32_t max_sgl_rd = 0; // DeviceAttr::max_sgl_rd; both profiles report 0 (as rxe/siw)
 	uint32_t max_fast_reg_page_list_len = 0;
 	uint32_t max_qp_rd_atom = 0;
 	uint32_t max_cqe = 0;
