@@ -46,10 +46,6 @@ void SoftQp::complete_send(uint32_t slot, WcStatus st, uint32_t byte_len)
 		ctr.add(ctr.errors, 1);
 	}
 	if (signaled) {
-		// The slot (and every unsignaled one before it) is free before anyone can see
-		// the completion: a poster that counts free slots by the completions it polled,
-		// as on hardware, must never meet a full queue.
-		sq_tail.store(slot + 1, std::memory_order_release);
 		Wc wc;
 		wc.wr_cqe = w.wr_cqe;
 		wc.status = st;
@@ -57,6 +53,11 @@ void SoftQp::complete_send(uint32_t slot, WcStatus st, uint32_t byte_len)
 		wc.byte_len = byte_len;
 		wc.qp = this;
 		wc.qp_num = qp_num();
+		// The slot (and every unsignaled one before it) is free before anyone can see
+		// the completion: a poster that counts free slots by the completions it polled,
+		// as on hardware, must never meet a full queue. Only after the WQE has been read:
+		// from here on post_send may reuse the slot.
+		sq_tail.store(slot + 1, std::memory_order_release);
 		uint32_t delay = 0;
 		bool drop = false;
 		if (sdev.faults.armed.load(std::memory_order_relaxed)) {
