@@ -2,6 +2,8 @@
 // tools/ulp-bench/main.cc - ulp-bench: benchmarks of ulp's layers. Programs, not tests: they
 // print figures and ratios measured side by side in one run (docs/architecture.md).
 #include "tools/ulp-bench/fabric.h"
+#include "tools/ulp-bench/mrpool.h"
+#include "tools/ulp-bench/rw.h"
 
 #include <CLI/CLI.hpp>
 
@@ -34,7 +36,26 @@ int main(int argc, char **argv)
 	peer->add_option("--max-seconds", po.max_seconds, "give up after this long");
 	peer->add_option("--ip", po.ip, "the soft device's IPv4 address");
 
+	ulp::bench::RwOptions rwo;
+	auto *rw = app.add_subcommand("rw", "rdma_rw contexts/s and bandwidth (4 KiB, 128 KiB, "
+	                                    "1 MiB READ/WRITE), SGE and MR paths beside raw verbs");
+	rw->add_flag("--json", rwo.json, "print the rows as JSON on stdout instead of a table");
+	rw->add_flag("--quick", rwo.quick, "short run (under 15 s)");
+	rw->add_option("--min-time", rwo.min_time, "seconds per figure (default 0.3, 0.03 quick)");
+	ulp::bench::MrPoolOptions mpo;
+	auto *mrpool = app.add_subcommand("mrpool", "MrPool get/put ns beside a mutex + vector "
+	                                            "free list measured in the same run");
+	mrpool->add_flag("--json", mpo.json, "print the rows as JSON on stdout instead of a table");
+	mrpool->add_flag("--quick", mpo.quick, "short run (under 15 s)");
+	mrpool->add_option("--min-time", mpo.min_time,
+	                   "seconds per figure (default 0.3, 0.03 quick)");
+
 	CLI11_PARSE(app, argc, argv);
+
+	if (*rw)
+		return ulp::bench::run_rw(rwo);
+	if (*mrpool)
+		return ulp::bench::run_mrpool(mpo);
 
 	if (*fabric)
 		return ulp::bench::run_fabric(fo);

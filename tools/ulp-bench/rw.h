@@ -1,0 +1,16 @@
+// SPDX-License-Identifier: MIT
+// tools/ulp-bench/rw.h - `ulp-bench rw`: rdma_rw contexts per second and bandwidth.
+#pragma once
+
+namespace ulp::bench
+{
+
+struct RwOptions {
+	bool json = false;   // rows as JSON on stdout instead of the table
+	bool quick = false;  // short run (< 15 s)
+	double min_time = 0; // seconds per figure; 0 = 0.3 (0.03 with --quick)
+};
+
+int run_rw(const RwOptions &o);
+
+} // namespace ulp::bench
