@@ -57,6 +57,7 @@ struct PollCq {
 	RunState state = RunState::Idle; // (poller or pool lock)
 	bool again = false;              // an event came while Running: run again (same lock)
 	bool dying = false;              // free_cq has begun: never queue it again (same lock)
+	std::atomic<bool> abort{false};  // free_cq waits: end the running pass after its batch
 	std::thread::id runner;          // the thread processing it while Running (same lock)
 	ReadyHook ready_hook;            // on Poller::ready or a WorkPool queue (same lock)
 
@@ -173,6 +174,10 @@ int process_cq(PollCq &p, int budget, std::span<Wc> wcs)
 		completed += n;
 		if (n != batch || completed >= budget)
 			break;
+		// free_cq is waiting: stop at a batch boundary rather than after the budget
+		// (up to 65536 callbacks on a workqueue). What is left dies with the CQ.
+		if (p.abort.load(std::memory_order_relaxed))
+			break;
 	}
 	p.passes.fetch_add(1, std::memory_order_relaxed);
 	if (completed)
@@ -277,6 +282,7 @@ public:
 		if (p.state == RunState::Running && p.runner == std::this_thread::get_id())
 			return -EDEADLK;
 		p.dying = true;
+		p.abort.store(true, std::memory_order_relaxed);
 		if (p.state == RunState::Queued) {
 			queue_of(p).erase(queue_of(p).iterator_to(p));
 			p.state = RunState::Idle;
@@ -461,6 +467,7 @@ struct Poller {
 			if (p.state == RunState::Running && p.runner == std::this_thread::get_id())
 				return -EDEADLK;
 			p.dying = true;
+			p.abort.store(true, std::memory_order_relaxed);
 			if (p.state == RunState::Queued) {
 				ready.erase(ready.iterator_to(p));
 				p.state = RunState::Idle;

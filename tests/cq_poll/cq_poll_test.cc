@@ -1,0 +1,816 @@
+// SPDX-License-Identifier: MIT
+// tests/cq_poll - the completion framework on soft devices.
+//
+// Completions come from zero-length signaled RDMA WRITEs on a connected pair (a real
+// transport: the soft provider). Every wait is bounded and fails the test on timeout.
+#include "cq_poll/cq_poll.h"
+#include "cq_poll/dim.h"
+#include "tests/soft/soft_test_util.h"
+
+#include <atomic>
+#include <functional>
+#include <set>
+#include <thread>
+
+namespace
+{
+
+using namespace soft_test;
+using ulp::PollCtx;
+using ulp::soft::Exec;
+
+constexpr auto kLong = 20s; // bound of a whole stream (sanitizers are slow)
+
+// What done() callbacks observed for one CQ.
+struct Rec {
+	std::mutex lock;
+	std::vector<int> order;            // idx in dispatch order (lock)
+	std::set<std::thread::id> threads; // threads that ran done() (lock)
+	std::atomic<int> n{0};             // completions dispatched
+	std::atomic<int> errors{0};        // non-success statuses
+	std::atomic<bool> in_progress{false};
+	std::atomic<int> overlaps{0};   // done() ran on two threads at once
+	std::atomic<bool> freed{false}; // the CQ has been freed: no callback may follow
+	std::atomic<int> after_free{0}; // callbacks seen after freed
+	int spin_us = 0;                // work per completion
+};
+
+struct Ctx {
+	ulp::Cqe cqe; // first: the WC's wr_cqe points here
+	Rec *rec = nullptr;
+	int idx = 0;
+};
+
+void on_done(ulp::Cq *, ulp::Wc *wc)
+{
+	auto *c = reinterpret_cast<Ctx *>(wc->wr_cqe);
+	Rec &r = *c->rec;
+	if (r.freed.load())
+		r.after_free++;
+	if (r.in_progress.exchange(true))
+		r.overlaps++;
+	if (wc->status != ulp::WcStatus::Success)
+		r.errors++;
+	{
+		std::lock_guard g(r.lock);
+		r.order.push_back(c->idx);
+		r.threads.insert(std::this_thread::get_id());
+	}
+	if (r.spin_us) {
+		auto until = Clock::now() + std::chrono::microseconds(r.spin_us);
+		while (Clock::now() < until) {
+		}
+	}
+	r.in_progress.store(false);
+	r.n++;
+}
+
+std::vector<Ctx> make_ctxs(Rec &r, int n)
+{
+	std::vector<Ctx> v(static_cast<size_t>(n));
+	for (int i = 0; i < n; i++) {
+		v[static_cast<size_t>(i)].cqe.done = on_done;
+		v[static_cast<size_t>(i)].rec = &r;
+		v[static_cast<size_t>(i)].idx = i;
+	}
+	return v;
+}
+
+// Two soft devices and QP pairs whose requester send CQ is the one under test.
+struct Rig {
+	DevPtr da, db;
+	std::unique_ptr<ulp::Pd> pa, pb;
+	std::unique_ptr<ulp::Cq> other_a, other_b; // plain CQs for the rest
+	std::vector<std::unique_ptr<ulp::Qp>> qa, qb;
+
+	bool init(Exec exec)
+	{
+		da = make_dev("127.0.0.1", exec);
+		db = make_dev("127.0.0.2", exec);
+		if (!da || !db)
+			return false;
+		pa = da->alloc_pd();
+		pb = db->alloc_pd();
+		ulp::CqInitAttr ca;
+		ca.cqe = 64;
+		other_a = da->create_cq(ca);
+		other_b = db->create_cq(ca);
+		return pa && pb && other_a && other_b;
+	}
+
+	// A connected pair whose requester sends complete on scq. Returns its index.
+	int add_qp(ulp::Cq *scq, uint32_t depth = 64)
+	{
+		ulp::QpInitAttr a;
+		a.send_cq = scq;
+		a.recv_cq = other_a.get();
+		a.cap.max_send_wr = depth;
+		a.cap.max_recv_wr = 4;
+		a.cap.max_send_sge = 1;
+		a.cap.max_recv_sge = 1;
+		auto q1 = pa->create_qp(a);
+		a.send_cq = other_b.get();
+		a.recv_cq = other_b.get();
+		auto q2 = pb->create_qp(a);
+		if (!q1 || !q2)
+			return -1;
+		if (connect_qp(*q1, *db, q2->qp_num()) || connect_qp(*q2, *da, q1->qp_num()))
+			return -1;
+		qa.push_back(std::move(q1));
+		qb.push_back(std::move(q2));
+		return static_cast<int>(qa.size()) - 1;
+	}
+
+	int write0(int qi, ulp::Cqe *cqe, uint32_t flags = ulp::SEND_SIGNALED)
+	{
+		return post_rdma(*qa[static_cast<size_t>(qi)], cqe, ulp::Sge{0, 0, 0},
+		                 ulp::WrOpcode::RdmaWrite, 0, 0, flags);
+	}
+
+	~Rig()
+	{
+		qa.clear();
+		qb.clear();
+	}
+};
+
+// Wait for pred, calling pump (the owner's processing for Direct/BusyPoll) meanwhile.
+bool wait_for(const std::function<bool()> &pred, const std::function<void()> &pump,
+              std::chrono::milliseconds timeout = kWait)
+{
+	auto until = Clock::now() + timeout;
+	while (!pred()) {
+		if (Clock::now() > until)
+			return false;
+		if (pump)
+			pump();
+		else
+			std::this_thread::sleep_for(50us);
+	}
+	return true;
+}
+
+// Post n WRITEs on queue qi, at most depth outstanding, until every one is dispatched.
+bool stream(Rig &rig, int qi, std::vector<Ctx> &ctxs, Rec &rec, int depth,
+            const std::function<void()> &pump, std::chrono::milliseconds timeout = kLong)
+{
+	auto until = Clock::now() + timeout;
+	int posted = 0;
+	const int n = static_cast<int>(ctxs.size());
+	while (rec.n.load() < n) {
+		if (Clock::now() > until) {
+			ADD_FAILURE() << "stream: " << rec.n.load() << " of " << n
+			              << " dispatched after " << timeout.count() << " ms";
+			return false;
+		}
+		if (posted < n && posted - rec.n.load() < depth) {
+			int rc = rig.write0(qi, &ctxs[static_cast<size_t>(posted)].cqe);
+			if (rc) {
+				ADD_FAILURE() << "post " << posted << ": " << rc;
+				return false;
+			}
+			posted++;
+			continue;
+		}
+		if (pump)
+			pump();
+		else
+			std::this_thread::yield();
+	}
+	return true;
+}
+
+void expect_in_order(Rec &rec, int n)
+{
+	std::lock_guard g(rec.lock);
+	ASSERT_EQ(static_cast<int>(rec.order.size()), n);
+	for (int i = 0; i < n; i++)
+		if (rec.order[static_cast<size_t>(i)] != i) {
+			ADD_FAILURE() << "dispatch " << i << " was completion "
+			              << rec.order[static_cast<size_t>(i)];
+			return;
+		}
+}
+
+ulp::CqOptions dim_off()
+{
+	ulp::CqOptions o;
+	o.dim = ulp::DimMode::Off;
+	return o;
+}
+
+const char *ctx_name(PollCtx c)
+{
+	switch (c) {
+	case PollCtx::Direct:
+		return "Direct";
+	case PollCtx::Softirq:
+		return "Softirq";
+	case PollCtx::Workqueue:
+		return "Workqueue";
+	case PollCtx::UnboundWorkqueue:
+		return "Unbound";
+	case PollCtx::BusyPoll:
+		return "BusyPoll";
+	default:
+		return "None";
+	}
+}
+
+// ---------------------------------------------------------------------------------------------
+// Every context, both execution modes: each completion dispatched once, in CQ order.
+
+struct Param {
+	PollCtx ctx;
+	Exec exec;
+};
+
+class Dispatch : public ::testing::TestWithParam<Param>
+{
+};
+
+TEST_P(Dispatch, EveryCompletionOnceInOrder)
+{
+	const Param prm = GetParam();
+	Rig rig;
+	ASSERT_TRUE(rig.init(prm.exec));
+	ulp::PollGroup group;
+	auto cq = ulp::alloc_cq(*rig.da, 256, 0, prm.ctx,
+	                        prm.ctx == PollCtx::BusyPoll ? &group : nullptr);
+	ASSERT_TRUE(cq) << "errno " << errno;
+	EXPECT_EQ(cq->poll_ctx, prm.ctx);
+	const bool owner_polls = prm.ctx == PollCtx::Direct || prm.ctx == PollCtx::BusyPoll;
+	EXPECT_EQ(cq->process_direct != nullptr, owner_polls);
+	int qi = rig.add_qp(cq.get());
+	ASSERT_GE(qi, 0);
+
+	constexpr int n = 3000;
+	Rec rec;
+	auto ctxs = make_ctxs(rec, n);
+	std::function<void()> pump;
+	if (prm.ctx == PollCtx::Direct)
+		pump = [&] { ulp::process_cq_direct(*cq, 64); };
+	else if (prm.ctx == PollCtx::BusyPoll)
+		pump = [&] { group.poll(); };
+	ASSERT_TRUE(stream(rig, qi, ctxs, rec, 48, pump));
+	expect_in_order(rec, n);
+	EXPECT_EQ(rec.errors.load(), 0);
+	EXPECT_EQ(rec.overlaps.load(), 0);
+	ulp::CqStats st;
+	ASSERT_TRUE(ulp::cq_stats(*cq, &st));
+	EXPECT_EQ(st.completions, uint64_t{n});
+	if (owner_polls) {
+		std::lock_guard g(rec.lock);
+		EXPECT_EQ(rec.threads, std::set<std::thread::id>{std::this_thread::get_id()});
+	}
+	rig.qa.clear();
+	EXPECT_EQ(ulp::free_cq(cq), 0);
+	EXPECT_FALSE(cq);
+}
+
+INSTANTIATE_TEST_SUITE_P(Contexts, Dispatch,
+                         ::testing::Values(Param{PollCtx::Direct, Exec::Engine},
+                                           Param{PollCtx::Direct, Exec::Inline},
+                                           Param{PollCtx::Softirq, Exec::Engine},
+                                           Param{PollCtx::Softirq, Exec::Inline},
+                                           Param{PollCtx::Workqueue, Exec::Engine},
+                                           Param{PollCtx::Workqueue, Exec::Inline},
+                                           Param{PollCtx::UnboundWorkqueue, Exec::Engine},
+                                           Param{PollCtx::UnboundWorkqueue, Exec::Inline},
+                                           Param{PollCtx::BusyPoll, Exec::Engine},
+                                           Param{PollCtx::BusyPoll, Exec::Inline}),
+                         [](const auto &info) {
+	                         return std::string(ctx_name(info.param.ctx)) +
+	                                (info.param.exec == Exec::Engine ? "_Engine" : "_Inline");
+                         });
+
+// ---------------------------------------------------------------------------------------------
+// A flushed WR without a cqe is dropped; a flushed WR with one is dispatched (with its error).
+
+class NullCqe : public ::testing::TestWithParam<PollCtx>
+{
+};
+
+TEST_P(NullCqe, FlushWithoutCqeDropped)
+{
+	const PollCtx ctx = GetParam();
+	Rig rig;
+	ASSERT_TRUE(rig.init(Exec::Engine));
+	auto cq = ulp::alloc_cq(*rig.da, 256, 0, ctx);
+	ASSERT_TRUE(cq);
+	int qi = rig.add_qp(cq.get());
+	ASSERT_GE(qi, 0);
+	ulp::soft::force_qp_error(*rig.qa[0]);
+	Rec rec;
+	auto ctxs = make_ctxs(rec, 1);
+	constexpr int kNull = 5;
+	for (int i = 0; i < kNull; i++)
+		ASSERT_EQ(rig.write0(qi, nullptr, 0), 0); // unsignaled, no cqe: flushed
+	ASSERT_EQ(rig.write0(qi, &ctxs[0].cqe), 0);
+	std::function<void()> pump;
+	if (ctx == PollCtx::Direct)
+		pump = [&] { ulp::process_cq_direct(*cq, 64); };
+	ulp::CqStats st;
+	EXPECT_TRUE(wait_for(
+	    [&] {
+		    ulp::cq_stats(*cq, &st);
+		    return rec.n.load() == 1 && st.dropped == uint64_t{kNull};
+	    },
+	    pump))
+	    << "dispatched " << rec.n.load() << " dropped " << st.dropped;
+	EXPECT_EQ(rec.errors.load(), 1); // the one with a cqe: WR_FLUSH_ERR
+	rig.qa.clear();
+}
+
+INSTANTIATE_TEST_SUITE_P(Contexts, NullCqe,
+                         ::testing::Values(PollCtx::Direct, PollCtx::Softirq,
+                                           PollCtx::UnboundWorkqueue),
+                         [](const auto &info) { return std::string(ctx_name(info.param)); });
+
+// ---------------------------------------------------------------------------------------------
+// Re-arm race: one completion at a time, each arriving while the poller is (or has just
+// been) re-arming. A lost event leaves a completion undispatched: the bounded wait fails.
+
+class Rearm : public ::testing::TestWithParam<PollCtx>
+{
+};
+
+TEST_P(Rearm, CompletionsDuringArmNeverLost)
+{
+	Rig rig;
+	ASSERT_TRUE(rig.init(Exec::Engine));
+	auto cq = ulp::alloc_cq(*rig.da, 256, 0, GetParam(), nullptr, dim_off());
+	ASSERT_TRUE(cq);
+	int qi = rig.add_qp(cq.get());
+	ASSERT_GE(qi, 0);
+	constexpr int n = 1500;
+	Rec rec;
+	auto ctxs = make_ctxs(rec, n);
+	for (int i = 0; i < n; i++) {
+		// Vary the gap so that some completions land exactly around the re-arm.
+		for (int s = 0; s < (i * 7) % 13; s++)
+			std::this_thread::yield();
+		ASSERT_EQ(rig.write0(qi, &ctxs[static_cast<size_t>(i)].cqe), 0);
+		if (i % 3 == 2 || i == n - 1) {
+			ASSERT_TRUE(wait_for([&] { return rec.n.load() == i + 1; }, nullptr))
+			    << "completion " << i << " never dispatched (lost event?)";
+		}
+	}
+	expect_in_order(rec, n);
+	rig.qa.clear();
+}
+
+INSTANTIATE_TEST_SUITE_P(Contexts, Rearm,
+                         ::testing::Values(PollCtx::Softirq, PollCtx::Workqueue,
+                                           PollCtx::UnboundWorkqueue),
+                         [](const auto &info) { return std::string(ctx_name(info.param)); });
+
+// ---------------------------------------------------------------------------------------------
+// Budget fairness: a flooded CQ does not starve another CQ on the same poller.
+
+TEST(CqPoll, SoftirqBudgetFairness)
+{
+	Rig rig;
+	ASSERT_TRUE(rig.init(Exec::Inline));
+	constexpr int kFlood = 3000;
+	auto flood = ulp::alloc_cq(*rig.da, kFlood + 64, 0, PollCtx::Softirq, nullptr, dim_off());
+	auto quiet = ulp::alloc_cq(*rig.da, 64, 0, PollCtx::Softirq, nullptr, dim_off());
+	ASSERT_TRUE(flood && quiet);
+	int qf = rig.add_qp(flood.get(), kFlood + 16);
+	int qq = rig.add_qp(quiet.get());
+	ASSERT_GE(qf, 0);
+	ASSERT_GE(qq, 0);
+	Rec rf, rq;
+	rf.spin_us = 20; // the flood takes kFlood * 20 us = 60 ms to dispatch
+	auto cf = make_ctxs(rf, kFlood);
+	auto cqq = make_ctxs(rq, 1);
+	std::atomic<int> flood_seen{-1};
+	// The quiet CQ's done records how far the flood had got.
+	struct QuietCtx {
+		ulp::Cqe cqe;
+		Rec *flood;
+		std::atomic<int> *seen;
+	} qc{{[](ulp::Cq *, ulp::Wc *wc) {
+		     auto *c = reinterpret_cast<QuietCtx *>(wc->wr_cqe);
+		     c->seen->store(c->flood->n.load());
+	     }},
+	     &rf,
+	     &flood_seen};
+	// Inline device: each WRITE completes inside post_send, so the flood is in the CQ
+	// (and the poller busy with it) before the quiet WRITE is posted.
+	for (int i = 0; i < kFlood; i++)
+		ASSERT_EQ(rig.write0(qf, &cf[static_cast<size_t>(i)].cqe), 0);
+	ASSERT_EQ(rig.write0(qq, &qc.cqe), 0);
+	ASSERT_TRUE(wait_for([&] { return flood_seen.load() >= 0; }, nullptr, kLong));
+	ASSERT_TRUE(wait_for([&] { return rf.n.load() == kFlood; }, nullptr, kLong));
+	// Round robin with a budget of 256: the quiet CQ runs after at most a pass or two of
+	// the flood, long before the flood is done.
+	EXPECT_LT(flood_seen.load(), kFlood / 2) << "the quiet CQ waited for the flood";
+	expect_in_order(rf, kFlood);
+	rig.qa.clear();
+}
+
+// ---------------------------------------------------------------------------------------------
+// One CQ is never processed by two threads at once, with every worker busy.
+
+TEST(CqPoll, OneCqOneThread)
+{
+	Rig rig;
+	ASSERT_TRUE(rig.init(Exec::Engine));
+	constexpr int kCqs = 4, n = 1500;
+	std::vector<ulp::CqHandle> cqs;
+	std::vector<std::unique_ptr<Rec>> recs;
+	std::vector<std::vector<Ctx>> ctxs;
+	std::vector<int> qis;
+	for (int i = 0; i < kCqs; i++) {
+		PollCtx c = i % 2 ? PollCtx::UnboundWorkqueue : PollCtx::Workqueue;
+		cqs.push_back(ulp::alloc_cq(*rig.da, 256, i, c));
+		ASSERT_TRUE(cqs.back());
+		recs.push_back(std::make_unique<Rec>());
+		recs.back()->spin_us = 2;
+		ctxs.push_back(make_ctxs(*recs.back(), n));
+		qis.push_back(rig.add_qp(cqs.back().get()));
+		ASSERT_GE(qis.back(), 0);
+	}
+	std::vector<std::thread> posters;
+	std::atomic<int> ok{0};
+	for (int i = 0; i < kCqs; i++)
+		posters.emplace_back([&, i] {
+			if (stream(rig, qis[static_cast<size_t>(i)], ctxs[static_cast<size_t>(i)],
+			           *recs[static_cast<size_t>(i)], 32, nullptr))
+				ok++;
+		});
+	for (auto &t : posters)
+		t.join();
+	EXPECT_EQ(ok.load(), kCqs);
+	for (int i = 0; i < kCqs; i++) {
+		EXPECT_EQ(recs[static_cast<size_t>(i)]->overlaps.load(), 0) << "CQ " << i;
+		expect_in_order(*recs[static_cast<size_t>(i)], n);
+	}
+	rig.qa.clear();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Freeing a threaded CQ with a backlog: free_cq returns only when no callback runs, and
+// none runs afterwards.
+
+class FreeThreaded : public ::testing::TestWithParam<PollCtx>
+{
+};
+
+TEST_P(FreeThreaded, NoCallbackAfterFree)
+{
+	Rig rig;
+	ASSERT_TRUE(rig.init(Exec::Inline));
+	constexpr int n = 2000;
+	auto cq = ulp::alloc_cq(*rig.da, n + 64, 0, GetParam());
+	ASSERT_TRUE(cq);
+	int qi = rig.add_qp(cq.get(), n + 16);
+	ASSERT_GE(qi, 0);
+	Rec rec;
+	rec.spin_us = 50; // 100 ms of backlog
+	auto ctxs = make_ctxs(rec, n);
+	for (int i = 0; i < n; i++)
+		ASSERT_EQ(rig.write0(qi, &ctxs[static_cast<size_t>(i)].cqe), 0);
+	ASSERT_TRUE(wait_for([&] { return rec.n.load() > 0; }, nullptr));
+	rig.qa.clear(); // the QP goes first (as a ULP must); its completions stay in the CQ
+	ASSERT_EQ(ulp::free_cq(cq), 0);
+	rec.freed = true;
+	int at_free = rec.n.load();
+	std::this_thread::sleep_for(100ms);
+	EXPECT_EQ(rec.after_free.load(), 0);
+	EXPECT_EQ(rec.n.load(), at_free);
+	EXPECT_LT(at_free, n) << "the backlog was gone before free: the test proved nothing";
+	EXPECT_FALSE(rec.in_progress.load());
+}
+
+INSTANTIATE_TEST_SUITE_P(Contexts, FreeThreaded,
+                         ::testing::Values(PollCtx::Softirq, PollCtx::Workqueue,
+                                           PollCtx::UnboundWorkqueue),
+                         [](const auto &info) { return std::string(ctx_name(info.param)); });
+
+TEST(CqPoll, FreeFromOwnDoneRefused)
+{
+	Rig rig;
+	ASSERT_TRUE(rig.init(Exec::Engine));
+	auto cq = ulp::alloc_cq(*rig.da, 64, 0, PollCtx::Softirq);
+	ASSERT_TRUE(cq);
+	int qi = rig.add_qp(cq.get());
+	ASSERT_GE(qi, 0);
+	struct SelfCtx {
+		ulp::Cqe cqe;
+		std::atomic<int> rc{1};
+	} sc;
+	sc.cqe.done = [](ulp::Cq *c, ulp::Wc *wc) {
+		reinterpret_cast<SelfCtx *>(wc->wr_cqe)->rc = ulp::free_cq(c);
+	};
+	ASSERT_EQ(rig.write0(qi, &sc.cqe), 0);
+	ASSERT_TRUE(wait_for([&] { return sc.rc.load() != 1; }, nullptr));
+	EXPECT_EQ(sc.rc.load(), -EDEADLK);
+	rig.qa.clear();
+}
+
+// ---------------------------------------------------------------------------------------------
+// Argument checks.
+
+TEST(CqPoll, AllocRejectsBadArguments)
+{
+	DevPtr d = make_dev("127.0.0.1");
+	ASSERT_TRUE(d);
+	ulp::PollGroup g;
+	errno = 0;
+	EXPECT_FALSE(ulp::alloc_cq(*d, 16, 0, PollCtx::None));
+	EXPECT_EQ(errno, EINVAL);
+	EXPECT_FALSE(ulp::alloc_cq(*d, 16, 0, PollCtx::BusyPoll)); // no group
+	EXPECT_FALSE(ulp::alloc_cq(*d, 16, 0, PollCtx::Softirq, &g));
+	EXPECT_FALSE(ulp::alloc_cq(*d, 0, 0, PollCtx::Direct));
+	EXPECT_FALSE(ulp::alloc_cq(*d, 1 << 30, 0, PollCtx::Softirq)); // above max_cqe
+	EXPECT_EQ(errno, EINVAL);
+	// A CQ not made by cq_poll is refused by free_cq, untouched.
+	ulp::CqInitAttr ca;
+	ca.cqe = 4;
+	auto plain = d->create_cq(ca);
+	ASSERT_TRUE(plain);
+	EXPECT_EQ(ulp::free_cq(plain.get()), -EINVAL);
+	EXPECT_EQ(ulp::process_cq_direct(*plain, 16), 0);
+	// comp_vector wraps modulo num_comp_vectors.
+	auto cq = ulp::alloc_cq(*d, 16, 4 * 1000 + 3, PollCtx::Direct);
+	ASSERT_TRUE(cq);
+	EXPECT_EQ(cq->comp_vector(), (4 * 1000 + 3) % static_cast<int>(d->attr().num_comp_vectors));
+}
+
+// ---------------------------------------------------------------------------------------------
+// The CQ pool.
+
+int nvec(const ulp::Device &d)
+{
+	return static_cast<int>(std::min(std::max(1u, d.attr().num_comp_vectors),
+	                                 std::max(1u, std::thread::hardware_concurrency())));
+}
+
+int used(ulp::Cq *cq)
+{
+	ulp::CqStats st;
+	EXPECT_TRUE(ulp::cq_stats(*cq, &st));
+	return st.cqe_used;
+}
+
+TEST(CqPool, AccountingAndRefusedTeardown)
+{
+	DevPtr d = make_dev("127.0.0.1");
+	ASSERT_TRUE(d);
+	ulp::Cq *cq = ulp::cq_pool_get(*d, 100, 0, PollCtx::Softirq);
+	ASSERT_TRUE(cq);
+	EXPECT_EQ(cq->cqe(), ulp::kMaxSharedCqSz);
+	EXPECT_EQ(cq->poll_ctx, PollCtx::Softirq);
+	EXPECT_EQ(used(cq), 100);
+	EXPECT_EQ(ulp::cq_pool_get(*d, 50, 0, PollCtx::Softirq), cq); // same vector, fits
+	EXPECT_EQ(used(cq), 150);
+	// In use: neither the CQ nor the pool may go.
+	EXPECT_EQ(ulp::free_cq(cq), -EBUSY);
+	EXPECT_EQ(ulp::cq_pool_destroy(*d), -EBUSY);
+	EXPECT_EQ(used(cq), 150); // nothing changed
+	ulp::cq_pool_put(cq, 100);
+	EXPECT_EQ(used(cq), 50);
+	EXPECT_EQ(ulp::cq_pool_destroy(*d), -EBUSY);
+	ulp::cq_pool_put(cq, 50);
+	EXPECT_EQ(ulp::cq_pool_destroy(*d), 0);
+	ulp::CqStats st;
+	EXPECT_FALSE(ulp::cq_stats(*cq, &st)); // freed
+	// A request above max_cqe is refused; a large one gets a CQ of its size.
+	errno = 0;
+	EXPECT_EQ(ulp::cq_pool_get(*d, d->attr().max_cqe + 1, 0, PollCtx::Direct), nullptr);
+	EXPECT_EQ(errno, EINVAL);
+	EXPECT_EQ(ulp::cq_pool_get(*d, 16, 0, PollCtx::BusyPoll), nullptr);
+	ulp::Cq *big = ulp::cq_pool_get(*d, 10000, 0, PollCtx::Direct);
+	ASSERT_TRUE(big);
+	EXPECT_EQ(big->cqe(), 10000);
+	ulp::cq_pool_put(big, 10000);
+	EXPECT_EQ(ulp::cq_pool_destroy(*d), 0);
+}
+
+TEST(CqPool, VectorSpread)
+{
+	DevPtr d = make_dev("127.0.0.1");
+	ASSERT_TRUE(d);
+	const int nv = nvec(*d);
+	std::set<int> seen;
+	std::vector<ulp::Cq *> got;
+	for (int h = 0; h < nv; h++) {
+		ulp::Cq *cq = ulp::cq_pool_get(*d, 10, h, PollCtx::Workqueue);
+		ASSERT_TRUE(cq);
+		EXPECT_EQ(cq->comp_vector(), h);
+		seen.insert(cq->comp_vector());
+		got.push_back(cq);
+	}
+	EXPECT_EQ(static_cast<int>(seen.size()), nv);
+	// A hint beyond the vectors wraps; a negative one goes round robin.
+	ulp::Cq *w = ulp::cq_pool_get(*d, 10, nv + 1, PollCtx::Workqueue);
+	ASSERT_TRUE(w);
+	EXPECT_EQ(w->comp_vector(), (nv + 1) % nv);
+	got.push_back(w);
+	std::set<int> rr;
+	for (int i = 0; i < nv; i++) {
+		ulp::Cq *cq = ulp::cq_pool_get(*d, 10, -1, PollCtx::Workqueue);
+		ASSERT_TRUE(cq);
+		rr.insert(cq->comp_vector());
+		got.push_back(cq);
+	}
+	EXPECT_EQ(static_cast<int>(rr.size()), nv);
+	for (ulp::Cq *cq : got)
+		ulp::cq_pool_put(cq, 10);
+	EXPECT_EQ(ulp::cq_pool_destroy(*d), 0);
+}
+
+TEST(CqPool, GrowthAndLeastUsed)
+{
+	DevPtr d = make_dev("127.0.0.1");
+	ASSERT_TRUE(d);
+	ulp::Cq *a = ulp::cq_pool_get(*d, 4000, 0, PollCtx::Direct);
+	ASSERT_TRUE(a);
+	// Does not fit in a: a new set of CQs is made.
+	ulp::Cq *b = ulp::cq_pool_get(*d, 500, 0, PollCtx::Direct);
+	ASSERT_TRUE(b);
+	EXPECT_NE(a, b);
+	EXPECT_EQ(b->comp_vector(), 0);
+	EXPECT_EQ(used(a), 4000);
+	EXPECT_EQ(used(b), 500);
+	// a: 3000 used, b: 500. Both fit 100; a comes first in the pool (the kernel's
+	// first-fit would take it), the least used is b.
+	ulp::cq_pool_put(a, 1000);
+	EXPECT_EQ(ulp::cq_pool_get(*d, 100, 0, PollCtx::Direct), b);
+	EXPECT_EQ(used(b), 600);
+	// Only a has room for 3500 more? No: a has 1096 left, b 3496: b again.
+	EXPECT_EQ(ulp::cq_pool_get(*d, 3400, 0, PollCtx::Direct), b);
+	EXPECT_EQ(used(b), 4000);
+	// Now a (3000 used) is the least used.
+	EXPECT_EQ(ulp::cq_pool_get(*d, 10, 0, PollCtx::Direct), a);
+	ulp::cq_pool_put(a, 3010);
+	ulp::cq_pool_put(b, 4000);
+	EXPECT_EQ(ulp::free_cq(a), 0); // unused pool CQs may be freed one by one
+	EXPECT_EQ(ulp::cq_pool_destroy(*d), 0);
+}
+
+// A pool CQ carries traffic like any other.
+TEST(CqPool, SharedCqDispatches)
+{
+	Rig rig;
+	ASSERT_TRUE(rig.init(Exec::Engine));
+	ulp::Cq *cq = ulp::cq_pool_get(*rig.da, 128, 1, PollCtx::Softirq);
+	ASSERT_TRUE(cq);
+	int q1 = rig.add_qp(cq), q2 = rig.add_qp(cq);
+	ASSERT_GE(q1, 0);
+	ASSERT_GE(q2, 0);
+	Rec r1, r2;
+	auto c1 = make_ctxs(r1, 500), c2 = make_ctxs(r2, 500);
+	std::thread t([&] { stream(rig, q2, c2, r2, 32, nullptr); });
+	EXPECT_TRUE(stream(rig, q1, c1, r1, 32, nullptr));
+	t.join();
+	expect_in_order(r1, 500);
+	expect_in_order(r2, 500);
+	rig.qa.clear();
+	ulp::cq_pool_put(cq, 128);
+	EXPECT_EQ(ulp::cq_pool_destroy(*rig.da), 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Poll groups.
+
+TEST(PollGroup, RunsOnCallerThreadOnly)
+{
+	Rig rig;
+	ASSERT_TRUE(rig.init(Exec::Engine));
+	ulp::PollGroup group;
+	auto cq = ulp::alloc_cq(*rig.da, 256, 0, PollCtx::BusyPoll, &group);
+	ASSERT_TRUE(cq);
+	EXPECT_EQ(group.nr_cqs(), 1);
+	int qi = rig.add_qp(cq.get());
+	ASSERT_GE(qi, 0);
+	constexpr int n = 40;
+	Rec rec;
+	auto ctxs = make_ctxs(rec, n);
+	for (int i = 0; i < n; i++)
+		ASSERT_EQ(rig.write0(qi, &ctxs[static_cast<size_t>(i)].cqe), 0);
+	// Nobody polls: nothing is dispatched, however long we wait.
+	std::this_thread::sleep_for(50ms);
+	EXPECT_EQ(rec.n.load(), 0);
+	// A foreign thread may not process the group's CQ directly.
+	int foreign = -1;
+	std::thread([&] { foreign = cq->process_direct(*cq, 64); }).join();
+	EXPECT_EQ(foreign, 0);
+	EXPECT_EQ(rec.n.load(), 0);
+	// The owner (this thread, which made the group) may.
+	EXPECT_TRUE(
+	    wait_for([&] { return rec.n.load() >= 1; }, [&] { cq->process_direct(*cq, 1); }));
+	// The group run by another thread: every callback there.
+	std::thread::id runner;
+	std::atomic<bool> started{false};
+	std::thread t([&] {
+		runner = std::this_thread::get_id();
+		started = true;
+		EXPECT_EQ(group.run(), 0);
+	});
+	EXPECT_TRUE(wait_for([&] { return rec.n.load() == n; }, nullptr));
+	// While it runs, this thread may neither poll nor process directly.
+	EXPECT_EQ(group.poll(), -EBUSY);
+	EXPECT_EQ(cq->process_direct(*cq, 64), 0);
+	group.stop();
+	t.join();
+	{
+		std::lock_guard g(rec.lock);
+		EXPECT_EQ(rec.threads.size(), 2u); // this thread (the direct one), then the runner
+		EXPECT_TRUE(rec.threads.count(runner));
+	}
+	EXPECT_EQ(group.owner(), runner);
+	expect_in_order(rec, n);
+	rig.qa.clear();
+	EXPECT_EQ(ulp::free_cq(cq), 0);
+	EXPECT_EQ(group.nr_cqs(), 0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Adaptive moderation.
+
+// The tuning rule on synthetic samples, one event per 100 us.
+TEST(Dim, StepsRightWhileBetterTurnsWhenWorseResetsWhenIdle)
+{
+	ulp::Dim dim;
+	uint64_t t = 1000;
+	int applied = 0;
+	int min_left = 99; // lowest level reached while going left
+	auto feed = [&](double comps_per_event, int events) {
+		for (int e = 0; e < events; e++) {
+			t += 100;
+			if (dim.sample(static_cast<uint64_t>(comps_per_event), t)) {
+				applied++;
+				dim.applied(); // as after Cq::modify
+				if (dim.tune() == ulp::Dim::Tune::GoingLeft)
+					min_left = std::min(min_left, dim.level());
+			}
+		}
+	};
+	feed(1, 64); // the baseline window
+	EXPECT_EQ(dim.level(), 0);
+	EXPECT_EQ(applied, 0);
+	// A rate that keeps growing (+30% per window): every decision is "better", one
+	// step right each (six windows: short of the last level, where the walk turns).
+	double c = 2;
+	int prev = 0;
+	for (int w = 0; w < 6; w++) {
+		feed(c, 66);
+		c *= 1.3;
+		EXPECT_GE(dim.level(), prev) << "window " << w;
+		prev = dim.level();
+	}
+	EXPECT_GE(dim.level(), 5);
+	EXPECT_GE(applied, 5);
+	EXPECT_EQ(dim.tune(), ulp::Dim::Tune::GoingRight);
+	// The rate collapses: "worse" turns the walk and steps left (the window after may
+	// compare worse again against the half-collapsed one and turn back: net_dim does).
+	int top = dim.level();
+	feed(c / 8, 140);
+	EXPECT_EQ(min_left, top - 1);
+	// A steady trickle of one completion per event: "same" with a low completions-per-
+	// event ratio for the level resets to level 0 (moderation only adds latency there).
+	feed(1, 64 * 8);
+	EXPECT_EQ(dim.level(), 0);
+	EXPECT_EQ(ulp::kDimProfiles[0].comps, 1);
+}
+
+TEST(Dim, SustainedStreamRaisesModeration)
+{
+	Rig rig;
+	ASSERT_TRUE(rig.init(Exec::Engine));
+	ASSERT_TRUE(rig.da->attr().device_cap_flags & ulp::DEVICE_CQ_MODERATION);
+	auto cq = ulp::alloc_cq(*rig.da, 1024, 0, PollCtx::Softirq);
+	auto off = ulp::alloc_cq(*rig.da, 1024, 0, PollCtx::Softirq, nullptr, dim_off());
+	ASSERT_TRUE(cq && off);
+	int qi = rig.add_qp(cq.get(), 512), qo = rig.add_qp(off.get(), 512);
+	ASSERT_GE(qi, 0);
+	ASSERT_GE(qo, 0);
+	ulp::CqStats st;
+	ASSERT_TRUE(ulp::cq_stats(*cq, &st));
+	EXPECT_EQ(st.dim_level, 0);
+	ASSERT_TRUE(ulp::cq_stats(*off, &st));
+	EXPECT_EQ(st.dim_level, -1);
+	constexpr int n = 30000;
+	Rec rec, roff;
+	auto ctxs = make_ctxs(rec, n), coff = make_ctxs(roff, n);
+	ASSERT_TRUE(stream(rig, qi, ctxs, rec, 256, nullptr, 60s));
+	ASSERT_TRUE(stream(rig, qo, coff, roff, 256, nullptr, 60s));
+	expect_in_order(rec, n);
+	ulp::CqStats on, no;
+	ASSERT_TRUE(ulp::cq_stats(*cq, &on));
+	ASSERT_TRUE(ulp::cq_stats(*off, &no));
+	EXPECT_GT(on.dim_max_level, 0) << "DIM never raised moderation on a sustained stream";
+	EXPECT_EQ(no.dim_max_level, -1);
+	// Fewer events (passes) per completion than without moderation... at the least, fewer
+	// than one per completion.
+	EXPECT_LT(on.passes, on.completions);
+	std::printf("dim: max level %d, %.3f passes/completion (off: %.3f)\n", on.dim_max_level,
+	            double(on.passes) / double(on.completions),
+	            double(no.passes) / double(no.completions));
+	rig.qa.clear();
+}
+
+} // namespace
