@@ -9,7 +9,12 @@ libs=(libgtest-dev libgmock-dev libbenchmark-dev libboost-dev libcli11-dev)
 # clang + its runtimes: scripts/fuzz.sh (libFuzzer, ASan, UBSan)
 tools=(clang libclang-rt-14-dev clang-format python3)
 
-pkgs=("${build[@]}" "${libs[@]}" "${tools[@]}")
+# the rxe VM (tools/vm, ctest -L vm): qemu boots Debian's kernel with rdma_rxe (Soft-RoCE);
+# the guest runs the host's own verbs tools and builds through a read-only 9p root
+vm=(qemu-system-x86 busybox-static cpio kmod iproute2 xz-utils
+	rdma-core ibverbs-providers ibverbs-utils rdmacm-utils perftest libibverbs-dev librdmacm-dev)
+
+pkgs=("${build[@]}" "${libs[@]}" "${tools[@]}" "${vm[@]}")
 
 missing=()
 for p in "${pkgs[@]}"; do
