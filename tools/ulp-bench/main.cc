@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // tools/ulp-bench/main.cc - ulp-bench: benchmarks of ulp's layers. Programs, not tests: they
 // print figures and ratios measured side by side in one run (docs/architecture.md).
+#include "tools/ulp-bench/cq.h"
 #include "tools/ulp-bench/fabric.h"
 #include "tools/ulp-bench/mrpool.h"
 #include "tools/ulp-bench/rw.h"
@@ -50,6 +51,14 @@ int main(int argc, char **argv)
 	mrpool->add_option("--min-time", mpo.min_time,
 	                   "seconds per figure (default 0.3, 0.03 quick)");
 
+	ulp::bench::CqBenchOptions cqo;
+	auto *cq = app.add_subcommand("cq", "ns per completion dispatched by each cq_poll context "
+	                                    "beside a raw poll loop measured in the same run");
+	cq->add_flag("--json", cqo.json, "print the rows as JSON on stdout instead of a table");
+	cq->add_flag("--quick", cqo.quick, "short run (under 15 s)");
+	cq->add_option("--rounds", cqo.rounds,
+	               "pre-filled CQs of 4096 completions per figure (default 2000, 200 quick)");
+
 	CLI11_PARSE(app, argc, argv);
 
 	if (*rw)
@@ -57,6 +66,8 @@ int main(int argc, char **argv)
 	if (*mrpool)
 		return ulp::bench::run_mrpool(mpo);
 
+	if (*cq)
+		return ulp::bench::run_cq(cqo);
 	if (*fabric)
 		return ulp::bench::run_fabric(fo);
 	if (*peer)
