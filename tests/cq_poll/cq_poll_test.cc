@@ -716,9 +716,24 @@ TEST(PollGroup, RunsOnCallerThreadOnly)
 		EXPECT_EQ(group.run(), 0);
 	});
 	EXPECT_TRUE(wait_for([&] { return rec.n.load() == n; }, nullptr));
-	// While it runs, this thread may neither poll nor process directly.
+	// While the runner is inside poll() (held in a gate completion's done()), this thread
+	// may neither poll nor process directly.
+	struct GateCtx {
+		ulp::Cqe cqe;
+		std::atomic<bool> entered{false}, open{false};
+	} gate;
+	gate.cqe.done = [](ulp::Cq *, ulp::Wc *wc) {
+		auto *g = reinterpret_cast<GateCtx *>(wc->wr_cqe);
+		g->entered = true;
+		auto until = Clock::now() + kWait;
+		while (!g->open.load() && Clock::now() < until)
+			std::this_thread::yield();
+	};
+	ASSERT_EQ(rig.write0(qi, &gate.cqe), 0);
+	ASSERT_TRUE(wait_for([&] { return gate.entered.load(); }, nullptr));
 	EXPECT_EQ(group.poll(), -EBUSY);
 	EXPECT_EQ(cq->process_direct(*cq, 64), 0);
+	gate.open = true;
 	group.stop();
 	t.join();
 	{
