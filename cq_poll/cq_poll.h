@@ -32,7 +32,11 @@
 //     if that poll found completions the CQ is run again (after the other ready CQs).
 //   - free_cq refuses (-EBUSY, logged, nothing freed) a pool CQ with cqes still accounted;
 //     the kernel WARNs and frees. free_cq from a done() callback of the CQ being freed is
-//     refused with -EDEADLK (the kernel would deadlock in cancel_work_sync).
+//     refused with -EDEADLK (the kernel would deadlock in cancel_work_sync). A pass running
+//     when free_cq is called ends at its next batch boundary (the kernel's
+//     cancel_work_sync waits out the whole budget, up to 65536 callbacks); completions
+//     still in the CQ die with it, as they do in the kernel.
+//   - No QP use count: freeing a CQ that a QP still uses is the ULP's bug, not detected.
 //   - cq_pool_get picks the least used CQ that fits (the kernel's comment says so; its
 //     code takes the first that fits).
 //   - DIM's new level is applied synchronously by the processing thread (the kernel
