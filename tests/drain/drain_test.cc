@@ -6,7 +6,7 @@
 // drain itself on a Direct CQ), while completions are still arriving; and it never hangs.
 // Completions are dispatched here by a plain polling thread (PollCtx::None: "the owner
 // polls") or by a Direct-style process_direct installed on the CQ; cq_poll/'s own contexts
-// are exercised against drain in tests/cq_poll.
+// are exercised against drain in drain_ctx_test.cc.
 #include "core/drain.h"
 #include "tests/soft/soft_test_util.h"
 
