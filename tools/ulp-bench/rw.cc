@@ -26,6 +26,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace ulp::bench
@@ -183,6 +184,10 @@ void wait_slot(Cq &cq, Slot &s)
 		int n = cq.poll(wc);
 		for (int i = 0; i < n; i++)
 			wc[i].wr_cqe->done(&cq, &wc[i]);
+		// The engine thread does the work: an empty poll gives it the CPU (on a
+		// small machine a hard spin here starves the very thread it waits for).
+		if (n == 0)
+			std::this_thread::yield();
 	}
 }
 
