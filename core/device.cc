@@ -288,6 +288,14 @@ void Mr::inc_rkey()
 // ---------------------------------------------------------------------------------------------
 // Qp async events
 
+Qp::~Qp()
+{
+	if (send_cq_)
+		send_cq_->usecnt.fetch_sub(1, std::memory_order_relaxed);
+	if (recv_cq_)
+		recv_cq_->usecnt.fetch_sub(1, std::memory_order_relaxed);
+}
+
 void Qp::report_event(const AsyncEvent &ev)
 {
 	if (ev.event == EventType::QpLastWqeReached) {

@@ -219,6 +219,10 @@ public:
 	// Grow or shrink; -EOPNOTSUPP without DEVICE_CQ_RESIZE (iWARP).
 	virtual int resize(int cqe) = 0;
 
+	// QPs using this CQ as send or receive CQ (one per role: a QP with one CQ for both
+	// counts twice), kept by the Qp base class (the kernel's cq->usecnt).
+	std::atomic<int> usecnt{0};
+
 	// Set once by cq_poll/ alloc_cq before the CQ is used, read-only afterwards.
 	PollCtx poll_ctx = PollCtx::None;
 	// Direct and BusyPoll CQs: process up to budget completions on the calling thread,
@@ -262,7 +266,7 @@ protected:
 class Qp
 {
 public:
-	virtual ~Qp() = default;
+	virtual ~Qp();
 	Qp(const Qp &) = delete;
 	Qp &operator=(const Qp &) = delete;
 
@@ -299,6 +303,12 @@ protected:
 	    : qp_context(a.qp_context), pd_(pd), qp_num_(qp_num), send_cq_(a.send_cq),
 	      recv_cq_(a.recv_cq), srq_(a.srq), cap_(cap), event_handler_(a.event_handler)
 	{
+		// ib_create_qp: the CQs count their QPs, so that freeing a CQ still in use can be
+		// refused (cq_poll/ free_cq).
+		if (send_cq_)
+			send_cq_->usecnt.fetch_add(1, std::memory_order_relaxed);
+		if (recv_cq_)
+			recv_cq_->usecnt.fetch_add(1, std::memory_order_relaxed);
 	}
 
 private:

@@ -152,6 +152,10 @@ struct BoundedThread {
 	}
 };
 
+// The CQ whose done() callbacks this thread is running (innermost), so that free_cq
+// called from one of them is told -EDEADLK before anything else.
+thread_local const PollCq *t_in_done = nullptr;
+
 // __ib_process_cq: poll batches into wcs, dispatch, until a short batch or the budget.
 int process_cq(PollCq &p, int budget, std::span<Wc> wcs)
 {
@@ -161,6 +165,11 @@ int process_cq(PollCq &p, int budget, std::span<Wc> wcs)
 	uint64_t dropped = 0;
 	if (budget <= 0)
 		return 0;
+	struct InDone {
+		const PollCq *saved;
+		explicit InDone(const PollCq *p) : saved(t_in_done) { t_in_done = p; }
+		~InDone() { t_in_done = saved; }
+	} in_done(&p);
 	int n;
 	while ((n = cq.poll(wcs.first(static_cast<size_t>(std::min(batch, budget - completed))))) >
 	       0) {
@@ -762,6 +771,24 @@ int free_cq(Cq *cq)
 			std::fprintf(stderr, "ulp: cq_poll: free_cq of CQ %p not made by cq_poll\n",
 			             static_cast<void *>(cq));
 			return -EINVAL;
+		}
+		if (t_in_done == p) {
+			std::fprintf(
+			    stderr,
+			    "ulp: cq_poll: free_cq refused: called from a done() callback of "
+			    "CQ %p itself\n",
+			    static_cast<void *>(cq));
+			return -EDEADLK;
+		}
+		if (int users = cq->usecnt.load(std::memory_order_relaxed); users > 0) {
+			// ib_free_cq WARNs on cq->usecnt and frees anyway; the QP would then
+			// complete into freed memory.
+			std::fprintf(
+			    stderr,
+			    "ulp: cq_poll: free_cq refused: CQ %p (%s, vector %d) is still "
+			    "used by QPs (%d uses)\n",
+			    static_cast<void *>(cq), ctx_str(p->ctx), cq->comp_vector(), users);
+			return -EBUSY;
 		}
 		if (p->shared && p->cqe_used > 0) {
 			std::fprintf(stderr,

@@ -36,7 +36,8 @@
 //     when free_cq is called ends at its next batch boundary (the kernel's
 //     cancel_work_sync waits out the whole budget, up to 65536 callbacks); completions
 //     still in the CQ die with it, as they do in the kernel.
-//   - No QP use count: freeing a CQ that a QP still uses is the ULP's bug, not detected.
+//   - free_cq refuses (-EBUSY, logged) a CQ that QPs still use (Cq::usecnt, kept by the
+//     Qp base class); the kernel WARNs and frees it anyway.
 //   - cq_pool_get picks the least used CQ that fits (the kernel's comment says so; its
 //     code takes the first that fits).
 //   - DIM's new level is applied synchronously by the processing thread (the kernel
@@ -95,8 +96,8 @@ CqHandle alloc_cq(Device &dev, int nr_cqe, int comp_vector, PollCtx ctx, PollGro
                   const CqOptions &opts = {});
 
 // ib_free_cq. 0 once the CQ is destroyed and no done() callback of it runs or will run;
-// -EBUSY (logged) when a pool CQ still has cqes accounted; -EDEADLK (logged) from a done()
-// callback of this very CQ; -EINVAL for a CQ not made by cq_poll. On error nothing is
+// -EBUSY (logged) while a QP still uses it or a pool CQ still has cqes accounted; -EDEADLK (logged)
+// from a done() callback of this very CQ; -EINVAL for a CQ not made by cq_poll. On error nothing is
 // freed. The handle form releases the handle on success.
 int free_cq(Cq *cq);
 int free_cq(CqHandle &cq);

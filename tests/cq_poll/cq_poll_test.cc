@@ -515,6 +515,33 @@ TEST(CqPoll, FreeFromOwnDoneRefused)
 	rig.qa.clear();
 }
 
+TEST(CqPoll, FreeRefusedWhileQpUsesIt)
+{
+	// ib_free_cq would WARN and free; the QP would then complete into freed memory.
+	Rig rig;
+	ASSERT_TRUE(rig.init(Exec::Engine));
+	for (PollCtx ctx : {PollCtx::Direct, PollCtx::Softirq, PollCtx::Workqueue}) {
+		auto cq = ulp::alloc_cq(*rig.da, 64, 0, ctx);
+		ASSERT_TRUE(cq);
+		int qi = rig.add_qp(cq.get());
+		ASSERT_GE(qi, 0);
+		EXPECT_EQ(cq->usecnt.load(), 1);
+		EXPECT_EQ(ulp::free_cq(cq), -EBUSY);
+		ASSERT_TRUE(cq) << "a refused free_cq must leave the handle alone";
+		// Still fully working after the refusal.
+		Rec rec;
+		auto c = make_ctxs(rec, 1);
+		ASSERT_EQ(rig.write0(qi, &c[0].cqe), 0);
+		ASSERT_TRUE(wait_for([&] { return rec.n.load() == 1; },
+		                     [&] { ulp::process_cq_direct(*cq, 16); }));
+		rig.qa.erase(rig.qa.begin() + qi);
+		rig.qb.erase(rig.qb.begin() + qi);
+		EXPECT_EQ(cq->usecnt.load(), 0);
+		EXPECT_EQ(ulp::free_cq(cq), 0);
+		EXPECT_FALSE(cq);
+	}
+}
+
 // ---------------------------------------------------------------------------------------------
 // Argument checks.
 
