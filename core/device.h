@@ -231,6 +231,8 @@ public:
 	// CQ's poll group (one CQ is never processed by two threads at once). Null for the
 	// threaded contexts, whose own threads dispatch.
 	int (*process_direct)(Cq &cq, int budget) = nullptr;
+	// cq_poll/'s per-CQ state, opaque to everyone else; null on a CQ it did not make.
+	void *poll_state = nullptr;
 
 protected:
 	Cq(Device &dev, int cqe, int comp_vector, CompChannel *ch)

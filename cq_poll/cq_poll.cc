@@ -6,7 +6,6 @@
 //   Poller::lock   one poller's CQ map, its ready list, its Softirq CQs' run state
 //   WorkPool::lock the work queues and the Workqueue CQs' run state
 //   PollGroup::lock_ a group's CQ list and the CQ it is processing
-//   Global::reg_lock the Cq* -> PollCq map (a leaf; shared for lookups)
 // No lock is held while a done() callback runs.
 #include "cq_poll/cq_poll.h"
 #include "cq_poll/dim.h"
@@ -23,7 +22,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <future>
-#include <shared_mutex>
 #include <unordered_map>
 
 namespace ulp
@@ -520,8 +518,6 @@ struct Global {
 	std::unordered_map<const Device *, std::unique_ptr<DevCtx>> devs;
 	std::unique_ptr<WorkPool> pool; // the completion work pool, while pool_refs > 0
 	int pool_refs = 0;              // workqueue CQs alive
-	std::shared_mutex reg_lock;     // guards reg
-	std::unordered_map<const Cq *, PollCq *> reg; // every CQ made by cq_poll
 };
 
 namespace
@@ -536,10 +532,9 @@ Global &G()
 
 PollCq *lookup(const Cq &cq)
 {
-	Global &g = G();
-	std::shared_lock l(g.reg_lock);
-	auto it = g.reg.find(&cq);
-	return it == g.reg.end() ? nullptr : it->second;
+	// Set by alloc_cq, cleared by free_cq; null on a CQ cq_poll did not make. No lock:
+	// looking up a CQ while another thread frees it is a use after free anyway.
+	return static_cast<PollCq *>(cq.poll_state);
 }
 
 int nr_pollers(const Device &dev)
@@ -584,8 +579,12 @@ struct PollCqOps {
 	static int process_direct(PollGroup &g, PollCq &p, int budget)
 	{
 		const auto self = std::this_thread::get_id();
-		std::array<Wc, kPollBatchDirect> wcs;
+		std::array<Wc, kPollBatch> wcs;
 		std::thread::id none;
+		// A foreign thread must not even take polling_ for a moment: the group's own
+		// poll() would see it busy.
+		if (g.owner() != self && g.polling_.load(std::memory_order_acquire) != self)
+			return 0;
 		if (g.polling_.compare_exchange_strong(none, self, std::memory_order_acq_rel)) {
 			// Nobody polls: the owner may process, exclusively (polling_ is ours).
 			int n = 0;
@@ -733,10 +732,7 @@ Cq *do_alloc(Device &dev, int nr_cqe, int comp_vector, PollCtx ctx, PollGroup *g
 		p->dim_max_level.store(0, std::memory_order_relaxed);
 	}
 
-	{
-		std::unique_lock l(g.reg_lock);
-		g.reg[cq] = p.get();
-	}
+	cq->poll_state = p.get();
 	PollCq *raw = p.release();
 	if (raw->poller) {
 		std::lock_guard l(raw->poller->lock);
@@ -833,10 +829,7 @@ int free_cq(Cq *cq)
 			if (it != v.end())
 				v.erase(it);
 		}
-		{
-			std::unique_lock r(g.reg_lock);
-			g.reg.erase(cq);
-		}
+		cq->poll_state = nullptr;
 		p->cq.reset(); // the provider forgets its pending channel events
 		auto &dc = g.devs[p->dev];
 		if (p->poller) {
@@ -889,7 +882,7 @@ int process_cq_direct(Cq &cq, int budget)
 	if (!p)
 		return 0;
 	if (p->ctx == PollCtx::Direct) {
-		std::array<Wc, kPollBatchDirect> wcs;
+		std::array<Wc, kPollBatch> wcs;
 		return process_cq(*p, budget, wcs);
 	}
 	if (p->ctx == PollCtx::BusyPoll)
@@ -1078,9 +1071,9 @@ int PollGroup::run()
 {
 	stop_.store(false, std::memory_order_relaxed);
 	while (!stop_.load(std::memory_order_acquire)) {
-		int rc = poll();
-		if (rc < 0)
-			return rc;
+		// -EBUSY: the owner is processing directly (drain, say) right now; wait it out.
+		if (poll() == -EBUSY)
+			std::this_thread::yield();
 	}
 	return 0;
 }

@@ -10,7 +10,7 @@
 // wr_cqe->done for each, up to a budget, then re-arms with IB_CQ_REPORT_MISSED_EVENTS.
 //
 // Here (DESIGN.md section 6):
-//   Direct           never armed; the owner calls process_cq_direct(cq, budget), batch 8.
+//   Direct           never armed; the owner calls process_cq_direct(cq, budget).
 //   Softirq          one poller thread per group of completion vectors (vector v goes to
 //                    poller v % n, n = min(num_comp_vectors, CPUs)); the poller owns a
 //                    CompChannel, takes events and runs ready CQs round robin, budget 256
@@ -42,6 +42,9 @@
 //     code takes the first that fits).
 //   - DIM's new level is applied synchronously by the processing thread (the kernel
 //     schedules dim->work); a provider whose modify() fails turns DIM off for that CQ.
+//   - Direct polls in batches of 16 like every other context. The kernel's 8
+//     (IB_POLL_BATCH_DIRECT) only keeps the WC array small on the caller's kernel stack;
+//     a userspace stack has room, and half the batch costs a second poll() per 16 WCs.
 //   - A WC without wr_cqe is dropped silently whatever its status (the kernel WARNs once
 //     when such a WC has status SUCCESS, which a correct provider never produces).
 #pragma once
@@ -60,7 +63,6 @@ namespace ulp
 {
 
 inline constexpr int kPollBatch = 16;              // IB_POLL_BATCH: WCs per Cq::poll
-inline constexpr int kPollBatchDirect = 8;         // IB_POLL_BATCH_DIRECT
 inline constexpr int kPollBudgetIrq = 256;         // IB_POLL_BUDGET_IRQ: Softirq, per pass
 inline constexpr int kPollBudgetWorkqueue = 65536; // IB_POLL_BUDGET_WORKQUEUE, per pass
 inline constexpr int kMaxSharedCqSz = 4096;        // IB_MAX_SHARED_CQ_SZ: pool CQ size
@@ -102,7 +104,7 @@ CqHandle alloc_cq(Device &dev, int nr_cqe, int comp_vector, PollCtx ctx, PollGro
 int free_cq(Cq *cq);
 int free_cq(CqHandle &cq);
 
-// ib_process_cq_direct: process up to budget completions on the calling thread, batch 8;
+// ib_process_cq_direct: process up to budget completions on the calling thread, batch 16;
 // returns how many. Direct CQs; BusyPoll CQs only from their group's owner thread (0
 // otherwise). Also reachable as cq.process_direct.
 int process_cq_direct(Cq &cq, int budget);
@@ -150,7 +152,8 @@ public:
 	// One pass over every attached CQ, up to budget completions each (batches of 16).
 	// Returns the completions processed, or -EBUSY if another thread is polling.
 	int poll(int budget = kPollBudgetIrq);
-	// poll() until stop(); returns 0, or -EBUSY as poll().
+	// poll() until stop(), then 0. While another thread polls (the former owner
+	// processing directly), it waits its turn instead of returning.
 	int run();
 	// Make run() return after its current pass; from any thread (or a done() callback).
 	void stop();

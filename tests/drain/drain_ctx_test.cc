@@ -110,8 +110,9 @@ struct DrainCtx : ::testing::TestWithParam<Case> {
 			                    ulp::WrOpcode::RdmaWrite, b.at(0), b.mr->rkey()),
 			          0);
 		std::vector<ulp::Cqe> bc(8, ulp::Cqe{[](ulp::Cq *, ulp::Wc *) {}});
+		// From 2 MiB up: a's WRITEs land in b's first 64 KiB at the same time.
 		for (int i = 0; i < 8; i++)
-			post_send(*b.qp, &bc[i], b.sge(0, 256));
+			post_send(*b.qp, &bc[i], b.sge(2 << 20, 256));
 		int rc = ulp::drain_qp(*a.qp, 5s);
 		EXPECT_EQ(rc, 0);
 		EXPECT_EQ(done.load(), n) << "drain_qp returned before every earlier WR was done";
