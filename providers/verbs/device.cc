@@ -194,6 +194,7 @@ std::unique_ptr<VDevice> open_device(ibv_context *ctx)
 	auto dev =
 	    std::make_unique<VDevice>(ctx, a, iwarp ? NodeType::Rnic : NodeType::Ca, gid, mw_reg);
 	dev->global_av = pa.link_layer != IBV_LINK_LAYER_INFINIBAND;
+	dev->rxe = rxe;
 	return dev;
 }
 
@@ -718,7 +719,13 @@ int VCq::poll(std::span<Wc> out)
 					c.wc_flags |= WC_WITH_IMM;
 					c.imm_data = be32toh(w.imm_data);
 				}
-				if (w.wc_flags & IBV_WC_WITH_INV) {
+				// rxe writes the kernel's ib_wc_flags into its shared CQ unchanged,
+				// and IB_WC_WITH_INVALIDATE (1 << 2) is libibverbs'
+				// IBV_WC_IP_CSUM_OK, which an RC receive never reports.
+				const bool inv = (w.wc_flags & IBV_WC_WITH_INV) ||
+				                 (vdev_.rxe && w.opcode == IBV_WC_RECV &&
+				                  (w.wc_flags & IBV_WC_IP_CSUM_OK));
+				if (inv) {
 					c.wc_flags |= WC_WITH_INVALIDATE;
 					c.invalidate_rkey = w.invalidated_rkey;
 				}

@@ -3,6 +3,7 @@
 // translation of core/ work requests into ibv ones (on the stack, no allocation).
 #include "providers/verbs/verbs_internal.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstddef>
 #include <cstdio>
@@ -121,6 +122,22 @@ QpCap cap_from(const ibv_qp_cap &c, const QpInitAttr &a)
 	return cap;
 }
 
+// The queue sizes the QP really has. rxe answers create_qp with the sizes asked for but
+// rounds its rings up (rxe_queue_init: a power of two, minus one), and posting succeeds
+// until the ring is full; query_qp reports the ring. Take the larger of the two, so
+// that QpCap is what the QP holds (verbs.h: "actual sizes, >= the requested ones").
+QpCap actual_cap(ibv_qp *qp, const ibv_qp_cap &created, const QpInitAttr &a)
+{
+	ibv_qp_cap c = created;
+	ibv_qp_attr qa{};
+	ibv_qp_init_attr qia{};
+	if (ibv_query_qp(qp, &qa, IBV_QP_CAP, &qia) == 0) {
+		c.max_send_wr = std::max(c.max_send_wr, qa.cap.max_send_wr);
+		c.max_recv_wr = std::max(c.max_recv_wr, qa.cap.max_recv_wr);
+	}
+	return cap_from(c, a);
+}
+
 } // namespace
 
 std::unique_ptr<Qp> VPd::create_qp(const QpInitAttr &attr)
@@ -133,7 +150,7 @@ std::unique_ptr<Qp> VPd::create_qp(const QpInitAttr &attr)
 	ibv_qp *qp = ibv_create_qp(pd_, &ia);
 	if (!qp)
 		return nullptr;
-	return std::make_unique<VQp>(*this, qp, attr, cap_from(ia.cap, attr), nullptr);
+	return std::make_unique<VQp>(*this, qp, attr, actual_cap(qp, ia.cap, attr), nullptr);
 }
 
 // Used by the CM (cm.cc): rdma_create_qp on the id.
@@ -146,7 +163,7 @@ std::unique_ptr<VQp> create_cm_qp(VPd &pd, rdma_cm_id *id, const QpInitAttr &att
 	ibv_qp_init_attr ia = init_attr(attr);
 	if (int err = rdma_create_qp(id, pd.pd(), &ia); err || !id->qp)
 		return nullptr;
-	return std::make_unique<VQp>(pd, id->qp, attr, cap_from(ia.cap, attr), id);
+	return std::make_unique<VQp>(pd, id->qp, attr, actual_cap(id->qp, ia.cap, attr), id);
 }
 
 VQp::VQp(VPd &pd, ibv_qp *qp, const QpInitAttr &a, const QpCap &cap, rdma_cm_id *cm_id)
@@ -453,9 +470,18 @@ int VQp::post_recv(const RecvWr *wr, const RecvWr **bad_wr)
 		*bad_wr = wr;
 		return -EINVAL;
 	}
-	return post_recv_chain(wr, bad_wr, [this](ibv_recv_wr *w, ibv_recv_wr **bad) {
+	int err = post_recv_chain(wr, bad_wr, [this](ibv_recv_wr *w, ibv_recv_wr **bad) {
 		return ibv_post_recv(qp_, w, bad);
 	});
+	// IB spec 10.3.1 (Error state): WRs posted to an ERR QP complete with WR_FLUSH_ERR.
+	// rxe's post_recv only writes its shared ring, without a system call, and 6.1's
+	// responder flushes the ring only when the QP enters ERR, so a receive posted
+	// afterwards (drain's marker) would wait forever. Entering ERR again (ERR->ERR is
+	// legal) makes it flush. qp_->state is libibverbs' view (our own modify calls and
+	// librdmacm's), which is how drain gets there.
+	if (!err && vdev_.rxe && qp_->state == IBV_QPS_ERR)
+		to_error();
+	return err;
 }
 
 int VSrq::post_recv(const RecvWr *wr, const RecvWr **bad_wr)

@@ -212,6 +212,9 @@ public:
 	bool mw_reg() const { return mw_reg_; }
 	// Address vectors need a GRH (RoCE, iWARP: no LIDs); set once at open.
 	bool global_av = true;
+	// Soft-RoCE (rdma_rxe), whose quirks the provider works around (set once at open):
+	// see VQp::post_recv and VCq::poll.
+	bool rxe = false;
 
 	int start_async();
 	void stop_async();
