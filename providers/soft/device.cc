@@ -141,6 +141,7 @@ Device *create_device(const DeviceConfig &cfg)
 	apply(l.max_cqe, a.max_cqe);
 	apply(l.max_inline_data, a.max_inline_data);
 	apply(l.num_comp_vectors, a.num_comp_vectors);
+	a.device_cap_flags &= ~cfg.clear_cap_flags;
 	a.max_srq_wr = a.max_qp_wr;
 	a.max_srq_sge = a.max_sge;
 	if (a.max_sge > kMaxSge || a.max_sge_rd > a.max_sge || !a.max_qp_wr ||

@@ -61,6 +61,10 @@ struct DeviceConfig {
 	Wire wire = Wire::Auto;
 	Limits limits;
 	uint64_t fault_seed = 1; // seeds random fault injection
+	// DEVICE_* capability bits the device withholds, and behaves accordingly: a profile
+	// minus, say, CQ moderation (Cq::modify then fails with -EOPNOTSUPP), as some real
+	// devices ship.
+	uint64_t clear_cap_flags = 0;
 };
 
 // Create a device and register it with the core registry. nullptr and errno on bad config.

@@ -83,9 +83,14 @@ struct Rig {
 	std::unique_ptr<ulp::Cq> other_a, other_b; // plain CQs for the rest
 	std::vector<std::unique_ptr<ulp::Qp>> qa, qb;
 
-	bool init(Exec exec)
+	// clear_caps: DEVICE_* bits device a withholds (soft::DeviceConfig::clear_cap_flags).
+	bool init(Exec exec, uint64_t clear_caps = 0)
 	{
-		da = make_dev("127.0.0.1", exec);
+		ulp::soft::DeviceConfig c;
+		c.ip = "127.0.0.1";
+		c.exec = exec;
+		c.clear_cap_flags = clear_caps;
+		da = DevPtr(ulp::soft::create_device(c));
 		db = make_dev("127.0.0.2", exec);
 		if (!da || !db)
 			return false;
@@ -861,6 +866,34 @@ TEST(Dim, SustainedStreamRaisesModeration)
 	            double(on.passes) / double(on.completions),
 	            double(no.passes) / double(no.completions));
 	rig.qa.clear();
+}
+
+TEST(Dim, OffWhereTheDeviceCannotModerate)
+{
+	// DimMode::Auto on a device without DEVICE_CQ_MODERATION: no DIM, and a stream still
+	// gets through, in order.
+	Rig rig;
+	ASSERT_TRUE(rig.init(Exec::Engine, ulp::DEVICE_CQ_MODERATION));
+	ASSERT_FALSE(rig.da->attr().device_cap_flags & ulp::DEVICE_CQ_MODERATION);
+	EXPECT_EQ(rig.other_a->modify(8, 16), -EOPNOTSUPP);
+	for (PollCtx ctx : {PollCtx::Softirq, PollCtx::Workqueue}) {
+		auto cq = ulp::alloc_cq(*rig.da, 1024, 0, ctx);
+		ASSERT_TRUE(cq);
+		ulp::CqStats st;
+		ASSERT_TRUE(ulp::cq_stats(*cq, &st));
+		EXPECT_EQ(st.dim_level, -1);
+		int qi = rig.add_qp(cq.get(), 512);
+		ASSERT_GE(qi, 0);
+		constexpr int n = 5000;
+		Rec rec;
+		auto ctxs = make_ctxs(rec, n);
+		ASSERT_TRUE(stream(rig, qi, ctxs, rec, 256, nullptr));
+		expect_in_order(rec, n);
+		ASSERT_TRUE(ulp::cq_stats(*cq, &st));
+		EXPECT_EQ(st.dim_max_level, -1);
+		rig.qa.clear();
+		rig.qb.clear();
+	}
 }
 
 } // namespace
