@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: MIT
 // tools/ulp-bench/fabric.cc - `ulp-bench fabric`: RDMA WRITE / READ / SEND bandwidth and
 // 64-byte message rate on the soft provider, in-process and cross-process, each beside a
-// single-threaded memcpy of the same size measured in the same run.
+// single-threaded memcpy of the same size measured in the same run. With --device NAME
+// the same rows run on that verbs device (rxe0), both ends on it (perftest's loopback),
+// connected through the verbs provider's CM, over a shorter size set.
 //
 // Measurement: Google Benchmark, benchmarks registered programmatically, results taken by
 // a custom reporter. It expresses the cross-process case cleanly because everything that
@@ -12,6 +14,7 @@
 // drain, so every WR counted completed inside the timed loop. Wall-clock time
 // (UseRealTime): the work runs on the provider's engine threads, not the posting thread.
 #include "tools/ulp-bench/fabric.h"
+#include "tools/ulp-bench/device.h"
 #include "tools/ulp-bench/fabric_conn.h"
 
 #include "providers/soft/soft.h"
@@ -23,6 +26,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <chrono>
@@ -58,6 +62,10 @@ constexpr unsigned kYieldPolls = 200;
 
 constexpr std::array<uint32_t, 9> kSizes = {64,        256,        1024,       4096,   16384,
                                             64 * 1024, 128 * 1024, 256 * 1024, kMaxMsg};
+// A verbs device under emulation (rxe in a TCG VM) moves ~0.3 Gb/s: fewer sizes, those
+// perftest is run with beside it (tools/vm/bench).
+constexpr std::array<uint32_t, 5> kDeviceSizes = {4096, 16384, 64 * 1024, 256 * 1024, kMaxMsg};
+constexpr std::array<uint32_t, 3> kDeviceQuickSizes = {4096, 64 * 1024, kMaxMsg};
 
 double now_s()
 {
@@ -270,6 +278,7 @@ struct Results {
 	std::vector<Row> rows;
 	std::map<std::string, size_t> by_name;
 	std::map<uint32_t, size_t> memcpy_by_size;
+	std::vector<std::string> skipped; // rows the device cannot run, and why
 	size_t reported = 0;
 
 	Row &add(Row r)
@@ -372,10 +381,17 @@ std::string aim_text(const Row &r, double ratio, bool *met)
 	return "";
 }
 
+std::string where(const FabricOptions &o)
+{
+	if (o.device.empty())
+		return "soft provider";
+	return "verbs device " + o.device + " (both ends on it, " + o.ip + ")";
+}
+
 void print_table(const Results &res, const FabricOptions &o, bool huge, bool inline_rate,
                  double load)
 {
-	std::printf("ulp-bench fabric: soft provider, %s run, %.2f s per figure\n",
+	std::printf("ulp-bench fabric: %s, %s run, %.2f s per figure\n", where(o).c_str(),
 	            o.quick ? "quick" : "full", o.min_time);
 	unsigned cpus = std::thread::hardware_concurrency();
 	std::printf("  %u CPUs, load average %.2f at the start%s\n", cpus, load,
@@ -406,14 +422,19 @@ void print_table(const Results &res, const FabricOptions &o, bool huge, bool inl
 		            size_str(r.size).c_str(), r.op.c_str(), r.wire.c_str(), fig, mc / 1e9,
 		            ratio, aim.c_str());
 	}
+	for (const std::string &n : res.skipped)
+		std::printf("  skipped: %s\n", n.c_str());
 	std::fflush(stdout);
 }
 
 void print_json(const Results &res, const FabricOptions &o, bool huge, bool inline_rate,
                 double load)
 {
-	std::printf("{\n  \"bench\": \"fabric\",\n  \"provider\": \"soft\",\n  \"cpus\": %u,\n"
-	            "  \"loadavg_1m\": %.2f,\n",
+	std::printf("{\n  \"bench\": \"fabric\",\n  \"provider\": \"%s\",\n",
+	            o.device.empty() ? "soft" : "verbs");
+	if (!o.device.empty())
+		std::printf("  \"device\": \"%s\",\n", o.device.c_str());
+	std::printf("  \"cpus\": %u,\n  \"loadavg_1m\": %.2f,\n",
 	            std::thread::hardware_concurrency(), load);
 	std::printf("  \"quick\": %s,\n"
 	            "  \"min_time_s\": %.3f,\n  \"queue_depth\": %u,\n  \"signal_every\": %u,\n"
@@ -444,7 +465,10 @@ void print_json(const Results &res, const FabricOptions &o, bool huge, bool inli
 		std::printf("}");
 		first = false;
 	}
-	std::printf("\n  ]\n}\n");
+	std::printf("\n  ],\n  \"skipped\": [");
+	for (size_t i = 0; i < res.skipped.size(); i++)
+		std::printf("%s\"%s\"", i ? ", " : "", res.skipped[i].c_str());
+	std::printf("]\n}\n");
 	std::fflush(stdout);
 }
 
@@ -457,7 +481,7 @@ struct Peer {
 	uint16_t port = 0;
 };
 
-Peer spawn_peer(const std::string &ip)
+Peer spawn_peer(const std::string &ip, const std::string &device)
 {
 	int pfd[2];
 	if (pipe2(pfd, O_CLOEXEC) != 0)
@@ -470,8 +494,12 @@ Peer spawn_peer(const std::string &ip)
 	std::string fd_arg = std::to_string(pfd[1]);
 	std::vector<char *> argv = {
 	    exe,           const_cast<char *>("fabric-peer"), const_cast<char *>("--ready-fd"),
-	    fd_arg.data(), const_cast<char *>("--ip"),        const_cast<char *>(ip.c_str()),
-	    nullptr};
+	    fd_arg.data(), const_cast<char *>("--ip"),        const_cast<char *>(ip.c_str())};
+	if (!device.empty()) {
+		argv.push_back(const_cast<char *>("--device"));
+		argv.push_back(const_cast<char *>(device.c_str()));
+	}
+	argv.push_back(nullptr);
 	pid_t parent = getpid();
 	std::fflush(stdout);
 	std::fflush(stderr);
@@ -566,23 +594,49 @@ int reap_peer(Peer &peer)
 int run_fabric(const FabricOptions &opts)
 {
 	FabricOptions o = opts;
+	const bool on_device = !o.device.empty();
 	if (o.min_time <= 0)
-		o.min_time = o.quick ? 0.05 : 0.5;
+		o.min_time = !o.quick ? 0.5 : on_device ? 0.1 : 0.05;
 	const bool inproc = o.wire == "inproc" || o.wire == "both";
 	const bool xproc = o.wire == "xproc" || o.wire == "both";
 	double t0 = now_s();
 	const double load = loadavg_1m();
 
-	// The peer first: fork before this process has any thread.
+	// --device: a device the verbs provider registered before main(); its CM ids come
+	// from that provider, and both ends listen / connect on its RoCE address.
+	NamedDevice nd;
+	if (on_device) {
+		std::string why;
+		if (!open_named_device(o.device, &nd, &why))
+			fatal("--device %s: %s", o.device.c_str(), why.c_str());
+		if (o.ip.empty())
+			o.ip = nd.ip;
+		if (o.ip.empty())
+			fatal("--device %s: no IPv4 address in its GID table; give --ip",
+			      o.device.c_str());
+	} else if (o.ip.empty()) {
+		o.ip = "127.0.0.1";
+	}
+
+	// The peer first: fork before this process starts threads of its own (the verbs
+	// provider's are there already; the child only execs).
 	Peer peer;
 	if (xproc)
-		peer = spawn_peer(o.ip);
+		peer = spawn_peer(o.ip, o.device);
 
-	soft::DeviceConfig cfg;
-	cfg.ip = o.ip;
-	Device *dev = soft::create_device(cfg);
-	if (!dev)
-		fatal("soft::create_device(ip %s): %s", o.ip.c_str(), std::strerror(errno));
+	Device *dev = nullptr;
+	Provider *prov = nullptr;
+	if (on_device) {
+		dev = nd.dev;
+		prov = nd.provider;
+	} else {
+		soft::DeviceConfig cfg;
+		cfg.ip = o.ip;
+		dev = soft::create_device(cfg);
+		if (!dev)
+			fatal("soft::create_device(ip %s): %s", o.ip.c_str(), std::strerror(errno));
+		prov = &soft::provider();
+	}
 
 	// memcpy buffers: the same kind of memory the fabric moves.
 	auto mc_src = dma_alloc(kMaxMsg);
@@ -595,13 +649,13 @@ int run_fabric(const FabricOptions &opts)
 	Requester rq_in, rq_x;
 	Stream s_in, s_x;
 	if (inproc) {
-		resp.start(dev, o.ip, false);
-		rq_in.connect(dev, o.ip, resp.port(), kRateDepth);
+		resp.start(dev, prov, o.ip, false);
+		rq_in.connect(dev, prov, o.ip, resp.port(), kRateDepth);
 		s_in.init("inproc", &rq_in, &resp);
 		s_in.verify();
 	}
 	if (xproc) {
-		rq_x.connect(dev, o.ip, peer.port, kRateDepth);
+		rq_x.connect(dev, prov, o.ip, peer.port, kRateDepth);
 		s_x.init("xproc", &rq_x, nullptr);
 		s_x.verify();
 	}
@@ -614,9 +668,22 @@ int run_fabric(const FabricOptions &opts)
 	// Registration order is run order and table order: memcpy first, then per wire the
 	// bandwidth sweeps and the message rates.
 	Results res;
+	std::vector<uint32_t> sizes(kSizes.begin(), kSizes.end());
+	if (on_device && o.quick)
+		sizes.assign(kDeviceQuickSizes.begin(), kDeviceQuickSizes.end());
+	else if (on_device)
+		sizes.assign(kDeviceSizes.begin(), kDeviceSizes.end());
+	// What the device cannot do: those rows are left out, with a note.
+	const bool can_read = dev->attr().max_qp_init_rd_atom > 0 && dev->attr().max_qp_rd_atom > 0;
+	if (!can_read)
+		res.skipped.push_back("READ: the device accepts no outstanding RDMA READs "
+		                      "(max_qp_rd_atom / max_qp_init_rd_atom 0)");
 	auto *src = static_cast<const uint8_t *>(mc_src->addr());
 	auto *dst = static_cast<uint8_t *>(mc_dst->addr());
-	for (uint32_t size : kSizes) {
+	std::vector<uint32_t> mc_sizes = sizes; // and the message-rate size
+	if (std::find(mc_sizes.begin(), mc_sizes.end(), kRateSize) == mc_sizes.end())
+		mc_sizes.insert(mc_sizes.begin(), kRateSize);
+	for (uint32_t size : mc_sizes) {
 		Row r;
 		r.name = "memcpy/" + std::to_string(size);
 		r.op = "memcpy";
@@ -638,13 +705,17 @@ int run_fabric(const FabricOptions &opts)
 			continue;
 		const std::string wire = s->wire;
 		for (const OpDesc &od : ops) {
-			for (uint32_t size : kSizes) {
+			if (od.op == WrOpcode::RdmaRead && !can_read)
+				continue;
+			for (uint32_t size : sizes) {
 				Row r;
 				r.name = wire + "/" + od.name + "/" + std::to_string(size);
 				r.wire = wire;
 				r.op = od.name;
 				r.size = size;
-				if (od.op == WrOpcode::RdmaWrite && size == 128 * 1024)
+				// The aims are the soft provider's (docs/architecture.md).
+				if (!on_device && od.op == WrOpcode::RdmaWrite &&
+				    size == 128 * 1024)
 					r.aim_ratio = wire == "inproc" ? 0.7 : 0.35;
 				res.add(r);
 				WrOpcode op = od.op;
@@ -657,6 +728,15 @@ int run_fabric(const FabricOptions &opts)
 				    ->UseRealTime();
 			}
 		}
+		uint32_t depth = std::min(kRateDepth, s->req->sq_depth());
+		depth -= depth % kRateSignal;
+		if (depth == 0) {
+			res.skipped.push_back(wire + " WRITE/SEND rate: send queue of " +
+			                      std::to_string(s->req->sq_depth()) +
+			                      " is shorter than one signal interval (" +
+			                      std::to_string(kRateSignal) + ")");
+			continue;
+		}
 		for (const OpDesc &od : {ops[0], ops[2]}) {
 			Row r;
 			r.name = wire + "/" + od.name + "-rate/" + std::to_string(kRateSize);
@@ -664,15 +744,10 @@ int run_fabric(const FabricOptions &opts)
 			r.op = std::string(od.name) + " rate";
 			r.size = kRateSize;
 			r.rate = true;
-			if (wire == "inproc")
+			if (wire == "inproc" && !on_device)
 				r.aim_mmsgs = 2.0;
 			res.add(r);
 			WrOpcode op = od.op;
-			uint32_t depth = std::min(kRateDepth, s->req->sq_depth());
-			depth -= depth % kRateSignal;
-			if (depth == 0)
-				fatal("%s: send queue of %u is too short", wire.c_str(),
-				      s->req->sq_depth());
 			bool inl = s->req->max_inline() >= kRateSize;
 			benchmark::RegisterBenchmark(r.name.c_str(),
 			                             [=](benchmark::State &st) {
@@ -707,7 +782,8 @@ int run_fabric(const FabricOptions &opts)
 	}
 	if (xproc)
 		rq_x.disconnect();
-	soft::destroy_device(dev);
+	if (!on_device)
+		soft::destroy_device(dev);
 	rc |= reap_peer(peer);
 	std::fprintf(stderr, "ulp-bench: done in %.1f s\n", now_s() - t0);
 	return rc;
@@ -715,21 +791,34 @@ int run_fabric(const FabricOptions &opts)
 
 int run_fabric_peer(const PeerOptions &o)
 {
-	soft::DeviceConfig cfg;
-	cfg.ip = o.ip;
-	Device *dev = soft::create_device(cfg);
-	if (!dev)
-		fatal("fabric-peer: soft::create_device(ip %s): %s", o.ip.c_str(),
-		      std::strerror(errno));
+	Device *dev = nullptr;
+	Provider *prov = nullptr;
+	if (!o.device.empty()) {
+		NamedDevice nd;
+		std::string why;
+		if (!open_named_device(o.device, &nd, &why))
+			fatal("fabric-peer: --device %s: %s", o.device.c_str(), why.c_str());
+		dev = nd.dev;
+		prov = nd.provider;
+	} else {
+		soft::DeviceConfig cfg;
+		cfg.ip = o.ip;
+		dev = soft::create_device(cfg);
+		if (!dev)
+			fatal("fabric-peer: soft::create_device(ip %s): %s", o.ip.c_str(),
+			      std::strerror(errno));
+		prov = &soft::provider();
+	}
 	Responder resp;
-	resp.start(dev, o.ip, true);
+	resp.start(dev, prov, o.ip, true);
 	std::string line = std::to_string(resp.port()) + "\n";
 	if (write(o.ready_fd, line.data(), line.size()) != static_cast<ssize_t>(line.size()))
 		fatal("fabric-peer: write to fd %d: %s", o.ready_fd, std::strerror(errno));
 	close(o.ready_fd);
 	int rc = resp.serve(o.max_seconds);
 	resp.stop();
-	soft::destroy_device(dev);
+	if (o.device.empty())
+		soft::destroy_device(dev);
 	return rc;
 }
 

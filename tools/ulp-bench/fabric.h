@@ -11,14 +11,16 @@ struct FabricOptions {
 	bool json = false;         // rows as JSON on stdout instead of the table
 	bool quick = false;        // short run for CI / smoke (< 20 s)
 	std::string wire = "both"; // inproc | xproc | both
-	double min_time = 0;       // seconds per benchmark; 0 = 0.5 (0.02 with --quick)
-	std::string ip = "127.0.0.1";
+	double min_time = 0;       // seconds per benchmark; 0 = 0.5 (0.05 / 0.1 with --quick)
+	std::string ip;            // "" = 127.0.0.1 (soft) or the device's RoCE address
+	std::string device;        // "" = a soft device; else a registered (verbs) device
 };
 
 struct PeerOptions {
 	int ready_fd = -1;      // the listener's port is written here, then it is closed
 	int max_seconds = 1800; // give up waiting for the requester's disconnect after this
 	std::string ip = "127.0.0.1";
+	std::string device; // as FabricOptions::device
 };
 
 int run_fabric(const FabricOptions &o);

@@ -1,8 +1,6 @@
 // SPDX-License-Identifier: MIT
 #include "tools/ulp-bench/fabric_conn.h"
 
-#include "providers/soft/soft.h"
-
 #include <signal.h>
 #include <unistd.h>
 
@@ -140,7 +138,7 @@ void Side::fini()
 // ---------------------------------------------------------------------------------------------
 // Responder
 
-void Responder::start(Device *dev, const std::string &ip, bool with_channel)
+void Responder::start(Device *dev, Provider *prov, const std::string &ip, bool with_channel)
 {
 	const DeviceAttr &da = dev->attr();
 	rq_depth_ = std::min(kRqDepthWant, da.max_qp_wr);
@@ -174,8 +172,8 @@ void Responder::start(Device *dev, const std::string &ip, bool with_channel)
 	uint16_t base = static_cast<uint16_t>(20000 + (getpid() * 37) % 30000);
 	for (int i = 0; i < 200 && !port_; i++) {
 		uint16_t p = static_cast<uint16_t>(base + i);
-		auto id = soft::provider().create_id(
-		    [this](CmId *cid, CmEvent &ev) { on_event(cid, ev); }, this);
+		auto id =
+		    prov->create_id([this](CmId *cid, CmEvent &ev) { on_event(cid, ev); }, this);
 		if (!id)
 			fatal("create_id: %s", std::strerror(errno));
 		SockAddr a = *ip_addr;
@@ -339,13 +337,13 @@ void Requester::on_event(CmId *id, CmEvent &ev)
 	events_.push(id, ev);
 }
 
-void Requester::connect(Device *dev, const std::string &ip, uint16_t port, uint32_t sq_depth)
+void Requester::connect(Device *dev, Provider *prov, const std::string &ip, uint16_t port,
+                        uint32_t sq_depth)
 {
 	const DeviceAttr &da = dev->attr();
 	sq_depth_ = std::min(sq_depth, da.max_qp_wr - 1);
 	side_.init(dev, 2 * size_t{kMaxMsg}, static_cast<int>(sq_depth_ + 16), 16, true, false);
-	id_ =
-	    soft::provider().create_id([this](CmId *cid, CmEvent &ev) { on_event(cid, ev); }, this);
+	id_ = prov->create_id([this](CmId *cid, CmEvent &ev) { on_event(cid, ev); }, this);
 	if (!id_)
 		fatal("create_id: %s", std::strerror(errno));
 	auto dst = SockAddr::parse(ip, port);

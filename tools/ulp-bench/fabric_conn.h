@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // tools/ulp-bench/fabric_conn.h - the two ends of one benchmark connection on the soft
-// provider, set up through the CM (core/cm.h) like any ULP would.
+// provider (or both on one verbs device, --device), set up through the CM (core/cm.h) like
+// any ULP would.
 //
 //   Responder: listens, accepts one connection, exposes one registered buffer for RDMA
 //              WRITE/READ (address, rkey and length go back in the accept's private data)
@@ -14,6 +15,7 @@
 #include "core/cm.h"
 #include "core/device.h"
 #include "core/dma_mem.h"
+#include "core/registry.h"
 
 #include <sys/types.h>
 
@@ -91,7 +93,8 @@ public:
 	// Bind a listener on ip, trying ports from a pid-derived base; fatal() if none.
 	// with_channel: receive completions raise events on a completion channel (a peer
 	// process sleeps on it); otherwise the owner calls reap() from its own loop.
-	void start(Device *dev, const std::string &ip, bool with_channel);
+	// prov makes the CM ids (the device's provider).
+	void start(Device *dev, Provider *prov, const std::string &ip, bool with_channel);
 	uint16_t port() const { return port_; }
 
 	// Reap receive completions and re-post the receives; returns how many. Thread: the
@@ -131,7 +134,8 @@ class Requester
 public:
 	// Connect to ip:port and learn the responder's buffer. sq_depth: the deepest send
 	// queue a benchmark will keep outstanding.
-	void connect(Device *dev, const std::string &ip, uint16_t port, uint32_t sq_depth);
+	void connect(Device *dev, Provider *prov, const std::string &ip, uint16_t port,
+	             uint32_t sq_depth);
 	void disconnect(); // disconnect, wait (bounded) for DISCONNECTED, destroy everything
 
 	Qp *qp() const { return id_->qp(); }

@@ -17,7 +17,8 @@ int main(int argc, char **argv)
 	ulp::bench::FabricOptions fo;
 	auto *fabric = app.add_subcommand(
 	    "fabric", "RDMA WRITE/READ/SEND bandwidth (64 B .. 1 MiB) and 64-byte message rate "
-	              "on the soft provider, in-process and cross-process, beside memcpy");
+	              "on the soft provider (or a verbs device: --device), in-process and "
+	              "cross-process, beside memcpy");
 	fabric->add_flag("--json", fo.json, "print the rows as JSON on stdout instead of a table");
 	fabric->add_flag("--quick", fo.quick, "short run for CI and smoke tests (under 20 s)");
 	fabric
@@ -28,21 +29,32 @@ int main(int argc, char **argv)
 	    ->capture_default_str();
 	fabric->add_option("--min-time", fo.min_time,
 	                   "seconds per figure (default 0.5, 0.05 with --quick)");
-	fabric->add_option("--ip", fo.ip, "the soft device's IPv4 address")->capture_default_str();
+	fabric->add_option("--device", fo.device,
+	                   "run on this verbs device (e.g. rxe0), both ends on it, through the "
+	                   "verbs CM; default: a soft device (4 KiB .. 1 MiB, fewer sizes)");
+	fabric->add_option("--ip", fo.ip,
+	                   "the device's IPv4 address (default 127.0.0.1 for the soft device; "
+	                   "with --device, its RoCE address from the GID table)");
 
 	// Hidden: the far end of the cross-process runs, started by `fabric` itself.
 	ulp::bench::PeerOptions po;
 	auto *peer = app.add_subcommand("fabric-peer", "")->group("");
 	peer->add_option("--ready-fd", po.ready_fd, "write the listener's port here")->required();
 	peer->add_option("--max-seconds", po.max_seconds, "give up after this long");
-	peer->add_option("--ip", po.ip, "the soft device's IPv4 address");
+	peer->add_option("--ip", po.ip, "the device's IPv4 address");
+	peer->add_option("--device", po.device, "the verbs device (default: a soft one)");
 
 	ulp::bench::RwOptions rwo;
 	auto *rw = app.add_subcommand("rw", "rdma_rw contexts/s and bandwidth (4 KiB, 128 KiB, "
-	                                    "1 MiB READ/WRITE), SGE and MR paths beside raw verbs");
+	                                    "1 MiB READ/WRITE), SGE and MR paths beside raw verbs "
+	                                    "(soft devices, or a verbs device: --device)");
 	rw->add_flag("--json", rwo.json, "print the rows as JSON on stdout instead of a table");
 	rw->add_flag("--quick", rwo.quick, "short run (under 15 s)");
-	rw->add_option("--min-time", rwo.min_time, "seconds per figure (default 0.3, 0.03 quick)");
+	rw->add_option("--min-time", rwo.min_time,
+	               "seconds per figure (default 0.3, 0.03 quick; --device: 0.5, 0.1 quick)");
+	rw->add_option("--device", rwo.device,
+	               "run on this verbs device (e.g. rxe0): both QPs on it, connected by hand; "
+	               "default: two in-process soft devices");
 	ulp::bench::MrPoolOptions mpo;
 	auto *mrpool = app.add_subcommand("mrpool", "MrPool get/put ns beside a mutex + vector "
 	                                            "free list measured in the same run");

@@ -10,7 +10,12 @@
 //
 // One iteration is one context (one I/O); kDepth are kept in flight, each on its own
 // page-aligned scatter table of size/4096 entries. ratio = ctx/s of the path / ctx/s of raw.
+//
+// --device NAME: both QPs on that verbs device (rxe0), connected by hand (its GID, as
+// perftest's loopback); a path the device cannot run (mr without fast registration) is
+// skipped with a note.
 #include "tools/ulp-bench/rw.h"
+#include "tools/ulp-bench/device.h"
 
 #include "core/dma_mem.h"
 #include "core/mem_map.h"
@@ -21,8 +26,10 @@
 
 #include <array>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <string>
@@ -46,9 +53,11 @@ constexpr std::array<uint32_t, 3> kSizes = {4096, 128 * 1024, kMaxIo};
 	std::exit(1);
 }
 
-// Two soft devices, the rw QP on a, a plain peer QP on b, connected by hand.
+// Two soft devices (or one verbs device twice), the rw QP on a, a plain peer QP on b,
+// connected by hand.
 struct Conn {
 	Device *da = nullptr, *db = nullptr;
+	bool own = false; // soft devices this Conn created
 	std::unique_ptr<Pd> pa, pb;
 	std::unique_ptr<Cq> cqa, cqb;
 	std::unique_ptr<DmaRegion> ma, mb; // a: kDepth I/O buffers; b: one remote buffer
@@ -58,7 +67,7 @@ struct Conn {
 	std::unique_ptr<Qp> qb;
 	std::vector<SgTable> tables; // per slot, rebuilt per size
 
-	void init(bool force_mr, const std::string &ipa, const std::string &ipb)
+	void init_soft(bool force_mr, const std::string &ipa, const std::string &ipb)
 	{
 		soft::DeviceConfig c;
 		c.ip = ipa;
@@ -67,14 +76,36 @@ struct Conn {
 		db = soft::create_device(c);
 		if (!da || !db)
 			die("create_device", -errno);
+		own = true;
+		int err = init(force_mr);
+		if (err)
+			die("RwQp::create", err);
+	}
+
+	// Both ends on dev. Returns 0, or RwQp::create's error (the caller skips the path).
+	int init_device(bool force_mr, Device *dev)
+	{
+		da = db = dev;
+		return init(force_mr);
+	}
+
+	int init(bool force_mr)
+	{
 		pa = da->alloc_pd();
+		pb = db->alloc_pd();
+		if (!pa || !pb)
+			die("alloc_pd", -errno);
 		pb = db->alloc_pd();
 		CqInitAttr ca;
 		ca.cqe = 4096;
 		cqa = da->create_cq(ca);
 		cqb = db->create_cq(ca);
+		if (!cqa || !cqb)
+			die("create_cq", -errno);
 		ma = dma_alloc(size_t{kDepth} * kMaxIo);
 		mb = dma_alloc(kMaxIo);
+		if (!ma || !mb)
+			die("dma_alloc", -errno);
 		const uint32_t acc = ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ;
 		mra = pa->reg_mr(ma->addr(), ma->length(), acc);
 		mrb = pb->reg_mr(mb->addr(), mb->length(), acc);
@@ -93,7 +124,7 @@ struct Conn {
 		int err = 0;
 		rq = RwQp::create(*pa, qa, o, &err);
 		if (!rq)
-			die("RwQp::create", err);
+			return err ? err : -EINVAL;
 		QpInitAttr qb_attr;
 		qb_attr.send_cq = qb_attr.recv_cq = cqb.get();
 		qb_attr.cap.max_send_wr = qb_attr.cap.max_recv_wr = 4;
@@ -104,6 +135,7 @@ struct Conn {
 		connect(rq->qp(), *db, qb->qp_num());
 		connect(*qb, *da, rq->qp().qp_num());
 		tables.resize(kDepth);
+		return 0;
 	}
 
 	static void connect(Qp &qp, const Device &peer, uint32_t peer_qpn)
@@ -147,6 +179,8 @@ struct Conn {
 
 	void fini()
 	{
+		if (!da)
+			return;
 		rq.reset();
 		qb.reset();
 		map.unregister_region(ma->addr(), ma->length());
@@ -158,8 +192,11 @@ struct Conn {
 		pb.reset();
 		ma.reset();
 		mb.reset();
-		soft::destroy_device(da);
-		soft::destroy_device(db);
+		if (own) {
+			soft::destroy_device(da);
+			soft::destroy_device(db);
+		}
+		da = db = nullptr;
 	}
 };
 
@@ -167,28 +204,81 @@ struct Conn {
 struct Slot {
 	Cqe cqe{&Slot::on_done};
 	bool busy = false;
+	bool probe = false; // a failed completion is recorded, not fatal
+	WcStatus status = WcStatus::Success;
 	static void on_done(Cq *, Wc *wc)
 	{
 		auto *s = reinterpret_cast<Slot *>(wc->wr_cqe);
-		if (wc->status != WcStatus::Success)
-			die(wc_status_str(wc->status), -EIO);
+		if (wc->status != WcStatus::Success && s->probe) {
+			s->status = wc->status;
+			s->busy = false;
+			return;
+		}
+		if (wc->status != WcStatus::Success) {
+			std::fprintf(stderr,
+			             "ulp-bench rw: completion failed: %s (vendor_err %u)\n",
+			             wc_status_str(wc->status), wc->vendor_err);
+			std::exit(1);
+		}
 		s->busy = false;
 	}
 };
 
-// Poll until slot is free.
+// Poll until slot is free; no completion for kStallS seconds is fatal (a lost completion
+// on a real device must not hang the run).
+constexpr double kStallS = 10;
+
 void wait_slot(Cq &cq, Slot &s)
 {
 	Wc wc[16];
+	unsigned empty = 0;
+	auto idle_since = std::chrono::steady_clock::now();
 	while (s.busy) {
 		int n = cq.poll(wc);
+		if (n < 0)
+			die("poll", n);
 		for (int i = 0; i < n; i++)
 			wc[i].wr_cqe->done(&cq, &wc[i]);
+		if (n > 0) {
+			empty = 0;
+			continue;
+		}
 		// The engine thread does the work: an empty poll gives it the CPU (on a
 		// small machine a hard spin here starves the very thread it waits for).
-		if (n == 0)
-			std::this_thread::yield();
+		std::this_thread::yield();
+		if (++empty % 4096 == 0) {
+			auto now = std::chrono::steady_clock::now();
+			if (empty == 4096)
+				idle_since = now;
+			else if (std::chrono::duration<double>(now - idle_since).count() > kStallS)
+				die("waiting for a completion (none for 10 s)", -ETIMEDOUT);
+		}
 	}
+}
+
+// One 4 KiB context before measuring a path on a device: "" when it completes, else why
+// not (the path's rows are then skipped). A failed completion leaves the QP in ERR.
+std::string probe(Conn &c, RwDir dir)
+{
+	c.set_size(kPage);
+	RwCtx ctx;
+	Slot slot;
+	slot.probe = true;
+	const char *op = dir == RwDir::Write ? "WRITE" : "READ";
+	int n = ctx.init(*c.rq, c.tables[0], 0, reinterpret_cast<uint64_t>(c.mb->addr()),
+	                 c.mrb->rkey(), dir);
+	if (n < 0)
+		return std::string(op) + ": RwCtx::init: " + std::strerror(-n);
+	slot.busy = true;
+	if (int rc = ctx.post(&slot.cqe, nullptr)) {
+		ctx.destroy();
+		return std::string(op) + ": RwCtx::post: " + std::strerror(-rc);
+	}
+	wait_slot(*c.cqa, slot);
+	ctx.destroy();
+	if (slot.status != WcStatus::Success)
+		return std::string(op) + " completed with " + wc_status_str(slot.status);
+	return "";
 }
 
 void bm_rw(benchmark::State &st, Conn *c, uint32_t size, RwDir dir)
@@ -309,16 +399,66 @@ double raw_of(const std::vector<Row> &rows, const Row &r)
 
 int run_rw(const RwOptions &o)
 {
-	const double min_time = o.min_time > 0 ? o.min_time : o.quick ? 0.03 : 0.3;
+	const bool on_device = !o.device.empty();
+	const double min_time = o.min_time > 0 ? o.min_time
+	                        : on_device    ? (o.quick ? 0.1 : 0.5)
+	                        : o.quick      ? 0.03
+	                                       : 0.3;
 	Conn sge, mr;
-	sge.init(false, "127.0.0.11", "127.0.0.12");
-	mr.init(true, "127.0.0.13", "127.0.0.14");
+	bool have_mr = true;
+	std::string skipped; // why the mr path is left out
+	if (on_device) {
+		NamedDevice nd;
+		std::string why;
+		if (!open_named_device(o.device, &nd, &why)) {
+			std::fprintf(stderr, "ulp-bench rw: --device %s: %s\n", o.device.c_str(),
+			             why.c_str());
+			return 1;
+		}
+		if (int err = sge.init_device(false, nd.dev)) {
+			std::fprintf(stderr, "ulp-bench rw: %s: RwQp::create (SGE path): %s\n",
+			             o.device.c_str(), std::strerror(-err));
+			return 1;
+		}
+		if (!(nd.dev->attr().device_cap_flags & DEVICE_MEM_MGT_EXTENSIONS)) {
+			have_mr = false;
+			skipped = "mr: " + o.device + " has no fast registration (REG_MR)";
+		} else if (int err = mr.init_device(true, nd.dev)) {
+			have_mr = false;
+			skipped = "mr: RwQp::create with force-MR on " + o.device + ": " +
+			          std::strerror(-err);
+		} else {
+			// The verbs provider's fast-reg MRs are memory windows (remote keys
+			// only), and the MR path's data WR names the MR's lkey: try one first.
+			for (RwDir dir : {RwDir::Write, RwDir::Read}) {
+				if (std::string why = probe(mr, dir); !why.empty()) {
+					have_mr = false;
+					skipped =
+					    "mr: a force-MR context on " + o.device + ": " + why;
+					break;
+				}
+			}
+		}
+		if (std::string why = probe(sge, RwDir::Write) + probe(sge, RwDir::Read);
+		    !why.empty()) {
+			std::fprintf(stderr, "ulp-bench rw: %s: the SGE path fails: %s\n",
+			             o.device.c_str(), why.c_str());
+			return 1;
+		}
+		if (!have_mr)
+			mr.fini();
+	} else {
+		sge.init_soft(false, "127.0.0.11", "127.0.0.12");
+		mr.init_soft(true, "127.0.0.13", "127.0.0.14");
+	}
 
 	std::vector<Row> rows;
 	for (RwDir dir : {RwDir::Write, RwDir::Read}) {
 		const char *op = dir == RwDir::Write ? "WRITE" : "READ";
 		for (uint32_t size : kSizes) {
 			for (const char *path : {"raw", "sge", "mr"}) {
+				if (!have_mr && std::string(path) == "mr")
+					continue;
 				Row r;
 				r.op = op;
 				r.path = path;
@@ -352,9 +492,15 @@ int run_rw(const RwOptions &o)
 	benchmark::Shutdown();
 
 	if (o.json) {
-		std::printf("{\n  \"bench\": \"rw\",\n  \"provider\": \"soft\",\n  \"depth\": %u,\n"
-		            "  \"quick\": %s,\n  \"rows\": [",
-		            kDepth, o.quick ? "true" : "false");
+		std::printf("{\n  \"bench\": \"rw\",\n  \"provider\": \"%s\",\n",
+		            on_device ? "verbs" : "soft");
+		if (on_device)
+			std::printf("  \"device\": \"%s\",\n", o.device.c_str());
+		std::printf("  \"depth\": %u,\n  \"quick\": %s,\n  \"min_time_s\": %.3f,\n"
+		            "  \"skipped\": [%s%s%s],\n  \"rows\": [",
+		            kDepth, o.quick ? "true" : "false", min_time,
+		            skipped.empty() ? "" : "\"", skipped.c_str(),
+		            skipped.empty() ? "" : "\"");
 		const char *sep = "";
 		for (const Row &r : rows) {
 			const double raw = raw_of(rows, r);
@@ -367,10 +513,12 @@ int run_rw(const RwOptions &o)
 		}
 		std::printf("\n  ]\n}\n");
 	} else {
-		std::printf(
-		    "ulp-bench rw: soft provider (engine threads, in-process), %u contexts in "
-		    "flight, page-sized scatter entries, %.2f s per figure\n",
-		    kDepth, min_time);
+		const std::string where =
+		    on_device ? "verbs device " + o.device + " (both QPs on it, connected by hand)"
+		              : std::string("soft provider (engine threads, in-process)");
+		std::printf("ulp-bench rw: %s, %u contexts in flight, page-sized scatter entries, "
+		            "%.2f s per figure\n",
+		            where.c_str(), kDepth, min_time);
 		std::printf(
 		    "  raw = the same RDMA WRs posted directly; ratio = ctx/s / raw ctx/s\n\n");
 		std::printf("%-6s %8s %-4s %12s %10s %8s\n", "op", "size", "path", "ctx/s", "GB/s",
@@ -381,6 +529,8 @@ int run_rw(const RwOptions &o)
 			            r.path.c_str(), r.ctx_per_s, r.ctx_per_s * r.size / 1e9,
 			            raw > 0 ? r.ctx_per_s / raw : 0.0);
 		}
+		if (!skipped.empty())
+			std::printf("  skipped: %s\n", skipped.c_str());
 	}
 	sge.fini();
 	mr.fini();
