@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// tests/drain/drain_ctx_test.cc - drain against cq_poll/'s real poll contexts.
+// tests/drain/drain_ctx_test.cc - drain against cq_poll/'s real poll contexts (soft
+// devices, or ULP_TEST_DEVICE: tests/common/test_device.h).
 //
 // One CQ (from alloc_cq) serves both queues of the drained QP, as in most ULPs. WRITEs,
 // receives and incoming SENDs are in flight when drain_qp starts; when it returns every

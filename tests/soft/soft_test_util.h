@@ -10,6 +10,7 @@
 #include "core/registry.h"
 #include "providers/soft/soft.h"
 #include "tests/common/event_queue.h"
+#include "tests/common/test_device.h"
 
 #include <gtest/gtest.h>
 
@@ -49,21 +50,49 @@ inline ulp::EventHandler recorder(EventQueue<Ev> &q)
 	return [&q](const ulp::AsyncEvent &e) { q.push(Ev{e.event, e.qp, e.srq, e.cq, e.device}); };
 }
 
-// A soft device destroyed at scope exit.
+// A soft device destroyed at scope exit; or, on ULP_TEST_DEVICE, that device, borrowed
+// (not destroyed).
 struct DevDeleter {
-	void operator()(ulp::Device *d) const { ulp::soft::destroy_device(d); }
+	bool owned = true;
+	void operator()(ulp::Device *d) const
+	{
+		if (owned)
+			ulp::soft::destroy_device(d);
+	}
 };
 using DevPtr = std::unique_ptr<ulp::Device, DevDeleter>;
 
+// A soft device at ip; with ULP_TEST_DEVICE set, that device (the same one for every ip:
+// sides a and b share it). Only the defaults of exec and profile exist there: a test that
+// asks for others must have skipped (ULP_SKIP_UNLESS_SOFT) and fails here otherwise.
 inline DevPtr make_dev(const std::string &ip, ulp::soft::Exec exec = ulp::soft::Exec::Engine,
                        ulp::soft::Profile profile = ulp::soft::Profile::Ib, uint64_t seed = 1)
 {
+	if (ulp::test::on_test_device()) {
+		if (exec != ulp::soft::Exec::Engine || profile != ulp::soft::Profile::Ib) {
+			ADD_FAILURE() << "make_dev: Exec::Inline / a soft::Profile on ULP_TEST_DEVICE="
+			              << ulp::test::test_device_name()
+			              << ": the test must ULP_SKIP_UNLESS_SOFT";
+			return DevPtr(nullptr, DevDeleter{false});
+		}
+		return DevPtr(ulp::test::test_device(), DevDeleter{false});
+	}
 	ulp::soft::DeviceConfig c;
 	c.ip = ip;
 	c.exec = exec;
 	c.profile = profile;
 	c.fault_seed = seed;
 	return DevPtr(ulp::soft::create_device(c));
+}
+
+// The path MTU: 4096 on soft devices; on ULP_TEST_DEVICE the active MTU of its port 1
+// (RoCE's follows the netdev's: rxe0 on a 1500-byte eth0 is at 1024).
+inline uint32_t path_mtu(ulp::Device &dev)
+{
+	ulp::PortAttr pa;
+	if (ulp::test::on_test_device() && dev.query_port(1, &pa) == 0 && pa.active_mtu >= 256 && pa.active_mtu < 4096)
+		return pa.active_mtu;
+	return 4096;
 }
 
 inline ulp::SockAddr addr(const std::string &s)
@@ -166,7 +195,7 @@ struct Side {
 
 // Connect two QPs by hand (no CM): RESET->INIT->RTR->RTS, each pointed at the other by its
 // device's GID and QP number.
-inline int connect_qp(ulp::Qp &qp, const ulp::Device &peer_dev, uint32_t peer_qpn,
+inline int connect_qp(ulp::Qp &qp, ulp::Device &peer_dev, uint32_t peer_qpn,
                       uint8_t rnr_retry = 7, uint8_t min_rnr_timer = 1)
 {
 	ulp::QpAttr init;
@@ -179,7 +208,7 @@ inline int connect_qp(ulp::Qp &qp, const ulp::Device &peer_dev, uint32_t peer_qp
 		return rc;
 	ulp::QpAttrAv rtr;
 	rtr.qp_state = ulp::QpState::Rtr;
-	rtr.path_mtu = 4096;
+	rtr.path_mtu = path_mtu(peer_dev);
 	rtr.dest_qp_num = peer_qpn;
 	rtr.rq_psn = 0;
 	rtr.max_dest_rd_atomic = 4;
