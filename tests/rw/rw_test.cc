@@ -106,6 +106,18 @@ struct Config {
 	bool mr_write = false;
 	soft::Exec exec = soft::Exec::Inline; // ignored on ULP_TEST_DEVICE (always asynchronous)
 
+	// A shape whose only soft limit is the SGE count: a real device (ULP_TEST_DEVICE)
+	// takes it from the QP instead (rw sizes WRITE WRs by the QP's max_send_sge and READ
+	// WRs by min(that, the device's max_sge_rd): READs may gather more than max_sge_rd).
+	bool sge_limit_only() const
+	{
+		soft::Limits l = limits;
+		l.max_sge = l.max_sge_rd = 0;
+		Config rest = *this;
+		rest.limits = l;
+		return limits.max_sge && !rest.needs_soft();
+	}
+
 	// Only a soft device can take this shape: a profile or limits other than the defaults.
 	bool needs_soft() const
 	{
@@ -181,7 +193,7 @@ struct Env {
 	          uint32_t base_send_wr = 16, uint32_t max_send_sge = 30)
 	{
 		if (ulp::test::on_test_device()) {
-			if (c.needs_soft()) {
+			if (c.needs_soft() && !c.sge_limit_only()) {
 				ADD_FAILURE() << c.name << ": a soft shape on ULP_TEST_DEVICE: the test "
 				              << "must ULP_SKIP_UNLESS_SOFT";
 				return false;
@@ -458,13 +470,16 @@ class RwMatrix : public ::testing::TestWithParam<Config>
 TEST_P(RwMatrix, DataIntegrity)
 {
 	const Config &c = GetParam();
-	if (c.needs_soft())
+	uint32_t send_sge = 30;
+	if (ulp::test::on_test_device() && c.sge_limit_only())
+		send_sge = c.limits.max_sge; // the QP asks for the shape's SGE count
+	else if (c.needs_soft())
 		ULP_SKIP_UNLESS_SOFT("soft::Profile / soft::Limits shape " + c.name);
 	if (c.force_mr || c.mr_write || c.mr_read_above != UINT32_MAX)
 		if (std::string why = mr_path_unusable(); !why.empty())
 			GTEST_SKIP() << why;
 	Env e;
-	ASSERT_TRUE(e.init(c, 11 * MiB, 9 * MiB));
+	ASSERT_TRUE(e.init(c, 11 * MiB, 9 * MiB, 2, 16, send_sge));
 	const size_t small[] = {1, 4095, 4097, 64 * KiB + 13};
 	const uint32_t nents[] = {1, 3, 16, 256};
 	const Layout layouts[] = {Layout::Contig, Layout::Gapped, Layout::Paged};
@@ -753,9 +768,11 @@ TEST(Rw, SendQueueAccountingMr)
 
 TEST(Rw, SendQueueAccountingSge)
 {
-	ULP_SKIP_UNLESS_SOFT("soft::Limits (2 SGEs per WR)");
 	Config c;
-	c.limits.max_sge = 2;
+	// Soft: a device of 2 SGEs. A real device (ULP_TEST_DEVICE) keeps its own limits:
+	// the QP asks for 2 send SGEs, which is what rw sizes its WRs by.
+	if (!ulp::test::on_test_device())
+		c.limits.max_sge = 2;
 	c.max_pages = 64; // 32 WRITE WRs of 2 SGEs per context, where the kernel reserves 1
 	sq_accounting(c, 2, 64, false);
 	sq_accounting(c, 2, 64, true);
