@@ -34,7 +34,10 @@ inline const char *test_device_name()
 }
 
 // True when the suite runs on ULP_TEST_DEVICE instead of soft devices.
-inline bool on_test_device() { return test_device_name() != nullptr; }
+inline bool on_test_device()
+{
+	return test_device_name() != nullptr;
+}
 
 // The device ULP_TEST_DEVICE names; nullptr (with a test failure) when it is not
 // registered: a mistyped name must fail the run, not fall back to soft devices.
@@ -56,7 +59,10 @@ inline Device *test_device()
 
 // Whether the soft provider's own introspection (counters, fault injection) is usable on
 // dev.
-inline bool is_soft(const Device &dev) { return soft::is_soft(dev); }
+inline bool is_soft(const Device &dev)
+{
+	return soft::is_soft(dev);
+}
 
 // Soft-RoCE (rxe) through ULP_TEST_DEVICE: a few error statuses differ from the IB spec
 // there; each test that accepts one says why. The soft provider must give the spec's.
@@ -68,9 +74,9 @@ inline bool is_rxe(const Device &dev)
 } // namespace ulp::test
 
 // Skip the current test on ULP_TEST_DEVICE: it needs a soft-only feature.
-#define ULP_SKIP_UNLESS_SOFT(why)                                                              \
-	do {                                                                                   \
-		if (::ulp::test::on_test_device())                                             \
-			GTEST_SKIP() << "soft provider only (ULP_TEST_DEVICE="                \
-			             << ::ulp::test::test_device_name() << "): " << (why);     \
+#define ULP_SKIP_UNLESS_SOFT(why)                                                                  \
+	do {                                                                                       \
+		if (::ulp::test::on_test_device())                                                 \
+			GTEST_SKIP() << "soft provider only (ULP_TEST_DEVICE="                     \
+			             << ::ulp::test::test_device_name() << "): " << (why);         \
 	} while (0)

@@ -90,7 +90,8 @@ inline DevPtr make_dev(const std::string &ip, ulp::soft::Exec exec = ulp::soft::
 inline uint32_t path_mtu(ulp::Device &dev)
 {
 	ulp::PortAttr pa;
-	if (ulp::test::on_test_device() && dev.query_port(1, &pa) == 0 && pa.active_mtu >= 256 && pa.active_mtu < 4096)
+	if (ulp::test::on_test_device() && dev.query_port(1, &pa) == 0 && pa.active_mtu >= 256 &&
+	    pa.active_mtu < 4096)
 		return pa.active_mtu;
 	return 4096;
 }
