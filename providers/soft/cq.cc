@@ -7,6 +7,8 @@
 // on the channel, whose eventfd stays readable until get_cq_event takes it.
 #include "providers/soft/soft_internal.h"
 
+#include <cstdio>
+
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -85,6 +87,11 @@ SoftCq::SoftCq(SoftDevice &dev, const CqInitAttr &a, int cqe)
 
 SoftCq::~SoftCq()
 {
+	// A real device refuses this (ibv_destroy_cq: EBUSY) and the CQ lives on; here the
+	// owner's unique_ptr is already gone, so say so: the QPs now complete into nothing.
+	if (int n = usecnt.load(std::memory_order_relaxed); n > 0)
+		std::fprintf(stderr, "ulp soft: CQ destroyed while QPs still use it (%d uses)\n",
+		             n);
 	sdev.engine.cancel_timers(this);
 	if (channel())
 		static_cast<SoftChannel *>(channel())->forget(this);
