@@ -195,6 +195,19 @@ int map_sg_gaps(std::span<const SgEntry> sg, unsigned off, std::span<uint64_t> p
 // tile the scatter list without overlap.
 int Mr::map_sg(std::span<const SgEntry> sg, unsigned *sg_offset_p, uint32_t page_size)
 {
+	int n = build_page_list(sg, sg_offset_p, page_size);
+	if (n < 0)
+		return n;
+	if (int err = mapped(); err < 0) {
+		npages_ = 0;
+		length_ = 0;
+		return err;
+	}
+	return n;
+}
+
+int Mr::build_page_list(std::span<const SgEntry> sg, unsigned *sg_offset_p, uint32_t page_size)
+{
 	if (!is_fast_reg())
 		return -EINVAL;
 	if (page_size < 4096 || (page_size & (page_size - 1)) != 0)
@@ -225,6 +238,7 @@ int Mr::map_sg(std::span<const SgEntry> sg, unsigned *sg_offset_p, uint32_t page
 	}
 
 	const uint64_t page_mask = ~(static_cast<uint64_t>(page_size) - 1);
+	const bool contig = pd().device().attr().device_cap_flags & DEVICE_REG_MR_CONTIG;
 	uint64_t last_end = 0;      // end of the previous entry
 	uint64_t last_page_off = 0; // offset of last_end inside its page
 	size_t i = 0;
@@ -238,10 +252,13 @@ int Mr::map_sg(std::span<const SgEntry> sg, unsigned *sg_offset_p, uint32_t page
 		// For the second and later entries: either the previous entry ended inside a
 		// page or this one starts inside one. That is legal only if this entry
 		// continues the previous one exactly; its first page is then already mapped.
+		// A contiguous-only MR (a window) stops at any discontinuity, aligned or not.
 		if (i && (last_page_off != 0 || page_addr != dma_addr)) {
 			if (last_end != dma_addr)
 				break; // a gap: the mapped prefix ends before this entry
 			skip_first = true;
+		} else if (i && contig && last_end != dma_addr) {
+			break;
 		}
 
 		do {
@@ -276,7 +293,8 @@ int Mr::map_sg(std::span<const SgEntry> sg, unsigned *sg_offset_p, uint32_t page
 void Mr::update_key(uint8_t key)
 {
 	// ib_update_fast_reg_key: the low byte of both keys is the consumer-owned key part.
-	lkey_ = (lkey_ & 0xffffff00u) | key;
+	if (!local_key_)
+		lkey_ = (lkey_ & 0xffffff00u) | key;
 	rkey_ = (rkey_ & 0xffffff00u) | key;
 }
 

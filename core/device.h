@@ -158,8 +158,10 @@ public:
 	// boundary and every entry but the last must end on one, unless the device has
 	// DEVICE_SG_GAPS_REG. Returns the number of entries mapped (possibly fewer than
 	// sg.size() when the page list fills up), or a negative errno. On return
-	// *sg_offset holds the offset into the first unmapped entry. Takes effect on the
-	// device only when a REG_MR work request executes.
+	// *sg_offset holds the offset into the first unmapped entry. On a
+	// DEVICE_REG_MR_CONTIG device the mapping also stops at the first entry that does not
+	// continue the previous one exactly, aligned or not. Takes effect on the device only
+	// when a REG_MR work request executes.
 	int map_sg(std::span<const SgEntry> sg, unsigned *sg_offset, uint32_t page_size);
 
 	// ib_update_fast_reg_key(mr, ib_inc_rkey(mr->rkey)): rotate the 8-bit key part so
@@ -183,10 +185,26 @@ protected:
 	{
 	}
 
+	// Provider hook, run by map_sg once the page list is built (the kernel's driver
+	// map_mr_sg callback): a provider checks its own REG_MR constraints here and may give
+	// the mapping a local key of its own (set_local_key). A negative errno fails map_sg.
+	virtual int mapped() { return 0; }
+	// The lkey that local SGEs over the mapped range use, when it is not the MR's own
+	// key (a memory window has no lkey: local access goes through the region it is bound
+	// in). From then on update_key rotates the rkey only.
+	void set_local_key(uint32_t lkey)
+	{
+		lkey_ = lkey;
+		local_key_ = true;
+	}
+
 private:
+	int build_page_list(std::span<const SgEntry> sg, unsigned *sg_offset, uint32_t page_size);
+
 	Pd &pd_;
 	uint32_t lkey_;
 	uint32_t rkey_;
+	bool local_key_ = false; // lkey_ was set by set_local_key: not rotated with the rkey
 	uint64_t iova_;
 	uint64_t length_;
 	uint32_t page_size_ = 4096;

@@ -176,6 +176,10 @@ enum : uint64_t {
 	DEVICE_CQ_MODERATION = 1ull << 5,  // modify_cq(count, period) is supported
 	DEVICE_LAST_WQE_EVENT = 1ull << 6, // raises LAST_WQE_REACHED for QPs on an SRQ
 	DEVICE_MEM_WINDOW = 1ull << 7,
+	// REG_MR maps one virtually contiguous range only (fast-reg MRs carried by memory
+	// windows, as the verbs provider's are): a scattered page list takes one MR per run.
+	// No kernel counterpart; the opposite end of DEVICE_SG_GAPS_REG.
+	DEVICE_REG_MR_CONTIG = 1ull << 8,
 };
 
 enum class NodeType : uint8_t { Ca, Rnic };

@@ -207,13 +207,19 @@ int RwCtx::init(RwQp &qp, const SgTable &sgt, uint32_t sg_offset, uint64_t remot
 		return -EINVAL; // empty table, or nothing left after sg_offset (kernel: -EIO)
 	qp_ = &qp;
 	const auto nents = static_cast<uint32_t>(ents.size() - first);
-	int rc;
-	if (rw_io_needs_mr(qp.qp().device(), dir, nents, qp.force_mr()))
-		rc = init_mr_wrs(sgt, first, sg_offset, remote_addr, rkey, dir);
-	else if (nents > 1)
-		rc = init_map_wrs(sgt, first, sg_offset, remote_addr, rkey, dir);
-	else
-		rc = init_single_wr(sgt, first, sg_offset, remote_addr, rkey, dir);
+	const Device &dev = qp.qp().device();
+	bool use_mr = rw_io_needs_mr(dev, dir, nents, qp.force_mr());
+	int rc = use_mr ? init_mr_wrs(sgt, first, sg_offset, remote_addr, rkey, dir) : 0;
+	// A DEVICE_REG_MR_CONTIG device (its MRs are memory windows) takes one MR per
+	// contiguous run, so a scattered table can need more MRs than the context's bound.
+	// Where plain SGEs are legal (anything but an iWARP READ) they carry it instead, as on
+	// a device without fast registration.
+	if (rc == -E2BIG && (dev.attr().device_cap_flags & DEVICE_REG_MR_CONTIG) &&
+	    !(dev.is_iwarp() && dir == RwDir::Read))
+		use_mr = false;
+	if (!use_mr)
+		rc = nents > 1 ? init_map_wrs(sgt, first, sg_offset, remote_addr, rkey, dir)
+		               : init_single_wr(sgt, first, sg_offset, remote_addr, rkey, dir);
 	if (rc < 0) {
 		type_ = RwType::None;
 		qp_ = nullptr;
@@ -327,7 +333,8 @@ int RwCtx::init_mr_wrs(const SgTable &sgt, size_t first, uint32_t offset, uint64
 		// that registration was posted (need_inval is set by wrs()).
 		r.inv = mr->need_inval;
 		r.inv_wr.opcode = WrOpcode::LocalInv;
-		r.inv_wr.invalidate_rkey = mr->lkey();
+		r.inv_wr.invalidate_rkey = mr->rkey(); // the key REG_MR bound (a window's lkey is
+		                                       // its region's: never invalidated)
 		r.reg_wr.opcode = WrOpcode::RegMr;
 		r.reg_wr.mr = mr;
 		r.reg_wr.access = access;

@@ -147,7 +147,9 @@ public:
 	// WRs post() will issue (for send-queue accounting; a chain_wr is the caller's own),
 	// or a negative errno:
 	//   -EINVAL  empty table, sg_offset at or past its end, the context already in use
-	//   -E2BIG   more WRs or MRs than the per-context bound qp was created for
+	//   -E2BIG   more WRs or MRs than the per-context bound qp was created for (on a
+	//            DEVICE_REG_MR_CONTIG device too many runs for MRs falls back to SGEs
+	//            first, where they are legal)
 	//   -EAGAIN  the MR pool is empty: retry after other contexts are destroyed
 	//   other    from Mr::map_sg
 	// On error nothing is held: the context is as before the call.

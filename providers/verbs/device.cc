@@ -170,7 +170,7 @@ std::unique_ptr<VDevice> open_device(ibv_context *ctx)
 
 	uint64_t f = 0;
 	if (mw_reg) {
-		f |= DEVICE_MEM_MGT_EXTENSIONS | DEVICE_MEM_WINDOW;
+		f |= DEVICE_MEM_MGT_EXTENSIONS | DEVICE_MEM_WINDOW | DEVICE_REG_MR_CONTIG;
 		a.max_fast_reg_page_list_len = kMwPageListLen;
 	}
 	if (o.device_cap_flags & IBV_DEVICE_RC_RNR_NAK_GEN)
@@ -559,6 +559,19 @@ VMr::VMr(VPd &pd, ibv_mr *mr)
 VMr::VMr(VPd &pd, ibv_mw *mw, uint32_t max_sg)
     : Mr(pd, mw->rkey, mw->rkey, 0, 0, max_sg), vpd_(pd), mw_(mw)
 {
+}
+
+// A window is bound inside one region and has no lkey of its own: the mapped range
+// [iova, iova + length) must lie in one user MR of this PD, and local SGEs over it (rw/'s
+// data WR names mr->lkey()) use that region's lkey with the same addresses (type-2
+// windows here are VA based, never zero based).
+int VMr::mapped()
+{
+	region_ = vpd_.find_region(iova(), length());
+	if (!region_)
+		return -EINVAL;
+	set_local_key(region_->lkey);
+	return 0;
 }
 
 VMr::~VMr()

@@ -9,9 +9,10 @@
 // Fast registration: userspace has no IB_WR_REG_MR. REG_MR, LOCAL_INV and SEND_WITH_INV
 // are carried by type-2 memory windows (IBV_WR_BIND_MW) where the device has them: the
 // mapped range must be virtually contiguous inside one MR registered on the same PD
-// (map_sg's page list is checked at post time, -EINVAL otherwise). Such a fast-reg MR's
-// key is the window's rkey; it is a remote key only (an MW has no lkey): local SGEs name
-// the region's own MR.
+// (the device reports DEVICE_REG_MR_CONTIG: map_sg stops at the first discontinuity; it fails with
+// -EINVAL when the range is not inside one region). Such a fast-reg MR's rkey is the window's; a
+// window has no lkey, so after map_sg the MR's lkey() is the region's, which local SGEs over the
+// mapped range use (rw/'s data WR does).
 #pragma once
 
 #include "core/device.h"

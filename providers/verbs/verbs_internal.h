@@ -111,11 +111,18 @@ public:
 
 	ibv_mr *mr() const { return mr_; }
 	ibv_mw *mw() const { return mw_; }
+	// The user MR the mapped range lies in (fast-reg MR after map_sg); REG_MR binds the
+	// window there.
+	ibv_mr *region() const { return region_; }
+
+protected:
+	int mapped() override;
 
 private:
 	VPd &vpd_;
-	ibv_mr *mr_ = nullptr; // user MR; null for a fast-reg MR
-	ibv_mw *mw_ = nullptr; // fast-reg MR's window
+	ibv_mr *mr_ = nullptr;     // user MR; null for a fast-reg MR
+	ibv_mw *mw_ = nullptr;     // fast-reg MR's window
+	ibv_mr *region_ = nullptr; // fast-reg MR: the region of the last map_sg, else null
 };
 
 class VChannel final : public CompChannel

@@ -239,6 +239,70 @@ TEST_F(MapSgTest, SgGapsDeviceRecordsRuns)
 	EXPECT_EQ(small->page_list().size(), 4u);
 }
 
+// DEVICE_REG_MR_CONTIG (fast-reg MRs are memory windows): aligned entries that the
+// kernel's rule would map into one page list with a hole stop the mapping instead; an
+// entry continuing the previous one exactly is still merged.
+TEST_F(MapSgTest, ContigDeviceStopsAtEveryDiscontinuity)
+{
+	DeviceAttr a;
+	a.device_cap_flags = DEVICE_MEM_MGT_EXTENSIONS | DEVICE_REG_MR_CONTIG;
+	TestDevice d("mapsg-contig", a);
+	TestPd p(d);
+	auto m = p.alloc_mr(16);
+	SgEntry sg[] = {
+	    {0x10000, kPage}, {0x11000, 0x80}, {0x11080, kPage - 0x80}, {0x20000, kPage}};
+	unsigned off = 0;
+	EXPECT_EQ(m->map_sg(sg, &off, kPage), 3); // the aligned jump to 0x20000 ends it
+	EXPECT_EQ(pages(*m), (std::vector<uint64_t>{0x10000, 0x11000}));
+	EXPECT_EQ(m->iova(), 0x10000u);
+	EXPECT_EQ(m->length(), 2u * kPage);
+	EXPECT_EQ(off, 0u);
+
+	// The same list on an ordinary device: one MR with a hole, as ib_sg_to_pages does.
+	auto k = mr(16);
+	EXPECT_EQ(k->map_sg(sg, nullptr, kPage), 4);
+	EXPECT_EQ(pages(*k), (std::vector<uint64_t>{0x10000, 0x11000, 0x20000}));
+}
+
+// A provider's mapped() hook: it sees the finished mapping, may give it a local key of
+// its own (which key rotation then leaves alone), and fails map_sg with its errno.
+class HookMr : public Mr
+{
+public:
+	HookMr(Pd &pd, uint32_t key) : Mr(pd, key, key, 0, 0, 8) {}
+	int result = 0;     // what mapped() returns
+	uint32_t local = 0; // the local key it sets, when result is 0
+	uint64_t seen_iova = 0;
+
+protected:
+	int mapped() override
+	{
+		seen_iova = iova();
+		if (result == 0)
+			set_local_key(local);
+		return result;
+	}
+};
+
+TEST_F(MapSgTest, MappedHookSetsLocalKeyOrFails)
+{
+	HookMr m(pd, 0x4200);
+	m.local = 0x777711;
+	SgEntry sg[] = {{0x10040, 0x100}};
+	EXPECT_EQ(m.map_sg(sg, nullptr, kPage), 1);
+	EXPECT_EQ(m.seen_iova, 0x10040u);
+	EXPECT_EQ(m.lkey(), 0x777711u);
+	EXPECT_EQ(m.rkey(), 0x4200u);
+	m.inc_rkey();
+	EXPECT_EQ(m.rkey(), 0x4201u);
+	EXPECT_EQ(m.lkey(), 0x777711u) << "a provider's local key is not the MR's to rotate";
+
+	m.result = -EINVAL;
+	EXPECT_EQ(m.map_sg(sg, nullptr, kPage), -EINVAL);
+	EXPECT_TRUE(m.page_list().empty());
+	EXPECT_EQ(m.length(), 0u);
+}
+
 TEST_F(MapSgTest, IncRkeyRotatesKeyByteOfBothKeys)
 {
 	auto m = pd.reg_mr(reinterpret_cast<void *>(0x10000), 0x1000, 0);

@@ -10,9 +10,6 @@
 #include "core/mem_map.h"
 #include "providers/soft/soft.h"
 #include "tests/soft/soft_test_util.h"
-#ifdef ULP_HAVE_VERBS
-#include "providers/verbs/verbs.h"
-#endif
 
 #include <gtest/gtest.h>
 
@@ -128,31 +125,6 @@ struct Config {
 	}
 };
 
-// rw's MR path names the fast-reg MR's lkey in its local SGEs (as the kernel's does). The
-// verbs provider carries REG_MR as a type-2 memory-window bind, and a window has no lkey
-// (providers/verbs/verbs.h: its "lkey" is the window's rkey): a local SGE with it fails
-// (rxe: LOC_QP_OP_ERR), so the MR path cannot run there. Empty when it can.
-std::string mr_path_unusable(const Device &dev)
-{
-#ifdef ULP_HAVE_VERBS
-	if (ulp::verbs::is_verbs(dev))
-		return "rw's MR path on " + dev.name() +
-		       ": the verbs provider's fast-reg MR is a memory window, without an lkey for "
-		       "rw's local SGEs (providers/verbs/verbs.h)";
-#endif
-	(void)dev;
-	return {};
-}
-
-// The same for ULP_TEST_DEVICE (nothing on soft runs).
-std::string mr_path_unusable()
-{
-	if (!ulp::test::on_test_device())
-		return {};
-	DevPtr d = soft_test::make_dev("127.0.0.1");
-	return d ? mr_path_unusable(*d) : std::string("no ULP_TEST_DEVICE");
-}
-
 // The WRs posted on qp so far, where the device can tell (soft counters); nullopt elsewhere.
 std::optional<uint64_t> posted(Qp &qp)
 {
@@ -194,8 +166,9 @@ struct Env {
 	{
 		if (ulp::test::on_test_device()) {
 			if (c.needs_soft() && !c.sge_limit_only()) {
-				ADD_FAILURE() << c.name << ": a soft shape on ULP_TEST_DEVICE: the test "
-				              << "must ULP_SKIP_UNLESS_SOFT";
+				ADD_FAILURE()
+				    << c.name << ": a soft shape on ULP_TEST_DEVICE: the test "
+				    << "must ULP_SKIP_UNLESS_SOFT";
 				return false;
 			}
 			da = soft_test::make_dev("127.0.0.1");
@@ -359,7 +332,38 @@ void run_case(Env &e, const Config &c, size_t total, uint32_t nents, Layout l, R
 	const auto before = posted(*e.a.qp);
 	int nwr = ctx.init(*e.rq, t, sg_offset, e.b.at(roff), e.b.mr->rkey(), dir);
 	ASSERT_GT(nwr, 0) << "init " << nwr;
-	const bool want_mr = dir == RwDir::Read ? left > c.mr_read_above : c.mr_write;
+	bool want_mr = dir == RwDir::Read ? left > c.mr_read_above : c.mr_write;
+	// A DEVICE_REG_MR_CONTIG device (the verbs provider's windows) needs one MR per
+	// contiguous run, split at the page-list length; beyond the context's MR bound rw
+	// takes SGEs (legal here: not an iWARP READ).
+	const Device &dev = e.a.qp->device();
+	if (want_mr && (dev.attr().device_cap_flags & DEVICE_REG_MR_CONTIG) &&
+	    !(dev.is_iwarp() && dir == RwDir::Read)) {
+		const uint64_t per_mr = rw_fr_page_list_len(dev);
+		uint64_t mrs = 0, skip = sg_offset;
+		uint64_t run_start = 0, run_end = 0;
+		auto close_run = [&] {
+			if (run_end > run_start)
+				mrs +=
+				    (run_end - 1 - run_start / kPage * kPage) / kPage / per_mr + 1;
+		};
+		for (auto &[off, len] : ents) {
+			if (skip >= len) {
+				skip -= len;
+				continue;
+			}
+			const uint64_t a = reinterpret_cast<uint64_t>(e.a.buf.data()) + off + skip;
+			if (a != run_end) {
+				close_run();
+				run_start = a;
+			}
+			run_end = a + (len - skip);
+			skip = 0;
+		}
+		close_run();
+		if (mrs > e.rq->ctx_bound().mrs)
+			want_mr = false;
+	}
 	EXPECT_EQ(ctx.type(), want_mr ? RwType::Mr : left > 1 ? RwType::MultiWr : RwType::SingleWr);
 	Done d;
 	ASSERT_EQ(ctx.post(&d.cqe, nullptr), 0);
@@ -475,9 +479,6 @@ TEST_P(RwMatrix, DataIntegrity)
 		send_sge = c.limits.max_sge; // the QP asks for the shape's SGE count
 	else if (c.needs_soft())
 		ULP_SKIP_UNLESS_SOFT("soft::Profile / soft::Limits shape " + c.name);
-	if (c.force_mr || c.mr_write || c.mr_read_above != UINT32_MAX)
-		if (std::string why = mr_path_unusable(); !why.empty())
-			GTEST_SKIP() << why;
 	Env e;
 	ASSERT_TRUE(e.init(c, 11 * MiB, 9 * MiB, 2, 16, send_sge));
 	const size_t small[] = {1, 4095, 4097, 64 * KiB + 13};
@@ -580,8 +581,7 @@ void chain_wr(bool force)
 	ASSERT_TRUE(process_until(*e.b.rcq, [&] { return rd.n > 0; }));
 	EXPECT_EQ(rd.status, WcStatus::Success);
 	uint8_t *src =
-	    e.a.buf.data() +
-	    (kPage - reinterpret_cast<uintptr_t>(e.a.buf.data()) % kPage) % kPage;
+	    e.a.buf.data() + (kPage - reinterpret_cast<uintptr_t>(e.a.buf.data()) % kPage) % kPage;
 	EXPECT_EQ(std::memcmp(e.b.buf.data(), src, 8 * kPage), 0);
 	ASSERT_TRUE(process_until(*e.a.scq, [&] { return sd.n > 0; }));
 	EXPECT_EQ(sd.status, WcStatus::Success);
@@ -598,8 +598,6 @@ TEST(Rw, ChainWrSendFollowsData)
 
 TEST(Rw, ChainWrSendFollowsDataForceMr)
 {
-	if (std::string why = mr_path_unusable(); !why.empty())
-		GTEST_SKIP() << why;
 	chain_wr(true);
 }
 
@@ -857,8 +855,6 @@ TEST(Rw, MrFactor)
 // An empty pool gives -EAGAIN with nothing held; destroying a context lets a retry work.
 TEST(Rw, PoolExhaustionAndRecovery)
 {
-	if (std::string why = mr_path_unusable(); !why.empty())
-		GTEST_SKIP() << why;
 	Config c;
 	c.force_mr = true;
 	c.max_pages = 512; // 2 MRs per context

@@ -428,8 +428,8 @@ int run_rw(const RwOptions &o)
 			skipped = "mr: RwQp::create with force-MR on " + o.device + ": " +
 			          std::strerror(-err);
 		} else {
-			// The verbs provider's fast-reg MRs are memory windows (remote keys
-			// only), and the MR path's data WR names the MR's lkey: try one first.
+			// A device may take REG_MR and still fail its WRs (a window outside
+			// any region, a provider quirk): try one context each way first.
 			for (RwDir dir : {RwDir::Write, RwDir::Read}) {
 				if (std::string why = probe(mr, dir); !why.empty()) {
 					have_mr = false;
