@@ -261,7 +261,14 @@ int VQp::modify(const QpAttr &attr, uint32_t mask)
 		a.dest_qp_num = attr.dest_qp_num;
 		m |= IBV_QP_DEST_QPN;
 	}
-	return -ibv_modify_qp(qp_, &a, m);
+	// RoCE: INIT->RTR with an address vector makes the kernel resolve the peer's MAC
+	// (ib_resolve_eth_dmac -> rdma_resolve_ip with a 1000 ms timeout). A loaded TCG guest
+	// has been seen to miss that for its own address (ETIMEDOUT); nothing was changed, so
+	// the transition is retried a bounded number of times.
+	int err = ibv_modify_qp(qp_, &a, m);
+	for (int retry = 0; err == ETIMEDOUT && (m & IBV_QP_AV) && retry < 3; retry++)
+		err = ibv_modify_qp(qp_, &a, m);
+	return -err;
 }
 
 int VQp::query(QpAttr *out)
@@ -372,18 +379,10 @@ int VQp::translate(const SendWr &wr, ibv_send_wr *out) const
 		auto *mr = static_cast<VMr *>(r.mr);
 		if (!vdev_.mw_reg() || !mr || !mr->mw())
 			return -EOPNOTSUPP;
-		// A window covers one virtually contiguous range of one region: the page list
-		// must be consecutive pages (map_sg without SG_GAPS_REG gives page-aligned
-		// ones), and [iova, iova + length) must lie inside one MR of this PD.
-		auto pages = mr->page_list();
-		if (pages.empty() || mr->length() == 0)
-			return -EINVAL;
-		for (size_t i = 1; i < pages.size(); i++)
-			if (pages[i] != pages[0] + i * mr->page_size())
-				return -EINVAL;
-		auto &vpd = static_cast<VPd &>(mr->pd());
-		ibv_mr *region = vpd.find_region(mr->iova(), mr->length());
-		if (!region)
+		// A window covers one virtually contiguous range of one region: map_sg built
+		// it so (contig_only) and found the region (VMr::mapped).
+		ibv_mr *region = mr->region();
+		if (!region || mr->length() == 0)
 			return -EINVAL;
 		out->opcode = IBV_WR_BIND_MW;
 		out->sg_list = nullptr;
@@ -411,12 +410,15 @@ int VQp::post_send(const SendWr *wr, const SendWr **bad_wr)
 	const SendWr *src[kPostBatch];
 	while (wr) {
 		int n = 0, err = 0;
-		for (; wr && n < kPostBatch; wr = wr->next, n++) {
+		ibv_mw *bound = nullptr; // a BIND_MW ends its batch: see below
+		for (; wr && n < kPostBatch && !bound; wr = wr->next, n++) {
 			if ((err = translate(*wr, &w[n])))
 				break;
 			src[n] = wr;
 			if (n)
 				w[n - 1].next = &w[n];
+			if (w[n].opcode == IBV_WR_BIND_MW)
+				bound = w[n].bind_mw.mw;
 		}
 		if (n) {
 			ibv_send_wr *bad = nullptr;
@@ -426,6 +428,13 @@ int VQp::post_send(const SendWr *wr, const SendWr **bad_wr)
 				return -e;
 			}
 		}
+		// A type-2 bind names the window by its current rkey (rxe copies ibv_mw.rkey
+		// into the WQE and the kernel refuses a stale one), and posting it does not update
+		// ibv_mw.rkey: the consumer does, once the bind is posted. Hence one bind per
+		// ibv_post_send, so a later bind of the same window in this chain sees the key
+		// this one gave it.
+		if (bound)
+			bound->rkey = w[n - 1].bind_mw.rkey;
 		if (err) {
 			*bad_wr = wr;
 			return err;
