@@ -1,0 +1,48 @@
+// SPDX-License-Identifier: MIT
+// scsi/bs_internal.h - what the backstore kinds share and nobody else needs: the request
+// checks every kind applies the same way, the per-kind constructors make_backstore()
+// dispatches to, and the file/block kind's counters (tests observe its O_DIRECT choice).
+#pragma once
+
+#include "scsi/backstore.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace ulp::scsi
+{
+
+// Largest queue_depth a config may ask for: io_uring takes up to 32768 SQ entries, but a
+// deeper queue only adds latency for a single logical unit (LIO caps its queues lower).
+inline constexpr uint32_t kBsMaxQueueDepth = 4096;
+
+// 0 when io addresses [offset, offset + length) inside a backstore of size bytes and, for
+// Read/Write, its iov adds up to length; -EINVAL otherwise. Flush carries no range.
+int bs_check_io(uint64_t size, const BsIo *io);
+
+// The kinds. cfg has passed make_backstore()'s checks; they fail with *err (negative
+// errno) and a message in *why.
+std::unique_ptr<Backstore> make_null_backstore(const BackstoreConfig &cfg);
+std::unique_ptr<Backstore> make_ram_backstore(const BackstoreConfig &cfg, int *err,
+                                              std::string *why);
+std::unique_ptr<Backstore> make_file_backstore(const BackstoreConfig &cfg, int *err,
+                                               std::string *why);
+
+// Counters and open-time facts of a file or block backstore. Counters are relaxed atomics
+// read without a lock: exact once the requests they count have completed.
+struct FileBsStats {
+	bool direct = false;         // an O_DIRECT descriptor is open (aligned I/O may use it)
+	uint32_t dio_mem_align = 0;  // bytes: buffer address alignment O_DIRECT needs
+	uint32_t dio_off_align = 0;  // bytes: offset and length alignment O_DIRECT needs
+	uint64_t direct_rw = 0;      // read/write submissions sent to the O_DIRECT descriptor
+	uint64_t buffered_rw = 0;    // read/write submissions sent to the buffered descriptor
+	uint64_t short_resubmit = 0; // remainders resubmitted (short transfer, or > IOV_MAX iovs)
+	uint64_t eof_fill = 0;       // reads that met end of file inside size (zero-filled)
+	uint64_t retried = 0;        // requests resubmitted after -EAGAIN/-EINTR/-ECANCELED
+};
+
+// false when bs is not a file or block backstore.
+bool file_bs_stats(const Backstore &bs, FileBsStats *out);
+
+} // namespace ulp::scsi

@@ -1,0 +1,205 @@
+// SPDX-License-Identifier: MIT
+// scsi/bs_ram.cc - the ram backstore: a thin, memory-backed logical unit (the kernel's
+// target_core_rd, but allocated on demand).
+//
+// The LU is a table of fixed-size chunks. A chunk's memory is allocated by the first
+// write that touches it; until then it reads as zeros and counts as unmapped. Unmap and
+// WriteZeroes free the chunks they cover entirely and zero the parts of the others.
+//
+// Locking: reads and writes take the table lock shared and may run in parallel from any
+// number of threads; a write that finds a chunk missing allocates one and installs it with
+// a compare-and-swap, so two writers racing on a new chunk agree on one. Unmap and
+// WriteZeroes take the lock exclusive, because they free chunks: no reader or writer can
+// hold a chunk's pointer while it is freed. Concurrent writes to the same bytes are the
+// initiator's problem (SBC leaves their result undefined), as with any disk.
+#include "scsi/bs_internal.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <new>
+#include <shared_mutex>
+
+namespace ulp::scsi
+{
+
+namespace
+{
+
+// 64 KiB chunks. Smaller chunks would cost an allocation per 4 KiB written and a bigger
+// table (8 bytes per chunk: 128 KiB of table per GiB at 64 KiB, 2 MiB at 4 KiB); larger
+// ones would make a sparse 4 KiB write cost a megabyte and make UNMAP, which can only
+// free whole chunks, coarse. 64 KiB is also a common unmap granularity and below glibc's
+// mmap threshold, so a chunk comes from the heap instead of a system call per write.
+constexpr uint64_t kChunkShift = 16;
+constexpr uint64_t kChunk = 1ull << kChunkShift;
+
+class RamBackstore final : public Backstore
+{
+public:
+	RamBackstore(const BackstoreConfig &cfg, std::unique_ptr<std::atomic<uint8_t *>[]> t,
+	             uint64_t nchunks)
+	    : Backstore("ram", cfg.size, cfg.queue_depth), chunks_(std::move(t)), nchunks_(nchunks)
+	{
+	}
+
+	~RamBackstore() override
+	{
+		for (uint64_t i = 0; i < nchunks_; i++)
+			std::free(chunks_[i].load(std::memory_order_relaxed));
+	}
+
+	bool can_unmap() const override { return true; }
+	// Memory has no volatile cache to flush: a completed write is as durable as it gets.
+	bool write_cache() const override { return false; }
+
+	void submit(BsIo *io) override
+	{
+		int err = bs_check_io(size(), io);
+		if (!err) {
+			switch (io->op) {
+			case BsOp::Read:
+				read(io);
+				break;
+			case BsOp::Write:
+				err = write(io);
+				break;
+			case BsOp::Flush:
+				break;
+			case BsOp::Unmap:
+			case BsOp::WriteZeroes:
+				zero(io->offset, io->length);
+				break;
+			}
+		}
+		io->done(io, err);
+	}
+
+	int extent(uint64_t offset, BsExtent *out) override
+	{
+		if (offset >= size())
+			return -EINVAL;
+		// No lock: only the pointers' null-ness is read, never the memory behind them.
+		uint64_t c = offset >> kChunkShift;
+		const bool mapped = chunks_[c].load(std::memory_order_acquire) != nullptr;
+		while (++c < nchunks_ &&
+		       (chunks_[c].load(std::memory_order_acquire) != nullptr) == mapped)
+			;
+		out->mapped = mapped;
+		out->length = std::min(c << kChunkShift, size()) - offset;
+		return 0;
+	}
+
+private:
+	// Calls fn(chunk index, offset in chunk, bytes, iov byte pointer) over the part of
+	// [off, off + len) each chunk holds, walking io's iov in step.
+	template <typename Fn> static void walk(const BsIo *io, Fn fn)
+	{
+		uint64_t off = io->offset;
+		for (const iovec &v : io->iov) {
+			auto *p = static_cast<uint8_t *>(v.iov_base);
+			size_t left = v.iov_len;
+			while (left) {
+				uint64_t in = off & (kChunk - 1);
+				size_t n =
+				    static_cast<size_t>(std::min<uint64_t>(left, kChunk - in));
+				fn(off >> kChunkShift, in, n, p);
+				off += n;
+				p += n;
+				left -= n;
+			}
+		}
+	}
+
+	void read(const BsIo *io)
+	{
+		std::shared_lock g(lock_);
+		walk(io, [this](uint64_t c, uint64_t in, size_t n, uint8_t *p) {
+			const uint8_t *m = chunks_[c].load(std::memory_order_acquire);
+			if (m)
+				std::memcpy(p, m + in, n);
+			else
+				std::memset(p, 0, n);
+		});
+	}
+
+	// The chunk's memory, allocating it on first use; nullptr when memory is exhausted.
+	uint8_t *chunk_for_write(uint64_t c)
+	{
+		uint8_t *m = chunks_[c].load(std::memory_order_acquire);
+		if (m)
+			return m;
+		auto *fresh = static_cast<uint8_t *>(std::calloc(1, kChunk));
+		if (!fresh)
+			return nullptr;
+		// Release: a reader that sees the pointer sees the zeroed memory behind it.
+		if (chunks_[c].compare_exchange_strong(m, fresh, std::memory_order_acq_rel,
+		                                       std::memory_order_acquire))
+			return fresh;
+		std::free(fresh); // another writer won the race; m is its chunk
+		return m;
+	}
+
+	int write(const BsIo *io)
+	{
+		std::shared_lock g(lock_);
+		int err = 0;
+		walk(io, [&](uint64_t c, uint64_t in, size_t n, uint8_t *p) {
+			if (err)
+				return;
+			uint8_t *m = chunk_for_write(c);
+			if (!m) {
+				// A thin LU that cannot allocate is out of space, which is what
+				// -ENOSPC means in the contract (SPACE ALLOCATION FAILED). The
+				// bytes before this chunk are written, as a disk's would be.
+				err = -ENOSPC;
+				return;
+			}
+			std::memcpy(m + in, p, n);
+		});
+		return err;
+	}
+
+	void zero(uint64_t off, uint64_t len)
+	{
+		std::unique_lock g(lock_);
+		while (len) {
+			uint64_t c = off >> kChunkShift, in = off & (kChunk - 1);
+			uint64_t n = std::min(len, kChunk - in);
+			// The last chunk may extend past size(); covering up to size() covers it.
+			const bool whole = in == 0 && (n == kChunk || off + n == size());
+			uint8_t *m = chunks_[c].load(std::memory_order_relaxed);
+			if (whole)
+				std::free(chunks_[c].exchange(nullptr, std::memory_order_acq_rel));
+			else if (m)
+				std::memset(m + in, 0, n);
+			off += n;
+			len -= n;
+		}
+	}
+
+	std::shared_mutex lock_; // shared: read, write; exclusive: zero() (it frees chunks)
+	std::unique_ptr<std::atomic<uint8_t *>[]> chunks_; // per chunk: calloc'd memory or null
+	uint64_t nchunks_;                                 // entries in chunks_; fixed
+};
+
+} // namespace
+
+std::unique_ptr<Backstore> make_ram_backstore(const BackstoreConfig &cfg, int *err,
+                                              std::string *why)
+{
+	const uint64_t n = (cfg.size >> kChunkShift) + ((cfg.size & (kChunk - 1)) != 0);
+	std::unique_ptr<std::atomic<uint8_t *>[]> t(new (std::nothrow) std::atomic<uint8_t *>[n]());
+	if (!t) {
+		*err = -ENOMEM;
+		*why = "ram backstore: no memory for the chunk table of " + std::to_string(n) +
+		       " chunks";
+		return nullptr;
+	}
+	return std::make_unique<RamBackstore>(cfg, std::move(t), n);
+}
+
+} // namespace ulp::scsi
