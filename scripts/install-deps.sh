@@ -5,7 +5,8 @@
 set -euo pipefail
 
 build=(build-essential cmake ninja-build pkg-config git)
-libs=(libgtest-dev libgmock-dev libbenchmark-dev libboost-dev libcli11-dev)
+libs=(libgtest-dev libgmock-dev libbenchmark-dev libboost-dev libcli11-dev
+	liburing-dev)
 # clang + its runtimes: scripts/fuzz.sh (libFuzzer, ASan, UBSan)
 tools=(clang libclang-rt-14-dev clang-format python3)
 

@@ -53,6 +53,7 @@ public:
 	}
 
 	bool can_unmap() const override { return true; }
+	uint32_t unmap_granularity() const override { return kChunk; }
 	// Memory has no volatile cache to flush: a completed write is as durable as it gets.
 	bool write_cache() const override { return false; }
 

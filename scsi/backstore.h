@@ -1,0 +1,125 @@
+// SPDX-License-Identifier: MIT
+// scsi/backstore.h - where a logical unit's blocks live (the kernel's target backend
+// subsystems: target_core_iblock, _file, _rd; SPDK's bdev).
+//
+// A Backstore executes byte-addressed I/O asynchronously and completes each request
+// exactly once through its done callback. The core (scsi/sbc.cc) turns block commands
+// into BsIo requests; it owns the BsIo memory (embedded in the command, so the data path
+// allocates nothing) and never touches a request between submit() and done().
+//
+// Kinds (make_backstore):
+//   null   no storage: reads return zeros, writes are discarded (a pure overhead probe)
+//   ram    memory allocated on first write in fixed chunks; unwritten ranges read as
+//          zeros and count as unmapped (thin), UNMAP frees whole chunks
+//   file   a regular file through io_uring (liburing): O_DIRECT when the logical block
+//          size and every buffer are aligned, buffered otherwise; fdatasync for FLUSH and
+//          for FUA writes; UNMAP punches holes (fallocate PUNCH_HOLE | KEEP_SIZE)
+//   block  a block device through io_uring, as file, with UNMAP by the kernel's zero-out
+//          with unmap (fallocate PUNCH_HOLE on the device: deallocates and guarantees
+//          zeros, which BLKDISCARD does not) where the device can discard; its size
+//          from BLKGETSIZE64
+//
+// Threading: submit() may be called from any thread, concurrently; it never blocks on
+// I/O (a request beyond the queue depth waits in the backstore's own FIFO, in order).
+// done() runs on the backstore's completion thread, or inside submit() itself for the
+// synchronous kinds (null, ram); it must not block and must not call back into this
+// backstore's destructor. Destruction waits (bounded, logged) for requests in flight.
+#pragma once
+
+#include <sys/uio.h>
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+namespace ulp::scsi
+{
+
+enum class BsOp : uint8_t {
+	Read,        // iov <- [offset, offset + length)
+	Write,       // iov -> [offset, offset + length)
+	Flush,       // make every completed write durable (SYNCHRONIZE CACHE)
+	Unmap,       // deallocate [offset, offset + length): reads return zeros afterwards
+	WriteZeroes, // [offset, offset + length) reads as zeros afterwards, allocated or not
+};
+
+const char *bs_op_str(BsOp op);
+
+struct BsIo {
+	BsOp op = BsOp::Read;
+	bool fua = false;             // Write: durable before done() (force unit access)
+	uint64_t offset = 0;          // bytes from the start of the backstore
+	uint64_t length = 0;          // bytes; for Read/Write the sum of iov lengths
+	std::span<const iovec> iov;   // Read/Write buffers, valid until done()
+	// Called exactly once: err is 0, or a negative errno (-EIO: medium error; -ENOSPC:
+	// out of space on a thin backstore; -EINVAL: beyond the end or a bad request;
+	// -EOPNOTSUPP: Unmap on a backstore that cannot deallocate).
+	void (*done)(BsIo *io, int err) = nullptr;
+	void *priv = nullptr; // the submitter's context (done() recovers its command from it)
+	BsIo *bs_next = nullptr; // backstore-private until done(): its wait-FIFO link (no alloc)
+};
+
+// What GET LBA STATUS needs: whether a range is mapped, and how far that state extends.
+struct BsExtent {
+	bool mapped = true;  // false: deallocated (reads return zeros)
+	uint64_t length = 0; // bytes from the queried offset with the same state (> 0)
+};
+
+class Backstore
+{
+public:
+	virtual ~Backstore() = default;
+	Backstore(const Backstore &) = delete;
+	Backstore &operator=(const Backstore &) = delete;
+
+	const std::string &kind() const { return kind_; } // "null", "ram", "file", "block"
+	uint64_t size() const { return size_; }           // bytes
+	// Largest number of requests executing at once; more wait in order.
+	uint32_t queue_depth() const { return queue_depth_; }
+	// Unmap and WriteZeroes deallocate storage (thin provisioning: UNMAP, WRITE SAME
+	// with UNMAP, GET LBA STATUS report real state).
+	virtual bool can_unmap() const = 0;
+	// Writes may sit in a volatile cache until Flush (the mode page's WCE bit).
+	virtual bool write_cache() const = 0;
+	// The unit in which Unmap really frees storage, bytes (a power of two): VPD page B0h's
+	// OPTIMAL UNMAP GRANULARITY. Smaller ranges are zeroed, not freed.
+	virtual uint32_t unmap_granularity() const { return 4096; }
+
+	// Start io; never blocks. io->done is called exactly once (possibly before submit
+	// returns, for synchronous kinds).
+	virtual void submit(BsIo *io) = 0;
+
+	// The allocation state at offset (GET LBA STATUS). Backstores that cannot tell report
+	// everything mapped. Synchronous and cheap (no data I/O); 0 or a negative errno.
+	virtual int extent(uint64_t offset, BsExtent *out) = 0;
+
+protected:
+	Backstore(std::string kind, uint64_t size, uint32_t queue_depth)
+	    : kind_(std::move(kind)), size_(size), queue_depth_(queue_depth)
+	{
+	}
+
+private:
+	std::string kind_;
+	uint64_t size_;
+	uint32_t queue_depth_;
+};
+
+struct BackstoreConfig {
+	std::string kind;          // "null", "ram", "file", "block"
+	std::string path;          // file / block: the path; ram, null: unused
+	uint64_t size = 0;         // bytes; file: created or extended to this when non-zero
+	                           // (0 = the file's current size); block: 0 = the device's
+	uint32_t block_size = 512; // the LU's logical block size: O_DIRECT needs alignment
+	uint32_t queue_depth = 64; // requests executing at once (io_uring entries)
+	bool direct = true;        // file/block: O_DIRECT where aligned
+	bool write_cache = true;   // file/block: report a volatile cache (honour FUA/flush)
+	bool read_only = false;    // open read-only; writes fail with -EROFS
+};
+
+// Make a backstore, or nullptr with *err set (negative errno) and a message in *why.
+std::unique_ptr<Backstore> make_backstore(const BackstoreConfig &cfg, int *err,
+                                          std::string *why);
+
+} // namespace ulp::scsi
