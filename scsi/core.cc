@@ -1,0 +1,530 @@
+// SPDX-License-Identifier: MIT
+// scsi/core.cc - a command's way through the target core (the kernel's
+// target_core_transport.c): submit, data-out, task-set ordering, execution, completion
+// and release.
+//
+// Locks: a command's LU lock (task set, dormant list, ordering counts, its state and
+// aborted flag) and its session's lock (the session's command list). Never both at once,
+// never across a fabric callback, an execute function or a backstore submit.
+#include "scsi/core.h"
+
+#include "scsi/core_internal.h"
+#include "scsi/fabric.h"
+#include "scsi/pr.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <vector>
+
+namespace ulp::scsi
+{
+
+// tmr.cc: a finished command no longer holds up the task management functions waiting
+// for it; the ones it was the last for are appended to done. Under lu.lock_.
+void tmr_cmd_finished(LogicalUnit &lu, Cmd *cmd, std::vector<Tmr *> &done);
+
+const char *cmd_state_str(CmdState s)
+{
+	switch (s) {
+	case CmdState::New:
+		return "new";
+	case CmdState::Parsing:
+		return "parsing";
+	case CmdState::WritePending:
+		return "write-pending";
+	case CmdState::Dormant:
+		return "dormant";
+	case CmdState::Executing:
+		return "executing";
+	case CmdState::Complete:
+		return "complete";
+	case CmdState::Aborted:
+		return "aborted";
+	}
+	return "?";
+}
+
+void cmd_init(Cmd *cmd)
+{
+	assert(!cmd->task_node.is_linked() && !cmd->dormant_node.is_linked() &&
+	       !cmd->sess_node.is_linked());
+	if (cmd->scratch && cmd->scratch_free)
+		cmd->scratch_free(cmd->scratch);
+	cmd->sess = nullptr;
+	cmd->lun = 0;
+	cmd->tag = 0;
+	cmd->task_attr = TaskAttr::Simple;
+	cmd->dir = DataDir::None;
+	cmd->data_length = 0;
+	cmd->sgl = {};
+	cmd->cdb_len = 0;
+	cmd->fabric_priv = nullptr;
+	cmd->status = Status::Good;
+	cmd->sense_len = 0;
+	cmd->resid = Residual::None;
+	cmd->resid_count = 0;
+	cmd->xfer_len = 0;
+	cmd->state = CmdState::New;
+	cmd->lu = nullptr;
+	cmd->read_only = false;
+	cmd->aborted = false;
+	cmd->send_tas = false;
+	cmd->counted = false;
+	cmd->wp_returned = false;
+	cmd->flags = 0;
+	cmd->cdb_xfer = 0;
+	cmd->cdb_dir = DataDir::None;
+	cmd->lba = 0;
+	cmd->nr_blocks = 0;
+	cmd->execute = nullptr;
+	cmd->refs.store(0, std::memory_order_relaxed);
+	cmd->io = BsIo{};
+	cmd->scratch = nullptr;
+	cmd->scratch_free = nullptr;
+}
+
+namespace
+{
+
+void release(Cmd *cmd)
+{
+	Session *s = cmd->sess;
+	Fabric &f = s->fabric(); // the fabric outlives its sessions; s may not outlive this
+	if (cmd->scratch && cmd->scratch_free) {
+		cmd->scratch_free(cmd->scratch);
+		cmd->scratch = nullptr;
+	}
+	{
+		std::lock_guard g(s->sess_lock_);
+		s->cmds_.erase(s->cmds_.iterator_to(*cmd));
+		if (s->cmds_.empty())
+			s->idle_cv_.notify_all();
+	}
+	f.release_cmd(cmd);
+}
+
+void put(Cmd *cmd)
+{
+	if (cmd->refs.fetch_sub(1, std::memory_order_acq_rel) == 1)
+		release(cmd);
+}
+
+// SAM-5 8.6 task attributes, under lu.lock_: may cmd start now? Counts it when it may.
+// HEAD OF QUEUE starts at once; ORDERED waits for every older command; SIMPLE waits for
+// older ORDERED ones (and for anything already waiting, so that order is kept).
+bool may_start(LogicalUnit &lu, Cmd *cmd)
+{
+	switch (cmd->task_attr) {
+	case TaskAttr::HeadOfQueue:
+		return true;
+	case TaskAttr::Ordered:
+		if (lu.simple_active_ || lu.ordered_active_ || !lu.dormant_.empty())
+			return false;
+		lu.ordered_active_++;
+		break;
+	default:
+		if (lu.ordered_active_ || !lu.dormant_.empty())
+			return false;
+		lu.simple_active_++;
+		break;
+	}
+	cmd->counted = true;
+	return true;
+}
+
+// Under lu.lock_: move the dormant commands that may start now into run, in order.
+void restart_dormant(LogicalUnit &lu, CmdDormantList &run)
+{
+	while (!lu.dormant_.empty()) {
+		Cmd &c = lu.dormant_.front();
+		if (c.task_attr == TaskAttr::Ordered) {
+			if (lu.simple_active_ || lu.ordered_active_)
+				break;
+			lu.ordered_active_++;
+		} else {
+			if (lu.ordered_active_)
+				break;
+			lu.simple_active_++;
+		}
+		c.counted = true;
+		c.state = CmdState::Executing;
+		lu.dormant_.pop_front();
+		run.push_back(c);
+		if (c.task_attr == TaskAttr::Ordered)
+			break; // nothing after an ORDERED one starts before it ends
+	}
+}
+
+void run_list(CmdDormantList &run)
+{
+	while (!run.empty()) {
+		Cmd &c = run.front();
+		run.pop_front();
+		c.execute(&c);
+	}
+}
+
+void set_residual(Cmd *cmd)
+{
+	if (cmd->xfer_len < cmd->data_length) {
+		cmd->resid = Residual::Underflow;
+		cmd->resid_count = cmd->data_length - cmd->xfer_len;
+	} else if (cmd->cdb_xfer > cmd->data_length) {
+		cmd->resid = Residual::Overflow;
+		cmd->resid_count = cmd->cdb_xfer - cmd->data_length;
+	} else {
+		cmd->resid = Residual::None;
+		cmd->resid_count = 0;
+	}
+}
+
+} // namespace
+
+// The command is answered (status set, or aborted): off the task set, let waiting ones
+// start, tell the TMFs waiting for it, hand it to the fabric, drop the core's reference.
+void cmd_finish(Cmd *cmd)
+{
+	LogicalUnit *lu = cmd->lu;
+	CmdDormantList run;
+	std::vector<Tmr *> tmrs; // allocates only when a TMF was waiting
+	bool aborted;
+	if (lu) {
+		std::lock_guard g(lu->lock_);
+		aborted = cmd->aborted;
+		if (cmd->counted) {
+			if (cmd->task_attr == TaskAttr::Ordered)
+				lu->ordered_active_--;
+			else if (cmd->task_attr != TaskAttr::HeadOfQueue)
+				lu->simple_active_--;
+			cmd->counted = false;
+		}
+		if (cmd->task_node.is_linked())
+			lu->task_set_.erase(lu->task_set_.iterator_to(*cmd));
+		assert(!cmd->dormant_node.is_linked());
+		cmd->state = aborted ? CmdState::Aborted : CmdState::Complete;
+		restart_dormant(*lu, run);
+		if (!lu->tmr_waits_.empty())
+			tmr_cmd_finished(*lu, cmd, tmrs);
+		if (lu->task_set_.empty())
+			lu->idle_cv_.notify_all();
+	} else {
+		aborted = cmd->aborted;
+		cmd->state = aborted ? CmdState::Aborted : CmdState::Complete;
+	}
+
+	Fabric &f = cmd->sess->fabric();
+	if (aborted) {
+		if (cmd->send_tas) {
+			// SAM-5 5.6: TASK ABORTED to the other nexus whose task a TMF aborted.
+			cmd->status = Status::TaskAborted;
+			cmd->sense_len = 0;
+			cmd->xfer_len = 0;
+			f.queue_status(cmd);
+		} else {
+			f.aborted_task(cmd);
+		}
+	} else if (cmd->status == Status::Good && cmd->cdb_dir == DataDir::Read &&
+	           cmd->xfer_len > 0) {
+		f.queue_data_in(cmd);
+	} else {
+		f.queue_status(cmd);
+	}
+	for (Tmr *t : tmrs)
+		tmr_respond(t);
+	put(cmd);
+	run_list(run);
+}
+
+namespace
+{
+
+// Data-out is in (or there is none): order against the task set, then run.
+void start_exec(Cmd *cmd)
+{
+	LogicalUnit *lu = cmd->lu;
+	if (lu) {
+		std::unique_lock g(lu->lock_);
+		if (cmd->aborted) {
+			g.unlock();
+			cmd_finish(cmd);
+			return;
+		}
+		if (!may_start(*lu, cmd)) {
+			cmd->state = CmdState::Dormant;
+			lu->dormant_.push_back(*cmd);
+			return;
+		}
+		cmd->state = CmdState::Executing;
+	} else {
+		cmd->state = CmdState::Executing;
+	}
+	cmd->execute(cmd);
+}
+
+// The kernel's target_cmd_size_check: the transport's expected length against the
+// CDB's. A write whose lengths differ is refused (the kernel's choice too: the data
+// the initiator sends would not be the data it meant to write); a read moves what fits
+// and reports the difference as residual (SAM-5 5.4.2).
+Sense size_check(Cmd *cmd)
+{
+	if (cmd->cdb_xfer == 0) {
+		cmd->xfer_len = 0;
+		return Sense::None;
+	}
+	if (cmd->data_length > 0 && cmd->dir != DataDir::None && cmd->dir != cmd->cdb_dir)
+		return Sense::InvalidFieldInCommandIu; // a READ sent with the write flag, ...
+	if (cmd->cdb_xfer != cmd->data_length && cmd->cdb_dir == DataDir::Write) {
+		if (cmd->flags & CMD_DATA_CDB)
+			return Sense::InvalidFieldInCommandIu;
+		if (cmd->cdb_xfer > cmd->data_length)
+			return Sense::InvalidCdbField; // a parameter list longer than what comes
+	}
+	cmd->xfer_len = std::min(cmd->cdb_xfer, cmd->data_length);
+	return Sense::None;
+}
+
+Sense parse(Cmd *cmd)
+{
+	if (cmd->cdb_len < 6 || cmd->cdb_len > kMaxCdb)
+		return Sense::InvalidFieldInCommandIu;
+	if (cmd->task_attr == TaskAttr::Aca)
+		return Sense::InvalidCdbField; // no ACA (NACA 0 in every control byte we accept)
+	const uint8_t op = cmd->cdb[0];
+	if (!cmd->lu && op != OP_INQUIRY && op != OP_REPORT_LUNS && op != OP_REQUEST_SENSE)
+		return Sense::LunNotSupported;
+	if (ua_check(cmd))
+		return Sense::UnitAttention; // status and sense already set
+	if (Sense r = sbc_parse(cmd); r != Sense::None)
+		return r;
+	assert(cmd->execute);
+	if (cmd->lu) {
+		if (Sense r = pr_check(cmd); r != Sense::None)
+			return r;
+		if ((cmd->flags & CMD_WRITES_MEDIUM) &&
+		    (cmd->lu->cfg().read_only || cmd->read_only))
+			return Sense::WriteProtected;
+	}
+	return size_check(cmd);
+}
+
+} // namespace
+
+namespace
+{
+
+// submit's work, under its own reference (see submit).
+void submit_held(Cmd *cmd)
+{
+	Session *s = cmd->sess;
+	bool stopping;
+	{
+		std::lock_guard g(s->sess_lock_);
+		stopping = s->stopping_;
+		s->cmds_.push_back(*cmd);
+	}
+	if (stopping) {
+		// The session is being torn down: no new work, and no answer (the connection
+		// that would carry it is going away).
+		cmd->aborted = true;
+		cmd_finish(cmd);
+		return;
+	}
+	bool ro = false;
+	cmd->lu = s->lookup_lun(cmd->lun, &ro);
+	cmd->read_only = ro;
+
+	Sense r = parse(cmd);
+	if (r == Sense::UnitAttention) {
+		set_residual(cmd);
+		cmd_finish(cmd);
+		return;
+	}
+	if (r != Sense::None) {
+		cmd->xfer_len = 0;
+		complete_sense(cmd, r);
+		return;
+	}
+	set_residual(cmd);
+
+	const bool data_out = cmd->cdb_dir == DataDir::Write && cmd->xfer_len > 0;
+	if (LogicalUnit *lu = cmd->lu) {
+		std::lock_guard g(lu->lock_);
+		lu->task_set_.push_back(*cmd);
+		if (data_out)
+			cmd->state = CmdState::WritePending;
+	} else if (data_out) {
+		cmd->state = CmdState::WritePending;
+	}
+	if (!data_out) {
+		start_exec(cmd);
+		return;
+	}
+	Fabric &f = s->fabric();
+	f.write_pending(cmd);
+	// A TMF that aborted cmd before write_pending returned left abort_write to us.
+	bool stop = false;
+	if (LogicalUnit *lu = cmd->lu) {
+		std::lock_guard g(lu->lock_);
+		cmd->wp_returned = true;
+		stop = cmd->aborted && cmd->state == CmdState::WritePending;
+	}
+	if (stop)
+		f.abort_write(cmd);
+}
+
+} // namespace
+
+void submit(Cmd *cmd)
+{
+	assert(cmd->state == CmdState::New && cmd->sess);
+	// The fabric's reference, the core's, and one for submit itself: a fabric may answer
+	// write_pending, queue_status and cmd_put before the call that caused them returns,
+	// and submit still looks at cmd afterwards.
+	cmd->refs.store(3, std::memory_order_relaxed);
+	cmd->state = CmdState::Parsing;
+	submit_held(cmd);
+	put(cmd);
+}
+
+void write_done(Cmd *cmd, bool ok)
+{
+	if (LogicalUnit *lu = cmd->lu) {
+		std::unique_lock g(lu->lock_);
+		if (cmd->state != CmdState::WritePending) {
+			std::fprintf(stderr,
+			             "ulp scsi: write_done on a %s command (tag %llx), ignored\n",
+			             cmd_state_str(cmd->state), (unsigned long long)cmd->tag);
+			return;
+		}
+		cmd->state = CmdState::Parsing; // between data-out and ordering
+		if (cmd->aborted) {
+			g.unlock();
+			cmd_finish(cmd);
+			return;
+		}
+	}
+	if (!ok) {
+		complete_sense(cmd, Sense::DataPhaseError);
+		return;
+	}
+	start_exec(cmd);
+}
+
+void cmd_put(Cmd *cmd)
+{
+	put(cmd);
+}
+
+// ---- Completion helpers (core_internal.h) --------------------------------------------------
+
+void complete_good(Cmd *cmd)
+{
+	cmd->status = Status::Good;
+	cmd->sense_len = 0;
+	set_residual(cmd);
+	cmd_finish(cmd);
+}
+
+void complete_sense(Cmd *cmd, Sense s, bool info_valid, uint32_t info)
+{
+	cmd->status = sense_status(s);
+	cmd->sense_len = build_sense(s, cmd->sense, 0, info_valid, info);
+	cmd_finish(cmd);
+}
+
+void complete_data_in(Cmd *cmd, std::span<const uint8_t> data)
+{
+	size_t n = std::min<size_t>(data.size(), cmd->xfer_len);
+	cmd->xfer_len = static_cast<uint32_t>(sgl_copy_in(cmd, 0, data.data(), n));
+	complete_good(cmd);
+}
+
+Sense errno_sense(int err, bool write)
+{
+	switch (err) {
+	case -EIO:
+	case -ENODATA:
+		return write ? Sense::WriteError : Sense::ReadError;
+	case -ENOSPC:
+		return Sense::SpaceAllocationFailed;
+	case -EROFS:
+		return Sense::WriteProtected;
+	case -ENOMEM:
+		return Sense::InsufficientResources;
+	default:
+		return Sense::LogicalUnitFailure;
+	}
+}
+
+size_t sgl_copy_out(const Cmd *cmd, size_t off, void *dst, size_t len)
+{
+	auto *d = static_cast<uint8_t *>(dst);
+	size_t done = 0;
+	for (const iovec &v : cmd->sgl) {
+		if (done == len)
+			break;
+		if (off >= v.iov_len) {
+			off -= v.iov_len;
+			continue;
+		}
+		size_t n = std::min(v.iov_len - off, len - done);
+		std::memcpy(d + done, static_cast<const uint8_t *>(v.iov_base) + off, n);
+		done += n;
+		off = 0;
+	}
+	return done;
+}
+
+size_t sgl_copy_in(Cmd *cmd, size_t off, const void *src, size_t len)
+{
+	auto *s = static_cast<const uint8_t *>(src);
+	size_t done = 0;
+	for (const iovec &v : cmd->sgl) {
+		if (done == len)
+			break;
+		if (off >= v.iov_len) {
+			off -= v.iov_len;
+			continue;
+		}
+		size_t n = std::min(v.iov_len - off, len - done);
+		std::memcpy(static_cast<uint8_t *>(v.iov_base) + off, s + done, n);
+		done += n;
+		off = 0;
+	}
+	return done;
+}
+
+std::span<const iovec> sgl_prefix(Cmd *cmd, size_t len)
+{
+	size_t k = 0, sum = 0;
+	while (k < cmd->sgl.size() && sum < len)
+		sum += cmd->sgl[k++].iov_len;
+	if (sum < len)
+		return {}; // the buffer is shorter than len: a caller bug, answered as such
+	if (sum == len)
+		return cmd->sgl.first(k); // ends on an entry boundary: use the list as it is
+	if (k > std::size(cmd->io_iov))
+		return {};
+	std::copy_n(cmd->sgl.begin(), k, cmd->io_iov);
+	cmd->io_iov[k - 1].iov_len -= sum - len;
+	return {cmd->io_iov, k};
+}
+
+void bs_submit(Cmd *cmd, BsOp op, uint64_t offset, uint64_t len, std::span<const iovec> iov,
+               bool fua, void (*done)(BsIo *, int))
+{
+	BsIo &io = cmd->io;
+	io.op = op;
+	io.fua = fua;
+	io.offset = offset;
+	io.length = len;
+	io.iov = iov;
+	io.done = done;
+	io.priv = cmd;
+	cmd->lu->bs().submit(&io);
+}
+
+} // namespace ulp::scsi

@@ -1,0 +1,127 @@
+// SPDX-License-Identifier: MIT
+// scsi/lu.h - a logical unit: a backstore with the attributes, task set, unit attention
+// conditions and reservations of one SCSI device (the kernel's struct se_device).
+//
+// A LogicalUnit is exported through LUN entries of one or more target port groups
+// (scsi/target.h). Its state that depends on who asks (unit attentions, reservations) is
+// kept per I_T nexus, named by the initiator port and the target port (Nexus).
+//
+// Locking: lock_ guards the task set, the dormant list, the ordering counts, the unit
+// attention table, the task-management waits and the SPC-2 reservation; the persistent
+// reservation state has its own lock inside PrState. Never held across a fabric callback
+// or a backstore submit.
+#pragma once
+
+#include "scsi/backstore.h"
+#include "scsi/cmd.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace ulp::scsi
+{
+
+struct PrState; // scsi/pr.h
+struct PrStateFree {
+	void operator()(PrState *s) const; // pr.cc, where PrState is complete
+};
+using PrStatePtr = std::unique_ptr<PrState, PrStateFree>;
+
+// What the initiator sees of a logical unit besides its backstore.
+struct LuConfig {
+	uint32_t block_size = 512;            // logical block, bytes (512..65536, power of two)
+	std::string vendor = "ULP";           // INQUIRY T10 vendor (8 chars, space padded)
+	std::string product = "ulp";          // INQUIRY product (16 chars)
+	std::string revision = "0001";        // INQUIRY revision (4 chars)
+	std::string serial;                   // unit serial number (VPD 0x80); empty: derived
+	                                      // from the name
+	uint64_t naa = 0;                     // NAA IEEE registered identifier (VPD 0x83); 0:
+	                                      // derived from the name
+	bool read_only = false;               // software write protect (SWP)
+	bool tas = true;                      // TASK ABORTED status to other nexuses (TAS)
+	bool thin = true;                     // thin provisioning when the backstore can unmap
+	uint32_t max_xfer_blocks = 16384;     // MAXIMUM TRANSFER LENGTH (VPD 0xB0), blocks
+	uint32_t opt_xfer_blocks = 256;       // OPTIMAL TRANSFER LENGTH, blocks
+	uint32_t max_unmap_blocks = 1u << 22; // MAXIMUM UNMAP LBA COUNT
+	uint32_t max_unmap_descs = 256;       // MAXIMUM UNMAP BLOCK DESCRIPTOR COUNT
+	uint64_t max_write_same_blocks = 1u << 22; // MAXIMUM WRITE SAME LENGTH
+};
+
+// An I_T nexus as persistent state names it: the initiator port (its TransportID text,
+// e.g. "iqn.1994-05.com.redhat:x,i,0x23d000000001") and the target port (relative target
+// port identifier of the target port group).
+struct Nexus {
+	std::string initiator_port;
+	uint16_t rtpi = 0;
+	auto operator<=>(const Nexus &) const = default;
+};
+
+class LogicalUnit
+{
+public:
+	// name: unique, used to derive serial and NAA when the config leaves them empty.
+	LogicalUnit(std::string name, std::unique_ptr<Backstore> bs, const LuConfig &cfg);
+	~LogicalUnit();
+	LogicalUnit(const LogicalUnit &) = delete;
+	LogicalUnit &operator=(const LogicalUnit &) = delete;
+
+	const std::string &name() const { return name_; }
+	const LuConfig &cfg() const { return cfg_; }
+	Backstore &bs() const { return *bs_; }
+	uint32_t block_size() const { return cfg_.block_size; }
+	// The caching mode page's WCE (SBC-3 6.5.?): writes may stay in a volatile cache
+	// until SYNCHRONIZE CACHE. Starts as the backstore reports; MODE SELECT may clear it,
+	// and then every write is made durable before GOOD (as with FUA).
+	bool wce() const { return wce_.load(std::memory_order_relaxed); }
+	void set_wce(bool on) { wce_.store(on && bs_->write_cache(), std::memory_order_relaxed); }
+	uint64_t nr_blocks() const { return bs_->size() / cfg_.block_size; }
+	bool thin() const { return cfg_.thin && bs_->can_unmap(); }
+	const std::string &serial() const { return serial_; }
+	uint64_t naa() const { return naa_; }
+
+	// Unit attention (scsi/ua.cc). Queue a condition for one nexus, or for every nexus
+	// that has used this LU (and, with all, for nexuses yet to come: POWER ON for new
+	// ones is implicit), except `except` when given.
+	void ua_add(const Nexus &n, uint16_t asc_ascq);
+	void ua_add_all(uint16_t asc_ascq, const Nexus *except = nullptr);
+	// Pop the oldest condition for n (REQUEST SENSE and the UA check); 0 when none.
+	uint16_t ua_take(const Nexus &n);
+	bool ua_pending(const Nexus &n);
+	// Drop the REPORTED LUNS DATA HAS CHANGED condition for n (REPORT LUNS clears it).
+	void ua_clear(const Nexus &n, uint16_t asc_ascq);
+
+	// Commands in the task set (tests, teardown diagnostics).
+	size_t task_count();
+
+	// The core's state; see scsi/core.cc, scsi/tmr.cc, scsi/ua.cc, scsi/pr.cc.
+	struct TmrWait;
+	std::mutex lock_;
+	CmdTaskList task_set_;             // every submitted command until Complete / Aborted
+	CmdDormantList dormant_;           // commands waiting behind ORDERED ones, in order
+	uint32_t simple_active_ = 0;       // SIMPLE commands executing
+	uint32_t ordered_active_ = 0;      // ORDERED commands executing (0 or 1)
+	std::vector<TmrWait *> tmr_waits_; // task management functions waiting for commands
+	std::map<Nexus, std::deque<uint16_t>> ua_; // pending UAs per nexus that has seen POWER ON
+	PrStatePtr pr_;                   // persistent reservations and SPC-2 RESERVE (pr.cc)
+	std::mutex caw_lock_;             // serialises COMPARE AND WRITE (SBC-3 5.2)
+	bool caw_busy_ = false;           // a COMPARE AND WRITE is between its read and write
+	CmdDormantList caw_wait_;         // COMPARE AND WRITEs waiting for it (caw_lock_)
+	std::condition_variable idle_cv_; // signalled when the task set empties (teardown)
+	std::atomic<bool> wce_{true};     // see wce()
+
+private:
+	std::string name_;
+	std::unique_ptr<Backstore> bs_;
+	LuConfig cfg_;
+	std::string serial_;
+	uint64_t naa_;
+};
+
+} // namespace ulp::scsi

@@ -1,0 +1,222 @@
+// SPDX-License-Identifier: MIT
+// scsi/sbc.cc - block commands (SBC-3; the kernel's target_core_sbc.c): READ and WRITE
+// (6, 10, 12, 16), READ CAPACITY (10, 16), SYNCHRONIZE CACHE (10, 16).
+//
+// Parsing checks every field SBC-3 defines for the opcode and the LBA range against the
+// capacity (LBA OUT OF RANGE, SBC-3 4.5), and sets the command's transfer; execution turns
+// the command into one backstore request, completed from the backstore's thread.
+#include "scsi/core_internal.h"
+
+#include <algorithm>
+#include <cerrno>
+
+namespace ulp::scsi
+{
+
+namespace
+{
+
+// ---- Execution ---------------------------------------------------------------------------
+
+void rw_done(BsIo *io, int err)
+{
+	auto *cmd = static_cast<Cmd *>(io->priv);
+	if (err < 0)
+		complete_sense(cmd, errno_sense(err, io->op == BsOp::Write));
+	else
+		complete_good(cmd);
+}
+
+// READ/WRITE: xfer_len bytes from lba (the core's size check made it at most the CDB's
+// length; a READ with a shorter expected length moves only what the initiator asked for).
+void exec_rw(Cmd *cmd)
+{
+	const bool write = cmd->cdb_dir == DataDir::Write;
+	if (cmd->xfer_len == 0) {
+		complete_good(cmd); // SBC-3: a transfer length of 0 is not an error
+		return;
+	}
+	auto iov = sgl_prefix(cmd, cmd->xfer_len);
+	if (iov.empty()) {
+		complete_sense(cmd, Sense::InternalTargetFailure);
+		return;
+	}
+	const uint64_t off = cmd->lba * cmd->lu->block_size();
+	// Without a write cache (WCE 0) every write is durable before GOOD (SBC-3 4.?).
+	const bool fua = write && ((cmd->flags & CMD_FUA) || !cmd->lu->wce());
+	bs_submit(cmd, write ? BsOp::Write : BsOp::Read, off, cmd->xfer_len, iov, fua, rw_done);
+}
+
+void flush_done(BsIo *io, int err)
+{
+	auto *cmd = static_cast<Cmd *>(io->priv);
+	if (err < 0)
+		complete_sense(cmd, errno_sense(err, true));
+	else
+		complete_good(cmd);
+}
+
+void exec_sync_cache(Cmd *cmd)
+{
+	if (!cmd->lu->wce()) {
+		complete_good(cmd); // nothing volatile to flush
+		return;
+	}
+	bs_submit(cmd, BsOp::Flush, 0, 0, {}, false, flush_done);
+}
+
+void exec_read_capacity_10(Cmd *cmd)
+{
+	// SBC-3 5.15: the last LBA, or FFFFFFFFh when it does not fit (READ CAPACITY 16 then).
+	uint8_t d[8];
+	const uint64_t last = cmd->lu->nr_blocks() - 1;
+	put_be32(d, last > 0xfffffffeu ? 0xffffffffu : static_cast<uint32_t>(last));
+	put_be32(d + 4, cmd->lu->block_size());
+	complete_data_in(cmd, d);
+}
+
+void exec_read_capacity_16(Cmd *cmd)
+{
+	// SBC-3 5.16. LBPME (byte 14 bit 7) and LBPRZ (bit 6) when thin provisioning is on:
+	// unmapped blocks read as zeros on every backstore that can unmap.
+	uint8_t d[32] = {};
+	put_be64(d, cmd->lu->nr_blocks() - 1);
+	put_be32(d + 8, cmd->lu->block_size());
+	if (cmd->lu->thin())
+		d[14] = 0x80 | 0x40;
+	complete_data_in(cmd, d);
+}
+
+// ---- Parsing -----------------------------------------------------------------------------
+
+// Check [lba, lba + blocks) against the capacity and the transfer limit; set the
+// command's data fields.
+Sense set_data_cdb(Cmd *cmd, uint64_t lba, uint32_t blocks, DataDir dir)
+{
+	LogicalUnit &lu = *cmd->lu;
+	const uint64_t nr = lu.nr_blocks();
+	if (lba > nr || blocks > nr - lba)
+		return Sense::LbaOutOfRange;
+	if (blocks > lu.cfg().max_xfer_blocks)
+		return Sense::InvalidCdbField; // beyond the block limits VPD's MAXIMUM TRANSFER
+	cmd->flags |= CMD_DATA_CDB;
+	cmd->lba = lba;
+	cmd->nr_blocks = blocks;
+	cmd->cdb_xfer = blocks * lu.block_size();
+	cmd->cdb_dir = dir;
+	cmd->execute = exec_rw;
+	if (dir == DataDir::Write)
+		cmd->flags |= CMD_WRITES_MEDIUM;
+	return Sense::None;
+}
+
+// Byte 1 of READ/WRITE (10, 12, 16): RDPROTECT/WRPROTECT (bits 7..5) must be 0 (no
+// protection information), DPO (bit 4) is a hint, FUA (bit 3), FUA_NV (bit 1) obsolete
+// hint; bits 2 and 0 are reserved.
+Sense rw_flags(Cmd *cmd)
+{
+	const uint8_t b1 = cmd->cdb[1];
+	if (b1 & 0xe0)
+		return Sense::InvalidCdbField;
+	if (b1 & 0x08)
+		cmd->flags |= CMD_FUA;
+	return Sense::None;
+}
+
+Sense parse_rw(Cmd *cmd, DataDir dir)
+{
+	const uint8_t *c = cmd->cdb;
+	uint64_t lba;
+	uint32_t blocks;
+	switch (c[0]) {
+	case OP_READ_6:
+	case OP_WRITE_6:
+		// SBC-3 5.? READ (6): 21-bit LBA; a transfer length of 0 means 256 blocks.
+		lba = get_be24(c + 1) & 0x1fffff;
+		blocks = c[4] ? c[4] : 256;
+		return set_data_cdb(cmd, lba, blocks, dir);
+	case OP_READ_10:
+	case OP_WRITE_10:
+		lba = get_be32(c + 2);
+		blocks = get_be16(c + 7);
+		break;
+	case OP_READ_12:
+	case OP_WRITE_12:
+		lba = get_be32(c + 2);
+		blocks = get_be32(c + 6);
+		break;
+	default: // 16
+		lba = get_be64(c + 2);
+		blocks = get_be32(c + 10);
+		break;
+	}
+	if (Sense r = rw_flags(cmd); r != Sense::None)
+		return r;
+	return set_data_cdb(cmd, lba, blocks, dir);
+}
+
+Sense parse_sync_cache(Cmd *cmd)
+{
+	const uint8_t *c = cmd->cdb;
+	// SBC-3 5.22: IMMED (bit 1) is allowed (we answer after the flush anyway); the
+	// range, when given, must lie inside the LU.
+	uint64_t lba;
+	uint32_t blocks;
+	if (c[0] == OP_SYNCHRONIZE_CACHE_10) {
+		lba = get_be32(c + 2);
+		blocks = get_be16(c + 7);
+	} else {
+		lba = get_be64(c + 2);
+		blocks = get_be32(c + 10);
+	}
+	const uint64_t nr = cmd->lu->nr_blocks();
+	if (lba > nr || blocks > nr - lba)
+		return Sense::LbaOutOfRange;
+	cmd->execute = exec_sync_cache;
+	return Sense::None;
+}
+
+} // namespace
+
+Sense sbc_parse(Cmd *cmd)
+{
+	if (!cmd->lu)
+		return spc_parse(cmd);
+	const uint8_t *c = cmd->cdb;
+	switch (c[0]) {
+	case OP_READ_6:
+	case OP_READ_10:
+	case OP_READ_12:
+	case OP_READ_16:
+		return parse_rw(cmd, DataDir::Read);
+	case OP_WRITE_6:
+	case OP_WRITE_10:
+	case OP_WRITE_12:
+	case OP_WRITE_16:
+		return parse_rw(cmd, DataDir::Write);
+	case OP_SYNCHRONIZE_CACHE_10:
+	case OP_SYNCHRONIZE_CACHE_16:
+		return parse_sync_cache(cmd);
+	case OP_READ_CAPACITY_10:
+		// SBC-3 5.15: the LBA and PMI fields are obsolete and must be zero.
+		if (get_be32(c + 2) || (c[8] & 1))
+			return Sense::InvalidCdbField;
+		cmd->cdb_xfer = 8;
+		cmd->cdb_dir = DataDir::Read;
+		cmd->execute = exec_read_capacity_10;
+		return Sense::None;
+	case OP_SERVICE_ACTION_IN_16:
+		if ((c[1] & 0x1f) == SAI_READ_CAPACITY_16) {
+			cmd->cdb_xfer = get_be32(c + 10);
+			cmd->cdb_dir = DataDir::Read;
+			cmd->execute = exec_read_capacity_16;
+			return Sense::None;
+		}
+		break;
+	default:
+		break;
+	}
+	return spc_parse(cmd);
+}
+
+} // namespace ulp::scsi

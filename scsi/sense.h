@@ -1,0 +1,91 @@
+// SPDX-License-Identifier: MIT
+// scsi/sense.h - why a command failed, and the sense data that says so (SPC-4 4.5).
+//
+// Command code returns a Sense reason (the kernel's sense_reason_t, TCM_* codes); the
+// core turns it into a status and, for CHECK CONDITION, fixed-format sense data with the
+// key and additional sense code the table in sense.cc gives. Keeping the reasons in one
+// table keeps every malformed CDB answered the same way everywhere.
+#pragma once
+
+#include "scsi/types.h"
+
+#include <cstdint>
+
+namespace ulp::scsi
+{
+
+// SPC-4 4.5.6 sense keys.
+enum class SenseKey : uint8_t {
+	NoSense = 0x0,
+	RecoveredError = 0x1,
+	NotReady = 0x2,
+	MediumError = 0x3,
+	HardwareError = 0x4,
+	IllegalRequest = 0x5,
+	UnitAttention = 0x6,
+	DataProtect = 0x7,
+	BlankCheck = 0x8,
+	AbortedCommand = 0xb,
+	Miscompare = 0xe,
+};
+
+enum class Sense : uint8_t {
+	None,                    // success: GOOD
+	UnsupportedOpcode,       // ILLEGAL REQUEST, 20/00 INVALID COMMAND OPERATION CODE
+	InvalidCdbField,         // ILLEGAL REQUEST, 24/00 INVALID FIELD IN CDB
+	InvalidParamListField,   // ILLEGAL REQUEST, 26/00 INVALID FIELD IN PARAMETER LIST
+	ParamListLengthError,    // ILLEGAL REQUEST, 1A/00 PARAMETER LIST LENGTH ERROR
+	LbaOutOfRange,           // ILLEGAL REQUEST, 21/00 LBA OUT OF RANGE
+	LunNotSupported,         // ILLEGAL REQUEST, 25/00 LOGICAL UNIT NOT SUPPORTED
+	InvalidFieldInCommandIu, // ILLEGAL REQUEST, 0E/03 INVALID FIELD IN COMMAND INFORMATION UNIT
+	SavingParamsUnsupported, // ILLEGAL REQUEST, 39/00 SAVING PARAMETERS NOT SUPPORTED
+	ParamValueInvalid,       // ILLEGAL REQUEST, 26/02 PARAMETER VALUE INVALID
+	InsufficientRegResources, // ILLEGAL REQUEST, 55/04 INSUFFICIENT REGISTRATION RESOURCES
+	WriteProtected,           // DATA PROTECT, 27/00 WRITE PROTECTED
+	ReadError,                // MEDIUM ERROR, 11/00 UNRECOVERED READ ERROR
+	WriteError,               // MEDIUM ERROR, 0C/00 WRITE ERROR
+	SpaceAllocationFailed,    // DATA PROTECT, 27/07 SPACE ALLOCATION FAILED WRITE PROTECT
+	Miscompare,               // MISCOMPARE, 1D/00 MISCOMPARE DURING VERIFY OPERATION
+	LogicalUnitFailure,       // HARDWARE ERROR, 3E/01 LOGICAL UNIT FAILURE
+	InternalTargetFailure,    // HARDWARE ERROR, 44/00 INTERNAL TARGET FAILURE
+	InsufficientResources,    // ABORTED COMMAND, 55/03 INSUFFICIENT RESOURCES
+	DataPhaseError,           // ABORTED COMMAND, 4B/00 DATA PHASE ERROR (data-out failed)
+	MediumNotPresent,         // NOT READY, 3A/00 MEDIUM NOT PRESENT
+	UnitAttention,            // UNIT ATTENTION; ASC/ASCQ from the pending condition
+	ReservationConflict,      // RESERVATION CONFLICT status, no sense data
+	Busy,                     // BUSY status, no sense data
+	TaskSetFull,              // TASK SET FULL status, no sense data
+};
+
+const char *sense_str(Sense s);
+
+// The status a reason completes with: GOOD for None, RESERVATION CONFLICT, BUSY and
+// TASK SET FULL as themselves, CHECK CONDITION for the rest.
+Status sense_status(Sense s);
+
+// Fixed-format sense data (SPC-4 4.5.3, response code 0x70) for reason s into out (at
+// least 18 bytes); asc_ascq overrides the table for UnitAttention (high byte ASC, low
+// ASCQ). info, when info_valid, fills the INFORMATION field (the first miscompared byte,
+// SBC-3 5.3). Returns the sense length (18), or 0 for reasons without sense data.
+uint8_t build_sense(Sense s, uint8_t *out, uint16_t asc_ascq = 0, bool info_valid = false,
+                    uint32_t info = 0);
+
+// Just the key and ASC/ASCQ of a reason (REQUEST SENSE, tests).
+SenseKey sense_key(Sense s);
+uint16_t sense_asc(Sense s);
+
+// Unit attention conditions the core raises (SPC-4 table, ASC << 8 | ASCQ).
+enum : uint16_t {
+	UA_POWER_ON = 0x2900,            // POWER ON, RESET, OR BUS DEVICE RESET OCCURRED
+	UA_BUS_DEVICE_RESET = 0x2903,    // BUS DEVICE RESET FUNCTION OCCURRED (LUN RESET)
+	UA_I_T_NEXUS_LOSS = 0x2907,      // I_T NEXUS LOSS OCCURRED
+	UA_MODE_PARAMS_CHANGED = 0x2a01, // MODE PARAMETERS CHANGED
+	UA_RESERVATIONS_PREEMPTED = 0x2a03,
+	UA_RESERVATIONS_RELEASED = 0x2a04,
+	UA_REGISTRATIONS_PREEMPTED = 0x2a05,
+	UA_CAPACITY_CHANGED = 0x2a09,
+	UA_COMMANDS_CLEARED = 0x2f00, // COMMANDS CLEARED BY ANOTHER INITIATOR
+	UA_REPORTED_LUNS_CHANGED = 0x3f0e,
+};
+
+} // namespace ulp::scsi

@@ -1,0 +1,209 @@
+// SPDX-License-Identifier: MIT
+// scsi/target.cc - target port groups, ACLs, sessions and their teardown.
+#include "scsi/target.h"
+
+#include "scsi/core_internal.h"
+#include "scsi/fabric.h"
+#include "scsi/pr.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <set>
+
+namespace ulp::scsi
+{
+
+// Defined in core.cc and tmr.cc: abort every command of a session (no responses to it).
+void session_abort_all(Session *s);
+
+Session::Session(Tpg &tpg, Fabric &fabric, std::string initiator, std::string initiator_port,
+                 const NodeAcl *acl)
+    : tpg_(tpg), fabric_(fabric),
+      initiator_(std::move(initiator)), nexus_{std::move(initiator_port), tpg.rtpi()}, acl_(acl)
+{
+}
+
+LogicalUnit *Session::lookup_lun(uint64_t lun, bool *read_only) const
+{
+	return tpg_.lookup(lun, acl_, read_only);
+}
+
+std::vector<uint64_t> Session::luns() const
+{
+	return tpg_.lun_list(acl_);
+}
+
+size_t Session::cmd_count()
+{
+	std::lock_guard g(sess_lock_);
+	return cmds_.size();
+}
+
+Tpg::Tpg(std::string name, uint16_t rtpi) : name_(std::move(name)), rtpi_(rtpi) {}
+
+Tpg::~Tpg()
+{
+	if (!sessions_.empty())
+		std::fprintf(stderr, "ulp scsi: target %s destroyed with %zu sessions open\n",
+		             name_.c_str(), sessions_.size());
+}
+
+int Tpg::add_lun(uint64_t lun, LogicalUnit &lu, bool read_only)
+{
+	if (lun > 16383)
+		return -EINVAL; // SAM-5 flat addressing is our widest
+	std::unique_lock g(lock_);
+	if (luns_.count(lun))
+		return -EEXIST;
+	luns_[lun] = LunEntry{&lu, read_only};
+	return 0;
+}
+
+int Tpg::add_acl(const NodeAcl &acl)
+{
+	if (acl.initiator.empty())
+		return -EINVAL;
+	std::unique_lock g(lock_);
+	if (acls_.count(acl.initiator))
+		return -EEXIST;
+	for (auto &[mapped, tl] : acl.luns)
+		if (mapped > 16383 || !luns_.count(tl.first))
+			return -ENOENT;
+	acls_[acl.initiator] = std::make_unique<NodeAcl>(acl);
+	return 0;
+}
+
+bool Tpg::open_access() const
+{
+	std::shared_lock g(lock_);
+	return acls_.empty();
+}
+
+bool Tpg::allowed(const std::string &initiator) const
+{
+	std::shared_lock g(lock_);
+	return acls_.empty() || acls_.count(initiator);
+}
+
+LogicalUnit *Tpg::lookup(uint64_t lun, const NodeAcl *acl, bool *read_only) const
+{
+	std::shared_lock g(lock_);
+	bool ro = false;
+	if (acl && !acl->luns.empty()) {
+		auto m = acl->luns.find(lun);
+		if (m == acl->luns.end())
+			return nullptr;
+		lun = m->second.first;
+		ro = m->second.second;
+	}
+	auto it = luns_.find(lun);
+	if (it == luns_.end())
+		return nullptr;
+	if (read_only)
+		*read_only = ro || it->second.read_only;
+	return it->second.lu;
+}
+
+std::vector<uint64_t> Tpg::lun_list(const NodeAcl *acl) const
+{
+	std::shared_lock g(lock_);
+	std::vector<uint64_t> v;
+	if (acl && !acl->luns.empty()) {
+		for (auto &[mapped, tl] : acl->luns)
+			if (luns_.count(tl.first))
+				v.push_back(mapped);
+	} else {
+		for (auto &[l, e] : luns_)
+			v.push_back(l);
+	}
+	return v; // std::map iterates in ascending order
+}
+
+Session *Tpg::open_session(Fabric &fabric, const std::string &initiator,
+                           const std::string &initiator_port)
+{
+	std::unique_lock g(lock_);
+	const NodeAcl *acl = nullptr;
+	if (!acls_.empty()) {
+		auto it = acls_.find(initiator);
+		if (it == acls_.end()) {
+			errno = EACCES;
+			return nullptr;
+		}
+		acl = it->second.get();
+	}
+	sessions_.push_back(
+	    std::unique_ptr<Session>(new Session(*this, fabric, initiator, initiator_port, acl)));
+	return sessions_.back().get();
+}
+
+std::vector<Session *> Tpg::sessions() const
+{
+	std::shared_lock g(lock_);
+	std::vector<Session *> v;
+	for (auto &s : sessions_)
+		v.push_back(s.get());
+	return v;
+}
+
+int Tpg::close_session(Session *s, std::chrono::milliseconds timeout)
+{
+	// Stop, abort, wait (bounded, logged), free: the teardown order of DESIGN.md 9.
+	session_abort_all(s);
+	{
+		using clock = std::chrono::steady_clock;
+		const auto deadline = clock::now() + timeout;
+		auto next_log = clock::now() + std::chrono::seconds(2);
+		std::unique_lock g(s->sess_lock_);
+		while (!s->cmds_.empty()) {
+			auto until = std::min(deadline, next_log);
+			s->idle_cv_.wait_until(g, until);
+			if (s->cmds_.empty())
+				break;
+			if (clock::now() >= deadline) {
+				std::fprintf(
+				    stderr,
+				    "ulp scsi: session %s on %s: %zu commands still in flight "
+				    "after %lld ms; left allocated\n",
+				    s->nexus().initiator_port.c_str(), name_.c_str(),
+				    s->cmds_.size(), (long long)timeout.count());
+				return -ETIMEDOUT;
+			}
+			if (clock::now() >= next_log) {
+				std::fprintf(
+				    stderr,
+				    "ulp scsi: session %s on %s: waiting for %zu commands\n",
+				    s->nexus().initiator_port.c_str(), name_.c_str(),
+				    s->cmds_.size());
+				next_log = clock::now() + std::chrono::seconds(2);
+			}
+		}
+	}
+	// SAM-5 6.3.4: the I_T nexus is lost; what it held on each LU goes with it (an SPC-2
+	// reservation), and it hears I_T NEXUS LOSS OCCURRED if it comes back.
+	std::set<LogicalUnit *> lus;
+	{
+		std::shared_lock g(lock_);
+		for (auto &[l, e] : luns_)
+			lus.insert(e.lu);
+	}
+	for (LogicalUnit *lu : lus) {
+		pr_nexus_loss(*lu, s->nexus());
+		bool seen;
+		{
+			std::lock_guard g(lu->lock_);
+			seen = lu->ua_.count(s->nexus()) != 0;
+		}
+		if (seen)
+			lu->ua_add(s->nexus(), UA_I_T_NEXUS_LOSS);
+	}
+	std::unique_lock g(lock_);
+	auto it = std::find_if(sessions_.begin(), sessions_.end(),
+	                       [&](const std::unique_ptr<Session> &p) { return p.get() == s; });
+	if (it != sessions_.end())
+		sessions_.erase(it);
+	return 0;
+}
+
+} // namespace ulp::scsi

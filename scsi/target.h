@@ -1,0 +1,135 @@
+// SPDX-License-Identifier: MIT
+// scsi/target.h - what an initiator logs in to: a target port group with its LUNs and
+// access control lists, and the sessions (I_T nexuses) on it (the kernel's
+// se_portal_group, se_lun, se_node_acl and se_session).
+//
+// A fabric owns one Tpg per target it serves (an iSCSI target name and its portal group
+// tag, an SRP target port). Logging in asks the Tpg for a Session; the ACLs decide
+// whether the initiator may in and which LUNs it sees. Without any ACL the Tpg is open:
+// every initiator sees every LUN (LIO's generate_node_acls, tgt's ALL).
+//
+// Locking: lock_ (shared for lookups on the data path, exclusive for changes) guards the
+// LUN table, the ACLs and the session list.
+#pragma once
+
+#include "scsi/cmd.h"
+#include "scsi/lu.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <vector>
+
+namespace ulp::scsi
+{
+
+class Fabric;
+class Tpg;
+
+// A LUN of a target port group: which logical unit it is, and how it is offered.
+struct LunEntry {
+	LogicalUnit *lu = nullptr;
+	bool read_only = false; // writes refused with DATA PROTECT for every initiator
+};
+
+// Access for one initiator (by name: an iSCSI name, an SRP initiator port GUID in hex).
+struct NodeAcl {
+	std::string initiator;
+	// mapped LUN -> the Tpg's LUN and read-only flag; empty: every LUN of the Tpg as is
+	std::map<uint64_t, std::pair<uint64_t, bool>> luns;
+};
+
+// An I_T nexus. Created by Tpg::open_session, destroyed by Tpg::close_session after its
+// commands are gone.
+class Session
+{
+public:
+	Tpg &tpg() const { return tpg_; }
+	Fabric &fabric() const { return fabric_; }
+	const std::string &initiator() const { return initiator_; } // initiator name
+	const Nexus &nexus() const { return nexus_; }               // initiator port + rtpi
+	void *fabric_priv = nullptr;                                // the fabric's own
+
+	// Resolve a LUN for this initiator (ACL mapping applied); nullptr when it does not
+	// exist for it. *read_only tells whether it is mapped read-only.
+	LogicalUnit *lookup_lun(uint64_t lun, bool *read_only) const;
+	// The LUNs this initiator sees, ascending (REPORT LUNS).
+	std::vector<uint64_t> luns() const;
+
+	// Commands submitted on this session and not yet released by the core.
+	size_t cmd_count();
+
+	// The core's: the commands in flight (sess_lock_), for I_T NEXUS RESET and teardown.
+	std::mutex sess_lock_;
+	CmdSessList cmds_;
+	std::condition_variable idle_cv_; // signalled when cmds_ empties
+	bool stopping_ = false;           // no new commands (set by session_stop)
+
+private:
+	friend class Tpg;
+	Session(Tpg &tpg, Fabric &fabric, std::string initiator, std::string initiator_port,
+	        const NodeAcl *acl);
+
+	Tpg &tpg_;
+	Fabric &fabric_;
+	std::string initiator_;
+	Nexus nexus_;
+	const NodeAcl *acl_; // null: open Tpg, or an ACL-less initiator on an open Tpg
+};
+
+class Tpg
+{
+public:
+	// name: the target's name (iSCSI target name, SRP target port id); rtpi: the relative
+	// target port identifier reported in VPD 0x83 and used in reservations.
+	Tpg(std::string name, uint16_t rtpi);
+	~Tpg();
+	Tpg(const Tpg &) = delete;
+	Tpg &operator=(const Tpg &) = delete;
+
+	const std::string &name() const { return name_; }
+	uint16_t rtpi() const { return rtpi_; }
+
+	// Configuration (before or while serving). -EEXIST, -ENOENT, -EINVAL.
+	int add_lun(uint64_t lun, LogicalUnit &lu, bool read_only = false);
+	int add_acl(const NodeAcl &acl);
+	bool open_access() const; // no ACL configured: everyone in, every LUN
+
+	// Whether initiator may log in (ACL, or open access).
+	bool allowed(const std::string &initiator) const;
+
+	// A new I_T nexus for an initiator port (TransportID text) of initiator, or nullptr
+	// when the ACLs refuse it (errno EACCES).
+	Session *open_session(Fabric &fabric, const std::string &initiator,
+	                      const std::string &initiator_port);
+	// Tear a session down (the fabric's connection is gone or logged out): no new
+	// commands, every command in flight aborted (no responses to this session), a wait
+	// for them bounded by timeout with a log line every few seconds, then the session is
+	// freed. Returns 0, or -ETIMEDOUT when commands were still in flight (the session is
+	// then left allocated and intact: freeing it would let a late completion touch freed
+	// memory). Must not be called from a thread those commands need in order to finish.
+	int close_session(Session *s, std::chrono::milliseconds timeout);
+
+	// Sessions, for I_T NEXUS RESET-like walks and diagnostics.
+	std::vector<Session *> sessions() const;
+
+	// Internal: the LUN lookup for a session's ACL.
+	LogicalUnit *lookup(uint64_t lun, const NodeAcl *acl, bool *read_only) const;
+	std::vector<uint64_t> lun_list(const NodeAcl *acl) const;
+
+private:
+	std::string name_;
+	uint16_t rtpi_;
+	mutable std::shared_mutex lock_;
+	std::map<uint64_t, LunEntry> luns_;
+	std::map<std::string, std::unique_ptr<NodeAcl>> acls_;
+	std::vector<std::unique_ptr<Session>> sessions_;
+};
+
+} // namespace ulp::scsi

@@ -1,0 +1,337 @@
+// SPDX-License-Identifier: MIT
+// scsi/tmr.cc - task management functions (SAM-5 7; the kernel's target_core_tmr.c) and
+// session teardown.
+//
+// A function marks the commands it covers aborted, under their LU's lock, and answers
+// only when every one of them has finished: a command whose backstore I/O is in flight
+// cannot be recalled, so the function waits for it (SAM-5 7.1: the function completes
+// after the tasks it aborts have ended). The wait is event driven, not a blocked thread:
+// each LU keeps the functions waiting on it (TmrWait), and the completion path
+// (core.cc cmd_finish) strikes commands off as they end; the last one sends the response.
+//
+// What an aborted command gets: nothing of its own when it belongs to the nexus that asked
+// (the function's response covers it); TASK ABORTED status when it belongs to another
+// nexus and the LU has TAS set (SAM-5 5.6); otherwise nothing, plus a COMMANDS CLEARED BY
+// ANOTHER INITIATOR unit attention for its nexus (SAM-5 7.? CLEAR TASK SET, TAS 0).
+#include "scsi/core.h"
+#include "scsi/core_internal.h"
+#include "scsi/fabric.h"
+#include "scsi/pr.h"
+
+#include <algorithm>
+#include <cassert>
+#include <set>
+#include <span>
+#include <vector>
+
+namespace ulp::scsi
+{
+
+struct LogicalUnit::TmrWait {
+	Tmr *tmr = nullptr;      // the function waiting
+	std::vector<Cmd *> cmds; // commands of this LU it still waits for
+};
+
+namespace
+{
+
+// What the caller does once the LU lock is dropped.
+struct AbortWork {
+	std::vector<Cmd *> finish_now; // were dormant: finish them as aborted (the core's ref)
+	std::vector<Cmd *> stop_write; // in write_pending: abort_write (a reference held)
+	std::set<Nexus> cleared;       // other nexuses whose tasks went without TAS
+};
+
+// Take a reference on cmd unless it is already being released.
+bool try_get(Cmd *cmd)
+{
+	int r = cmd->refs.load(std::memory_order_relaxed);
+	while (r > 0)
+		if (cmd->refs.compare_exchange_weak(r, r + 1, std::memory_order_acq_rel))
+			return true;
+	return false;
+}
+
+// Under lu.lock_: mark cmd aborted (once) and note what to do about it. Does nothing for
+// a command already answered.
+void abort_locked(LogicalUnit &lu, Cmd *cmd, bool tas, LogicalUnit::TmrWait *w, AbortWork &work)
+{
+	if (cmd->state == CmdState::Complete || cmd->state == CmdState::Aborted)
+		return;
+	if (w)
+		w->cmds.push_back(cmd);
+	if (cmd->aborted)
+		return; // another function (or teardown) got there first; wait all the same
+	cmd->aborted = true;
+	cmd->send_tas = tas;
+	switch (cmd->state) {
+	case CmdState::Dormant:
+		lu.dormant_.erase(lu.dormant_.iterator_to(*cmd));
+		work.finish_now.push_back(cmd);
+		break;
+	case CmdState::WritePending:
+		// Before write_pending returned, submit() calls abort_write itself.
+		if (cmd->wp_returned && try_get(cmd))
+			work.stop_write.push_back(cmd);
+		break;
+	default:
+		break; // Parsing or Executing: cmd_finish sees the flag when it ends
+	}
+}
+
+void do_work(AbortWork &work)
+{
+	for (Cmd *c : work.finish_now)
+		cmd_finish(c);
+	for (Cmd *c : work.stop_write) {
+		c->sess->fabric().abort_write(c);
+		cmd_put(c);
+	}
+}
+
+// Register w on lu if it waits for anything (under lu.lock_); counts it in tmr->pending.
+void add_wait(LogicalUnit &lu, LogicalUnit::TmrWait *&w)
+{
+	if (w->cmds.empty()) {
+		delete w;
+		w = nullptr;
+		return;
+	}
+	w->tmr->pending.fetch_add(1, std::memory_order_relaxed);
+	lu.tmr_waits_.push_back(w);
+	w = nullptr;
+}
+
+// Drop the submitter's guard on tmr->pending; the last one responds.
+void tmr_put(Tmr *tmr)
+{
+	if (tmr->pending.fetch_sub(1, std::memory_order_acq_rel) == 1)
+		tmr_respond(tmr);
+}
+
+enum class Scope : uint8_t {
+	Task,     // ABORT TASK: the command with ref_tag of this nexus
+	NexusSet, // ABORT TASK SET: every command of this nexus on the LU
+	AllSets,  // CLEAR TASK SET, LOGICAL UNIT RESET: every command on the LU
+	Nexuses,  // PREEMPT AND ABORT: every command of the nexuses listed
+};
+
+// Abort what scope covers on lu; returns how many commands were found still unanswered.
+// except: a command never aborted (the PERSISTENT RESERVE OUT doing it).
+size_t abort_on_lu(LogicalUnit &lu, Tmr *tmr, Scope scope, std::span<const Nexus> which = {},
+                   const Cmd *except = nullptr)
+{
+	AbortWork work;
+	size_t found = 0;
+	{
+		std::lock_guard g(lu.lock_);
+		auto *w = new LogicalUnit::TmrWait{tmr, {}};
+		for (Cmd &c : lu.task_set_) {
+			const bool mine = c.sess == tmr->sess;
+			if (&c == except)
+				continue;
+			if (scope == Scope::Nexuses) {
+				if (std::find(which.begin(), which.end(), c.sess->nexus()) ==
+				    which.end())
+					continue;
+			} else if (scope != Scope::AllSets && !mine) {
+				continue;
+			}
+			if (scope == Scope::Task && c.tag != tmr->ref_tag)
+				continue;
+			if (c.state == CmdState::Complete || c.state == CmdState::Aborted)
+				continue;
+			found++;
+			const bool tas = !mine && lu.cfg().tas;
+			if (!mine && !tas)
+				work.cleared.insert(c.sess->nexus());
+			abort_locked(lu, &c, tas, w, work);
+			if (scope == Scope::Task)
+				break;
+		}
+		add_wait(lu, w);
+	}
+	for (const Nexus &n : work.cleared)
+		lu.ua_add(n, UA_COMMANDS_CLEARED);
+	do_work(work);
+	return found;
+}
+
+// Query functions answer from the task set without changing it.
+bool task_exists(LogicalUnit &lu, Tmr *tmr, bool any)
+{
+	std::lock_guard g(lu.lock_);
+	for (Cmd &c : lu.task_set_)
+		if (c.sess == tmr->sess && !c.aborted && c.state != CmdState::Complete &&
+		    c.state != CmdState::Aborted && (any || c.tag == tmr->ref_tag))
+			return true;
+	return false;
+}
+
+// Abort every command of session s (I_T NEXUS RESET, teardown). w_tmr: the function that
+// waits for them, or null (teardown waits on the session's command list instead).
+void abort_session(Session *s, Tmr *w_tmr)
+{
+	std::vector<Cmd *> cmds;
+	{
+		std::lock_guard g(s->sess_lock_);
+		for (Cmd &c : s->cmds_)
+			if (try_get(&c))
+				cmds.push_back(&c);
+	}
+	// One wait per LU, built as the commands are visited.
+	std::vector<std::pair<LogicalUnit *, LogicalUnit::TmrWait *>> waits;
+	AbortWork work;
+	for (Cmd *c : cmds) {
+		LogicalUnit *lu = c->lu;
+		if (!lu)
+			continue; // no-LU commands run to completion inside submit()
+		LogicalUnit::TmrWait *w = nullptr;
+		if (w_tmr) {
+			auto it = std::find_if(waits.begin(), waits.end(),
+			                       [&](auto &p) { return p.first == lu; });
+			if (it == waits.end()) {
+				waits.emplace_back(lu, new LogicalUnit::TmrWait{w_tmr, {}});
+				it = waits.end() - 1;
+			}
+			w = it->second;
+		}
+		std::lock_guard g(lu->lock_);
+		abort_locked(*lu, c, false, w, work);
+	}
+	for (auto &[lu, w] : waits) {
+		std::lock_guard g(lu->lock_);
+		// Commands that ended between abort_locked and now are no longer in the task
+		// set: cmd_finish could not strike them off a wait that was not registered yet.
+		std::erase_if(w->cmds, [&](Cmd *c) {
+			return c->state == CmdState::Complete || c->state == CmdState::Aborted;
+		});
+		add_wait(*lu, w);
+	}
+	do_work(work);
+	for (Cmd *c : cmds)
+		cmd_put(c);
+}
+
+} // namespace
+
+void tmr_respond(Tmr *tmr)
+{
+	if (tmr->core_done)
+		tmr->core_done(tmr);
+	else
+		tmr->sess->fabric().queue_tm_rsp(tmr);
+}
+
+void abort_nexus_tasks(LogicalUnit &lu, Tmr *tmr, std::span<const Nexus> which, const Cmd *except)
+{
+	tmr->pending.store(1, std::memory_order_relaxed);
+	abort_on_lu(lu, tmr, Scope::Nexuses, which, except);
+	tmr_put(tmr);
+}
+
+// core.cc calls this under lu.lock_ when cmd ends.
+void tmr_cmd_finished(LogicalUnit &lu, Cmd *cmd, std::vector<Tmr *> &done)
+{
+	for (auto it = lu.tmr_waits_.begin(); it != lu.tmr_waits_.end();) {
+		LogicalUnit::TmrWait *w = *it;
+		std::erase(w->cmds, cmd);
+		if (!w->cmds.empty()) {
+			++it;
+			continue;
+		}
+		it = lu.tmr_waits_.erase(it);
+		if (w->tmr->pending.fetch_sub(1, std::memory_order_acq_rel) == 1)
+			done.push_back(w->tmr);
+		delete w;
+	}
+}
+
+void session_abort_all(Session *s)
+{
+	{
+		std::lock_guard g(s->sess_lock_);
+		s->stopping_ = true;
+	}
+	abort_session(s, nullptr);
+}
+
+void tmr_submit(Tmr *tmr)
+{
+	Session *s = tmr->sess;
+	// The submitter's guard: the response cannot go out while functions are still
+	// being marked, even if every command ends meanwhile.
+	tmr->pending.store(1, std::memory_order_relaxed);
+	tmr->response = TmfResponse::Complete;
+
+	switch (tmr->function) {
+	case TmfType::ClearAca:
+	case TmfType::TargetWarmReset:
+	case TmfType::TargetColdReset:
+		// No ACA (NACA is never accepted); target resets are optional (RFC 7143 11.5.1).
+		tmr->response = TmfResponse::NotSupported;
+		tmr_put(tmr);
+		return;
+	case TmfType::ITNexusReset: {
+		// SAM-5 7.? I_T NEXUS RESET: every task of the nexus on every LU is aborted, and
+		// each LU it had used reports I_T NEXUS LOSS OCCURRED to it next.
+		abort_session(s, tmr);
+		std::set<LogicalUnit *> lus;
+		for (uint64_t l : s->luns())
+			if (LogicalUnit *lu = s->lookup_lun(l, nullptr))
+				lus.insert(lu);
+		for (LogicalUnit *lu : lus) {
+			pr_nexus_loss(*lu, s->nexus());
+			lu->ua_add(s->nexus(), UA_I_T_NEXUS_LOSS);
+		}
+		tmr_put(tmr);
+		return;
+	}
+	default:
+		break;
+	}
+
+	LogicalUnit *lu = s->lookup_lun(tmr->lun, nullptr);
+	if (!lu) {
+		tmr->response = TmfResponse::LunNotFound;
+		tmr_put(tmr);
+		return;
+	}
+	switch (tmr->function) {
+	case TmfType::AbortTask:
+		if (abort_on_lu(*lu, tmr, Scope::Task) == 0)
+			tmr->response = TmfResponse::TaskNotFound;
+		break;
+	case TmfType::AbortTaskSet:
+		abort_on_lu(*lu, tmr, Scope::NexusSet);
+		break;
+	case TmfType::ClearTaskSet:
+		abort_on_lu(*lu, tmr, Scope::AllSets);
+		break;
+	case TmfType::LunReset:
+		// SAM-5 7.? LOGICAL UNIT RESET: abort every task, release an SPC-2
+		// reservation (persistent ones stay), and tell every nexus.
+		abort_on_lu(*lu, tmr, Scope::AllSets);
+		pr_lun_reset(*lu);
+		lu->ua_add_all(UA_BUS_DEVICE_RESET);
+		break;
+	case TmfType::QueryTask:
+		tmr->response =
+		    task_exists(*lu, tmr, false) ? TmfResponse::Succeeded : TmfResponse::Complete;
+		break;
+	case TmfType::QueryTaskSet:
+		tmr->response =
+		    task_exists(*lu, tmr, true) ? TmfResponse::Succeeded : TmfResponse::Complete;
+		break;
+	case TmfType::QueryAsyncEvent:
+		tmr->response =
+		    lu->ua_pending(s->nexus()) ? TmfResponse::Succeeded : TmfResponse::Complete;
+		break;
+	default:
+		tmr->response = TmfResponse::NotSupported;
+		break;
+	}
+	tmr_put(tmr);
+}
+
+} // namespace ulp::scsi

@@ -1,0 +1,97 @@
+// SPDX-License-Identifier: MIT
+// scsi/ua.cc - unit attention conditions (SPC-4 5.14, SAM-5 5.14).
+//
+// Conditions are queued per I_T nexus and reported one at a time, oldest first, by the
+// next command that is not exempt (INQUIRY, REPORT LUNS, REQUEST SENSE); REQUEST SENSE
+// returns one as its sense data. Reporting clears it (UA_INTLCK_CTRL 00b, the default of
+// the control mode page). A nexus this LU has not seen yet starts with POWER ON, RESET, OR
+// BUS DEVICE RESET OCCURRED, as after a power on (SAM-5 6.3.1): that is how an initiator
+// learns that whatever it assumed about the LU before is void.
+#include "scsi/core_internal.h"
+
+#include <algorithm>
+
+namespace ulp::scsi
+{
+
+namespace
+{
+
+// The nexus' queue, created with POWER ON on first sight. Under lu.lock_.
+std::deque<uint16_t> &queue_of(LogicalUnit &lu, const Nexus &n)
+{
+	auto [it, fresh] = lu.ua_.try_emplace(n);
+	if (fresh)
+		it->second.push_back(UA_POWER_ON);
+	return it->second;
+}
+
+// SPC-4 5.14: a condition already queued is not queued twice; a queue that would grow
+// without bound keeps its newest conditions (a nexus that never reads them).
+constexpr size_t kMaxUa = 16;
+
+void push(std::deque<uint16_t> &q, uint16_t asc_ascq)
+{
+	if (std::find(q.begin(), q.end(), asc_ascq) != q.end())
+		return;
+	if (q.size() == kMaxUa)
+		q.pop_front();
+	q.push_back(asc_ascq);
+}
+
+} // namespace
+
+void LogicalUnit::ua_add(const Nexus &n, uint16_t asc_ascq)
+{
+	std::lock_guard g(lock_);
+	push(queue_of(*this, n), asc_ascq);
+}
+
+void LogicalUnit::ua_add_all(uint16_t asc_ascq, const Nexus *except)
+{
+	std::lock_guard g(lock_);
+	for (auto &[n, q] : ua_)
+		if (!except || n != *except)
+			push(q, asc_ascq);
+}
+
+uint16_t LogicalUnit::ua_take(const Nexus &n)
+{
+	std::lock_guard g(lock_);
+	auto &q = queue_of(*this, n);
+	if (q.empty())
+		return 0;
+	uint16_t c = q.front();
+	q.pop_front();
+	return c;
+}
+
+bool LogicalUnit::ua_pending(const Nexus &n)
+{
+	std::lock_guard g(lock_);
+	return !queue_of(*this, n).empty();
+}
+
+void LogicalUnit::ua_clear(const Nexus &n, uint16_t asc_ascq)
+{
+	std::lock_guard g(lock_);
+	auto &q = queue_of(*this, n);
+	q.erase(std::remove(q.begin(), q.end(), asc_ascq), q.end());
+}
+
+bool ua_check(Cmd *cmd)
+{
+	// SPC-4 5.14 (and 6.? REPORT LUNS): these report no unit attention; REQUEST SENSE
+	// returns it as its data instead (spc.cc).
+	const uint8_t op = cmd->cdb[0];
+	if (!cmd->lu || op == OP_INQUIRY || op == OP_REPORT_LUNS || op == OP_REQUEST_SENSE)
+		return false;
+	uint16_t c = cmd->lu->ua_take(cmd->sess->nexus());
+	if (!c)
+		return false;
+	cmd->status = Status::CheckCondition;
+	cmd->sense_len = build_sense(Sense::UnitAttention, cmd->sense, c);
+	return true;
+}
+
+} // namespace ulp::scsi

@@ -1,0 +1,532 @@
+// SPDX-License-Identifier: MIT
+// The SCSI target core through the loopback fabric: the command life cycle, LUN lookup and
+// ACLs, residuals, unit attentions, task attributes, every task management function
+// (including racing completions), and session teardown.
+#include "scsi/core.h"
+#include "scsi_test_util.h"
+
+#include <atomic>
+#include <random>
+#include <thread>
+
+namespace ulp::scsi
+{
+namespace
+{
+
+using namespace test;
+using std::chrono::milliseconds;
+
+std::vector<uint8_t> pattern(size_t n, uint32_t seed)
+{
+	std::vector<uint8_t> v(n);
+	uint32_t x = seed * 2654435761u + 7;
+	for (auto &b : v) {
+		x = x * 1103515245u + 12345u;
+		b = uint8_t(x >> 16);
+	}
+	return v;
+}
+
+TEST(ScsiCore, WriteThenReadBack)
+{
+	Target t;
+	t.add(0);
+	Session *s = t.login("iqn.init:a");
+	auto data = pattern(8 * 512, 1);
+	auto w = t.lb.run(s, 0, cdb_rw16(true, 10, 8), DataDir::Write, data);
+	ASSERT_TRUE(w.finished);
+	EXPECT_EQ(w.status, Status::Good);
+	EXPECT_EQ(w.resid, Residual::None);
+	auto r =
+	    t.lb.run(s, 0, cdb_rw10(false, 10, 8), DataDir::Read, std::vector<uint8_t>(8 * 512));
+	ASSERT_TRUE(r.finished);
+	EXPECT_EQ(r.status, Status::Good);
+	EXPECT_EQ(r.data, data);
+}
+
+TEST(ScsiCore, FirstCommandOfANexusReportsPowerOn)
+{
+	Target t;
+	t.add(0);
+	Session *s = t.lb.login(t.tpg, "iqn.init:a");
+	// INQUIRY is exempt and leaves the condition in place (SPC-4 5.14).
+	auto inq = t.lb.run(s, 0, cdb_inquiry(36), DataDir::Read, std::vector<uint8_t>(36));
+	EXPECT_EQ(inq.status, Status::Good);
+	auto r = t.lb.run(s, 0, cdb_tur(), DataDir::None);
+	EXPECT_EQ(r.status, Status::CheckCondition);
+	EXPECT_EQ(r.key(), SenseKey::UnitAttention);
+	EXPECT_EQ(r.asc(), UA_POWER_ON);
+	EXPECT_EQ(t.lb.run(s, 0, cdb_tur(), DataDir::None).status, Status::Good);
+}
+
+TEST(ScsiCore, RequestSenseReturnsAndClearsTheUnitAttention)
+{
+	Target t;
+	t.add(0);
+	Session *s = t.lb.login(t.tpg, "iqn.init:a");
+	auto r = t.lb.run(s, 0, cdb_request_sense(), DataDir::Read, std::vector<uint8_t>(18));
+	ASSERT_EQ(r.status, Status::Good);
+	ASSERT_EQ(r.data.size(), 18u);
+	EXPECT_EQ(r.data[2] & 0xf, uint8_t(SenseKey::UnitAttention));
+	EXPECT_EQ(get_be16(&r.data[12]), UA_POWER_ON);
+	EXPECT_EQ(t.lb.run(s, 0, cdb_tur(), DataDir::None).status, Status::Good);
+}
+
+TEST(ScsiCore, MissingLun)
+{
+	Target t;
+	t.add(0);
+	Session *s = t.login("iqn.init:a");
+	auto r = t.lb.run(s, 5, cdb_tur(), DataDir::None);
+	EXPECT_EQ(r.status, Status::CheckCondition);
+	EXPECT_EQ(r.key(), SenseKey::IllegalRequest);
+	EXPECT_EQ(r.asc(), 0x2500);
+	// INQUIRY answers for it: peripheral qualifier 011b, type 1Fh (SPC-4 6.6.2).
+	auto inq = t.lb.run(s, 5, cdb_inquiry(36), DataDir::Read, std::vector<uint8_t>(36));
+	EXPECT_EQ(inq.status, Status::Good);
+	ASSERT_FALSE(inq.data.empty());
+	EXPECT_EQ(inq.data[0], 0x7f);
+	// REPORT LUNS from a missing LUN lists the real ones.
+	auto rl = t.lb.run(s, 5, cdb_report_luns(), DataDir::Read, std::vector<uint8_t>(4096));
+	EXPECT_EQ(rl.status, Status::Good);
+	ASSERT_GE(rl.data.size(), 16u);
+	EXPECT_EQ(get_be32(&rl.data[0]), 8u);
+}
+
+TEST(ScsiCore, UnsupportedOpcodeAndBadCdbLength)
+{
+	Target t;
+	t.add(0);
+	Session *s = t.login("iqn.init:a");
+	std::vector<uint8_t> c(6, 0);
+	c[0] = 0xc7; // vendor specific: not ours
+	auto r = t.lb.run(s, 0, c, DataDir::None);
+	EXPECT_EQ(r.key(), SenseKey::IllegalRequest);
+	EXPECT_EQ(r.asc(), 0x2000);
+	auto r2 = t.lb.run(s, 0, std::vector<uint8_t>(3, 0), DataDir::None);
+	EXPECT_EQ(r2.status, Status::CheckCondition);
+}
+
+TEST(ScsiCore, ReadResidualsAgainstTheExpectedLength)
+{
+	Target t;
+	t.add(0);
+	Session *s = t.login("iqn.init:a");
+	auto data = pattern(4 * 512, 2);
+	ASSERT_EQ(t.lb.run(s, 0, cdb_rw16(true, 0, 4), DataDir::Write, data).status, Status::Good);
+	// Expected length above the CDB's: underflow, the CDB's bytes move.
+	auto u =
+	    t.lb.run(s, 0, cdb_rw16(false, 0, 4), DataDir::Read, std::vector<uint8_t>(8 * 512));
+	EXPECT_EQ(u.status, Status::Good);
+	EXPECT_EQ(u.resid, Residual::Underflow);
+	EXPECT_EQ(u.resid_count, 4u * 512);
+	EXPECT_EQ(u.data, data);
+	// Below: overflow; only the expected length moves.
+	auto o = t.lb.run(s, 0, cdb_rw16(false, 0, 4), DataDir::Read, std::vector<uint8_t>(512));
+	EXPECT_EQ(o.status, Status::Good);
+	EXPECT_EQ(o.resid, Residual::Overflow);
+	EXPECT_EQ(o.resid_count, 3u * 512);
+	EXPECT_EQ(o.data, std::vector<uint8_t>(data.begin(), data.begin() + 512));
+	// INQUIRY with more room than its data: underflow of what was not sent.
+	auto inq = t.lb.run(s, 0, cdb_inquiry(255), DataDir::Read, std::vector<uint8_t>(255));
+	EXPECT_EQ(inq.resid, Residual::Underflow);
+	EXPECT_EQ(inq.resid_count, 255u - 36);
+}
+
+TEST(ScsiCore, WriteWithMismatchedLengthIsRefused)
+{
+	Target t;
+	t.add(0);
+	Session *s = t.login("iqn.init:a");
+	auto r = t.lb.run(s, 0, cdb_rw16(true, 0, 2), DataDir::Write, pattern(512, 3));
+	EXPECT_EQ(r.status, Status::CheckCondition);
+	EXPECT_EQ(r.asc(), 0x0e03);
+	auto r2 = t.lb.run(s, 0, cdb_rw16(false, 0, 2), DataDir::Write, pattern(1024, 3));
+	EXPECT_EQ(r2.status, Status::CheckCondition) << "a READ sent with the write flag";
+}
+
+TEST(ScsiCore, LbaOutOfRange)
+{
+	Target t;
+	t.add(0, 1 << 20); // 2048 blocks
+	Session *s = t.login("iqn.init:a");
+	auto r =
+	    t.lb.run(s, 0, cdb_rw16(false, 2047, 2), DataDir::Read, std::vector<uint8_t>(1024));
+	EXPECT_EQ(r.asc(), 0x2100);
+	auto r2 = t.lb.run(s, 0, cdb_rw16(false, UINT64_MAX, 1), DataDir::Read,
+	                   std::vector<uint8_t>(512));
+	EXPECT_EQ(r2.asc(), 0x2100) << "lba + blocks wraps";
+	EXPECT_EQ(t.lb.run(s, 0, cdb_rw16(false, 2047, 1), DataDir::Read, std::vector<uint8_t>(512))
+	              .status,
+	          Status::Good);
+}
+
+TEST(ScsiCore, WriteProtect)
+{
+	Target t;
+	LuConfig c;
+	c.read_only = true;
+	t.add(0, 1 << 20, c);
+	t.add(1, 1 << 20, {}, false, /*read_only=*/true);
+	Session *s = t.login("iqn.init:a");
+	ASSERT_EQ(t.lb.run(s, 1, cdb_tur(), DataDir::None).status, Status::CheckCondition);
+	for (uint64_t lun : {0, 1}) {
+		auto r = t.lb.run(s, lun, cdb_rw16(true, 0, 1), DataDir::Write, pattern(512, 4));
+		EXPECT_EQ(r.key(), SenseKey::DataProtect) << "lun " << lun;
+		EXPECT_EQ(r.asc(), 0x2700);
+		EXPECT_EQ(t.lb.run(s, lun, cdb_rw16(false, 0, 1), DataDir::Read,
+		                   std::vector<uint8_t>(512))
+		              .status,
+		          Status::Good);
+	}
+}
+
+TEST(ScsiCore, AclsDecideWhoLogsInAndWhatTheySee)
+{
+	Target t;
+	t.add(0);
+	t.add(3);
+	NodeAcl a;
+	a.initiator = "iqn.init:allowed";
+	a.luns[7] = {3, true}; // sees LUN 3 as LUN 7, read-only
+	ASSERT_EQ(t.tpg.add_acl(a), 0);
+	EXPECT_EQ(t.lb.login(t.tpg, "iqn.init:other"), nullptr);
+	EXPECT_EQ(errno, EACCES);
+	Session *s = t.login("iqn.init:allowed", 7);
+	auto rl = t.lb.run(s, 7, cdb_report_luns(), DataDir::Read, std::vector<uint8_t>(64));
+	ASSERT_EQ(rl.status, Status::Good);
+	EXPECT_EQ(get_be32(&rl.data[0]), 8u);
+	EXPECT_EQ(get_be16(&rl.data[8]), 7u);
+	EXPECT_EQ(t.lb.run(s, 0, cdb_tur(), DataDir::None).asc(), 0x2500);
+	EXPECT_EQ(t.lb.run(s, 7, cdb_rw16(true, 0, 1), DataDir::Write, pattern(512, 5)).asc(),
+	          0x2700);
+}
+
+// ---- Task attributes (SAM-5 8.6) ---------------------------------------------------------
+
+TEST(ScsiCore, OrderedWaitsForOlderAndHoldsBackNewer)
+{
+	Target t;
+	t.add(0, 1 << 20, {}, true);
+	Session *s = t.login("iqn.init:a");
+	GatedBackstore *g = t.gates[0];
+	g->close();
+	auto *r1 = t.lb.start_async(s, 0, cdb_rw16(false, 0, 1), DataDir::Read,
+	                            std::vector<uint8_t>(512), TaskAttr::Simple, 1);
+	ASSERT_TRUE(g->wait_held(1));
+	auto *ord = t.lb.start_async(s, 0, cdb_rw16(false, 1, 1), DataDir::Read,
+	                             std::vector<uint8_t>(512), TaskAttr::Ordered, 2);
+	auto *r3 = t.lb.start_async(s, 0, cdb_rw16(false, 2, 1), DataDir::Read,
+	                            std::vector<uint8_t>(512), TaskAttr::Simple, 3);
+	auto *hoq = t.lb.start_async(s, 0, cdb_rw16(false, 3, 1), DataDir::Read,
+	                             std::vector<uint8_t>(512), TaskAttr::HeadOfQueue, 4);
+	EXPECT_EQ(t.lb.state(ord), CmdState::Dormant);
+	EXPECT_EQ(t.lb.state(r3), CmdState::Dormant);
+	ASSERT_TRUE(g->wait_held(2)) << "HEAD OF QUEUE starts at once";
+	EXPECT_EQ(t.lb.state(hoq), CmdState::Executing);
+	// Let the first two I/Os through but keep the gate closed: ORDERED starts, SIMPLE
+	// behind it still waits.
+	g->open(true);
+	EXPECT_EQ(t.lb.wait(r1).status, Status::Good);
+	EXPECT_EQ(t.lb.wait(hoq).status, Status::Good);
+	ASSERT_TRUE(g->wait_held(1));
+	EXPECT_EQ(t.lb.state(ord), CmdState::Executing);
+	EXPECT_EQ(t.lb.state(r3), CmdState::Dormant);
+	g->open(true);
+	EXPECT_EQ(t.lb.wait(ord).status, Status::Good);
+	ASSERT_TRUE(g->wait_held(1));
+	g->open();
+	EXPECT_EQ(t.lb.wait(r3).status, Status::Good);
+}
+
+// ---- Task management ---------------------------------------------------------------------
+
+TEST(ScsiTmf, AbortTaskWaitsForTheBackstore)
+{
+	Target t;
+	t.add(0, 1 << 20, {}, true);
+	Session *s = t.login("iqn.init:a");
+	GatedBackstore *g = t.gates[0];
+	g->close();
+	auto *r = t.lb.start_async(s, 0, cdb_rw16(false, 0, 8), DataDir::Read,
+	                           std::vector<uint8_t>(4096), TaskAttr::Simple, 0x42);
+	ASSERT_TRUE(g->wait_held(1));
+	auto *tm = t.lb.tmf_start(s, TmfType::AbortTask, 0, 0x42);
+	// The function must not answer while the read is still with the backstore.
+	std::this_thread::sleep_for(milliseconds(50));
+	EXPECT_FALSE(t.lb.tmf_answered(tm));
+	EXPECT_EQ(t.lb.state(r), CmdState::Executing);
+	g->open();
+	EXPECT_EQ(t.lb.tmf_wait(tm), TmfResponse::Complete);
+	auto res = t.lb.wait(r);
+	EXPECT_TRUE(res.finished);
+	EXPECT_TRUE(res.aborted) << "an aborted task of the asking nexus gets no status";
+	EXPECT_EQ(t.lb.tmf(s, TmfType::AbortTask, 0, 0x42), TmfResponse::TaskNotFound);
+}
+
+TEST(ScsiTmf, AbortTaskInWritePendingStopsTheTransfer)
+{
+	Target t;
+	t.add(0);
+	Session *s = t.login("iqn.init:a");
+	auto *w = t.lb.start_async(s, 0, cdb_rw16(true, 0, 1), DataDir::Write, pattern(512, 6),
+	                           TaskAttr::Simple, 7, /*hold_write=*/true);
+	EXPECT_EQ(t.lb.state(w), CmdState::WritePending);
+	EXPECT_EQ(t.lb.tmf(s, TmfType::AbortTask, 0, 7), TmfResponse::Complete);
+	auto res = t.lb.wait(w);
+	EXPECT_TRUE(res.aborted);
+	// Nothing was written.
+	auto r = t.lb.run(s, 0, cdb_rw16(false, 0, 1), DataDir::Read, std::vector<uint8_t>(512));
+	EXPECT_EQ(r.data, std::vector<uint8_t>(512, 0));
+}
+
+TEST(ScsiTmf, AbortTaskOfADormantCommand)
+{
+	Target t;
+	t.add(0, 1 << 20, {}, true);
+	Session *s = t.login("iqn.init:a");
+	GatedBackstore *g = t.gates[0];
+	g->close();
+	auto *r1 = t.lb.start_async(s, 0, cdb_rw16(false, 0, 1), DataDir::Read,
+	                            std::vector<uint8_t>(512), TaskAttr::Simple, 1);
+	ASSERT_TRUE(g->wait_held(1));
+	auto *ord = t.lb.start_async(s, 0, cdb_tur(), DataDir::None, {}, TaskAttr::Ordered, 2);
+	EXPECT_EQ(t.lb.state(ord), CmdState::Dormant);
+	EXPECT_EQ(t.lb.tmf(s, TmfType::AbortTask, 0, 2), TmfResponse::Complete);
+	EXPECT_TRUE(t.lb.wait(ord).aborted);
+	g->open();
+	EXPECT_EQ(t.lb.wait(r1).status, Status::Good);
+}
+
+TEST(ScsiTmf, AbortTaskSetIsPerNexusClearTaskSetIsNot)
+{
+	for (bool tas : {true, false}) {
+		SCOPED_TRACE(tas ? "TAS 1" : "TAS 0");
+		Target t;
+		LuConfig c;
+		c.tas = tas;
+		t.add(0, 1 << 20, c, true);
+		Session *a = t.login("iqn.init:a");
+		Session *b = t.login("iqn.init:b");
+		GatedBackstore *g = t.gates[0];
+		g->close();
+		auto *ra = t.lb.start_async(a, 0, cdb_rw16(false, 0, 1), DataDir::Read,
+		                            std::vector<uint8_t>(512), TaskAttr::Simple, 1);
+		auto *rb = t.lb.start_async(b, 0, cdb_rw16(false, 0, 1), DataDir::Read,
+		                            std::vector<uint8_t>(512), TaskAttr::Simple, 1);
+		ASSERT_TRUE(g->wait_held(2));
+		// ABORT TASK SET from a: only a's command.
+		auto *tm = t.lb.tmf_start(a, TmfType::AbortTaskSet, 0);
+		EXPECT_FALSE(t.lb.tmf_answered(tm));
+		g->open(true);
+		EXPECT_EQ(t.lb.tmf_wait(tm), TmfResponse::Complete);
+		EXPECT_TRUE(t.lb.wait(ra).aborted);
+		EXPECT_EQ(t.lb.wait(rb).status, Status::Good);
+		// CLEAR TASK SET from a: b's command too, with TASK ABORTED when TAS is set,
+		// else silently and with COMMANDS CLEARED BY ANOTHER INITIATOR for b.
+		auto *rb2 = t.lb.start_async(b, 0, cdb_rw16(false, 0, 1), DataDir::Read,
+		                             std::vector<uint8_t>(512), TaskAttr::Simple, 2);
+		ASSERT_TRUE(g->wait_held(1));
+		auto *tm2 = t.lb.tmf_start(a, TmfType::ClearTaskSet, 0);
+		g->open();
+		EXPECT_EQ(t.lb.tmf_wait(tm2), TmfResponse::Complete);
+		auto res = t.lb.wait(rb2);
+		if (tas) {
+			EXPECT_FALSE(res.aborted);
+			EXPECT_EQ(res.status, Status::TaskAborted);
+			EXPECT_EQ(t.lb.run(b, 0, cdb_tur(), DataDir::None).status, Status::Good);
+		} else {
+			EXPECT_TRUE(res.aborted);
+			EXPECT_EQ(t.lb.run(b, 0, cdb_tur(), DataDir::None).asc(),
+			          UA_COMMANDS_CLEARED);
+		}
+	}
+}
+
+TEST(ScsiTmf, LunResetAbortsAllAndTellsEveryNexus)
+{
+	Target t;
+	t.add(0, 1 << 20, {}, true);
+	t.add(1);
+	Session *a = t.login("iqn.init:a");
+	Session *b = t.login("iqn.init:b");
+	ASSERT_EQ(t.lb.run(a, 1, cdb_tur(), DataDir::None).asc(), UA_POWER_ON);
+	GatedBackstore *g = t.gates[0];
+	g->close();
+	auto *rb = t.lb.start_async(b, 0, cdb_rw16(false, 0, 1), DataDir::Read,
+	                            std::vector<uint8_t>(512), TaskAttr::Simple, 9);
+	ASSERT_TRUE(g->wait_held(1));
+	auto *tm = t.lb.tmf_start(a, TmfType::LunReset, 0);
+	EXPECT_FALSE(t.lb.tmf_answered(tm));
+	g->open();
+	EXPECT_EQ(t.lb.tmf_wait(tm), TmfResponse::Complete);
+	EXPECT_EQ(t.lb.wait(rb).status, Status::TaskAborted); // TAS is on by default
+	EXPECT_EQ(t.lb.run(a, 0, cdb_tur(), DataDir::None).asc(), UA_BUS_DEVICE_RESET);
+	EXPECT_EQ(t.lb.run(b, 0, cdb_tur(), DataDir::None).asc(), UA_BUS_DEVICE_RESET);
+	EXPECT_EQ(t.lb.run(a, 1, cdb_tur(), DataDir::None).status, Status::Good)
+	    << "another LU is untouched";
+	EXPECT_EQ(t.lb.tmf(a, TmfType::LunReset, 9), TmfResponse::LunNotFound);
+}
+
+TEST(ScsiTmf, ITNexusResetCoversEveryLu)
+{
+	Target t;
+	t.add(0, 1 << 20, {}, true);
+	t.add(1, 1 << 20, {}, true);
+	Session *a = t.login("iqn.init:a");
+	ASSERT_EQ(t.lb.run(a, 1, cdb_tur(), DataDir::None).asc(), UA_POWER_ON);
+	t.gates[0]->close();
+	t.gates[1]->close();
+	auto *r0 = t.lb.start_async(a, 0, cdb_rw16(false, 0, 1), DataDir::Read,
+	                            std::vector<uint8_t>(512), TaskAttr::Simple, 1);
+	auto *r1 = t.lb.start_async(a, 1, cdb_rw16(false, 0, 1), DataDir::Read,
+	                            std::vector<uint8_t>(512), TaskAttr::Simple, 2);
+	ASSERT_TRUE(t.gates[0]->wait_held(1));
+	ASSERT_TRUE(t.gates[1]->wait_held(1));
+	auto *tm = t.lb.tmf_start(a, TmfType::ITNexusReset, 0);
+	t.gates[0]->open();
+	EXPECT_FALSE(t.lb.tmf_answered(tm)) << "LU 1's read is still held";
+	t.gates[1]->open();
+	EXPECT_EQ(t.lb.tmf_wait(tm), TmfResponse::Complete);
+	EXPECT_TRUE(t.lb.wait(r0).aborted);
+	EXPECT_TRUE(t.lb.wait(r1).aborted);
+	EXPECT_EQ(t.lb.run(a, 0, cdb_tur(), DataDir::None).asc(), UA_I_T_NEXUS_LOSS);
+	EXPECT_EQ(t.lb.run(a, 1, cdb_tur(), DataDir::None).asc(), UA_I_T_NEXUS_LOSS);
+}
+
+TEST(ScsiTmf, QueryFunctions)
+{
+	Target t;
+	t.add(0, 1 << 20, {}, true);
+	Session *a = t.login("iqn.init:a");
+	Session *b = t.lb.login(t.tpg, "iqn.init:b");
+	EXPECT_EQ(t.lb.tmf(b, TmfType::QueryAsyncEvent, 0), TmfResponse::Succeeded)
+	    << "b has its POWER ON pending";
+	EXPECT_EQ(t.lb.tmf(a, TmfType::QueryAsyncEvent, 0), TmfResponse::Complete);
+	t.gates[0]->close();
+	auto *r = t.lb.start_async(a, 0, cdb_rw16(false, 0, 1), DataDir::Read,
+	                           std::vector<uint8_t>(512), TaskAttr::Simple, 5);
+	ASSERT_TRUE(t.gates[0]->wait_held(1));
+	EXPECT_EQ(t.lb.tmf(a, TmfType::QueryTask, 0, 5), TmfResponse::Succeeded);
+	EXPECT_EQ(t.lb.tmf(a, TmfType::QueryTask, 0, 6), TmfResponse::Complete);
+	EXPECT_EQ(t.lb.tmf(a, TmfType::QueryTaskSet, 0), TmfResponse::Succeeded);
+	EXPECT_EQ(t.lb.tmf(b, TmfType::QueryTaskSet, 0), TmfResponse::Complete);
+	EXPECT_EQ(t.lb.tmf(a, TmfType::ClearAca, 0), TmfResponse::NotSupported);
+	t.gates[0]->open();
+	EXPECT_EQ(t.lb.wait(r).status, Status::Good);
+	EXPECT_EQ(t.lb.tmf(a, TmfType::QueryTask, 0, 5), TmfResponse::Complete);
+}
+
+// TMFs racing completions: reads, writes and aborts of random tags from three threads on
+// a real backstore. Every command is answered exactly once (finished), every TMF is
+// answered, and the task set is empty at the end.
+TEST(ScsiTmf, AbortsRacingCompletions)
+{
+	Target t;
+	t.add(0, 4 << 20);
+	Session *s = t.login("iqn.init:a");
+	std::atomic<bool> stop{false};
+	std::atomic<uint64_t> next_tag{1};
+	std::atomic<int> aborted{0}, good{0}, bad{0};
+	auto io = [&](uint32_t seed) {
+		std::mt19937 rng(seed);
+		std::vector<Loopback::Pending *> inflight;
+		while (!stop.load()) {
+			for (int i = 0; i < 8; i++) {
+				uint64_t tag = next_tag.fetch_add(1);
+				bool w = rng() & 1;
+				uint64_t lba = rng() % 8000;
+				inflight.push_back(t.lb.start_async(
+				    s, 0, cdb_rw16(w, lba, 1), w ? DataDir::Write : DataDir::Read,
+				    w ? pattern(512, uint32_t(tag)) : std::vector<uint8_t>(512),
+				    TaskAttr::Simple, tag));
+			}
+			for (auto *p : inflight) {
+				auto r = t.lb.wait(p, std::chrono::seconds(20));
+				if (!r.finished)
+					bad++;
+				else if (r.aborted)
+					aborted++;
+				else if (r.status == Status::Good)
+					good++;
+				else
+					bad++;
+			}
+			inflight.clear();
+		}
+	};
+	std::thread a(io, 1), b(io, 2);
+	std::mt19937 rng(3);
+	int tmfs = 0;
+	auto deadline = std::chrono::steady_clock::now() + milliseconds(1500);
+	while (std::chrono::steady_clock::now() < deadline) {
+		uint64_t hi = next_tag.load();
+		TmfResponse r =
+		    t.lb.tmf(s, (rng() % 16) ? TmfType::AbortTask : TmfType::AbortTaskSet, 0,
+		             hi - 1 - rng() % 8, std::chrono::seconds(20));
+		EXPECT_NE(r, TmfResponse::Failed);
+		tmfs++;
+	}
+	stop = true;
+	a.join();
+	b.join();
+	EXPECT_EQ(bad.load(), 0);
+	EXPECT_GT(good.load(), 0);
+	EXPECT_EQ(t.lus[0]->task_count(), 0u);
+	RecordProperty("tmfs", tmfs);
+	RecordProperty("aborted", aborted.load());
+}
+
+// ---- Sessions ----------------------------------------------------------------------------
+
+TEST(ScsiSession, CloseWaitsForCommandsInFlightThenFrees)
+{
+	Target t;
+	t.add(0, 1 << 20, {}, true);
+	Session *s = t.login("iqn.init:a");
+	t.gates[0]->close();
+	auto *r = t.lb.start_async(s, 0, cdb_rw16(false, 0, 1), DataDir::Read,
+	                           std::vector<uint8_t>(512), TaskAttr::Simple, 1);
+	auto *w = t.lb.start_async(s, 0, cdb_rw16(true, 1, 1), DataDir::Write, pattern(512, 8),
+	                           TaskAttr::Simple, 2, /*hold_write=*/true);
+	ASSERT_TRUE(t.gates[0]->wait_held(1));
+	// Held I/O: a short close gives up and leaves the session intact.
+	EXPECT_EQ(t.lb.logout(s, milliseconds(200)), -ETIMEDOUT);
+	EXPECT_EQ(t.tpg.sessions().size(), 1u);
+	// New commands on a stopping session get no answer of their own.
+	EXPECT_TRUE(t.lb.run(s, 0, cdb_tur(), DataDir::None).aborted);
+	t.gates[0]->open();
+	EXPECT_TRUE(t.lb.wait(r).aborted);
+	EXPECT_TRUE(t.lb.wait(w).aborted) << "the write-pending one was stopped";
+	EXPECT_EQ(t.lb.logout(s), 0);
+	EXPECT_TRUE(t.tpg.sessions().empty());
+	// The nexus comes back: its LU tells it what happened.
+	Session *s2 = t.lb.login(t.tpg, "iqn.init:a");
+	EXPECT_EQ(t.lb.run(s2, 0, cdb_tur(), DataDir::None).asc(), UA_I_T_NEXUS_LOSS);
+}
+
+TEST(ScsiCore, ManyCommandsInFlight)
+{
+	Target t;
+	t.add(0, 8 << 20);
+	Session *s = t.login("iqn.init:a");
+	constexpr int kN = 2000;
+	std::vector<Loopback::Pending *> p;
+	for (int i = 0; i < kN; i++)
+		p.push_back(t.lb.start_async(s, 0, cdb_rw16(true, uint64_t(i) * 8, 8),
+		                             DataDir::Write, pattern(4096, i), TaskAttr::Simple,
+		                             i));
+	for (auto *x : p)
+		ASSERT_EQ(t.lb.wait(x).status, Status::Good);
+	p.clear();
+	for (int i = 0; i < kN; i++)
+		p.push_back(t.lb.start_async(s, 0, cdb_rw16(false, uint64_t(i) * 8, 8),
+		                             DataDir::Read, std::vector<uint8_t>(4096),
+		                             TaskAttr::Simple, i));
+	for (int i = 0; i < kN; i++)
+		ASSERT_EQ(t.lb.wait(p[i]).data, pattern(4096, i)) << i;
+}
+
+} // namespace
+} // namespace ulp::scsi
