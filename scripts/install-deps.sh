@@ -7,6 +7,8 @@ set -euo pipefail
 build=(build-essential cmake ninja-build pkg-config git)
 libs=(libgtest-dev libgmock-dev libbenchmark-dev libboost-dev libcli11-dev
 	liburing-dev)
+# reference peers measured beside ulp in the same run (ulp-bench scsi: fio on the same file)
+peers=(fio)
 # clang + its runtimes: scripts/fuzz.sh (libFuzzer, ASan, UBSan)
 tools=(clang libclang-rt-14-dev clang-format python3)
 
@@ -15,7 +17,7 @@ tools=(clang libclang-rt-14-dev clang-format python3)
 vm=(qemu-system-x86 busybox-static cpio kmod iproute2 xz-utils
 	rdma-core ibverbs-providers ibverbs-utils rdmacm-utils perftest libibverbs-dev librdmacm-dev)
 
-pkgs=("${build[@]}" "${libs[@]}" "${tools[@]}" "${vm[@]}")
+pkgs=("${build[@]}" "${libs[@]}" "${peers[@]}" "${tools[@]}" "${vm[@]}")
 
 missing=()
 for p in "${pkgs[@]}"; do

@@ -48,15 +48,15 @@ const char *bs_op_str(BsOp op);
 
 struct BsIo {
 	BsOp op = BsOp::Read;
-	bool fua = false;             // Write: durable before done() (force unit access)
-	uint64_t offset = 0;          // bytes from the start of the backstore
-	uint64_t length = 0;          // bytes; for Read/Write the sum of iov lengths
-	std::span<const iovec> iov;   // Read/Write buffers, valid until done()
+	bool fua = false;           // Write: durable before done() (force unit access)
+	uint64_t offset = 0;        // bytes from the start of the backstore
+	uint64_t length = 0;        // bytes; for Read/Write the sum of iov lengths
+	std::span<const iovec> iov; // Read/Write buffers, valid until done()
 	// Called exactly once: err is 0, or a negative errno (-EIO: medium error; -ENOSPC:
 	// out of space on a thin backstore; -EINVAL: beyond the end or a bad request;
 	// -EOPNOTSUPP: Unmap on a backstore that cannot deallocate).
 	void (*done)(BsIo *io, int err) = nullptr;
-	void *priv = nullptr; // the submitter's context (done() recovers its command from it)
+	void *priv = nullptr;    // the submitter's context (done() recovers its command from it)
 	BsIo *bs_next = nullptr; // backstore-private until done(): its wait-FIFO link (no alloc)
 };
 
@@ -119,7 +119,6 @@ struct BackstoreConfig {
 };
 
 // Make a backstore, or nullptr with *err set (negative errno) and a message in *why.
-std::unique_ptr<Backstore> make_backstore(const BackstoreConfig &cfg, int *err,
-                                          std::string *why);
+std::unique_ptr<Backstore> make_backstore(const BackstoreConfig &cfg, int *err, std::string *why);
 
 } // namespace ulp::scsi

@@ -5,12 +5,13 @@
 #include "tools/ulp-bench/fabric.h"
 #include "tools/ulp-bench/mrpool.h"
 #include "tools/ulp-bench/rw.h"
+#include "tools/ulp-bench/scsi.h"
 
 #include <CLI/CLI.hpp>
 
 int main(int argc, char **argv)
 {
-	CLI::App app{"ulp-bench: benchmarks of ulp's RDMA layers, each figure printed beside a "
+	CLI::App app{"ulp-bench: benchmarks of ulp's layers, each figure printed beside a "
 	             "baseline measured in the same run."};
 	app.require_subcommand(1);
 
@@ -71,7 +72,26 @@ int main(int argc, char **argv)
 	cq->add_option("--rounds", cqo.rounds,
 	               "pre-filled CQs of 4096 completions per figure (default 2000, 200 quick)");
 
+	ulp::bench::ScsiBenchOptions so;
+	auto *scsi = app.add_subcommand(
+	    "scsi", "4 KiB READ/WRITE commands/s through the SCSI target core and the loopback "
+	            "fabric on the null, ram and file backstores, beside memcpy (ram) and fio on "
+	            "the same file (file)");
+	scsi->add_flag("--json", so.json, "print the rows as JSON on stdout instead of a table");
+	scsi->add_flag("--quick", so.quick, "short run (64 MiB file, 0.3 s per figure)");
+	scsi->add_option("--min-time", so.min_time, "seconds per figure (default 2, 0.3 quick)");
+	scsi->add_option("--dir", so.dir,
+	                 "folder for the file backstore's file (default /var/tmp)");
+	scsi->add_option("--file-mib", so.file_mib, "file size in MiB (default 256, 64 quick)");
+	scsi->add_option("--qd", so.qd, "commands in flight")
+	    ->capture_default_str()
+	    ->check(CLI::Range(1, 1024));
+	scsi->add_flag("!--no-fio", so.fio, "skip the fio reference runs");
+
 	CLI11_PARSE(app, argc, argv);
+
+	if (*scsi)
+		return ulp::bench::run_scsi(so);
 
 	if (*rw)
 		return ulp::bench::run_rw(rwo);
