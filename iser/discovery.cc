@@ -111,11 +111,11 @@ TextStep TextResponder::emit(const TextReq &h, const TextSeq &seq, Bhs *bhs,
 	const bool more = out_.more();
 	TextRsp r;
 	r.cont = more;
-	// 11.11.1: F=1 only in answer to F=1, and only when the operation is over.
+	// 11.11 (F bit): F=1 only in answer to F=1, and only when the operation is over.
 	r.final = !more && h.final;
 	r.lun = h.lun;
 	r.itt = itt_;
-	// 11.11.4: F=1 carries TTT 0xffffffff, F=0 a real one.
+	// 11.11 (Target Transfer Tag): F=1 carries TTT 0xffffffff, F=0 a real one.
 	if (r.final) {
 		r.ttt = kReservedTag;
 		phase_ = Phase::Idle;
@@ -140,11 +140,11 @@ TextStep TextResponder::on_request(const Pdu &req, const TextSeq &seq, Bhs *bhs,
 	TextReq h;
 	if (!decode(req.bhs, &h))
 		return reject(RejectReason::ProtocolError);
-	// 11.10.2: C=1 requires F=0.
+	// 11.10 (C bit): C=1 requires F=0.
 	if (h.cont && h.final)
 		return reject(RejectReason::ProtocolError);
 	if (h.ttt == kReservedTag) {
-		// 11.10.4: a new exchange; whatever was unfinished is dropped.
+		// 11.10 (Target Transfer Tag): a new exchange; whatever was unfinished is dropped.
 		phase_ = Phase::Idle;
 		in_.clear();
 		itt_ = h.itt;

@@ -17,10 +17,10 @@
 // than 0xffffffff; the initiator asks for the next piece with an (empty) Text Request
 // carrying the same ITT and that TTT. The last piece has F=1 and TTT 0xffffffff. A request
 // split with C=1 is acknowledged piece by piece with empty responses (F=0, a TTT). A request
-// with TTT 0xffffffff starts a new exchange, discarding an unfinished one (11.10.4); a TTT
-// that names no exchange of this connection is answered with a Reject (11.11.4 "The target
-// may reject subsequent Text Requests with the Target Transfer Tag set to the 'stale'
-// value").
+// with TTT 0xffffffff starts a new exchange, discarding an unfinished one (11.10, Target Transfer
+// Tag); a TTT that names no exchange of this connection is answered with a Reject (11.11, Target
+// Transfer Tag: "The target may reject subsequent Text Requests with the Target Transfer Tag set to
+// the 'stale' value").
 //
 // Keys other than SendTargets in a full-feature-phase Text Request: MaxRecvDataSegmentLength
 // (Use: ALL, declarative) is taken as the initiator's new receive limit, InitiatorAlias is

@@ -133,11 +133,11 @@ LoginStep TargetLogin::emit(std::span<uint8_t> rsp, size_t *rsp_len)
 
 	LoginRsp r;
 	r.transit = transit;
-	r.cont = more; // 11.13.2: C=1 only with T=0
+	r.cont = more; // 11.13 (C bit): C=1 only with T=0
 	r.csg = stage_;
 	r.nsg = transit ? pending_nsg_ : Stage::Security;
 	r.isid = first_.isid;
-	// 11.13.4: the TSIH of the request, except in the final response of a new session.
+	// 11.13 (TSIH): the TSIH of the request, except in the final response of a new session.
 	r.tsih = transit && pending_nsg_ == Stage::FullFeature ? tsih_ : first_.tsih;
 	r.itt = first_.itt;
 	r.statsn = statsn_++;
@@ -179,7 +179,7 @@ LoginStep TargetLogin::on_request(const Pdu &req, std::span<uint8_t> rsp, size_t
 	if (!decode(req.bhs, &h)) {
 		if (first)
 			first_.itt = req.itt();
-		// 11.13.5: "Invalid request type during login".
+		// 11.13 (Status-Detail 0x0b): "Invalid request type during login".
 		return reject(LoginStatus::InvalidDuringLogin, "non-login PDU during login", rsp,
 		              rsp_len);
 	}
@@ -188,7 +188,7 @@ LoginStep TargetLogin::on_request(const Pdu &req, std::span<uint8_t> rsp, size_t
 		exp_cmdsn_ = max_cmdsn_ = h.cmdsn;
 		if (h.csg == Stage::Security || h.csg == Stage::Operational)
 			stage_ = h.csg; // else the CSG check below rejects it
-		// 11.12.4: Version-max >= Version-min; we speak version 0 only.
+		// 11.12 (Version-max/min): Version-max >= Version-min; we speak version 0 only.
 		if (h.version_min > h.version_max)
 			return reject(LoginStatus::InitiatorError, "Version-min above Version-max",
 			              rsp, rsp_len);
@@ -204,10 +204,11 @@ LoginStep TargetLogin::on_request(const Pdu &req, std::span<uint8_t> rsp, size_t
 		return reject(LoginStatus::InitiatorError, "login identifiers changed", rsp,
 		              rsp_len);
 	}
-	// 11.12.2: C=1 requires T=0.
+	// 11.12 (C bit): C=1 requires T=0.
 	if (h.transit && h.cont)
 		return reject(LoginStatus::InitiatorError, "T and C both set", rsp, rsp_len);
-	// 11.12.3: CSG is 0 or 1 during login; with T=1, NSG is past CSG and not the reserved 2.
+	// 11.12 (CSG, NSG): CSG is 0 or 1 during login; with T=1, NSG is past CSG and not the
+	// reserved 2.
 	if (h.csg != Stage::Security && h.csg != Stage::Operational)
 		return reject(LoginStatus::InitiatorError, "invalid CSG", rsp, rsp_len);
 	if (h.transit && (h.nsg == static_cast<Stage>(2) ||
@@ -449,8 +450,8 @@ bool TargetLogin::finalize()
 	ConnParams cp = conn_;
 	if (!neg_.finish(&sp, &cp))
 		return fail(neg_.error().status, neg_.error().why);
-	// RFC 7145 5.1: an iSER connection is useless without RDMAExtensions=Yes (there is no
-	// TCP stream to fall back to on InfiniBand or RoCE).
+	// RFC 7145 6.3 (RDMAExtensions): an iSER connection is useless without RDMAExtensions=Yes
+	// (there is no TCP stream to fall back to on InfiniBand or RoCE).
 	if (cfg_.transport == Transport::Iser && type_ == SessionType::Normal &&
 	    !sp.rdma_extensions)
 		return fail(neg_.received(KeyId::RdmaExtensions) ? LoginStatus::InitiatorError

@@ -26,11 +26,11 @@
 // FullFeature 	Security --T=1 granted, NSG=3--> FullFeature   (allowed: RFC 7143 6.3, open-iscsi
 // does it 	                                                 for discovery sessions)
 // Security/Operational --C=1--> RecvText --C=0 (LTDS complete)--> back, as above
-// Security/Operational --response longer than 8192--> SendText --empty request--> SendText 	        (more
-//pieces) | Security/Operational/FullFeature (last piece, with T and NSG) 	any --error--> Failed (the
-//reject goes out); FullFeature and Failed are final
+// Security/Operational --response longer than 8192--> SendText --empty request--> SendText (more
+// pieces) | Security/Operational/FullFeature (last piece, with T and NSG) 	any --error-->
+// Failed (the reject goes out); FullFeature and Failed are final
 //
-// Failures and their status (11.13.5):
+// Failures and their status (11.13, Status-Class and Status-Detail):
 //	0x0200 initiator error: malformed PDU or text, CSG/NSG/T/C rule broken, ISID/TSIH/CID/
 //	       ITT/version changed during login, key rules broken (params.h), CHAP protocol
 //	0x0201 authentication failure: AuthMethod or CHAP failed, or the initiator skipped the

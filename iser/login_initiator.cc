@@ -127,8 +127,8 @@ size_t InitiatorLogin::next_request(std::span<uint8_t> buf)
 	h.itt = cfg_.itt;
 	h.cid = cfg_.cid;
 	h.cmdsn = cfg_.cmdsn;
-	// 11.12.8: the first request carries the old connection's ExpStatSN (reinstatement),
-	// later ones acknowledge the responses.
+	// 11.12 (ExpStatSN): the first request carries the old connection's ExpStatSN
+	// (reinstatement), later ones acknowledge the responses.
 	h.exp_statsn = first_ ? cfg_.exp_statsn : exp_statsn_;
 	Bhs bhs;
 	encode(h, bhs);
@@ -161,7 +161,7 @@ LoginStep InitiatorLogin::on_response(const Pdu &rsp)
 					redirect_.emplace_back(kv.value);
 		return failed(InitiatorLoginError::TargetStatus, login_status_name(r.status));
 	}
-	// 11.13.3: Version-active is one of ours; we only have 0.
+	// 11.13 (Version-active): Version-active is one of ours; we only have 0.
 	if (r.version_active != kIscsiVersion)
 		return failed(InitiatorLoginError::Protocol, "Version-active is not 0");
 	if (r.csg != stage_)
@@ -301,7 +301,7 @@ LoginStep InitiatorLogin::finish(uint16_t tsih)
 	    !session_.rdma_extensions)
 		return failed(InitiatorLoginError::Negotiation,
 		              "target refused RDMAExtensions=Yes");
-	// 11.13.4: the final response of a new session carries its non-zero TSIH; a joining
+	// 11.13 (TSIH): the final response of a new session carries its non-zero TSIH; a joining
 	// connection gets the session's.
 	if (tsih == 0 || (cfg_.tsih != 0 && tsih != cfg_.tsih))
 		return failed(InitiatorLoginError::Protocol, "bad TSIH in the final response");

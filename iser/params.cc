@@ -118,10 +118,10 @@ constexpr std::array<KeyDef, kKeyCount> kKeys = {{
     // 13.24: LO, Minimum, 0..31, default 1 (this RFC), Irrelevant for discovery.
     def("iSCSIProtocolLevel", K::ProtocolLevel, T::NumMin, V::Number, kBoth, kInOperational,
         kLo | kSw | kIrrDiscovery, 0, 31, 1),
-    // 13.25: LO, declarative, both.
+    // 13.26 (X#NodeArchitecture): LO, declarative, both.
     def("X#NodeArchitecture", K::NodeArchitecture, T::Declarative, V::TextList, kBoth, kLogin,
         kLo | kSw),
-    // 13.26: obsolete marker keys.
+    // 13.25 (Obsoleted Keys): the marker keys of RFC 3720.
     def("IFMarker", K::IfMarker, T::Marker, V::Bool, kBoth, kInOperational, 0),
     def("OFMarker", K::OfMarker, T::Marker, V::Bool, kBoth, kInOperational, 0),
     def("IFMarkInt", K::IfMarkInt, T::MarkInt, V::Raw, kBoth, kInOperational, 0),
@@ -134,7 +134,7 @@ constexpr std::array<KeyDef, kKeyCount> kKeys = {{
         kInOperational, kIrrDiscovery | kNeedsRdma, 512, k24, kDefaultMrdsl),
     def("InitiatorRecvDataSegmentLength", K::InitiatorRecvDsl, T::NumMin, V::Number, kBoth,
         kInOperational, kIrrDiscovery | kNeedsRdma, 512, k24, kDefaultMrdsl),
-    // RFC 7145 6.6: LO, Minimum with 0 meaning no limit; 0 or 2..2**32-1, default 0.
+    // RFC 7145 6.7: LO, Minimum with 0 meaning no limit; 0 or 2..2**32-1, default 0.
     def("MaxOutstandingUnexpectedPDUs", K::MaxOutstandingUnexpectedPdus, T::NumMin, V::Number,
         kBoth, kInOperational, kLo | kSw | kIrrDiscovery | kNeedsRdma, 0, 0xffffffffu, 0),
 }};
@@ -182,7 +182,7 @@ uint64_t moup_rank(uint64_t v)
 bool in_domain(const KeyDef &d, uint64_t v)
 {
 	if (d.id == KeyId::MaxOutstandingUnexpectedPdus && v == 1)
-		return false; // RFC 7145 6.6: 0 or 2..2**32-1
+		return false; // RFC 7145 6.7: 0 or 2..2**32-1
 	return v >= d.min && v <= d.max;
 }
 
@@ -548,7 +548,7 @@ std::string Negotiator::answer(const KeyDef &d, std::string_view v)
 	KeyState &st = state(d.id);
 	st.sent = true;
 	if (d.type == KeyType::MarkInt)
-		return "Reject"; // 13.26: MUST answer Reject
+		return "Reject"; // 13.25: MUST answer Reject
 	if (d.type != KeyType::Marker && !irrelevant_reason(d).empty())
 		return "Irrelevant";
 	switch (d.type) {
@@ -710,7 +710,7 @@ void Negotiator::propose_operational(TextWriter &out)
 		}
 	}
 	if (normal && transport_ == Transport::Iser) {
-		// RFC 7145 6: the iSER keys, and MaxRecvDataSegmentLength is not used.
+		// RFC 7145 6.2-6.5: the iSER keys; MaxRecvDataSegmentLength is not used.
 		propose_num(out, KeyId::InitiatorRecvDsl, prefs_.iser_recv_dsl);
 		propose_num(out, KeyId::TargetRecvDsl, prefs_.iser_send_dsl);
 		if (leading_) {

@@ -24,7 +24,7 @@
 //  - Keys sent by the wrong side, security keys outside the security stage, operational
 //    keys in it, and FFP-only keys (SendTargets) during login are protocol errors, as LIO
 //    treats them.
-//  - 13.26 obsolete marker keys: IFMarker/OFMarker are answered "No" (MAY; RFC 3720 peers
+//  - 13.25 obsolete marker keys: IFMarker/OFMarker are answered "No" (MAY; RFC 3720 peers
 //    expect a boolean), IFMarkInt/OFMarkInt "Reject" (MUST).
 //  - 13.14: FirstBurstLength never exceeds MaxBurstLength; it is Irrelevant when
 //    InitialR2T=Yes and ImmediateData=No.

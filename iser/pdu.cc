@@ -247,21 +247,23 @@ PduError parse_ahs(std::span<const uint8_t> ahs, AhsInfo *out)
 		if (ahs.size() - off < 4)
 			return PduError::BadAhs;
 		const uint16_t len = get_be16(&ahs[off]); // bytes after the type byte
-		const uint8_t type = ahs[off + 2] & 0x3f; // bits 0-1 reserved (11.2.2.2)
+		const uint8_t type = ahs[off + 2] & 0x3f; // the top 2 bits are reserved (11.2.2)
 		const size_t total = pad4(3 + size_t{len});
 		if (len == 0 || total > ahs.size() - off)
 			return PduError::BadAhs;
 		switch (static_cast<AhsType>(type)) {
 		case AhsType::ExtendedCdb:
-			// 11.2.2.3: AHSLength = CDBLength - 15 (a reserved byte, then CDB bytes
-			// 16..). A CDB is at most 260 bytes (SPC-4 variable length CDB).
+			// 11.2.2, Extended CDB AHS: AHSLength = CDBLength - 15 (a reserved byte,
+			// then CDB bytes 16..). A CDB is at most 260 bytes (SPC-4 variable length
+			// CDB).
 			if (seen_cdb || len < 2 || len > 260 - 15)
 				return PduError::BadAhs;
 			seen_cdb = true;
 			out->ext_cdb = ahs.subspan(off + 4, len - 1);
 			break;
 		case AhsType::BidiReadLen:
-			// 11.2.2.4: AHSLength 0x0005, a reserved byte, then the 4-byte length.
+			// 11.2.2, Bidirectional Read Expected Data Transfer Length AHS:
+			// AHSLength 0x0005, a reserved byte, then the 4-byte length.
 			if (out->has_bidi_read_len || len != 5)
 				return PduError::BadAhs;
 			out->has_bidi_read_len = true;

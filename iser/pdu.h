@@ -10,7 +10,7 @@
 //
 // The digests exist only on TCP connections that negotiated them (HeaderDigest /
 // DataDigest=CRC32C, from the first PDU of the full feature phase); iSER carries whole PDUs
-// in SEND messages without digests, padding optional (RFC 7145 7.3). The same code serves
+// in SEND messages without digests, padding optional (RFC 7145). The same code serves
 // both: parse_pdu() takes a span holding whole PDUs, PduReader cuts a byte stream into them.
 //
 // Nothing here allocates except PduReader's constructor: builders write into caller
@@ -37,14 +37,14 @@ constexpr size_t kDigestLen = 4;               // a CRC32C digest (RFC 7143 13.1
 constexpr size_t kMaxAhsLen = 256;             // sanity cap on TotalAHSLength * 4, see below
 constexpr uint32_t kMaxDsl = (1u << 24) - 1;   // DataSegmentLength is a 24-bit field
 constexpr uint32_t kDefaultMrdsl = 8192;       // MaxRecvDataSegmentLength default (13.12)
-constexpr uint32_t kReservedTag = 0xffffffffu; // the reserved ITT/TTT value (11.2.1.8)
-constexpr uint8_t kIscsiVersion = 0x00;        // the only version (11.12.4)
+constexpr uint32_t kReservedTag = 0xffffffffu; // the reserved ITT/TTT value (11.2)
+constexpr uint8_t kIscsiVersion = 0x00;        // the only version (11.12, Version-max/min)
 
 // kMaxAhsLen: the largest AHS set any PDU needs is an extended-CDB AHS for a 260-byte CDB
 // (4 + 244 bytes) plus a bidirectional-read-length AHS (8 bytes): 256 bytes. The field
 // allows 1020; anything past 256 is refused before it is buffered.
 
-// RFC 7143 11.2.1.2 opcodes. Initiator opcodes 0x00-0x1f, target opcodes 0x20-0x3f.
+// RFC 7143 11.2.1 opcodes. Initiator opcodes 0x00-0x1f, target opcodes 0x20-0x3f.
 enum class Opcode : uint8_t {
 	NopOut = 0x00,
 	ScsiCmd = 0x01,
@@ -75,14 +75,14 @@ constexpr bool opcode_from_initiator(uint8_t op)
 	return op < 0x20;
 }
 
-// Login stages, the CSG/NSG field values (RFC 7143 11.12.3). 2 is reserved.
+// Login stages, the CSG/NSG field values (RFC 7143 11.12, CSG and NSG). 2 is reserved.
 enum class Stage : uint8_t {
 	Security = 0,
 	Operational = 1,
 	FullFeature = 3,
 };
 
-// Login Response Status-Class << 8 | Status-Detail (RFC 7143 11.13.5).
+// Login Response Status-Class << 8 | Status-Detail (RFC 7143 11.13).
 enum class LoginStatus : uint16_t {
 	Success = 0x0000,
 	TargetMovedTemp = 0x0101,      // redirect: TargetAddress in the data
@@ -113,7 +113,7 @@ constexpr uint8_t status_detail(LoginStatus s)
 }
 const char *login_status_name(LoginStatus s);
 
-// Reject reasons (RFC 7143 11.17.1).
+// Reject reasons (RFC 7143 11.17).
 enum class RejectReason : uint8_t {
 	DataDigestError = 0x02,
 	SnackReject = 0x03,
@@ -305,8 +305,8 @@ size_t build_pdu(std::span<uint8_t> out, std::span<const uint8_t, kBhsLen> bhs,
 // Additional Header Segments (RFC 7143 11.2.2)
 
 enum class AhsType : uint8_t {
-	ExtendedCdb = 1, // 11.2.2.3: the CDB bytes past the first 16
-	BidiReadLen = 2, // 11.2.2.4: Bidirectional Read Expected Data Transfer Length
+	ExtendedCdb = 1, // the CDB bytes past the first 16
+	BidiReadLen = 2, // Bidirectional Read Expected Data Transfer Length
 };
 
 struct AhsInfo {
@@ -334,7 +334,7 @@ size_t scsi_cdb(const Pdu &pdu, const AhsInfo &ahs, std::span<uint8_t> out);
 // ---------------------------------------------------------------------------------------------
 // Typed headers, one per PDU type (RFC 7143 11.3 - 11.19). LUNs are the raw 8-byte field.
 
-using Isid = std::array<uint8_t, 6>; // Initiator Session ID (11.12.5)
+using Isid = std::array<uint8_t, 6>; // Initiator Session ID (11.12, ISID)
 
 struct NopOut { // 11.18
 	bool immediate = true;
@@ -365,7 +365,7 @@ struct ScsiCmd { // 11.3
 
 struct TmfReq { // 11.5
 	bool immediate = true;
-	uint8_t function = 0; // 7 bits (11.5.1)
+	uint8_t function = 0; // 7 bits (11.5)
 	uint64_t lun = 0;
 	uint32_t itt = 0;
 	uint32_t rtt = kReservedTag; // Referenced Task Tag

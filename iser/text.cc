@@ -137,7 +137,8 @@ bool valid_key_name(std::string_view k)
 	if (k.empty() || k.size() > kMaxKeyLen || !is_upper(k[0]))
 		return false;
 	for (size_t i = 1; i < k.size(); i++) {
-		// "X#..." (IANA-registered extension keys, 13.5.2): '#' only as the second
+		// "X#..." (IANA-registered public extension keys, RFC 4850 in 7143's 6.1):
+		// '#' only as the second
 		// character.
 		if (k[i] == '#' && i == 1 && k[0] == 'X')
 			continue;
