@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
-// scsi/spc.cc - primary commands (SPC-4; the kernel's target_core_spc.c): TEST UNIT READY,
-// INQUIRY (standard data, VPD 0x00, 0x80, 0x83), REPORT LUNS, REQUEST SENSE; the
+// scsi/spc.cc - primary commands (SPC-4; the kernel's target_core_spc.c): the dispatcher,
+// TEST UNIT READY, REPORT LUNS, REQUEST SENSE. INQUIRY is in spc_inquiry.cc; the
 // reservation commands are handed to pr.cc.
-#include "scsi/core_internal.h"
+#include "scsi/spc.h"
+
 #include "scsi/pr.h"
 
 #include <algorithm>
@@ -15,112 +16,9 @@ namespace ulp::scsi
 namespace
 {
 
-// SPC-4 6.? the peripheral device type and qualifier of byte 0: 00h direct access block
-// device; for a LUN that does not exist, qualifier 011b with type 1Fh (7Fh).
-uint8_t peripheral(const Cmd *cmd)
-{
-	return cmd->lu ? 0x00 : 0x7f;
-}
-
-// A space-padded ASCII field of len bytes.
-void put_ascii(uint8_t *p, size_t len, const std::string &s)
-{
-	std::memset(p, ' ', len);
-	std::memcpy(p, s.data(), std::min(len, s.size()));
-}
-
 void exec_tur(Cmd *cmd)
 {
 	complete_good(cmd);
-}
-
-void exec_std_inquiry(Cmd *cmd)
-{
-	// SPC-4 6.6.2 standard INQUIRY data, 36 bytes: SPC-4 (VERSION 06h), response data
-	// format 2, HISUP; 3PC/TPGS not offered; CMDQUE (full task management model).
-	uint8_t d[36] = {};
-	d[0] = peripheral(cmd);
-	d[2] = 0x06;
-	d[3] = 0x12; // HISUP, RESPONSE DATA FORMAT 2
-	d[4] = sizeof(d) - 5;
-	d[7] = 0x02; // CMDQUE
-	if (cmd->lu) {
-		put_ascii(d + 8, 8, cmd->lu->cfg().vendor);
-		put_ascii(d + 16, 16, cmd->lu->cfg().product);
-		put_ascii(d + 32, 4, cmd->lu->cfg().revision);
-	} else {
-		put_ascii(d + 8, 8, "ULP");
-		put_ascii(d + 16, 16, "no LUN");
-		put_ascii(d + 32, 4, "0001");
-	}
-	complete_data_in(cmd, d);
-}
-
-constexpr uint8_t kVpdPages[] = {0x00, 0x80, 0x83};
-
-void exec_vpd(Cmd *cmd)
-{
-	const uint8_t page = cmd->cdb[2];
-	uint8_t d[256] = {};
-	size_t n = 4;
-	d[0] = peripheral(cmd);
-	d[1] = page;
-	switch (page) {
-	case 0x00: // SPC-4 7.8.? supported VPD pages
-		std::memcpy(d + n, kVpdPages, sizeof(kVpdPages));
-		n += sizeof(kVpdPages);
-		break;
-	case 0x80: { // unit serial number
-		const std::string &sn = cmd->lu->serial();
-		const size_t l = std::min<size_t>(sn.size(), sizeof(d) - n);
-		std::memcpy(d + n, sn.data(), l);
-		n += l;
-		break;
-	}
-	case 0x83: // device identification: NAA (LU), relative target port
-		// NAA designator: code set binary (1), association LU (0), type NAA (3), 8 bytes.
-		d[n] = 0x01;
-		d[n + 1] = 0x03;
-		d[n + 3] = 8;
-		put_be64(d + n + 4, cmd->lu->naa());
-		n += 12;
-		// Relative target port: PIV 1, association target port (1), type 4, 4 bytes.
-		d[n] = 0x61;
-		d[n + 1] = 0x94;
-		d[n + 3] = 4;
-		put_be16(d + n + 6, cmd->sess->nexus().rtpi);
-		n += 8;
-		break;
-	default:
-		complete_sense(cmd, Sense::InvalidCdbField);
-		return;
-	}
-	put_be16(d + 2, static_cast<uint16_t>(n - 4));
-	complete_data_in(cmd, {d, n});
-}
-
-Sense parse_inquiry(Cmd *cmd)
-{
-	const uint8_t *c = cmd->cdb;
-	// SPC-4 6.6.1: CMDDT (bit 1, obsolete) must be 0; a PAGE CODE without EVPD is an
-	// error.
-	if (c[1] & 0xfe)
-		return Sense::InvalidCdbField;
-	const bool evpd = c[1] & 1;
-	if (!evpd && c[2])
-		return Sense::InvalidCdbField;
-	cmd->cdb_xfer = get_be16(c + 3);
-	cmd->cdb_dir = DataDir::Read;
-	if (!evpd) {
-		cmd->execute = exec_std_inquiry;
-		return Sense::None;
-	}
-	if (!cmd->lu)
-		return Sense::LunNotSupported; // SPC-4: VPD of a LUN that is not there
-	if (std::find(std::begin(kVpdPages), std::end(kVpdPages), c[2]) == std::end(kVpdPages))
-		return Sense::InvalidCdbField;
-	cmd->execute = exec_vpd;
-	return Sense::None;
 }
 
 void exec_report_luns(Cmd *cmd)
@@ -191,7 +89,7 @@ Sense spc_parse(Cmd *cmd)
 		cmd->execute = exec_tur;
 		return Sense::None;
 	case OP_INQUIRY:
-		return parse_inquiry(cmd);
+		return inquiry_parse(cmd);
 	case OP_REPORT_LUNS:
 		return parse_report_luns(cmd);
 	case OP_REQUEST_SENSE:
