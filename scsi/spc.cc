@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // scsi/spc.cc - primary commands (SPC-4; the kernel's target_core_spc.c): the dispatcher,
-// TEST UNIT READY, REPORT LUNS, REQUEST SENSE. INQUIRY is in spc_inquiry.cc; the
-// reservation commands are handed to pr.cc.
+// TEST UNIT READY, REPORT LUNS, REQUEST SENSE. INQUIRY is in spc_inquiry.cc, MODE SENSE /
+// SELECT in spc_mode.cc; the reservation commands are handed to pr.cc.
 #include "scsi/spc.h"
 
 #include "scsi/pr.h"
@@ -94,6 +94,12 @@ Sense spc_parse(Cmd *cmd)
 		return parse_report_luns(cmd);
 	case OP_REQUEST_SENSE:
 		return parse_request_sense(cmd);
+	case OP_MODE_SENSE_6:
+	case OP_MODE_SENSE_10:
+		return mode_sense_parse(cmd);
+	case OP_MODE_SELECT_6:
+	case OP_MODE_SELECT_10:
+		return mode_select_parse(cmd);
 	case OP_PERSISTENT_RESERVE_IN:
 		return pr_in_parse(cmd);
 	case OP_PERSISTENT_RESERVE_OUT:
