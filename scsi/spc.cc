@@ -2,7 +2,8 @@
 // scsi/spc.cc - primary commands (SPC-4; the kernel's target_core_spc.c): the dispatcher,
 // and the small commands: TEST UNIT READY, REQUEST SENSE, REPORT LUNS, START STOP UNIT,
 // PREVENT ALLOW MEDIUM REMOVAL and SEND DIAGNOSTIC. INQUIRY is in spc_inquiry.cc, MODE
-// SENSE / SELECT in spc_mode.cc; the reservation commands are handed to pr.cc.
+// SENSE / SELECT in spc_mode.cc, the MAINTENANCE IN reports in opcodes.cc; the
+// reservation commands are handed to pr.cc.
 //
 // The LU is a disk that never goes away: its medium is not removable, it has no motor to
 // stop and no power conditions to enter, so the commands about those accept what a fixed
@@ -203,6 +204,22 @@ Sense parse_send_diagnostic(Cmd *cmd)
 	return Sense::None;
 }
 
+// ---- MAINTENANCE IN ----------------------------------------------------------------------
+
+Sense parse_maintenance_in(Cmd *cmd)
+{
+	switch (cmd->cdb[1] & 0x1f) {
+	case MI_REPORT_SUPPORTED_OPCODES:
+		return rsoc_parse(cmd);
+	case MI_REPORT_SUPPORTED_TMFS:
+		return rstmf_parse(cmd);
+	default:
+		// An opcode we have with a service action we do not: INVALID FIELD IN CDB,
+		// not INVALID COMMAND OPERATION CODE (the opcode itself is known).
+		return Sense::InvalidCdbField;
+	}
+}
+
 } // namespace
 
 Sense spc_parse(Cmd *cmd)
@@ -230,6 +247,8 @@ Sense spc_parse(Cmd *cmd)
 		return parse_prevent_allow(cmd);
 	case OP_SEND_DIAGNOSTIC:
 		return parse_send_diagnostic(cmd);
+	case OP_MAINTENANCE_IN:
+		return parse_maintenance_in(cmd);
 	case OP_PERSISTENT_RESERVE_IN:
 		return pr_in_parse(cmd);
 	case OP_PERSISTENT_RESERVE_OUT:
