@@ -303,8 +303,10 @@ Sense parse(Cmd *cmd)
 	if (cmd->lu) {
 		if (Sense r = pr_check(cmd); r != Sense::None)
 			return r;
+		// write_protected(): the configuration's read_only or the control mode
+		// page's SWP, which MODE SELECT changes at run time (spc_mode.cc).
 		if ((cmd->flags & CMD_WRITES_MEDIUM) &&
-		    (cmd->lu->cfg().read_only || cmd->read_only))
+		    (cmd->lu->write_protected() || cmd->read_only))
 			return Sense::WriteProtected;
 	}
 	return size_check(cmd);

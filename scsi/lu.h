@@ -49,7 +49,8 @@ struct LuConfig {
 	bool thin = true;                     // thin provisioning when the backstore can unmap
 	uint32_t max_xfer_blocks = 16384;     // MAXIMUM TRANSFER LENGTH (VPD 0xB0), blocks
 	uint32_t opt_xfer_blocks = 256;       // OPTIMAL TRANSFER LENGTH, blocks
-	uint32_t max_unmap_blocks = 1u << 22; // MAXIMUM UNMAP LBA COUNT
+	uint32_t max_unmap_blocks = 1u << 20; // MAXIMUM UNMAP LBA COUNT (libiscsi's block limits
+	                                      // test takes more than 1Mi blocks for insane)
 	uint32_t max_unmap_descs = 256;       // MAXIMUM UNMAP BLOCK DESCRIPTOR COUNT
 	uint64_t max_write_same_blocks = 1u << 22; // MAXIMUM WRITE SAME LENGTH
 };
@@ -81,6 +82,12 @@ public:
 	// and then every write is made durable before GOOD (as with FUA).
 	bool wce() const { return wce_.load(std::memory_order_relaxed); }
 	void set_wce(bool on) { wce_.store(on && bs_->write_cache(), std::memory_order_relaxed); }
+	// The control mode page's SWP (SPC-4 7.5.8): software write protect, set and cleared
+	// by MODE SELECT (spc_mode.cc). With it, or with the configuration's read_only, every
+	// command that writes the medium fails with DATA PROTECT, WRITE PROTECTED (core.cc).
+	bool swp() const { return swp_.load(std::memory_order_relaxed); }
+	void set_swp(bool on) { swp_.store(on, std::memory_order_relaxed); }
+	bool write_protected() const { return cfg_.read_only || swp(); }
 	uint64_t nr_blocks() const { return bs_->size() / cfg_.block_size; }
 	bool thin() const { return cfg_.thin && bs_->can_unmap(); }
 	const std::string &serial() const { return serial_; }
@@ -115,6 +122,7 @@ public:
 	CmdDormantList caw_wait_;         // COMPARE AND WRITEs waiting for it (caw_lock_)
 	std::condition_variable idle_cv_; // signalled when the task set empties (teardown)
 	std::atomic<bool> wce_{true};     // see wce()
+	std::atomic<bool> swp_{false};    // see swp()
 
 private:
 	std::string name_;

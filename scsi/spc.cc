@@ -1,11 +1,17 @@
 // SPDX-License-Identifier: MIT
-// scsi/spc.cc - primary commands (SPC-4; the kernel's target_core_spc.c): TEST UNIT READY,
-// INQUIRY (standard data, VPD 0x00, 0x80, 0x83), REPORT LUNS, REQUEST SENSE; the
+// scsi/spc.cc - primary commands (SPC-4; the kernel's target_core_spc.c): the dispatcher,
+// and the small commands: TEST UNIT READY, REQUEST SENSE, REPORT LUNS, START STOP UNIT,
+// PREVENT ALLOW MEDIUM REMOVAL and SEND DIAGNOSTIC. INQUIRY is in spc_inquiry.cc, MODE
+// SENSE / SELECT in spc_mode.cc, the MAINTENANCE IN reports in opcodes.cc; the
 // reservation commands are handed to pr.cc.
-#include "scsi/core_internal.h"
+//
+// The LU is a disk that never goes away: its medium is not removable, it has no motor to
+// stop and no power conditions to enter, so the commands about those accept what a fixed
+// disk can honour and refuse the rest with INVALID FIELD IN CDB.
+#include "scsi/spc.h"
+
 #include "scsi/pr.h"
 
-#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -15,119 +21,72 @@ namespace ulp::scsi
 namespace
 {
 
-// SPC-4 6.? the peripheral device type and qualifier of byte 0: 00h direct access block
-// device; for a LUN that does not exist, qualifier 011b with type 1Fh (7Fh).
-uint8_t peripheral(const Cmd *cmd)
-{
-	return cmd->lu ? 0x00 : 0x7f;
-}
-
-// A space-padded ASCII field of len bytes.
-void put_ascii(uint8_t *p, size_t len, const std::string &s)
-{
-	std::memset(p, ' ', len);
-	std::memcpy(p, s.data(), std::min(len, s.size()));
-}
-
-void exec_tur(Cmd *cmd)
+void exec_good(Cmd *cmd)
 {
 	complete_good(cmd);
 }
 
-void exec_std_inquiry(Cmd *cmd)
+void flush_done(BsIo *io, int err)
 {
-	// SPC-4 6.6.2 standard INQUIRY data, 36 bytes: SPC-4 (VERSION 06h), response data
-	// format 2, HISUP; 3PC/TPGS not offered; CMDQUE (full task management model).
-	uint8_t d[36] = {};
-	d[0] = peripheral(cmd);
-	d[2] = 0x06;
-	d[3] = 0x12; // HISUP, RESPONSE DATA FORMAT 2
-	d[4] = sizeof(d) - 5;
-	d[7] = 0x02; // CMDQUE
-	if (cmd->lu) {
-		put_ascii(d + 8, 8, cmd->lu->cfg().vendor);
-		put_ascii(d + 16, 16, cmd->lu->cfg().product);
-		put_ascii(d + 32, 4, cmd->lu->cfg().revision);
+	auto *cmd = static_cast<Cmd *>(io->priv);
+	if (err < 0)
+		complete_sense(cmd, errno_sense(err, true));
+	else
+		complete_good(cmd);
+}
+
+// ---- REQUEST SENSE (SPC-4 6.39) --------------------------------------------------------
+
+void exec_request_sense(Cmd *cmd)
+{
+	// A pending unit attention is returned as the sense data, and cleared (UA_INTLCK_CTRL
+	// 00b); a LUN that is not there answers LOGICAL UNIT NOT SUPPORTED as data, with
+	// GOOD status; otherwise NO SENSE, 00h/00h.
+	uint8_t d[18];
+	const uint16_t ua = cmd->lu ? cmd->lu->ua_take(cmd->sess->nexus()) : 0;
+	if (ua) {
+		build_sense(Sense::UnitAttention, d, ua);
+	} else if (!cmd->lu) {
+		build_sense(Sense::LunNotSupported, d);
 	} else {
-		put_ascii(d + 8, 8, "ULP");
-		put_ascii(d + 16, 16, "no LUN");
-		put_ascii(d + 32, 4, "0001");
+		std::memset(d, 0, sizeof(d));
+		d[0] = 0x70; // current error, fixed format
+		d[7] = sizeof(d) - 8;
 	}
 	complete_data_in(cmd, d);
 }
 
-constexpr uint8_t kVpdPages[] = {0x00, 0x80, 0x83};
-
-void exec_vpd(Cmd *cmd)
+Sense parse_request_sense(Cmd *cmd)
 {
-	const uint8_t page = cmd->cdb[2];
-	uint8_t d[256] = {};
-	size_t n = 4;
-	d[0] = peripheral(cmd);
-	d[1] = page;
-	switch (page) {
-	case 0x00: // SPC-4 7.8.? supported VPD pages
-		std::memcpy(d + n, kVpdPages, sizeof(kVpdPages));
-		n += sizeof(kVpdPages);
-		break;
-	case 0x80: { // unit serial number
-		const std::string &sn = cmd->lu->serial();
-		const size_t l = std::min<size_t>(sn.size(), sizeof(d) - n);
-		std::memcpy(d + n, sn.data(), l);
-		n += l;
-		break;
-	}
-	case 0x83: // device identification: NAA (LU), relative target port
-		// NAA designator: code set binary (1), association LU (0), type NAA (3), 8 bytes.
-		d[n] = 0x01;
-		d[n + 1] = 0x03;
-		d[n + 3] = 8;
-		put_be64(d + n + 4, cmd->lu->naa());
-		n += 12;
-		// Relative target port: PIV 1, association target port (1), type 4, 4 bytes.
-		d[n] = 0x61;
-		d[n + 1] = 0x94;
-		d[n + 3] = 4;
-		put_be16(d + n + 6, cmd->sess->nexus().rtpi);
-		n += 8;
-		break;
-	default:
-		complete_sense(cmd, Sense::InvalidCdbField);
-		return;
-	}
-	put_be16(d + 2, static_cast<uint16_t>(n - 4));
-	complete_data_in(cmd, {d, n});
-}
-
-Sense parse_inquiry(Cmd *cmd)
-{
-	const uint8_t *c = cmd->cdb;
-	// SPC-4 6.6.1: CMDDT (bit 1, obsolete) must be 0; a PAGE CODE without EVPD is an
-	// error.
-	if (c[1] & 0xfe)
+	// DESC (byte 1 bit 0) asks for descriptor format sense data, which is not offered
+	// (the control page's D_SENSE is 0 and not changeable): SPC-4 6.39 makes that
+	// INVALID FIELD IN CDB. The rest of byte 1 is reserved.
+	if (cmd->cdb[1] & 0x01)
 		return Sense::InvalidCdbField;
-	const bool evpd = c[1] & 1;
-	if (!evpd && c[2])
-		return Sense::InvalidCdbField;
-	cmd->cdb_xfer = get_be16(c + 3);
+	cmd->cdb_xfer = cmd->cdb[4];
 	cmd->cdb_dir = DataDir::Read;
-	if (!evpd) {
-		cmd->execute = exec_std_inquiry;
-		return Sense::None;
-	}
-	if (!cmd->lu)
-		return Sense::LunNotSupported; // SPC-4: VPD of a LUN that is not there
-	if (std::find(std::begin(kVpdPages), std::end(kVpdPages), c[2]) == std::end(kVpdPages))
-		return Sense::InvalidCdbField;
-	cmd->execute = exec_vpd;
+	cmd->execute = exec_request_sense;
 	return Sense::None;
 }
 
+// ---- REPORT LUNS (SPC-4 6.33) ----------------------------------------------------------
+
+// SELECT REPORT values (SPC-4 6.33 table).
+enum : uint8_t {
+	SELECT_ALL_BUT_WELL_KNOWN = 0x00, // every LU but the well-known ones
+	SELECT_WELL_KNOWN = 0x01,         // only well-known LUs
+	SELECT_ALL = 0x02,                // every LU
+};
+
 void exec_report_luns(Cmd *cmd)
 {
-	// SPC-4 6.33: an 8-byte header (list length) and 8 bytes per LUN. Reporting clears
-	// REPORTED LUNS DATA HAS CHANGED for this nexus (SPC-4 6.33, 5.14).
-	std::vector<uint64_t> luns = cmd->sess->luns();
+	// An 8-byte header (LUN LIST LENGTH) and 8 bytes per LUN, the full length even when
+	// the allocation length cuts the list. There are no well-known LUs: SELECT REPORT 01h
+	// gets an empty list, 00h and 02h the same one. Reporting clears REPORTED LUNS DATA
+	// HAS CHANGED for this nexus (SPC-4 6.33).
+	std::vector<uint64_t> luns;
+	if (cmd->cdb[2] != SELECT_WELL_KNOWN)
+		luns = cmd->sess->luns();
 	std::vector<uint8_t> d(8 + 8 * luns.size());
 	put_be32(d.data(), static_cast<uint32_t>(8 * luns.size()));
 	for (size_t i = 0; i < luns.size(); i++)
@@ -140,10 +99,10 @@ void exec_report_luns(Cmd *cmd)
 Sense parse_report_luns(Cmd *cmd)
 {
 	const uint8_t *c = cmd->cdb;
-	// SPC-4 6.33: SELECT REPORT 00h, 01h, 02h (all the same here: no well-known LUNs);
-	// the allocation length must be at least 16.
-	if (c[2] > 0x02)
+	if (c[2] > SELECT_ALL)
 		return Sense::InvalidCdbField;
+	// SPC-4 6.33: an ALLOCATION LENGTH below 16 (room for the header and one LUN) is
+	// INVALID FIELD IN CDB.
 	cmd->cdb_xfer = get_be32(c + 6);
 	if (cmd->cdb_xfer < 16)
 		return Sense::InvalidCdbField;
@@ -152,34 +111,113 @@ Sense parse_report_luns(Cmd *cmd)
 	return Sense::None;
 }
 
-void exec_request_sense(Cmd *cmd)
+// ---- START STOP UNIT (SBC-3 5.25) --------------------------------------------------------
+
+// POWER CONDITION values (SBC-3 5.25 table).
+enum : uint8_t {
+	PC_START_VALID = 0x0, // process START and LOEJ
+	PC_ACTIVE = 0x1,
+	PC_LU_CONTROL = 0x7,
+};
+
+enum : uint8_t {
+	SSU_IMMED = 0x01,    // byte 1
+	SSU_START = 0x01,    // byte 4
+	SSU_LOEJ = 0x02,     //
+	SSU_NO_FLUSH = 0x04, //
+};
+
+// START 0: stop. There is no motor, so the LU stays ready, but a stop is where an
+// initiator expects the cache on the medium (NO_FLUSH 0): it is flushed.
+void exec_stop(Cmd *cmd)
 {
-	// SPC-4 6.39: a pending unit attention is returned (and cleared) as the sense data;
-	// otherwise NO SENSE, or LOGICAL UNIT NOT SUPPORTED for a LUN that is not there.
-	uint8_t d[18];
-	uint16_t ua = cmd->lu ? cmd->lu->ua_take(cmd->sess->nexus()) : 0;
-	if (ua)
-		build_sense(Sense::UnitAttention, d, ua);
-	else if (!cmd->lu)
-		build_sense(Sense::LunNotSupported, d);
-	else {
-		std::memset(d, 0, sizeof(d));
-		d[0] = 0x70;
-		d[7] = 10;
+	if (!cmd->lu->wce()) {
+		complete_good(cmd);
+		return;
 	}
-	complete_data_in(cmd, d);
+	bs_submit(cmd, BsOp::Flush, 0, 0, {}, false, flush_done);
 }
 
-Sense parse_request_sense(Cmd *cmd)
+Sense parse_start_stop(Cmd *cmd)
 {
-	// DESC (bit 0): descriptor format is not offered (D_SENSE 0); a request for it gets
-	// fixed format, as SPC-4 6.39 allows only when D_SENSE... we refuse it instead.
-	if (cmd->cdb[1] & 0x01)
+	const uint8_t *c = cmd->cdb;
+	// Reserved: byte 1 but IMMED, byte 3's upper half, byte 4 bit 3. IMMED is honoured
+	// trivially: status comes once the work (a flush at most) is done.
+	if ((c[1] & ~SSU_IMMED) || (c[3] & 0xf0) || (c[4] & 0x08))
 		return Sense::InvalidCdbField;
-	cmd->cdb_xfer = cmd->cdb[4];
-	cmd->cdb_dir = DataDir::Read;
-	cmd->execute = exec_request_sense;
+	const uint8_t pc = c[4] >> 4;
+	// ACTIVE and LU_CONTROL are where the LU always is; IDLE, STANDBY and their FORCE_*
+	// forms name power conditions it does not have (no power condition mode page), the
+	// rest are reserved. None of the three takes a POWER CONDITION MODIFIER.
+	if (pc != PC_START_VALID && pc != PC_ACTIVE && pc != PC_LU_CONTROL)
+		return Sense::InvalidCdbField;
+	if (c[3] & 0x0f)
+		return Sense::InvalidCdbField;
+	cmd->execute = exec_good;
+	if (pc != PC_START_VALID)
+		return Sense::None; // START and LOEJ are ignored (SBC-3 5.25)
+	// LOEJ asks to load or eject a medium that is not removable (RMB 0): refused, as
+	// libiscsi's StartStopUnit.Simple expects of a fixed disk.
+	if (c[4] & SSU_LOEJ)
+		return Sense::InvalidCdbField;
+	if (!(c[4] & SSU_START) && !(c[4] & SSU_NO_FLUSH))
+		cmd->execute = exec_stop;
 	return Sense::None;
+}
+
+// ---- PREVENT ALLOW MEDIUM REMOVAL (SBC-3 5.13) -------------------------------------------
+
+Sense parse_prevent_allow(Cmd *cmd)
+{
+	// PREVENT 00b (allow) and 01b (prevent) are accepted: the medium cannot be removed
+	// anyway (RMB 0), so there is nothing to lock. 10b and 11b are obsolete. Bytes 1..3
+	// and the rest of byte 4 are reserved.
+	const uint8_t *c = cmd->cdb;
+	if (c[1] || c[2] || c[3] || (c[4] & 0xfe))
+		return Sense::InvalidCdbField;
+	cmd->execute = exec_good;
+	return Sense::None;
+}
+
+// ---- SEND DIAGNOSTIC (SPC-4 6.42) ------------------------------------------------------
+
+enum : uint8_t {
+	SD_SELFTEST = 0x04, // byte 1
+};
+
+Sense parse_send_diagnostic(Cmd *cmd)
+{
+	const uint8_t *c = cmd->cdb;
+	// Byte 1: SELF-TEST CODE (7..5), PF (4), reserved (3), SELFTEST (2), DEVOFFL (1),
+	// UNITOFFL (0); bytes 3..4 PARAMETER LIST LENGTH.
+	if (c[1] & 0x08)
+		return Sense::InvalidCdbField;
+	const uint8_t code = c[1] >> 5;
+	const uint16_t len = get_be16(c + 3);
+	// The default self-test (SELFTEST 1, code 000b, no parameter list) checks what there
+	// is to check: that the LU answers. The short and extended self-tests (codes other
+	// than 000b) are not implemented, nor are diagnostic pages (a parameter list).
+	// SELFTEST 0 with an empty list asks for nothing and is not an error.
+	if (code != 0 || len != 0)
+		return Sense::InvalidCdbField;
+	cmd->execute = exec_good;
+	return Sense::None;
+}
+
+// ---- MAINTENANCE IN ----------------------------------------------------------------------
+
+Sense parse_maintenance_in(Cmd *cmd)
+{
+	switch (cmd->cdb[1] & 0x1f) {
+	case MI_REPORT_SUPPORTED_OPCODES:
+		return rsoc_parse(cmd);
+	case MI_REPORT_SUPPORTED_TMFS:
+		return rstmf_parse(cmd);
+	default:
+		// An opcode we have with a service action we do not: INVALID FIELD IN CDB,
+		// not INVALID COMMAND OPERATION CODE (the opcode itself is known).
+		return Sense::InvalidCdbField;
+	}
 }
 
 } // namespace
@@ -188,14 +226,29 @@ Sense spc_parse(Cmd *cmd)
 {
 	switch (cmd->cdb[0]) {
 	case OP_TEST_UNIT_READY:
-		cmd->execute = exec_tur;
+		// SPC-4 6.47: ready whenever the LU exists (bytes 1..4 are reserved).
+		cmd->execute = exec_good;
 		return Sense::None;
 	case OP_INQUIRY:
-		return parse_inquiry(cmd);
+		return inquiry_parse(cmd);
 	case OP_REPORT_LUNS:
 		return parse_report_luns(cmd);
 	case OP_REQUEST_SENSE:
 		return parse_request_sense(cmd);
+	case OP_MODE_SENSE_6:
+	case OP_MODE_SENSE_10:
+		return mode_sense_parse(cmd);
+	case OP_MODE_SELECT_6:
+	case OP_MODE_SELECT_10:
+		return mode_select_parse(cmd);
+	case OP_START_STOP_UNIT:
+		return parse_start_stop(cmd);
+	case OP_PREVENT_ALLOW:
+		return parse_prevent_allow(cmd);
+	case OP_SEND_DIAGNOSTIC:
+		return parse_send_diagnostic(cmd);
+	case OP_MAINTENANCE_IN:
+		return parse_maintenance_in(cmd);
 	case OP_PERSISTENT_RESERVE_IN:
 		return pr_in_parse(cmd);
 	case OP_PERSISTENT_RESERVE_OUT:

@@ -128,10 +128,12 @@ TEST(ScsiCore, ReadResidualsAgainstTheExpectedLength)
 	EXPECT_EQ(o.resid, Residual::Overflow);
 	EXPECT_EQ(o.resid_count, 3u * 512);
 	EXPECT_EQ(o.data, std::vector<uint8_t>(data.begin(), data.begin() + 512));
-	// INQUIRY with more room than its data: underflow of what was not sent.
+	// INQUIRY with more room than its data (96 bytes since the version descriptors,
+	// spc_test.cc checks the layout): underflow of what was not sent.
 	auto inq = t.lb.run(s, 0, cdb_inquiry(255), DataDir::Read, std::vector<uint8_t>(255));
 	EXPECT_EQ(inq.resid, Residual::Underflow);
-	EXPECT_EQ(inq.resid_count, 255u - 36);
+	ASSERT_LT(inq.data.size(), 255u);
+	EXPECT_EQ(inq.resid_count, 255u - inq.data.size());
 }
 
 TEST(ScsiCore, WriteWithMismatchedLengthIsRefused)
