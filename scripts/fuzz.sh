@@ -1,16 +1,31 @@
 #!/usr/bin/env bash
-# Build the libFuzzer targets (clang, ASan + UBSan) and run fuzz_sock_wire for N seconds.
+# Build the libFuzzer targets (clang, ASan + UBSan) and run one of them for N seconds.
 #
-#   scripts/fuzz.sh [SECONDS [LIBFUZZER_ARGS...]]
+#   scripts/fuzz.sh [TARGET] [SECONDS [LIBFUZZER_ARGS...]]
 #
-# SECONDS defaults to 60. The build goes to build-fuzz-clang; the run starts from the seed
-# corpus (regenerated into fuzz/corpus/sock_wire by fuzz_sock_wire_corpus) and keeps what
-# it learns in build-fuzz-clang/corpus/sock_wire, so the checked-in seeds stay small.
+# TARGET is sock_wire (the default), iscsi_pdu, iscsi_text or iscsi_login; SECONDS defaults
+# to 60. With no arguments, or a number first, it fuzzes sock_wire as it always did.
+# The build goes to build-fuzz-clang; a run keeps what it learns in
+# build-fuzz-clang/corpus/TARGET, so the checked-in seeds stay small. Seeds: sock_wire's
+# are regenerated into fuzz/corpus/sock_wire by fuzz_sock_wire_corpus; the iSCSI targets
+# write theirs into build-fuzz-clang/seeds/TARGET (ULP_FUZZ_SEEDS=<dir> fuzz_TARGET).
 # Crash, leak and timeout reproducers land in build-fuzz-clang/artifacts/; replay one with
-#   build-fuzz-clang/fuzz/fuzz_sock_wire build-fuzz-clang/artifacts/crash-...
+#   build-fuzz-clang/fuzz/fuzz_TARGET build-fuzz-clang/artifacts/crash-...
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+target=sock_wire
+if [[ $# -gt 0 && ! $1 =~ ^[0-9]+$ ]]; then
+	target=$1
+	shift
+fi
+case $target in
+sock_wire | iscsi_pdu | iscsi_text | iscsi_login) ;;
+*)
+	echo "fuzz.sh: unknown target '$target' (sock_wire, iscsi_pdu, iscsi_text, iscsi_login)" >&2
+	exit 2
+	;;
+esac
 secs=${1:-60}
 shift || true
 build=build-fuzz-clang
@@ -22,16 +37,29 @@ if [[ ! -f $build/build.ninja ]]; then
 	cmake -G Ninja -B "$build" -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 		-DULP_FUZZ=ON -DULP_SANITIZE=ON -DULP_WERROR=OFF -DBUILD_TESTING=OFF
 fi
-ninja -C "$build" -j "$jobs" fuzz_sock_wire fuzz_sock_wire_corpus
-
-mkdir -p fuzz/corpus/sock_wire "$build/corpus/sock_wire" "$build/artifacts"
-"$build/fuzz/fuzz_sock_wire_corpus" fuzz/corpus/sock_wire
 
 # detect_leaks stays on: a connection must give back everything it took.
-# -timeout: one input (connect, stream, verdict, teardown) takes milliseconds; the
-# harness aborts itself after kEndMs when the target never drops a connection.
 export ASAN_OPTIONS=${ASAN_OPTIONS:-abort_on_error=1:detect_leaks=1}
 export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
-exec "$build/fuzz/fuzz_sock_wire" -max_total_time="$secs" -timeout=20 -max_len=4096 \
+mkdir -p "$build/corpus/$target" "$build/artifacts"
+
+if [[ $target == sock_wire ]]; then
+	ninja -C "$build" -j "$jobs" fuzz_sock_wire fuzz_sock_wire_corpus
+	mkdir -p fuzz/corpus/sock_wire
+	"$build/fuzz/fuzz_sock_wire_corpus" fuzz/corpus/sock_wire
+	# -timeout: one input (connect, stream, verdict, teardown) takes milliseconds; the
+	# harness aborts itself after kEndMs when the target never drops a connection.
+	exec "$build/fuzz/fuzz_sock_wire" -max_total_time="$secs" -timeout=20 -max_len=4096 \
+		-artifact_prefix="$build/artifacts/" -print_final_stats=1 \
+		"$@" "$build/corpus/sock_wire" fuzz/corpus/sock_wire
+fi
+
+# The iSCSI parsers: pure computation, milliseconds per input. Inputs up to 16 KiB reach
+# split texts and multi-PDU streams; the login target needs room for several requests.
+ninja -C "$build" -j "$jobs" "fuzz_$target"
+seeds=$build/seeds/$target
+mkdir -p "$seeds"
+ULP_FUZZ_SEEDS=$seeds "$build/fuzz/fuzz_$target"
+exec "$build/fuzz/fuzz_$target" -max_total_time="$secs" -timeout=10 -max_len=16384 \
 	-artifact_prefix="$build/artifacts/" -print_final_stats=1 \
-	"$@" "$build/corpus/sock_wire" fuzz/corpus/sock_wire
+	"$@" "$build/corpus/$target" "$seeds"
