@@ -115,6 +115,10 @@ LoginStep TargetLogin::reject(LoginStatus s, std::string why, std::span<uint8_t>
 	r.status = status_;
 	Bhs bhs;
 	encode(r, bhs);
+	// The data (a redirect's TargetAddress) is dropped rather than sent past the
+	// initiator's limit.
+	if (data.size() > cfg_.login_max_dsl)
+		data = {};
 	*rsp_len = build_pdu(rsp, bhs, {}, data, {});
 	return LoginStep::Failed;
 }

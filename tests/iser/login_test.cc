@@ -422,6 +422,11 @@ TEST_F(Login, Redirect)
 	EXPECT_EQ(b.ini->status(), LoginStatus::TargetMovedTemp);
 	ASSERT_EQ(b.ini->redirect().size(), 1u);
 	EXPECT_EQ(b.ini->redirect()[0], "192.0.2.9:3260,2");
+	// An address longer than a login response may carry is left out; the status stays.
+	tcfg.login_max_dsl = 16;
+	Both c = login();
+	EXPECT_EQ(c.ini->status(), LoginStatus::TargetMovedTemp);
+	EXPECT_TRUE(c.ini->redirect().empty());
 }
 
 TEST_F(Login, MissingNames)
