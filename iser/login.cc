@@ -94,6 +94,7 @@ LoginIdentity TargetLogin::identity() const
 	id.tsih = first_.tsih;
 	id.cid = first_.cid;
 	id.cmdsn = first_.cmdsn;
+	id.exp_statsn = first_.exp_statsn;
 	id.transport = cfg_.transport;
 	return id;
 }

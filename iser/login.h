@@ -15,6 +15,13 @@
 // Login PDUs carry no digests, and 8192 bytes of data at most in either direction while
 // the login lasts (13.12 default); longer texts are split with the C bit both ways.
 //
+// Sequence numbers: the first response carries TargetLoginConfig::initial_statsn and each
+// response one more (next_statsn() continues after the login). Non-final responses carry
+// ExpCmdSN = MaxCmdSN = the requests' CmdSN (Login Requests are immediate); the final one
+// the window complete_login() returns. The initiator's ExpStatSN is not checked after the
+// first request: RFC 7143 gives it no failure rule, and it is passed to the session layer
+// for connection reinstatement.
+//
 // The session layer answers the questions only it can, through LoginHandler: which targets
 // exist, who may use them, how an initiator must authenticate and with which secrets, and,
 // when the login completes, which session the connection joins.
@@ -87,6 +94,9 @@ struct LoginIdentity {
 	uint16_t tsih = 0; // 0: a new session (or reinstatement of one with this ISID)
 	uint16_t cid = 0;
 	uint32_t cmdsn = 0; // CmdSN of the login requests (a new session's first CmdSN)
+	// ExpStatSN of the first request: the old connection's when this login restarts one
+	// (CID reuse, RFC 7143 6.3.4).
+	uint32_t exp_statsn = 0;
 	Transport transport = Transport::Tcp;
 };
 

@@ -38,6 +38,7 @@ public:
 	std::map<uint16_t, Session> sessions;
 	uint16_t next_tsih = 0x100;
 	std::vector<std::string> calls; // what was called, in order
+	uint32_t last_exp_statsn = 0;   // ExpStatSN complete_login() saw
 
 	FakeHandler()
 	{
@@ -87,6 +88,7 @@ public:
 	                             const ConnParams &) override
 	{
 		calls.push_back("complete_login");
+		last_exp_statsn = id.exp_statsn;
 		SessionResult r;
 		if (id.tsih == 0) {
 			r.tsih = next_tsih++;
@@ -657,8 +659,10 @@ TEST_F(Login, TsihAndConnections)
 	expect_reject(LoginStatus::TooManyConnections);
 
 	handler.max_conns = 2;
+	icfg.exp_statsn = 1234; // as a connection restart would carry
 	Both second = login();
 	expect_complete(second);
+	EXPECT_EQ(handler.last_exp_statsn, 1234u);
 	EXPECT_EQ(second.ini->session().tsih, tsih);
 	EXPECT_EQ(second.tgt->session().tsih, tsih);
 	// Leading-only keys are Irrelevant on a non-leading connection; the session's values
