@@ -6,9 +6,10 @@ set -euo pipefail
 
 build=(build-essential cmake ninja-build pkg-config git)
 libs=(libgtest-dev libgmock-dev libbenchmark-dev libboost-dev libcli11-dev
-	liburing-dev)
-# reference peers measured beside ulp in the same run (ulp-bench scsi: fio on the same file)
-peers=(fio)
+	liburing-dev libssl-dev libtomlplusplus-dev)
+# real peers: fio (ulp-bench scsi's reference on the same file); libiscsi's tools and its
+# conformance suite iscsi-test-cu (tests/iser), and tgt (the userspace reference target)
+peers=(fio libiscsi-bin tgt)
 # clang + its runtimes: scripts/fuzz.sh (libFuzzer, ASan, UBSan)
 tools=(clang libclang-rt-14-dev clang-format python3)
 

@@ -1,0 +1,551 @@
+// SPDX-License-Identifier: MIT
+// tools/ulp-targetd/config.cc - flags and TOML to a Config, and a Config to a running
+// target's parts (see config.h).
+#include "tools/ulp-targetd/config.h"
+
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <set>
+
+namespace targetd
+{
+
+using namespace ulp;
+
+namespace
+{
+
+bool parse_portal(const std::string &s, Portal *p, std::string *why)
+{
+	std::string host, port;
+	if (!s.empty() && s.front() == '[') {
+		auto close = s.find(']');
+		if (close == std::string::npos) {
+			*why = "portal " + s + ": missing ']'";
+			return false;
+		}
+		host = s.substr(1, close - 1);
+		if (close + 1 < s.size()) {
+			if (s[close + 1] != ':') {
+				*why = "portal " + s + ": expected ':' after ']'";
+				return false;
+			}
+			port = s.substr(close + 2);
+		}
+	} else {
+		auto colon = s.rfind(':');
+		host = colon == std::string::npos ? s : s.substr(0, colon);
+		if (colon != std::string::npos)
+			port = s.substr(colon + 1);
+	}
+	if (host == "0.0.0.0" || host == "*")
+		host.clear();
+	p->host = host;
+	p->port = 3260;
+	if (!port.empty()) {
+		char *end = nullptr;
+		unsigned long v = std::strtoul(port.c_str(), &end, 10);
+		if (*end || v > 65535) { // 0: an ephemeral port (tests)
+			*why = "portal " + s + ": bad port";
+			return false;
+		}
+		p->port = static_cast<uint16_t>(v);
+	}
+	return true;
+}
+
+bool parse_chap(const std::string &s, iscsi::ChapSecret *out, std::string *why)
+{
+	auto colon = s.find(':');
+	if (colon == std::string::npos || colon == 0 || colon + 1 == s.size()) {
+		*why = "CHAP credentials must be USER:SECRET";
+		return false;
+	}
+	out->user = s.substr(0, colon);
+	out->secret = s.substr(colon + 1);
+	// RFC 7143 12.1.3: secrets of at least 12 bytes (96 bits) where CHAP may be used
+	// outside IPsec; the login engine refuses shorter ones too.
+	if (out->secret.size() < 12) {
+		*why = "CHAP secret of " + out->user + " is shorter than 12 characters";
+		return false;
+	}
+	return true;
+}
+
+bool parse_bool_word(const std::string &s, bool *out)
+{
+	std::string v;
+	for (char c : s)
+		v += char(std::tolower(static_cast<unsigned char>(c)));
+	if (v == "yes" || v == "true" || v == "1" || v == "on")
+		*out = true;
+	else if (v == "no" || v == "false" || v == "0" || v == "off")
+		*out = false;
+	else
+		return false;
+	return true;
+}
+
+bool set_digests(const std::string &d, iscsi::OperationalPrefs *p, std::string *why)
+{
+	using iscsi::Digest;
+	std::vector<Digest> v;
+	if (d == "none")
+		v = {Digest::None};
+	else if (d == "crc32c")
+		v = {Digest::Crc32c};
+	else if (d == "both")
+		v = {Digest::Crc32c, Digest::None};
+	else {
+		*why = "digests must be none, crc32c or both, not " + d;
+		return false;
+	}
+	p->header_digests = v;
+	p->data_digests = v;
+	return true;
+}
+
+// "N:KIND[:key=value,...]", e.g. "0:ram:size=1G", "1:file:path=/x.img,size=10G,bs=4096".
+bool parse_lun_flag(const std::string &s, LunCfg *out, std::string *why)
+{
+	auto c1 = s.find(':');
+	if (c1 == std::string::npos) {
+		*why = "--lun " + s + ": expected N:KIND[:key=value,...]";
+		return false;
+	}
+	char *end = nullptr;
+	out->lun = std::strtoull(s.c_str(), &end, 10);
+	if (end != s.c_str() + c1) {
+		*why = "--lun " + s + ": bad LUN number";
+		return false;
+	}
+	auto c2 = s.find(':', c1 + 1);
+	out->bs.kind = s.substr(c1 + 1, c2 == std::string::npos ? std::string::npos : c2 - c1 - 1);
+	if (c2 == std::string::npos)
+		return true;
+	std::string rest = s.substr(c2 + 1);
+	size_t p = 0;
+	while (p < rest.size()) {
+		size_t q = rest.find(',', p);
+		if (q == std::string::npos)
+			q = rest.size();
+		std::string kv = rest.substr(p, q - p);
+		p = q + 1;
+		auto eq = kv.find('=');
+		if (eq == std::string::npos) {
+			*why = "--lun " + s + ": '" + kv + "' is not key=value";
+			return false;
+		}
+		std::string k = kv.substr(0, eq), v = kv.substr(eq + 1);
+		bool b;
+		if (k == "size") {
+			if (!parse_size(v, &out->bs.size)) {
+				*why = "--lun " + s + ": bad size " + v;
+				return false;
+			}
+		} else if (k == "path") {
+			out->bs.path = v;
+		} else if (k == "bs" || k == "block_size") {
+			uint64_t n;
+			if (!parse_size(v, &n) || n > 65536) {
+				*why = "--lun " + s + ": bad block size " + v;
+				return false;
+			}
+			out->bs.block_size = uint32_t(n);
+		} else if (k == "ro" || k == "read_only") {
+			if (!parse_bool_word(v, &b)) {
+				*why = "--lun " + s + ": " + k + " is yes or no";
+				return false;
+			}
+			out->read_only = b;
+			out->bs.read_only = b;
+		} else if (k == "direct") {
+			if (!parse_bool_word(v, &out->bs.direct)) {
+				*why = "--lun " + s + ": direct is yes or no";
+				return false;
+			}
+		} else if (k == "write_cache" || k == "wc") {
+			if (!parse_bool_word(v, &out->bs.write_cache)) {
+				*why = "--lun " + s + ": write_cache is yes or no";
+				return false;
+			}
+		} else if (k == "qd" || k == "queue_depth") {
+			uint64_t n;
+			if (!parse_size(v, &n) || n == 0 || n > 4096) {
+				*why = "--lun " + s + ": bad queue depth " + v;
+				return false;
+			}
+			out->bs.queue_depth = uint32_t(n);
+		} else {
+			*why = "--lun " + s + ": unknown key " + k +
+			       " (size, path, bs, ro, direct, write_cache, qd)";
+			return false;
+		}
+	}
+	return true;
+}
+
+bool load_file(const std::string &path, Config *c, std::string *why)
+{
+	toml::table t;
+	try {
+		t = toml::parse_file(path);
+	} catch (const toml::parse_error &e) {
+		*why = path + ":" + std::to_string(e.source().begin.line) + ": " +
+		       std::string(e.description());
+		return false;
+	}
+	if (auto w = t["workers"].value<int64_t>())
+		c->workers = int(*w);
+	if (auto *ps = t["portals"].as_array()) {
+		for (auto &e : *ps) {
+			auto s = e.value<std::string>();
+			Portal p;
+			if (!s || !parse_portal(*s, &p, why)) {
+				if (!s)
+					*why = path + ": portals must be strings";
+				return false;
+			}
+			c->portals.push_back(p);
+		}
+	}
+	if (auto *is = t["iscsi"].as_table()) {
+		auto &x = *is;
+		auto &pr = c->prefs;
+		if (auto v = x["max_recv_data_segment_length"].value<int64_t>())
+			pr.max_recv_dsl = uint32_t(*v);
+		if (auto v = x["max_burst_length"].value<int64_t>())
+			pr.max_burst_length = uint32_t(*v);
+		if (auto v = x["first_burst_length"].value<int64_t>())
+			pr.first_burst_length = uint32_t(*v);
+		if (auto v = x["immediate_data"].value<bool>())
+			pr.immediate_data = *v;
+		if (auto v = x["initial_r2t"].value<bool>())
+			pr.initial_r2t = *v;
+		if (auto v = x["max_outstanding_r2t"].value<int64_t>())
+			pr.max_outstanding_r2t = uint16_t(*v);
+		if (auto v = x["digests"].value<std::string>())
+			if (!set_digests(*v, &pr, why))
+				return false;
+		if (auto v = x["cmd_window"].value<int64_t>())
+			c->cmd_window = uint32_t(*v);
+		if (auto v = x["nop_interval"].value<int64_t>())
+			c->nop_interval = int(*v);
+		if (auto v = x["nop_timeout"].value<int64_t>())
+			c->nop_timeout = int(*v);
+		if (auto v = x["discovery"].value<bool>())
+			c->discovery = *v;
+	}
+	if (auto *ts = t["target"].as_array()) {
+		for (auto &te : *ts) {
+			auto *tt = te.as_table();
+			if (!tt) {
+				*why = path + ": [[target]] entries must be tables";
+				return false;
+			}
+			TargetCfg tc;
+			tc.name = (*tt)["name"].value_or(std::string());
+			tc.alias = (*tt)["alias"].value_or(std::string());
+			for (const char *k : {"chap", "mutual_chap"}) {
+				if (auto *ch = (*tt)[k].as_table()) {
+					iscsi::ChapSecret s;
+					s.user = (*ch)["user"].value_or(std::string());
+					s.secret = (*ch)["secret"].value_or(std::string());
+					if (!parse_chap(s.user + ":" + s.secret, &s, why))
+						return false;
+					(std::strcmp(k, "chap") == 0 ? tc.chap : tc.mutual_chap) =
+					    s;
+				}
+			}
+			if (auto *as = (*tt)["acls"].as_array())
+				for (auto &a : *as)
+					if (auto s = a.value<std::string>())
+						tc.acls.push_back(*s);
+			if (auto *ls = (*tt)["lun"].as_array()) {
+				for (auto &le : *ls) {
+					auto *lt = le.as_table();
+					if (!lt) {
+						*why = path +
+						       ": [[target.lun]] entries must be tables";
+						return false;
+					}
+					LunCfg l;
+					l.lun = uint64_t(
+					    (*lt)["lun"].value_or(int64_t(tc.luns.size())));
+					l.bs.kind = (*lt)["backstore"].value_or(std::string());
+					l.bs.path = (*lt)["path"].value_or(std::string());
+					if (auto sz = (*lt)["size"].value<std::string>()) {
+						if (!parse_size(*sz, &l.bs.size)) {
+							*why = path + ": bad size " + *sz;
+							return false;
+						}
+					} else if (auto n = (*lt)["size"].value<int64_t>()) {
+						l.bs.size = uint64_t(*n);
+					}
+					l.bs.block_size =
+					    uint32_t((*lt)["block_size"].value_or(int64_t(512)));
+					l.read_only = (*lt)["read_only"].value_or(false);
+					l.bs.read_only = l.read_only;
+					l.bs.direct = (*lt)["direct"].value_or(true);
+					l.bs.write_cache = (*lt)["write_cache"].value_or(true);
+					tc.luns.push_back(l);
+				}
+			}
+			c->targets.push_back(std::move(tc));
+		}
+	}
+	return true;
+}
+
+} // namespace
+
+bool parse_size(const std::string &s, uint64_t *out)
+{
+	if (s.empty())
+		return false;
+	char *end = nullptr;
+	errno = 0;
+	unsigned long long v = std::strtoull(s.c_str(), &end, 10);
+	if (errno || end == s.c_str())
+		return false;
+	uint64_t mul = 1;
+	std::string suf(end);
+	if (suf == "K" || suf == "k" || suf == "KiB")
+		mul = 1ull << 10;
+	else if (suf == "M" || suf == "m" || suf == "MiB")
+		mul = 1ull << 20;
+	else if (suf == "G" || suf == "g" || suf == "GiB")
+		mul = 1ull << 30;
+	else if (suf == "T" || suf == "t" || suf == "TiB")
+		mul = 1ull << 40;
+	else if (!suf.empty())
+		return false;
+	if (v > UINT64_MAX / mul)
+		return false;
+	*out = v * mul;
+	return true;
+}
+
+void add_flags(CLI::App &app, Flags &f)
+{
+	app.add_option("--config", f.config,
+	               "a TOML file with portals, targets and LUNs "
+	               "(tools/ulp-targetd/config.h shows the format)");
+	app.add_option("--portal", f.portals,
+	               "HOST:PORT to listen on, repeatable (default 0.0.0.0:3260)");
+	app.add_option("--target", f.target,
+	               "the target's iSCSI name (default iqn.2026-11.org.ulp:target)");
+	app.add_option("--lun", f.luns,
+	               "N:KIND[:key=value,...], KIND ram|file|block|null, keys size, path, bs, "
+	               "ro, direct, write_cache, qd; e.g. 0:ram:size=1G or "
+	               "1:file:path=/srv/d.img,size=10G (repeatable)");
+	app.add_option("--acl", f.acls, "an initiator name allowed in (repeatable; none: open)");
+	app.add_option("--chap", f.chap, "USER:SECRET the initiators must prove (CHAP)");
+	app.add_option("--mutual-chap", f.mutual_chap,
+	               "USER:SECRET the target proves to the initiators (mutual CHAP)");
+	app.add_option("--workers", f.workers, "event-loop threads (default 1)");
+	app.add_option("--max-recv-dsl", f.max_recv_dsl,
+	               "MaxRecvDataSegmentLength we declare (default 262144)");
+	app.add_option("--max-burst", f.max_burst, "MaxBurstLength we accept (default 1048576)");
+	app.add_option("--first-burst", f.first_burst,
+	               "FirstBurstLength we accept (default 65536)");
+	app.add_option("--immediate-data", f.immediate_data, "ImmediateData yes|no (default yes)");
+	app.add_option("--initial-r2t", f.initial_r2t, "InitialR2T yes|no (default no)");
+	app.add_option("--digests", f.digests, "none|crc32c|both (default none)");
+	app.add_option("--cmd-window", f.cmd_window,
+	               "commands in flight per session (default 128)");
+	app.add_option("--nop-interval", f.nop_interval,
+	               "seconds between target NOP-In pings (default 0: none)");
+	app.add_option("--ready-fd", f.ready_fd,
+	               "write the first portal's port and a newline to this fd once listening");
+	app.add_flag("--quiet,-q", f.quiet, "no log lines");
+}
+
+bool build_config(const Flags &f, Config *c, std::string *why)
+{
+	// Defaults a storage target wants (RFC 7143 defaults are for interoperability, not
+	// speed): large segments and bursts, immediate and unsolicited data.
+	c->prefs.max_recv_dsl = 262144;
+	c->prefs.max_burst_length = 1048576;
+	c->prefs.first_burst_length = 65536;
+	c->prefs.immediate_data = true;
+	c->prefs.initial_r2t = false;
+	if (!f.config.empty() && !load_file(f.config, c, why))
+		return false;
+	for (const std::string &p : f.portals) {
+		Portal po;
+		if (!parse_portal(p, &po, why))
+			return false;
+		c->portals.push_back(po);
+	}
+	if (c->portals.empty())
+		c->portals.push_back(Portal{"", 3260});
+	if (f.workers > 0)
+		c->workers = f.workers;
+	if (f.max_recv_dsl)
+		c->prefs.max_recv_dsl = f.max_recv_dsl;
+	if (f.max_burst)
+		c->prefs.max_burst_length = f.max_burst;
+	if (f.first_burst)
+		c->prefs.first_burst_length = f.first_burst;
+	if (!f.immediate_data.empty() &&
+	    !parse_bool_word(f.immediate_data, &c->prefs.immediate_data)) {
+		*why = "--immediate-data is yes or no";
+		return false;
+	}
+	if (!f.initial_r2t.empty() && !parse_bool_word(f.initial_r2t, &c->prefs.initial_r2t)) {
+		*why = "--initial-r2t is yes or no";
+		return false;
+	}
+	if (!f.digests.empty() && !set_digests(f.digests, &c->prefs, why))
+		return false;
+	if (f.cmd_window)
+		c->cmd_window = f.cmd_window;
+	if (f.nop_interval >= 0)
+		c->nop_interval = f.nop_interval;
+
+	// The flag-defined target (joins the file's, if any).
+	if (!f.luns.empty() || !f.target.empty() || c->targets.empty()) {
+		TargetCfg t;
+		t.name = f.target.empty() ? "iqn.2026-11.org.ulp:target" : f.target;
+		for (const std::string &l : f.luns) {
+			LunCfg lc;
+			if (!parse_lun_flag(l, &lc, why))
+				return false;
+			t.luns.push_back(lc);
+		}
+		t.acls = f.acls;
+		if (!f.chap.empty()) {
+			t.chap.emplace();
+			if (!parse_chap(f.chap, &*t.chap, why))
+				return false;
+		}
+		if (!f.mutual_chap.empty()) {
+			t.mutual_chap.emplace();
+			if (!parse_chap(f.mutual_chap, &*t.mutual_chap, why))
+				return false;
+		}
+		c->targets.push_back(std::move(t));
+	}
+
+	// Checks that would otherwise surface as a confusing login failure.
+	if (c->workers < 1 || c->workers > 64) {
+		*why = "workers must be 1..64";
+		return false;
+	}
+	if (c->prefs.max_recv_dsl < 512 || c->prefs.max_recv_dsl > (1u << 20)) {
+		*why = "max_recv_data_segment_length must be 512..1048576";
+		return false;
+	}
+	if (c->prefs.first_burst_length > c->prefs.max_burst_length) {
+		*why = "first_burst_length must not exceed max_burst_length (RFC 7143 13.14)";
+		return false;
+	}
+	if (c->cmd_window < 1 || c->cmd_window > 4096) {
+		*why = "cmd_window must be 1..4096";
+		return false;
+	}
+	std::set<std::string> names;
+	for (TargetCfg &t : c->targets) {
+		if (!iscsi::valid_iscsi_name(t.name)) {
+			*why =
+			    "target name " + t.name + " is not a valid iSCSI name (iqn./eui./naa.)";
+			return false;
+		}
+		if (!names.insert(t.name).second) {
+			*why = "target " + t.name + " is defined twice";
+			return false;
+		}
+		if (t.luns.empty()) {
+			*why = "target " + t.name +
+			       " has no LUN (add --lun 0:ram:size=1G, for example)";
+			return false;
+		}
+		std::set<uint64_t> ids;
+		for (const LunCfg &l : t.luns) {
+			if (!ids.insert(l.lun).second) {
+				*why = "target " + t.name + ": LUN " + std::to_string(l.lun) +
+				       " twice";
+				return false;
+			}
+			if (l.lun > 16383) {
+				*why = "LUN numbers go up to 16383";
+				return false;
+			}
+		}
+		if (t.mutual_chap && !t.chap) {
+			*why = "target " + t.name + ": mutual CHAP needs CHAP";
+			return false;
+		}
+		for (const std::string &a : t.acls)
+			if (!iscsi::valid_iscsi_name(a)) {
+				*why = "ACL entry " + a + " is not a valid iSCSI name";
+				return false;
+			}
+	}
+	return true;
+}
+
+bool instantiate(const Config &c, Runtime *rt, std::string *why)
+{
+	iscsi::TargetConfig &tc = rt->target_cfg;
+	tc.prefs = c.prefs;
+	tc.cmd_window = c.cmd_window;
+	tc.allow_discovery = c.discovery;
+	tc.nop_interval = std::chrono::seconds(c.nop_interval);
+	tc.nop_timeout = std::chrono::seconds(c.nop_timeout);
+	tc.max_io_bytes = std::max<uint32_t>(16u << 20, c.prefs.max_burst_length);
+	// portal_addresses: set by main once the portals are bound (ports may be ephemeral).
+	uint16_t rtpi = 1;
+	for (const TargetCfg &t : c.targets) {
+		auto tpg = std::make_unique<scsi::Tpg>(t.name, rtpi++);
+		for (const LunCfg &l : t.luns) {
+			int err = 0;
+			std::string w;
+			auto bs = scsi::make_backstore(l.bs, &err, &w);
+			if (!bs) {
+				*why =
+				    "target " + t.name + " LUN " + std::to_string(l.lun) + ": " + w;
+				return false;
+			}
+			scsi::LuConfig lc;
+			lc.block_size = l.bs.block_size;
+			lc.read_only = l.read_only;
+			lc.product = "ulp " + l.bs.kind;
+			auto lu = std::make_unique<scsi::LogicalUnit>(
+			    t.name + "/" + std::to_string(l.lun), std::move(bs), lc);
+			if (int rc = tpg->add_lun(l.lun, *lu); rc != 0) {
+				*why =
+				    "add LUN " + std::to_string(l.lun) + ": " + std::strerror(-rc);
+				return false;
+			}
+			rt->lus.push_back(std::move(lu));
+		}
+		for (const std::string &a : t.acls) {
+			scsi::NodeAcl acl;
+			acl.initiator = a;
+			tpg->add_acl(acl);
+		}
+		iscsi::TargetNode node;
+		node.name = t.name;
+		node.alias = t.alias;
+		node.tpg = tpg.get();
+		if (t.chap) {
+			iscsi::ChapCredentials cr;
+			cr.incoming = *t.chap;
+			if (t.mutual_chap)
+				cr.outgoing = *t.mutual_chap;
+			node.chap[""] = cr;
+			node.require_chap = true;
+		}
+		tc.targets.push_back(node);
+		rt->tpgs.push_back(std::move(tpg));
+	}
+	return true;
+}
+
+} // namespace targetd

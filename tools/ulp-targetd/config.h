@@ -1,0 +1,127 @@
+// SPDX-License-Identifier: MIT
+// tools/ulp-targetd/config.h - ulp-targetd's configuration: command-line flags for one
+// target, or a TOML file (--config) for several, checked into one Config and then made
+// real (backstores opened, logical units and target port groups created).
+//
+// The file (every key optional but target.name and lun.backstore):
+//
+//   workers = 2                         # event-loop threads
+//   portals = ["0.0.0.0:3260"]          # "host:port", IPv6 as "[::1]:3260"
+//   [iscsi]
+//   max_recv_data_segment_length = 262144
+//   max_burst_length = 1048576
+//   first_burst_length = 65536
+//   immediate_data = true
+//   initial_r2t = false
+//   max_outstanding_r2t = 1
+//   digests = "none"                    # none | crc32c | both (crc32c preferred)
+//   cmd_window = 128
+//   nop_interval = 0                    # seconds; 0: the target never pings
+//   nop_timeout = 15
+//   discovery = true
+//   [[target]]
+//   name = "iqn.2026-11.org.ulp:disk1"
+//   alias = "disk1"
+//   chap = { user = "u", secret = "0123456789ab" }       # optional
+//   mutual_chap = { user = "t", secret = "ba9876543210" } # optional, with chap
+//   acls = ["iqn.1994-05.com.redhat:client"]             # empty: open to everyone
+//     [[target.lun]]
+//     lun = 0
+//     backstore = "file"                # ram | file | block | null
+//     path = "/srv/disk1.img"
+//     size = "10G"                      # bytes, or with K M G T (powers of 1024)
+//     block_size = 512
+//     read_only = false
+//     direct = true                     # O_DIRECT where aligned (file, block)
+//     write_cache = true
+#pragma once
+
+#include "iser/target.h"
+#include "scsi/backstore.h"
+#include "scsi/lu.h"
+#include "scsi/target.h"
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace targetd
+{
+
+// The command line as given.
+struct Flags {
+	std::string config;               // --config FILE
+	std::vector<std::string> portals; // --portal HOST:PORT
+	std::string target;               // --target NAME
+	std::vector<std::string> luns;    // --lun N:KIND[:key=value,...]
+	std::vector<std::string> acls;    // --acl INITIATOR
+	std::string chap;                 // --chap USER:SECRET
+	std::string mutual_chap;          // --mutual-chap USER:SECRET
+	int workers = 0;                  // --workers (0: from the file, else 1)
+	uint32_t max_recv_dsl = 0;        // 0: the default (262144)
+	uint32_t max_burst = 0;
+	uint32_t first_burst = 0;
+	std::string immediate_data; // yes/no ("" = default yes)
+	std::string initial_r2t;    // yes/no ("" = default no)
+	std::string digests;        // none/crc32c/both
+	uint32_t cmd_window = 0;
+	int nop_interval = -1; // seconds
+	int ready_fd = -1;     // write the first portal's port there when up
+	bool quiet = false;
+};
+
+void add_flags(CLI::App &app, Flags &f);
+
+struct Portal {
+	std::string host; // "" = any
+	uint16_t port = 3260;
+};
+
+struct LunCfg {
+	uint64_t lun = 0;
+	ulp::scsi::BackstoreConfig bs;
+	bool read_only = false;
+};
+
+struct TargetCfg {
+	std::string name;
+	std::string alias;
+	std::vector<LunCfg> luns;
+	std::vector<std::string> acls;
+	std::optional<ulp::iscsi::ChapSecret> chap;        // the initiator proves it
+	std::optional<ulp::iscsi::ChapSecret> mutual_chap; // the target proves it
+};
+
+struct Config {
+	std::vector<Portal> portals;
+	std::vector<TargetCfg> targets;
+	int workers = 1;
+	ulp::iscsi::OperationalPrefs prefs;
+	uint32_t cmd_window = 128;
+	int nop_interval = 0; // seconds
+	int nop_timeout = 15;
+	bool discovery = true;
+	int shutdown_grace_ms = 5000;    // how long sessions get to log out
+	int shutdown_timeout_ms = 15000; // after that, dropped; this is the whole bound
+};
+
+// The flags (and the file they name) as one checked Config; false with *why.
+bool build_config(const Flags &f, Config *out, std::string *why);
+
+// What instantiate() made; owns the backstores' logical units and the port groups.
+struct Runtime {
+	std::vector<std::unique_ptr<ulp::scsi::LogicalUnit>> lus;
+	std::vector<std::unique_ptr<ulp::scsi::Tpg>> tpgs;
+	ulp::iscsi::TargetConfig target_cfg;
+};
+
+bool instantiate(const Config &cfg, Runtime *rt, std::string *why);
+
+// "1G" -> 1073741824 (K, M, G, T: powers of 1024; a bare number is bytes).
+bool parse_size(const std::string &s, uint64_t *out);
+
+} // namespace targetd
