@@ -241,6 +241,14 @@ Sense sbc_parse(Cmd *cmd)
 	case OP_WRITE_12:
 	case OP_WRITE_16:
 		return parse_rw(cmd, DataDir::Write);
+	case OP_VERIFY_10:
+	case OP_VERIFY_12:
+	case OP_VERIFY_16:
+		return sbc_parse_verify(cmd);
+	case OP_WRITE_VERIFY_10:
+	case OP_WRITE_VERIFY_12:
+	case OP_WRITE_VERIFY_16:
+		return sbc_parse_write_verify(cmd);
 	case OP_SYNCHRONIZE_CACHE_10:
 	case OP_SYNCHRONIZE_CACHE_16:
 		return parse_sync_cache(cmd);

@@ -97,6 +97,15 @@ Bytes pattern(size_t n, uint32_t seed)
 	return v;
 }
 
+Bytes repeat(const Bytes &block, size_t times)
+{
+	Bytes v;
+	v.reserve(block.size() * times);
+	for (size_t i = 0; i < times; i++)
+		v.insert(v.end(), block.begin(), block.end());
+	return v;
+}
+
 // CHECK CONDITION with the ASC/ASCQ asc (and, when given, the sense key).
 ::testing::AssertionResult is_sense(const LoopResult &r, uint16_t asc, int key = -1)
 {
@@ -119,6 +128,15 @@ Bytes pattern(size_t n, uint32_t seed)
 		       << "status " << int(r.status) << " key " << int(r.key()) << " asc "
 		       << std::hex << r.asc();
 	return ::testing::AssertionSuccess();
+}
+
+bool info_valid(const LoopResult &r)
+{
+	return r.sense.size() >= 18 && (r.sense[0] & 0x80);
+}
+uint32_t info(const LoopResult &r)
+{
+	return r.sense.size() >= 18 ? get_be32(&r.sense[3]) : 0;
 }
 
 // ---- Backstores under test ----------------------------------------------------------------
@@ -525,6 +543,144 @@ TEST(SbcCapacity, PreFetch)
 		EXPECT_TRUE(is_sense(e.run(cdb_rw(op, 0x80000000u, 1)), 0x2100));
 		EXPECT_TRUE(is_sense(e.run(cdb_rw(op, n - 1, 2)), 0x2100));
 	}
+}
+
+// ===========================================================================================
+// VERIFY and WRITE AND VERIFY
+// ===========================================================================================
+
+TEST_P(SbcData, VerifyCompares)
+{
+	// libiscsi Verify*.Simple, .Mismatch, .MismatchNoCmp, .Flags, .Dpo.
+	Env e(make_bs(GetParam(), 1 << 20));
+	Bytes d = pattern(700 * kBs, 3); // more than one 256 KiB chunk
+	e.write(10, d);
+	for (uint8_t op : {0x2f, 0xaf, 0x8f}) {
+		SCOPED_TRACE(testing::Message() << "op " << std::hex << int(op));
+		EXPECT_TRUE(is_good(e.run(cdb_rw(op, 10, 700)))) << "BYTCHK 00b";
+		EXPECT_TRUE(is_good(e.run(cdb_rw(op, 10, 700, 0x10)))) << "DPO";
+		EXPECT_TRUE(is_good(e.out(cdb_rw(op, 10, 700, 0x02), d))) << "BYTCHK 01b";
+		EXPECT_TRUE(is_good(e.out(cdb_rw(op, 10, 700, 0x12), d))) << "DPO + BYTCHK";
+		for (size_t at :
+		     {size_t(0), size_t(511), size_t(512), size_t(300000), d.size() - 1}) {
+			Bytes bad = d;
+			bad[at] ^= 'X';
+			auto r = e.out(cdb_rw(op, 10, 700, 0x02), bad);
+			ASSERT_TRUE(is_sense(r, 0x1d00, 0xe)) << at;
+			EXPECT_TRUE(info_valid(r));
+			EXPECT_EQ(info(r), at) << "INFORMATION: offset of the first miscompare";
+			EXPECT_TRUE(is_good(e.run(cdb_rw(op, 10, 700)))) << "no compare: GOOD";
+		}
+	}
+}
+
+TEST_P(SbcData, VerifyOneBlockAgainstTheRange)
+{
+	// BYTCHK 11b: the single data-out block against every block of the range.
+	Env e(make_bs(GetParam(), 1 << 20));
+	Bytes blk = pattern(kBs, 5);
+	e.write(40, repeat(blk, 600));
+	EXPECT_TRUE(is_good(e.out(cdb_rw(0x8f, 40, 600, 0x06), blk)));
+	Bytes other = blk;
+	other[7] ^= 1;
+	auto r = e.out(cdb_rw(0x8f, 40, 600, 0x06), other);
+	ASSERT_TRUE(is_sense(r, 0x1d00, 0xe));
+	EXPECT_EQ(info(r), 7u);
+	// A block deep in the range that differs: its offset in the range.
+	e.write(40 + 555, pattern(kBs, 6));
+	r = e.out(cdb_rw(0x2f, 40, 600, 0x06), blk);
+	ASSERT_TRUE(is_sense(r, 0x1d00, 0xe));
+	const Bytes b555 = pattern(kBs, 6);
+	size_t first = 0;
+	while (b555[first] == blk[first])
+		first++;
+	EXPECT_EQ(info(r), 555u * kBs + first);
+}
+
+TEST(SbcVerify, FieldsAndRange)
+{
+	// libiscsi Verify*.VerifyProtect, .ZeroBlocks, .BeyondEol.
+	LuConfig cfg;
+	cfg.max_xfer_blocks = 64;
+	Env e(ram_bs(1 << 20), cfg);
+	const uint64_t n = e.nr();
+	for (uint8_t op : {0x2f, 0xaf, 0x8f}) {
+		for (uint8_t p = 1; p < 8; p++)
+			EXPECT_TRUE(is_sense(
+			    e.out(cdb_rw(op, 0, 1, uint8_t(p << 5 | 0x02)), Bytes(kBs)), 0x2400));
+		EXPECT_TRUE(is_sense(e.run(cdb_rw(op, 0, 1, 0x04)), 0x2400)) << "BYTCHK 10b";
+		EXPECT_TRUE(is_good(e.run(cdb_rw(op, 0, 0, 0x02)))) << "0 blocks, no data";
+		EXPECT_TRUE(is_sense(e.run(cdb_rw(op, n + 1, 0, 0x02)), 0x2100));
+		EXPECT_TRUE(is_sense(e.run(cdb_rw(op, 0x80000000u, 0, 0x02)), 0x2100));
+		EXPECT_TRUE(is_sense(e.out(cdb_rw(op, n - 1, 2, 0x02), Bytes(2 * kBs)), 0x2100));
+		EXPECT_TRUE(is_sense(e.run(cdb_rw(op, n, 1)), 0x2100));
+		// MAXIMUM TRANSFER LENGTH bounds the data-out, not the medium verify.
+		EXPECT_TRUE(is_sense(e.out(cdb_rw(op, 0, 65, 0x02), Bytes(65 * kBs)), 0x2400));
+		EXPECT_TRUE(is_good(e.run(cdb_rw(op, 0, 1000))));
+		EXPECT_TRUE(is_good(e.out(cdb_rw(op, 0, 1000, 0x06), Bytes(kBs))));
+		// The data-out must be what BYTCHK says, exactly.
+		EXPECT_TRUE(is_sense(e.out(cdb_rw(op, 0, 2, 0x02), Bytes(kBs)), 0x0e03));
+		EXPECT_TRUE(is_sense(e.out(cdb_rw(op, 0, 2, 0x06), Bytes(2 * kBs)), 0x0e03));
+	}
+	EXPECT_TRUE(is_sense(e.run(cdb_rw(0x8f, ~0ull, 1)), 0x2100));
+}
+
+TEST(SbcVerify, MediumError)
+{
+	Env e(ram_bs(1 << 20), {}, false, true);
+	e.faulty->fail(BsOp::Read, 900 * kBs, 901 * kBs, -EIO);
+	EXPECT_TRUE(is_good(e.run(cdb_rw(0x8f, 0, 900))));
+	EXPECT_TRUE(is_sense(e.run(cdb_rw(0x8f, 0, 901)), 0x1100, 0x3));
+	EXPECT_TRUE(is_sense(e.out(cdb_rw(0x2f, 800, 200, 0x02), Bytes(200 * kBs)), 0x1100, 0x3));
+}
+
+TEST_P(SbcData, WriteAndVerify)
+{
+	// libiscsi WriteVerify*.Simple, .Flags, .Dpo.
+	Env e(make_bs(GetParam(), 1 << 20), {}, false, true);
+	uint32_t seed = 0;
+	for (uint8_t op : {0x2e, 0xae, 0x8e}) {
+		for (uint8_t b1 : {0x00, 0x02, 0x10, 0x12}) {
+			SCOPED_TRACE(testing::Message() << std::hex << int(op) << " " << int(b1));
+			Bytes d = pattern(600 * kBs, ++seed);
+			e.faulty->clear();
+			ASSERT_TRUE(is_good(e.out(cdb_rw(op, 5, 600, b1), d)));
+			EXPECT_EQ(e.read(5, 600), d);
+			auto ops = e.faulty->ops();
+			ASSERT_GE(ops.size(), 2u);
+			EXPECT_EQ(ops[0].op, BsOp::Write);
+			EXPECT_TRUE(ops[0].fua) << "written durably before it is verified";
+			EXPECT_EQ(ops[1].op, BsOp::Read);
+		}
+	}
+}
+
+TEST(SbcWriteVerify, FieldsErrorsAndProtection)
+{
+	// libiscsi WriteVerify*.ZeroBlocks, .BeyondEol, .WriteProtect.
+	Env e(ram_bs(1 << 20), {}, false, true);
+	const uint64_t n = e.nr();
+	for (uint8_t op : {0x2e, 0xae, 0x8e}) {
+		EXPECT_TRUE(is_good(e.run(cdb_rw(op, 0, 0))));
+		EXPECT_TRUE(is_sense(e.run(cdb_rw(op, n + 1, 0)), 0x2100));
+		EXPECT_TRUE(is_sense(e.out(cdb_rw(op, n - 1, 2), Bytes(2 * kBs)), 0x2100));
+		for (uint8_t p = 1; p < 8; p++)
+			EXPECT_TRUE(
+			    is_sense(e.out(cdb_rw(op, 0, 1, uint8_t(p << 5)), Bytes(kBs)), 0x2400));
+		EXPECT_TRUE(is_sense(e.out(cdb_rw(op, 0, 1, 0x04), Bytes(kBs)), 0x2400))
+		    << "BYTCHK 10b/11b";
+		EXPECT_TRUE(is_sense(e.out(cdb_rw(op, 0, 2), Bytes(kBs)), 0x0e03));
+	}
+	e.faulty->fail(BsOp::Write, 0, kBs, -EIO);
+	EXPECT_TRUE(is_sense(e.out(cdb_rw(0x2e, 0, 1), Bytes(kBs)), 0x0c00, 0x3));
+	e.faulty->fail(BsOp::Read, 0, kBs, -EIO);
+	EXPECT_TRUE(is_sense(e.out(cdb_rw(0x2e, 0, 1), Bytes(kBs)), 0x1100, 0x3))
+	    << "written, but it cannot be read back";
+
+	LuConfig ro;
+	ro.read_only = true;
+	Env p(ram_bs(1 << 20), ro);
+	EXPECT_TRUE(is_sense(p.out(cdb_rw(0x8e, 0, 1), Bytes(kBs)), 0x2700, 0x7));
 }
 
 } // namespace
