@@ -75,6 +75,16 @@ Bytes cdb_rw(uint8_t op, uint64_t lba, uint32_t blocks, uint8_t b1 = 0)
 	return c;
 }
 
+// WRITE SAME (10) 0x41 / (16) 0x93.
+Bytes cdb_ws(bool ws16, uint64_t lba, uint32_t blocks, bool unmap = false, bool anchor = false,
+             bool ndob = false)
+{
+	Bytes c = ws16 ? cdb_rw(0x93, lba, blocks) : cdb_rw(0x2a, lba, blocks);
+	c[0] = ws16 ? 0x93 : 0x41;
+	c[1] = (unmap ? 0x08 : 0) | (anchor ? 0x10 : 0) | (ndob ? 0x01 : 0);
+	return c;
+}
+
 Bytes cdb_rc16(uint32_t alloc)
 {
 	Bytes c(16, 0);
@@ -681,6 +691,211 @@ TEST(SbcWriteVerify, FieldsErrorsAndProtection)
 	ro.read_only = true;
 	Env p(ram_bs(1 << 20), ro);
 	EXPECT_TRUE(is_sense(p.out(cdb_rw(0x8e, 0, 1), Bytes(kBs)), 0x2700, 0x7));
+}
+
+// ===========================================================================================
+// WRITE SAME
+// ===========================================================================================
+
+TEST_P(SbcData, WriteSameData)
+{
+	// libiscsi WriteSame*.Simple and .Check: 1..N blocks at the start and the end.
+	Env e(make_bs(GetParam(), 4 << 20));
+	const uint64_t n = e.nr();
+	for (bool ws16 : {false, true}) {
+		for (uint32_t i : {1u, 2u, 127u, 128u, 129u, 256u}) {
+			Bytes blk = pattern(kBs, i + (ws16 ? 1000 : 0));
+			ASSERT_TRUE(is_good(e.out(cdb_ws(ws16, 0, i), blk)));
+			EXPECT_EQ(e.read(0, i), repeat(blk, i));
+			ASSERT_TRUE(is_good(e.out(cdb_ws(ws16, n - i, i), blk)));
+			EXPECT_EQ(e.read(n - i, i), repeat(blk, i));
+		}
+	}
+	// A range of several backstore requests (1 MiB each): 5000 blocks, neighbours intact.
+	Bytes before = pattern(kBs, 77), after = pattern(kBs, 78), blk = pattern(kBs, 79);
+	e.write(999, before);
+	e.write(6000, after);
+	ASSERT_TRUE(is_good(e.out(cdb_ws(true, 1000, 5000), blk)));
+	EXPECT_EQ(e.read(999, 1), before);
+	EXPECT_EQ(e.read(6000, 1), after);
+	for (uint64_t at = 1000; at < 6000; at += 250)
+		EXPECT_EQ(e.read(at, 250), repeat(blk, 250)) << at;
+}
+
+TEST_P(SbcData, WriteSameLargeBlocks)
+{
+	// 4 KiB blocks: the pattern buffer holds 16 of them.
+	LuConfig cfg;
+	cfg.block_size = 4096;
+	Env e(make_bs(GetParam(), 8 << 20, 4096), cfg);
+	Bytes blk = pattern(4096, 4);
+	ASSERT_TRUE(is_good(e.out(cdb_ws(true, 3, 700), blk)));
+	auto r = e.in(cdb_rw(0x88, 0, 710), 710 * 4096);
+	ASSERT_TRUE(is_good(r));
+	EXPECT_EQ(Bytes(r.data.begin(), r.data.begin() + 3 * 4096), Bytes(3 * 4096, 0));
+	EXPECT_EQ(Bytes(r.data.begin() + 3 * 4096, r.data.begin() + 703 * 4096), repeat(blk, 700));
+	EXPECT_EQ(Bytes(r.data.begin() + 703 * 4096, r.data.end()), Bytes(7 * 4096, 0));
+}
+
+TEST_P(SbcData, WriteSameZeroesUnmapAndNdob)
+{
+	// libiscsi WriteSame*.Unmap, .UnmapUntilEnd (0xFF data with UNMAP reads back as
+	// zeros: LBPRZ), and NDOB (SBC-4: no data-out, zeros).
+	Env e(make_bs(GetParam(), 4 << 20), {}, false, true);
+	ASSERT_TRUE(e.lu->thin());
+	const uint64_t n = e.nr();
+	const Bytes ones(256 * kBs, 0xff);
+	struct Case {
+		const char *what;
+		Bytes cdb;
+		Bytes data;
+		BsOp op;
+	};
+	for (bool ws16 : {false, true}) {
+		std::vector<Case> cases = {
+		    {"zero block", cdb_ws(ws16, 0, 256), Bytes(kBs, 0), BsOp::WriteZeroes},
+		    {"unmap, zero block", cdb_ws(ws16, 0, 256, true), Bytes(kBs, 0), BsOp::Unmap},
+		    {"unmap, 0xff block", cdb_ws(ws16, 0, 256, true), Bytes(kBs, 0xff),
+		     BsOp::Unmap},
+		};
+		if (ws16) {
+			cases.push_back({"ndob",
+			                 cdb_ws(true, 0, 256, false, false, true),
+			                 {},
+			                 BsOp::WriteZeroes});
+			cases.push_back({"ndob + unmap",
+			                 cdb_ws(true, 0, 256, true, false, true),
+			                 {},
+			                 BsOp::Unmap});
+		}
+		for (auto &c : cases) {
+			SCOPED_TRACE(testing::Message() << (ws16 ? "16 " : "10 ") << c.what);
+			e.write(0, ones);
+			e.write(n - 256, ones);
+			e.faulty->clear();
+			auto r = c.data.empty() ? e.run(c.cdb) : e.out(c.cdb, c.data);
+			ASSERT_TRUE(is_good(r));
+			EXPECT_EQ(e.read(0, 256), Bytes(256 * kBs, 0));
+			auto ops = e.faulty->ops();
+			ASSERT_EQ(ops.size(), 2u) << "one request, plus the read back";
+			EXPECT_EQ(ops[0].op, c.op);
+			EXPECT_EQ(ops[0].length, 256u * kBs);
+			// The same at the end of the LU (libiscsi .UnmapUntilEnd).
+			c.cdb = c.cdb.size() == 16 ? c.cdb : c.cdb;
+			if (ws16)
+				put_be64(&c.cdb[2], n - 256);
+			else
+				put_be32(&c.cdb[2], uint32_t(n - 256));
+			r = c.data.empty() ? e.run(c.cdb) : e.out(c.cdb, c.data);
+			ASSERT_TRUE(is_good(r));
+			EXPECT_EQ(e.read(n - 256, 256), Bytes(256 * kBs, 0));
+		}
+	}
+}
+
+TEST(SbcWriteSame, WriteCacheOffFlushesUnmapAndZeroes)
+{
+	Env e(ram_bs(1 << 20), {}, false, true);
+	e.lu->set_wce(false);
+	e.faulty->clear();
+	ASSERT_TRUE(is_good(e.out(cdb_ws(true, 0, 8, true), Bytes(kBs))));
+	ASSERT_TRUE(is_good(e.run(cdb_ws(true, 0, 8, false, false, true))));
+	ASSERT_TRUE(is_good(e.out(cdb_ws(true, 0, 8), pattern(kBs, 1))));
+	auto ops = e.faulty->ops();
+	ASSERT_EQ(ops.size(), 5u);
+	EXPECT_EQ(ops[0].op, BsOp::Unmap);
+	EXPECT_EQ(ops[1].op, BsOp::Flush);
+	EXPECT_EQ(ops[2].op, BsOp::WriteZeroes);
+	EXPECT_EQ(ops[3].op, BsOp::Flush);
+	EXPECT_EQ(ops[4].op, BsOp::Write);
+	EXPECT_TRUE(ops[4].fua);
+}
+
+TEST(SbcWriteSame, Fields)
+{
+	// libiscsi WriteSame*.Unmap (ANCHOR), .ZeroBlocks (WSNZ=1), .BeyondEol,
+	// .WriteProtect (WRPROTECT), .InvalidDataOutSize; MAXIMUM WRITE SAME LENGTH.
+	LuConfig cfg;
+	cfg.max_write_same_blocks = 300;
+	Env e(ram_bs(1 << 20), cfg);
+	const uint64_t n = e.nr();
+	const Bytes blk = pattern(kBs, 1);
+	for (bool ws16 : {false, true}) {
+		SCOPED_TRACE(ws16 ? "WRITE SAME (16)" : "WRITE SAME (10)");
+		EXPECT_TRUE(is_sense(e.out(cdb_ws(ws16, 0, 1, false, true), blk), 0x2400))
+		    << "ANCHOR without UNMAP";
+		EXPECT_TRUE(is_sense(e.out(cdb_ws(ws16, 0, 1, true, true), blk), 0x2400))
+		    << "ANCHOR without ANC_SUP";
+		for (uint8_t p = 1; p < 8; p++) {
+			Bytes c = cdb_ws(ws16, 0, 1);
+			c[1] |= uint8_t(p << 5);
+			EXPECT_TRUE(is_sense(e.out(c, blk), 0x2400)) << "WRPROTECT " << int(p);
+		}
+		for (uint8_t bit : {0x02, 0x04}) {
+			Bytes c = cdb_ws(ws16, 0, 1);
+			c[1] |= bit;
+			EXPECT_TRUE(is_sense(e.out(c, blk), 0x2400)) << "LBDATA/PBDATA";
+		}
+		ASSERT_TRUE(kSbcWsnz);
+		EXPECT_TRUE(is_sense(e.out(cdb_ws(ws16, 0, 0), blk), 0x2400)) << "WSNZ";
+		EXPECT_TRUE(is_sense(e.out(cdb_ws(ws16, n + 1, 0), blk), 0x2100));
+		EXPECT_TRUE(is_sense(e.out(cdb_ws(ws16, 0x80000000u, 0), blk), 0x2100));
+		EXPECT_TRUE(is_sense(e.out(cdb_ws(ws16, 0xffffffffu, 1), blk), 0x2100));
+		EXPECT_TRUE(is_sense(e.out(cdb_ws(ws16, n - 1, 2), blk), 0x2100));
+		EXPECT_TRUE(is_good(e.out(cdb_ws(ws16, n - 300, 300), blk)));
+		EXPECT_TRUE(is_sense(e.out(cdb_ws(ws16, 0, 301), blk), 0x2400))
+		    << "MAXIMUM WRITE SAME LENGTH";
+		EXPECT_TRUE(is_sense(e.out(cdb_ws(ws16, 0, 1, true), Bytes(kBs / 2)), 0x0e03));
+		EXPECT_TRUE(is_sense(e.out(cdb_ws(ws16, 0, 1, true), Bytes(2 * kBs)), 0x0e03));
+		EXPECT_TRUE(is_sense(e.run(cdb_ws(ws16, 0, 1)), 0x0e03)) << "no data-out";
+	}
+	EXPECT_TRUE(is_sense(e.out(cdb_ws(true, 1ull << 63, 1), blk), 0x2100));
+	EXPECT_TRUE(is_sense(e.out(cdb_ws(true, ~0ull, 1), blk), 0x2100));
+	// NDOB: no data-out. One sent anyway is not fetched (an underflow of all of it).
+	EXPECT_TRUE(is_good(e.run(cdb_ws(true, 0, 4, false, false, true))));
+	auto r = e.out(cdb_ws(true, 0, 4, false, false, true), blk);
+	EXPECT_TRUE(is_good(r));
+	EXPECT_EQ(r.resid, Residual::Underflow);
+	EXPECT_EQ(r.resid_count, kBs);
+}
+
+TEST(SbcWriteSame, UnmapNeedsThinProvisioning)
+{
+	LuConfig cfg;
+	cfg.thin = false;
+	Env e(ram_bs(1 << 20), cfg);
+	EXPECT_TRUE(is_sense(e.out(cdb_ws(false, 0, 1, true), Bytes(kBs)), 0x2400));
+	EXPECT_TRUE(is_sense(e.out(cdb_ws(true, 0, 1, true), Bytes(kBs)), 0x2400));
+	EXPECT_TRUE(is_good(e.out(cdb_ws(true, 0, 1), Bytes(kBs))));
+}
+
+TEST(SbcWriteSame, WriteProtected)
+{
+	// libiscsi ReadOnly.ReadOnlySBC: WRITE SAME, with UNMAP too and without data-out,
+	// fails with WRITE PROTECTED - thin or not.
+	for (bool thin : {true, false}) {
+		LuConfig cfg;
+		cfg.read_only = true;
+		cfg.thin = thin;
+		Env e(ram_bs(1 << 20), cfg);
+		for (bool ws16 : {false, true}) {
+			EXPECT_TRUE(is_sense(e.out(cdb_ws(ws16, 0, 1), Bytes(kBs)), 0x2700, 0x7));
+			EXPECT_TRUE(is_sense(e.run(cdb_ws(ws16, 0, 1, true)), 0x2700, 0x7));
+		}
+	}
+	Env m(ram_bs(1 << 20), {}, false, false, /*read_only_map=*/true);
+	EXPECT_TRUE(is_sense(m.run(cdb_ws(true, 0, 1, true)), 0x2700, 0x7));
+}
+
+TEST(SbcWriteSame, BackstoreErrors)
+{
+	Env e(ram_bs(1 << 20), {}, false, true);
+	e.faulty->fail(BsOp::Write, 100 * kBs, 101 * kBs, -EIO);
+	EXPECT_TRUE(is_sense(e.out(cdb_ws(true, 0, 1000), pattern(kBs, 1)), 0x0c00, 0x3));
+	e.faulty->fail(BsOp::Unmap, 0, 1, -EIO);
+	EXPECT_TRUE(is_sense(e.out(cdb_ws(true, 0, 10, true), Bytes(kBs)), 0x0c00, 0x3));
+	e.faulty->fail(BsOp::WriteZeroes, 0, 1, -ENOSPC);
+	EXPECT_TRUE(is_sense(e.out(cdb_ws(true, 0, 10), Bytes(kBs)), 0x2707, 0x7));
 }
 
 } // namespace
