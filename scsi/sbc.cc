@@ -252,6 +252,8 @@ Sense sbc_parse(Cmd *cmd)
 	case OP_WRITE_SAME_10:
 	case OP_WRITE_SAME_16:
 		return sbc_parse_write_same(cmd);
+	case OP_UNMAP:
+		return sbc_parse_unmap(cmd);
 	case OP_SYNCHRONIZE_CACHE_10:
 	case OP_SYNCHRONIZE_CACHE_16:
 		return parse_sync_cache(cmd);

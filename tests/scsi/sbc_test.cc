@@ -85,6 +85,32 @@ Bytes cdb_ws(bool ws16, uint64_t lba, uint32_t blocks, bool unmap = false, bool 
 	return c;
 }
 
+Bytes cdb_unmap(uint16_t plen, bool anchor = false)
+{
+	Bytes c(10, 0);
+	c[0] = 0x42;
+	c[1] = anchor ? 1 : 0;
+	put_be16(&c[7], plen);
+	return c;
+}
+
+struct Desc {
+	uint64_t lba;
+	uint32_t blocks;
+};
+
+Bytes unmap_list(const std::vector<Desc> &d)
+{
+	Bytes p(8 + 16 * d.size(), 0);
+	put_be16(&p[0], static_cast<uint16_t>(p.size() - 2));
+	put_be16(&p[2], static_cast<uint16_t>(16 * d.size()));
+	for (size_t i = 0; i < d.size(); i++) {
+		put_be64(&p[8 + 16 * i], d[i].lba);
+		put_be32(&p[8 + 16 * i + 8], d[i].blocks);
+	}
+	return p;
+}
+
 Bytes cdb_rc16(uint32_t alloc)
 {
 	Bytes c(16, 0);
@@ -896,6 +922,122 @@ TEST(SbcWriteSame, BackstoreErrors)
 	EXPECT_TRUE(is_sense(e.out(cdb_ws(true, 0, 10, true), Bytes(kBs)), 0x0c00, 0x3));
 	e.faulty->fail(BsOp::WriteZeroes, 0, 1, -ENOSPC);
 	EXPECT_TRUE(is_sense(e.out(cdb_ws(true, 0, 10), Bytes(kBs)), 0x2707, 0x7));
+}
+
+// ===========================================================================================
+// UNMAP
+// ===========================================================================================
+
+TEST_P(SbcData, UnmapReadsZeros)
+{
+	// libiscsi Unmap.Simple: one descriptor, and one descriptor per block.
+	Env e(make_bs(GetParam(), 4 << 20), {}, false, true);
+	ASSERT_TRUE(e.lu->thin());
+	const Bytes a(256 * kBs, 'a');
+	e.write(0, a);
+	for (uint32_t i : {1u, 7u, 128u, 256u}) {
+		auto list = unmap_list({{0, i}});
+		ASSERT_TRUE(is_good(e.out(cdb_unmap(uint16_t(list.size())), list)));
+		auto d = e.read(0, 256);
+		EXPECT_EQ(Bytes(d.begin(), d.begin() + i * kBs), Bytes(i * kBs, 0)) << i;
+		EXPECT_EQ(Bytes(d.begin() + i * kBs, d.end()), Bytes((256 - i) * kBs, 'a')) << i;
+		e.write(0, a);
+	}
+	std::vector<Desc> per_block;
+	for (uint64_t b = 0; b < 256; b += 2)
+		per_block.push_back({b, 1});
+	auto list = unmap_list(per_block);
+	e.faulty->clear();
+	ASSERT_TRUE(is_good(e.out(cdb_unmap(uint16_t(list.size())), list)));
+	EXPECT_EQ(e.faulty->ops().size(), 128u) << "one request per descriptor";
+	auto d = e.read(0, 256);
+	for (uint64_t b = 0; b < 256; b++) {
+		EXPECT_EQ(Bytes(d.begin() + b * kBs, d.begin() + (b + 1) * kBs),
+		          Bytes(kBs, b % 2 ? 'a' : 0))
+		    << b;
+	}
+}
+
+TEST(SbcUnmap, ZeroBlocksAndEmptyLists)
+{
+	// libiscsi Unmap.ZeroBlocks and Unmap.VPD (a 0-block descriptor at LBA 0).
+	Env e(ram_bs(1 << 20), {}, false, true);
+	const uint64_t n = e.nr();
+	e.faulty->clear();
+	for (auto list : {unmap_list({{0, 0}}), unmap_list({{n, 0}}), unmap_list({}),
+	                  unmap_list({{1, 0}, {0, 0}, {1, 0}})}) {
+		EXPECT_TRUE(is_good(e.out(cdb_unmap(uint16_t(list.size())), list)));
+	}
+	EXPECT_TRUE(is_good(e.run(cdb_unmap(0)))) << "PARAMETER LIST LENGTH 0";
+	EXPECT_TRUE(e.faulty->ops().empty());
+}
+
+TEST(SbcUnmap, ParameterListChecks)
+{
+	LuConfig cfg;
+	cfg.max_unmap_descs = 4;
+	cfg.max_unmap_blocks = 100;
+	Env e(ram_bs(1 << 20), cfg, false, true);
+	const uint64_t n = e.nr();
+	e.write(0, Bytes(kBs, 'a'));
+	auto send = [&](const Bytes &list) {
+		return e.out(cdb_unmap(uint16_t(list.size())), list);
+	};
+	for (uint16_t len = 1; len < 8; len++)
+		EXPECT_TRUE(is_sense(e.out(cdb_unmap(len), Bytes(len)), 0x1a00)) << len;
+	EXPECT_TRUE(is_sense(send(unmap_list({{0, 1}, {1, 1}, {2, 1}, {3, 1}, {4, 1}})), 0x2600))
+	    << "MAXIMUM UNMAP BLOCK DESCRIPTOR COUNT";
+	EXPECT_TRUE(is_good(send(unmap_list({{0, 1}, {1, 1}, {2, 1}, {3, 1}}))));
+	EXPECT_TRUE(is_sense(send(unmap_list({{0, 60}, {100, 41}})), 0x2600))
+	    << "MAXIMUM UNMAP LBA COUNT, in total";
+	EXPECT_TRUE(is_sense(send(unmap_list({{n - 1, 2}})), 0x2100));
+	EXPECT_TRUE(is_sense(send(unmap_list({{~0ull, 2}})), 0x2100));
+	// Nothing is unmapped when a later descriptor is bad.
+	e.write(0, Bytes(kBs, 'a'));
+	e.faulty->clear();
+	EXPECT_TRUE(is_sense(send(unmap_list({{0, 1}, {n, 1}})), 0x2100));
+	EXPECT_TRUE(e.faulty->ops().empty());
+	EXPECT_EQ(e.read(0, 1), Bytes(kBs, 'a'));
+	// A descriptor length beyond what arrived: the whole descriptors that did count.
+	auto list = unmap_list({{0, 1}, {5, 1}});
+	put_be16(&list[2], 64);
+	e.faulty->clear();
+	EXPECT_TRUE(is_good(send(list)));
+	EXPECT_EQ(e.faulty->ops().size(), 2u);
+	// A trailing partial descriptor is ignored.
+	list = unmap_list({{0, 1}});
+	list.resize(list.size() + 10, 0xff);
+	put_be16(&list[2], 26);
+	e.faulty->clear();
+	EXPECT_TRUE(is_good(send(list)));
+	EXPECT_EQ(e.faulty->ops().size(), 1u);
+	// ANCHOR without ANC_SUP; a list longer than the data-out.
+	list = unmap_list({{0, 1}});
+	EXPECT_TRUE(is_sense(e.out(cdb_unmap(uint16_t(list.size()), true), list), 0x2400));
+	EXPECT_TRUE(is_sense(e.out(cdb_unmap(uint16_t(list.size() + 16)), list), 0x2400));
+	// Backstore errors.
+	e.faulty->fail(BsOp::Unmap, 0, kBs, -EIO);
+	EXPECT_TRUE(is_sense(send(unmap_list({{0, 1}})), 0x0c00, 0x3));
+}
+
+TEST(SbcUnmap, NotOfferedWithoutThinProvisioning)
+{
+	// libiscsi Unmap.VPD: a target without LBPU fails UNMAP, here as the kernel's target
+	// does (INVALID COMMAND OPERATION CODE).
+	LuConfig cfg;
+	cfg.thin = false;
+	Env e(ram_bs(1 << 20), cfg);
+	auto list = unmap_list({{0, 1}});
+	EXPECT_TRUE(is_sense(e.out(cdb_unmap(uint16_t(list.size())), list), 0x2000));
+}
+
+TEST(SbcUnmap, WriteProtected)
+{
+	LuConfig cfg;
+	cfg.read_only = true;
+	Env e(ram_bs(1 << 20), cfg);
+	auto list = unmap_list({{0, 1}});
+	EXPECT_TRUE(is_sense(e.out(cdb_unmap(uint16_t(list.size())), list), 0x2700, 0x7));
 }
 
 } // namespace
