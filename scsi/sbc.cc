@@ -277,6 +277,8 @@ Sense sbc_parse(Cmd *cmd)
 			cmd->cdb_dir = DataDir::Read;
 			cmd->execute = exec_read_capacity_16;
 			return Sense::None;
+		case SAI_GET_LBA_STATUS:
+			return sbc_parse_get_lba_status(cmd);
 		default:
 			break;
 		}

@@ -111,6 +111,16 @@ Bytes unmap_list(const std::vector<Desc> &d)
 	return p;
 }
 
+Bytes cdb_lba_status(uint64_t lba, uint32_t alloc)
+{
+	Bytes c(16, 0);
+	c[0] = 0x9e;
+	c[1] = 0x12;
+	put_be64(&c[2], lba);
+	put_be32(&c[10], alloc);
+	return c;
+}
+
 Bytes cdb_rc16(uint32_t alloc)
 {
 	Bytes c(16, 0);
@@ -1038,6 +1048,144 @@ TEST(SbcUnmap, WriteProtected)
 	Env e(ram_bs(1 << 20), cfg);
 	auto list = unmap_list({{0, 1}});
 	EXPECT_TRUE(is_sense(e.out(cdb_unmap(uint16_t(list.size())), list), 0x2700, 0x7));
+}
+
+// ===========================================================================================
+// GET LBA STATUS
+// ===========================================================================================
+
+struct LbaStatus {
+	uint64_t lba;
+	uint32_t blocks;
+	uint8_t status;
+};
+
+std::vector<LbaStatus> lba_status(const LoopResult &r)
+{
+	std::vector<LbaStatus> v;
+	if (r.data.size() < 8)
+		return v;
+	const size_t len = std::min<size_t>(get_be32(&r.data[0]) + 4, r.data.size());
+	for (size_t off = 8; off + 16 <= len; off += 16)
+		v.push_back({get_be64(&r.data[off]), get_be32(&r.data[off + 8]),
+		             uint8_t(r.data[off + 12] & 0xf)});
+	return v;
+}
+
+TEST(SbcLbaStatus, RamExtents)
+{
+	// The ram backstore maps 64 KiB chunks (128 blocks) on first write.
+	Env e(ram_bs(1 << 20));
+	const uint64_t n = e.nr();
+	auto d = lba_status(e.in(cdb_lba_status(0, 1024), 1024));
+	ASSERT_EQ(d.size(), 1u);
+	EXPECT_EQ(d[0].lba, 0u);
+	EXPECT_EQ(d[0].blocks, n);
+	EXPECT_EQ(d[0].status, 1) << "deallocated";
+
+	e.write(130, Bytes(kBs, 1)); // maps chunk 1: blocks 128..255
+	e.write(600, Bytes(kBs, 1)); // maps chunk 4: blocks 512..639
+	d = lba_status(e.in(cdb_lba_status(0, 1024), 1024));
+	ASSERT_EQ(d.size(), 5u);
+	const LbaStatus want[] = {
+	    {0, 128, 1}, {128, 128, 0}, {256, 256, 1}, {512, 128, 0}, {640, uint32_t(n - 640), 1}};
+	for (size_t i = 0; i < 5; i++) {
+		EXPECT_EQ(d[i].lba, want[i].lba) << i;
+		EXPECT_EQ(d[i].blocks, want[i].blocks) << i;
+		EXPECT_EQ(d[i].status, want[i].status) << i;
+	}
+	// From inside an extent; a small allocation length gets the first descriptor(s).
+	d = lba_status(e.in(cdb_lba_status(200, 24), 24));
+	ASSERT_EQ(d.size(), 1u);
+	EXPECT_EQ(d[0].lba, 200u);
+	EXPECT_EQ(d[0].blocks, 56u);
+	EXPECT_EQ(d[0].status, 0);
+	auto r = e.in(cdb_lba_status(0, 39), 39);
+	ASSERT_TRUE(is_good(r));
+	EXPECT_EQ(r.data.size(), 24u);
+	EXPECT_EQ(get_be32(&r.data[0]), 4u + 16) << "one whole descriptor fits";
+	// UNMAP frees whole chunks.
+	auto list = unmap_list({{128, 128}});
+	ASSERT_TRUE(is_good(e.out(cdb_unmap(uint16_t(list.size())), list)));
+	d = lba_status(e.in(cdb_lba_status(0, 1024), 1024));
+	ASSERT_GE(d.size(), 2u);
+	EXPECT_EQ(d[0].blocks, 512u);
+	EXPECT_EQ(d[0].status, 1);
+	EXPECT_EQ(d[1].lba, 512u);
+	EXPECT_EQ(d[1].status, 0);
+}
+
+TEST(SbcLbaStatus, UnmapSingleBlocks)
+{
+	// libiscsi GetLBAStatus.UnmapSingle: after unmapping blocks [0, i) the block after
+	// them is still reported mapped, in a descriptor that starts where it was asked.
+	Env e(ram_bs(1 << 20));
+	for (uint64_t i = 1; i <= 255; i += 17) {
+		e.write(0, Bytes(257 * kBs, 'A'));
+		auto list = unmap_list({{0, uint32_t(i)}});
+		ASSERT_TRUE(is_good(e.out(cdb_unmap(uint16_t(list.size())), list)));
+		ASSERT_TRUE(is_good(e.in(cdb_lba_status(0, 24), 24)));
+		auto d = lba_status(e.in(cdb_lba_status(i + 1, 24), 24));
+		ASSERT_EQ(d.size(), 1u);
+		EXPECT_EQ(d[0].lba, i + 1);
+		EXPECT_EQ(d[0].status, 0) << i;
+	}
+}
+
+TEST(SbcLbaStatus, RangeAndAllocationLength)
+{
+	// libiscsi GetLBAStatus.Simple and .BeyondEol.
+	Env e(ram_bs(1 << 20));
+	const uint64_t n = e.nr();
+	for (uint64_t i : {uint64_t(1), uint64_t(256)}) {
+		EXPECT_TRUE(is_good(e.in(cdb_lba_status(i, 24), 24)));
+		EXPECT_TRUE(is_good(e.in(cdb_lba_status(n - i, 24), 24)));
+	}
+	for (uint64_t lba : {n, n + 1, uint64_t(1) << 63, ~uint64_t(0)})
+		EXPECT_TRUE(is_sense(e.in(cdb_lba_status(lba, 24), 24), 0x2100)) << lba;
+	auto r = e.run(cdb_lba_status(0, 0));
+	EXPECT_TRUE(is_good(r)) << "allocation length 0";
+	r = e.in(cdb_lba_status(0, 4), 4);
+	ASSERT_TRUE(is_good(r));
+	EXPECT_EQ(r.data.size(), 4u);
+	EXPECT_EQ(get_be32(&r.data[0]), 20u);
+}
+
+TEST(SbcLbaStatus, FullyProvisionedAndErrors)
+{
+	LuConfig cfg;
+	cfg.thin = false;
+	Env e(ram_bs(1 << 20), cfg);
+	auto d = lba_status(e.in(cdb_lba_status(5, 64), 64));
+	ASSERT_EQ(d.size(), 1u);
+	EXPECT_EQ(d[0].lba, 5u);
+	EXPECT_EQ(d[0].blocks, e.nr() - 5);
+	EXPECT_EQ(d[0].status, 0);
+
+	Env f(ram_bs(1 << 20), {}, false, true);
+	f.faulty->extent_err_ = -EIO;
+	EXPECT_TRUE(is_sense(f.in(cdb_lba_status(0, 24), 24), 0x1100, 0x3));
+}
+
+TEST(SbcLbaStatus, FileHoles)
+{
+	Env e(file_bs(4 << 20));
+	if (!e.lu->thin())
+		GTEST_SKIP() << "the file system under /var/tmp cannot punch holes";
+	e.write(2048, Bytes(64 * kBs, 7)); // 32 KiB at 1 MiB
+	auto d = lba_status(e.in(cdb_lba_status(0, 1024), 1024));
+	ASSERT_GE(d.size(), 3u);
+	EXPECT_EQ(d[0].status, 1);
+	EXPECT_LE(d[0].lba + d[0].blocks, 2048u);
+	EXPECT_EQ(d[1].status, 0);
+	EXPECT_LE(d[1].lba, 2048u);
+	EXPECT_GE(d[1].lba + d[1].blocks, 2048u + 64);
+	auto list = unmap_list({{2048, 64}});
+	ASSERT_TRUE(is_good(e.out(cdb_unmap(uint16_t(list.size())), list)));
+	d = lba_status(e.in(cdb_lba_status(2048, 24), 24));
+	ASSERT_EQ(d.size(), 1u);
+	EXPECT_EQ(d[0].status, 1);
+	EXPECT_EQ(e.read(2048, 64), Bytes(64 * kBs, 0));
 }
 
 } // namespace
