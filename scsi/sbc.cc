@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
 // scsi/sbc.cc - block commands (SBC-3; the kernel's target_core_sbc.c): the entry point that
 // sorts CDBs out (sbc_parse), READ and WRITE (6, 10, 12, 16), READ CAPACITY (10, 16),
-// SYNCHRONIZE CACHE (10, 16) and PRE-FETCH (10, 16). The other block commands live in
-// files of their own (sbc_*.cc); sbc_step.cc runs the ones that take several backstore
-// requests.
+// SYNCHRONIZE CACHE (10, 16) and PRE-FETCH (10, 16). The commands that take several
+// backstore requests live in their own files: sbc_verify.cc (VERIFY, WRITE AND VERIFY),
+// sbc_write_same.cc, sbc_unmap.cc, sbc_caw.cc (COMPARE AND WRITE), and GET LBA STATUS in
+// sbc_lba_status.cc; sbc_step.cc runs them.
 //
 // Parsing checks every field SBC-3 defines for the opcode and the LBA range against the
 // capacity (LBA OUT OF RANGE, SBC-3 4.5), in the order libiscsi's conformance suite
@@ -254,6 +255,8 @@ Sense sbc_parse(Cmd *cmd)
 		return sbc_parse_write_same(cmd);
 	case OP_UNMAP:
 		return sbc_parse_unmap(cmd);
+	case OP_COMPARE_AND_WRITE:
+		return sbc_parse_caw(cmd);
 	case OP_SYNCHRONIZE_CACHE_10:
 	case OP_SYNCHRONIZE_CACHE_16:
 		return parse_sync_cache(cmd);

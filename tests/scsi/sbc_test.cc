@@ -111,6 +111,16 @@ Bytes unmap_list(const std::vector<Desc> &d)
 	return p;
 }
 
+Bytes cdb_caw(uint64_t lba, uint8_t blocks, uint8_t b1 = 0)
+{
+	Bytes c(16, 0);
+	c[0] = 0x89;
+	c[1] = b1;
+	put_be64(&c[2], lba);
+	c[13] = blocks;
+	return c;
+}
+
 Bytes cdb_lba_status(uint64_t lba, uint32_t alloc)
 {
 	Bytes c(16, 0);
@@ -1048,6 +1058,189 @@ TEST(SbcUnmap, WriteProtected)
 	Env e(ram_bs(1 << 20), cfg);
 	auto list = unmap_list({{0, 1}});
 	EXPECT_TRUE(is_sense(e.out(cdb_unmap(uint16_t(list.size())), list), 0x2700, 0x7));
+}
+
+// ===========================================================================================
+// COMPARE AND WRITE
+// ===========================================================================================
+
+TEST_P(SbcData, CompareAndWrite)
+{
+	// libiscsi CompareAndWrite.Simple, .Miscompare, .MiscompareSense, .Unwritten.
+	Env e(make_bs(GetParam(), 1 << 20));
+	const uint64_t n = e.nr();
+	for (uint64_t lba : {uint64_t(0), n - 1}) {
+		const Bytes a(kBs, 'A'), b(kBs, 'B');
+		e.write(lba, a);
+		Bytes data = a;
+		data.insert(data.end(), b.begin(), b.end());
+		ASSERT_TRUE(is_good(e.out(cdb_caw(lba, 1), data)));
+		EXPECT_EQ(e.read(lba, 1), b);
+		// Now the block holds 'B': comparing with 'A' miscompares, nothing is written.
+		for (size_t at : {size_t(0), size_t(1), size_t(kBs - 27), size_t(kBs - 1)}) {
+			Bytes cmp(kBs, 'B');
+			cmp[at] = 'Z';
+			cmp.insert(cmp.end(), kBs, 'C');
+			auto r = e.out(cdb_caw(lba, 1), cmp);
+			ASSERT_TRUE(is_sense(r, 0x1d00, 0xe)) << at;
+			EXPECT_TRUE(info_valid(r));
+			EXPECT_EQ(info(r), at);
+			EXPECT_EQ(e.read(lba, 1), b);
+		}
+	}
+	// An unwritten block reads as zeros and miscompares with anything else.
+	Bytes pct(kBs, '%');
+	pct.insert(pct.end(), kBs, 'B');
+	EXPECT_TRUE(is_sense(e.out(cdb_caw(500, 1), pct), 0x1d00, 0xe));
+	EXPECT_EQ(e.read(500, 1), Bytes(kBs, 0));
+}
+
+TEST(SbcCompareAndWrite, Fields)
+{
+	// libiscsi CompareAndWrite.Simple (beyond MAXIMUM COMPARE AND WRITE LENGTH), .DpoFua,
+	// .InvalidDataOutSize, and the range.
+	Env e(ram_bs(1 << 20), {}, false, true);
+	const uint64_t n = e.nr();
+	Bytes two(2 * kBs, 0);
+	ASSERT_EQ(kSbcMaxCompareAndWriteBlocks, 1);
+	EXPECT_TRUE(is_sense(e.out(cdb_caw(0, 2), Bytes(4 * kBs)), 0x2400));
+	EXPECT_TRUE(is_sense(e.out(cdb_caw(0, 255), Bytes(510 * kBs)), 0x2400));
+	EXPECT_TRUE(is_good(e.run(cdb_caw(0, 0)))) << "0 blocks: nothing to do";
+	EXPECT_TRUE(is_sense(e.out(cdb_caw(n, 1), two), 0x2100));
+	EXPECT_TRUE(is_sense(e.out(cdb_caw(~0ull, 1), two), 0x2100));
+	EXPECT_TRUE(is_sense(e.run(cdb_caw(n + 1, 0)), 0x2100));
+	for (uint8_t p = 1; p < 8; p++)
+		EXPECT_TRUE(is_sense(e.out(cdb_caw(0, 1, uint8_t(p << 5)), two), 0x2400));
+	EXPECT_TRUE(is_sense(e.out(cdb_caw(0, 1), Bytes(4 * kBs)), 0x0e03));
+	EXPECT_TRUE(is_sense(e.out(cdb_caw(0, 1), Bytes(kBs)), 0x0e03));
+	for (uint8_t b1 : {0x10, 0x08, 0x18, 0x02}) {
+		e.faulty->clear();
+		EXPECT_TRUE(is_good(e.out(cdb_caw(0, 1, b1), two))) << int(b1);
+		auto ops = e.faulty->ops();
+		ASSERT_EQ(ops.size(), 2u);
+		EXPECT_EQ(ops[0].op, BsOp::Read);
+		EXPECT_EQ(ops[1].op, BsOp::Write);
+		EXPECT_EQ(ops[1].fua, (b1 & 0x08) != 0);
+	}
+	e.faulty->fail(BsOp::Read, 0, kBs, -EIO);
+	EXPECT_TRUE(is_sense(e.out(cdb_caw(0, 1), two), 0x1100, 0x3));
+	e.faulty->fail(BsOp::Write, 0, kBs, -EIO);
+	EXPECT_TRUE(is_sense(e.out(cdb_caw(0, 1), two), 0x0c00, 0x3));
+
+	LuConfig ro;
+	ro.read_only = true;
+	Env p(ram_bs(1 << 20), ro);
+	EXPECT_TRUE(is_sense(p.out(cdb_caw(0, 1), two), 0x2700, 0x7));
+}
+
+// A COMPARE AND WRITE of block lba from the value `from` to `to` (each a block filled
+// with that value's 8-byte big-endian form).
+Bytes value_block(uint64_t v)
+{
+	Bytes b(kBs);
+	for (size_t i = 0; i < kBs; i += 8)
+		put_be64(&b[i], v);
+	return b;
+}
+Bytes caw_data(uint64_t from, uint64_t to)
+{
+	Bytes d = value_block(from);
+	Bytes t = value_block(to);
+	d.insert(d.end(), t.begin(), t.end());
+	return d;
+}
+
+TEST_P(SbcData, CompareAndWriteRacesHaveOneWinner)
+{
+	// Many COMPARE AND WRITEs in flight at once, all expecting the same old value: exactly
+	// one finds it and writes; every other one sees the winner's data and miscompares.
+	Env e(make_bs(GetParam(), 1 << 20));
+	e.write(7, value_block(0));
+	constexpr int kRounds = 20, kContenders = 16;
+	for (int round = 0; round < kRounds; round++) {
+		std::vector<Loopback::Pending *> p;
+		for (int c = 0; c < kContenders; c++)
+			p.push_back(e.t.lb.start_async(e.s, 0, cdb_caw(7, 1), DataDir::Write,
+			                               caw_data(round, 1000 + c), TaskAttr::Simple,
+			                               c));
+		int winner = -1, losers = 0;
+		for (int c = 0; c < kContenders; c++) {
+			auto r = e.t.lb.wait(p[c]);
+			if (r.status == Status::Good) {
+				EXPECT_EQ(winner, -1) << "two winners in round " << round;
+				winner = c;
+			} else if (is_sense(r, 0x1d00)) {
+				losers++;
+			}
+		}
+		ASSERT_NE(winner, -1);
+		EXPECT_EQ(losers, kContenders - 1);
+		EXPECT_EQ(e.read(7, 1), value_block(1000 + winner));
+		e.write(7, value_block(round + 1));
+	}
+}
+
+TEST_P(SbcData, CompareAndWriteCounterFromManyThreads)
+{
+	// Threads race to move a counter from v to v + 1, each trying every v in turn: for
+	// each v exactly one succeeds (a thread that misses v finds the counter past it).
+	Env e(make_bs(GetParam(), 1 << 20));
+	e.write(3, value_block(0));
+	constexpr int kThreads = 4, kSteps = 60;
+	std::vector<std::vector<int>> won(kThreads);
+	std::atomic<int> bad{0};
+	std::vector<std::thread> th;
+	for (int t = 0; t < kThreads; t++)
+		th.emplace_back([&, t] {
+			for (int v = 0; v < kSteps; v++) {
+				auto r = e.t.lb.run(e.s, 0, cdb_caw(3, 1), DataDir::Write,
+				                    caw_data(v, v + 1), TaskAttr::Simple,
+				                    uint64_t(t) << 32 | uint32_t(v));
+				if (r.status == Status::Good)
+					won[t].push_back(v);
+				else if (!is_sense(r, 0x1d00))
+					bad++;
+			}
+		});
+	for (auto &x : th)
+		x.join();
+	EXPECT_EQ(bad.load(), 0);
+	std::vector<int> per_v(kSteps, 0);
+	for (auto &w : won)
+		for (int v : w)
+			per_v[v]++;
+	for (int v = 0; v < kSteps; v++)
+		EXPECT_EQ(per_v[v], 1) << "step " << v;
+	EXPECT_EQ(e.read(3, 1), value_block(kSteps));
+}
+
+TEST(SbcCompareAndWrite, QueuedBehindAnotherAndAborted)
+{
+	// Serialisation is a queue, not a blocked thread: with the first COMPARE AND WRITE's
+	// read held, the second issues no I/O. Aborting the second waits for the first.
+	Env e(ram_bs(1 << 20), {}, true);
+	e.write(0, value_block(0));
+	e.gate->close();
+	auto *first = e.t.lb.start_async(e.s, 0, cdb_caw(0, 1), DataDir::Write, caw_data(0, 1),
+	                                 TaskAttr::Simple, 1);
+	ASSERT_TRUE(e.gate->wait_held(1));
+	auto *second = e.t.lb.start_async(e.s, 0, cdb_caw(0, 1), DataDir::Write, caw_data(1, 2),
+	                                  TaskAttr::Simple, 2);
+	auto *third = e.t.lb.start_async(e.s, 0, cdb_caw(0, 1), DataDir::Write, caw_data(2, 3),
+	                                 TaskAttr::Simple, 3);
+	std::this_thread::sleep_for(milliseconds(20));
+	EXPECT_EQ(e.gate->held(), 1u) << "the others wait without I/O";
+	EXPECT_EQ(e.t.lb.state(second), CmdState::Executing);
+	auto *tm = e.t.lb.tmf_start(e.s, TmfType::AbortTask, 0, 2);
+	std::this_thread::sleep_for(milliseconds(20));
+	EXPECT_FALSE(e.t.lb.tmf_answered(tm));
+	e.gate->open();
+	EXPECT_TRUE(is_good(e.t.lb.wait(first)));
+	EXPECT_EQ(e.t.lb.tmf_wait(tm), TmfResponse::Complete);
+	EXPECT_TRUE(e.t.lb.wait(second).aborted);
+	// The third found 1, not 2: the aborted one wrote nothing.
+	EXPECT_TRUE(is_sense(e.t.lb.wait(third), 0x1d00));
+	EXPECT_EQ(e.read(0, 1), value_block(1));
 }
 
 // ===========================================================================================
