@@ -1,0 +1,54 @@
+// SPDX-License-Identifier: MIT
+// scsi/sbc.h - what the block command set (scsi/sbc*.cc) promises to initiators, for the
+// pages that describe it: the Block Limits VPD page (B0h), the Logical Block Provisioning
+// VPD page (B2h), READ CAPACITY (16) and REPORT SUPPORTED OPERATION CODES. spc.cc reports
+// these values and sbc*.cc enforces them; both read them from here so that they cannot
+// drift apart (libiscsi checks that what a target does matches what its pages say).
+//
+// The rest of the block limits come from the logical unit's configuration (LuConfig) and
+// are enforced as configured:
+//   MAXIMUM TRANSFER LENGTH                    cfg.max_xfer_blocks: READ/WRITE, WRITE AND
+//                                              VERIFY, VERIFY with BYTCHK 01b
+//   MAXIMUM UNMAP LBA COUNT                    cfg.max_unmap_blocks (total of one UNMAP)
+//   MAXIMUM UNMAP BLOCK DESCRIPTOR COUNT       cfg.max_unmap_descs
+//   MAXIMUM WRITE SAME LENGTH                  cfg.max_write_same_blocks
+// and thin provisioning from LogicalUnit::thin(): LBPME (READ CAPACITY 16), LBPU, LBPWS,
+// LBPWS10 and LBPRZ (VPD B2h) are all equal to it. Every backstore that can unmap
+// guarantees zeros on read afterwards (backstore.h), hence LBPRZ.
+#pragma once
+
+#include <cstdint>
+
+namespace ulp::scsi
+{
+
+// SBC-3 6.6.4 Block Limits VPD page, byte 4 bit 0 (WSNZ): a WRITE SAME whose NUMBER OF
+// LOGICAL BLOCKS is zero is refused with INVALID FIELD IN CDB rather than meaning "up to
+// the last LBA" (SBC-3 5.42/5.43). As the kernel's target (target_core_spc.c) does: a
+// whole-LU write is never what an initiator means by accident.
+inline constexpr bool kSbcWsnz = true;
+
+// Block Limits VPD page byte 5: MAXIMUM COMPARE AND WRITE LENGTH, blocks (SBC-3 5.2). One
+// block, the unit of every atomic test-and-set initiator (VMware ATS, SCSI-based locks).
+inline constexpr uint8_t kSbcMaxCompareAndWriteBlocks = 1;
+
+// Logical Block Provisioning VPD page byte 6 bit 1 (ANC_SUP): anchored LBAs are not
+// supported, so WRITE SAME and UNMAP with the ANCHOR bit set end with INVALID FIELD IN
+// CDB (SBC-3 table "ANCHOR bit, UNMAP bit, and ANC_SUP bit relationships").
+inline constexpr bool kSbcAncSup = false;
+
+// READ CAPACITY (16) byte 13 bits 3..0 and bytes 14..15: LOGICAL BLOCKS PER PHYSICAL
+// BLOCK EXPONENT 0 and LOWEST ALIGNED LOGICAL BLOCK ADDRESS 0. The backstores have no
+// physical block larger than the logical one that an initiator must align to (the kernel's
+// target reports the same for its file and ramdisk backends).
+inline constexpr uint8_t kSbcLbppbExponent = 0;
+
+// PRE-FETCH (10) and (16), SBC-3 5.9 and 5.10: answered (GOOD: there is no cache of ours
+// to load), with the range checked. Not in core_internal.h's opcode list; REPORT
+// SUPPORTED OPERATION CODES should list them.
+enum : uint8_t {
+	OP_PRE_FETCH_10 = 0x34,
+	OP_PRE_FETCH_16 = 0x90,
+};
+
+} // namespace ulp::scsi

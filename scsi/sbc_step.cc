@@ -1,0 +1,88 @@
+// SPDX-License-Identifier: MIT
+// scsi/sbc_step.cc - how a block command that needs several backstore requests runs them
+// one after another (see sbc_internal.h), and the buffer helpers those commands share.
+#include "scsi/sbc_internal.h"
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+
+namespace ulp::scsi
+{
+
+namespace
+{
+
+// SbcStep::phase. The submitter sets Submitting before it submits and swaps in Idle after
+// submit returns; the completion swaps in Answered. Whoever swaps second goes on: the
+// submitter when the answer came inside submit (it sees Answered), the completion when the
+// submitter had already left (it sees Idle). The swaps are acq_rel, so the one that goes on
+// sees the other's writes (the result, and the data the backstore moved).
+enum : uint8_t {
+	kIdle,
+	kSubmitting,
+	kAnswered,
+};
+
+void step_done(BsIo *io, int err)
+{
+	auto *cmd = static_cast<Cmd *>(io->priv);
+	SbcStep *st = sbc_step(cmd);
+	st->err = err;
+	if (st->phase.exchange(kAnswered, std::memory_order_acq_rel) == kSubmitting)
+		return; // the submitter is still inside sbc_step_submit: it goes on
+	st->resume(cmd);
+}
+
+} // namespace
+
+bool sbc_step_submit(Cmd *cmd, BsOp op, uint64_t offset, uint64_t len, std::span<const iovec> iov,
+                     bool fua)
+{
+	SbcStep *st = sbc_step(cmd);
+	st->phase.store(kSubmitting, std::memory_order_release);
+	bs_submit(cmd, op, offset, len, iov, fua, step_done);
+	return st->phase.exchange(kIdle, std::memory_order_acq_rel) == kAnswered;
+}
+
+bool sbc_aborted(Cmd *cmd)
+{
+	std::lock_guard g(cmd->lu->lock_);
+	return cmd->aborted;
+}
+
+SbcBuf sbc_buf_alloc(size_t bytes)
+{
+	constexpr size_t kAlign = 4096;
+	const size_t n = (std::max<size_t>(bytes, 1) + kAlign - 1) & ~(kAlign - 1);
+	return SbcBuf(static_cast<uint8_t *>(std::aligned_alloc(kAlign, n)));
+}
+
+size_t sgl_mismatch(const Cmd *cmd, size_t off, const uint8_t *p, size_t len)
+{
+	size_t done = 0;
+	for (const iovec &v : cmd->sgl) {
+		if (done == len)
+			break;
+		if (off >= v.iov_len) {
+			off -= v.iov_len;
+			continue;
+		}
+		const size_t n = std::min(v.iov_len - off, len - done);
+		const auto *q = static_cast<const uint8_t *>(v.iov_base) + off;
+		if (std::memcmp(q, p + done, n) != 0)
+			return done +
+			       static_cast<size_t>(std::mismatch(q, q + n, p + done).first - q);
+		done += n;
+		off = 0;
+	}
+	return done;
+}
+
+void sbc_complete_miscompare(Cmd *cmd, uint64_t off)
+{
+	const bool fits = off <= UINT32_MAX;
+	complete_sense(cmd, Sense::Miscompare, fits, fits ? static_cast<uint32_t>(off) : 0);
+}
+
+} // namespace ulp::scsi
