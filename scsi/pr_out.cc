@@ -176,8 +176,8 @@ Outcome do_clear(LogicalUnit &lu, PrState &pr, const Registration *r)
 
 // ---- Preempting (SPC-4 5.13.11.2.4, 5.13.11.2.5) ----------------------------------------
 
-// Remove the registrations pred selects, tell each removed one (but the issuer) REGISTRATIONS
-// PREEMPTED, and note its I_T nexuses in out->abort (but the issuer's: see do_preempt).
+// Remove the registrations pred selects, tell each removed one but the issuer's REGISTRATIONS
+// PREEMPTED, and note their I_T nexuses in out->abort (the issuer's not: see exec_pr_out).
 template <typename Pred>
 void remove_registrations(LogicalUnit &lu, PrState &pr, const Registration *issuer, Pred pred,
                           Outcome *out)
@@ -225,15 +225,14 @@ Outcome do_preempt(LogicalUnit &lu, PrState &pr, const Registration *r, PrType t
 	}
 
 	// SPC-4 5.13.11.2.4.3: SARK names the holder (for the AR types: zero, every
-	// registrant). Release the reservation, remove the registrations SARK names (all but
-	// the issuer's for the AR types) except the issuer's, and reserve for the issuer with
-	// the CDB's type.
+	// registrant). Release the reservation, remove every registration SARK names (for the
+	// AR types: every registration) but the issuer's, and reserve for the issuer with the
+	// CDB's type.
 	const PrType old = pr.type;
 	const auto preempted = [&](const Registration &o) {
 		return o.id != issuer_id && (pr_all_registrants(old) || o.key == sa_key);
 	};
-	remove_registrations(lu, pr, r, preempted, &out);
-	// pr.regs changed: the issuer's registration moved, find it again by its id.
+	remove_registrations(lu, pr, r, preempted, &out); // r may dangle from here on
 	pr.type = type;
 	pr.holder = issuer_id;
 	pr.sync();
@@ -257,9 +256,11 @@ Outcome do_register_and_move(LogicalUnit &lu, PrState &pr, const Cmd *cmd, Regis
 		return {Sense::ReservationConflict, {}};
 	if (p.sa_key == 0)
 		return {Sense::InvalidParamListField, {}};
-	// The destination must be another I_T nexus, through a target port we know: the LU
-	// does not know its other ports, so that is the one the command came through.
-	if (p.dest.rtpi != cmd->sess->nexus().rtpi || r->covers(p.dest))
+	// The destination must be another I_T nexus, through a target port we know (the LU
+	// does not know its other ports, so that is the one the command came through), named
+	// in that port's protocol.
+	if (p.dest.rtpi != cmd->sess->nexus().rtpi || r->covers(p.dest) ||
+	    p.dest_proto != pr_proto_of(*cmd->sess))
 		return {Sense::InvalidParamListField, {}};
 	Registration *d = pr.find(p.dest);
 	uint64_t dest_id;
