@@ -9,8 +9,10 @@
 // translate between that text and the binary form.
 #include "scsi/pr_internal.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstring>
+#include <string_view>
 
 namespace ulp::scsi
 {
