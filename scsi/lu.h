@@ -7,9 +7,9 @@
 // kept per I_T nexus, named by the initiator port and the target port (Nexus).
 //
 // Locking: lock_ guards the task set, the dormant list, the ordering counts, the unit
-// attention table, the task-management waits and the SPC-2 reservation; the persistent
-// reservation state has its own lock inside PrState. Never held across a fabric callback
-// or a backstore submit.
+// attention table and the task-management waits; the reservations (persistent and SPC-2)
+// have their own lock inside PrState, taken before lock_ when both are held. Never held
+// across a fabric callback or a backstore submit.
 #pragma once
 
 #include "scsi/backstore.h"

@@ -1,13 +1,17 @@
 // SPDX-License-Identifier: MIT
-// scsi/pr.cc - reservations (placeholder until the PR implementation lands: no
-// reservation ever exists, and the reservation commands are not offered).
-#include "scsi/pr.h"
+// scsi/pr.cc - a logical unit's reservation state: its lifetime, what resets and lost
+// I_T nexuses do to it, unregistering, and the unit attentions reservation changes raise
+// (the kernel's target_core_pr.c; the commands are in pr_in.cc, pr_out.cc, pr_spc2.cc, the
+// conflict tables in pr_check.cc).
+#include "scsi/pr_internal.h"
+
+#include "scsi/fabric.h"
+
+#include <algorithm>
+#include <cstring>
 
 namespace ulp::scsi
 {
-
-struct PrState {
-};
 
 void PrStateFree::operator()(PrState *s) const
 {
@@ -19,29 +23,77 @@ PrStatePtr pr_state_create()
 	return PrStatePtr(new PrState);
 }
 
-Sense pr_check(Cmd *)
+std::vector<Nexus> pr_nexuses(LogicalUnit &lu, const Registration &r)
 {
-	return Sense::None;
+	std::vector<Nexus> v{r.nexus};
+	if (!r.all_tg_pt)
+		return v;
+	// ALL_TG_PT: the initiator port through every target port. The LU does not know its
+	// target ports, but every I_T nexus that has sent it a command has a unit attention
+	// queue (ua.cc): those are the ones that can have tasks or hear a condition.
+	std::lock_guard g(lu.lock_);
+	for (const auto &[n, q] : lu.ua_)
+		if (r.covers(n) && n != r.nexus)
+			v.push_back(n);
+	return v;
 }
 
-void pr_lun_reset(LogicalUnit &) {}
-void pr_nexus_loss(LogicalUnit &, const Nexus &) {}
+void pr_ua(LogicalUnit &lu, const Registration &r, uint16_t asc_ascq)
+{
+	for (const Nexus &n : pr_nexuses(lu, r))
+		lu.ua_add(n, asc_ascq);
+}
 
-Sense pr_in_parse(Cmd *)
+void pr_unregister(LogicalUnit &lu, PrState &pr, const Registration *r)
 {
-	return Sense::UnsupportedOpcode;
+	const bool held = pr.holds(r);
+	const PrType type = pr.type;
+	auto it = pr.regs.begin() + (r - pr.regs.data());
+	pr.regs.erase(it); // r dangles from here on
+	if (!held)
+		return;
+	if (pr_all_registrants(type)) {
+		// SPC-4 5.13.11.3: an all-registrants reservation lasts while anyone is
+		// registered.
+		if (pr.regs.empty())
+			pr.release();
+		return;
+	}
+	pr.release();
+	// SPC-4 5.13.11.3: a registrants-only reservation released by its holder unregistering
+	// is news to the other registrants (their access changes): RESERVATIONS RELEASED.
+	if (type == PrType::WriteExclusiveRegOnly || type == PrType::ExclusiveAccessRegOnly)
+		for (const Registration &o : pr.regs)
+			pr_ua(lu, o, UA_RESERVATIONS_RELEASED);
 }
-Sense pr_out_parse(Cmd *)
+
+ProtoId pr_proto_of(const Session &s)
 {
-	return Sense::UnsupportedOpcode;
+	// iSER carries iSCSI (RFC 7145), and names initiator ports as iSCSI does; the loopback
+	// fabric's tests use iSCSI names too.
+	return std::strcmp(s.fabric().name(), "srpt") == 0 ? ProtoId::Srp : ProtoId::Iscsi;
 }
-Sense reserve_parse(Cmd *)
+
+// SAM-5 6.3.3 / SPC-2 5.5.1: a LOGICAL UNIT RESET releases an SPC-2 reservation. Persistent
+// reservations and registrations are unaffected (SPC-4 5.13.2).
+void pr_lun_reset(LogicalUnit &lu)
 {
-	return Sense::UnsupportedOpcode;
+	PrState &pr = pr_of(lu);
+	std::lock_guard g(pr.lock);
+	pr.spc2.reset();
+	pr.sync();
 }
-Sense release_parse(Cmd *)
+
+// SPC-2 5.5.1: an I_T nexus loss releases the SPC-2 reservation that nexus held. Persistent
+// reservations survive it (SPC-4 5.13.2).
+void pr_nexus_loss(LogicalUnit &lu, const Nexus &n)
 {
-	return Sense::UnsupportedOpcode;
+	PrState &pr = pr_of(lu);
+	std::lock_guard g(pr.lock);
+	if (pr.spc2 && *pr.spc2 == n) {
+		pr.spc2.reset();
+		pr.sync();
+	}
 }
 
 } // namespace ulp::scsi

@@ -6,7 +6,15 @@
 // The core asks pr_check() before it executes any command on a reserved LU, and tells pr.cc
 // about resets and lost nexuses; spc_parse hands the four reservation commands to the
 // parse functions here. Registrations and the reservation belong to I_T nexuses (Nexus:
-// initiator port + relative target port id).
+// initiator port + relative target port id); a registration made with ALL_TG_PT belongs to
+// the initiator port through every target port.
+//
+// Offered (PERSISTENT RESERVE IN REPORT CAPABILITIES says so): every service action of
+// SPC-4 but REPLACE LOST RESERVATION, every reservation type, ALL_TG_PT, REGISTER AND MOVE
+// to the target port the command came through, the SPC-4 5.13.3 exceptions for RESERVE and
+// RELEASE (CRH). Refused: SPEC_I_PT and APTPL 1 (nothing here persists through power
+// loss). The files: pr.cc (state, resets), pr_check.cc (conflict tables), pr_in.cc,
+// pr_out.cc, pr_spc2.cc (the commands), pr_transport_id.cc; pr_internal.h is what they share.
 #pragma once
 
 #include "scsi/cmd.h"
@@ -17,13 +25,17 @@
 namespace ulp::scsi
 {
 
-// The LU's reservation state (opaque outside pr.cc; owned by LogicalUnit::pr_, freed
-// through PrStateFree, lu.h).
+// The LU's reservation state (opaque outside the pr*.cc files, which share pr_internal.h;
+// owned by LogicalUnit::pr_, freed through PrStateFree, lu.h).
 PrStatePtr pr_state_create();
 
 // SPC-4 5.13.1 (table "SPC commands that are allowed in the presence of various
-// reservations") and SPC-2 7.21: Sense::ReservationConflict when cmd (already parsed: its
-// opcode and flags are known) may not run on its LU for its nexus; Sense::None otherwise.
+// reservations"), SBC-3's table for block commands, and SPC-2 annex B:
+// Sense::ReservationConflict when cmd (already parsed: its opcode and CDB are known) may not
+// run on its LU for its nexus; Sense::None otherwise. Decided by the CDB alone (operation
+// code, service action, the fields the tables single out), so it holds for commands of any
+// family. PERSISTENT RESERVE OUT passes here: its service actions are judged where they run.
+// Lock-free when the LU is not reserved.
 Sense pr_check(Cmd *cmd);
 
 // LOGICAL UNIT RESET: an SPC-2 reservation is released; persistent ones survive.

@@ -30,6 +30,7 @@ constexpr SenseInfo kSense[] = {
     {"SAVING PARAMETERS NOT SUPPORTED", SenseKey::IllegalRequest, 0x3900},
     {"PARAMETER VALUE INVALID", SenseKey::IllegalRequest, 0x2602},
     {"INSUFFICIENT REGISTRATION RESOURCES", SenseKey::IllegalRequest, 0x5504},
+    {"INVALID RELEASE OF PERSISTENT RESERVATION", SenseKey::IllegalRequest, 0x2604},
     {"WRITE PROTECTED", SenseKey::DataProtect, 0x2700},
     {"UNRECOVERED READ ERROR", SenseKey::MediumError, 0x1100},
     {"WRITE ERROR", SenseKey::MediumError, 0x0c00},

@@ -41,6 +41,7 @@ enum class Sense : uint8_t {
 	SavingParamsUnsupported, // ILLEGAL REQUEST, 39/00 SAVING PARAMETERS NOT SUPPORTED
 	ParamValueInvalid,       // ILLEGAL REQUEST, 26/02 PARAMETER VALUE INVALID
 	InsufficientRegResources, // ILLEGAL REQUEST, 55/04 INSUFFICIENT REGISTRATION RESOURCES
+	InvalidReleaseOfPr,       // ILLEGAL REQUEST, 26/04 (PR OUT RELEASE of another type)
 	WriteProtected,           // DATA PROTECT, 27/00 WRITE PROTECTED
 	ReadError,                // MEDIUM ERROR, 11/00 UNRECOVERED READ ERROR
 	WriteError,               // MEDIUM ERROR, 0C/00 WRITE ERROR

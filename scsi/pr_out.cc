@@ -1,0 +1,511 @@
+// SPDX-License-Identifier: MIT
+// scsi/pr_out.cc - PERSISTENT RESERVE OUT (SPC-4 6.17, 5.13.7 to 5.13.11): registering,
+// reserving, releasing, clearing, preempting (and aborting), and moving a reservation (the
+// kernel's core_scsi3_emulate_pr_out).
+//
+// Parsing checks the CDB; the execute function reads the parameter list, applies the
+// service action to the LU's reservation state under its lock (queueing the unit attentions
+// SPC-4 5.13.11 requires as it goes), and completes. PREEMPT AND ABORT then aborts the
+// preempted I_T nexuses' tasks through the task management machinery (abort_nexus_tasks)
+// and completes only when they have all ended, from the completion of the last one: no
+// thread waits.
+//
+// What we offer (REPORT CAPABILITIES, pr_in.cc): ALL_TG_PT (one registration standing for
+// the initiator port through every target port), every reservation type, REGISTER AND MOVE
+// to a target port we can name (the one the command came through). Refused as SPC-4
+// allows: SPEC_I_PT (SIP_C 0) and APTPL 1 (PTPL_C 0: nothing here survives a restart),
+// with INVALID FIELD IN PARAMETER LIST; REPLACE LOST RESERVATION (RLR_C 0) with INVALID
+// FIELD IN CDB.
+#include "scsi/pr_internal.h"
+
+#include <algorithm>
+#include <memory>
+#include <new>
+
+namespace ulp::scsi
+{
+
+namespace
+{
+
+// SPC-4 6.17.3 table 170: the basic parameter list is 24 bytes. Only SPEC_I_PT (which we
+// refuse) and REGISTER AND MOVE make it longer; a REGISTER AND MOVE list is at most 24 bytes
+// and one TransportID (pr_transport_id.cc: 248 bytes at most). Longer lists are refused at
+// once, without fetching them.
+constexpr uint32_t kBasicLen = 24;
+constexpr uint32_t kMaxParamLen = 4096;
+
+// The basic parameter list (SPC-4 6.17.3 table 170).
+struct BasicParams {
+	uint64_t key = 0;    // RESERVATION KEY
+	uint64_t sa_key = 0; // SERVICE ACTION RESERVATION KEY
+	bool spec_i_pt = false;
+	bool all_tg_pt = false;
+	bool aptpl = false;
+};
+
+// The REGISTER AND MOVE parameter list (SPC-4 6.17.4 table 172).
+struct MoveParams {
+	uint64_t key = 0;
+	uint64_t sa_key = 0;
+	bool unreg = false;
+	bool aptpl = false;
+	Nexus dest; // TransportID + RELATIVE TARGET PORT IDENTIFIER
+	ProtoId dest_proto = ProtoId::Iscsi;
+};
+
+// What applying a service action leaves to do once the reservation lock is dropped.
+struct Outcome {
+	Sense sense = Sense::None;
+	std::vector<Nexus> abort; // PREEMPT AND ABORT: the preempted I_T nexuses
+};
+
+// The state PREEMPT AND ABORT keeps while the preempted tasks end (Cmd::scratch).
+struct PreemptAbort {
+	Tmr tmr;
+	std::vector<Nexus> which;
+};
+
+PrOutSa sa_of(const Cmd *cmd)
+{
+	return PrOutSa(cmd->cdb[1] & 0x1f);
+}
+PrType type_of(const Cmd *cmd)
+{
+	return PrType(cmd->cdb[2] & 0x0f);
+}
+
+// ---- Registering (SPC-4 5.13.7, table 62 and 63) --------------------------------------
+
+Outcome do_register(LogicalUnit &lu, PrState &pr, const Cmd *cmd, const BasicParams &p,
+                    bool ignore_key)
+{
+	const Nexus &n = cmd->sess->nexus();
+	Registration *r = pr.find(n);
+	if (!r) {
+		// An unregistered I_T nexus: REGISTER needs a zero RESERVATION KEY.
+		if (!ignore_key && p.key != 0)
+			return {Sense::ReservationConflict, {}};
+		if (p.sa_key != 0) {
+			// With ALL_TG_PT, the new registration would stand for the initiator port
+			// through every target port, and so take over any that port already has
+			// elsewhere: SPC-4 leaves that undefined; we refuse it, as it does for
+			// SPEC_I_PT.
+			if (p.all_tg_pt)
+				for (const Registration &o : pr.regs)
+					if (o.nexus.initiator_port == n.initiator_port)
+						return {Sense::ReservationConflict, {}};
+			Registration nr;
+			nr.id = pr.next_id++;
+			nr.nexus = n;
+			nr.key = p.sa_key;
+			nr.all_tg_pt = p.all_tg_pt;
+			nr.proto = pr_proto_of(*cmd->sess);
+			pr.regs.push_back(std::move(nr));
+		}
+		// A zero SERVICE ACTION RESERVATION KEY from an unregistered I_T nexus: "do
+		// nothing except return GOOD" (table 62), PRgeneration included.
+		if (p.sa_key != 0)
+			pr.generation++;
+		return {};
+	}
+	// A registered I_T nexus: REGISTER must name its key (REGISTER AND IGNORE EXISTING KEY
+	// need not); a zero new key unregisters it, any other replaces the old one (a
+	// reservation it holds stays held, now under the new key).
+	if (!ignore_key && p.key != r->key)
+		return {Sense::ReservationConflict, {}};
+	if (p.sa_key == 0)
+		pr_unregister(lu, pr, r);
+	else
+		r->key = p.sa_key;
+	pr.generation++;
+	return {};
+}
+
+// ---- Reserving (SPC-4 5.13.9) -----------------------------------------------------------
+
+Outcome do_reserve(PrState &pr, const Registration *r, PrType type)
+{
+	if (pr.type == PrType::None) {
+		pr.type = type;
+		pr.holder = r->id; // for the AR types unused: every registrant holds it
+		pr.sync();
+		return {};
+	}
+	// Only the holder may reserve again, and only the same type (which changes nothing);
+	// anything else conflicts with the existing reservation.
+	if (pr.holds(r) && pr.type == type)
+		return {};
+	return {Sense::ReservationConflict, {}};
+}
+
+// ---- Releasing (SPC-4 5.13.11.2.2) -------------------------------------------------------
+
+Outcome do_release(LogicalUnit &lu, PrState &pr, const Registration *r, PrType type)
+{
+	// Not reserved, or reserved by someone else: nothing to release, and not an error.
+	if (!pr.holds(r))
+		return {};
+	if (type != pr.type)
+		return {Sense::InvalidReleaseOfPr, {}};
+	const PrType old = pr.type;
+	pr.release();
+	// The registrants' access changes with an RO or AR reservation gone (with WE and EA
+	// only the holder's did): they hear RESERVATIONS RELEASED.
+	if (pr_registrants_share(old))
+		for (const Registration &o : pr.regs)
+			if (o.id != r->id)
+				pr_ua(lu, o, UA_RESERVATIONS_RELEASED);
+	return {};
+}
+
+// ---- Clearing (SPC-4 5.13.11.2.6) -------------------------------------------------------
+
+Outcome do_clear(LogicalUnit &lu, PrState &pr, const Registration *r)
+{
+	// Every other registrant loses its registration and any reservation: RESERVATIONS
+	// PREEMPTED.
+	for (const Registration &o : pr.regs)
+		if (o.id != r->id)
+			pr_ua(lu, o, UA_RESERVATIONS_PREEMPTED);
+	pr.regs.clear();
+	pr.release();
+	pr.generation++;
+	return {};
+}
+
+// ---- Preempting (SPC-4 5.13.11.2.4, 5.13.11.2.5) ----------------------------------------
+
+// Remove the registrations pred selects, tell each removed one but the issuer's REGISTRATIONS
+// PREEMPTED, and note their I_T nexuses in out->abort (the issuer's not: see exec_pr_out).
+template <typename Pred>
+void remove_registrations(LogicalUnit &lu, PrState &pr, const Registration *issuer, Pred pred,
+                          Outcome *out)
+{
+	const uint64_t issuer_id = issuer->id;
+	for (auto it = pr.regs.begin(); it != pr.regs.end();) {
+		if (!pred(*it)) {
+			++it;
+			continue;
+		}
+		if (it->id != issuer_id) {
+			pr_ua(lu, *it, UA_REGISTRATIONS_PREEMPTED);
+			for (const Nexus &n : pr_nexuses(lu, *it))
+				out->abort.push_back(n);
+		}
+		it = pr.regs.erase(it);
+	}
+}
+
+Outcome do_preempt(LogicalUnit &lu, PrState &pr, const Registration *r, PrType type,
+                   uint64_t sa_key)
+{
+	Outcome out;
+	const uint64_t issuer_id = r->id;
+	const auto with_key = [&](const Registration &o) { return o.key == sa_key; };
+	const bool preempts_holder =
+	    pr.type != PrType::None &&
+	    (pr_all_registrants(pr.type) ? sa_key == 0
+	                                 : pr.holder_reg() && pr.holder_reg()->key == sa_key);
+
+	if (!preempts_holder) {
+		// SPC-4 5.13.11.2.4.2 (no reservation, or one SARK does not hold; for the AR
+		// types, SARK not zero): remove the registrations with SARK, the issuer's
+		// included; the reservation, if any, stays (unless its holders are all gone).
+		// A zero SARK names nobody.
+		if (sa_key == 0)
+			return {Sense::InvalidParamListField, {}};
+		if (std::none_of(pr.regs.begin(), pr.regs.end(), with_key))
+			return {Sense::ReservationConflict, {}};
+		remove_registrations(lu, pr, r, with_key, &out);
+		if (pr_all_registrants(pr.type) && pr.regs.empty())
+			pr.release();
+		pr.generation++;
+		return out;
+	}
+
+	// SPC-4 5.13.11.2.4.3: SARK names the holder (for the AR types: zero, every
+	// registrant). Release the reservation, remove every registration SARK names (for the
+	// AR types: every registration) but the issuer's, and reserve for the issuer with the
+	// CDB's type.
+	const PrType old = pr.type;
+	const auto preempted = [&](const Registration &o) {
+		return o.id != issuer_id && (pr_all_registrants(old) || o.key == sa_key);
+	};
+	remove_registrations(lu, pr, r, preempted, &out); // r may dangle from here on
+	pr.type = type;
+	pr.holder = issuer_id;
+	pr.sync();
+	// A changed reservation changes every remaining registrant's access: RESERVATIONS
+	// RELEASED to those that kept their registration.
+	if (type != old)
+		for (const Registration &o : pr.regs)
+			if (o.id != issuer_id)
+				pr_ua(lu, o, UA_RESERVATIONS_RELEASED);
+	pr.generation++;
+	return out;
+}
+
+// ---- Moving (SPC-4 5.13.8) ----------------------------------------------------------------
+
+Outcome do_register_and_move(LogicalUnit &lu, PrState &pr, const Cmd *cmd, Registration *r,
+                             const MoveParams &p)
+{
+	// Only the holder of a reservation that one I_T nexus holds can move it.
+	if (!pr.holds(r) || pr_all_registrants(pr.type))
+		return {Sense::ReservationConflict, {}};
+	if (p.sa_key == 0)
+		return {Sense::InvalidParamListField, {}};
+	// The destination must be another I_T nexus, through a target port we know (the LU
+	// does not know its other ports, so that is the one the command came through), named
+	// in that port's protocol.
+	if (p.dest.rtpi != cmd->sess->nexus().rtpi || r->covers(p.dest) ||
+	    p.dest_proto != pr_proto_of(*cmd->sess))
+		return {Sense::InvalidParamListField, {}};
+	Registration *d = pr.find(p.dest);
+	uint64_t dest_id;
+	if (d) {
+		dest_id = d->id; // already registered: its key stays
+	} else {
+		Registration nr;
+		nr.id = dest_id = pr.next_id++;
+		nr.nexus = p.dest;
+		nr.key = p.sa_key;
+		nr.proto = p.dest_proto;
+		pr.regs.push_back(std::move(nr));
+		r = pr.find(cmd->sess->nexus()); // push_back may have moved it
+	}
+	pr.holder = dest_id; // same type and scope
+	if (p.unreg)
+		pr_unregister(lu, pr, r); // no longer the holder: releases nothing
+	pr.generation++;
+	return {};
+}
+
+// ---- Execution ----------------------------------------------------------------------------
+
+// PREEMPT AND ABORT's aborted tasks have all ended: the command completes.
+void preempt_abort_done(Tmr *tmr)
+{
+	complete_good(static_cast<Cmd *>(tmr->fabric_priv));
+}
+
+void free_preempt_abort(void *p)
+{
+	delete static_cast<PreemptAbort *>(p);
+}
+
+Sense read_basic(Cmd *cmd, BasicParams *p)
+{
+	uint8_t b[kBasicLen];
+	if (sgl_copy_out(cmd, 0, b, sizeof(b)) != sizeof(b))
+		return Sense::ParamListLengthError;
+	p->key = get_be64(b);
+	p->sa_key = get_be64(b + 8);
+	p->spec_i_pt = b[20] & 0x08;
+	p->all_tg_pt = b[20] & 0x04;
+	p->aptpl = b[20] & 0x01;
+	// SPC-4 6.17.3: SIP_C 0, so SPEC_I_PT 1 is an invalid field for every service action;
+	// without it the list is exactly 24 bytes.
+	if (p->spec_i_pt)
+		return Sense::InvalidParamListField;
+	if (cmd->xfer_len != kBasicLen)
+		return Sense::ParamListLengthError;
+	// APTPL and ALL_TG_PT count for the registering service actions only (ignored for the
+	// others). PTPL_C 0: APTPL 1 is refused.
+	const PrOutSa sa = sa_of(cmd);
+	const bool registering = sa == PrOutSa::Register || sa == PrOutSa::RegisterAndIgnore;
+	if (!registering)
+		p->all_tg_pt = false;
+	if (registering && p->aptpl)
+		return Sense::InvalidParamListField;
+	return Sense::None;
+}
+
+Sense read_move(Cmd *cmd, MoveParams *p)
+{
+	std::vector<uint8_t> b(cmd->xfer_len);
+	if (sgl_copy_out(cmd, 0, b.data(), b.size()) != b.size())
+		return Sense::ParamListLengthError;
+	p->key = get_be64(&b[0]);
+	p->sa_key = get_be64(&b[8]);
+	p->unreg = b[17] & 0x02;
+	p->aptpl = b[17] & 0x01;
+	p->dest.rtpi = get_be16(&b[18]);
+	const uint32_t tid_len = get_be32(&b[20]);
+	// SPC-4 6.17.4: the TransportID must fit the parameter list, and be one TransportID.
+	if (tid_len > b.size() - kBasicLen)
+		return Sense::ParamListLengthError;
+	if (p->aptpl)
+		return Sense::InvalidParamListField; // PTPL_C 0
+	std::span<const uint8_t> tid(&b[kBasicLen], tid_len);
+	const size_t used = transport_id_parse(tid, &p->dest_proto, &p->dest.initiator_port);
+	if (used == 0 || used > tid_len)
+		return Sense::InvalidParamListField;
+	return Sense::None;
+}
+
+// Apply service action sa to the reservation state, for cmd's I_T nexus. Under pr.lock.
+Outcome apply(LogicalUnit &lu, PrState &pr, const Cmd *cmd, const BasicParams &p,
+              const MoveParams &mp)
+{
+	const PrOutSa sa = sa_of(cmd);
+	if (sa == PrOutSa::Register || sa == PrOutSa::RegisterAndIgnore)
+		return do_register(lu, pr, cmd, p, sa == PrOutSa::RegisterAndIgnore);
+	// SPC-4 5.13.7 table 67, 5.13.8 to 5.13.11: every other service action is for
+	// registered I_T nexuses, with their key (RESERVATION CONFLICT otherwise).
+	Registration *r = pr.find(cmd->sess->nexus());
+	const uint64_t key = sa == PrOutSa::RegisterAndMove ? mp.key : p.key;
+	if (!r || r->key != key)
+		return {Sense::ReservationConflict, {}};
+	switch (sa) {
+	case PrOutSa::Reserve:
+		return do_reserve(pr, r, type_of(cmd));
+	case PrOutSa::Release:
+		return do_release(lu, pr, r, type_of(cmd));
+	case PrOutSa::Clear:
+		return do_clear(lu, pr, r);
+	case PrOutSa::Preempt:
+	case PrOutSa::PreemptAndAbort:
+		return do_preempt(lu, pr, r, type_of(cmd), p.sa_key);
+	case PrOutSa::RegisterAndMove:
+		return do_register_and_move(lu, pr, cmd, r, mp);
+	default:
+		return {Sense::InvalidCdbField, {}}; // parsing lets nothing else through
+	}
+}
+
+bool aborted(LogicalUnit &lu, const Cmd *cmd)
+{
+	std::lock_guard g(lu.lock_);
+	return cmd->aborted;
+}
+
+void exec_pr_out(Cmd *cmd);
+
+// A PREEMPT AND ABORT has marked the tasks it aborts: run the PERSISTENT RESERVE OUT
+// commands that arrived meanwhile (see exec_pr_out), unless another one is marking still.
+void scan_done(LogicalUnit &lu)
+{
+	PrState &pr = pr_of(lu);
+	std::vector<Cmd *> run;
+	{
+		std::lock_guard g(pr.lock);
+		if (--pr.scanning > 0)
+			return;
+		run.swap(pr.deferred);
+	}
+	for (Cmd *c : run)
+		exec_pr_out(c);
+}
+
+void exec_pr_out(Cmd *cmd)
+{
+	LogicalUnit &lu = *cmd->lu;
+	PrState &pr = pr_of(lu);
+	const PrOutSa sa = sa_of(cmd);
+	BasicParams p;
+	MoveParams mp;
+	Sense s = sa == PrOutSa::RegisterAndMove ? read_move(cmd, &mp) : read_basic(cmd, &p);
+	if (s != Sense::None) {
+		complete_sense(cmd, s);
+		return;
+	}
+	// PREEMPT AND ABORT's state, allocated before anything changes.
+	std::unique_ptr<PreemptAbort> pa;
+	if (sa == PrOutSa::PreemptAndAbort) {
+		pa.reset(new (std::nothrow) PreemptAbort);
+		if (!pa) {
+			complete_sense(cmd, Sense::InsufficientResources);
+			return;
+		}
+	}
+
+	Outcome out;
+	{
+		std::lock_guard g(pr.lock);
+		// Between a PREEMPT AND ABORT's change and the end of its marking the preempted
+		// tasks (abort_nexus_tasks, outside this lock), no other PERSISTENT RESERVE OUT
+		// changes anything: it waits in pr.deferred and runs when the marking is done.
+		// Together with the check below this makes a preempted nexus's PERSISTENT RESERVE
+		// OUT in flight never take effect after the preemption (it is one of the aborted
+		// tasks), and so no PREEMPT AND ABORT can end up waiting for one that waits for
+		// it in turn.
+		if (pr.scanning > 0) {
+			pr.deferred.push_back(cmd);
+			return;
+		}
+		// An aborted command (a task management function, a PREEMPT AND ABORT) changes
+		// nothing; its status goes nowhere (or is TASK ABORTED).
+		if (aborted(lu, cmd))
+			out.sense = Sense::ReservationConflict;
+		else
+			out = apply(lu, pr, cmd, p, mp);
+		if (out.sense == Sense::None && pa && !out.abort.empty())
+			pr.scanning++;
+	}
+	if (out.sense != Sense::None) {
+		complete_sense(cmd, out.sense);
+		return;
+	}
+	if (!pa || out.abort.empty()) {
+		complete_good(cmd);
+		return;
+	}
+	// SPC-4 5.13.11.2.5: the preempted I_T nexuses' tasks are aborted (TASK ABORTED for
+	// them where TAS is set, as for CLEAR TASK SET from another nexus), this command
+	// excepted, and it completes once they have all ended. The issuer's own other tasks are
+	// left alone even when SARK named it (as the kernel does): nothing would answer them.
+	std::sort(out.abort.begin(), out.abort.end());
+	out.abort.erase(std::unique(out.abort.begin(), out.abort.end()), out.abort.end());
+	PreemptAbort *x = pa.release();
+	x->which = std::move(out.abort);
+	x->tmr.sess = cmd->sess;
+	x->tmr.lun = cmd->lun;
+	x->tmr.tag = cmd->tag;
+	x->tmr.fabric_priv = cmd;
+	x->tmr.core_done = preempt_abort_done;
+	cmd->scratch = x;
+	cmd->scratch_free = free_preempt_abort;
+	// From here cmd may complete (and x go) at any moment, on any thread; the marking is
+	// done when abort_nexus_tasks returns.
+	abort_nexus_tasks(lu, &x->tmr, x->which, cmd);
+	scan_done(lu);
+}
+
+} // namespace
+
+Sense pr_out_parse(Cmd *cmd)
+{
+	const uint8_t *c = cmd->cdb;
+	const PrOutSa sa = sa_of(cmd);
+	// SPC-4 6.17.2: 08h (REPLACE LOST RESERVATION, SPC-5) is not offered, 09h..1Fh are
+	// reserved.
+	if (uint8_t(sa) > uint8_t(PrOutSa::RegisterAndMove))
+		return Sense::InvalidCdbField;
+	// SPC-4 6.17.2: SCOPE and TYPE count for RESERVE, RELEASE, PREEMPT and PREEMPT AND
+	// ABORT (and are ignored otherwise): LU_SCOPE is the only scope, and the type must be
+	// one of table 169.
+	switch (sa) {
+	case PrOutSa::Reserve:
+	case PrOutSa::Release:
+	case PrOutSa::Preempt:
+	case PrOutSa::PreemptAndAbort:
+		if ((c[2] >> 4) != kPrScopeLu || !pr_type_valid(c[2] & 0x0f))
+			return Sense::InvalidCdbField;
+		break;
+	default:
+		break;
+	}
+	// SPC-4 6.17.1: the parameter list is at least the 24 bytes of table 170 (the core
+	// fetches what the CDB announces; exec checks the exact length against the flags).
+	const uint32_t len = get_be32(c + 5);
+	if (len < kBasicLen || len > kMaxParamLen)
+		return Sense::ParamListLengthError;
+	cmd->cdb_xfer = len;
+	cmd->cdb_dir = DataDir::Write;
+	cmd->execute = exec_pr_out;
+	return Sense::None;
+}
+
+} // namespace ulp::scsi
