@@ -47,6 +47,7 @@ enum : uint8_t {
 	OP_WRITE_10 = 0x2a,
 	OP_WRITE_VERIFY_10 = 0x2e,
 	OP_VERIFY_10 = 0x2f,
+	OP_PRE_FETCH_10 = 0x34, // SBC-3 5.9: GOOD, nothing of ours to load (range checked)
 	OP_SYNCHRONIZE_CACHE_10 = 0x35,
 	OP_WRITE_BUFFER = 0x3b,
 	OP_READ_BUFFER = 0x3c,
@@ -64,6 +65,7 @@ enum : uint8_t {
 	OP_WRITE_16 = 0x8a,
 	OP_WRITE_VERIFY_16 = 0x8e,
 	OP_VERIFY_16 = 0x8f,
+	OP_PRE_FETCH_16 = 0x90,
 	OP_SYNCHRONIZE_CACHE_16 = 0x91,
 	OP_WRITE_SAME_16 = 0x93,
 	OP_SERVICE_ACTION_IN_16 = 0x9e, // READ CAPACITY 16 (0x10), GET LBA STATUS (0x12)

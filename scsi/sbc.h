@@ -43,12 +43,4 @@ inline constexpr bool kSbcAncSup = false;
 // target reports the same for its file and ramdisk backends).
 inline constexpr uint8_t kSbcLbppbExponent = 0;
 
-// PRE-FETCH (10) and (16), SBC-3 5.9 and 5.10: answered (GOOD: there is no cache of ours
-// to load), with the range checked. Not in core_internal.h's opcode list; REPORT
-// SUPPORTED OPERATION CODES should list them.
-enum : uint8_t {
-	OP_PRE_FETCH_10 = 0x34,
-	OP_PRE_FETCH_16 = 0x90,
-};
-
 } // namespace ulp::scsi

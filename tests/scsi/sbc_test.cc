@@ -8,6 +8,7 @@
 // The expectations follow SBC-3 and libiscsi's conformance suite (iscsi-test-cu, SCSI
 // family); the test names of the latter are quoted where a case mirrors one.
 #include "scsi/core.h"
+#include "scsi/core_internal.h"
 #include "scsi/sbc.h"
 #include "scsi_test_util.h"
 

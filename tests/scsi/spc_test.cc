@@ -1134,36 +1134,7 @@ TEST(SpcRsoc, UnsupportedCommandsAndBadCdbs)
 // The table against the parsers: every opcode (and service action) the core answers with
 // anything but INVALID COMMAND OPERATION CODE is in the table, and every row is answered
 // with something else. A zeroed CDB is enough for that: a known command refuses it for a
-// field, an unknown one for its opcode. The families built in other branches (verify,
-// write same, unmap, compare and write, GET LBA STATUS, reservations) may still answer
-// INVALID COMMAND OPERATION CODE here until they are merged.
-bool owned_elsewhere(uint8_t op, uint16_t sa)
-{
-	switch (op) {
-	case OP_VERIFY_10:
-	case OP_VERIFY_12:
-	case OP_VERIFY_16:
-	case OP_WRITE_VERIFY_10:
-	case OP_WRITE_VERIFY_12:
-	case OP_WRITE_VERIFY_16:
-	case OP_WRITE_SAME_10:
-	case OP_WRITE_SAME_16:
-	case OP_UNMAP:
-	case OP_COMPARE_AND_WRITE:
-	case OP_PERSISTENT_RESERVE_IN:
-	case OP_PERSISTENT_RESERVE_OUT:
-	case OP_RESERVE_6:
-	case OP_RESERVE_10:
-	case OP_RELEASE_6:
-	case OP_RELEASE_10:
-		return true;
-	case OP_SERVICE_ACTION_IN_16:
-		return sa == SAI_GET_LBA_STATUS;
-	default:
-		return false;
-	}
-}
-
+// field, an unknown one for its opcode.
 LoopResult zero_cdb(Target &t, Session *s, uint8_t op, uint8_t sa)
 {
 	std::vector<uint8_t> c(16, 0);
@@ -1194,8 +1165,7 @@ TEST(SpcRsoc, TableMatchesTheParsers)
 				ASSERT_TRUE(r.finished);
 				const bool known = opcode_find(uint8_t(op), sa);
 				if (known) {
-					EXPECT_TRUE(!invalid_opcode(r) ||
-					            owned_elsewhere(uint8_t(op), sa))
+					EXPECT_TRUE(!invalid_opcode(r))
 					    << std::hex << op << "/" << int(sa)
 					    << " is in the table";
 				} else {
@@ -1211,8 +1181,7 @@ TEST(SpcRsoc, TableMatchesTheParsers)
 		auto r = zero_cdb(t, s, uint8_t(op), 0);
 		ASSERT_TRUE(r.finished);
 		if (opcode_find(uint8_t(op), 0)) {
-			EXPECT_TRUE(!invalid_opcode(r) || owned_elsewhere(uint8_t(op), 0))
-			    << std::hex << op << " is in the table";
+			EXPECT_TRUE(!invalid_opcode(r)) << std::hex << op << " is in the table";
 		} else {
 			EXPECT_TRUE(invalid_opcode(r)) << std::hex << op << " is not in the table";
 		}
