@@ -329,9 +329,32 @@ void Conn::fill_sn(uint8_t *bhs, bool advance_statsn)
 	put_be32(bhs + 32, max_cmdsn());
 }
 
+namespace
+{
+
+// One line describing a PDU header (trace): opcode, flags byte, ITT, and the fields at
+// 20..47 that most PDUs use for TTT / CmdSN / StatSN / DataSN / offsets.
+std::string describe(const char *dir, std::span<const uint8_t> b, size_t dlen)
+{
+	char s[200];
+	std::snprintf(s, sizeof(s),
+	              "%s op %02x fl %02x itt %08x w20 %08x w24 %08x w28 %08x w32 %08x w36 %08x "
+	              "w40 %08x w44 %08x dlen %zu",
+	              dir, b[0] & 0x3f, b[1], get_be32(b.data() + 16), get_be32(b.data() + 20),
+	              get_be32(b.data() + 24), get_be32(b.data() + 28), get_be32(b.data() + 32),
+	              get_be32(b.data() + 36), get_be32(b.data() + 40), get_be32(b.data() + 44),
+	              dlen);
+	return s;
+}
+
+} // namespace
+
 void Conn::on_ffp_pdu(const Pdu &pdu, PduError err)
 {
 	const uint8_t op = pdu.bhs[0] & 0x3f;
+	if (target_.cfg().trace)
+		target_.log(peer_ + " " + describe("<-", pdu.bhs, pdu.data.size()) +
+		            (err != PduError::None ? std::string(" ") + pdu_error_name(err) : ""));
 	if (err == PduError::DataDigest) {
 		// 7.8: a data digest error is answered with a Reject; at ERL 0 the command it
 		// belonged to cannot be recovered and the initiator will abort it.
@@ -1151,6 +1174,8 @@ OutPdu *Conn::new_pdu()
 
 void Conn::finish_pdu(OutPdu *p, std::span<const uint8_t, kBhsLen> bhs)
 {
+	if (target_.cfg().trace)
+		target_.log(peer_ + " " + describe("->", bhs, p->data.size()));
 	const auto dsl = static_cast<uint32_t>(p->data.size());
 	p->hdr_len = static_cast<uint8_t>(build_header(p->hdr, bhs, {}, dsl, digests_.header));
 	uint32_t crc = kCrc32cInit;

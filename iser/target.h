@@ -73,6 +73,7 @@ struct TargetConfig {
 	std::chrono::milliseconds teardown_timeout{10000}; // close_session's bound
 	// One line per login and logout ("login: iqn.x from 1.2.3.4:5 to iqn.t ...").
 	std::function<void(const std::string &)> log;
+	bool trace = false; // also one line per PDU received and sent (diagnostics)
 };
 
 // Counters (diagnostics, tests).

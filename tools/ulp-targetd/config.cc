@@ -363,6 +363,7 @@ void add_flags(CLI::App &app, Flags &f)
 	app.add_option("--ready-fd", f.ready_fd,
 	               "write the first portal's port and a newline to this fd once listening");
 	app.add_flag("--quiet,-q", f.quiet, "no log lines");
+	app.add_flag("--trace", f.trace, "log every PDU received and sent (diagnostics; slow)");
 }
 
 bool build_config(const Flags &f, Config *c, std::string *why)

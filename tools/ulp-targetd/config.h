@@ -72,6 +72,7 @@ struct Flags {
 	int nop_interval = -1; // seconds
 	int ready_fd = -1;     // write the first portal's port there when up
 	bool quiet = false;
+	bool trace = false; // --trace: log every PDU
 };
 
 void add_flags(CLI::App &app, Flags &f);

@@ -116,6 +116,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	rt.target_cfg.log = log_line;
+	rt.target_cfg.trace = f.trace;
 	iscsi::IscsiTarget target(rt.target_cfg);
 	iscsi::TcpConfig tc;
 	tc.workers = cfg.workers;
