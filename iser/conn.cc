@@ -470,9 +470,18 @@ void Conn::on_scsi_cmd(const Pdu &pdu)
 	// 3.2.2.1: outside the window (or not yet due and not within it): ignore silently.
 	if (!h.immediate && !(sn_le(exp_cmdsn_, h.cmdsn) && sn_le(h.cmdsn, max_cmdsn())))
 		return;
+	// A command we Reject still used its CmdSN: the initiator (libiscsi, Linux) numbers
+	// the next one after it, so ExpCmdSN moves past it as if it had been executed.
+	auto reject = [&](RejectReason r) {
+		if (!h.immediate && h.cmdsn == exp_cmdsn_) {
+			exp_cmdsn_++;
+			deliver_in_order();
+		}
+		send_reject(r, pdu.bhs);
+	};
 	AhsInfo ahs;
 	if (parse_ahs(pdu.ahs, &ahs) != PduError::None) {
-		send_reject(RejectReason::ProtocolError, pdu.bhs);
+		reject(RejectReason::ProtocolError);
 		return;
 	}
 	const SessionParams &sp = sess_->params;
@@ -486,17 +495,16 @@ void Conn::on_scsi_cmd(const Pdu &pdu)
 	if (h.itt == kReservedTag)
 		bad = true;
 	if (bad) {
-		send_reject(h.read && h.write ? RejectReason::CmdNotSupported
-		                              : RejectReason::InvalidPduField,
-		            pdu.bhs);
+		reject(h.read && h.write ? RejectReason::CmdNotSupported
+		                         : RejectReason::InvalidPduField);
 		return;
 	}
 	if (find_cmd(h.itt)) {
-		send_reject(RejectReason::TaskInProgress, pdu.bhs);
+		reject(RejectReason::TaskInProgress);
 		return;
 	}
 	if (h.edtl > target_.cfg().max_io_bytes) {
-		send_reject(RejectReason::InvalidPduField, pdu.bhs);
+		reject(RejectReason::InvalidPduField);
 		return;
 	}
 	IscsiCmd *c = nullptr;
@@ -537,6 +545,7 @@ void Conn::on_scsi_cmd(const Pdu &pdu)
 	c->r2tsn = 0;
 	c->r2ts.clear();
 	c->write_aborted = false;
+	c->data_error = false;
 	c->datasn = 0;
 	c->rsp_held = false;
 	c->rsp_is_data_in = false;
@@ -609,9 +618,9 @@ void Conn::on_data_out(const Pdu &pdu)
 		send_reject(RejectReason::InvalidPduField, pdu.bhs);
 		return;
 	}
-	if (c->write_aborted || c->state == IscsiCmd::State::Released) {
-		// Data still in flight for a command already aborted or answered: drop it, but
-		// keep the unsolicited accounting (a held response waits for its end).
+	if (c->write_aborted || c->data_error || c->state == IscsiCmd::State::Released) {
+		// Data still in flight for a command already aborted, failed or answered: drop
+		// it, but keep the unsolicited accounting (a held response waits for its end).
 		if (h.ttt == kReservedTag && h.final) {
 			c->unsol_done = true;
 			if (c->rsp_held)
@@ -627,7 +636,9 @@ void Conn::on_data_out(const Pdu &pdu)
 		    h.buffer_offset != c->unsol_received ||
 		    len > c->unsol_limit - c->unsol_received) {
 			send_reject(RejectReason::ProtocolError, pdu.bhs);
-			fail("unsolicited Data-Out out of order or beyond FirstBurstLength");
+			if (!c->unsol_done && h.final)
+				c->unsol_done = true;
+			data_error(c);
 			return;
 		}
 		std::memcpy(c->buf.get() + h.buffer_offset, src, len);
@@ -652,7 +663,7 @@ void Conn::on_data_out(const Pdu &pdu)
 	if (r == c->r2ts.end() || h.datasn != r->next_datasn ||
 	    h.buffer_offset != r->offset + r->received || len > r->length - r->received) {
 		send_reject(RejectReason::ProtocolError, pdu.bhs);
-		fail("solicited Data-Out does not match its R2T");
+		data_error(c);
 		return;
 	}
 	std::memcpy(c->buf.get() + h.buffer_offset, src, len);
@@ -663,6 +674,20 @@ void Conn::on_data_out(const Pdu &pdu)
 		c->r2ts.erase(r);
 	send_r2ts(c);
 	maybe_write_done(c);
+}
+
+// A Data-Out that breaks the sequence rules (DataSN, offset, burst: 11.7): at ERL 0 the data
+// cannot be recovered, but the connection can: the PDU was rejected, the rest of the
+// command's data is dropped, and the command ends with a failed transfer (the core answers
+// ABORTED COMMAND, DATA PHASE ERROR) once the initiator's unsolicited data has ended.
+void Conn::data_error(IscsiCmd *c)
+{
+	c->data_error = true;
+	c->r2ts.clear();
+	if (c->wp) {
+		c->wp = false;
+		scsi::write_done(&c->cmd, false);
+	}
 }
 
 void Conn::on_nop_out(const Pdu &pdu)
@@ -934,7 +959,7 @@ void Conn::run_events()
 void Conn::do_write_pending(IscsiCmd *c)
 {
 	c->wp = true;
-	if (state_ == ConnState::Closing) {
+	if (state_ == ConnState::Closing || c->data_error) {
 		// Nothing more will arrive: fail the transfer (the core answers, we drop it).
 		c->wp = false;
 		scsi::write_done(&c->cmd, false);

@@ -107,6 +107,7 @@ struct IscsiCmd {
 	uint32_t r2tsn = 0;             // next R2TSN
 	std::vector<R2tState> r2ts;     // outstanding R2Ts (<= MaxOutstandingR2T)
 	bool write_aborted = false;     // abort_write came: stop soliciting, answered write_done
+	bool data_error = false;        // a Data-Out broke the rules: the rest is dropped (11.7)
 
 	// Data-in and response
 	uint32_t datasn = 0;         // Data-In PDUs and R2Ts sent (ExpDataSN of the response)
@@ -259,6 +260,7 @@ private:
 
 	// Data-out
 	void send_r2ts(IscsiCmd *c);
+	void data_error(IscsiCmd *c);
 	void maybe_write_done(IscsiCmd *c);
 	// Responses
 	void send_data_in(IscsiCmd *c);

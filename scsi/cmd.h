@@ -61,6 +61,9 @@ enum : uint32_t {
 	CMD_DATA_CDB = 1u << 0,      // a block data transfer (READ/WRITE family): lba, nr_blocks
 	CMD_FUA = 1u << 1,           // force unit access: durable before GOOD
 	CMD_WRITES_MEDIUM = 1u << 2, // changes the medium (refused when write protected)
+	CMD_BLOCK_XFER = 1u << 3,    // its data is nr_blocks whole blocks (READ, WRITE, VERIFY
+	                             // with data, WRITE AND VERIFY): a shorter or longer
+	                             // expected length moves the whole blocks both allow
 };
 
 // How a command's execution ends: the core calls this when it runs the command.

@@ -227,7 +227,7 @@ void cmd_finish(Cmd *cmd)
 			f.aborted_task(cmd);
 		}
 	} else if (cmd->status == Status::Good && cmd->cdb_dir == DataDir::Read &&
-	           cmd->xfer_len > 0) {
+	           cmd->dir == DataDir::Read && cmd->xfer_len > 0) {
 		f.queue_data_in(cmd);
 	} else {
 		f.queue_status(cmd);
@@ -264,25 +264,39 @@ void start_exec(Cmd *cmd)
 	cmd->execute(cmd);
 }
 
-// The kernel's target_cmd_size_check: the transport's expected length against the
-// CDB's. A write whose lengths differ is refused (the kernel's choice too: the data
-// the initiator sends would not be the data it meant to write); a read moves what fits
-// and reports the difference as residual (SAM-5 5.4.2).
+// The transport's expected length against the CDB's (the kernel's target_cmd_size_check,
+// and what libiscsi's iSCSIResiduals tests ask of targets). A block transfer moves the
+// whole blocks both lengths allow and reports the difference as residual (SAM-5 5.4.2):
+// a READ sends at most the expected length, a WRITE writes at most what the initiator
+// sends, so nothing is written that the initiator did not mean. Anything else with data
+// must match, and a length that ends inside a block is refused (the data would be torn).
 Sense size_check(Cmd *cmd)
 {
 	if (cmd->cdb_xfer == 0) {
 		cmd->xfer_len = 0;
 		return Sense::None;
 	}
-	if (cmd->data_length > 0 && cmd->dir != DataDir::None && cmd->dir != cmd->cdb_dir)
-		return Sense::InvalidFieldInCommandIu; // a READ sent with the write flag, ...
-	if (cmd->cdb_xfer != cmd->data_length && cmd->cdb_dir == DataDir::Write) {
-		if (cmd->flags & CMD_DATA_CDB)
-			return Sense::InvalidFieldInCommandIu;
-		if (cmd->cdb_xfer > cmd->data_length)
-			return Sense::InvalidCdbField; // a parameter list longer than what comes
+	// A write CDB the transport announced as a read: its data cannot be fetched. (A read
+	// CDB announced as a write runs, and sends no data-in: nobody waits for it. LIO does
+	// the same; libiscsi's Read10Invalid expects GOOD.)
+	if (cmd->cdb_dir == DataDir::Write && cmd->dir == DataDir::Read && cmd->data_length)
+		return Sense::InvalidFieldInCommandIu;
+	const uint32_t x = std::min(cmd->cdb_xfer, cmd->data_length);
+	if (cmd->cdb_xfer != cmd->data_length) {
+		if (cmd->flags & CMD_BLOCK_XFER) {
+			if (cmd->cdb_dir == DataDir::Write && x % cmd->lu->block_size())
+				return Sense::InvalidFieldInCommandIu;
+		} else if (cmd->cdb_dir == DataDir::Write) {
+			if (cmd->flags & CMD_DATA_CDB)
+				return Sense::InvalidFieldInCommandIu;
+			if (cmd->cdb_xfer > cmd->data_length)
+				return Sense::InvalidCdbField; // a parameter list longer than what
+				                               // comes
+		}
 	}
-	cmd->xfer_len = std::min(cmd->cdb_xfer, cmd->data_length);
+	cmd->xfer_len = x;
+	if ((cmd->flags & CMD_BLOCK_XFER) && cmd->cdb_dir == DataDir::Write)
+		cmd->nr_blocks = x / cmd->lu->block_size();
 	return Sense::None;
 }
 
@@ -345,7 +359,16 @@ void submit_held(Cmd *cmd)
 		return;
 	}
 	if (r != Sense::None) {
+		// Refused before moving anything: the residual still compares the two lengths
+		// (SAM-5 5.4.2; libiscsi's iSCSIResiduals check it on CHECK CONDITION too).
 		cmd->xfer_len = 0;
+		if (cmd->cdb_xfer > cmd->data_length) {
+			cmd->resid = Residual::Overflow;
+			cmd->resid_count = cmd->cdb_xfer - cmd->data_length;
+		} else if (cmd->cdb_xfer < cmd->data_length) {
+			cmd->resid = Residual::Underflow;
+			cmd->resid_count = cmd->data_length - cmd->cdb_xfer;
+		}
 		complete_sense(cmd, r);
 		return;
 	}

@@ -64,6 +64,7 @@ void Loopback::prep(LoopReq *req, Session *s, uint64_t lun, std::span<const uint
 		c->cdb_len = 0; // refused by the core as an invalid CDB length
 	c->fabric_priv = req;
 	req->queued = false;
+	req->data_in = false;
 	req->got_aborted_task = false;
 }
 
@@ -99,6 +100,7 @@ void Loopback::abort_write(Cmd *cmd)
 void Loopback::queue_data_in(Cmd *cmd)
 {
 	req_of(cmd)->queued = true;
+	req_of(cmd)->data_in = true;
 	cmd_put(cmd); // the data is in the caller's buffer already: "sent"
 }
 
@@ -135,7 +137,7 @@ void Loopback::pending_done(LoopReq *req)
 	res.resid = c.resid;
 	res.resid_count = c.resid_count;
 	res.xfer_len = c.xfer_len;
-	if (c.cdb_dir == DataDir::Read && c.status == Status::Good && req->queued)
+	if (req->data_in)
 		res.data.assign(p->buf.begin(),
 		                p->buf.begin() + std::min<size_t>(c.xfer_len, p->buf.size()));
 	std::lock_guard g(p->lb->lock_);

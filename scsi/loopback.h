@@ -38,6 +38,7 @@ struct LoopReq {
 	void *ctx = nullptr;               // the caller's
 	bool hold_write = false;           // park in write_pending until release_write
 	bool queued = false;               // a response was handed over (not aborted_task)
+	bool data_in = false;              // ... and it was queue_data_in (data went to buf)
 	bool got_aborted_task = false;     // aborted_task was called
 };
 

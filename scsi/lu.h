@@ -52,7 +52,10 @@ struct LuConfig {
 	uint32_t max_unmap_blocks = 1u << 20; // MAXIMUM UNMAP LBA COUNT (libiscsi's block limits
 	                                      // test takes more than 1Mi blocks for insane)
 	uint32_t max_unmap_descs = 256;       // MAXIMUM UNMAP BLOCK DESCRIPTOR COUNT
-	uint64_t max_write_same_blocks = 1u << 22; // MAXIMUM WRITE SAME LENGTH
+	// MAXIMUM WRITE SAME LENGTH. 65535 as LIO reports: libiscsi's WriteSame16.Unmap writes
+	// as many blocks with one WRITE (16) as this allows (65536 would need a 32 MiB write,
+	// beyond MAXIMUM TRANSFER LENGTH) before it unmaps them.
+	uint64_t max_write_same_blocks = 65535;
 };
 
 // An I_T nexus as persistent state names it: the initiator port (its TransportID text,

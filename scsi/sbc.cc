@@ -122,7 +122,7 @@ Sense set_data_cdb(Cmd *cmd, uint64_t lba, uint32_t blocks, DataDir dir)
 	const uint64_t bytes = uint64_t(blocks) * lu.block_size();
 	if (blocks > lu.cfg().max_xfer_blocks || bytes > UINT32_MAX)
 		return Sense::InvalidCdbField;
-	cmd->flags |= CMD_DATA_CDB;
+	cmd->flags |= CMD_DATA_CDB | CMD_BLOCK_XFER;
 	cmd->lba = lba;
 	cmd->nr_blocks = blocks;
 	cmd->cdb_xfer = static_cast<uint32_t>(bytes);

@@ -190,6 +190,11 @@ Sense sbc_parse_caw(Cmd *cmd)
 	// CompareAndWrite.Simple).
 	if (blocks > kSbcMaxCompareAndWriteBlocks)
 		return Sense::InvalidCdbField;
+	// Zero blocks moves nothing (SBC-3 5.2), so data-out the initiator announced cannot
+	// belong to it: the one-byte field has wrapped (256 blocks) or is wrong. libiscsi's
+	// CompareAndWrite.Simple sends exactly that and expects INVALID FIELD IN CDB.
+	if (blocks == 0 && cmd->data_length != 0)
+		return Sense::InvalidCdbField;
 	if (Sense r = sbc_check_range(lu, lba, blocks); r != Sense::None)
 		return r;
 	cmd->flags |= CMD_WRITES_MEDIUM;

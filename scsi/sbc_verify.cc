@@ -202,8 +202,10 @@ void lba_len(const uint8_t *c, uint64_t *lba, uint32_t *len)
 	}
 }
 
-// A data-out of blocks blocks within MAXIMUM TRANSFER LENGTH (SBC-3 6.6.4).
-Sense set_data_out(Cmd *cmd, uint64_t blocks)
+// A data-out of blocks blocks within MAXIMUM TRANSFER LENGTH (SBC-3 6.6.4); per_block: the
+// data-out is one block per block of the range (not BYTCHK 11b's single block), so a
+// shorter expected length can verify fewer blocks (CMD_BLOCK_XFER).
+Sense set_data_out(Cmd *cmd, uint64_t blocks, bool per_block)
 {
 	LogicalUnit &lu = *cmd->lu;
 	const uint64_t bytes = blocks * lu.block_size();
@@ -212,7 +214,7 @@ Sense set_data_out(Cmd *cmd, uint64_t blocks)
 	cmd->cdb_xfer = static_cast<uint32_t>(bytes);
 	cmd->cdb_dir = DataDir::Write;
 	if (bytes)
-		cmd->flags |= CMD_DATA_CDB; // the transport's length must match it exactly
+		cmd->flags |= CMD_DATA_CDB | (per_block ? uint32_t{CMD_BLOCK_XFER} : 0u);
 	return Sense::None;
 }
 
@@ -243,9 +245,9 @@ Sense sbc_parse_verify(Cmd *cmd)
 	case ByteCheck::Medium:
 		return Sense::None;
 	case ByteCheck::DataOut:
-		return set_data_out(cmd, len);
+		return set_data_out(cmd, len, true);
 	default: // OneBlock
-		return set_data_out(cmd, 1);
+		return set_data_out(cmd, 1, false);
 	}
 }
 
@@ -262,7 +264,7 @@ Sense sbc_parse_write_verify(Cmd *cmd)
 	lba_len(c, &lba, &len);
 	if (Sense r = sbc_check_range(*cmd->lu, lba, len); r != Sense::None)
 		return r;
-	if (Sense r = set_data_out(cmd, len); r != Sense::None)
+	if (Sense r = set_data_out(cmd, len, true); r != Sense::None)
 		return r;
 	cmd->flags |= CMD_WRITES_MEDIUM;
 	cmd->lba = lba;

@@ -136,16 +136,61 @@ TEST(ScsiCore, ReadResidualsAgainstTheExpectedLength)
 	EXPECT_EQ(inq.resid_count, 255u - inq.data.size());
 }
 
-TEST(ScsiCore, WriteWithMismatchedLengthIsRefused)
+// SAM-5 5.4.2 and libiscsi's iSCSIResiduals: a WRITE whose expected length differs from
+// the CDB's writes the whole blocks both allow, no more, and reports the rest.
+TEST(ScsiCore, WriteResidualsWriteOnlyWhatBothAllow)
 {
 	Target t;
 	t.add(0);
 	Session *s = t.login("iqn.init:a");
-	auto r = t.lb.run(s, 0, cdb_rw16(true, 0, 2), DataDir::Write, pattern(512, 3));
-	EXPECT_EQ(r.status, Status::CheckCondition);
-	EXPECT_EQ(r.asc(), 0x0e03);
-	auto r2 = t.lb.run(s, 0, cdb_rw16(false, 0, 2), DataDir::Write, pattern(1024, 3));
-	EXPECT_EQ(r2.status, Status::CheckCondition) << "a READ sent with the write flag";
+	auto a = pattern(1024, 1);
+	ASSERT_EQ(t.lb.run(s, 0, cdb_rw16(true, 0, 2), DataDir::Write, a).status, Status::Good);
+	// Two blocks in the CDB, one sent: the first block is written, overflow of one.
+	auto b = pattern(512, 2);
+	auto o = t.lb.run(s, 0, cdb_rw16(true, 0, 2), DataDir::Write, b);
+	EXPECT_EQ(o.status, Status::Good);
+	EXPECT_EQ(o.resid, Residual::Overflow);
+	EXPECT_EQ(o.resid_count, 512u);
+	auto r = t.lb.run(s, 0, cdb_rw16(false, 0, 2), DataDir::Read, std::vector<uint8_t>(1024));
+	EXPECT_EQ(std::vector<uint8_t>(r.data.begin(), r.data.begin() + 512), b);
+	EXPECT_EQ(std::vector<uint8_t>(r.data.begin() + 512, r.data.end()),
+	          std::vector<uint8_t>(a.begin() + 512, a.end()))
+	    << "the block the initiator did not send was written";
+	// One block in the CDB, two sent: one written, underflow of one.
+	auto c = pattern(1024, 3);
+	auto u = t.lb.run(s, 0, cdb_rw16(true, 0, 1), DataDir::Write, c);
+	EXPECT_EQ(u.status, Status::Good);
+	EXPECT_EQ(u.resid, Residual::Underflow);
+	EXPECT_EQ(u.resid_count, 512u);
+	r = t.lb.run(s, 0, cdb_rw16(false, 0, 2), DataDir::Read, std::vector<uint8_t>(1024));
+	EXPECT_EQ(std::vector<uint8_t>(r.data.begin(), r.data.begin() + 512),
+	          std::vector<uint8_t>(c.begin(), c.begin() + 512));
+	EXPECT_EQ(std::vector<uint8_t>(r.data.begin() + 512, r.data.end()),
+	          std::vector<uint8_t>(a.begin() + 512, a.end()));
+	// Nothing sent: nothing written, GOOD with the whole CDB length as overflow.
+	auto z = t.lb.run(s, 0, cdb_rw16(true, 0, 1), DataDir::Write, {});
+	EXPECT_EQ(z.status, Status::Good);
+	EXPECT_EQ(z.resid, Residual::Overflow);
+	EXPECT_EQ(z.resid_count, 512u);
+	// A length that ends inside a block would tear it: refused.
+	auto p = t.lb.run(s, 0, cdb_rw16(true, 0, 1), DataDir::Write, pattern(200, 4));
+	EXPECT_EQ(p.status, Status::CheckCondition);
+	EXPECT_EQ(p.asc(), 0x0e03);
+}
+
+// A READ announced by the transport as a write runs and answers without data-in (LIO's
+// behaviour; libiscsi Read10Invalid). A WRITE announced as a read cannot get its data.
+TEST(ScsiCore, DirectionMismatch)
+{
+	Target t;
+	t.add(0);
+	Session *s = t.login("iqn.init:a");
+	auto r = t.lb.run(s, 0, cdb_rw16(false, 0, 1), DataDir::Write, pattern(512, 5));
+	EXPECT_EQ(r.status, Status::Good);
+	EXPECT_TRUE(r.data.empty());
+	auto w = t.lb.run(s, 0, cdb_rw16(true, 0, 1), DataDir::Read, std::vector<uint8_t>(512));
+	EXPECT_EQ(w.status, Status::CheckCondition);
+	EXPECT_EQ(w.asc(), 0x0e03);
 }
 
 TEST(ScsiCore, LbaOutOfRange)

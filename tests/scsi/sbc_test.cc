@@ -675,8 +675,14 @@ TEST(SbcVerify, FieldsAndRange)
 		EXPECT_TRUE(is_sense(e.out(cdb_rw(op, 0, 65, 0x02), Bytes(65 * kBs)), 0x2400));
 		EXPECT_TRUE(is_good(e.run(cdb_rw(op, 0, 1000))));
 		EXPECT_TRUE(is_good(e.out(cdb_rw(op, 0, 1000, 0x06), Bytes(kBs))));
-		// The data-out must be what BYTCHK says, exactly.
-		EXPECT_TRUE(is_sense(e.out(cdb_rw(op, 0, 2, 0x02), Bytes(kBs)), 0x0e03));
+		// BYTCHK 01b compares one block per block: a shorter data-out compares fewer
+		// whole blocks (overflow residual); 11b's single block must be exact.
+		auto shorter = e.out(cdb_rw(op, 0, 2, 0x02), Bytes(kBs));
+		EXPECT_TRUE(is_good(shorter));
+		EXPECT_EQ(shorter.resid, Residual::Overflow);
+		EXPECT_EQ(shorter.resid_count, kBs);
+		EXPECT_TRUE(is_sense(e.out(cdb_rw(op, 0, 2, 0x02), Bytes(kBs / 2)), 0x0e03))
+		    << "a length that ends inside a block";
 		EXPECT_TRUE(is_sense(e.out(cdb_rw(op, 0, 2, 0x06), Bytes(2 * kBs)), 0x0e03));
 	}
 	EXPECT_TRUE(is_sense(e.run(cdb_rw(0x8f, ~0ull, 1)), 0x2100));
@@ -726,7 +732,12 @@ TEST(SbcWriteVerify, FieldsErrorsAndProtection)
 			    is_sense(e.out(cdb_rw(op, 0, 1, uint8_t(p << 5)), Bytes(kBs)), 0x2400));
 		EXPECT_TRUE(is_sense(e.out(cdb_rw(op, 0, 1, 0x04), Bytes(kBs)), 0x2400))
 		    << "BYTCHK 10b/11b";
-		EXPECT_TRUE(is_sense(e.out(cdb_rw(op, 0, 2), Bytes(kBs)), 0x0e03));
+		// libiscsi WriteVerify*Residuals: a shorter data-out writes and verifies the
+		// whole blocks it carries.
+		auto shorter = e.out(cdb_rw(op, 0, 2), Bytes(kBs));
+		EXPECT_TRUE(is_good(shorter));
+		EXPECT_EQ(shorter.resid, Residual::Overflow);
+		EXPECT_TRUE(is_sense(e.out(cdb_rw(op, 0, 2), Bytes(100)), 0x0e03));
 	}
 	e.faulty->fail(BsOp::Write, 0, kBs, -EIO);
 	EXPECT_TRUE(is_sense(e.out(cdb_rw(0x2e, 0, 1), Bytes(kBs)), 0x0c00, 0x3));
