@@ -440,6 +440,9 @@ void Conn::free_cmd(IscsiCmd *c)
 {
 	if (c->itt_hook.is_linked())
 		itt_table_->erase(itt_table_->iterator_to(*c));
+	if (c->data)
+		free_buffer(c);
+	c->data = nullptr;
 	if (c->wait_hook.is_linked())
 		waiting_.erase(waiting_.iterator_to(*c));
 	if (!c->immediate)
@@ -529,12 +532,27 @@ void Conn::on_scsi_cmd(const Pdu &pdu)
 	c->read = h.read;
 	c->write = h.write;
 	c->immediate = h.immediate;
-	if (c->buf_cap < h.edtl) {
-		c->buf.reset(new uint8_t[h.edtl]);
-		c->buf_cap = h.edtl;
+	c->local = false;
+	c->xprt = nullptr;
+	if (h.edtl && !alloc_buffer(c, h.edtl)) {
+		// No buffer now: SAM-5 5.3 TASK SET FULL tells the initiator to retry later. The
+		// command used its CmdSN, as a rejected one does.
+		if (!h.immediate && h.cmdsn == exp_cmdsn_) {
+			exp_cmdsn_++;
+			deliver_in_order();
+		}
+		c->data = nullptr;
+		c->local = true;
+		c->state = IscsiCmd::State::Responding;
+		c->cmd.status = scsi::Status::TaskSetFull;
+		c->cmd.sense_len = 0;
+		c->cmd.resid = scsi::Residual::None;
+		c->cmd.resid_count = 0;
+		queue_cmd_pdu(c, build_scsi_rsp(c), true);
+		return;
 	}
 	if (imm)
-		std::memcpy(c->buf.get(), pdu.data.data(), imm);
+		std::memcpy(c->data, pdu.data.data(), imm);
 	c->unsol_received = imm;
 	c->unsol_limit = h.write ? std::min(sp.first_burst_length, h.edtl) : 0;
 	c->unsol_done = h.final;
@@ -563,7 +581,7 @@ void Conn::on_scsi_cmd(const Pdu &pdu)
 	          : h.read ? scsi::DataDir::Read
 	                   : scsi::DataDir::None;
 	sc->data_length = h.edtl;
-	c->iov = iovec{c->buf.get(), h.edtl};
+	c->iov = iovec{c->data, h.edtl};
 	sc->sgl = h.edtl ? std::span<const iovec>(&c->iov, 1) : std::span<const iovec>{};
 	uint8_t cdb[260];
 	size_t cdb_len = scsi_cdb(pdu, ahs, cdb);
@@ -572,6 +590,7 @@ void Conn::on_scsi_cmd(const Pdu &pdu)
 	std::memcpy(sc->cdb, cdb, std::min(cdb_len, scsi::kMaxCdb));
 	sc->cdb_len = static_cast<uint8_t>(cdb_len);
 	sc->fabric_priv = c;
+	cmd_received(c);
 
 	if (h.immediate) {
 		submit_cmd(c);
@@ -641,7 +660,7 @@ void Conn::on_data_out(const Pdu &pdu)
 			data_error(c);
 			return;
 		}
-		std::memcpy(c->buf.get() + h.buffer_offset, src, len);
+		std::memcpy(c->data + h.buffer_offset, src, len);
 		c->unsol_received += len;
 		c->unsol_next_datasn++;
 		if (h.final || c->unsol_received == c->unsol_limit)
@@ -652,7 +671,7 @@ void Conn::on_data_out(const Pdu &pdu)
 				return;
 			}
 			if (c->wp)
-				send_r2ts(c);
+				fetch_data_out(c);
 		}
 		maybe_write_done(c);
 		return;
@@ -666,7 +685,7 @@ void Conn::on_data_out(const Pdu &pdu)
 		data_error(c);
 		return;
 	}
-	std::memcpy(c->buf.get() + h.buffer_offset, src, len);
+	std::memcpy(c->data + h.buffer_offset, src, len);
 	r->received += len;
 	r->next_datasn++;
 	c->r2t_received += len;
@@ -966,7 +985,7 @@ void Conn::do_write_pending(IscsiCmd *c)
 		return;
 	}
 	if (c->unsol_done)
-		send_r2ts(c);
+		fetch_data_out(c);
 	maybe_write_done(c);
 }
 
@@ -1056,9 +1075,9 @@ void Conn::send_response(IscsiCmd *c, bool data_in)
 	c->rsp_held = false;
 	c->state = IscsiCmd::State::Responding;
 	if (data_in)
-		send_data_in(c);
+		send_read_response(c);
 	else
-		send_scsi_rsp(c);
+		queue_cmd_pdu(c, build_scsi_rsp(c), true);
 }
 
 void Conn::send_data_in(IscsiCmd *c)
@@ -1096,7 +1115,7 @@ void Conn::send_data_in(IscsiCmd *c)
 		fill_sn(b.data(), last);
 		if (!last)
 			put_be32(b.data() + 24, 0);
-		p->data = {c->buf.get() + off, n};
+		p->data = {c->data + off, n};
 		finish_pdu(p, b);
 		p->cmd = c;
 		p->last_of_cmd = last;
@@ -1107,7 +1126,7 @@ void Conn::send_data_in(IscsiCmd *c)
 	}
 }
 
-void Conn::send_scsi_rsp(IscsiCmd *c)
+OutPdu *Conn::build_scsi_rsp(IscsiCmd *c)
 {
 	const scsi::Cmd &sc = c->cmd;
 	OutPdu *p = new_pdu();
@@ -1130,11 +1149,32 @@ void Conn::send_scsi_rsp(IscsiCmd *c)
 		p->data = p->own;
 	}
 	finish_pdu(p, b);
+	return p;
+}
+
+void Conn::queue_cmd_pdu(IscsiCmd *c, OutPdu *p, bool last)
+{
 	p->cmd = c;
-	p->last_of_cmd = true;
+	p->last_of_cmd = last;
 	c->pdus_queued++;
 	queue_pdu(p);
 	pdus_out_++;
+}
+
+bool Conn::alloc_buffer(IscsiCmd *c, uint32_t len)
+{
+	// TCP: a heap buffer kept with the command slot and reused while large enough.
+	if (c->heap_cap < len) {
+		c->heap.reset(new uint8_t[len]);
+		c->heap_cap = len;
+	}
+	c->data = c->heap.get();
+	return true;
+}
+
+void Conn::data_transfer_failed(IscsiCmd *c)
+{
+	data_error(c);
 }
 
 void Conn::do_aborted(IscsiCmd *c)
@@ -1272,7 +1312,9 @@ void Conn::pdu_done(OutPdu *p, bool sent)
 	pdu_free_.push_back(p);
 	if (c) {
 		c->pdus_queued--;
-		if (last)
+		if (last && c->local)
+			free_cmd(c); // answered here, never submitted: nothing to put
+		else if (last)
 			scsi::cmd_put(&c->cmd); // the response went out (or never will)
 		else if (c->core_released && c->pdus_queued == 0)
 			free_cmd(c);

@@ -37,6 +37,7 @@
 #pragma once
 
 #include "iser/discovery.h"
+#include "iser/iser_proto.h"
 #include "iser/login.h"
 #include "iser/pdu.h"
 #include "iser/session.h"
@@ -88,13 +89,17 @@ struct IscsiCmd {
 	uint32_t itt = 0;     // Initiator Task Tag
 	uint64_t lun_raw = 0; // the LUN field as sent (echoed in R2T and Data-In)
 	uint32_t cmdsn = 0;
-	uint32_t edtl = 0;              // Expected Data Transfer Length (bytes)
-	bool read = false;              // R bit
-	bool write = false;             // W bit
-	bool immediate = false;         // I bit (delivered at once, no CmdSN slot)
-	std::unique_ptr<uint8_t[]> buf; // the data buffer (edtl bytes used)
-	uint32_t buf_cap = 0;           // its size: reused while it is large enough (no zeroing)
-	iovec iov{};                    // buf as the core's sgl
+	uint32_t edtl = 0;               // Expected Data Transfer Length (bytes)
+	bool read = false;               // R bit
+	bool write = false;              // W bit
+	bool immediate = false;          // I bit (delivered at once, no CmdSN slot)
+	uint8_t *data = nullptr;         // the data buffer (edtl bytes), from Conn::alloc_buffer
+	std::unique_ptr<uint8_t[]> heap; // TCP: the heap buffer data points into, kept
+	uint32_t heap_cap = 0;           // its size: reused while large enough (no zeroing)
+	iovec iov{};                     // data as the core's sgl
+	IserHdr iser;                    // iSER: the command's iSER header (its STags and VAs)
+	void *xprt = nullptr;            // the transport's per-command state (iSER: its RwCtx)
+	bool local = false;              // answered by the connection itself (never submitted)
 
 	// Data-out (11.7, 11.8)
 	uint32_t unsol_received = 0;    // bytes of immediate + unsolicited data received
@@ -227,6 +232,30 @@ protected:
 	// Stop reading and writing; queued PDUs are handed back through pdu_done(p, false).
 	virtual void close_transport() = 0;
 
+	// Data movement, where transports differ (the defaults are iSCSI over TCP's):
+	// the command's buffer of len bytes in c->data (iSER: registered memory); false when
+	// none is free now (the command is answered TASK SET FULL).
+	virtual bool alloc_buffer(IscsiCmd *c, uint32_t len);
+	// The buffer goes back (the command is freed).
+	virtual void free_buffer(IscsiCmd *c) {}
+	// The transport's part of a new command (iSER: the STags of the PDU just parsed).
+	virtual void cmd_received(IscsiCmd *c) {}
+	// Fetch the data-out the immediate and unsolicited data did not bring, from
+	// c->unsol_received to c->cmd.xfer_len, then maybe_write_done (TCP: R2Ts; iSER: RDMA
+	// READ).
+	virtual void fetch_data_out(IscsiCmd *c) { send_r2ts(c); }
+	// Send the read data and the status of a successful command (TCP: Data-In PDUs with
+	// the status in the last; iSER: RDMA WRITEs chained before the SCSI Response).
+	virtual void send_read_response(IscsiCmd *c) { send_data_in(c); }
+
+	// For transports: the pieces they build their own paths from (owner context).
+	void maybe_write_done(IscsiCmd *c);
+	OutPdu *build_scsi_rsp(IscsiCmd *c);                   // the SCSI Response, not yet queued
+	void queue_cmd_pdu(IscsiCmd *c, OutPdu *p, bool last); // queue p for command c
+	void data_transfer_failed(IscsiCmd *c);                // a fetch failed: fail the write
+	const SessionParams &sess_params() const { return sess_->params; }
+	bool closing() const { return state_ == ConnState::Closing || state_ == ConnState::Done; }
+
 	IscsiTarget &target_;
 
 private:
@@ -258,13 +287,11 @@ private:
 	void do_tm_rsp(scsi::Tmr *t);
 	void do_release(IscsiCmd *c);
 
-	// Data-out
+	// Data-out (TCP)
 	void send_r2ts(IscsiCmd *c);
 	void data_error(IscsiCmd *c);
-	void maybe_write_done(IscsiCmd *c);
 	// Responses
 	void send_data_in(IscsiCmd *c);
-	void send_scsi_rsp(IscsiCmd *c);
 	void send_response(IscsiCmd *c, bool data_in);
 	void send_reject(RejectReason r, std::span<const uint8_t> bhs);
 	void send_nop_in(uint32_t itt, uint32_t ttt, std::span<const uint8_t> data, bool advance);
