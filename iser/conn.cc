@@ -18,10 +18,6 @@ using clock = std::chrono::steady_clock;
 namespace
 {
 
-// Immediate commands (I bit) are not counted in the CmdSN window; they get their own few
-// slots, and one beyond them is rejected (11.17.1 reason 6, "Immediate command reject").
-constexpr uint32_t kImmediateSlots = 16;
-
 // RFC 7143 11.5.1 / RFC 7144 4.? function codes, and the responses of 11.6.1.
 enum : uint8_t {
 	TMF_ABORT_TASK = 1,
@@ -234,6 +230,7 @@ void Conn::on_login_pdu(const Pdu &pdu)
 		TargetLoginConfig lc;
 		lc.transport = transport_;
 		lc.prefs = target_.cfg().prefs;
+		login_prefs(lc.prefs);
 		lc.chap = target_.cfg().chap_policy;
 		lc.allow_discovery = target_.cfg().allow_discovery;
 		login_handler_ = std::make_unique<Handler>(*this);
@@ -533,7 +530,6 @@ void Conn::on_scsi_cmd(const Pdu &pdu)
 	c->write = h.write;
 	c->immediate = h.immediate;
 	c->local = false;
-	c->xprt = nullptr;
 	if (h.edtl && !alloc_buffer(c, h.edtl)) {
 		// No buffer now: SAM-5 5.3 TASK SET FULL tells the initiator to retry later. The
 		// command used its CmdSN, as a rejected one does.
@@ -1152,13 +1148,18 @@ OutPdu *Conn::build_scsi_rsp(IscsiCmd *c)
 	return p;
 }
 
-void Conn::queue_cmd_pdu(IscsiCmd *c, OutPdu *p, bool last)
+void Conn::track_cmd_pdu(IscsiCmd *c, OutPdu *p, bool last)
 {
 	p->cmd = c;
 	p->last_of_cmd = last;
 	c->pdus_queued++;
-	queue_pdu(p);
 	pdus_out_++;
+}
+
+void Conn::queue_cmd_pdu(IscsiCmd *c, OutPdu *p, bool last)
+{
+	track_cmd_pdu(c, p, last);
+	queue_pdu(p);
 }
 
 bool Conn::alloc_buffer(IscsiCmd *c, uint32_t len)

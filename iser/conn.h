@@ -63,6 +63,10 @@ namespace ulp::iscsi
 
 class Conn;
 
+// Immediate commands (I bit) are not counted in the CmdSN window; they get their own few
+// slots, and one beyond them is rejected (11.17.1 reason 6, "Immediate command reject").
+constexpr uint32_t kImmediateSlots = 16;
+
 // One outstanding R2T of a command (11.8).
 struct R2tState {
 	uint32_t ttt = 0;         // the R2T's Target Transfer Tag
@@ -98,7 +102,8 @@ struct IscsiCmd {
 	uint32_t heap_cap = 0;           // its size: reused while large enough (no zeroing)
 	iovec iov{};                     // data as the core's sgl
 	IserHdr iser;                    // iSER: the command's iSER header (its STags and VAs)
-	void *xprt = nullptr;            // the transport's per-command state (iSER: its RwCtx)
+	void *xprt = nullptr;            // the transport's per-command state (iSER: its RwCtx); the
+	                                 // transport's to keep across the slot's uses
 	bool local = false;              // answered by the connection itself (never submitted)
 
 	// Data-out (11.7, 11.8)
@@ -252,7 +257,11 @@ protected:
 	void maybe_write_done(IscsiCmd *c);
 	OutPdu *build_scsi_rsp(IscsiCmd *c);                   // the SCSI Response, not yet queued
 	void queue_cmd_pdu(IscsiCmd *c, OutPdu *p, bool last); // queue p for command c
-	void data_transfer_failed(IscsiCmd *c);                // a fetch failed: fail the write
+	void track_cmd_pdu(IscsiCmd *c, OutPdu *p, bool last); // account p, the transport
+	                                                       // sends it its own way
+	// The values this transport offers at login (iSER: its receive and send lengths).
+	virtual void login_prefs(OperationalPrefs &prefs) {}
+	void data_transfer_failed(IscsiCmd *c); // a fetch failed: fail the write
 	const SessionParams &sess_params() const { return sess_->params; }
 	bool closing() const { return state_ == ConnState::Closing || state_ == ConnState::Done; }
 

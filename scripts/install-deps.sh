@@ -8,8 +8,9 @@ build=(build-essential cmake ninja-build pkg-config git)
 libs=(libgtest-dev libgmock-dev libbenchmark-dev libboost-dev libcli11-dev
 	liburing-dev libssl-dev libtomlplusplus-dev)
 # real peers: fio (ulp-bench scsi's reference on the same file); libiscsi's tools and its
-# conformance suite iscsi-test-cu (tests/iser), and tgt (the userspace reference target)
-peers=(fio libiscsi-bin tgt)
+# conformance suite iscsi-test-cu (tests/iser), tgt (the userspace reference target), and
+# open-iscsi (Linux's iSCSI/iSER initiator, driven in the rxe VM: tests/vm)
+peers=(fio libiscsi-bin tgt open-iscsi sg3-utils)
 # clang + its runtimes: scripts/fuzz.sh (libFuzzer, ASan, UBSan)
 tools=(clang libclang-rt-14-dev clang-format python3)
 

@@ -14,7 +14,7 @@
 // drain, so every WR counted completed inside the timed loop. Wall-clock time
 // (UseRealTime): the work runs on the provider's engine threads, not the posting thread.
 #include "tools/ulp-bench/fabric.h"
-#include "tools/ulp-bench/device.h"
+#include "tools/common/named_device.h"
 #include "tools/ulp-bench/fabric_conn.h"
 
 #include "providers/soft/soft.h"
@@ -42,6 +42,9 @@
 
 namespace ulp::bench
 {
+
+using tools::NamedDevice;
+using tools::open_named_device;
 
 namespace
 {

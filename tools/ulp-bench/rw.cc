@@ -15,7 +15,7 @@
 // perftest's loopback); a path the device cannot run (mr without fast registration) is
 // skipped with a note.
 #include "tools/ulp-bench/rw.h"
-#include "tools/ulp-bench/device.h"
+#include "tools/common/named_device.h"
 
 #include "core/dma_mem.h"
 #include "core/mem_map.h"
@@ -38,6 +38,9 @@
 
 namespace ulp::bench
 {
+
+using tools::NamedDevice;
+using tools::open_named_device;
 
 namespace
 {

@@ -213,6 +213,33 @@ bool load_file(const std::string &path, Config *c, std::string *why)
 			c->portals.push_back(p);
 		}
 	}
+	if (auto *ps = t["iser_portals"].as_array()) {
+		for (auto &e : *ps) {
+			auto s = e.value<std::string>();
+			Portal p;
+			if (!s || !parse_portal(*s, &p, why)) {
+				if (!s)
+					*why = path + ": iser_portals must be strings";
+				return false;
+			}
+			c->iser_portals.push_back(p);
+		}
+	}
+	if (auto v = t["rdma_device"].value<std::string>())
+		c->rdma_device = *v;
+	if (auto *is = t["iser"].as_table()) {
+		auto &x = *is;
+		if (auto v = x["recv_data_segment_length"].value<int64_t>())
+			c->iser.recv_dsl = uint32_t(*v);
+		if (auto v = x["buffer_pool"].value<std::string>()) {
+			uint64_t n = 0;
+			if (!parse_size(*v, &n)) {
+				*why = path + ": bad iser.buffer_pool " + *v;
+				return false;
+			}
+			c->iser.heap_bytes = n;
+		}
+	}
 	if (auto *is = t["iscsi"].as_table()) {
 		auto &x = *is;
 		auto &pr = c->prefs;
@@ -337,6 +364,12 @@ void add_flags(CLI::App &app, Flags &f)
 	               "(tools/ulp-targetd/config.h shows the format)");
 	app.add_option("--portal", f.portals,
 	               "HOST:PORT to listen on, repeatable (default 0.0.0.0:3260)");
+	app.add_option("--iser-portal", f.iser_portals,
+	               "HOST:PORT to listen on for iSER (RDMA/CM), repeatable; on the soft "
+	               "provider unless --rdma-device");
+	app.add_option("--rdma-device", f.rdma_device,
+	               "the verbs device for the iSER portals (e.g. rxe0); default: a soft "
+	               "device per portal address");
 	app.add_option("--target", f.target,
 	               "the target's iSCSI name (default iqn.2026-11.org.ulp:target)");
 	app.add_option("--lun", f.luns,
@@ -383,7 +416,16 @@ bool build_config(const Flags &f, Config *c, std::string *why)
 			return false;
 		c->portals.push_back(po);
 	}
-	if (c->portals.empty())
+	for (const std::string &p : f.iser_portals) {
+		Portal po;
+		if (!parse_portal(p, &po, why))
+			return false;
+		c->iser_portals.push_back(po);
+	}
+	if (!f.rdma_device.empty())
+		c->rdma_device = f.rdma_device;
+	// No portal at all: iSCSI/TCP on the well-known port.
+	if (c->portals.empty() && c->iser_portals.empty())
 		c->portals.push_back(Portal{"", 3260});
 	if (f.workers > 0)
 		c->workers = f.workers;
@@ -444,6 +486,14 @@ bool build_config(const Flags &f, Config *c, std::string *why)
 	}
 	if (c->prefs.first_burst_length > c->prefs.max_burst_length) {
 		*why = "first_burst_length must not exceed max_burst_length (RFC 7143 13.14)";
+		return false;
+	}
+	if (c->iser.recv_dsl < 512 || c->iser.recv_dsl > (1u << 20)) {
+		*why = "iser.recv_data_segment_length must be 512..1048576";
+		return false;
+	}
+	if (c->iser.heap_bytes < (1u << 20) || c->iser.heap_bytes > (64ull << 30)) {
+		*why = "iser.buffer_pool must be 1M..64G";
 		return false;
 	}
 	if (c->cmd_window < 1 || c->cmd_window > 4096) {

@@ -6,7 +6,13 @@
 // The file (every key optional but target.name and lun.backstore):
 //
 //   workers = 2                         # event-loop threads
-//   portals = ["0.0.0.0:3260"]          # "host:port", IPv6 as "[::1]:3260"
+//   portals = ["0.0.0.0:3260"]          # iSCSI/TCP: "host:port", IPv6 as "[::1]:3260"
+//   iser_portals = ["127.0.0.1:3260"]   # iSER (RDMA/CM): on rdma_device, or soft devices
+//   rdma_device = "rxe0"                # a verbs device; "" (default): the soft provider,
+//                                       # one soft device per iSER portal address
+//   [iser]
+//   recv_data_segment_length = 8192     # iSER receive buffers' data room
+//   buffer_pool = "256M"                # registered data buffers per device
 //   [iscsi]
 //   max_recv_data_segment_length = 262144
 //   max_burst_length = 1048576
@@ -36,6 +42,7 @@
 //     write_cache = true
 #pragma once
 
+#include "iser/iser_target.h"
 #include "iser/target.h"
 #include "scsi/backstore.h"
 #include "scsi/lu.h"
@@ -54,15 +61,17 @@ namespace targetd
 
 // The command line as given.
 struct Flags {
-	std::string config;               // --config FILE
-	std::vector<std::string> portals; // --portal HOST:PORT
-	std::string target;               // --target NAME
-	std::vector<std::string> luns;    // --lun N:KIND[:key=value,...]
-	std::vector<std::string> acls;    // --acl INITIATOR
-	std::string chap;                 // --chap USER:SECRET
-	std::string mutual_chap;          // --mutual-chap USER:SECRET
-	int workers = 0;                  // --workers (0: from the file, else 1)
-	uint32_t max_recv_dsl = 0;        // 0: the default (262144)
+	std::string config;                    // --config FILE
+	std::vector<std::string> portals;      // --portal HOST:PORT
+	std::vector<std::string> iser_portals; // --iser-portal HOST:PORT
+	std::string rdma_device;               // --rdma-device NAME ("" = soft provider)
+	std::string target;                    // --target NAME
+	std::vector<std::string> luns;         // --lun N:KIND[:key=value,...]
+	std::vector<std::string> acls;         // --acl INITIATOR
+	std::string chap;                      // --chap USER:SECRET
+	std::string mutual_chap;               // --mutual-chap USER:SECRET
+	int workers = 0;                       // --workers (0: from the file, else 1)
+	uint32_t max_recv_dsl = 0;             // 0: the default (262144)
 	uint32_t max_burst = 0;
 	uint32_t first_burst = 0;
 	std::string immediate_data; // yes/no ("" = default yes)
@@ -98,7 +107,10 @@ struct TargetCfg {
 };
 
 struct Config {
-	std::vector<Portal> portals;
+	std::vector<Portal> portals;      // iSCSI/TCP
+	std::vector<Portal> iser_portals; // iSER
+	std::string rdma_device;          // the iSER portals' verbs device; "": soft devices
+	ulp::iscsi::IserConfig iser;
 	std::vector<TargetCfg> targets;
 	int workers = 1;
 	ulp::iscsi::OperationalPrefs prefs;

@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: MIT
-// tools/ulp-targetd/main.cc - ulp-targetd: serves LUNs over iSCSI/TCP.
+// tools/ulp-targetd/main.cc - ulp-targetd: serves LUNs over iSCSI/TCP and iSER.
 //
 //   ulp-targetd --portal 0.0.0.0:3260 --target iqn.2026-11.org.ulp:disk
 //               --lun 0:ram:size=1G --lun 1:file:path=/srv/disk.img,size=10G
+//   ulp-targetd --iser-portal 10.99.0.1:3260 --rdma-device rxe0 --lun 0:ram:size=1G
+//   ulp-targetd --iser-portal 127.0.0.1:3260 --lun 0:ram:size=1G     (soft provider)
 //
 // One target from flags (the common case); several from a config file (--config, see
 // config.h). Runs until SIGINT or SIGTERM, then: stop accepting, ask every session to log
@@ -10,13 +12,18 @@
 // logout, with the initiator's name and address.
 #include "tools/ulp-targetd/config.h"
 
+#include "iser/iser_target.h"
 #include "iser/tcp.h"
+#include "providers/soft/soft.h"
 #include "scsi/lu.h"
 #include "scsi/target.h"
+#include "tools/common/named_device.h"
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <atomic>
+#include <bit>
 #include <chrono>
 #include <condition_variable>
 #include <csignal>
@@ -93,12 +100,65 @@ void flush_all(const std::vector<std::unique_ptr<scsi::LogicalUnit>> &lus)
 	}
 }
 
+// The iSER portals' provider: the named verbs device's, or the soft provider with one soft
+// device per portal address (a soft device owns one IPv4 address; "any" means loopback).
+struct IserSetup {
+	Provider *provider = nullptr;
+	std::vector<Device *> soft_devices; // ours to destroy
+	std::vector<std::string> soft_ips;  // their addresses
+	~IserSetup()
+	{
+		for (Device *d : soft_devices)
+			soft::destroy_device(d);
+	}
+};
+
+bool iser_setup(targetd::Config &cfg, IserSetup *s, std::string *why)
+{
+	if (!cfg.rdma_device.empty()) {
+		tools::NamedDevice nd;
+		if (!tools::open_named_device(cfg.rdma_device, &nd, why))
+			return false;
+		s->provider = nd.provider;
+		for (targetd::Portal &p : cfg.iser_portals)
+			if (p.host.empty())
+				p.host = nd.ip.empty() ? "0.0.0.0" : nd.ip;
+		return true;
+	}
+	s->provider = &soft::provider();
+	for (targetd::Portal &p : cfg.iser_portals) {
+		if (p.host.empty() || p.host == "0.0.0.0")
+			p.host = "127.0.0.1";
+		if (std::find(s->soft_ips.begin(), s->soft_ips.end(), p.host) != s->soft_ips.end())
+			continue;
+		soft::DeviceConfig dc;
+		dc.ip = p.host;
+		Device *d = soft::create_device(dc);
+		if (!d) {
+			*why = "soft device for " + p.host + ": " + std::strerror(errno);
+			return false;
+		}
+		s->soft_devices.push_back(d);
+		s->soft_ips.push_back(p.host);
+	}
+	return true;
+}
+
+std::string portal_str(const std::string &host, uint16_t port)
+{
+	return (host.empty()                          ? std::string("0.0.0.0")
+	        : host.find(':') != std::string::npos ? "[" + host + "]"
+	                                              : host) +
+	       ":" + std::to_string(port);
+}
+
 } // namespace
 
 int main(int argc, char **argv)
 {
-	CLI::App app{"ulp-targetd: an iSCSI target (TCP) serving LUNs from RAM, files, block "
-	             "devices or nothing (null), with the ulp SCSI target core."};
+	CLI::App app{
+	    "ulp-targetd: an iSCSI target (TCP and iSER) serving LUNs from RAM, files, block "
+	    "devices or nothing (null), with the ulp SCSI target core."};
 	targetd::Flags f;
 	targetd::add_flags(app, f);
 	CLI11_PARSE(app, argc, argv);
@@ -127,6 +187,29 @@ int main(int argc, char **argv)
 			return 1;
 		}
 	}
+	// iSER portals: one IserPortal each (they share the per-device buffers only within
+	// one portal; a daemon usually has one).
+	IserSetup iser;
+	std::vector<std::unique_ptr<iscsi::IserPortal>> iser_portals;
+	if (!cfg.iser_portals.empty() && !iser_setup(cfg, &iser, &why)) {
+		std::fprintf(stderr, "ulp-targetd: --rdma-device %s\n", why.c_str());
+		return 1;
+	}
+	cfg.iser.max_io = std::bit_ceil(size_t(rt.target_cfg.max_io_bytes));
+	for (const targetd::Portal &p : cfg.iser_portals) {
+		std::optional<SockAddr> a = SockAddr::parse(portal_str(p.host, p.port));
+		if (!a) {
+			std::fprintf(stderr, "ulp-targetd: iSER portal %s: not an address\n",
+			             portal_str(p.host, p.port).c_str());
+			return 1;
+		}
+		auto ip = std::make_unique<iscsi::IserPortal>(target, *iser.provider, cfg.iser);
+		if (ip->listen(*a, &why) != 0) {
+			std::fprintf(stderr, "ulp-targetd: iSER portal %s\n", why.c_str());
+			return 1;
+		}
+		iser_portals.push_back(std::move(ip));
+	}
 	if (::pipe2(sig_pipe, O_CLOEXEC) != 0) {
 		std::perror("ulp-targetd: pipe");
 		return 1;
@@ -142,14 +225,24 @@ int main(int argc, char **argv)
 		std::fprintf(stderr, "ulp-targetd: start: %s\n", std::strerror(-rc));
 		return 1;
 	}
+	for (auto &ip : iser_portals)
+		if (int rc = ip->start(); rc != 0) {
+			std::fprintf(stderr, "ulp-targetd: iSER start: %s\n", std::strerror(-rc));
+			return 1;
+		}
 	std::vector<std::string> addrs;
 	for (size_t i = 0; i < server.portals(); i++) {
-		const std::string &h = cfg.portals[i].host;
-		addrs.push_back((h.empty()                          ? std::string("0.0.0.0")
-		                 : h.find(':') != std::string::npos ? "[" + h + "]"
-		                                                    : h) +
-		                ":" + std::to_string(server.port(i)));
+		addrs.push_back(portal_str(cfg.portals[i].host, server.port(i)));
 		log_line("listening on " + addrs.back());
+	}
+	for (size_t i = 0; i < iser_portals.size(); i++) {
+		const std::string a = portal_str(cfg.iser_portals[i].host, iser_portals[i]->port());
+		log_line(
+		    "listening on " + a + " (iSER, " +
+		    (cfg.rdma_device.empty() ? std::string("soft provider") : cfg.rdma_device) +
+		    ")");
+		if (std::find(addrs.begin(), addrs.end(), a) == addrs.end())
+			addrs.push_back(a);
 	}
 	target.set_portal_addresses(addrs);
 	for (const auto &t : cfg.targets) {
@@ -161,8 +254,15 @@ int main(int argc, char **argv)
 		         (t.chap ? " chap" : ""));
 	}
 	if (f.ready_fd >= 0) {
-		// For scripts and tests: the first portal's port, once we accept connections.
-		std::string line = std::to_string(server.port(0)) + "\n";
+		// For scripts and tests, once we accept connections: the first TCP portal's port
+		// (or the first iSER portal's when there is no TCP one), then "iser PORT" for the
+		// first iSER portal if there are both.
+		std::string line;
+		if (server.portals())
+			line = std::to_string(server.port(0)) + "\n";
+		if (!iser_portals.empty())
+			line += (server.portals() ? "iser " : "") +
+			        std::to_string(iser_portals[0]->port()) + "\n";
 		(void)!::write(f.ready_fd, line.data(), line.size());
 		::close(f.ready_fd);
 	}
@@ -173,11 +273,16 @@ int main(int argc, char **argv)
 	log_line(std::string("signal ") + strsignal(got_signal.load()) + ": shutting down");
 	// Stop accepting; ask sessions to log out, drop the rest; bounded.
 	server.stop_accepting();
+	for (auto &ip : iser_portals)
+		ip->stop_accepting();
 	const auto grace = std::chrono::milliseconds(cfg.shutdown_grace_ms);
 	const auto limit = std::chrono::milliseconds(cfg.shutdown_timeout_ms);
 	if (!target.stop(grace, limit))
 		log_line("some sessions did not end in time; exiting anyway");
 	server.stop();
+	for (auto &ip : iser_portals)
+		ip->stop();
+	iser_portals.clear();
 	flush_all(rt.lus);
 	log_line("stopped");
 	return 0;

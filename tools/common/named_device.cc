@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "tools/ulp-bench/device.h"
+#include "tools/common/named_device.h"
 
 #ifdef ULP_HAVE_VERBS
 #include "providers/verbs/verbs.h"
@@ -11,7 +11,7 @@
 #include <cstdio>
 #include <fstream>
 
-namespace ulp::bench
+namespace ulp::tools
 {
 
 namespace
@@ -70,7 +70,7 @@ bool open_named_device(const std::string &name, NamedDevice *out, std::string *w
 		*why = "no device '" + name + "' (";
 		*why += have.empty() ? std::string("no devices registered") : "devices: " + have;
 #ifndef ULP_HAVE_VERBS
-		*why += "; this ulp-bench was built without the verbs provider";
+		*why += "; this build has without the verbs provider";
 #endif
 		*why += ")";
 		return false;
@@ -92,4 +92,4 @@ bool open_named_device(const std::string &name, NamedDevice *out, std::string *w
 	return false;
 }
 
-} // namespace ulp::bench
+} // namespace ulp::tools

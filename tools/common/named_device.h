@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// tools/ulp-bench/device.h - `--device NAME`: open a device another provider registered
+// tools/common/named_device.h - `--device NAME`: open a device another provider registered
 // (a verbs device such as rxe0) instead of creating soft devices.
 #pragma once
 
@@ -8,7 +8,7 @@
 
 #include <string>
 
-namespace ulp::bench
+namespace ulp::tools
 {
 
 // A registered device by name, with the provider that makes CM ids on it and the IPv4
@@ -28,4 +28,4 @@ bool open_named_device(const std::string &name, NamedDevice *out, std::string *w
 // Space-separated names of the devices the registry holds ("" when none).
 std::string device_names();
 
-} // namespace ulp::bench
+} // namespace ulp::tools

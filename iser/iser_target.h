@@ -1,0 +1,138 @@
+// SPDX-License-Identifier: MIT
+// iser/iser_target.h - the iSER transport, target side (RFC 7145; the kernel's ib_isert):
+// RDMA/CM portals on a device (the soft provider or an rdma-core one) and one IserConn per
+// connection, running the iSCSI session layer (Conn) over RDMA.
+//
+// What iSER changes (RFC 7145 section 7), and where it happens here:
+//   - every iSCSI PDU travels in a SEND, behind a 28-byte iSER header; no digests
+//     (IserConn::queue_pdu, handle_recv);
+//   - SCSI READ data goes by RDMA WRITE into the initiator's buffer (read STag), chained
+//     before the SEND carrying the SCSI Response, which is a SEND_WITH_INV of the STag
+//     when the initiator allows it and the device can (send_read_response);
+//   - SCSI WRITE data beyond the immediate and unsolicited data comes by RDMA READ from
+//     the initiator's buffer (write STag) (fetch_data_out); no R2T, no Data-In PDU;
+//   - receive buffers are posted before the connection is accepted (so before the final
+//     login response: RFC 7145 7.? "the target must post receive buffers before ...") and
+//     each is re-posted as soon as its PDU has been taken apart, before the response
+//     that returns the initiator's credit for it.
+//
+// Resources per connection: a QP on the RDMA/CM id, sized by rw_init_qp for cmd_window
+// rw contexts; one CQ from the device's CQ pool (Workqueue context) for both queues; a
+// receive ring and a send ring of registered buffers (BufPool); data buffers come from the
+// portal's per-device DmaHeap (one contiguous registered block per command).
+//
+// Serialisation: a Conn's work must run one piece at a time. Over TCP that is one thread;
+// here completions arrive on the CQ pool's workers and CM events on the provider's CM
+// thread, so IserConn serialises by its lock instead: every entry takes it, does its work
+// and runs the events posted meanwhile before leaving. An event posted from any other
+// thread (a backstore completion) is run by the portal's event thread, which takes the
+// lock the same way. The event thread also ticks the connections' timers, drains and frees
+// the connections that are done, and runs the blocking parts of teardown (drain_qp).
+#pragma once
+
+#include "core/buf_pool.h"
+#include "core/cm.h"
+#include "core/dma_heap.h"
+#include "core/registry.h"
+#include "iser/conn.h"
+#include "iser/target.h"
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace ulp::iscsi
+{
+
+class IserConn;
+
+struct IserConfig {
+	uint32_t recv_dsl = 8192;       // our TargetRecvDataSegmentLength: receive buffer data
+	                                // room (RFC 7145 6.? default 8192)
+	uint32_t send_dsl = 8192;       // the largest data segment we send in one SEND
+	uint32_t extra_recvs = 32;      // receive buffers beyond cmd_window + immediate slots:
+	                                // NOP-Out, TMF, Text, Logout, unsolicited Data-Out
+	uint32_t send_ring = 0;         // send buffers; 0: cmd_window + 32
+	size_t heap_bytes = 256u << 20; // data buffers per device (DmaHeap), bytes
+	size_t max_io = 16u << 20;      // largest command buffer (a power of two)
+	int vector_hint = -1;           // CQ pool completion vector; -1: round robin
+	std::chrono::milliseconds drain_timeout{10000}; // drain_qp's bound per queue
+};
+
+// Counters (diagnostics, tests).
+struct IserStats {
+	uint64_t accepted = 0;      // connections accepted
+	uint64_t rejected = 0;      // connection requests refused
+	uint64_t send_inv = 0;      // responses sent as SEND_WITH_INV
+	uint64_t rdma_reads = 0;    // RDMA READ contexts posted (write data)
+	uint64_t rdma_writes = 0;   // RDMA WRITE contexts posted (read data)
+	uint64_t task_set_full = 0; // commands answered TASK SET FULL for lack of a buffer
+};
+
+class IserPortal
+{
+public:
+	IserPortal(IscsiTarget &target, Provider &provider, const IserConfig &cfg = {});
+	// Stops (stop()) first.
+	~IserPortal();
+	IserPortal(const IserPortal &) = delete;
+	IserPortal &operator=(const IserPortal &) = delete;
+
+	// Listen on addr (its device is the one the provider binds the address to). Port 0:
+	// the provider picks (port() tells). 0, or a negative errno with *why.
+	int listen(const SockAddr &addr, std::string *why);
+	uint16_t port() const { return port_; }
+	int start(); // the event thread; 0 or a negative errno
+
+	void stop_accepting(); // destroy the listening id (connections stay)
+	// Stop the event thread and free what is left. Call IscsiTarget::stop first so that
+	// the connections are gone; any that are not are left allocated (logged): freeing
+	// them could let a late completion touch freed memory.
+	void stop();
+
+	size_t conns();
+	IserStats stats();
+
+	// For IserConn.
+	const IserConfig &cfg() const { return cfg_; }
+	void wake(IserConn *c);           // any thread: run c's events on the event thread
+	void schedule_close(IserConn *c); // drain and reap c on the event thread
+	void count(uint64_t IserStats::*field);
+
+private:
+	// What a device needs once, for every connection on it.
+	struct DeviceRes {
+		std::unique_ptr<Pd> pd;
+		std::unique_ptr<DmaHeap> heap; // data buffers
+	};
+
+	void on_cm_event(CmId *id, CmEvent &ev);
+	void on_connect_request(CmEvent &ev);
+	DeviceRes *device_res(Device &dev); // under lock_
+	void event_loop();
+	void reap(); // free connections that are done (event thread)
+
+	IscsiTarget &target_;
+	Provider &provider_;
+	IserConfig cfg_;
+	std::unique_ptr<CmId> listen_id_;
+	uint16_t port_ = 0;
+
+	std::mutex lock_;            // guards everything below
+	std::condition_variable cv_; // event thread work
+	std::map<Device *, DeviceRes> devices_;
+	std::vector<std::unique_ptr<IserConn>> conns_; // every connection, owned
+	std::vector<IserConn *> woken_;                // events to run on the event thread
+	std::vector<IserConn *> closing_;              // to drain on the event thread
+	bool stop_ = false;
+	IserStats stats_;
+	std::thread thread_;
+};
+
+} // namespace ulp::iscsi
