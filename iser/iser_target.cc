@@ -86,6 +86,15 @@ protected:
 	{
 		p.iser_recv_dsl = portal_.cfg().recv_dsl;
 		p.iser_send_dsl = portal_.cfg().send_dsl;
+		// Every PDU needs a posted receive. Non-immediate commands are bounded by the
+		// CmdSN window and immediate ones by kImmediateSlots; unsolicited Data-Out would
+		// be bounded by nothing we size for (a window of writes, each with a first
+		// burst), so InitialR2T=Yes (OR: ours wins) keeps unsolicited data to the
+		// immediate data in the command's own SEND, as LIO's isert does. The rest of a
+		// write comes by RDMA READ. RFC 7145 6.5: what else may arrive unexpected (NOP-
+		// Out, TMF, Text, Logout, SNACK) is what the extra receives are for.
+		p.initial_r2t = true;
+		p.max_outstanding_unexpected_pdus = portal_.cfg().extra_recvs;
 	}
 
 private:
