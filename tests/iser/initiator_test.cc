@@ -414,6 +414,38 @@ TEST(InitiatorIoPaths, MaxBurstSmallerThanIo)
 	EXPECT_TRUE(s.logout());
 }
 
+TEST(InitiatorIoPaths, SeveralR2tsOutstanding)
+{
+	// MaxOutstandingR2T 4 (13.17): the target solicits up to four bursts of one write at
+	// once; each is answered with its own Data-Out sequence (DataSN from 0, its TTT).
+	const std::string path =
+	    "/tmp/ulp-initiator-test-r2t-" + std::to_string(getpid()) + ".toml";
+	std::ofstream(path) << "[iscsi]\nmax_burst_length = 16384\nfirst_burst_length = 8192\n"
+	                       "max_outstanding_r2t = 4\n"
+	                       "initial_r2t = true\nimmediate_data = false\n"
+	                       "[[target]]\nname = \""
+	                    << kIqn
+	                    << "\"\n[[target.lun]]\nlun = 0\nbackstore = \"ram\"\n"
+	                       "size = \"64M\"\n";
+	TargetdProcess t;
+	std::string why;
+	ASSERT_TRUE(t.start({"--config", path, "-q"}, &why)) << why;
+	InitiatorConfig c = config();
+	c.prefs.max_outstanding_r2t = 4;
+	c.prefs.initial_r2t = true;
+	Session s(c);
+	ASSERT_TRUE(s.login(local(t.port()))) << s.error();
+	EXPECT_EQ(s.params().max_outstanding_r2t, 4);
+	EXPECT_EQ(s.params().max_burst_length, 16384u);
+	IoCheck r = write_read_verify(s, 0, 256 * 1024, 4, 16, 17);
+	EXPECT_EQ(r.failures, 0u) << r.first_failure;
+	EXPECT_EQ(r.mismatches, 0u);
+	EXPECT_EQ(s.stats().r2ts, 16u * 16); // 256 KiB in 16 KiB bursts, all solicited
+	EXPECT_EQ(s.stats().immediate_bytes, 0u);
+	EXPECT_TRUE(s.logout());
+	::unlink(path.c_str());
+}
+
 TEST(InitiatorIoPaths, Digests)
 {
 	TargetdProcess t;
