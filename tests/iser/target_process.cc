@@ -154,6 +154,12 @@ bool TargetdProcess::start(const std::vector<std::string> &args, std::string *wh
 		return false;
 	}
 	constexpr int kReadyFd = 9;
+	if (p[1] == kReadyFd) {
+		// dup2(9, 9) in the child would keep O_CLOEXEC: the daemon would lose the fd.
+		int fd = fcntl(p[1], F_DUPFD_CLOEXEC, kReadyFd + 1);
+		::close(p[1]);
+		p[1] = fd;
+	}
 	std::vector<std::string> all{"--portal", "127.0.0.1:0", "--ready-fd",
 	                             std::to_string(kReadyFd)};
 	all.insert(all.end(), args.begin(), args.end());
