@@ -250,6 +250,7 @@ void Session::send_cmd(Task *t)
 	t->cmdsn = h.cmdsn;
 	t->seq = ++seq_;
 	t->sent = true;
+	sent_live_++;
 	t->unsol_len = unsol;
 	t->start = clock::now();
 	Bhs b;
@@ -495,7 +496,16 @@ void Session::complete(Task *t, TaskOutcome o)
 		return;
 	t->finished = true;
 	t->outcome = o;
+	if (t->sent && (t->kind == Kind::Scsi || t->kind == Kind::Text))
+		sent_live_--;
 	finish_if_done(t);
+}
+
+void Session::maybe_probe_window()
+{
+	if (cfg_.window_probe && state_ == SessionState::FullFeature && !pending_.empty() &&
+	    !window_open() && sent_live_ == 0 && keepalive_itt_ == kReservedTag)
+		keepalive_itt_ = ping({}, {});
 }
 
 void Session::finish_if_done(Task *t)

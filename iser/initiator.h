@@ -349,6 +349,7 @@ private:
 	// Teardown and timers
 	void fail(const std::string &why);
 	void check_timers();
+	void maybe_probe_window();
 	void start_logout();
 
 	InitiatorConfig cfg_;
@@ -374,6 +375,7 @@ private:
 	std::deque<uint32_t> pending_; // SCSI/Text slots waiting for the window
 	std::vector<uint32_t> done_;   // slots whose callbacks are due (poll runs them)
 	size_t in_flight_ = 0;         // user tasks not yet delivered
+	size_t sent_live_ = 0;         // commands and text requests sent, not yet answered
 	std::vector<std::unique_ptr<TxPdu>> pdu_pool_;
 	std::vector<TxPdu *> pdu_free_;
 	size_t pdus_out_ = 0; // lent to the transport

@@ -83,6 +83,13 @@ void Session::on_pdu(const Pdu &pdu, PduError err)
 	}
 	}
 	issue_pending();
+	// A command's answer that leaves the window shut with nothing else in flight will be
+	// followed by nothing (see window_probe): ask now rather than at the next timer tick.
+	// Only answers to commands trigger this, so probes cannot feed each other.
+	const Opcode op = pdu.opcode();
+	if (op == Opcode::ScsiRsp || op == Opcode::DataIn || op == Opcode::TextRsp ||
+	    op == Opcode::Reject)
+		maybe_probe_window();
 }
 
 void Session::update_sn(uint32_t exp_cmdsn, uint32_t max_cmdsn)

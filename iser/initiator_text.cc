@@ -115,6 +115,8 @@ void Session::send_text(Task *t, uint32_t ttt)
 		p->own.assign(w.bytes().begin(), w.bytes().end());
 		p->data = p->own;
 	}
+	if (!t->sent)
+		sent_live_++;
 	t->sent = true;
 	t->cmdsn = h.cmdsn;
 	send_pdu(p, b);
