@@ -547,6 +547,55 @@ TEST(InitiatorReject, RejectedCommandLeavesNoGap)
 	EXPECT_TRUE(s.logout());
 }
 
+TEST(InitiatorIoPaths, ResidualsWhenBufferAndCdbDisagree)
+{
+	// RFC 7143 11.4.5: a buffer larger than the CDB's transfer is an underflow (U, residual
+	// = the bytes not moved), a smaller one an overflow (O, residual = the bytes that did
+	// not fit); either way the status is GOOD and the bytes that moved are the CDB's.
+	TargetdProcess t;
+	ASSERT_TRUE(start_targetd(t));
+	Session s(config());
+	ASSERT_TRUE(s.login(local(t.port()))) << s.error();
+	clear_ua(s, 0);
+	std::vector<uint8_t> big(8192, 0xee), small(2048, 0xee);
+	const auto rd8 = cdb_read16(0, 8); // 4096 bytes
+	ScsiResult r = s.run({0, rd8, DataDir::Read, big});
+	ASSERT_TRUE(r.good()) << describe_result(r);
+	EXPECT_TRUE(r.underflow);
+	EXPECT_EQ(r.residual, 4096u);
+	EXPECT_EQ(r.data_in, 4096u);
+	r = s.run({0, rd8, DataDir::Read, small});
+	ASSERT_TRUE(r.good()) << describe_result(r);
+	EXPECT_TRUE(r.overflow);
+	EXPECT_EQ(r.residual, 2048u);
+	EXPECT_EQ(r.data_in, 2048u);
+	// A write whose buffer exceeds the CDB: ulp-targetd refuses it as LIO does
+	// (target_cmd_size_check: INVALID FIELD IN COMMAND INFORMATION UNIT, 05/0E/03); a
+	// target may also take the CDB's bytes and report the underflow. Either way the
+	// session goes on.
+	const auto wr8 = cdb_write16(0, 8);
+	r = s.run({0, wr8, DataDir::Write, big});
+	ASSERT_EQ(r.outcome, TaskOutcome::Completed);
+	if (r.good()) {
+		EXPECT_TRUE(r.underflow);
+		EXPECT_EQ(r.residual, 4096u);
+	} else {
+		const SenseKey k = parse_sense({r.sense.data(), r.sense_len});
+		EXPECT_EQ(k.key, 0x05);
+		EXPECT_EQ(k.asc, 0x0e);
+		EXPECT_EQ(k.ascq, 0x03);
+	}
+	EXPECT_EQ(s.state(), SessionState::FullFeature) << s.error();
+	// SendTargets in a normal session: only the session's own target (empty value).
+	std::vector<DiscoveryTarget> found;
+	ASSERT_TRUE(s.send_targets("", &found)) << s.last_error();
+	ASSERT_EQ(found.size(), 1u);
+	EXPECT_EQ(found[0].name, kIqn);
+	EXPECT_FALSE(s.send_targets("All", &found)); // 'MUST NOT be supported' here
+	EXPECT_EQ(s.state(), SessionState::FullFeature) << s.error();
+	EXPECT_TRUE(s.logout());
+}
+
 // ---- Failures -------------------------------------------------------------------------------
 
 TEST(InitiatorFailure, TargetKilledMidRun)
