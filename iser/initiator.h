@@ -223,6 +223,7 @@ struct SessionStats {
 	uint64_t rejects = 0;         // Reject PDUs received
 	uint64_t async = 0;           // Async Messages received
 	uint64_t tmfs = 0;            // TMF responses received
+	uint64_t statsn_gaps = 0;     // statuses whose StatSN was not the one expected
 };
 
 // Makes a new transport for each connection attempt (redirects make more than one).

@@ -105,7 +105,11 @@ void Session::update_sn(uint32_t exp_cmdsn, uint32_t max_cmdsn)
 
 void Session::take_statsn(uint32_t statsn)
 {
-	// 3.2.2.2: StatSN advances by one per status; an old one does not move ExpStatSN back.
+	// 3.2.2.2: StatSN advances by one per status on a connection. At ERL 0 a gap is
+	// not recoverable but not harmful either (the status itself arrived): count it, and
+	// never move ExpStatSN back.
+	if (statsn != exp_statsn_)
+		stats_.statsn_gaps++;
 	if (sn_le(exp_statsn_, statsn))
 		exp_statsn_ = statsn + 1;
 }

@@ -160,6 +160,10 @@ IoCheck write_read_verify(Session &s, uint64_t lun, uint32_t bs, uint32_t qd, ui
 			if (s.poll(100ms) < 0)
 				break;
 		}
+		if (s.stats().statsn_gaps) {
+			res.failures++;
+			res.first_failure = "StatSN gaps: " + std::to_string(s.stats().statsn_gaps);
+		}
 		if (done != count) {
 			res.failures += count - done;
 			if (res.first_failure.empty())
