@@ -3,8 +3,8 @@
 #
 #   scripts/fuzz.sh [TARGET] [SECONDS [LIBFUZZER_ARGS...]]
 #
-# TARGET is sock_wire (the default), iscsi_pdu, iscsi_text or iscsi_login; SECONDS defaults
-# to 60. With no arguments, or a number first, it fuzzes sock_wire as it always did.
+# TARGET is sock_wire (the default), iscsi_pdu, iscsi_text, iscsi_login or iscsi_initiator;
+# SECONDS defaults to 60. With no arguments, or a number first, it fuzzes sock_wire as it always did.
 # The build goes to build-fuzz-clang; a run keeps what it learns in
 # build-fuzz-clang/corpus/TARGET, so the checked-in seeds stay small. Seeds: sock_wire's
 # are regenerated into fuzz/corpus/sock_wire by fuzz_sock_wire_corpus; the iSCSI targets
@@ -20,9 +20,9 @@ if [[ $# -gt 0 && ! $1 =~ ^[0-9]+$ ]]; then
 	shift
 fi
 case $target in
-sock_wire | iscsi_pdu | iscsi_text | iscsi_login) ;;
+sock_wire | iscsi_pdu | iscsi_text | iscsi_login | iscsi_initiator) ;;
 *)
-	echo "fuzz.sh: unknown target '$target' (sock_wire, iscsi_pdu, iscsi_text, iscsi_login)" >&2
+	echo "fuzz.sh: unknown target '$target' (sock_wire, iscsi_pdu, iscsi_text, iscsi_login, iscsi_initiator)" >&2
 	exit 2
 	;;
 esac
