@@ -197,6 +197,7 @@ int IserConn::setup(std::unique_ptr<CmId> id, Pd &pd, DmaHeap &heap, const IserC
 	qa.sq_sig_type = SigType::ReqWr;
 	RwQpOptions ro;
 	ro.max_pages = uint32_t(std::min<size_t>(cfg.max_io, heap.max_alloc()) / 4096);
+	ro.max_entries = 1; // a command's buffer is one DmaHeap block
 	if (int rc = rw_init_qp(dev, &qa, ro); rc != 0) {
 		*why = "rw_init_qp: the send queue would exceed the device's max_qp_wr";
 		return rc;
