@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <cerrno>
 #include <cstring>
 
 namespace ulp::iscsi
@@ -187,6 +188,17 @@ void Session::send_pdu(TxPdu *p, std::span<const uint8_t, kBhsLen> bhs,
 	tp_->queue(p);
 }
 
+void Session::on_data_released(uint32_t itt)
+{
+	Task *t = find_task(itt);
+	if (!t || !t->mapped)
+		return;
+	t->mapped = false;
+	t->tx_refs--;
+	finish_if_done(t);
+	issue_pending(); // its MR is free for a waiting command
+}
+
 void Session::on_sent(TxPdu *p, bool sent)
 {
 	pdus_out_--;
@@ -214,15 +226,15 @@ void Session::issue_pending()
 {
 	while (!pending_.empty() && state_ == SessionState::FullFeature && window_open()) {
 		Task *t = tasks_[pending_.front()].get();
+		if (t->kind == Kind::Scsi && !send_cmd(t))
+			return; // the transport has no room for its data yet (on_data_released)
 		pending_.pop_front();
-		if (t->kind == Kind::Scsi)
-			send_cmd(t);
-		else if (t->kind == Kind::Text)
+		if (t->kind == Kind::Text)
 			send_text(t, t->text_ttt);
 	}
 }
 
-void Session::send_cmd(Task *t)
+bool Session::send_cmd(Task *t)
 {
 	const uint32_t edtl = static_cast<uint32_t>(t->data.size());
 	const bool write = t->dir == DataDir::Write;
@@ -246,6 +258,22 @@ void Session::send_cmd(Task *t)
 			imm = std::min(first, send_dsl_);
 		unsol = sparams_.initial_r2t ? imm : first;
 	}
+	// iSER (RFC 7145 7.3.1): the buffer is registered before the command goes out, and
+	// its STag travels in the command's iSER header. No room now: the command waits.
+	if (tp_->rdma_data() && t->dir != DataDir::None) {
+		if (!tp_->can_map())
+			return false;
+		const int rc = tp_->map_data(itt_of(t), t->dir, t->data, unsol);
+		if (rc == -EAGAIN)
+			return false;
+		if (rc < 0) {
+			fail(std::string("cannot register a command's data buffer: ") +
+			     std::strerror(-rc));
+			return true;
+		}
+		t->mapped = true;
+		t->tx_refs++; // released by on_data_released
+	}
 	h.final = unsol == imm; // F: no unsolicited Data-Out follows
 	t->cmdsn = h.cmdsn;
 	t->seq = ++seq_;
@@ -266,6 +294,7 @@ void Session::send_cmd(Task *t)
 	stats_.immediate_bytes += imm;
 	if (unsol > imm)
 		send_unsolicited(t, imm);
+	return true;
 }
 
 void Session::send_unsolicited(Task *t, uint32_t from)
@@ -459,6 +488,12 @@ uint32_t Session::submit(const ScsiRequest &req, ScsiDone done)
 		why_ = "data buffer does not match the direction";
 		return kReservedTag;
 	}
+	if (const uint32_t cap = tp_->max_data_len(); cap && req.data.size() > cap) {
+		why_ = "data buffer of " + std::to_string(req.data.size()) +
+		       " bytes is larger than the transport maps for one command (" +
+		       std::to_string(cap) + ")";
+		return kReservedTag;
+	}
 	Task *t = alloc_task(Kind::Scsi);
 	if (!t)
 		return kReservedTag;
@@ -471,8 +506,8 @@ uint32_t Session::submit(const ScsiRequest &req, ScsiDone done)
 	t->data = req.data;
 	t->attr = req.attr;
 	t->done = std::move(done);
-	if (pending_.empty() && window_open()) {
-		send_cmd(t);
+	if (pending_.empty() && window_open() && send_cmd(t)) {
+		// sent
 	} else {
 		pending_.push_back(t->slot);
 		stats_.window_waits++;
@@ -498,6 +533,10 @@ void Session::complete(Task *t, TaskOutcome o)
 	t->outcome = o;
 	if (t->sent && (t->kind == Kind::Scsi || t->kind == Kind::Text))
 		sent_live_--;
+	// iSER: the target's access to the buffer is revoked before the callback may hand
+	// the buffer back (on_data_released drops the reference map_data took).
+	if (t->mapped && tp_)
+		tp_->unmap_data(itt_of(t));
 	finish_if_done(t);
 }
 

@@ -112,9 +112,6 @@ enum class SessionState : uint8_t {
 };
 const char *session_state_name(SessionState s);
 
-// Data direction of a SCSI command (bidirectional commands are not supported).
-enum class DataDir : uint8_t { None, Read, Write };
-
 // RFC 7143 11.3.1.2 task attributes.
 enum class TaskAttr : uint8_t { Untagged = 0, Simple = 1, Ordered = 2, HeadOfQueue = 3, Aca = 4 };
 
@@ -303,6 +300,7 @@ private:
 	// TransportSink
 	void on_pdu(const Pdu &pdu, PduError err) override;
 	void on_sent(TxPdu *p, bool sent) override;
+	void on_data_released(uint32_t itt) override;
 
 	bool login_once(const Portal &portal, Portal *redirect);
 	void enter_ffp(const InitiatorLogin &l);
@@ -319,7 +317,7 @@ private:
 	              std::span<const uint8_t> ahs = {});
 	bool window_open() const;
 	void issue_pending();
-	void send_cmd(Task *t);
+	bool send_cmd(Task *t); // false: not sent (no transport room), still pending
 	void send_unsolicited(Task *t, uint32_t from);
 	void send_data_out(Task *t, uint32_t ttt, uint32_t offset, uint32_t len);
 	void send_nop_reply(const NopIn &h);

@@ -67,6 +67,7 @@ bool Session::login_once(const Portal &portal, Portal *redirect)
 	lc.itt = kLoginItt;
 	lc.cmdsn = kFirstCmdsn;
 	lc.prefs = cfg_.prefs;
+	tp_->login_prefs(lc.prefs);
 	lc.chap = cfg_.chap;
 	lc.mutual = cfg_.mutual;
 	lc.chap_policy = cfg_.chap_policy;

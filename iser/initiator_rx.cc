@@ -47,6 +47,13 @@ void Session::on_pdu(const Pdu &pdu, PduError err)
 		fail(std::string("bad PDU: ") + pdu_error_name(err));
 		return;
 	}
+	if (tp_->rdma_data() && (pdu.opcode() == Opcode::DataIn || pdu.opcode() == Opcode::R2t)) {
+		// RFC 7145 7.3: on iSER read data comes by RDMA WRITE and an R2T becomes the
+		// target's RDMA READ; neither PDU exists on the connection.
+		fail(std::string(pdu.opcode() == Opcode::DataIn ? "Data-In" : "R2T") +
+		     " PDU on an iSER connection");
+		return;
+	}
 	switch (pdu.opcode()) {
 	case Opcode::ScsiRsp:
 		on_scsi_rsp(pdu);
@@ -154,7 +161,15 @@ void Session::on_scsi_rsp(const Pdu &pdu)
 		return;
 	}
 	const auto edtl = static_cast<uint32_t>(t->data.size());
-	if (h.response == 0 && h.status == 0) {
+	if (tp_->rdma_data()) {
+		// iSER (RFC 7145 7.3): the data moved by RDMA, before this response (RC
+		// ordering); the residual is the only account of it.
+		const uint32_t moved = h.underflow ? edtl - std::min(edtl, h.residual) : edtl;
+		if (t->dir == DataDir::Read)
+			t->in_bytes = r.data_in = moved;
+		else if (t->dir == DataDir::Write)
+			t->solicited = moved > t->unsol_len ? moved - t->unsol_len : 0;
+	} else if (h.response == 0 && h.status == 0) {
 		// A GOOD read must have moved every byte it claims (11.4.5: residuals), in
 		// Data-In PDUs numbered 0..ExpDataSN-1 (11.4.8); a GOOD write every byte asked.
 		const uint32_t moved = h.underflow ? edtl - std::min(edtl, h.residual) : edtl;

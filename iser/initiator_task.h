@@ -43,7 +43,8 @@ struct Session::Task {
 	bool sent = false;        // its request PDU is queued with the transport
 	bool finished = false;    // outcome decided; delivered once tx_refs is 0
 	bool queued_done = false; // in done_
-	uint32_t tx_refs = 0;     // its PDUs lent to the transport
+	uint32_t tx_refs = 0;     // its PDUs lent to the transport, + 1 while mapped
+	bool mapped = false;      // its data is registered with the transport (iSER)
 	std::chrono::steady_clock::time_point start; // submitted (timeouts, ping RTT)
 	uint32_t cmdsn = 0;                          // CmdSN it went out with
 	uint64_t seq = 0;                            // send order (TMF scope)

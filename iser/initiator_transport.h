@@ -47,6 +47,9 @@ struct TxPdu {
 	size_t total() const { return hdr_len + data.size() + trailer_len; }
 };
 
+// Data direction of a SCSI command (bidirectional commands are not supported).
+enum class DataDir : uint8_t { None, Read, Write };
+
 // The session's side of a transport.
 class TransportSink
 {
@@ -57,6 +60,9 @@ public:
 	virtual void on_pdu(const Pdu &pdu, PduError err) = 0;
 	// A queued PDU was written (sent) or dropped because the connection closed.
 	virtual void on_sent(TxPdu *p, bool sent) = 0;
+	// The data registration of command itt (map_data) is gone: the peer can no longer
+	// touch the buffer (RDMA transports; from poll(), unmap_data or close()).
+	virtual void on_data_released(uint32_t itt) {}
 };
 
 class InitiatorTransport
@@ -88,6 +94,29 @@ public:
 	// "host:port" of the local end and of the peer (logs).
 	virtual std::string local_address() const = 0;
 	virtual std::string peer_address() const = 0;
+
+	// ---- Data by RDMA (iSER, RFC 7145 7.3). TCP moves data in Data-In and Data-Out PDUs
+	// and keeps these defaults.
+	// The target moves SCSI data with RDMA READ and WRITE: no R2T, no solicited Data-Out
+	// and no Data-In on this connection; a SCSI Response's residual says what moved.
+	virtual bool rdma_data() const { return false; }
+	// Login values the transport dictates (iSER: the lengths its buffers were sized for).
+	virtual void login_prefs(OperationalPrefs &prefs) {}
+	// The largest data buffer of one command; 0: no limit.
+	virtual uint32_t max_data_len() const { return 0; }
+	// One more command's data could be registered now (the bound on commands in flight).
+	virtual bool can_map() const { return true; }
+	// Register data for command itt before its SCSI Command PDU is queued (the PDU then
+	// carries the registration); its first unsol bytes go as immediate or unsolicited
+	// data. 0; -EAGAIN: nothing free now, retry after a release; another negative errno:
+	// this buffer can never be mapped.
+	virtual int map_data(uint32_t itt, DataDir dir, std::span<uint8_t> data, uint32_t unsol)
+	{
+		return 0;
+	}
+	// Command itt ended: revoke the peer's access to its buffer, then report
+	// on_data_released(itt) (now or from a later poll()/close()).
+	virtual void unmap_data(uint32_t itt) {}
 };
 
 // iSCSI over TCP. hard_cap bounds the largest data segment ever accepted (the reader's

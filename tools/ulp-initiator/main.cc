@@ -1,14 +1,20 @@
 // SPDX-License-Identifier: MIT
-// tools/ulp-initiator/main.cc - ulp-initiator: logs in to an iSCSI target and runs a
-// verified workload on one LUN.
+// tools/ulp-initiator/main.cc - ulp-initiator: logs in to an iSCSI target (TCP or iSER)
+// and runs a verified workload on one LUN.
 //
 //   ulp-initiator --portal 127.0.0.1:3260 --target iqn.2026-11.org.ulp:disk
 //                 --workload randwrite --bs 4k --qd 32 --runtime 10 --verify-only
+//   ulp-initiator --transport iser --portal 127.0.0.1:3260 ...        (soft provider)
+//   ulp-initiator --transport iser --rdma-device rxe0 --portal 10.99.0.1:3260 ...
 //
 // Progress once a second on stderr; the final figures on stdout (text, or --json).
 // Exit status: 0 success; 1 the run failed (login refused, lost connection, failed I/O,
 // verify mismatch); 2 bad command line.
+#include "core/dma_mem.h"
 #include "iser/initiator.h"
+#include "iser/initiator_iser.h"
+#include "providers/soft/soft.h"
+#include "tools/common/named_device.h"
 #include "tools/ulp-initiator/workload.h"
 
 #include <CLI/CLI.hpp>
@@ -16,6 +22,7 @@
 #include <cinttypes>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <random>
 #include <string>
 
@@ -138,13 +145,14 @@ void print_phase_text(const char *name, const PhaseStats &p)
 
 int main(int argc, char **argv)
 {
-	CLI::App app{"ulp-initiator: logs in to an iSCSI target (TCP) and runs a workload on one "
-	             "LUN, verifying what it reads back.\n\nEvery block written carries its LBA, "
-	             "a generation number and a CRC32C; reads of blocks written this run must "
-	             "match the latest generation, reads of other blocks that carry a header "
-	             "must be intact. Progress once a second on stderr, final figures on stdout. "
-	             "Exit status 0: success, 1: run failed (login, connection, I/O error, "
-	             "verify mismatch), 2: bad command line."};
+	CLI::App app{
+	    "ulp-initiator: logs in to an iSCSI target (TCP or iSER) and runs a workload on one "
+	    "LUN, verifying what it reads back.\n\nEvery block written carries its LBA, "
+	    "a generation number and a CRC32C; reads of blocks written this run must "
+	    "match the latest generation, reads of other blocks that carry a header "
+	    "must be intact. Progress once a second on stderr, final figures on stdout. "
+	    "Exit status 0: success, 1: run failed (login, connection, I/O error, "
+	    "verify mismatch), 2: bad command line."};
 	std::string portal_s, target, initiator_name = "iqn.2026-11.org.ulp:ulp-initiator";
 	std::string chap_s, mutual_s, digests = "none", workload = "randread";
 	std::string bs_s = "4k", size_s, offset_s = "0", range_s, imm_s, r2t_s, mrdsl_s;
@@ -155,9 +163,16 @@ int main(int argc, char **argv)
 	bool seed_given = false, verify = true, verify_given = false, verify_pass = false;
 	bool json = false, quiet = false, discover = false;
 	double cmd_timeout = 30;
+	std::string transport = "tcp", rdma_device, src_ip;
 
 	app.add_option("--portal,-p", portal_s, "target portal HOST[:PORT] (port 3260 by default)")
 	    ->required();
+	app.add_option("--transport", transport,
+	               "tcp or iser (iSCSI over RDMA: the soft provider unless --rdma-device)");
+	app.add_option("--rdma-device", rdma_device,
+	               "iser: the verbs device to use (e.g. rxe0); default: a soft device");
+	app.add_option("--src-ip", src_ip,
+	               "iser: our address (the soft device's; default: the portal's host)");
 	app.add_option("--target,-t", target,
 	               "target name (iqn...); without it, the first target SendTargets reports");
 	app.add_option("--lun,-l", lun, "LUN to run on (default 0)");
@@ -286,11 +301,58 @@ int main(int argc, char **argv)
 			std::fprintf(stderr, "ulp-initiator: %s\n", m.c_str());
 	};
 
+	// iSER: a device (a named verbs one, or a soft one of our own at the source address),
+	// the I/O buffers in one registered arena (zero copy), and a transport per connection.
+	if (transport != "tcp" && transport != "iser")
+		return usage("--transport must be tcp or iser, not " + transport);
+	const bool iser = transport == "iser";
+	iscsi::TransportFactory make_tp;
+	iscsi::IserInitiatorConfig xc;
+	iscsi::IserInitiatorStats xstats;
+	std::unique_ptr<DmaRegion> arena;
+	Device *soft_dev = nullptr;
+	if (iser) {
+		if (!rdma_device.empty()) {
+			tools::NamedDevice nd;
+			if (!tools::open_named_device(rdma_device, &nd, &why))
+				return usage("--rdma-device: " + why);
+			xc.provider = nd.provider;
+		} else {
+			soft::DeviceConfig sc;
+			sc.ip = src_ip.empty() ? portal.host : src_ip;
+			soft_dev = soft::create_device(sc);
+			if (!soft_dev)
+				return usage("cannot make a soft RDMA device at " + sc.ip + " (" +
+				             std::strerror(errno) +
+				             "); give --src-ip an IPv4 address");
+			xc.provider = &soft::provider();
+		}
+		xc.src_ip = src_ip;
+		xc.queue_depth = qd + 4; // a few beyond the workload's own (the verify probes)
+		xc.max_io = std::max<uint32_t>(wc.bs, 1u << 20);
+		arena = dma_alloc(size_t(qd) * wc.bs);
+		if (!arena)
+			return usage(std::string("cannot allocate I/O buffers: ") +
+			             std::strerror(errno));
+		wc.arena = {static_cast<uint8_t *>(arena->addr()), size_t(qd) * wc.bs};
+		xc.regions.push_back(wc.arena);
+		xc.stats = &xstats;
+		make_tp = [&xc] { return iscsi::make_iser_transport(xc); };
+	}
+	struct SoftDevGuard {
+		Device *d;
+		~SoftDevGuard()
+		{
+			if (d)
+				soft::destroy_device(d);
+		}
+	} soft_guard{soft_dev};
+
 	// Discovery when asked, or to find the target.
 	if (discover || target.empty()) {
 		iscsi::InitiatorConfig dc = ic;
 		dc.type = iscsi::SessionType::Discovery;
-		iscsi::Session d(dc);
+		iscsi::Session d(dc, make_tp);
 		if (!d.login(portal)) {
 			std::fprintf(stderr, "ulp-initiator: discovery login to %s: %s\n",
 			             iscsi::portal_str(portal).c_str(), d.error().c_str());
@@ -320,7 +382,7 @@ int main(int argc, char **argv)
 	}
 
 	ic.target_name = target;
-	iscsi::Session s(ic);
+	iscsi::Session s(ic, make_tp);
 	if (!s.login(portal)) {
 		std::fprintf(stderr, "ulp-initiator: login to %s at %s: %s\n", target.c_str(),
 		             iscsi::portal_str(portal).c_str(), s.error().c_str());
@@ -368,6 +430,13 @@ int main(int argc, char **argv)
 		print_phase_json("main", res.main, false);
 		if (wc.verify_pass)
 			print_phase_json("verify_pass", res.verify_pass, false);
+		std::printf("  \"transport\": \"%s\",\n", transport.c_str());
+		if (iser)
+			std::printf("  \"iser\": {\"mapped\": %" PRIu64 ", \"bounced\": %" PRIu64
+			            ", \"remote_inv\": %" PRIu64 ", \"local_inv\": %" PRIu64
+			            ", \"backlogged\": %" PRIu64 "},\n",
+			            xstats.mapped, xstats.bounced, xstats.remote_inv,
+			            xstats.local_inv, xstats.backlogged);
 		std::printf("  \"logged_out\": %s, \"ok\": %s, \"fatal\": \"%s\"\n}\n",
 		            logged_out ? "true" : "false", ok ? "true" : "false",
 		            json_escape(res.fatal).c_str());
@@ -381,6 +450,11 @@ int main(int argc, char **argv)
 		print_phase_text(pattern_name(wc.pattern), res.main);
 		if (wc.verify_pass)
 			print_phase_text("verify pass", res.verify_pass);
+		if (iser)
+			std::printf(
+			    "iser: %" PRIu64 " buffers registered (%" PRIu64 " bounced), %" PRIu64
+			    " invalidated by the target, %" PRIu64 " here\n",
+			    xstats.mapped, xstats.bounced, xstats.remote_inv, xstats.local_inv);
 		std::printf("verify: %s, %" PRIu64 " blocks checked, %" PRIu64 " mismatches\n",
 		            wc.verify || wc.verify_pass ? "on" : "off", res.verified_blocks,
 		            res.verify_errors);

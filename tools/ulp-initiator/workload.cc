@@ -53,7 +53,7 @@ constexpr uint64_t kMaxErrors = 1000; // a run with this many failed I/Os stops 
 
 // One I/O slot (qd of them).
 struct Io {
-	std::vector<uint8_t> buf;      // bs bytes
+	std::span<uint8_t> buf;        // bs bytes, in the arena
 	std::array<uint8_t, 16> cdb{}; // READ(16) / WRITE(16)
 	bool busy = false;             // submitted, not completed
 	bool write = false;
@@ -88,9 +88,10 @@ private:
 	std::mt19937_64 rng_;
 	std::unique_ptr<Tracker> tracker_;
 	std::vector<Io> ios_;
-	uint32_t block_ = 0;     // the LUN's logical block size
-	uint32_t io_blocks_ = 0; // blocks per I/O
-	uint64_t first_lba_ = 0; // the range, in blocks
+	std::vector<uint8_t> own_arena_; // the I/O buffers when the config gives no arena
+	uint32_t block_ = 0;             // the LUN's logical block size
+	uint32_t io_blocks_ = 0;         // blocks per I/O
+	uint64_t first_lba_ = 0;         // the range, in blocks
 	uint64_t range_blocks_ = 0;
 	uint64_t cursor_ = 0; // sequential position (blocks within the range)
 	uint64_t issued_bytes_ = 0;
@@ -163,8 +164,13 @@ bool Runner::setup(std::string *why)
 		tracker_ = std::make_unique<Tracker>(first_lba_, range_blocks_, block_, rd());
 	}
 	ios_.resize(cfg_.qd);
-	for (Io &io : ios_)
-		io.buf.assign(cfg_.bs, 0);
+	std::span<uint8_t> arena = cfg_.arena;
+	if (arena.size() < size_t(cfg_.qd) * cfg_.bs) {
+		own_arena_.assign(size_t(cfg_.qd) * cfg_.bs, 0);
+		arena = own_arena_;
+	}
+	for (size_t i = 0; i < ios_.size(); i++)
+		ios_[i].buf = arena.subspan(i * cfg_.bs, cfg_.bs);
 	return true;
 }
 

@@ -40,6 +40,9 @@ struct WorkloadConfig {
 	bool verify = true;       // check reads (verify.h)
 	bool verify_pass = false; // afterwards, read back the whole range and check it
 	bool progress = true;     // a line a second on stderr
+	// Where the qd I/O buffers of bs bytes live (at least qd * bs bytes): memory the
+	// transport registered (iSER: zero copy). Empty: the runner allocates its own.
+	std::span<uint8_t> arena;
 };
 
 // The figures of one phase (the workload, or the verify pass).
