@@ -1369,8 +1369,11 @@ void Conn::start_closing(const std::string &why)
 	if (state_ == ConnState::Closing || state_ == ConnState::Done)
 		return;
 	const bool was_ffp = state_ != ConnState::Login;
+	// The Logout Response is out: the initiator may close before our send completes
+	// (over iSER its disconnect can beat the SEND's completion). Not a lost connection.
+	const bool answered_logout = state_ == ConnState::LoggingOut && !logout_pending_;
 	state_ = ConnState::Closing;
-	if (was_ffp && why != "logged out")
+	if (was_ffp && why != "logged out" && !answered_logout)
 		target_.log("connection lost: " + sess_->params.initiator_name + " from " + peer_ +
 		            ": " + why);
 	// Queued PDUs come back through pdu_done(p, false): their commands are put.

@@ -245,8 +245,6 @@ bool Session::send_cmd(Task *t)
 	h.lun = lun_field(t->lun);
 	h.itt = itt_of(t);
 	h.edtl = edtl;
-	h.cmdsn = cmdsn_++;
-	h.exp_statsn = exp_statsn_;
 	std::memcpy(h.cdb.data(), t->cdb.data(), std::min<size_t>(16, t->cdb_len));
 	// 11.3.1 / 13.11 / 13.13 / 13.14: immediate data when ImmediateData=Yes, unsolicited
 	// Data-Out when InitialR2T=No; both together at most FirstBurstLength, each PDU at most
@@ -274,6 +272,10 @@ bool Session::send_cmd(Task *t)
 		t->mapped = true;
 		t->tx_refs++; // released by on_data_released
 	}
+	// The CmdSN is taken only now that the command surely goes out: a number taken by a
+	// command that then waits would leave a gap the target waits on forever.
+	h.cmdsn = cmdsn_++;
+	h.exp_statsn = exp_statsn_;
 	h.final = unsol == imm; // F: no unsolicited Data-Out follows
 	t->cmdsn = h.cmdsn;
 	t->seq = ++seq_;

@@ -184,12 +184,13 @@ bool TargetdProcess::start(const std::vector<std::string> &args, std::string *wh
 		ssize_t n = ::read(p[0], buf, sizeof(buf));
 		if (n <= 0)
 			break;
-		line.append(buf, static_cast<size_t>(n));
-		if (line.find('\n') != std::string::npos)
-			break;
+		line.append(buf, static_cast<size_t>(n)); // until EOF: the daemon closes it
 	}
 	::close(p[0]);
 	port_ = static_cast<uint16_t>(std::atoi(line.c_str()));
+	// "iser PORT" follows when there are iSER portals beside the TCP one.
+	if (auto at = line.find("iser "); at != std::string::npos)
+		iser_port_ = static_cast<uint16_t>(std::atoi(line.c_str() + at + 5));
 	if (port_ == 0) {
 		kill();
 		*why = "ulp-targetd did not come up: " + log();

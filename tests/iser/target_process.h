@@ -32,6 +32,8 @@ public:
 	bool start(const std::vector<std::string> &args, std::string *why,
 	           std::chrono::milliseconds timeout = 10s);
 	uint16_t port() const { return port_; }
+	uint16_t iser_port() const { return iser_port_; } // with --iser-portal in args
+
 	pid_t pid() const { return pid_; }
 	bool running() const { return pid_ > 0; }
 	// SIGTERM, then wait up to timeout (SIGKILL after it). The exit status, or -1.
@@ -44,6 +46,7 @@ public:
 private:
 	pid_t pid_ = -1;
 	uint16_t port_ = 0;
+	uint16_t iser_port_ = 0;
 	std::string log_path_;
 };
 
