@@ -307,7 +307,8 @@ int main(int argc, char **argv)
 		ic.prefs.max_recv_dsl = static_cast<uint32_t>(v);
 	}
 	ic.log = [quiet](const std::string &m) {
-		if (!quiet)
+		// A failed session is reported once, by whoever ends the run.
+		if (!quiet && m.rfind("session failed: ", 0) != 0)
 			std::fprintf(stderr, "ulp-initiator: %s\n", m.c_str());
 	};
 
