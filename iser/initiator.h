@@ -4,7 +4,7 @@
 // counterpart of Linux's libiscsi.c and of libiscsi, over a transport interface
 // (iser/initiator_transport.h: TCP now, iSER later).
 //
-// Use, from one thread:
+// Use, from one thread (a Session logs in once; make a new one to log in again):
 //
 //	Session s(cfg);                          // names, CHAP, what to propose, timeouts
 //	if (!s.login(portal)) ... s.error(), s.login_status() (class/detail)
@@ -82,7 +82,7 @@ struct InitiatorConfig {
 	// CHAP: our name and secret; with mutual also the target's (mutual CHAP).
 	std::optional<ChapSecret> chap;
 	std::optional<ChapSecret> mutual;
-	ChapPolicy chap_policy;
+	ChapPolicy chap_policy; // CHAP_A offered, strongest first (tgt 1.0.85 needs MD5 only)
 	OperationalPrefs prefs = default_prefs(); // what we propose (digests, bursts, ...)
 	std::chrono::milliseconds connect_timeout{5000};
 	std::chrono::milliseconds login_timeout{10000}; // the whole login exchange

@@ -816,6 +816,22 @@ TEST(InitiatorLogout, TargetRequestsLogout)
 	EXPECT_EQ(t.stop(10s), 0);
 }
 
+// The value of the first "key": <number> in a JSON text, or -1. (std::regex trips gcc 12's
+// -Wmaybe-uninitialized under ASan; the tool's JSON is flat enough for a plain search.)
+double json_number(const std::string &j, const std::string &key)
+{
+	const std::string k = "\"" + key + "\":";
+	size_t p = j.find(k);
+	if (p == std::string::npos)
+		return -1;
+	p += k.size();
+	while (p < j.size() && j[p] == ' ')
+		p++;
+	char *end = nullptr;
+	const double v = std::strtod(j.c_str() + p, &end);
+	return end == j.c_str() + p ? -1 : v;
+}
+
 // ---- tgtd, the reference target ---------------------------------------------------------------
 
 class Tgtd : public ::testing::Test
@@ -925,23 +941,46 @@ TEST_F(Tgtd, Digests)
 	EXPECT_TRUE(s.logout());
 }
 
-// ---- The ulp-initiator tool -------------------------------------------------------------------
-
-// The value of the first "key": <number> in a JSON text, or -1. (std::regex trips gcc 12's
-// -Wmaybe-uninitialized under ASan; the tool's JSON is flat enough for a plain search.)
-double json_number(const std::string &j, const std::string &key)
+TEST_F(Tgtd, ToolVerifiedWorkloadWithChap)
 {
-	const std::string k = "\"" + key + "\":";
-	size_t p = j.find(k);
-	if (p == std::string::npos)
-		return -1;
-	p += k.size();
-	while (p < j.size() && j[p] == ' ')
-		p++;
-	char *end = nullptr;
-	const double v = std::strtod(j.c_str() + p, &end);
-	return end == j.c_str() + p ? -1 : v;
+	test::TgtdConfig tc;
+	tc.chap_user = "alice";
+	tc.chap_secret = kSecret;
+	start(tc);
+	if (IsSkipped())
+		return;
+	std::string out, err;
+	const int st = test::run_program(ULP_INITIATOR_PATH,
+	                                 {"--portal",
+	                                  "127.0.0.1:" + std::to_string(tgt_.port()),
+	                                  "--lun",
+	                                  "1",
+	                                  "--chap",
+	                                  std::string("alice:") + kSecret,
+	                                  "--chap-algs",
+	                                  "md5",
+	                                  "-w",
+	                                  "randwrite",
+	                                  "--bs",
+	                                  "16k",
+	                                  "--qd",
+	                                  "16",
+	                                  "--runtime",
+	                                  "1",
+	                                  "--range",
+	                                  "8m",
+	                                  "--verify-only",
+	                                  "--json",
+	                                  "--quiet"},
+	                                 &out, &err, 30s);
+	ASSERT_EQ(st, 0) << out << err;
+	EXPECT_NE(out.find("\"target\": \"iqn.2026-11.org.ulp:tgt\""), std::string::npos)
+	    << out; // found by discovery: no --target given
+	EXPECT_EQ(json_number(out, "verify_errors"), 0) << out;
+	EXPECT_GT(json_number(out, "verified_blocks"), 0) << out;
 }
+
+// ---- The ulp-initiator tool -------------------------------------------------------------------
 
 TEST(InitiatorTool, VerifiedWorkloadJson)
 {

@@ -154,7 +154,7 @@ int main(int argc, char **argv)
 	    "Exit status 0: success, 1: run failed (login, connection, I/O error, "
 	    "verify mismatch), 2: bad command line."};
 	std::string portal_s, target, initiator_name = "iqn.2026-11.org.ulp:ulp-initiator";
-	std::string chap_s, mutual_s, digests = "none", workload = "randread";
+	std::string chap_s, mutual_s, chap_algs, digests = "none", workload = "randread";
 	std::string bs_s = "4k", size_s, offset_s = "0", range_s, imm_s, r2t_s, mrdsl_s;
 	uint64_t lun = 0;
 	uint32_t qd = 32, rwmix = 50;
@@ -180,6 +180,9 @@ int main(int argc, char **argv)
 	app.add_option("--chap", chap_s, "USER:SECRET we prove to the target (CHAP)");
 	app.add_option("--mutual-chap", mutual_s,
 	               "USER:SECRET the target must prove (mutual CHAP)");
+	app.add_option("--chap-algs", chap_algs,
+	               "CHAP algorithms to offer, in order: md5, sha1, sha256, sha3-256 "
+	               "(default sha3-256,sha256,sha1,md5; tgt 1.0.85 works with md5 only)");
 	app.add_option("--digests", digests,
 	               "header and data digests: none, crc32c, or both (CRC32C preferred)");
 	app.add_option("--immediate-data", imm_s, "propose ImmediateData yes|no (default yes)");
@@ -278,6 +281,28 @@ int main(int argc, char **argv)
 			return usage("--mutual-chap must be USER:SECRET, and needs --chap");
 		ic.mutual = c;
 	}
+	if (!chap_algs.empty()) {
+		ic.chap_policy.algorithms.clear();
+		size_t p = 0;
+		while (p <= chap_algs.size()) {
+			size_t q = chap_algs.find(',', p);
+			if (q == std::string::npos)
+				q = chap_algs.size();
+			const std::string a = chap_algs.substr(p, q - p);
+			p = q + 1;
+			if (a == "md5")
+				ic.chap_policy.algorithms.push_back(iscsi::ChapAlg::Md5);
+			else if (a == "sha1")
+				ic.chap_policy.algorithms.push_back(iscsi::ChapAlg::Sha1);
+			else if (a == "sha256")
+				ic.chap_policy.algorithms.push_back(iscsi::ChapAlg::Sha256);
+			else if (a == "sha3-256")
+				ic.chap_policy.algorithms.push_back(iscsi::ChapAlg::Sha3_256);
+			else
+				return usage("--chap-algs: unknown algorithm '" + a +
+				             "' (md5, sha1, sha256, sha3-256)");
+		}
+	}
 	using iscsi::Digest;
 	if (digests == "none")
 		ic.prefs.header_digests = ic.prefs.data_digests = {Digest::None};
@@ -297,7 +322,8 @@ int main(int argc, char **argv)
 		ic.prefs.max_recv_dsl = static_cast<uint32_t>(v);
 	}
 	ic.log = [quiet](const std::string &m) {
-		if (!quiet)
+		// A failed session is reported once, by whoever ends the run.
+		if (!quiet && m.rfind("session failed: ", 0) != 0)
 			std::fprintf(stderr, "ulp-initiator: %s\n", m.c_str());
 	};
 
@@ -352,6 +378,10 @@ int main(int argc, char **argv)
 	if (discover || target.empty()) {
 		iscsi::InitiatorConfig dc = ic;
 		dc.type = iscsi::SessionType::Discovery;
+		// Discovery sessions are usually open (tgt and ulp-targetd bind CHAP accounts to
+		// targets, not to discovery); the credentials are for the target.
+		dc.chap.reset();
+		dc.mutual.reset();
 		iscsi::Session d(dc, make_tp);
 		if (!d.login(portal)) {
 			std::fprintf(stderr, "ulp-initiator: discovery login to %s: %s\n",
