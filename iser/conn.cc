@@ -279,8 +279,10 @@ void Conn::login_complete(const TargetLogin &l)
 	tc.max_send_dsl = max_send_dsl_;
 	text_ = std::make_unique<TextResponder>(tc, target_);
 
-	// The command pool: the CmdSN window plus the immediate slots, allocated once.
-	const uint32_t n = target_.cfg().cmd_window + kImmediateSlots;
+	// The command pool, allocated once: the CmdSN window, the immediate slots, and a
+	// window's worth of commands whose status is on its way out (they no longer hold a
+	// window slot, see return_window_slot, but keep their buffers until it is sent).
+	const uint32_t n = 2 * target_.cfg().cmd_window + kImmediateSlots;
 	pool_.reserve(n);
 	free_.reserve(n);
 	for (uint32_t i = 0; i < n; i++) {
@@ -310,6 +312,19 @@ void Conn::login_complete(const TargetLogin &l)
 }
 
 // ---- Full feature phase: input --------------------------------------------------------------
+
+void Conn::return_window_slot(IscsiCmd *c)
+{
+	// A command stops counting against the window when its status is queued: the
+	// response that carries it then reports the slot free, so an initiator whose last
+	// command this was is not left with a closed window and nothing coming to reopen it
+	// (RFC 7143 11.19: a target must not leave the window shut with no PDU to follow).
+	// Its object and buffer stay until the response is sent: the pool has room for that.
+	if (c->window_slot) {
+		c->window_slot = false;
+		slots_++;
+	}
+}
 
 uint32_t Conn::max_cmdsn() const
 {
@@ -442,8 +457,9 @@ void Conn::free_cmd(IscsiCmd *c)
 	c->data = nullptr;
 	if (c->wait_hook.is_linked())
 		waiting_.erase(waiting_.iterator_to(*c));
-	if (!c->immediate)
-		slots_++;
+	return_window_slot(c);
+	if (c->immediate)
+		imm_live_--;
 	c->state = IscsiCmd::State::Free;
 	c->r2ts.clear();
 	free_.push_back(c);
@@ -510,16 +526,18 @@ void Conn::on_scsi_cmd(const Pdu &pdu)
 	IscsiCmd *c = nullptr;
 	if (h.immediate) {
 		// Immediate commands take the slots beyond the window.
-		if (live_ - (target_.cfg().cmd_window - slots_) < kImmediateSlots)
+		if (imm_live_ < kImmediateSlots)
 			c = alloc_cmd();
 		if (!c) {
 			send_reject(RejectReason::ImmCmdReject, pdu.bhs);
 			return;
 		}
+		imm_live_++;
 	} else {
 		if (!slots_ || !(c = alloc_cmd()))
 			return; // the window was respected by nobody: ignore (3.2.2.1)
 		slots_--;
+		c->window_slot = true;
 	}
 	c->state = IscsiCmd::State::Waiting;
 	c->itt = h.itt;
@@ -1106,6 +1124,8 @@ void Conn::send_data_in(IscsiCmd *c)
 			h.residual = sc.resid_count;
 		}
 		encode(h, b);
+		if (last)
+			return_window_slot(c);
 		// 11.7.4: StatSN advances only with the PDU that carries the status; ExpCmdSN
 		// and MaxCmdSN are valid in every Data-In.
 		fill_sn(b.data(), last);
@@ -1136,6 +1156,7 @@ OutPdu *Conn::build_scsi_rsp(IscsiCmd *c)
 	h.residual = sc.resid_count;
 	h.exp_datasn = c->datasn;
 	encode(h, b);
+	return_window_slot(c);
 	fill_sn(b.data(), true);
 	if (sc.sense_len) {
 		// 11.4.7: SenseLength (2 bytes) then the sense data.

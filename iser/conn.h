@@ -105,6 +105,8 @@ struct IscsiCmd {
 	void *xprt = nullptr;            // the transport's per-command state (iSER: its RwCtx); the
 	                                 // transport's to keep across the slot's uses
 	bool local = false;              // answered by the connection itself (never submitted)
+	bool window_slot = false;        // holds a CmdSN window slot (non-immediate, until
+	                                 // its status is queued: return_window_slot)
 
 	// Data-out (11.7, 11.8)
 	uint32_t unsol_received = 0;    // bytes of immediate + unsolicited data received
@@ -310,6 +312,7 @@ private:
 	// Commands
 	IscsiCmd *alloc_cmd();
 	void free_cmd(IscsiCmd *c);
+	void return_window_slot(IscsiCmd *c);
 	IscsiCmd *find_cmd(uint32_t itt);
 	void cmd_sent(IscsiCmd *c);
 
@@ -350,13 +353,14 @@ private:
 	uint32_t logout_itt_ = 0;   // the Logout Request waiting for commands
 	bool logout_pending_ = false;
 
-	// Commands: a pool of cmd_window + immediates slots, never shrunk.
+	// Commands: a pool of 2 * cmd_window + immediate slots, never shrunk (conn.cc).
 	std::vector<std::unique_ptr<IscsiCmd>> pool_;
 	std::vector<IscsiCmd *> free_;
 	std::vector<IttTable::bucket_type> buckets_;
 	std::unique_ptr<IttTable> itt_table_;
 	CmdWaitList waiting_;   // non-immediate commands ahead of ExpCmdSN, in CmdSN order
 	uint32_t live_ = 0;     // commands out of the pool
+	uint32_t imm_live_ = 0; // of them immediate (at most kImmediateSlots)
 	uint32_t next_ttt_ = 1; // R2T / NOP-In Target Transfer Tags
 
 	// PDUs

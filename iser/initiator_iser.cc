@@ -687,7 +687,7 @@ void IserTransport::inv_done(Cq *, Wc *wc)
 	auto *r = from_cqe<Reg>(wc->wr_cqe);
 	IserTransport *tp = r->tp;
 	tp->sq_used_--;
-	if (wc->status != WcStatus::Success && wc->status != WcStatus::WrFlushErr)
+	if (wc->status != WcStatus::Success && tp->state_ == State::Up)
 		tp->fail(std::string("LOCAL_INV: ") + wc_status_str(wc->status));
 	if (r->live && tp->state_ == State::Up)
 		tp->release(*r);
@@ -814,7 +814,7 @@ void IserTransport::send_done(Cq *, Wc *wc)
 	TxPdu *p = std::exchange(d->pdu, nullptr);
 	tp->send_free_.push_back(d);
 	const bool ok = wc->status == WcStatus::Success;
-	if (!ok && wc->status != WcStatus::WrFlushErr && tp->state_ == State::Up)
+	if (!ok && tp->state_ == State::Up) // a flush while up: the QP left RTS on its own
 		tp->fail(std::string("send: ") + wc_status_str(wc->status));
 	if (p && tp->sink_)
 		tp->sink_->on_sent(p, ok);

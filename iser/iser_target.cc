@@ -193,7 +193,10 @@ int IserConn::setup(std::unique_ptr<CmId> id, Pd &pd, DmaHeap &heap, const IserC
 	qa.cap.max_recv_wr = nrecv + 1;
 	qa.cap.max_send_sge = std::min(da.max_sge, kRwMaxSge);
 	qa.cap.max_recv_sge = 1;
-	qa.cap.max_rdma_ctxs = window + kImmediateSlots;
+	// Contexts live while a command fetches data or sends it, response included: up to
+	// the window, the immediate slots and a window of commands whose status is going
+	// out (Conn's pool).
+	qa.cap.max_rdma_ctxs = 2 * window + kImmediateSlots;
 	qa.sq_sig_type = SigType::ReqWr;
 	RwQpOptions ro;
 	ro.max_pages = uint32_t(std::min<size_t>(cfg.max_io, heap.max_alloc()) / 4096);
@@ -294,9 +297,11 @@ void IserConn::recv_done(Cq *, Wc *wc)
 void IserConn::handle_recv(RecvDesc *d, const Wc &wc)
 {
 	if (wc.status != WcStatus::Success) {
-		if (wc.status != WcStatus::WrFlushErr)
-			on_transport_error(std::string("receive: ") + wc_status_str(wc.status));
-		return; // a flush: the QP is going down
+		// A flush we did not cause (no close_transport yet) is a QP that left RTS on its
+		// own (a fatal error): the connection is as dead as after any other error. Once
+		// closing, on_transport_error changes nothing.
+		on_transport_error(std::string("receive: ") + wc_status_str(wc.status));
+		return;
 	}
 	if (closed_)
 		return;
@@ -406,7 +411,7 @@ void IserConn::send_done(Cq *, Wc *wc)
 		d->pdu = nullptr;
 		c->send_free_.push_back(d);
 		const bool ok = wc->status == WcStatus::Success;
-		if (!ok && wc->status != WcStatus::WrFlushErr)
+		if (!ok)
 			c->on_transport_error(std::string("send: ") + wc_status_str(wc->status));
 		if (p) {
 			// A read response's RDMA WRITEs went before it: the context is done.
@@ -521,9 +526,8 @@ void IserConn::read_done(Cq *, Wc *wc)
 		x->rw.destroy();
 		x->active = false;
 		if (wc->status != WcStatus::Success) {
-			if (wc->status != WcStatus::WrFlushErr)
-				conn->on_transport_error(std::string("RDMA READ: ") +
-				                         wc_status_str(wc->status));
+			conn->on_transport_error(std::string("RDMA READ: ") +
+			                         wc_status_str(wc->status));
 			conn->data_transfer_failed(c);
 			return;
 		}

@@ -500,17 +500,11 @@ TEST(InitiatorIoPaths, WindowOfOne)
 	EXPECT_TRUE(s.logout());
 }
 
-// TARGET BUG (ulp-targetd, iser/conn.cc; reported, not fixed here): a SCSI Response is
-// built while its command still holds its CmdSN slot (Conn::max_cmdsn() = ExpCmdSN +
-// slots_ - 1, and the slot returns only in free_cmd() after the response is sent), so the
-// response to the last command in flight reports a window one smaller than it will be. With
-// --cmd-window 1 every response says MaxCmdSN = ExpCmdSN - 1 (closed), and no later PDU
-// reopens it: RFC 7143 11.19 has the target send a NOP-In "as a means to carry a changed
-// ExpCmdSN and/or MaxCmdSN if another PDU will not be available for a long time", which
-// ulp-targetd never does. An initiator that does not probe (Linux's libiscsi does not)
-// hangs until its command timeout. Enable when the target reports the window after
-// releasing the slot, or sends the NOP-In.
-TEST(InitiatorTargetBugs, DISABLED_WindowReopensWithoutProbe)
+// A SCSI Response must report the window with its own command's slot free (Conn's
+// return_window_slot): with --cmd-window 1 a response that said MaxCmdSN = ExpCmdSN - 1
+// left an initiator that does not probe (Linux's libiscsi does not) with a closed window
+// and no PDU ever coming to reopen it (RFC 7143 11.19), until its command timeout.
+TEST(InitiatorWindow, ReopensWithoutProbe)
 {
 	TargetdProcess t;
 	ASSERT_TRUE(start_targetd(t, {"--cmd-window", "1"}));

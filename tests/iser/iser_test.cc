@@ -232,10 +232,12 @@ TEST(Iser, WriteReadAcrossSizesRegisteredAndBounced)
 	uint32_t tag = 1;
 	for (bool registered : {true, false}) {
 		for (size_t len : sizes) {
-			SCOPED_TRACE(std::to_string(len) + (registered ? " registered" : " bounced"));
+			SCOPED_TRACE(std::to_string(len) +
+			             (registered ? " registered" : " bounced"));
 			std::vector<uint8_t> heap_w(len), heap_r(len);
 			std::span<uint8_t> w = registered ? in.buf(0, len) : std::span(heap_w);
-			std::span<uint8_t> r = registered ? in.buf(4u << 20, len) : std::span(heap_r);
+			std::span<uint8_t> r =
+			    registered ? in.buf(4u << 20, len) : std::span(heap_r);
 			fill(w, lba, tag);
 			std::memset(r.data(), 0xee, r.size());
 			const auto before = in.xs;
@@ -256,7 +258,7 @@ TEST(Iser, WriteReadAcrossSizesRegisteredAndBounced)
 	}
 	IserStats ps = t.portal->stats();
 	EXPECT_EQ(ps.rdma_writes, 2 * sizes.size()); // every read
-	EXPECT_EQ(ps.rdma_reads, 2u * 3u);          // the writes beyond 8 KiB
+	EXPECT_EQ(ps.rdma_reads, 2u * 3u);           // the writes beyond 8 KiB
 	EXPECT_GE(ps.send_inv, 4 * sizes.size());
 	EXPECT_TRUE(in.s->logout());
 	EXPECT_TRUE(t.wait_no_conns()) << t.logs();
@@ -299,7 +301,8 @@ TEST(Iser, MoreCommandsThanTheTransportMaps)
 		std::fill(done.begin(), done.end(), false);
 		for (uint32_t i = 0; i < n; i++) {
 			const uint64_t lba = uint64_t(i) * 64;
-			cdbs[i] = write ? cdb_write16(lba, len / kBlock) : cdb_read16(lba, len / kBlock);
+			cdbs[i] =
+			    write ? cdb_write16(lba, len / kBlock) : cdb_read16(lba, len / kBlock);
 			auto b = in.buf((write ? 0 : 2u << 20) + size_t(i) * len, len);
 			if (write)
 				fill(b, lba, 7);
@@ -321,7 +324,8 @@ TEST(Iser, MoreCommandsThanTheTransportMaps)
 	run_all(true);
 	run_all(false);
 	for (uint32_t i = 0; i < n; i++)
-		ASSERT_TRUE(same(in.buf(size_t(i) * len, len), in.buf((2u << 20) + size_t(i) * len, len)))
+		ASSERT_TRUE(
+		    same(in.buf(size_t(i) * len, len), in.buf((2u << 20) + size_t(i) * len, len)))
 		    << "command " << i;
 	EXPECT_EQ(in.xs.mapped, 2u * n);
 	EXPECT_TRUE(in.s->logout());
@@ -378,8 +382,8 @@ TEST(Iser, SecondSessionAfterLogout)
 struct FaultRun {
 	std::map<uint64_t, uint32_t> good;                // lba -> tag acknowledged last
 	std::map<uint64_t, std::vector<uint32_t>> issued; // lba -> every tag sent to it
-	size_t lost = 0;                   // ended ConnectionLost / Timeout
-	size_t bad = 0;                    // ended otherwise not GOOD
+	size_t lost = 0;                                  // ended ConnectionLost / Timeout
+	size_t bad = 0;                                   // ended otherwise not GOOD
 	size_t ended = 0;
 	bool hung = false;
 };
@@ -582,18 +586,17 @@ TEST(IserProcess, UlpInitiatorAgainstUlpTargetd)
 {
 	test::TargetdProcess td;
 	std::string why;
-	ASSERT_TRUE(td.start({"--iser-portal", "127.0.0.1:0", "--target", kIqn, "--lun",
-	                      "0:ram:size=64M"},
-	                     &why))
+	ASSERT_TRUE(td.start(
+	    {"--iser-portal", "127.0.0.1:0", "--target", kIqn, "--lun", "0:ram:size=64M"}, &why))
 	    << why;
 	ASSERT_NE(td.iser_port(), 0) << td.log();
 	int st = 0;
-	const std::string out = run_capture(
-	    {ULP_INITIATOR_PATH, "--transport", "iser", "--portal",
-	     "127.0.0.1:" + std::to_string(td.iser_port()), "--target", kIqn, "--workload",
-	     "randwrite", "--bs", "16k", "--qd", "16", "--runtime", "2", "--verify-only",
-	     "--json", "--quiet"},
-	    &st);
+	const std::string out =
+	    run_capture({ULP_INITIATOR_PATH, "--transport", "iser", "--portal",
+	                 "127.0.0.1:" + std::to_string(td.iser_port()), "--target", kIqn,
+	                 "--workload", "randwrite", "--bs", "16k", "--qd", "16", "--runtime", "2",
+	                 "--verify-only", "--json", "--quiet"},
+	                &st);
 	EXPECT_EQ(st, 0) << out << "\n" << td.log();
 	EXPECT_NE(out.find("\"ok\": true"), std::string::npos) << out;
 	EXPECT_NE(out.find("\"transport\": \"iser\""), std::string::npos) << out;
@@ -608,9 +611,8 @@ TEST(IserProcess, TargetKilledMidRun)
 {
 	test::TargetdProcess td;
 	std::string why;
-	ASSERT_TRUE(td.start({"--iser-portal", "127.0.0.1:0", "--target", kIqn, "--lun",
-	                      "0:ram:size=64M"},
-	                     &why))
+	ASSERT_TRUE(td.start(
+	    {"--iser-portal", "127.0.0.1:0", "--target", kIqn, "--lun", "0:ram:size=64M"}, &why))
 	    << why;
 	// The target's soft device lives in the child; ours is a device of our own at the
 	// same address (the socket wire finds the listener by name).
@@ -641,9 +643,8 @@ TEST(IserProcess, InitiatorKilledTargetCarriesOn)
 {
 	test::TargetdProcess td;
 	std::string why;
-	ASSERT_TRUE(td.start({"--iser-portal", "127.0.0.1:0", "--target", kIqn, "--lun",
-	                      "0:ram:size=64M"},
-	                     &why))
+	ASSERT_TRUE(td.start(
+	    {"--iser-portal", "127.0.0.1:0", "--target", kIqn, "--lun", "0:ram:size=64M"}, &why))
 	    << why;
 	const std::string portal = "127.0.0.1:" + std::to_string(td.iser_port());
 	const pid_t pid = ::fork();
@@ -661,9 +662,8 @@ TEST(IserProcess, InitiatorKilledTargetCarriesOn)
 	// The target notices, reaps, and serves the next initiator.
 	int rc = 0;
 	const std::string out2 =
-	    run_capture({ULP_INITIATOR_PATH, "--transport", "iser", "--portal", portal,
-	                 "--target", kIqn, "--workload", "mixed", "--runtime", "1",
-	                 "--verify-only", "--quiet"},
+	    run_capture({ULP_INITIATOR_PATH, "--transport", "iser", "--portal", portal, "--target",
+	                 kIqn, "--workload", "mixed", "--runtime", "1", "--verify-only", "--quiet"},
 	                &rc);
 	EXPECT_EQ(rc, 0) << out2 << "\n" << td.log();
 	EXPECT_EQ(td.stop(), 0) << td.log();
