@@ -907,6 +907,11 @@ void IserTransport::handle_cm_events()
 	for (const CmRec &e : evs) {
 		switch (e.type) {
 		case CmEventType::Disconnected:
+			// What the target sent before it disconnected (a Logout Response, say) is
+			// in the CQ already: take it before failing (RC delivers it first, the CM
+			// event comes out of band).
+			while (state_ == State::Up && process() > 0) {
+			}
 			fail("the target disconnected");
 			return;
 		case CmEventType::DeviceRemoval:

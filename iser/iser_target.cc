@@ -352,7 +352,8 @@ void IserConn::fill_send(SendDesc *d, OutPdu *p)
 	size_t n = kIserHdrLen;
 	std::memcpy(b + n, p->hdr, p->hdr_len);
 	n += p->hdr_len;
-	std::memcpy(b + n, p->data.data(), p->data.size());
+	if (!p->data.empty())
+		std::memcpy(b + n, p->data.data(), p->data.size());
 	n += p->data.size();
 	assert(n <= send_size_);
 	d->pdu = p;
@@ -696,7 +697,9 @@ void IserPortal::stop()
 		conns.swap(conns_);
 	}
 	for (auto &c : conns) {
-		if (!c->done() || !c->drained()) {
+		bool done = false;
+		c->enter([&] { done = c->done(); });
+		if (!done || !c->drained()) {
 			std::fprintf(stderr,
 			             "ulp iser: connection %s still %s at shutdown; left "
 			             "allocated\n",
@@ -880,31 +883,41 @@ void IserPortal::event_loop()
 			const auto now = clock::now();
 			for (IserConn *c : all)
 				c->enter([&] { c->on_tick(now); });
+			reap(all);
 			g.lock();
-			reap();
 		}
 	}
 }
 
-void IserPortal::reap()
+void IserPortal::reap(const std::vector<IserConn *> &all)
 {
-	// Under lock_: connections that are done (every command released, the session reaped,
-	// nothing in flight) and drained (no completion will come) are freed.
-	for (auto it = conns_.begin(); it != conns_.end();) {
-		IserConn *c = it->get();
-		if (!c->done() || !c->drained()) {
-			++it;
+	// Event thread, lock_ not held (a connection's lock is taken before lock_, never
+	// after). Connections that are drained (no completion will come) and done (every
+	// command released, the session reaped, nothing in flight; read under their own
+	// lock) are freed. Only this thread frees, so the pointers stay valid meanwhile.
+	for (IserConn *c : all) {
+		if (!c->drained())
 			continue;
+		bool done = false;
+		c->enter([&] { done = c->done(); });
+		if (!done)
+			continue;
+		{
+			std::lock_guard g(lock_);
+			std::erase(woken_, c);
+			std::erase(closing_, c);
 		}
-		std::erase(woken_, c);
-		std::erase(closing_, c);
-		lock_.unlock();
 		c->detach();
-		c->release_resources();
-		lock_.lock();
-		it = std::find_if(conns_.begin(), conns_.end(),
-		                  [&](const std::unique_ptr<IserConn> &p) { return p.get() == c; });
-		it = conns_.erase(it);
+		c->release_resources(); // waits out a CM handler still running on it
+		std::unique_ptr<IserConn> dead;
+		{
+			std::lock_guard g(lock_);
+			auto it = std::find_if(
+			    conns_.begin(), conns_.end(),
+			    [&](const std::unique_ptr<IserConn> &p) { return p.get() == c; });
+			dead = std::move(*it);
+			conns_.erase(it);
+		}
 	}
 }
 

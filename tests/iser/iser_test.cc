@@ -260,7 +260,7 @@ TEST(Iser, WriteReadAcrossSizesRegisteredAndBounced)
 	EXPECT_EQ(ps.rdma_writes, 2 * sizes.size()); // every read
 	EXPECT_EQ(ps.rdma_reads, 2u * 3u);           // the writes beyond 8 KiB
 	EXPECT_GE(ps.send_inv, 4 * sizes.size());
-	EXPECT_TRUE(in.s->logout());
+	EXPECT_TRUE(in.s->logout()) << in.s->error();
 	EXPECT_TRUE(t.wait_no_conns()) << t.logs();
 }
 
@@ -281,7 +281,7 @@ TEST(Iser, LocalInvalidateWhenTheTargetMayNot)
 	EXPECT_EQ(in.xs.remote_inv, 0u);
 	EXPECT_EQ(in.xs.local_inv, in.xs.mapped);
 	EXPECT_EQ(t.portal->stats().send_inv, 0u) << "the target sent SEND_WITH_INV anyway";
-	EXPECT_TRUE(in.s->logout());
+	EXPECT_TRUE(in.s->logout()) << in.s->error();
 }
 
 TEST(Iser, MoreCommandsThanTheTransportMaps)
@@ -328,7 +328,7 @@ TEST(Iser, MoreCommandsThanTheTransportMaps)
 		    same(in.buf(size_t(i) * len, len), in.buf((2u << 20) + size_t(i) * len, len)))
 		    << "command " << i;
 	EXPECT_EQ(in.xs.mapped, 2u * n);
-	EXPECT_TRUE(in.s->logout());
+	EXPECT_TRUE(in.s->logout()) << in.s->error();
 }
 
 TEST(Iser, NopTaskManagementAndLogout)
@@ -350,7 +350,7 @@ TEST(Iser, NopTaskManagementAndLogout)
 	ScsiResult first = in.write(0, b);
 	EXPECT_EQ(first.status, 2) << "CHECK CONDITION (UNIT ATTENTION) after a LUN reset";
 	EXPECT_TRUE(in.write(0, b).good());
-	EXPECT_TRUE(in.s->logout());
+	EXPECT_TRUE(in.s->logout()) << in.s->error();
 	EXPECT_EQ(in.s->state(), SessionState::Closed);
 	EXPECT_TRUE(t.wait_no_conns()) << t.logs();
 	// A logout is not a lost connection.
@@ -466,7 +466,7 @@ void expect_acknowledged_writes_on_disk(Target &t, const FaultRun &fr, uint32_t 
 		EXPECT_TRUE(ok) << "LBA " << lba << ": acknowledged tag " << tag
 		                << " (or a later one) not on the LUN";
 	}
-	EXPECT_TRUE(in.s->logout());
+	EXPECT_TRUE(in.s->logout()) << in.s->error();
 }
 
 TEST(IserFaults, ConnectionCutMidIo)
