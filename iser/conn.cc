@@ -628,7 +628,12 @@ void Conn::on_data_out(const Pdu &pdu)
 		}
 		return;
 	}
-	const uint8_t *src = pdu.data.data();
+	// A Data-Out may carry no data, and a write with EDTL 0 has no buffer (buf is null):
+	// memcpy with a null pointer is undefined even for 0 bytes.
+	auto copy_in = [&] {
+		if (len)
+			std::memcpy(c->buf.get() + h.buffer_offset, pdu.data.data(), len);
+	};
 	if (h.ttt == kReservedTag) {
 		// Unsolicited data (11.7.?): in order (DataPDUInOrder=Yes), DataSN from 0,
 		// within the first burst, before the F bit.
@@ -641,7 +646,7 @@ void Conn::on_data_out(const Pdu &pdu)
 			data_error(c);
 			return;
 		}
-		std::memcpy(c->buf.get() + h.buffer_offset, src, len);
+		copy_in();
 		c->unsol_received += len;
 		c->unsol_next_datasn++;
 		if (h.final || c->unsol_received == c->unsol_limit)
@@ -666,7 +671,7 @@ void Conn::on_data_out(const Pdu &pdu)
 		data_error(c);
 		return;
 	}
-	std::memcpy(c->buf.get() + h.buffer_offset, src, len);
+	copy_in();
 	r->received += len;
 	r->next_datasn++;
 	c->r2t_received += len;

@@ -521,6 +521,23 @@ TEST_F(ConnTest, InitialR2tNoImmediateDataNo)
 	EXPECT_EQ(read_back(0, 24), data);
 }
 
+// Found by fuzz_iscsi_conn (fuzz/corpus/iscsi_conn/crash-data-out-edtl0): a write with
+// EDTL 0 has no buffer, and an empty unsolicited Data-Out for it copied 0 bytes to a null
+// pointer (undefined behaviour: UBSan stops here in the sanitizer build).
+TEST_F(ConnTest, EmptyDataOutForAWriteWithoutData)
+{
+	start({}, [](InitiatorLoginConfig &ic) { ic.prefs.initial_r2t = false; });
+	clear_ua();
+	ScsiCmd h = cmd(kTur, false, true, 0);
+	h.final = false; // unsolicited Data-Out to follow
+	send(h);
+	expect_nothing(); // the status waits for the F bit (11.7.2)
+	data_out(h.itt, kReservedTag, 0, 0, {}, true);
+	ScsiRsp r = expect<ScsiRsp>();
+	EXPECT_EQ(r.itt, h.itt);
+	EXPECT_EQ(r.status, 0);
+}
+
 // MaxOutstandingR2T=4 and MaxBurstLength smaller than the write: four R2Ts at once, each a
 // burst, a new one as each completes; Data-Out PDUs smaller than a burst, DataSN per R2T.
 TEST_F(ConnTest, SeveralR2tsPerCommand)
