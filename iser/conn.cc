@@ -318,8 +318,12 @@ uint32_t Conn::max_cmdsn() const
 {
 	// MaxCmdSN - ExpCmdSN + 1 is the number of commands the target can still take
 	// (3.2.2.1). Immediate commands have slots of their own, so the window never shrinks
-	// under the initiator (it may only be closed: MaxCmdSN = ExpCmdSN - 1).
-	return exp_cmdsn_ + slots_ - 1;
+	// under the initiator (it may only be closed: MaxCmdSN = ExpCmdSN - 1). Commands that
+	// came ahead of ExpCmdSN (waiting_) are inside the range already and hold their slots:
+	// they count in it, or MaxCmdSN would drop as they arrive. An initiator ignores a lower
+	// MaxCmdSN (3.2.2.1) and goes on using the CmdSNs it was granted, which the window
+	// check would then ignore: those commands would be lost.
+	return exp_cmdsn_ + slots_ + static_cast<uint32_t>(waiting_.size()) - 1;
 }
 
 void Conn::fill_sn(uint8_t *bhs, bool advance_statsn)
@@ -467,8 +471,15 @@ void Conn::on_scsi_cmd(const Pdu &pdu)
 		send_reject(RejectReason::WaitingForLogout, pdu.bhs);
 		return;
 	}
-	// 3.2.2.1: outside the window (or not yet due and not within it): ignore silently.
+	// 3.2.2.1: outside the window (or not yet due and not within it): ignore silently,
+	// and likewise "non-immediate duplicates within the range": a second command with the
+	// CmdSN of one that waits would stay in waiting_ for good (ExpCmdSN passes its CmdSN
+	// once) and stop every command behind it.
 	if (!h.immediate && !(sn_le(exp_cmdsn_, h.cmdsn) && sn_le(h.cmdsn, max_cmdsn())))
+		return;
+	if (!h.immediate && h.cmdsn != exp_cmdsn_ &&
+	    std::any_of(waiting_.begin(), waiting_.end(),
+	                [&](const IscsiCmd &w) { return w.cmdsn == h.cmdsn; }))
 		return;
 	// A command we Reject still used its CmdSN: the initiator (libiscsi, Linux) numbers
 	// the next one after it, so ExpCmdSN moves past it as if it had been executed.

@@ -343,6 +343,61 @@ TEST_F(ConnTest, CommandAheadOfExpCmdSnWaitsForTheGap)
 	expect_nothing();
 }
 
+// 3.2.2.1: "The target MUST silently ignore any non-immediate command outside of this
+// range or non-immediate duplicates within the range": a second command with the CmdSN of
+// one that waits must not take a slot, nor stop the commands after it.
+TEST_F(ConnTest, DuplicateOfAWaitingCommandIsIgnored)
+{
+	start([](TargetConfig &tc) { tc.cmd_window = 4; });
+	ScsiCmd gap = cmd(kTur, false, false, 0);   // 100, sent last
+	ScsiCmd first = cmd(kTur, false, false, 0); // 101
+	ScsiCmd dup = first;
+	dup.itt = ini_->new_itt();
+	send(first);
+	send(dup);
+	ScsiCmd ahead = cmd(kTur, false, false, 0); // 102
+	send(ahead);
+	expect_nothing();
+	send(gap);
+	EXPECT_EQ(expect<ScsiRsp>().itt, gap.itt);
+	EXPECT_EQ(expect<ScsiRsp>().itt, first.itt);
+	EXPECT_EQ(expect<ScsiRsp>().itt, ahead.itt);
+	expect_nothing();
+	NopIn n = ping();
+	EXPECT_EQ(n.exp_cmdsn, 103u);
+	EXPECT_EQ(n.max_cmdsn, 106u); // every slot back
+	ScsiCmd last = cmd(kTur, false, false, 0);
+	send(last);
+	EXPECT_EQ(expect<ScsiRsp>().itt, last.itt);
+}
+
+// Commands waiting for an earlier CmdSN must not shrink the window they were sent in: the
+// initiator ignores a lower MaxCmdSN (3.2.2.1) and may use every CmdSN it was granted.
+TEST_F(ConnTest, WindowStaysOpenWhileCommandsWait)
+{
+	start([](TargetConfig &tc) { tc.cmd_window = 4; });
+	ScsiCmd gap = cmd(kTur, false, false, 0); // CmdSN 100, sent last
+	std::vector<ScsiCmd> ahead;
+	for (int i = 0; i < 3; i++) {
+		ahead.push_back(cmd(kTur, false, false, 0)); // 101, 102, 103
+		send(ahead.back());
+	}
+	expect_nothing();
+	NopIn n = ping();
+	EXPECT_EQ(n.exp_cmdsn, 100u);
+	EXPECT_EQ(n.max_cmdsn, 103u);
+	send(gap);
+	EXPECT_EQ(expect<ScsiRsp>().itt, gap.itt);
+	for (const ScsiCmd &h : ahead) {
+		ScsiRsp r = expect<ScsiRsp>();
+		EXPECT_EQ(r.itt, h.itt);
+		EXPECT_EQ(r.status, 0);
+	}
+	n = ping();
+	EXPECT_EQ(n.exp_cmdsn, 104u);
+	EXPECT_EQ(n.max_cmdsn, 107u);
+}
+
 // Immediate commands are delivered at once, take no CmdSN slot and have a few slots of
 // their own; one beyond those is rejected (11.17.1, reason 6).
 TEST_F(ConnTest, ImmediateCommandsUseTheirOwnSlots)
