@@ -359,17 +359,25 @@ void Conn::on_ffp_pdu(const Pdu &pdu, PduError err)
 	if (target_.cfg().trace)
 		target_.log(peer_ + " " + describe("<-", pdu.bhs, pdu.data.size()) +
 		            (err != PduError::None ? std::string(" ") + pdu_error_name(err) : ""));
+	const bool discovery = sess_->params.type == SessionType::Discovery;
 	if (err == PduError::DataDigest) {
-		// 7.8: a data digest error is answered with a Reject; at ERL 0 the command it
-		// belonged to cannot be recovered and the initiator will abort it.
+		// 7.8 b): a payload digest error is answered with a Reject (Data-Digest-Error) and
+		// the data is discarded. At ERL 0 it cannot be asked for again (a recovery R2T is
+		// ERL 1), so the task it belonged to ends with CHECK CONDITION (7.8 b) 2). Of a
+		// SCSI Command "the non-data part of the PDU is processed normally": the command
+		// is received and uses its CmdSN, or every later command would wait for that
+		// CmdSN forever. Other PDUs are just discarded.
 		send_reject(RejectReason::DataDigestError, pdu.bhs);
+		if (static_cast<Opcode>(op) == Opcode::ScsiCmd && !discovery)
+			on_scsi_cmd(pdu, true);
+		else if (static_cast<Opcode>(op) == Opcode::DataOut && !discovery)
+			on_data_out(pdu, true);
 		return;
 	}
 	if (err == PduError::BadAhs) {
 		send_reject(RejectReason::ProtocolError, pdu.bhs);
 		return;
 	}
-	const bool discovery = sess_->params.type == SessionType::Discovery;
 	switch (static_cast<Opcode>(op)) {
 	case Opcode::ScsiCmd:
 		if (discovery) {
@@ -377,14 +385,14 @@ void Conn::on_ffp_pdu(const Pdu &pdu, PduError err)
 			send_reject(RejectReason::ProtocolError, pdu.bhs);
 			return;
 		}
-		on_scsi_cmd(pdu);
+		on_scsi_cmd(pdu, false);
 		break;
 	case Opcode::DataOut:
 		if (discovery) {
 			send_reject(RejectReason::ProtocolError, pdu.bhs);
 			return;
 		}
-		on_data_out(pdu);
+		on_data_out(pdu, false);
 		break;
 	case Opcode::NopOut:
 		on_nop_out(pdu);
@@ -463,7 +471,7 @@ IscsiCmd *Conn::find_cmd(uint32_t itt)
 	return it == itt_table_->end() ? nullptr : &*it;
 }
 
-void Conn::on_scsi_cmd(const Pdu &pdu)
+void Conn::on_scsi_cmd(const Pdu &pdu, bool data_lost)
 {
 	ScsiCmd h;
 	decode(pdu.bhs, &h);
@@ -556,7 +564,9 @@ void Conn::on_scsi_cmd(const Pdu &pdu)
 	c->r2tsn = 0;
 	c->r2ts.clear();
 	c->write_aborted = false;
-	c->data_error = false;
+	// Its immediate data failed the digest (on_ffp_pdu): the transfer fails as a
+	// Data-Out that broke the rules does (data_error).
+	c->data_error = data_lost;
 	c->datasn = 0;
 	c->rsp_held = false;
 	c->rsp_is_data_in = false;
@@ -617,7 +627,7 @@ void Conn::submit_cmd(IscsiCmd *c)
 	scsi::submit(&c->cmd);
 }
 
-void Conn::on_data_out(const Pdu &pdu)
+void Conn::on_data_out(const Pdu &pdu, bool data_lost)
 {
 	DataOut h;
 	decode(pdu.bhs, &h);
@@ -625,10 +635,16 @@ void Conn::on_data_out(const Pdu &pdu)
 	const uint32_t len = static_cast<uint32_t>(pdu.data.size());
 	if (!c || !c->write) {
 		// 11.7: Data-Out for no task of ours. The data is dropped; the initiator learns
-		// through the Reject.
-		send_reject(RejectReason::InvalidPduField, pdu.bhs);
+		// through the Reject (the digest's Reject, when the data failed it).
+		if (!data_lost)
+			send_reject(RejectReason::InvalidPduField, pdu.bhs);
 		return;
 	}
+	// Its data failed the digest (on_ffp_pdu, the Reject is out): at ERL 0 the command
+	// fails; the PDU is then dropped below like any Data-Out of a failed command.
+	if (data_lost && !c->write_aborted && !c->data_error &&
+	    c->state != IscsiCmd::State::Released)
+		data_error(c);
 	if (c->write_aborted || c->data_error || c->state == IscsiCmd::State::Released) {
 		// Data still in flight for a command already aborted, failed or answered: drop
 		// it, but keep the unsolicited accounting (a held response waits for its end).

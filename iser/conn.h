@@ -27,7 +27,8 @@
 //   NOP-Out/In    answered; the target pings when configured and drops a silent peer.
 //   Text          SendTargets and declarations (iser/discovery.h).
 //   Logout        waits for the connection's commands, answers, closes (11.14).
-//   Reject        for unsupported opcodes, bad fields, data digest errors (11.17).
+//   Reject        for unsupported opcodes, bad fields, data digest errors (11.17); at ERL
+//                 0 a data digest error fails the command the data belonged to (7.8).
 //
 // Teardown (transport error, logout, reinstatement, target stop): stop reading, drop what
 // waits to be sent (its commands are put back), hand the session to the target's reaper
@@ -239,10 +240,10 @@ private:
 	// Full feature phase
 	void on_ffp_pdu(const Pdu &pdu, PduError err);
 	bool check_cmdsn(const Pdu &pdu, uint32_t cmdsn, bool immediate);
-	void on_scsi_cmd(const Pdu &pdu);
+	void on_scsi_cmd(const Pdu &pdu, bool data_lost); // data_lost: a data digest error
 	void deliver_in_order();
 	void submit_cmd(IscsiCmd *c);
-	void on_data_out(const Pdu &pdu);
+	void on_data_out(const Pdu &pdu, bool data_lost);
 	void on_nop_out(const Pdu &pdu);
 	void on_tmf(const Pdu &pdu);
 	void on_text(const Pdu &pdu);

@@ -754,6 +754,71 @@ TEST_F(ConnTest, HeaderAndDataDigests)
 	EXPECT_TRUE(c_->closed());
 }
 
+// 7.8: a data digest error is answered with a Reject (Data-Digest-Error) and at ERL 0
+// ends only the task it belongs to, with CHECK CONDITION; a command whose immediate data
+// was hit is still received (its CmdSN used), so the commands after it run.
+TEST_F(ConnTest, DataDigestErrorFailsOnlyThatCommand)
+{
+	start({}, [](InitiatorLoginConfig &ic) {
+		ic.prefs.header_digests = {Digest::Crc32c};
+		ic.prefs.data_digests = {Digest::Crc32c};
+	});
+	clear_ua();
+	const auto data = pattern(4096, 29);
+	auto corrupt = [&](const ScsiCmd &h, std::span<const uint8_t> d) {
+		Bhs b;
+		encode(h, b);
+		auto w = ini_->wire(b, d);
+		w.back() ^= 1; // the data digest
+		c_->feed(w);
+		c_->pump();
+	};
+	auto corrupt_out = [&](const DataOut &h, std::span<const uint8_t> d) {
+		Bhs b;
+		encode(h, b);
+		auto w = ini_->wire(b, d);
+		w[w.size() - 5] ^= 1; // a data byte
+		c_->feed(w);
+		c_->pump();
+	};
+
+	// Immediate data hit.
+	ScsiCmd a = cmd(write10(0, 8), false, true, 4096);
+	corrupt(a, data);
+	Pdu p;
+	RejectPdu rj = expect<RejectPdu>(&p);
+	EXPECT_EQ(rj.reason, RejectReason::DataDigestError);
+	EXPECT_EQ(get_be32(p.data.data() + 16), a.itt);
+	ScsiRsp r = expect<ScsiRsp>(&p);
+	EXPECT_EQ(r.itt, a.itt);
+	EXPECT_EQ(r.status, 0x02);
+	EXPECT_EQ(sense_of(p.data).key, 0xb); // ABORTED COMMAND
+
+	// Solicited Data-Out hit.
+	ScsiCmd b = cmd(write10(8, 8), false, true, 4096);
+	send(b);
+	R2t r2t = expect<R2t>();
+	DataOut d;
+	d.itt = b.itt;
+	d.ttt = r2t.ttt;
+	d.final = true;
+	corrupt_out(d, data);
+	EXPECT_EQ(expect<RejectPdu>().reason, RejectReason::DataDigestError);
+	r = expect<ScsiRsp>(&p);
+	EXPECT_EQ(r.itt, b.itt);
+	EXPECT_EQ(r.status, 0x02);
+	EXPECT_EQ(sense_of(p.data).key, 0xb);
+
+	// The session goes on.
+	ScsiCmd c = cmd(write10(16, 8), false, true, 4096);
+	send(c, data);
+	r = expect<ScsiRsp>();
+	EXPECT_EQ(r.itt, c.itt);
+	EXPECT_EQ(r.status, 0);
+	EXPECT_EQ(r.exp_cmdsn, 104u);
+	EXPECT_EQ(read_back(16, 8), data);
+}
+
 // ---- Rejects (11.17)
 // ----------------------------------------------------------------------------------
 
