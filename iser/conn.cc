@@ -548,6 +548,7 @@ void Conn::on_scsi_cmd(const Pdu &pdu, bool data_lost)
 	c->read = h.read;
 	c->write = h.write;
 	c->immediate = h.immediate;
+	c->cmdsn_only = false;
 	if (c->buf_cap < h.edtl) {
 		c->buf.reset(new uint8_t[h.edtl]);
 		c->buf_cap = h.edtl;
@@ -604,9 +605,14 @@ void Conn::on_scsi_cmd(const Pdu &pdu, bool data_lost)
 		deliver_in_order();
 		return;
 	}
-	// Ahead of ExpCmdSN: wait, in CmdSN order, for the commands before it.
+	// Ahead of ExpCmdSN: wait for the commands before it.
+	hold(c);
+}
+
+void Conn::hold(IscsiCmd *c)
+{
 	auto it = waiting_.begin();
-	while (it != waiting_.end() && sn_lt(it->cmdsn, h.cmdsn))
+	while (it != waiting_.end() && sn_lt(it->cmdsn, c->cmdsn))
 		++it;
 	waiting_.insert(it, *c);
 }
@@ -617,8 +623,39 @@ void Conn::deliver_in_order()
 		IscsiCmd &c = waiting_.front();
 		waiting_.pop_front();
 		exp_cmdsn_++;
-		submit_cmd(&c);
+		if (c.cmdsn_only) // a CmdSN and no task (aborted, or never received): passed
+			free_cmd(&c);
+		else
+			submit_cmd(&c);
 	}
+}
+
+// RFC 7143 11.5.1 ABORT TASK: a task we never received whose RefCmdSN is in the window
+// (and before the TMF's own CmdSN) is taken as received: ExpCmdSN must pass its CmdSN
+// (3.2.2.1), or every command after it waits forever. Due now: pass it; ahead, within
+// MaxCmdSN: a cmdsn_only entry in waiting_ (it has a slot: every CmdSN of the window not
+// yet received has one, see max_cmdsn); already there (another task's): nothing to do.
+void Conn::cmdsn_received(uint32_t sn)
+{
+	if (sn == exp_cmdsn_) {
+		exp_cmdsn_++;
+		deliver_in_order();
+		return;
+	}
+	if (!sn_le(sn, max_cmdsn()) ||
+	    std::any_of(waiting_.begin(), waiting_.end(),
+	                [&](const IscsiCmd &w) { return w.cmdsn == sn; }))
+		return;
+	IscsiCmd *c = slots_ ? alloc_cmd() : nullptr;
+	if (!c)
+		return;
+	slots_--;
+	c->state = IscsiCmd::State::Waiting;
+	c->cmdsn = sn;
+	c->immediate = false;
+	c->cmdsn_only = true;
+	c->r2ts.clear();
+	hold(c);
 }
 
 void Conn::submit_cmd(IscsiCmd *c)
@@ -812,17 +849,23 @@ void Conn::on_tmf(const Pdu &pdu)
 		// before the TMF's own CmdSN is taken as received and aborted: Function complete.
 		if (IscsiCmd *c = find_cmd(h.rtt); c && c->state == IscsiCmd::State::Waiting) {
 			if (t == scsi::TmfType::AbortTask) {
-				waiting_.erase(waiting_.iterator_to(*c));
-				free_cmd(c);
+				// Its CmdSN was received all the same (3.2.2.1): it stays in
+				// waiting_ as cmdsn_only, for ExpCmdSN to pass; its ITT is free
+				// for the initiator to use again once this is answered.
+				itt_table_->erase(itt_table_->iterator_to(*c));
+				c->cmdsn_only = true;
 				respond(TMF_RSP_COMPLETE);
 			} else {
 				respond(TMF_RSP_SUCCEEDED);
 			}
+			deliver_in_order(); // a non-immediate TMF has moved ExpCmdSN
 			return;
 		}
 		if (t == scsi::TmfType::AbortTask && !find_cmd(h.rtt) &&
 		    sn_le(exp_cmdsn_, h.ref_cmdsn) && sn_lt(h.ref_cmdsn, h.cmdsn)) {
+			cmdsn_received(h.ref_cmdsn);
 			respond(TMF_RSP_COMPLETE);
+			deliver_in_order();
 			return;
 		}
 	}
@@ -906,7 +949,10 @@ void Conn::on_logout(const Pdu &pdu)
 
 void Conn::maybe_finish_logout()
 {
-	if (!logout_pending_ || live_ || tmrs_out_)
+	// The connection's commands: cmdsn_only entries hold a CmdSN, not a task.
+	const auto holders = std::count_if(waiting_.begin(), waiting_.end(),
+	                                   [](const IscsiCmd &w) { return w.cmdsn_only; });
+	if (!logout_pending_ || live_ != static_cast<uint32_t>(holders) || tmrs_out_)
 		return;
 	logout_pending_ = false;
 	OutPdu *p = new_pdu();

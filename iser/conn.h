@@ -93,6 +93,7 @@ struct IscsiCmd {
 	bool read = false;              // R bit
 	bool write = false;             // W bit
 	bool immediate = false;         // I bit (delivered at once, no CmdSN slot)
+	bool cmdsn_only = false;        // holds a CmdSN, no task (see Conn::cmdsn_received)
 	std::unique_ptr<uint8_t[]> buf; // the data buffer (edtl bytes used)
 	uint32_t buf_cap = 0;           // its size: reused while it is large enough (no zeroing)
 	iovec iov{};                    // buf as the core's sgl
@@ -242,6 +243,8 @@ private:
 	bool check_cmdsn(const Pdu &pdu, uint32_t cmdsn, bool immediate);
 	void on_scsi_cmd(const Pdu &pdu, bool data_lost); // data_lost: a data digest error
 	void deliver_in_order();
+	void hold(IscsiCmd *c);           // into waiting_, in CmdSN order
+	void cmdsn_received(uint32_t sn); // a CmdSN used by a task we never received
 	void submit_cmd(IscsiCmd *c);
 	void on_data_out(const Pdu &pdu, bool data_lost);
 	void on_nop_out(const Pdu &pdu);

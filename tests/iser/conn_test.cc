@@ -852,6 +852,81 @@ TEST_F(ConnTest, DataOutForUnknownTaskIsRejected)
 // ---- Task management (11.5)
 // ----------------------------------------------------------------------
 
+// ABORT TASK of a command that is still waiting for its CmdSN: answered by the connection
+// (the SCSI layer never saw it), and its CmdSN still counts as received (11.5.1), so the
+// commands after it run.
+TEST_F(ConnTest, AbortTaskOfCommandWaitingForItsCmdSn)
+{
+	start();
+	clear_ua();                                            // ExpCmdSN 101
+	ScsiCmd gap = cmd(kTur, false, false, 0);              // 101, sent last
+	ScsiCmd waiting = cmd(read10(0, 1), true, false, 512); // 102
+	send(waiting);
+	expect_nothing();
+
+	TmfReq q; // QUERY TASK sees it
+	q.function = 0x80 | 9;
+	q.itt = ini_->new_itt();
+	q.rtt = waiting.itt;
+	q.cmdsn = ini_->cmdsn;
+	q.ref_cmdsn = waiting.cmdsn;
+	send(q);
+	TmfRsp tr = expect<TmfRsp>();
+	EXPECT_EQ(tr.itt, q.itt);
+	EXPECT_EQ(tr.response, 7); // FUNCTION SUCCEEDED (RFC 7144)
+
+	TmfReq t;
+	t.function = 0x80 | 1; // ABORT TASK
+	t.itt = ini_->new_itt();
+	t.rtt = waiting.itt;
+	t.cmdsn = ini_->cmdsn;
+	t.ref_cmdsn = waiting.cmdsn;
+	send(t);
+	tr = expect<TmfRsp>();
+	EXPECT_EQ(tr.itt, t.itt);
+	EXPECT_EQ(tr.response, 0); // Function complete
+	expect_nothing();
+
+	send(gap);
+	EXPECT_EQ(expect<ScsiRsp>().itt, gap.itt);
+	ScsiCmd after = cmd(kTur, false, false, 0); // 103
+	send(after);
+	ScsiRsp r = expect<ScsiRsp>();
+	EXPECT_EQ(r.itt, after.itt);
+	EXPECT_EQ(r.exp_cmdsn, 104u);
+	expect_nothing();
+}
+
+// ABORT TASK of a task never received whose RefCmdSN is in the window and before the
+// TMF's own CmdSN: Function complete, and the target considers that CmdSN received
+// (11.5.1).
+TEST_F(ConnTest, AbortTaskOfUnseenCommandUsesItsCmdSn)
+{
+	start();
+	clear_ua();                          // ExpCmdSN 101
+	const uint32_t lost = ini_->cmdsn++; // 101: never arrives
+	TmfReq t;
+	t.function = 0x80 | 1;
+	t.itt = ini_->new_itt();
+	t.rtt = 0x4242;
+	t.cmdsn = ini_->cmdsn;
+	t.ref_cmdsn = lost;
+	send(t);
+	EXPECT_EQ(expect<TmfRsp>().response, 0);
+	ScsiCmd h = cmd(kTur, false, false, 0); // 102
+	send(h);
+	ScsiRsp r = expect<ScsiRsp>();
+	EXPECT_EQ(r.itt, h.itt);
+	EXPECT_EQ(r.exp_cmdsn, 103u);
+
+	// Outside the window: Task does not exist.
+	t.itt = ini_->new_itt();
+	t.cmdsn = ini_->cmdsn;
+	t.ref_cmdsn = lost - 50;
+	send(t);
+	EXPECT_EQ(expect<TmfRsp>().response, 1);
+}
+
 // LOGICAL UNIT RESET aborts a write waiting for its data: no response of its own, the TMF
 // response after it has ended, then BUS DEVICE RESET for the next command.
 TEST_F(ConnTest, LunResetAbortsAWriteWaitingForData)
