@@ -51,7 +51,7 @@
 //	        over the records (twice at most)
 // Output checks: every PDU the target sends parses with the negotiated digests and is a
 // target opcode; in the full feature phase StatSN goes up by one with each PDU that
-// carries status (11.2.2.?: R2T, NOP-In pings and Data-In without S do not advance it),
+// carries status (3.2.2.2: R2T, NOP-In pings and Data-In without S do not advance it),
 // ExpCmdSN never goes back, MaxCmdSN >= ExpCmdSN - 1 (3.2.2.1), and data segments fit the
 // initiator's MaxRecvDataSegmentLength.
 //
@@ -242,7 +242,7 @@ void check_output(Link &l)
 			continue;
 		if (t.max_send_dsl && !t.mrdsl_changed && p.data.size() > t.max_send_dsl)
 			die("data segment above the initiator's MaxRecvDataSegmentLength");
-		// StatSN (11.2.2.?, 3.2.2.2): advanced by each PDU that carries a status;
+		// StatSN (3.2.2.2): advanced by each PDU that carries a status;
 		// R2Ts, pings (NOP-In with the reserved ITT) and Data-In without S do not.
 		const uint32_t statsn = get_be32(p.bhs.data() + 24);
 		bool advances = true;
@@ -1034,7 +1034,7 @@ void write_seeds(const std::string &dir)
 	           Seed(0x00, 0x02)
 	               .cmd_off(1, 0, 0, CDB_TUR)
 	               .cmd_off(5, 0, 1, CDB_TUR)
-	               .cmd(F_IMM, 2, CDB_INQUIRY, 0, 36)
+	               .cmd(F_IMM | F_R, 2, CDB_INQUIRY, 0, 36)
 	               .tmf(1, 0, 1)
 	               .cmd(F_R, 3, CDB_READ10, 0, 1)
 	               .tmf(5, 0)
