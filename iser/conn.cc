@@ -330,8 +330,12 @@ uint32_t Conn::max_cmdsn() const
 {
 	// MaxCmdSN - ExpCmdSN + 1 is the number of commands the target can still take
 	// (3.2.2.1). Immediate commands have slots of their own, so the window never shrinks
-	// under the initiator (it may only be closed: MaxCmdSN = ExpCmdSN - 1).
-	return exp_cmdsn_ + slots_ - 1;
+	// under the initiator (it may only be closed: MaxCmdSN = ExpCmdSN - 1). Commands that
+	// came ahead of ExpCmdSN (waiting_) are inside the range already and hold their slots:
+	// they count in it, or MaxCmdSN would drop as they arrive. An initiator ignores a lower
+	// MaxCmdSN (3.2.2.1) and goes on using the CmdSNs it was granted, which the window
+	// check would then ignore: those commands would be lost.
+	return exp_cmdsn_ + slots_ + static_cast<uint32_t>(waiting_.size()) - 1;
 }
 
 void Conn::fill_sn(uint8_t *bhs, bool advance_statsn)
@@ -367,17 +371,25 @@ void Conn::on_ffp_pdu(const Pdu &pdu, PduError err)
 	if (target_.cfg().trace)
 		target_.log(peer_ + " " + describe("<-", pdu.bhs, pdu.data.size()) +
 		            (err != PduError::None ? std::string(" ") + pdu_error_name(err) : ""));
+	const bool discovery = sess_->params.type == SessionType::Discovery;
 	if (err == PduError::DataDigest) {
-		// 7.8: a data digest error is answered with a Reject; at ERL 0 the command it
-		// belonged to cannot be recovered and the initiator will abort it.
+		// 7.8 b): a payload digest error is answered with a Reject (Data-Digest-Error) and
+		// the data is discarded. At ERL 0 it cannot be asked for again (a recovery R2T is
+		// ERL 1), so the task it belonged to ends with CHECK CONDITION (7.8 b) 2). Of a
+		// SCSI Command "the non-data part of the PDU is processed normally": the command
+		// is received and uses its CmdSN, or every later command would wait for that
+		// CmdSN forever. Other PDUs are just discarded.
 		send_reject(RejectReason::DataDigestError, pdu.bhs);
+		if (static_cast<Opcode>(op) == Opcode::ScsiCmd && !discovery)
+			on_scsi_cmd(pdu, true);
+		else if (static_cast<Opcode>(op) == Opcode::DataOut && !discovery)
+			on_data_out(pdu, true);
 		return;
 	}
 	if (err == PduError::BadAhs) {
 		send_reject(RejectReason::ProtocolError, pdu.bhs);
 		return;
 	}
-	const bool discovery = sess_->params.type == SessionType::Discovery;
 	switch (static_cast<Opcode>(op)) {
 	case Opcode::ScsiCmd:
 		if (discovery) {
@@ -385,14 +397,14 @@ void Conn::on_ffp_pdu(const Pdu &pdu, PduError err)
 			send_reject(RejectReason::ProtocolError, pdu.bhs);
 			return;
 		}
-		on_scsi_cmd(pdu);
+		on_scsi_cmd(pdu, false);
 		break;
 	case Opcode::DataOut:
 		if (discovery) {
 			send_reject(RejectReason::ProtocolError, pdu.bhs);
 			return;
 		}
-		on_data_out(pdu);
+		on_data_out(pdu, false);
 		break;
 	case Opcode::NopOut:
 		on_nop_out(pdu);
@@ -475,7 +487,7 @@ IscsiCmd *Conn::find_cmd(uint32_t itt)
 	return it == itt_table_->end() ? nullptr : &*it;
 }
 
-void Conn::on_scsi_cmd(const Pdu &pdu)
+void Conn::on_scsi_cmd(const Pdu &pdu, bool data_lost)
 {
 	ScsiCmd h;
 	decode(pdu.bhs, &h);
@@ -483,8 +495,15 @@ void Conn::on_scsi_cmd(const Pdu &pdu)
 		send_reject(RejectReason::WaitingForLogout, pdu.bhs);
 		return;
 	}
-	// 3.2.2.1: outside the window (or not yet due and not within it): ignore silently.
+	// 3.2.2.1: outside the window (or not yet due and not within it): ignore silently,
+	// and likewise "non-immediate duplicates within the range": a second command with the
+	// CmdSN of one that waits would stay in waiting_ for good (ExpCmdSN passes its CmdSN
+	// once) and stop every command behind it.
 	if (!h.immediate && !(sn_le(exp_cmdsn_, h.cmdsn) && sn_le(h.cmdsn, max_cmdsn())))
+		return;
+	if (!h.immediate && h.cmdsn != exp_cmdsn_ &&
+	    std::any_of(waiting_.begin(), waiting_.end(),
+	                [&](const IscsiCmd &w) { return w.cmdsn == h.cmdsn; }))
 		return;
 	// A command we Reject still used its CmdSN: the initiator (libiscsi, Linux) numbers
 	// the next one after it, so ExpCmdSN moves past it as if it had been executed.
@@ -548,10 +567,14 @@ void Conn::on_scsi_cmd(const Pdu &pdu)
 	c->write = h.write;
 	c->immediate = h.immediate;
 	c->local = false;
+	c->cmdsn_only = false;
 	if (h.edtl && !alloc_buffer(c, h.edtl)) {
 		// No buffer now: SAM-5 5.3 TASK SET FULL tells the initiator to retry later. The
-		// command used its CmdSN, as a rejected one does.
-		if (!h.immediate && h.cmdsn == exp_cmdsn_) {
+		// command used its CmdSN, as a rejected one does: due now, ExpCmdSN passes it
+		// before the response reports it; ahead, a cmdsn_only entry waits for it (once
+		// the response has given this command's window slot back).
+		const bool due = !h.immediate && h.cmdsn == exp_cmdsn_;
+		if (due) {
 			exp_cmdsn_++;
 			deliver_in_order();
 		}
@@ -563,6 +586,8 @@ void Conn::on_scsi_cmd(const Pdu &pdu)
 		c->cmd.resid = scsi::Residual::None;
 		c->cmd.resid_count = 0;
 		queue_cmd_pdu(c, build_scsi_rsp(c), true);
+		if (!h.immediate && !due)
+			cmdsn_received(h.cmdsn);
 		return;
 	}
 	if (imm)
@@ -577,7 +602,9 @@ void Conn::on_scsi_cmd(const Pdu &pdu)
 	c->r2tsn = 0;
 	c->r2ts.clear();
 	c->write_aborted = false;
-	c->data_error = false;
+	// Its immediate data failed the digest (on_ffp_pdu): the transfer fails as a
+	// Data-Out that broke the rules does (data_error).
+	c->data_error = data_lost;
 	c->datasn = 0;
 	c->rsp_held = false;
 	c->rsp_is_data_in = false;
@@ -616,9 +643,14 @@ void Conn::on_scsi_cmd(const Pdu &pdu)
 		deliver_in_order();
 		return;
 	}
-	// Ahead of ExpCmdSN: wait, in CmdSN order, for the commands before it.
+	// Ahead of ExpCmdSN: wait for the commands before it.
+	hold(c);
+}
+
+void Conn::hold(IscsiCmd *c)
+{
 	auto it = waiting_.begin();
-	while (it != waiting_.end() && sn_lt(it->cmdsn, h.cmdsn))
+	while (it != waiting_.end() && sn_lt(it->cmdsn, c->cmdsn))
 		++it;
 	waiting_.insert(it, *c);
 }
@@ -629,8 +661,42 @@ void Conn::deliver_in_order()
 		IscsiCmd &c = waiting_.front();
 		waiting_.pop_front();
 		exp_cmdsn_++;
-		submit_cmd(&c);
+		if (c.cmdsn_only) // a CmdSN and no task (aborted, or never received): passed
+			free_cmd(&c);
+		else
+			submit_cmd(&c);
 	}
+}
+
+// RFC 7143 11.5.1 ABORT TASK: a task we never received whose RefCmdSN is in the window
+// (and before the TMF's own CmdSN) is taken as received: ExpCmdSN must pass its CmdSN
+// (3.2.2.1), or every command after it waits forever. Due now: pass it; ahead, within
+// MaxCmdSN: a cmdsn_only entry in waiting_ (it has a slot: every CmdSN of the window not
+// yet received has one, see max_cmdsn); already there (another task's): nothing to do.
+void Conn::cmdsn_received(uint32_t sn)
+{
+	if (sn == exp_cmdsn_) {
+		exp_cmdsn_++;
+		deliver_in_order();
+		return;
+	}
+	if (!sn_le(sn, max_cmdsn()) ||
+	    std::any_of(waiting_.begin(), waiting_.end(),
+	                [&](const IscsiCmd &w) { return w.cmdsn == sn; }))
+		return;
+	IscsiCmd *c = slots_ ? alloc_cmd() : nullptr;
+	if (!c)
+		return;
+	slots_--;
+	c->window_slot = true; // given back when ExpCmdSN passes it (free_cmd)
+	c->state = IscsiCmd::State::Waiting;
+	c->cmdsn = sn;
+	c->immediate = false;
+	c->local = false;
+	c->data = nullptr;
+	c->cmdsn_only = true;
+	c->r2ts.clear();
+	hold(c);
 }
 
 void Conn::submit_cmd(IscsiCmd *c)
@@ -639,7 +705,7 @@ void Conn::submit_cmd(IscsiCmd *c)
 	scsi::submit(&c->cmd);
 }
 
-void Conn::on_data_out(const Pdu &pdu)
+void Conn::on_data_out(const Pdu &pdu, bool data_lost)
 {
 	DataOut h;
 	decode(pdu.bhs, &h);
@@ -647,10 +713,16 @@ void Conn::on_data_out(const Pdu &pdu)
 	const uint32_t len = static_cast<uint32_t>(pdu.data.size());
 	if (!c || !c->write) {
 		// 11.7: Data-Out for no task of ours. The data is dropped; the initiator learns
-		// through the Reject.
-		send_reject(RejectReason::InvalidPduField, pdu.bhs);
+		// through the Reject (the digest's Reject, when the data failed it).
+		if (!data_lost)
+			send_reject(RejectReason::InvalidPduField, pdu.bhs);
 		return;
 	}
+	// Its data failed the digest (on_ffp_pdu, the Reject is out): at ERL 0 the command
+	// fails; the PDU is then dropped below like any Data-Out of a failed command.
+	if (data_lost && !c->write_aborted && !c->data_error &&
+	    c->state != IscsiCmd::State::Released)
+		data_error(c);
 	if (c->write_aborted || c->data_error || c->state == IscsiCmd::State::Released) {
 		// Data still in flight for a command already aborted, failed or answered: drop
 		// it, but keep the unsolicited accounting (a held response waits for its end).
@@ -661,7 +733,12 @@ void Conn::on_data_out(const Pdu &pdu)
 		}
 		return;
 	}
-	const uint8_t *src = pdu.data.data();
+	// A Data-Out may carry no data, and a write with EDTL 0 has no buffer (buf is null):
+	// memcpy with a null pointer is undefined even for 0 bytes.
+	auto copy_in = [&] {
+		if (len)
+			std::memcpy(c->data + h.buffer_offset, pdu.data.data(), len);
+	};
 	if (h.ttt == kReservedTag) {
 		// Unsolicited data (11.7.?): in order (DataPDUInOrder=Yes), DataSN from 0,
 		// within the first burst, before the F bit.
@@ -674,7 +751,7 @@ void Conn::on_data_out(const Pdu &pdu)
 			data_error(c);
 			return;
 		}
-		std::memcpy(c->data + h.buffer_offset, src, len);
+		copy_in();
 		c->unsol_received += len;
 		c->unsol_next_datasn++;
 		if (h.final || c->unsol_received == c->unsol_limit)
@@ -699,7 +776,7 @@ void Conn::on_data_out(const Pdu &pdu)
 		data_error(c);
 		return;
 	}
-	std::memcpy(c->data + h.buffer_offset, src, len);
+	copy_in();
 	r->received += len;
 	r->next_datasn++;
 	c->r2t_received += len;
@@ -813,17 +890,23 @@ void Conn::on_tmf(const Pdu &pdu)
 		// before the TMF's own CmdSN is taken as received and aborted: Function complete.
 		if (IscsiCmd *c = find_cmd(h.rtt); c && c->state == IscsiCmd::State::Waiting) {
 			if (t == scsi::TmfType::AbortTask) {
-				waiting_.erase(waiting_.iterator_to(*c));
-				free_cmd(c);
+				// Its CmdSN was received all the same (3.2.2.1): it stays in
+				// waiting_ as cmdsn_only, for ExpCmdSN to pass; its ITT is free
+				// for the initiator to use again once this is answered.
+				itt_table_->erase(itt_table_->iterator_to(*c));
+				c->cmdsn_only = true;
 				respond(TMF_RSP_COMPLETE);
 			} else {
 				respond(TMF_RSP_SUCCEEDED);
 			}
+			deliver_in_order(); // a non-immediate TMF has moved ExpCmdSN
 			return;
 		}
 		if (t == scsi::TmfType::AbortTask && !find_cmd(h.rtt) &&
 		    sn_le(exp_cmdsn_, h.ref_cmdsn) && sn_lt(h.ref_cmdsn, h.cmdsn)) {
+			cmdsn_received(h.ref_cmdsn);
 			respond(TMF_RSP_COMPLETE);
+			deliver_in_order();
 			return;
 		}
 	}
@@ -907,7 +990,10 @@ void Conn::on_logout(const Pdu &pdu)
 
 void Conn::maybe_finish_logout()
 {
-	if (!logout_pending_ || live_ || tmrs_out_)
+	// The connection's commands: cmdsn_only entries hold a CmdSN, not a task.
+	const auto holders = std::count_if(waiting_.begin(), waiting_.end(),
+	                                   [](const IscsiCmd &w) { return w.cmdsn_only; });
+	if (!logout_pending_ || live_ != static_cast<uint32_t>(holders) || tmrs_out_)
 		return;
 	logout_pending_ = false;
 	OutPdu *p = new_pdu();

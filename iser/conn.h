@@ -27,7 +27,8 @@
 //   NOP-Out/In    answered; the target pings when configured and drops a silent peer.
 //   Text          SendTargets and declarations (iser/discovery.h).
 //   Logout        waits for the connection's commands, answers, closes (11.14).
-//   Reject        for unsupported opcodes, bad fields, data digest errors (11.17).
+//   Reject        for unsupported opcodes, bad fields, data digest errors (11.17); at ERL
+//                 0 a data digest error fails the command the data belonged to (7.8).
 //
 // Teardown (transport error, logout, reinstatement, target stop): stop reading, drop what
 // waits to be sent (its commands are put back), hand the session to the target's reaper
@@ -105,6 +106,7 @@ struct IscsiCmd {
 	void *xprt = nullptr;            // the transport's per-command state (iSER: its RwCtx); the
 	                                 // transport's to keep across the slot's uses
 	bool local = false;              // answered by the connection itself (never submitted)
+	bool cmdsn_only = false;         // holds a CmdSN, no task (see Conn::cmdsn_received)
 	bool window_slot = false;        // holds a CmdSN window slot (non-immediate, until
 	                                 // its status is queued: return_window_slot)
 
@@ -279,10 +281,12 @@ private:
 	// Full feature phase
 	void on_ffp_pdu(const Pdu &pdu, PduError err);
 	bool check_cmdsn(const Pdu &pdu, uint32_t cmdsn, bool immediate);
-	void on_scsi_cmd(const Pdu &pdu);
+	void on_scsi_cmd(const Pdu &pdu, bool data_lost); // data_lost: a data digest error
 	void deliver_in_order();
+	void hold(IscsiCmd *c);           // into waiting_, in CmdSN order
+	void cmdsn_received(uint32_t sn); // a CmdSN used by a task we never received
 	void submit_cmd(IscsiCmd *c);
-	void on_data_out(const Pdu &pdu);
+	void on_data_out(const Pdu &pdu, bool data_lost);
 	void on_nop_out(const Pdu &pdu);
 	void on_tmf(const Pdu &pdu);
 	void on_text(const Pdu &pdu);
