@@ -76,6 +76,7 @@ void cmd_init(Cmd *cmd)
 	cmd->wp_returned = false;
 	cmd->flags = 0;
 	cmd->cdb_xfer = 0;
+	cmd->sks = 0;
 	cmd->cdb_dir = DataDir::None;
 	cmd->lba = 0;
 	cmd->nr_blocks = 0;
@@ -456,7 +457,9 @@ void complete_good(Cmd *cmd)
 void complete_sense(Cmd *cmd, Sense s, bool info_valid, uint32_t info)
 {
 	cmd->status = sense_status(s);
-	cmd->sense_len = build_sense(s, cmd->sense, 0, info_valid, info);
+	// The field pointer belongs to the reason the parse function gave with it.
+	const uint32_t sks = s == Sense::InvalidCdbField ? cmd->sks : 0;
+	cmd->sense_len = build_sense(s, cmd->sense, 0, info_valid, info, sks);
 	cmd_finish(cmd);
 }
 

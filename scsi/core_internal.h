@@ -91,6 +91,15 @@ enum : uint8_t {
 Sense sbc_parse(Cmd *cmd);
 Sense spc_parse(Cmd *cmd);
 
+// INVALID FIELD IN CDB with the field pointer at CDB byte `byte` (and bit 0..7, when the
+// field does not start a byte): a parse function's return value, where telling the
+// initiator which field is wrong matters (SPC-4 4.5.2.4.2; see sense_field_pointer).
+inline Sense invalid_cdb_field(Cmd *cmd, uint16_t byte, int bit = -1)
+{
+	cmd->sks = sense_field_pointer(true, byte, bit);
+	return Sense::InvalidCdbField;
+}
+
 // ---- Completion (core.cc) -------------------------------------------------------------
 
 // The command is answered (its status set, or cmd->aborted): the common end of every

@@ -339,17 +339,20 @@ Sense rsoc_parse(Cmd *cmd)
 	const uint8_t *c = cmd->cdb;
 	// SPC-4 6.35.1: byte 2 is RCTD (bit 7) and REPORTING OPTIONS (bits 2..0); 100b..111b
 	// are reserved.
+	// The field pointer says which field is wrong (byte 2 or the REQUESTED OPERATION CODE
+	// in byte 3), so that the initiator does not take the error for an unsupported
+	// service action (which would point at byte 1).
 	if (c[2] & 0x78)
-		return Sense::InvalidCdbField;
+		return invalid_cdb_field(cmd, 2, 6);
 	const uint8_t options = c[2] & 0x07;
 	if (options > RSOC_EITHER)
-		return Sense::InvalidCdbField;
+		return invalid_cdb_field(cmd, 2, 2);
 	// 001b asks for an opcode that has no service actions, 010b for one that has them
 	// (SPC-4 table "REPORTING OPTIONS field"): the other way round is an error.
 	if (options == RSOC_OPCODE && opcode_has_sa(c[3]))
-		return Sense::InvalidCdbField;
+		return invalid_cdb_field(cmd, 3);
 	if (options == RSOC_OPCODE_SA && !opcode_has_sa(c[3]))
-		return Sense::InvalidCdbField;
+		return invalid_cdb_field(cmd, 3);
 	cmd->cdb_xfer = get_be32(c + 6);
 	cmd->cdb_dir = DataDir::Read;
 	cmd->execute = exec_rsoc;
@@ -361,7 +364,7 @@ Sense rstmf_parse(Cmd *cmd)
 	const uint8_t *c = cmd->cdb;
 	// SPC-4 6.36: REPD is bit 7 of byte 2; the rest of byte 2 is reserved.
 	if (c[2] & 0x7f)
-		return Sense::InvalidCdbField;
+		return invalid_cdb_field(cmd, 2, 6);
 	cmd->cdb_xfer = get_be32(c + 6);
 	cmd->cdb_dir = DataDir::Read;
 	cmd->execute = exec_rstmf;

@@ -215,8 +215,9 @@ Sense parse_maintenance_in(Cmd *cmd)
 		return rstmf_parse(cmd);
 	default:
 		// An opcode we have with a service action we do not: INVALID FIELD IN CDB,
-		// not INVALID COMMAND OPERATION CODE (the opcode itself is known).
-		return Sense::InvalidCdbField;
+		// not INVALID COMMAND OPERATION CODE (the opcode itself is known), pointing at
+		// the SERVICE ACTION field (byte 1, bits 4..0).
+		return invalid_cdb_field(cmd, 1, 4);
 	}
 }
 

@@ -1131,6 +1131,48 @@ TEST(SpcRsoc, UnsupportedCommandsAndBadCdbs)
 	EXPECT_TRUE(IsInvalidCdb(read_cmd(t, s, 0, mi, 64)));
 }
 
+// SPC-4 4.5.2.4.2: INVALID FIELD IN CDB of REPORT SUPPORTED OPERATION CODES points at the
+// field that is wrong (SKSV, C/D 1), never at the service action: libiscsi's
+// ReportSupportedOpcodes.OneCommand reads a field pointer of 1 (or none) on a MAINTENANCE IN
+// command as "service action not implemented" and skips. An unknown service action does
+// point at byte 1, bits 4..0.
+TEST(SpcRsoc, FieldPointers)
+{
+	Target t;
+	t.add(0);
+	Session *s = t.login("iqn.init:a");
+	auto field = [](const LoopResult &r) {
+		EXPECT_GE(r.sense.size(), 18u);
+		return r.sense.size() < 18
+		           ? 0u
+		           : uint32_t(r.sense[15]) << 16 | r.sense[16] << 8 | r.sense[17];
+	};
+	// 010b on an opcode without service actions: the REQUESTED OPERATION CODE (byte 3).
+	auto r = read_cmd(t, s, 0, cdb_rsoc(2, 0x00), 64);
+	ASSERT_TRUE(IsInvalidCdb(r));
+	EXPECT_EQ(field(r), 0xc00003u);
+	// 001b on one with service actions: byte 3 too.
+	r = read_cmd(t, s, 0, cdb_rsoc(1, 0x9e), 64);
+	ASSERT_TRUE(IsInvalidCdb(r));
+	EXPECT_EQ(field(r), 0xc00003u);
+	// A reserved REPORTING OPTIONS value: byte 2, bit 2 (BPV set).
+	r = read_cmd(t, s, 0, cdb_rsoc(5), 64);
+	ASSERT_TRUE(IsInvalidCdb(r));
+	EXPECT_EQ(field(r), 0xca0002u);
+	// MAINTENANCE IN with a service action that is not there: byte 1, bit 4.
+	std::vector<uint8_t> mi(12, 0);
+	mi[0] = 0xa3;
+	mi[1] = 0x05;
+	put_be32(&mi[6], 64);
+	r = read_cmd(t, s, 0, mi, 64);
+	ASSERT_TRUE(IsInvalidCdb(r));
+	EXPECT_EQ(field(r), 0xcc0001u);
+	// Other reasons carry no sense key specific data.
+	r = read_cmd(t, s, 0, cdb_rw10(false, 0xfffffff0u, 1), 512);
+	ASSERT_EQ(r.status, Status::CheckCondition);
+	EXPECT_EQ(field(r), 0u);
+}
+
 // The table against the parsers: every opcode (and service action) the core answers with
 // anything but INVALID COMMAND OPERATION CODE is in the table, and every row is answered
 // with something else. A zeroed CDB is enough for that: a known command refuses it for a
