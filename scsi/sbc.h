@@ -22,11 +22,11 @@
 namespace ulp::scsi
 {
 
-// SBC-3 6.6.4 Block Limits VPD page, byte 4 bit 0 (WSNZ): a WRITE SAME whose NUMBER OF
-// LOGICAL BLOCKS is zero is refused with INVALID FIELD IN CDB rather than meaning "up to
-// the last LBA" (SBC-3 5.42/5.43). As the kernel's target (target_core_spc.c) does: a
-// whole-LU write is never what an initiator means by accident.
-inline constexpr bool kSbcWsnz = true;
+// SBC-3 6.6.4 Block Limits VPD page, byte 4 bit 0 (WSNZ) 0: a WRITE SAME whose NUMBER OF
+// LOGICAL BLOCKS is zero writes from its LBA to the last LBA (SBC-3 5.42/5.43), subject to
+// MAXIMUM WRITE SAME LENGTH like any other count: a range longer than that is still INVALID
+// FIELD IN CDB, so a zero count never turns into an unbounded write of the whole LU.
+inline constexpr bool kSbcWsnz = false;
 
 // Block Limits VPD page byte 5: MAXIMUM COMPARE AND WRITE LENGTH, blocks (SBC-3 5.2). One
 // block, the unit of every atomic test-and-set initiator (VMware ATS, SCSI-based locks).

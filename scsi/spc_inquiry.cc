@@ -10,6 +10,7 @@
 // with UNMAP deallocate (lu.thin(), like READ CAPACITY (16)'s LBPME), and libiscsi checks
 // each against the other.
 #include "scsi/fabric.h"
+#include "scsi/sbc.h"
 #include "scsi/spc.h"
 
 #include <algorithm>
@@ -190,10 +191,9 @@ void put_block_limits(const LogicalUnit &lu, std::vector<uint8_t> &d)
 {
 	const LuConfig &c = lu.cfg();
 	d.resize(64, 0);
-	// WSNZ: WRITE SAME with a NUMBER OF LOGICAL BLOCKS of zero (the rest of the medium)
-	// is refused with INVALID FIELD IN CDB, as the kernel's target does; libiscsi checks
-	// sbc.cc against this bit.
-	d[4] = 0x01;
+	// WSNZ (sbc.h): whether WRITE SAME with a NUMBER OF LOGICAL BLOCKS of zero (the rest
+	// of the medium) is refused; libiscsi checks sbc_write_same.cc against this bit.
+	d[4] = kSbcWsnz ? 0x01 : 0x00;
 	// MAXIMUM COMPARE AND WRITE LENGTH: one block, what COMPARE AND WRITE takes.
 	d[5] = 1;
 	// OPTIMAL TRANSFER LENGTH GRANULARITY: any block boundary is as good as another.

@@ -871,7 +871,7 @@ TEST(SbcWriteSame, WriteCacheOffFlushesUnmapAndZeroes)
 
 TEST(SbcWriteSame, Fields)
 {
-	// libiscsi WriteSame*.Unmap (ANCHOR), .ZeroBlocks (WSNZ=1), .BeyondEol,
+	// libiscsi WriteSame*.Unmap (ANCHOR), .ZeroBlocks (WSNZ=0), .BeyondEol,
 	// .WriteProtect (WRPROTECT), .InvalidDataOutSize; MAXIMUM WRITE SAME LENGTH.
 	LuConfig cfg;
 	cfg.max_write_same_blocks = 300;
@@ -894,8 +894,22 @@ TEST(SbcWriteSame, Fields)
 			c[1] |= bit;
 			EXPECT_TRUE(is_sense(e.out(c, blk), 0x2400)) << "LBDATA/PBDATA";
 		}
-		ASSERT_TRUE(kSbcWsnz);
-		EXPECT_TRUE(is_sense(e.out(cdb_ws(ws16, 0, 0), blk), 0x2400)) << "WSNZ";
+		// WSNZ=0: 0 blocks is the rest of the LU, bounded by MAXIMUM WRITE SAME LENGTH
+		// (libiscsi WriteSame*.ZeroBlocks: at LBA 0 of a bigger LU, then 301, 300 and
+		// 299 blocks before the end).
+		ASSERT_FALSE(kSbcWsnz);
+		ASSERT_GT(n, 300u);
+		EXPECT_TRUE(is_sense(e.out(cdb_ws(ws16, 0, 0), blk), 0x2400)) << "WSNZ 0, too long";
+		EXPECT_TRUE(is_sense(e.out(cdb_ws(ws16, n - 301, 0), blk), 0x2400));
+		e.write(n - 301, Bytes(301 * kBs, 0x5c));
+		EXPECT_TRUE(is_good(e.out(cdb_ws(ws16, n - 300, 0), blk)));
+		Bytes expect(kBs, 0x5c);
+		for (int i = 0; i < 300; i++)
+			expect.insert(expect.end(), blk.begin(), blk.end());
+		EXPECT_EQ(e.read(n - 301, 301), expect);
+		EXPECT_TRUE(is_good(e.out(cdb_ws(ws16, n - 299, 0), blk)));
+		EXPECT_TRUE(is_good(e.out(cdb_ws(ws16, n - 1, 0), blk)));
+		EXPECT_TRUE(is_sense(e.out(cdb_ws(ws16, n, 0), blk), 0x2100)) << "LBA = capacity";
 		EXPECT_TRUE(is_sense(e.out(cdb_ws(ws16, n + 1, 0), blk), 0x2100));
 		EXPECT_TRUE(is_sense(e.out(cdb_ws(ws16, 0x80000000u, 0), blk), 0x2100));
 		EXPECT_TRUE(is_sense(e.out(cdb_ws(ws16, 0xffffffffu, 1), blk), 0x2100));

@@ -453,7 +453,7 @@ TEST(SpcVpd, BlockLimits)
 	auto d = vpd(t, s, 0xb0);
 	ASSERT_EQ(d.size(), 64u);
 	EXPECT_EQ(d[3], 0x3c);
-	EXPECT_EQ(d[4] & 1, 1) << "WSNZ";
+	EXPECT_EQ(d[4] & 1, 0) << "WSNZ";
 	EXPECT_EQ(d[5], 1) << "MAXIMUM COMPARE AND WRITE LENGTH";
 	EXPECT_EQ(get_be16(&d[6]), 1);
 	EXPECT_EQ(get_be32(&d[8]), 2048u);
