@@ -49,6 +49,7 @@ enum : uint8_t {
 	OP_VERIFY_10 = 0x2f,
 	OP_PRE_FETCH_10 = 0x34, // SBC-3 5.9: GOOD, nothing of ours to load (range checked)
 	OP_SYNCHRONIZE_CACHE_10 = 0x35,
+	OP_READ_DEFECT_DATA_10 = 0x37,
 	OP_WRITE_BUFFER = 0x3b,
 	OP_READ_BUFFER = 0x3c,
 	OP_WRITE_SAME_10 = 0x41,
@@ -75,6 +76,7 @@ enum : uint8_t {
 	OP_WRITE_12 = 0xaa,
 	OP_WRITE_VERIFY_12 = 0xae,
 	OP_VERIFY_12 = 0xaf,
+	OP_READ_DEFECT_DATA_12 = 0xb7,
 };
 
 // Service actions.

@@ -4,7 +4,7 @@
 // SYNCHRONIZE CACHE (10, 16) and PRE-FETCH (10, 16). The commands that take several
 // backstore requests live in their own files: sbc_verify.cc (VERIFY, WRITE AND VERIFY),
 // sbc_write_same.cc, sbc_unmap.cc, sbc_caw.cc (COMPARE AND WRITE), and GET LBA STATUS in
-// sbc_lba_status.cc; sbc_step.cc runs them.
+// sbc_lba_status.cc; sbc_step.cc runs them. READ DEFECT DATA is in sbc_defect.cc.
 //
 // Parsing checks every field SBC-3 defines for the opcode and the LBA range against the
 // capacity (LBA OUT OF RANGE, SBC-3 4.5), in the order libiscsi's conformance suite
@@ -263,6 +263,9 @@ Sense sbc_parse(Cmd *cmd)
 	case OP_PRE_FETCH_10:
 	case OP_PRE_FETCH_16:
 		return parse_prefetch(cmd);
+	case OP_READ_DEFECT_DATA_10:
+	case OP_READ_DEFECT_DATA_12:
+		return sbc_parse_read_defect_data(cmd);
 	case OP_READ_CAPACITY_10:
 		// SBC-3 5.15: the LBA and PMI fields are obsolete and must be zero.
 		if (get_be32(c + 2) || (c[8] & 1))

@@ -55,12 +55,13 @@ namespace ulp::scsi
 // (nothing is touched), one starting beyond it is not.
 Sense sbc_check_range(const LogicalUnit &lu, uint64_t lba, uint64_t blocks);
 
-Sense sbc_parse_verify(Cmd *cmd);         // VERIFY (10, 12, 16), sbc_verify.cc
-Sense sbc_parse_write_verify(Cmd *cmd);   // WRITE AND VERIFY (10, 12, 16), sbc_verify.cc
-Sense sbc_parse_write_same(Cmd *cmd);     // WRITE SAME (10, 16), sbc_write_same.cc
-Sense sbc_parse_unmap(Cmd *cmd);          // UNMAP, sbc_unmap.cc
-Sense sbc_parse_caw(Cmd *cmd);            // COMPARE AND WRITE, sbc_caw.cc
-Sense sbc_parse_get_lba_status(Cmd *cmd); // GET LBA STATUS, sbc_lba_status.cc
+Sense sbc_parse_verify(Cmd *cmd);           // VERIFY (10, 12, 16), sbc_verify.cc
+Sense sbc_parse_write_verify(Cmd *cmd);     // WRITE AND VERIFY (10, 12, 16), sbc_verify.cc
+Sense sbc_parse_write_same(Cmd *cmd);       // WRITE SAME (10, 16), sbc_write_same.cc
+Sense sbc_parse_unmap(Cmd *cmd);            // UNMAP, sbc_unmap.cc
+Sense sbc_parse_caw(Cmd *cmd);              // COMPARE AND WRITE, sbc_caw.cc
+Sense sbc_parse_get_lba_status(Cmd *cmd);   // GET LBA STATUS, sbc_lba_status.cc
+Sense sbc_parse_read_defect_data(Cmd *cmd); // READ DEFECT DATA (10, 12), sbc_defect.cc
 
 // ---- Multi-step commands (sbc_step.cc) ----------------------------------------------------
 

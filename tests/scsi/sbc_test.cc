@@ -1408,6 +1408,82 @@ TEST(SbcLbaStatus, FileHoles)
 }
 
 // ===========================================================================================
+// READ DEFECT DATA
+// ===========================================================================================
+
+Bytes cdb_rdd10(uint8_t req, uint16_t alloc)
+{
+	Bytes c(10, 0);
+	c[0] = 0x37;
+	c[2] = req;
+	put_be16(&c[7], alloc);
+	return c;
+}
+
+Bytes cdb_rdd12(uint8_t req, uint32_t index, uint32_t alloc)
+{
+	Bytes c(12, 0);
+	c[0] = 0xb7;
+	c[1] = req;
+	put_be32(&c[2], index);
+	put_be32(&c[6], alloc);
+	return c;
+}
+
+TEST(SbcReadDefectData, EmptyListsInTheRequestedFormat)
+{
+	// libiscsi ReadDefectData10/12.Simple: GOOD. SBC-3 5.17/5.18: the lists asked for
+	// (PLISTV, GLISTV) in the format asked for, both empty.
+	Env e(ram_bs(1 << 20));
+	for (uint8_t req : {0x00, 0x10, 0x08, 0x18, 0x1d, 0x0b, 0x14, 0x05}) {
+		SCOPED_TRACE(testing::Message() << std::hex << int(req));
+		auto r = e.in(cdb_rdd10(req, 32), 32);
+		ASSERT_TRUE(is_good(r));
+		EXPECT_EQ(r.data, (Bytes{0, req, 0, 0}));
+		EXPECT_EQ(r.resid, Residual::Underflow);
+		r = e.in(cdb_rdd12(req, 7, 32), 32);
+		ASSERT_TRUE(is_good(r));
+		EXPECT_EQ(r.data, (Bytes{0, req, 0, 0, 0, 0, 0, 0}));
+	}
+	// Cut to the allocation length, 0 included.
+	auto r = e.in(cdb_rdd12(0x18, 0, 2), 2);
+	ASSERT_TRUE(is_good(r));
+	EXPECT_EQ(r.data, (Bytes{0, 0x18}));
+	EXPECT_TRUE(is_good(e.run(cdb_rdd10(0x18, 0))));
+}
+
+TEST(SbcReadDefectData, ReservedFields)
+{
+	Env e(ram_bs(1 << 20));
+	auto field = [](const LoopResult &r) {
+		return r.sense.size() < 18
+		           ? 0u
+		           : uint32_t(r.sense[15]) << 16 | r.sense[16] << 8 | r.sense[17];
+	};
+	// Format 111b is reserved.
+	auto r = e.in(cdb_rdd10(0x07, 32), 32);
+	ASSERT_TRUE(is_sense(r, 0x2400));
+	EXPECT_EQ(field(r), 0xca0002u);
+	ASSERT_TRUE(is_sense(e.in(cdb_rdd12(0x1f, 0, 32), 32), 0x2400));
+	// Reserved bits and bytes.
+	Bytes c = cdb_rdd10(0, 32);
+	c[2] |= 0x20;
+	EXPECT_TRUE(is_sense(e.in(c, 32), 0x2400));
+	c = cdb_rdd10(0, 32);
+	c[1] = 0x01;
+	EXPECT_TRUE(is_sense(e.in(c, 32), 0x2400));
+	c = cdb_rdd10(0, 32);
+	c[5] = 0x01;
+	EXPECT_TRUE(is_sense(e.in(c, 32), 0x2400));
+	c = cdb_rdd12(0, 0, 32);
+	c[1] |= 0x80;
+	EXPECT_TRUE(is_sense(e.in(c, 32), 0x2400));
+	c = cdb_rdd12(0, 0, 32);
+	c[10] = 1;
+	EXPECT_TRUE(is_sense(e.in(c, 32), 0x2400));
+}
+
+// ===========================================================================================
 // Aborts of multi-step commands, and many commands in flight
 // ===========================================================================================
 
