@@ -36,7 +36,12 @@ using PrStatePtr = std::unique_ptr<PrState, PrStateFree>;
 
 // What the initiator sees of a logical unit besides its backstore.
 struct LuConfig {
-	uint32_t block_size = 512;            // logical block, bytes (512..65536, power of two)
+	uint32_t block_size = 512; // logical block, bytes (512..65536, power of two)
+	// Physical block, bytes: the unit the medium writes in, which an initiator should
+	// align to (SBC-3 4.6: a 512-byte logical block on 4096-byte physical blocks, "512e",
+	// as on a file system of 4 KiB blocks). A power-of-two multiple of block_size, at most
+	// 2^15 logical blocks (lu_config_check); 0 or block_size: the same as the logical one.
+	uint32_t physical_block_size = 0;
 	std::string vendor = "ULP";           // INQUIRY T10 vendor (8 chars, space padded)
 	std::string product = "ulp";          // INQUIRY product (16 chars)
 	std::string revision = "0001";        // INQUIRY revision (4 chars)
@@ -57,6 +62,10 @@ struct LuConfig {
 	// beyond MAXIMUM TRANSFER LENGTH) before it unmaps them.
 	uint64_t max_write_same_blocks = 65535;
 };
+
+// Whether cfg describes a logical unit that can exist (the fields the backstore does not
+// check itself: physical_block_size against block_size); nullptr, or why not.
+const char *lu_config_check(const LuConfig &cfg);
 
 // An I_T nexus as persistent state names it: the initiator port (its TransportID text,
 // e.g. "iqn.1994-05.com.redhat:x,i,0x23d000000001") and the target port (relative target
@@ -92,6 +101,11 @@ public:
 	void set_swp(bool on) { swp_.store(on, std::memory_order_relaxed); }
 	bool write_protected() const { return cfg_.read_only || swp(); }
 	uint64_t nr_blocks() const { return bs_->size() / cfg_.block_size; }
+	// SBC-3 5.16 LOGICAL BLOCKS PER PHYSICAL BLOCK EXPONENT (READ CAPACITY (16)): log2 of
+	// physical_block_size / block_size; 0 when they are the same (or the configuration
+	// is one lu_config_check refuses).
+	uint8_t lbppb_exponent() const { return lbppb_exp_; }
+	uint32_t lbppb() const { return 1u << lbppb_exp_; }
 	bool thin() const { return cfg_.thin && bs_->can_unmap(); }
 	const std::string &serial() const { return serial_; }
 	uint64_t naa() const { return naa_; }
@@ -133,6 +147,7 @@ private:
 	LuConfig cfg_;
 	std::string serial_;
 	uint64_t naa_;
+	uint8_t lbppb_exp_ = 0;
 };
 
 } // namespace ulp::scsi

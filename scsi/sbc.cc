@@ -104,9 +104,10 @@ void exec_read_capacity_16(Cmd *cmd)
 	uint8_t d[32] = {};
 	put_be64(d, cmd->lu->nr_blocks() - 1);
 	put_be32(d + 8, cmd->lu->block_size());
-	d[13] = kSbcLbppbExponent & 0x0f;
+	d[13] = cmd->lu->lbppb_exponent() & 0x0f;
+	put_be16(d + 14, kSbcLowestAlignedLba & 0x3fff);
 	if (cmd->lu->thin())
-		d[14] = 0x80 | 0x40;
+		d[14] |= 0x80 | 0x40;
 	complete_data_in(cmd, d); // at most the allocation length; 0..31 are not errors
 }
 

@@ -196,19 +196,25 @@ void put_block_limits(const LogicalUnit &lu, std::vector<uint8_t> &d)
 	d[4] = kSbcWsnz ? 0x01 : 0x00;
 	// MAXIMUM COMPARE AND WRITE LENGTH: one block, what COMPARE AND WRITE takes.
 	d[5] = 1;
-	// OPTIMAL TRANSFER LENGTH GRANULARITY: any block boundary is as good as another.
-	put_be16(&d[6], 1);
+	// OPTIMAL TRANSFER LENGTH GRANULARITY: the physical block (SBC-3 6.5.3: transfers of
+	// other multiples may be slower; on 512e, a write of part of a physical block makes
+	// the medium read the rest of it first).
+	put_be16(&d[6], static_cast<uint16_t>(lu.lbppb()));
 	put_be32(&d[8], c.max_xfer_blocks);
 	put_be32(&d[12], c.max_xfer_blocks ? std::min(c.opt_xfer_blocks, c.max_xfer_blocks)
 	                                   : c.opt_xfer_blocks);
 	// MAXIMUM PREFETCH LENGTH 0: no PRE-FETCH.
 	if (lu.thin()) {
 		// UNMAP's limits (libiscsi: both nonzero when LBPU is set, zero otherwise), and
-		// the backstore's real deallocation unit in blocks, aligned at LBA 0 (UGAVALID).
+		// OPTIMAL UNMAP GRANULARITY: the backstore's real deallocation unit in blocks,
+		// and never less than a physical block (a part of one cannot be deallocated on
+		// its own), aligned where the physical blocks are (UGAVALID; UNMAP GRANULARITY
+		// ALIGNMENT = LOWEST ALIGNED LOGICAL BLOCK ADDRESS).
 		put_be32(&d[20], c.max_unmap_blocks);
 		put_be32(&d[24], c.max_unmap_descs);
-		put_be32(&d[28], std::max<uint32_t>(1, lu.bs().unmap_granularity() / c.block_size));
-		d[32] = 0x80;
+		put_be32(&d[28], std::max({uint32_t(1), lu.bs().unmap_granularity() / c.block_size,
+		                           lu.lbppb()}));
+		put_be32(&d[32], 0x80000000u | kSbcLowestAlignedLba);
 	}
 	put_be64(&d[36], c.max_write_same_blocks);
 }

@@ -533,10 +533,47 @@ TEST(SbcCapacity, ReadCapacity16Fields)
 		EXPECT_EQ(get_be64(&r.data[0]), 2047u);
 		EXPECT_EQ(get_be32(&r.data[8]), 4096u);
 		EXPECT_EQ(r.data[12], 0) << "no protection information";
-		EXPECT_EQ(r.data[13], kSbcLbppbExponent);
+		EXPECT_EQ(r.data[13], 0) << "physical block = logical block";
 		EXPECT_EQ(r.data[14] & 0x80, thin ? 0x80 : 0) << "LBPME";
 		EXPECT_EQ(r.data[14] & 0x40, thin ? 0x40 : 0) << "LBPRZ";
 		EXPECT_EQ(get_be16(&r.data[14]) & 0x3fff, 0) << "lowest aligned LBA";
+	}
+}
+
+TEST(SbcCapacity, PhysicalBlockSize)
+{
+	// SBC-3 5.16: 512-byte logical blocks on 4096-byte physical ones ("512e") report
+	// LOGICAL BLOCKS PER PHYSICAL BLOCK EXPONENT 3, the lowest aligned LBA 0; LBPME and
+	// LBPRZ are unaffected.
+	LuConfig cfg;
+	cfg.physical_block_size = 4096;
+	Env e(ram_bs(1 << 20), cfg);
+	EXPECT_EQ(e.lu->lbppb_exponent(), 3);
+	EXPECT_EQ(e.lu->lbppb(), 8u);
+	auto r = e.in(cdb_rc16(32), 32);
+	ASSERT_TRUE(is_good(r));
+	EXPECT_EQ(get_be32(&r.data[8]), 512u) << "the logical block";
+	EXPECT_EQ(r.data[13], 3);
+	EXPECT_EQ(get_be16(&r.data[14]) & 0x3fff, 0);
+	EXPECT_EQ(r.data[14] & 0xc0, 0xc0);
+	// Nothing is refused for being unaligned to it: libiscsi WriteSame*.UnmapUnaligned
+	// (i blocks from LBA 8 - i) and plain writes inside one physical block.
+	for (uint32_t i = 1; i < 8; i++) {
+		EXPECT_TRUE(is_good(e.out(cdb_ws(false, i, 8 - i, true), Bytes(kBs, 0xa6))));
+		EXPECT_TRUE(is_good(e.out(cdb_ws(true, i, 8 - i, true), Bytes(kBs, 0xa6))));
+	}
+	e.write(3, pattern(2 * kBs, 3));
+	EXPECT_EQ(e.read(3, 2), pattern(2 * kBs, 3));
+	// The configurations that cannot be reported.
+	for (uint32_t bad : {1024u + 512u, 256u, 3u * 4096u, 512u << 16}) {
+		LuConfig c;
+		c.physical_block_size = bad;
+		EXPECT_NE(lu_config_check(c), nullptr) << bad;
+	}
+	for (uint32_t good : {0u, 512u, 1024u, 4096u, 512u << 15}) {
+		LuConfig c;
+		c.physical_block_size = good;
+		EXPECT_EQ(lu_config_check(c), nullptr) << good;
 	}
 }
 

@@ -476,6 +476,42 @@ TEST(SpcVpd, BlockLimits)
 	EXPECT_EQ(get_be32(&f[32]), 0u);
 }
 
+TEST(SpcVpd, BlockLimitsOfA512eLu)
+{
+	// 4096-byte physical blocks: OPTIMAL TRANSFER LENGTH GRANULARITY is one of them, and
+	// OPTIMAL UNMAP GRANULARITY never less (the RAM backstore's 64 KiB chunk is more);
+	// with a backstore that frees 512 bytes at a time it is the physical block.
+	class FineRam final : public Backstore
+	{
+	public:
+		FineRam() : Backstore("fine-ram", 1 << 20, 64), inner_(test::ram(1 << 20)) {}
+		bool can_unmap() const override { return true; }
+		bool write_cache() const override { return false; }
+		uint32_t unmap_granularity() const override { return 512; }
+		int extent(uint64_t off, BsExtent *out) override
+		{
+			return inner_->extent(off, out);
+		}
+		void submit(BsIo *io) override { inner_->submit(io); }
+
+	private:
+		std::unique_ptr<Backstore> inner_;
+	};
+	Target t;
+	LuConfig c;
+	c.physical_block_size = 4096;
+	t.add(0, 1 << 20, c);
+	add_lu(t, 1, std::make_unique<FineRam>(), c);
+	Session *s = t.login("iqn.init:a");
+	auto d = vpd(t, s, 0xb0);
+	EXPECT_EQ(get_be16(&d[6]), 8u) << "OPTIMAL TRANSFER LENGTH GRANULARITY";
+	EXPECT_EQ(get_be32(&d[28]), 65536u / 512);
+	EXPECT_EQ(get_be32(&d[32]), 0x80000000u);
+	ASSERT_EQ(t.lb.run(s, 1, cdb_tur(), DataDir::None).status, Status::CheckCondition);
+	auto f = vpd(t, s, 0xb0, 1);
+	EXPECT_EQ(get_be32(&f[28]), 8u) << "OPTIMAL UNMAP GRANULARITY: the physical block";
+}
+
 TEST(SpcVpd, BlockDeviceCharacteristics)
 {
 	Target t;

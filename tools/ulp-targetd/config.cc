@@ -156,6 +156,13 @@ bool parse_lun_flag(const std::string &s, LunCfg *out, std::string *why)
 				return false;
 			}
 			out->bs.block_size = uint32_t(n);
+		} else if (k == "pbs" || k == "physical_block_size") {
+			uint64_t n;
+			if (!parse_size(v, &n) || n > (1u << 31)) {
+				*why = "--lun " + s + ": bad physical block size " + v;
+				return false;
+			}
+			out->physical_block_size = uint32_t(n);
 		} else if (k == "ro" || k == "read_only") {
 			if (!parse_bool_word(v, &b)) {
 				*why = "--lun " + s + ": " + k + " is yes or no";
@@ -182,7 +189,7 @@ bool parse_lun_flag(const std::string &s, LunCfg *out, std::string *why)
 			out->bs.queue_depth = uint32_t(n);
 		} else {
 			*why = "--lun " + s + ": unknown key " + k +
-			       " (size, path, bs, ro, direct, write_cache, qd)";
+			       " (size, path, bs, pbs, ro, direct, write_cache, qd)";
 			return false;
 		}
 	}
@@ -288,6 +295,8 @@ bool load_file(const std::string &path, Config *c, std::string *why)
 					}
 					l.bs.block_size =
 					    uint32_t((*lt)["block_size"].value_or(int64_t(512)));
+					l.physical_block_size = uint32_t(
+					    (*lt)["physical_block_size"].value_or(int64_t(0)));
 					l.read_only = (*lt)["read_only"].value_or(false);
 					l.bs.read_only = l.read_only;
 					l.bs.direct = (*lt)["direct"].value_or(true);
@@ -341,7 +350,7 @@ void add_flags(CLI::App &app, Flags &f)
 	               "the target's iSCSI name (default iqn.2026-11.org.ulp:target)");
 	app.add_option("--lun", f.luns,
 	               "N:KIND[:key=value,...], KIND ram|file|block|null, keys size, path, bs, "
-	               "ro, direct, write_cache, qd; e.g. 0:ram:size=1G or "
+	               "pbs, ro, direct, write_cache, qd; e.g. 0:ram:size=1G or "
 	               "1:file:path=/srv/d.img,size=10G (repeatable)");
 	app.add_option("--acl", f.acls, "an initiator name allowed in (repeatable; none: open)");
 	app.add_option("--chap", f.chap, "USER:SECRET the initiators must prove (CHAP)");
@@ -477,6 +486,14 @@ bool build_config(const Flags &f, Config *c, std::string *why)
 				*why = "LUN numbers go up to 16383";
 				return false;
 			}
+			scsi::LuConfig lc;
+			lc.block_size = l.bs.block_size;
+			lc.physical_block_size = l.physical_block_size;
+			if (const char *bad = scsi::lu_config_check(lc)) {
+				*why = "target " + t.name + " LUN " + std::to_string(l.lun) + ": " +
+				       bad;
+				return false;
+			}
 		}
 		if (t.mutual_chap && !t.chap) {
 			*why = "target " + t.name + ": mutual CHAP needs CHAP";
@@ -515,6 +532,7 @@ bool instantiate(const Config &c, Runtime *rt, std::string *why)
 			}
 			scsi::LuConfig lc;
 			lc.block_size = l.bs.block_size;
+			lc.physical_block_size = l.physical_block_size;
 			lc.read_only = l.read_only;
 			lc.product = "ulp " + l.bs.kind;
 			auto lu = std::make_unique<scsi::LogicalUnit>(

@@ -31,6 +31,7 @@
 //     path = "/srv/disk1.img"
 //     size = "10G"                      # bytes, or with K M G T (powers of 1024)
 //     block_size = 512
+//     physical_block_size = 4096        # optional; reported for initiators to align to
 //     read_only = false
 //     direct = true                     # O_DIRECT where aligned (file, block)
 //     write_cache = true
@@ -86,6 +87,7 @@ struct LunCfg {
 	uint64_t lun = 0;
 	ulp::scsi::BackstoreConfig bs;
 	bool read_only = false;
+	uint32_t physical_block_size = 0; // 0: the logical block size
 };
 
 struct TargetCfg {
