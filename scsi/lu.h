@@ -120,6 +120,9 @@ public:
 	bool ua_pending(const Nexus &n);
 	// Drop the REPORTED LUNS DATA HAS CHANGED condition for n (REPORT LUNS clears it).
 	void ua_clear(const Nexus &n, uint16_t asc_ascq);
+	// Forget every nexus' conditions, as a power on does: each nexus starts again with
+	// POWER ON, RESET, OR BUS DEVICE RESET OCCURRED (TARGET COLD RESET).
+	void ua_reset();
 
 	// Commands in the task set (tests, teardown diagnostics).
 	size_t task_count();

@@ -321,8 +321,7 @@ bool opcode_has_sa(uint8_t opcode)
 
 bool tmf_supported(TmfType t)
 {
-	// As tmr_submit answers them: no ACA (NACA is never accepted), no target resets
-	// (RFC 7143 11.5.1 makes them optional).
+	// As tmr_submit answers them: no ACA (NACA is never accepted).
 	switch (t) {
 	case TmfType::AbortTask:
 	case TmfType::AbortTaskSet:
@@ -332,10 +331,10 @@ bool tmf_supported(TmfType t)
 	case TmfType::QueryTask:
 	case TmfType::QueryTaskSet:
 	case TmfType::QueryAsyncEvent:
-		return true;
-	case TmfType::ClearAca:
 	case TmfType::TargetWarmReset:
 	case TmfType::TargetColdReset:
+		return true;
+	case TmfType::ClearAca:
 		return false;
 	}
 	return false;

@@ -1322,12 +1322,12 @@ TEST(SpcRstmf, ReportsWhatTmrDoes)
 	auto r = read_cmd(t, s, 0, cdb_rstmf(4), 4);
 	ASSERT_EQ(r.status, Status::Good);
 	ASSERT_EQ(r.data.size(), 4u);
-	// ATS ATSS CTSS LURS QTS (no CLEAR ACA, no target reset); QUAS QTSS ITNRS.
-	EXPECT_EQ(r.data[0], 0xdc);
+	// ATS ATSS CTSS LURS QTS TRS (no CLEAR ACA); QUAS QTSS ITNRS.
+	EXPECT_EQ(r.data[0], 0xde);
 	EXPECT_EQ(r.data[1], 0x07);
 	auto x = read_cmd(t, s, 0, cdb_rstmf(64, true), 64);
 	ASSERT_EQ(x.data.size(), 16u);
-	EXPECT_EQ(x.data[0], 0xdc);
+	EXPECT_EQ(x.data[0], 0xde);
 	EXPECT_EQ(x.data[3], 0x0c) << "ADDITIONAL DATA LENGTH";
 	EXPECT_EQ(x.data[4] & 1, 0) << "TMFTMOV: no timeouts";
 	auto bad = cdb_rstmf(64);
