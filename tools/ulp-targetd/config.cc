@@ -268,6 +268,7 @@ bool load_file(const std::string &path, Config *c, std::string *why)
 					    s;
 				}
 			}
+			tc.allow_target_reset = (*tt)["allow_target_reset"].value_or(false);
 			if (auto *as = (*tt)["acls"].as_array())
 				for (auto &a : *as)
 					if (auto s = a.value<std::string>())
@@ -371,6 +372,9 @@ void add_flags(CLI::App &app, Flags &f)
 	               "seconds between target NOP-In pings (default 0: none)");
 	app.add_option("--ready-fd", f.ready_fd,
 	               "write the first portal's port and a newline to this fd once listening");
+	app.add_flag("--allow-target-reset", f.allow_target_reset,
+	             "honour TARGET WARM RESET and TARGET COLD RESET from any initiator (they "
+	             "reset every LU for everyone; a cold reset drops every session)");
 	app.add_flag("--quiet,-q", f.quiet, "no log lines");
 	app.add_flag("--trace", f.trace, "log every PDU received and sent (diagnostics; slow)");
 }
@@ -429,6 +433,7 @@ bool build_config(const Flags &f, Config *c, std::string *why)
 			t.luns.push_back(lc);
 		}
 		t.acls = f.acls;
+		t.allow_target_reset = f.allow_target_reset;
 		if (!f.chap.empty()) {
 			t.chap.emplace();
 			if (!parse_chap(f.chap, &*t.chap, why))
@@ -553,6 +558,7 @@ bool instantiate(const Config &c, Runtime *rt, std::string *why)
 		node.name = t.name;
 		node.alias = t.alias;
 		node.tpg = tpg.get();
+		node.allow_target_reset = t.allow_target_reset;
 		if (t.chap) {
 			iscsi::ChapCredentials cr;
 			cr.incoming = *t.chap;

@@ -25,6 +25,7 @@
 //   chap = { user = "u", secret = "0123456789ab" }       # optional
 //   mutual_chap = { user = "t", secret = "ba9876543210" } # optional, with chap
 //   acls = ["iqn.1994-05.com.redhat:client"]             # empty: open to everyone
+//   allow_target_reset = false          # TARGET WARM/COLD RESET from any initiator
 //     [[target.lun]]
 //     lun = 0
 //     backstore = "file"                # ram | file | block | null
@@ -62,6 +63,7 @@ struct Flags {
 	std::vector<std::string> acls;    // --acl INITIATOR
 	std::string chap;                 // --chap USER:SECRET
 	std::string mutual_chap;          // --mutual-chap USER:SECRET
+	bool allow_target_reset = false;  // --allow-target-reset
 	int workers = 0;                  // --workers (0: from the file, else 1)
 	uint32_t max_recv_dsl = 0;        // 0: the default (262144)
 	uint32_t max_burst = 0;
@@ -97,6 +99,7 @@ struct TargetCfg {
 	std::vector<std::string> acls;
 	std::optional<ulp::iscsi::ChapSecret> chap;        // the initiator proves it
 	std::optional<ulp::iscsi::ChapSecret> mutual_chap; // the target proves it
+	bool allow_target_reset = false; // TARGET WARM RESET and TARGET COLD RESET honoured
 };
 
 struct Config {
