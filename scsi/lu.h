@@ -137,9 +137,9 @@ public:
 	std::vector<TmrWait *> tmr_waits_; // task management functions waiting for commands
 	std::map<Nexus, std::deque<uint16_t>> ua_; // pending UAs per nexus that has seen POWER ON
 	PrStatePtr pr_;                   // persistent reservations and SPC-2 RESERVE (pr.cc)
-	std::mutex caw_lock_;             // serialises COMPARE AND WRITE (SBC-3 5.2)
-	bool caw_busy_ = false;           // a COMPARE AND WRITE is between its read and write
-	CmdDormantList caw_wait_;         // COMPARE AND WRITEs waiting for it (caw_lock_)
+	std::mutex rmw_lock_;             // serialises COMPARE AND WRITE and ORWRITE (sbc_rmw.cc)
+	bool rmw_busy_ = false;           // one of them is between its first read and last write
+	CmdDormantList rmw_wait_;         // those waiting for their turn (rmw_lock_)
 	std::condition_variable idle_cv_; // signalled when the task set empties (teardown)
 	std::atomic<bool> wce_{true};     // see wce()
 	std::atomic<bool> swp_{false};    // see swp()

@@ -3,7 +3,8 @@
 // sorts CDBs out (sbc_parse), READ and WRITE (6, 10, 12, 16), READ CAPACITY (10, 16),
 // SYNCHRONIZE CACHE (10, 16) and PRE-FETCH (10, 16). The commands that take several
 // backstore requests live in their own files: sbc_verify.cc (VERIFY, WRITE AND VERIFY),
-// sbc_write_same.cc, sbc_unmap.cc, sbc_caw.cc (COMPARE AND WRITE), and GET LBA STATUS in
+// sbc_write_same.cc, sbc_unmap.cc, sbc_caw.cc (COMPARE AND WRITE), sbc_orwrite.cc (ORWRITE,
+// which shares COMPARE AND WRITE's read-modify-write turn, sbc_rmw.cc), and GET LBA STATUS in
 // sbc_lba_status.cc; sbc_step.cc runs them. READ DEFECT DATA is in sbc_defect.cc.
 //
 // Parsing checks every field SBC-3 defines for the opcode and the LBA range against the
@@ -258,6 +259,8 @@ Sense sbc_parse(Cmd *cmd)
 		return sbc_parse_unmap(cmd);
 	case OP_COMPARE_AND_WRITE:
 		return sbc_parse_caw(cmd);
+	case OP_ORWRITE_16:
+		return sbc_parse_orwrite(cmd);
 	case OP_SYNCHRONIZE_CACHE_10:
 	case OP_SYNCHRONIZE_CACHE_16:
 		return parse_sync_cache(cmd);

@@ -1307,6 +1307,117 @@ TEST(SbcCompareAndWrite, QueuedBehindAnotherAndAborted)
 }
 
 // ===========================================================================================
+// ORWRITE
+// ===========================================================================================
+
+Bytes cdb_orwrite(uint64_t lba, uint32_t blocks, uint8_t b1 = 0)
+{
+	Bytes c = cdb_rw(0x8b, lba, blocks);
+	c[1] = b1;
+	return c;
+}
+
+Bytes or_bytes(const Bytes &a, const Bytes &b)
+{
+	Bytes r(a.size());
+	for (size_t i = 0; i < a.size(); i++)
+		r[i] = a[i] | b[i];
+	return r;
+}
+
+TEST_P(SbcData, OrWriteOrsTheDataIn)
+{
+	// libiscsi OrWrite.Verify: zeros | a5 = a5, then | 5a = ff; here with patterns, over
+	// more than one 256 KiB chunk (1024 blocks), at the start and at the end of the LU.
+	Env e(make_bs(GetParam(), 4 << 20));
+	const uint64_t n = e.nr();
+	for (uint64_t lba : {uint64_t(0), n - 1024}) {
+		for (uint32_t blocks : {1u, 7u, 1024u}) {
+			SCOPED_TRACE(testing::Message() << lba << " " << blocks);
+			const Bytes old = pattern(blocks * kBs, 11);
+			const Bytes in = pattern(blocks * kBs, 12);
+			e.write(lba, old);
+			ASSERT_TRUE(is_good(e.out(cdb_orwrite(lba, blocks), in)));
+			EXPECT_EQ(e.read(lba, blocks), or_bytes(old, in));
+		}
+	}
+	// Zeros | x = x; x | x = x.
+	e.write(0, Bytes(8 * kBs, 0));
+	ASSERT_TRUE(is_good(e.out(cdb_orwrite(0, 8), Bytes(8 * kBs, 0xa5))));
+	ASSERT_TRUE(is_good(e.out(cdb_orwrite(0, 8), Bytes(8 * kBs, 0x5a))));
+	EXPECT_EQ(e.read(0, 8), Bytes(8 * kBs, 0xff));
+}
+
+TEST(SbcOrWrite, Fields)
+{
+	// libiscsi OrWrite.Protect (ORPROTECT), .DpoFua (DPOFUA is set: both taken),
+	// .ZeroBlocks, .BeyondEol; MAXIMUM TRANSFER LENGTH; the reserved bits.
+	LuConfig cfg;
+	cfg.max_xfer_blocks = 64;
+	Env e(ram_bs(1 << 20), cfg, false, true);
+	const uint64_t n = e.nr();
+	for (uint8_t p = 1; p < 8; p++)
+		EXPECT_TRUE(is_sense(e.out(cdb_orwrite(0, 1, uint8_t(p << 5)), Bytes(kBs)), 0x2400))
+		    << "ORPROTECT " << int(p);
+	Bytes c = cdb_orwrite(0, 1);
+	c[1] |= 0x04;
+	EXPECT_TRUE(is_sense(e.out(c, Bytes(kBs)), 0x2400));
+	c = cdb_orwrite(0, 1);
+	c[14] = 0x20;
+	EXPECT_TRUE(is_sense(e.out(c, Bytes(kBs)), 0x2400));
+	c[14] = 0x1f; // GROUP NUMBER: any
+	EXPECT_TRUE(is_good(e.out(c, Bytes(kBs))));
+	e.faulty->clear();
+	for (uint8_t b1 : {0x10, 0x08, 0x18, 0x02})
+		EXPECT_TRUE(is_good(e.out(cdb_orwrite(1, 1, b1), Bytes(kBs, 1)))) << int(b1);
+	auto ops = e.faulty->ops();
+	ASSERT_EQ(ops.size(), 8u) << "a read and a write each";
+	EXPECT_EQ(ops[0].op, BsOp::Read);
+	EXPECT_EQ(ops[1].op, BsOp::Write);
+	EXPECT_FALSE(ops[1].fua);
+	EXPECT_TRUE(ops[3].fua) << "FUA";
+	EXPECT_TRUE(is_good(e.run(cdb_orwrite(0, 0))));
+	EXPECT_TRUE(is_good(e.run(cdb_orwrite(n, 0))));
+	EXPECT_TRUE(is_sense(e.run(cdb_orwrite(n + 1, 0)), 0x2100));
+	EXPECT_TRUE(is_sense(e.out(cdb_orwrite(n - 1, 2), Bytes(2 * kBs)), 0x2100));
+	EXPECT_TRUE(is_sense(e.out(cdb_orwrite(~0ull, 1), Bytes(kBs)), 0x2100));
+	EXPECT_TRUE(is_sense(e.out(cdb_orwrite(0, 65), Bytes(65 * kBs)), 0x2400));
+	EXPECT_TRUE(is_good(e.out(cdb_orwrite(0, 64), Bytes(64 * kBs))));
+}
+
+TEST(SbcOrWrite, WriteProtected)
+{
+	// libiscsi OrWrite.WriteProtect (ReadOnly): DATA PROTECT, WRITE PROTECTED.
+	LuConfig cfg;
+	cfg.read_only = true;
+	Env e(ram_bs(1 << 20), cfg);
+	EXPECT_TRUE(is_sense(e.out(cdb_orwrite(0, 1), Bytes(kBs)), 0x2700, 0x7));
+}
+
+TEST(SbcOrWrite, SharesTheReadModifyWriteTurnWithCompareAndWrite)
+{
+	// An ORWRITE between a COMPARE AND WRITE's read and its write would be lost (or undo
+	// it): with the first one's read held, neither of the others issues I/O, and they run
+	// in order once it is done.
+	Env e(ram_bs(1 << 20), {}, true);
+	e.write(0, value_block(0));
+	e.gate->close();
+	auto *caw = e.t.lb.start_async(e.s, 0, cdb_caw(0, 1), DataDir::Write, caw_data(0, 1),
+	                               TaskAttr::Simple, 1);
+	ASSERT_TRUE(e.gate->wait_held(1));
+	Bytes mask(kBs, 0);
+	mask[kBs - 1] = 0x80;
+	auto *orw = e.t.lb.start_async(e.s, 0, cdb_orwrite(0, 1), DataDir::Write, mask,
+	                               TaskAttr::Simple, 2);
+	std::this_thread::sleep_for(milliseconds(20));
+	EXPECT_EQ(e.gate->held(), 1u) << "the ORWRITE waits for its turn without I/O";
+	e.gate->open();
+	EXPECT_TRUE(is_good(e.t.lb.wait(caw)));
+	EXPECT_TRUE(is_good(e.t.lb.wait(orw)));
+	EXPECT_EQ(e.read(0, 1), or_bytes(value_block(1), mask));
+}
+
+// ===========================================================================================
 // GET LBA STATUS
 // ===========================================================================================
 
@@ -1582,6 +1693,15 @@ TEST(SbcAbort, CompareAndWriteBeforeItsWrite)
 	EXPECT_EQ(e.read(0, 1), value_block(0)) << "aborted after the compare: not written";
 	// The LU's COMPARE AND WRITE turn was handed back.
 	EXPECT_TRUE(is_good(e.out(cdb_caw(0, 1), caw_data(0, 5))));
+}
+
+TEST(SbcAbort, OrWriteMidway)
+{
+	// 1024 blocks: four chunks; the abort stops it between requests.
+	Env e(ram_bs(8 << 20), {}, true);
+	abort_midway(e, cdb_orwrite(0, 1024), pattern(1024 * kBs, 3));
+	// The turn was handed back.
+	EXPECT_TRUE(is_good(e.out(cdb_orwrite(0, 1), Bytes(kBs, 1))));
 }
 
 TEST(SbcAbort, LunResetDuringWriteSameOnFile)
