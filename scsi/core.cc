@@ -542,11 +542,12 @@ std::span<const iovec> sgl_prefix(Cmd *cmd, size_t len)
 }
 
 void bs_submit(Cmd *cmd, BsOp op, uint64_t offset, uint64_t len, std::span<const iovec> iov,
-               bool fua, void (*done)(BsIo *, int))
+               bool fua, void (*done)(BsIo *, int), bool atomic)
 {
 	BsIo &io = cmd->io;
 	io.op = op;
 	io.fua = fua;
+	io.atomic = atomic;
 	io.offset = offset;
 	io.length = len;
 	io.iov = iov;

@@ -70,6 +70,7 @@ enum : uint8_t {
 	OP_PRE_FETCH_16 = 0x90,
 	OP_SYNCHRONIZE_CACHE_16 = 0x91,
 	OP_WRITE_SAME_16 = 0x93,
+	OP_WRITE_ATOMIC_16 = 0x9c,
 	OP_SERVICE_ACTION_IN_16 = 0x9e, // READ CAPACITY 16 (0x10), GET LBA STATUS (0x12)
 	OP_REPORT_LUNS = 0xa0,
 	OP_MAINTENANCE_IN = 0xa3, // REPORT SUPPORTED OPERATION CODES (0x0c), ...
@@ -134,8 +135,9 @@ std::span<const iovec> sgl_prefix(Cmd *cmd, size_t len);
 
 // Submit cmd->io to the LU's backstore: op on [offset, offset+len) with iov, done called
 // on completion (its BsIo is &cmd->io, priv is cmd).
+// atomic: an indivisible Write (BsIo::atomic).
 void bs_submit(Cmd *cmd, BsOp op, uint64_t offset, uint64_t len, std::span<const iovec> iov,
-               bool fua, void (*done)(BsIo *, int));
+               bool fua, void (*done)(BsIo *, int), bool atomic = false);
 
 // ---- Task management internals (tmr.cc) -------------------------------------------------
 

@@ -15,6 +15,7 @@
 #include "scsi/backstore.h"
 #include "scsi/cmd.h"
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -106,6 +107,16 @@ public:
 	// is one lu_config_check refuses).
 	uint8_t lbppb_exponent() const { return lbppb_exp_; }
 	uint32_t lbppb() const { return 1u << lbppb_exp_; }
+	// SBC-4 6.6.4 MAXIMUM ATOMIC TRANSFER LENGTH, blocks: what the backstore writes
+	// indivisibly (Backstore::atomic_write_max), within MAXIMUM TRANSFER LENGTH and the
+	// 16-bit TRANSFER LENGTH of WRITE ATOMIC (16); 0 when it cannot (sbc_atomic.cc).
+	uint32_t atomic_max_blocks() const
+	{
+		const uint64_t n = std::min<uint64_t>({bs_->atomic_write_max() / cfg_.block_size,
+		                                       cfg_.max_xfer_blocks, 0xffff,
+		                                       UINT32_MAX / cfg_.block_size});
+		return static_cast<uint32_t>(n);
+	}
 	bool thin() const { return cfg_.thin && bs_->can_unmap(); }
 	const std::string &serial() const { return serial_; }
 	uint64_t naa() const { return naa_; }

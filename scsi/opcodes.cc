@@ -29,6 +29,12 @@ bool needs_thin(const LogicalUnit &lu)
 	return lu.thin();
 }
 
+// WRITE ATOMIC (16) needs a backstore that writes indivisibly (sbc_atomic.cc).
+bool needs_atomic(const LogicalUnit &lu)
+{
+	return lu.atomic_max_blocks() > 0;
+}
+
 // clang-format off
 constexpr OpcodeInfo kOpcodes[] = {
     // ---- SPC-4 (spc.cc, spc_inquiry.cc, spc_mode.cc, opcodes.cc) and SBC-3 (sbc.cc) ----
@@ -151,6 +157,10 @@ constexpr OpcodeInfo kOpcodes[] = {
     {OP_WRITE_SAME_16, 0, false, 16,
      {0x93, 0xf8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
       0x00, 0x00}, nullptr},
+    // WRPROTECT, DPO, FUA; LBA; ATOMIC BOUNDARY (checked: must be 0); TRANSFER LENGTH.
+    {OP_WRITE_ATOMIC_16, 0, false, 16,
+     {0x9c, 0xf8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+      0x00, 0x00}, needs_atomic},
     // SERVICE ACTION IN (16): READ CAPACITY (16) (LBA and PMI obsolete), GET LBA STATUS.
     {OP_SERVICE_ACTION_IN_16, SAI_READ_CAPACITY_16, true, 16,
      {0x9e, 0x10, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff,

@@ -4,7 +4,8 @@
 // SYNCHRONIZE CACHE (10, 16) and PRE-FETCH (10, 16). The commands that take several
 // backstore requests live in their own files: sbc_verify.cc (VERIFY, WRITE AND VERIFY),
 // sbc_write_same.cc, sbc_unmap.cc, sbc_caw.cc (COMPARE AND WRITE), sbc_orwrite.cc (ORWRITE,
-// which shares COMPARE AND WRITE's read-modify-write turn, sbc_rmw.cc), and GET LBA STATUS in
+// which shares COMPARE AND WRITE's read-modify-write turn, sbc_rmw.cc), sbc_atomic.cc (WRITE
+// ATOMIC), and GET LBA STATUS in
 // sbc_lba_status.cc; sbc_step.cc runs them. READ DEFECT DATA is in sbc_defect.cc.
 //
 // Parsing checks every field SBC-3 defines for the opcode and the LBA range against the
@@ -261,6 +262,8 @@ Sense sbc_parse(Cmd *cmd)
 		return sbc_parse_caw(cmd);
 	case OP_ORWRITE_16:
 		return sbc_parse_orwrite(cmd);
+	case OP_WRITE_ATOMIC_16:
+		return sbc_parse_write_atomic(cmd);
 	case OP_SYNCHRONIZE_CACHE_10:
 	case OP_SYNCHRONIZE_CACHE_16:
 		return parse_sync_cache(cmd);

@@ -63,6 +63,7 @@ Sense sbc_parse_caw(Cmd *cmd);              // COMPARE AND WRITE, sbc_caw.cc
 Sense sbc_parse_get_lba_status(Cmd *cmd);   // GET LBA STATUS, sbc_lba_status.cc
 Sense sbc_parse_read_defect_data(Cmd *cmd); // READ DEFECT DATA (10, 12), sbc_defect.cc
 Sense sbc_parse_orwrite(Cmd *cmd);          // ORWRITE (16), sbc_orwrite.cc
+Sense sbc_parse_write_atomic(Cmd *cmd);     // WRITE ATOMIC (16), sbc_atomic.cc
 
 // ---- Multi-step commands (sbc_step.cc) ----------------------------------------------------
 

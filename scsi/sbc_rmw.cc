@@ -2,7 +2,8 @@
 // scsi/sbc_rmw.cc - the logical unit's read-modify-write turn: COMPARE AND WRITE (SBC-3 5.2)
 // and ORWRITE (SBC-3 5.13) read blocks, decide what to write from what they read, and write
 // it, and no other such command may change the blocks in between. (WRITE ATOMIC (16) is
-// not one of them: it reads nothing, and the task set orders it instead, sbc_atomic.cc.)
+// not one of them: it reads nothing, and its backstore request is indivisible instead,
+// sbc_atomic.cc.)
 //
 // The LU runs one of them at a time, from its first read to its last write
 // (LogicalUnit::rmw_busy_ under rmw_lock_). One that finds another running waits in the

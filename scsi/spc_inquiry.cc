@@ -217,6 +217,10 @@ void put_block_limits(const LogicalUnit &lu, std::vector<uint8_t> &d)
 		put_be32(&d[32], 0x80000000u | kSbcLowestAlignedLba);
 	}
 	put_be64(&d[36], c.max_write_same_blocks);
+	// SBC-4 atomic writes (sbc_atomic.cc): MAXIMUM ATOMIC TRANSFER LENGTH; ATOMIC
+	// ALIGNMENT, ATOMIC TRANSFER LENGTH GRANULARITY 0 (none), and no atomic boundaries
+	// (bytes 56..63 zero). All zero when WRITE ATOMIC is not offered.
+	put_be32(&d[44], lu.atomic_max_blocks());
 }
 
 // SBC-3 6.5.2 block device characteristics: page length 3Ch.

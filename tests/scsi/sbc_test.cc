@@ -249,6 +249,7 @@ public:
 	}
 	bool can_unmap() const override { return inner_->can_unmap(); }
 	bool write_cache() const override { return write_cache_; }
+	uint32_t atomic_write_max() const override { return inner_->atomic_write_max(); }
 	int extent(uint64_t off, BsExtent *out) override
 	{
 		if (extent_err_)
@@ -260,7 +261,7 @@ public:
 		int err = 0;
 		{
 			std::lock_guard g(lock_);
-			ops_.push_back({io->op, io->fua, io->offset, io->length});
+			ops_.push_back({io->op, io->fua, io->offset, io->length, io->atomic});
 			if (io->op == fail_op_ &&
 			    (io->op == BsOp::Flush ||
 			     (io->offset < fail_end_ && io->offset + io->length > fail_begin_)))
@@ -284,6 +285,7 @@ public:
 		BsOp op;
 		bool fua;
 		uint64_t offset, length;
+		bool atomic;
 	};
 	std::vector<Op> ops()
 	{
@@ -1415,6 +1417,136 @@ TEST(SbcOrWrite, SharesTheReadModifyWriteTurnWithCompareAndWrite)
 	EXPECT_TRUE(is_good(e.t.lb.wait(caw)));
 	EXPECT_TRUE(is_good(e.t.lb.wait(orw)));
 	EXPECT_EQ(e.read(0, 1), or_bytes(value_block(1), mask));
+}
+
+// ===========================================================================================
+// WRITE ATOMIC
+// ===========================================================================================
+
+Bytes cdb_write_atomic(uint64_t lba, uint16_t blocks, uint8_t b1 = 0, uint16_t boundary = 0)
+{
+	Bytes c(16, 0);
+	c[0] = 0x9c;
+	c[1] = b1;
+	put_be64(&c[2], lba);
+	put_be16(&c[10], boundary);
+	put_be16(&c[12], blocks);
+	return c;
+}
+
+TEST(SbcWriteAtomic, OneIndivisibleWrite)
+{
+	// libiscsi WriteAtomic16.Simple and .DpoFua: 1..256 blocks at both ends of the LU;
+	// each is one Write request marked atomic, FUA as asked.
+	Env e(ram_bs(1 << 20), {}, false, true);
+	const uint64_t n = e.nr();
+	EXPECT_EQ(e.lu->atomic_max_blocks(), LuConfig{}.max_xfer_blocks);
+	for (uint64_t lba : {uint64_t(0), n - 256}) {
+		for (uint16_t blocks : {1, 7, 256}) {
+			const Bytes d = pattern(blocks * kBs, blocks);
+			e.faulty->clear();
+			ASSERT_TRUE(is_good(e.out(cdb_write_atomic(lba, blocks), d)));
+			auto ops = e.faulty->ops();
+			ASSERT_EQ(ops.size(), 1u);
+			EXPECT_EQ(ops[0].op, BsOp::Write);
+			EXPECT_TRUE(ops[0].atomic);
+			EXPECT_FALSE(ops[0].fua);
+			EXPECT_EQ(ops[0].length, blocks * kBs);
+			EXPECT_EQ(e.read(lba, blocks), d);
+		}
+	}
+	e.faulty->clear();
+	for (uint8_t b1 : {0x10, 0x08, 0x18})
+		EXPECT_TRUE(is_good(e.out(cdb_write_atomic(0, 1, b1), Bytes(kBs))));
+	auto ops = e.faulty->ops();
+	ASSERT_EQ(ops.size(), 3u);
+	EXPECT_TRUE(ops[1].fua && ops[2].fua);
+}
+
+TEST(SbcWriteAtomic, Fields)
+{
+	// libiscsi WriteAtomic16.ZeroBlocks, .BeyondEol, .VPD; SBC-4 5.48: WRPROTECT, the
+	// reserved bits, a non-zero ATOMIC BOUNDARY without atomic boundaries, MAXIMUM
+	// ATOMIC TRANSFER LENGTH, and a data-out of exactly the range (no partial write).
+	LuConfig cfg;
+	cfg.max_xfer_blocks = 64;
+	Env e(ram_bs(1 << 20), cfg);
+	const uint64_t n = e.nr();
+	EXPECT_EQ(e.lu->atomic_max_blocks(), 64u);
+	for (uint8_t p = 1; p < 8; p++)
+		EXPECT_TRUE(
+		    is_sense(e.out(cdb_write_atomic(0, 1, uint8_t(p << 5)), Bytes(kBs)), 0x2400));
+	EXPECT_TRUE(is_sense(e.out(cdb_write_atomic(0, 1, 0x02), Bytes(kBs)), 0x2400));
+	EXPECT_TRUE(is_sense(e.out(cdb_write_atomic(0, 1, 0, 1), Bytes(kBs)), 0x2400))
+	    << "ATOMIC BOUNDARY";
+	Bytes c = cdb_write_atomic(0, 1);
+	c[14] = 0x40;
+	EXPECT_TRUE(is_sense(e.out(c, Bytes(kBs)), 0x2400));
+	c[14] = 0x1f;
+	EXPECT_TRUE(is_good(e.out(c, Bytes(kBs)))) << "GROUP NUMBER";
+	EXPECT_TRUE(is_good(e.run(cdb_write_atomic(0, 0))));
+	EXPECT_TRUE(is_good(e.run(cdb_write_atomic(n, 0))));
+	EXPECT_TRUE(is_sense(e.run(cdb_write_atomic(n + 1, 0)), 0x2100));
+	EXPECT_TRUE(is_sense(e.out(cdb_write_atomic(n - 1, 2), Bytes(2 * kBs)), 0x2100));
+	EXPECT_TRUE(is_sense(e.out(cdb_write_atomic(~0ull, 1), Bytes(kBs)), 0x2100));
+	EXPECT_TRUE(is_sense(e.out(cdb_write_atomic(0, 65), Bytes(65 * kBs)), 0x2400));
+	EXPECT_TRUE(is_good(e.out(cdb_write_atomic(0, 64), Bytes(64 * kBs))));
+	// The data-out must be the whole range: a shorter or longer expected length is
+	// refused before anything is written.
+	e.write(0, Bytes(4 * kBs, 0x11));
+	EXPECT_TRUE(is_sense(e.out(cdb_write_atomic(0, 4), Bytes(3 * kBs, 0x22)), 0x0e03));
+	EXPECT_TRUE(is_sense(e.out(cdb_write_atomic(0, 4), Bytes(5 * kBs, 0x22)), 0x0e03));
+	EXPECT_EQ(e.read(0, 4), Bytes(4 * kBs, 0x11));
+	// Write protect (libiscsi WriteAtomic16.WriteProtect).
+	LuConfig ro;
+	ro.read_only = true;
+	Env r(ram_bs(1 << 20), ro);
+	EXPECT_TRUE(is_sense(r.out(cdb_write_atomic(0, 1), Bytes(kBs)), 0x2700, 0x7));
+}
+
+TEST(SbcWriteAtomic, NotOfferedWhereTheBackstoreCannot)
+{
+	// A file backstore cannot promise that a power loss leaves no torn write: no WRITE
+	// ATOMIC (INVALID COMMAND OPERATION CODE), MAXIMUM ATOMIC TRANSFER LENGTH 0.
+	Env e(file_bs(1 << 20));
+	EXPECT_EQ(e.lu->atomic_max_blocks(), 0u);
+	EXPECT_TRUE(is_sense(e.out(cdb_write_atomic(0, 1), Bytes(kBs)), 0x2000));
+}
+
+TEST(SbcWriteAtomic, ReadersNeverSeeHalfOfOne)
+{
+	// Two patterns written in turn with WRITE ATOMIC over 256 blocks (two of the RAM
+	// backstore's chunks) while another thread reads the range: every read returns one
+	// pattern whole, never a mix.
+	Env e(ram_bs(1 << 20));
+	const Bytes a(256 * kBs, 0xaa), b(256 * kBs, 0xbb);
+	e.write(0, a);
+	std::atomic<bool> stop{false};
+	std::atomic<int> torn{0}, reads{0};
+	std::thread reader([&] {
+		while (!stop.load()) {
+			auto r = e.in(cdb_rw(0x88, 0, 256), 256 * kBs);
+			if (r.status != Status::Good)
+				continue;
+			reads++;
+			if (r.data != a && r.data != b)
+				torn++;
+		}
+	});
+	// Until the reader has looked 5000 times (bounded: 100000 writes, or 10 s).
+	const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+	for (int i = 0;
+	     reads.load() < 5000 && i < 100000 && std::chrono::steady_clock::now() < deadline; i++) {
+		auto r = e.out(cdb_write_atomic(0, 256), i % 2 ? a : b);
+		if (!is_good(r)) {
+			ADD_FAILURE() << "write " << i;
+			break;
+		}
+	}
+	stop = true;
+	reader.join();
+	EXPECT_GE(reads.load(), 5000);
+	EXPECT_EQ(torn.load(), 0);
 }
 
 // ===========================================================================================

@@ -467,6 +467,11 @@ TEST(SpcVpd, BlockLimits)
 	EXPECT_EQ(get_be32(&d[28]), 65536u / 512);
 	EXPECT_EQ(get_be32(&d[32]), 0x80000000u) << "UGAVALID, alignment 0";
 	EXPECT_EQ(get_be64(&d[36]), 4096u);
+	// WRITE ATOMIC on the RAM backstore: up to MAXIMUM TRANSFER LENGTH, no alignment,
+	// granularity or boundaries (libiscsi WriteAtomic16.VPD).
+	EXPECT_EQ(get_be32(&d[44]), 2048u);
+	for (size_t i = 48; i < 64; i += 4)
+		EXPECT_EQ(get_be32(&d[i]), 0u) << i;
 	// Fully provisioned: no UNMAP, so its limits are 0 (libiscsi).
 	ASSERT_EQ(t.lb.run(s, 1, cdb_tur(), DataDir::None).status, Status::CheckCondition);
 	auto f = vpd(t, s, 0xb0, 1);
