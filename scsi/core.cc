@@ -316,6 +316,10 @@ Sense parse(Cmd *cmd)
 		return r;
 	assert(cmd->execute);
 	if (cmd->lu) {
+		// An ejected removable medium (medium.cc): a well-formed command that needs it
+		// is not ready.
+		if (!cmd->lu->medium_present() && medium_needed(cmd))
+			return Sense::MediumNotPresent;
 		if (Sense r = pr_check(cmd); r != Sense::None)
 			return r;
 		// write_protected(): the configuration's read_only or the control mode

@@ -149,6 +149,12 @@ void tmr_respond(Tmr *tmr);
 // they have all ended. tmr must stay allocated until then.
 void abort_nexus_tasks(LogicalUnit &lu, Tmr *tmr, std::span<const Nexus> which, const Cmd *except);
 
+// ---- The removable medium (medium.cc) -------------------------------------------------------
+
+// Whether cmd (parsed) needs the medium: without it, it fails with NOT READY, MEDIUM NOT
+// PRESENT (core.cc).
+bool medium_needed(const Cmd *cmd);
+
 // ---- Unit attention check (ua.cc) -------------------------------------------------------
 
 // SPC-4 5.14: a command other than the exempt ones on a nexus with a pending UA fails

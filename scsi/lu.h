@@ -14,6 +14,7 @@
 
 #include "scsi/backstore.h"
 #include "scsi/cmd.h"
+#include "scsi/sense.h"
 
 #include <algorithm>
 #include <atomic>
@@ -23,6 +24,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -53,6 +55,8 @@ struct LuConfig {
 	bool read_only = false;               // software write protect (SWP)
 	bool tas = true;                      // TASK ABORTED status to other nexuses (TAS)
 	bool thin = true;                     // thin provisioning when the backstore can unmap
+	bool removable = false;               // a removable medium (RMB, medium.cc): START STOP
+	                                      // UNIT ejects and loads it
 	uint32_t max_xfer_blocks = 16384;     // MAXIMUM TRANSFER LENGTH (VPD 0xB0), blocks
 	uint32_t opt_xfer_blocks = 256;       // OPTIMAL TRANSFER LENGTH, blocks
 	uint32_t max_unmap_blocks = 1u << 20; // MAXIMUM UNMAP LBA COUNT (libiscsi's block limits
@@ -135,6 +139,22 @@ public:
 	// POWER ON, RESET, OR BUS DEVICE RESET OCCURRED (TARGET COLD RESET).
 	void ua_reset();
 
+	// A removable medium (medium.cc; SBC-3 4.?, 5.13, 5.25). Always present on a LU that
+	// is not removable. Prevention of its removal is held per I_T nexus (SPC-4 6.13):
+	// removal is prevented while any nexus prevents it.
+	bool removable() const { return cfg_.removable; }
+	bool medium_present() const { return !medium_out_.load(std::memory_order_acquire); }
+	// START STOP UNIT with LOEJ: load or eject, unless removal is prevented (then
+	// MEDIUM REMOVAL PREVENTED; the medium does not move either way).
+	Sense medium_load_eject(bool load);
+	// PREVENT ALLOW MEDIUM REMOVAL for nexus n.
+	void medium_prevent(const Nexus &n, bool prevent);
+	// What ends prevention: the nexus' loss, or a reset of the LU (LOGICAL UNIT RESET,
+	// target resets, power on) for every nexus.
+	void medium_nexus_loss(const Nexus &n);
+	void medium_reset();
+	bool medium_prevented();
+
 	// Commands in the task set (tests, teardown diagnostics).
 	size_t task_count();
 
@@ -154,6 +174,8 @@ public:
 	std::condition_variable idle_cv_; // signalled when the task set empties (teardown)
 	std::atomic<bool> wce_{true};     // see wce()
 	std::atomic<bool> swp_{false};    // see swp()
+	std::atomic<bool> medium_out_{false}; // the removable medium is ejected
+	std::set<Nexus> prevent_;             // nexuses preventing its removal (lock_)
 
 private:
 	std::string name_;

@@ -41,6 +41,7 @@ constexpr SenseInfo kSense[] = {
     {"INSUFFICIENT RESOURCES", SenseKey::AbortedCommand, 0x5503},
     {"DATA PHASE ERROR", SenseKey::AbortedCommand, 0x4b00},
     {"MEDIUM NOT PRESENT", SenseKey::NotReady, 0x3a00},
+    {"MEDIUM REMOVAL PREVENTED", SenseKey::IllegalRequest, 0x5302},
     {"UNIT ATTENTION", SenseKey::UnitAttention, 0x0000},
     {"RESERVATION CONFLICT", SenseKey::NoSense, 0x0000},
     {"BUSY", SenseKey::NoSense, 0x0000},

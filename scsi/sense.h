@@ -52,6 +52,7 @@ enum class Sense : uint8_t {
 	InsufficientResources,    // ABORTED COMMAND, 55/03 INSUFFICIENT RESOURCES
 	DataPhaseError,           // ABORTED COMMAND, 4B/00 DATA PHASE ERROR (data-out failed)
 	MediumNotPresent,         // NOT READY, 3A/00 MEDIUM NOT PRESENT
+	MediumRemovalPrevented,   // ILLEGAL REQUEST, 53/02 MEDIUM REMOVAL PREVENTED
 	UnitAttention,            // UNIT ATTENTION; ASC/ASCQ from the pending condition
 	ReservationConflict,      // RESERVATION CONFLICT status, no sense data
 	Busy,                     // BUSY status, no sense data

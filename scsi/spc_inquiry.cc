@@ -70,7 +70,9 @@ void exec_std_inquiry(Cmd *cmd)
 {
 	uint8_t d[kStdInquiryLen] = {};
 	d[0] = peripheral_byte(cmd);
-	// RMB 0: the medium is not removable.
+	// RMB: the medium is removable (medium.cc) as configured.
+	if (cmd->lu && cmd->lu->removable())
+		d[1] = 0x80;
 	d[2] = 0x06; // VERSION: SPC-4
 	// NORMACA 0 (no ACA), HISUP 1 (LUNs are SAM-5 hierarchical addresses, single
 	// level), RESPONSE DATA FORMAT 2. AERC and TRMTSK (obsolete) stay 0: libiscsi fails

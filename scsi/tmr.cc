@@ -236,6 +236,7 @@ void target_reset(Session *s, Tmr *tmr, bool cold)
 			lus.insert(lu);
 	for (LogicalUnit *lu : lus) {
 		abort_on_lu(*lu, tmr, Scope::AllSets);
+		lu->medium_reset();
 		if (!cold) {
 			pr_lun_reset(*lu);
 			lu->ua_add_all(UA_BUS_DEVICE_RESET);
@@ -320,6 +321,7 @@ void tmr_submit(Tmr *tmr)
 				lus.insert(lu);
 		for (LogicalUnit *lu : lus) {
 			pr_nexus_loss(*lu, s->nexus());
+			lu->medium_nexus_loss(s->nexus());
 			lu->ua_add(s->nexus(), UA_I_T_NEXUS_LOSS);
 		}
 		tmr_put(tmr);
@@ -348,9 +350,11 @@ void tmr_submit(Tmr *tmr)
 		break;
 	case TmfType::LunReset:
 		// SAM-5 7.? LOGICAL UNIT RESET: abort every task, release an SPC-2
-		// reservation (persistent ones stay), and tell every nexus.
+		// reservation (persistent ones stay), end medium removal prevention
+		// (SPC-4 6.13), and tell every nexus.
 		abort_on_lu(*lu, tmr, Scope::AllSets);
 		pr_lun_reset(*lu);
+		lu->medium_reset();
 		lu->ua_add_all(UA_BUS_DEVICE_RESET);
 		break;
 	case TmfType::QueryTask:

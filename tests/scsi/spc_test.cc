@@ -1485,6 +1485,124 @@ TEST(SpcSmall, PreventAllowMediumRemoval)
 	EXPECT_TRUE(IsInvalidCdb(none_cmd(t, s, 0, r)));
 }
 
+// ---- A removable medium (medium.cc) ----------------------------------------------------------
+
+std::vector<uint8_t> cdb_prevent(bool prevent)
+{
+	return {0x1e, 0, 0, 0, uint8_t(prevent ? 1 : 0), 0};
+}
+
+// libiscsi StartStopUnit.Simple and .NoLoej on a removable medium: LOEJ ejects (START 0)
+// and loads (START 1); without a medium, what needs it is NOT READY, MEDIUM NOT PRESENT,
+// and what is about the LU still works; the same medium comes back.
+TEST(SpcMedium, EjectAndLoad)
+{
+	Target t;
+	auto bs = std::make_unique<CachedRam>(1 << 20);
+	CachedRam *cr = bs.get();
+	LuConfig cfg;
+	cfg.removable = true;
+	add_lu(t, 0, std::move(bs), cfg);
+	t.add(1);
+	Session *s = t.login("iqn.init:a");
+	auto inq = read_cmd(t, s, 0, cdb_inquiry(96), 96);
+	ASSERT_EQ(inq.status, Status::Good);
+	EXPECT_EQ(inq.data[1] & 0x80, 0x80) << "RMB";
+	ASSERT_EQ(none_cmd(t, s, 1, cdb_tur()).status, Status::CheckCondition); // POWER ON
+	auto inq1 = read_cmd(t, s, 1, cdb_inquiry(96), 96);
+	EXPECT_EQ(inq1.data[1] & 0x80, 0) << "a fixed disk";
+	const auto data = pattern(512);
+	ASSERT_EQ(write_cmd(t, s, 0, cdb_rw16(true, 5, 1), data).status, Status::Good);
+	// LOEJ 0: START and stop leave the medium in (NoLoej).
+	for (bool start : {false, true})
+		ASSERT_EQ(none_cmd(t, s, 0, cdb_start_stop(false, 0, 0, true, false, start)).status,
+		          Status::Good);
+	EXPECT_EQ(none_cmd(t, s, 0, cdb_tur()).status, Status::Good);
+	// Eject: flushed first (NO_FLUSH 0).
+	const int f0 = cr->flushes.load();
+	ASSERT_EQ(none_cmd(t, s, 0, cdb_start_stop(true, 0, 0, false, true, false)).status,
+	          Status::Good);
+	EXPECT_EQ(cr->flushes.load(), f0 + 1);
+	EXPECT_FALSE(t.lus[0]->medium_present());
+	auto not_ready = [](const LoopResult &r) { return IsSense(r, SenseKey::NotReady, 0x3a00); };
+	EXPECT_TRUE(not_ready(none_cmd(t, s, 0, cdb_tur())));
+	EXPECT_TRUE(not_ready(read_cmd(t, s, 0, cdb_rw16(false, 5, 1), 512)));
+	EXPECT_TRUE(not_ready(write_cmd(t, s, 0, cdb_rw16(true, 5, 1), data)));
+	std::vector<uint8_t> rc10(10, 0);
+	rc10[0] = 0x25;
+	EXPECT_TRUE(not_ready(read_cmd(t, s, 0, rc10, 8)));
+	EXPECT_EQ(read_cmd(t, s, 0, cdb_inquiry(96), 96).status, Status::Good);
+	EXPECT_EQ(read_cmd(t, s, 0, cdb_report_luns(), 4096).status, Status::Good);
+	EXPECT_EQ(read_cmd(t, s, 0, cdb_mode_sense6(0, 0x3f, 0, 255), 255).status, Status::Good);
+	EXPECT_EQ(read_cmd(t, s, 0, cdb_request_sense(), 18).status, Status::Good);
+	EXPECT_EQ(none_cmd(t, s, 1, cdb_tur()).status, Status::Good) << "another LU";
+	// Ejecting again changes nothing and is no error (libiscsi PreventAllow.ColdReset).
+	EXPECT_EQ(none_cmd(t, s, 0, cdb_start_stop(false, 0, 0, true, true, false)).status,
+	          Status::Good);
+	// Load: ready, the same data.
+	ASSERT_EQ(none_cmd(t, s, 0, cdb_start_stop(true, 0, 0, false, true, true)).status,
+	          Status::Good);
+	EXPECT_EQ(none_cmd(t, s, 0, cdb_tur()).status, Status::Good);
+	auto r = read_cmd(t, s, 0, cdb_rw16(false, 5, 1), 512);
+	ASSERT_EQ(r.status, Status::Good);
+	EXPECT_EQ(r.data, data);
+	// A power condition other than START_VALID ignores LOEJ (SBC-3 5.25).
+	EXPECT_EQ(none_cmd(t, s, 0, cdb_start_stop(false, 0, 0x7, false, true, false)).status,
+	          Status::Good);
+	EXPECT_TRUE(t.lus[0]->medium_present());
+}
+
+// libiscsi PreventAllow.*: removal is prevented while any I_T nexus prevents it, a load as
+// much as an eject; it ends with ALLOW, the nexus' loss, or a reset of the LU.
+TEST(SpcMedium, PreventionPerNexus)
+{
+	Target t;
+	LuConfig cfg;
+	cfg.removable = true;
+	t.add(0, 1 << 20, cfg);
+	Session *a = t.login("iqn.init:a");
+	Session *b = t.login("iqn.init:b");
+	auto eject = [&](Session *s) {
+		return none_cmd(t, s, 0, cdb_start_stop(false, 0, 0, false, true, false));
+	};
+	auto load = [&](Session *s) {
+		return none_cmd(t, s, 0, cdb_start_stop(false, 0, 0, false, true, true));
+	};
+	auto prevented = [](const LoopResult &r) {
+		return IsSense(r, SenseKey::IllegalRequest, 0x5302);
+	};
+	ASSERT_EQ(none_cmd(t, a, 0, cdb_prevent(true)).status, Status::Good);
+	EXPECT_TRUE(prevented(eject(a)));
+	EXPECT_TRUE(prevented(eject(b))) << "another nexus (PreventAllow.2ITNexuses)";
+	EXPECT_EQ(none_cmd(t, a, 0, cdb_tur()).status, Status::Good);
+	ASSERT_EQ(none_cmd(t, b, 0, cdb_prevent(true)).status, Status::Good);
+	ASSERT_EQ(none_cmd(t, a, 0, cdb_prevent(false)).status, Status::Good);
+	EXPECT_TRUE(prevented(eject(a))) << "b still prevents";
+	ASSERT_EQ(none_cmd(t, b, 0, cdb_prevent(false)).status, Status::Good);
+	ASSERT_EQ(eject(a).status, Status::Good);
+	ASSERT_EQ(none_cmd(t, a, 0, cdb_prevent(true)).status, Status::Good);
+	EXPECT_TRUE(prevented(load(a))) << "PreventAllow.Eject: no load either";
+	ASSERT_EQ(none_cmd(t, a, 0, cdb_prevent(false)).status, Status::Good);
+	ASSERT_EQ(load(a).status, Status::Good);
+	// I_T nexus loss (PreventAllow.Logout, .ITNexusLoss).
+	ASSERT_EQ(none_cmd(t, b, 0, cdb_prevent(true)).status, Status::Good);
+	EXPECT_EQ(t.lb.tmf(b, TmfType::ITNexusReset, 0), TmfResponse::Complete);
+	EXPECT_FALSE(t.lus[0]->medium_prevented());
+	Session *c = t.login("iqn.init:c");
+	ASSERT_EQ(none_cmd(t, c, 0, cdb_prevent(true)).status, Status::Good);
+	EXPECT_EQ(t.lb.logout(c), 0);
+	EXPECT_FALSE(t.lus[0]->medium_prevented());
+	// Resets (PreventAllow.LUNReset, .WarmReset, .ColdReset).
+	for (TmfType fn : {TmfType::LunReset, TmfType::TargetWarmReset, TmfType::TargetColdReset}) {
+		for (int i = 0; i < 8 && none_cmd(t, a, 0, cdb_tur()).status != Status::Good; i++)
+			; // the unit attentions of the reset before
+		ASSERT_EQ(none_cmd(t, a, 0, cdb_prevent(true)).status, Status::Good);
+		ASSERT_TRUE(t.lus[0]->medium_prevented());
+		EXPECT_EQ(t.lb.tmf(a, fn, 0), TmfResponse::Complete) << tmf_str(fn);
+		EXPECT_FALSE(t.lus[0]->medium_prevented()) << tmf_str(fn);
+	}
+}
+
 TEST(SpcSmall, SendDiagnostic)
 {
 	Target t;

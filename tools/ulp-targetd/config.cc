@@ -170,6 +170,11 @@ bool parse_lun_flag(const std::string &s, LunCfg *out, std::string *why)
 			}
 			out->read_only = b;
 			out->bs.read_only = b;
+		} else if (k == "removable") {
+			if (!parse_bool_word(v, &out->removable)) {
+				*why = "--lun " + s + ": removable is yes or no";
+				return false;
+			}
 		} else if (k == "direct") {
 			if (!parse_bool_word(v, &out->bs.direct)) {
 				*why = "--lun " + s + ": direct is yes or no";
@@ -189,7 +194,7 @@ bool parse_lun_flag(const std::string &s, LunCfg *out, std::string *why)
 			out->bs.queue_depth = uint32_t(n);
 		} else {
 			*why = "--lun " + s + ": unknown key " + k +
-			       " (size, path, bs, pbs, ro, direct, write_cache, qd)";
+			       " (size, path, bs, pbs, ro, removable, direct, write_cache, qd)";
 			return false;
 		}
 	}
@@ -300,6 +305,7 @@ bool load_file(const std::string &path, Config *c, std::string *why)
 					    (*lt)["physical_block_size"].value_or(int64_t(0)));
 					l.read_only = (*lt)["read_only"].value_or(false);
 					l.bs.read_only = l.read_only;
+					l.removable = (*lt)["removable"].value_or(false);
 					l.bs.direct = (*lt)["direct"].value_or(true);
 					l.bs.write_cache = (*lt)["write_cache"].value_or(true);
 					tc.luns.push_back(l);
@@ -351,7 +357,7 @@ void add_flags(CLI::App &app, Flags &f)
 	               "the target's iSCSI name (default iqn.2026-11.org.ulp:target)");
 	app.add_option("--lun", f.luns,
 	               "N:KIND[:key=value,...], KIND ram|file|block|null, keys size, path, bs, "
-	               "pbs, ro, direct, write_cache, qd; e.g. 0:ram:size=1G or "
+	               "pbs, ro, removable, direct, write_cache, qd; e.g. 0:ram:size=1G or "
 	               "1:file:path=/srv/d.img,size=10G (repeatable)");
 	app.add_option("--acl", f.acls, "an initiator name allowed in (repeatable; none: open)");
 	app.add_option("--chap", f.chap, "USER:SECRET the initiators must prove (CHAP)");
@@ -538,6 +544,7 @@ bool instantiate(const Config &c, Runtime *rt, std::string *why)
 			scsi::LuConfig lc;
 			lc.block_size = l.bs.block_size;
 			lc.physical_block_size = l.physical_block_size;
+			lc.removable = l.removable;
 			lc.read_only = l.read_only;
 			lc.product = "ulp " + l.bs.kind;
 			auto lu = std::make_unique<scsi::LogicalUnit>(

@@ -33,6 +33,7 @@
 //     size = "10G"                      # bytes, or with K M G T (powers of 1024)
 //     block_size = 512
 //     physical_block_size = 4096        # optional; reported for initiators to align to
+//     removable = false                 # a removable medium (START STOP UNIT ejects it)
 //     read_only = false
 //     direct = true                     # O_DIRECT where aligned (file, block)
 //     write_cache = true
@@ -90,6 +91,7 @@ struct LunCfg {
 	ulp::scsi::BackstoreConfig bs;
 	bool read_only = false;
 	uint32_t physical_block_size = 0; // 0: the logical block size
+	bool removable = false;           // a removable medium
 };
 
 struct TargetCfg {
