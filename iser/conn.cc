@@ -1403,6 +1403,11 @@ void Conn::start_closing(const std::string &why)
 	}
 	if (sess_ && !reaping_) {
 		reaping_ = true;
+		// The nexus is lost now, not when the reaper gets to it: an initiator that
+		// reconnects at once must find its reservation and medium lock gone
+		// (libiscsi PreventAllow.ITNexusLoss). Nothing here waits.
+		if (sess_->scsi)
+			sess_->scsi->tpg().session_lost(sess_->scsi);
 		target_.close_session(sess_, [this] { post(ConnEvent::ReapDone, nullptr); });
 	} else if (!sess_) {
 		reaped_ = true;
