@@ -38,7 +38,8 @@ enum : uint8_t {
 	TMF_RSP_NO_LUN = 2,
 	TMF_RSP_REASSIGN_UNSUPPORTED = 4,
 	TMF_RSP_NOT_SUPPORTED = 5,
-	TMF_RSP_SUCCEEDED = 7, // RFC 7144: FUNCTION SUCCEEDED (QUERY functions)
+	TMF_RSP_AUTH_FAILED = 6, // Function authorization failed
+	TMF_RSP_SUCCEEDED = 7,   // RFC 7144: FUNCTION SUCCEEDED (QUERY functions)
 	TMF_RSP_REJECTED = 255,
 };
 
@@ -59,6 +60,9 @@ uint8_t tmf_rsp_code(scsi::TmfResponse r)
 		return TMF_RSP_REJECTED;
 	}
 }
+
+// Why the connections of a target end after a TARGET COLD RESET (the log says so).
+constexpr const char *kColdReset = "target cold reset";
 
 // RFC 7143 11.3.1.2 ATTR: 0 untagged (handled as SIMPLE), 1 simple, 2 ordered, 3 head of
 // queue, 4 ACA.
@@ -216,8 +220,13 @@ void Conn::on_pdu(const Pdu &pdu, PduError err)
 		on_login_pdu(pdu);
 		break;
 	case ConnState::FullFeature:
-	case ConnState::LoggingOut:
 		on_ffp_pdu(pdu, err);
+		break;
+	case ConnState::LoggingOut:
+		// Once the session is with the reaper (its logout response is on the way) it
+		// may be freed at any moment: nothing more is read.
+		if (!reaping_)
+			on_ffp_pdu(pdu, err);
 		break;
 	default:
 		break; // closing: input is ignored
@@ -269,8 +278,8 @@ void Conn::login_complete(const TargetLogin &l)
 	digests_.data = cparams_.data_digest == Digest::Crc32c;
 	statsn_ = l.next_statsn();
 	state_ = ConnState::FullFeature;
-	sess_->conn = this;
-	const SessionParams &sp = sess_->params;
+	const SessionParams &sp = sess_->params; // sess_->conn is this (create_session)
+	node_ = sess_->node;
 
 	TextResponderConfig tc;
 	tc.type = sp.type;
@@ -857,10 +866,15 @@ void Conn::on_tmf(const Pdu &pdu)
 		t = scsi::TmfType::LunReset;
 		break;
 	case TMF_TARGET_WARM_RESET:
-		t = scsi::TmfType::TargetWarmReset;
-		break;
 	case TMF_TARGET_COLD_RESET:
-		t = scsi::TmfType::TargetColdReset;
+		// 11.5.1: they reach every initiator of the target; the target decides who may.
+		if (!node_->allow_target_reset) {
+			deliver_in_order();
+			respond(TMF_RSP_AUTH_FAILED);
+			return;
+		}
+		t = fn == TMF_TARGET_WARM_RESET ? scsi::TmfType::TargetWarmReset
+		                                : scsi::TmfType::TargetColdReset;
 		break;
 	case TMF_QUERY_TASK:
 		t = scsi::TmfType::QueryTask;
@@ -995,7 +1009,23 @@ void Conn::maybe_finish_logout()
 	                                   [](const IscsiCmd &w) { return w.cmdsn_only; });
 	if (!logout_pending_ || live_ != static_cast<uint32_t>(holders) || tmrs_out_)
 		return;
+	// The session ends here (its only connection logs out): its I_T nexus loss - an SPC-2
+	// reservation it held released, I_T NEXUS LOSS OCCURRED for its LUs - is done before
+	// the response tells the initiator that the session is gone (SAM-5 6.3.4), so that a
+	// session that logs in right after finds it done. The reaper does it (close_session
+	// must not run here); the response goes out on ReapDone. With no command left the
+	// reaper has nothing to wait for.
+	if (!reaped_) {
+		if (!reaping_) {
+			reaping_ = true;
+			target_.close_session(sess_,
+			                      [this] { post(ConnEvent::ReapDone, nullptr); });
+		}
+		return;
+	}
 	logout_pending_ = false;
+	if (state_ == ConnState::Closing)
+		return; // the transport went while the reaper worked: nowhere to answer
 	OutPdu *p = new_pdu();
 	Bhs b{};
 	LogoutRsp r;
@@ -1059,15 +1089,17 @@ void Conn::run_events()
 				do_release(static_cast<IscsiCmd *>(arg));
 				break;
 			case ConnEvent::ReapDone:
-				reaped_ = true;
+				reaped_ = true; // sess_ is freed (or about to be)
+				if (logout_pending_)
+					maybe_finish_logout();
 				maybe_done();
 				break;
 			case ConnEvent::Logout:
 				send_async_logout();
 				break;
 			case ConnEvent::Drop:
-				start_closing(close_reason_.empty() ? "dropped by the target"
-				                                    : close_reason_);
+				start_closing(arg ? static_cast<const char *>(arg)
+				                  : "dropped by the target");
 				break;
 			}
 		}
@@ -1296,6 +1328,12 @@ void Conn::do_tm_rsp(scsi::Tmr *t)
 {
 	auto *m = static_cast<IscsiTmr *>(t->fabric_priv);
 	tmrs_out_--;
+	// 11.5.1: TARGET COLD RESET is also a power on: every connection of the target ends,
+	// this one once its response is out (which the initiator may or may not see).
+	const bool cold = t->function == scsi::TmfType::TargetColdReset &&
+	                  t->response == scsi::TmfResponse::Complete;
+	if (cold)
+		target_.drop_sessions(node_, this, kColdReset);
 	if (state_ != ConnState::Closing) {
 		OutPdu *p = new_pdu();
 		Bhs b{};
@@ -1305,6 +1343,10 @@ void Conn::do_tm_rsp(scsi::Tmr *t)
 		encode(r, b);
 		fill_sn(b.data(), true);
 		finish_pdu(p, b);
+		if (cold) {
+			p->close_after = true;
+			close_reason_ = kColdReset;
+		}
 		queue_pdu(p);
 		pdus_out_++;
 	}
@@ -1428,7 +1470,9 @@ void Conn::pdu_done(OutPdu *p, bool sent)
 			free_cmd(c);
 	}
 	if (close)
-		start_closing(state_ == ConnState::Login ? "login failed" : "logged out");
+		start_closing(state_ == ConnState::Login ? "login failed"
+		              : close_reason_.empty()    ? "logged out"
+		                                         : close_reason_);
 	maybe_done();
 }
 
@@ -1480,7 +1524,8 @@ void Conn::start_closing(const std::string &why)
 	// (over iSER its disconnect can beat the SEND's completion). Not a lost connection.
 	const bool answered_logout = state_ == ConnState::LoggingOut && !logout_pending_;
 	state_ = ConnState::Closing;
-	if (was_ffp && why != "logged out" && !answered_logout)
+	if (was_ffp && why != "logged out" && !answered_logout &&
+	    !reaping_) // reaping: sess_ may be gone
 		target_.log("connection lost: " + sess_->params.initiator_name + " from " + peer_ +
 		            ": " + why);
 	// Queued PDUs come back through pdu_done(p, false): their commands are put.
@@ -1512,6 +1557,11 @@ void Conn::start_closing(const std::string &why)
 	}
 	if (sess_ && !reaping_) {
 		reaping_ = true;
+		// The nexus is lost now, not when the reaper gets to it: an initiator that
+		// reconnects at once must find its reservation and medium lock gone
+		// (libiscsi PreventAllow.ITNexusLoss). Nothing here waits.
+		if (sess_->scsi)
+			sess_->scsi->tpg().session_lost(sess_->scsi);
 		target_.close_session(sess_, [this] { post(ConnEvent::ReapDone, nullptr); });
 	} else if (!sess_) {
 		reaped_ = true;

@@ -186,7 +186,8 @@ enum class ConnEvent : uint8_t {
 	Release,      // ... release_cmd
 	ReapDone,     // the reaper has closed the session
 	Logout,       // the target asks for a logout (stop): send the Async Message
-	Drop,         // drop the connection now (stop's deadline, reinstatement)
+	Drop,         // drop the connection now (stop's deadline, reinstatement, a cold
+	              // reset); arg: a const char * reason, or null
 };
 
 enum class ConnState : uint8_t {
@@ -344,7 +345,8 @@ private:
 	std::vector<uint8_t> login_rsp_;
 
 	// Full feature phase
-	IscsiSession *sess_ = nullptr;
+	IscsiSession *sess_ = nullptr;     // not to be touched once reaping_ is set
+	const TargetNode *node_ = nullptr; // its target (the target's config: lives on)
 	ConnParams cparams_;
 	uint32_t max_recv_dsl_ = kDefaultMrdsl; // what we accept in one PDU
 	uint32_t max_send_dsl_ = kDefaultMrdsl; // what the initiator accepts in one PDU
@@ -388,7 +390,7 @@ private:
 	bool transport_closed_ = false;
 	bool detached_ = false;     // detach() has run
 	bool login_failed_ = false; // a login reject is queued: input is ignored
-	std::string close_reason_;
+	std::string close_reason_;  // why close_after closes, when not a logout
 };
 
 // The reason codes of a Logout Request and Response (11.14.1, 11.15.1), and TMF codes.

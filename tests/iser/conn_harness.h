@@ -251,6 +251,22 @@ public:
 	bool closed() const { return closed_; }
 	size_t queued() const { return outq_.size(); }
 
+	// Pump until at least n PDUs have been sent in all, waiting for events that another
+	// thread posts (the reaper's ReapDone, which a logout's response waits for). false
+	// when bound passes first.
+	bool wait_sent(size_t n, std::chrono::milliseconds bound)
+	{
+		const auto deadline = std::chrono::steady_clock::now() + bound;
+		for (;;) {
+			pump();
+			if (sent.size() >= n)
+				return true;
+			std::unique_lock g(m_);
+			if (!cv_.wait_until(g, deadline, [&] { return woken_; }))
+				return false;
+		}
+	}
+
 	// End the connection as a lost transport would (unless it is closing already), run
 	// events until it is done, then detach it (once: later calls return true). false with
 	// *why when bound passes first: the connection is then left attached and must not be
@@ -418,6 +434,9 @@ public:
 		return &c_.sent[seen_++];
 	}
 	size_t unread() const { return c_.sent.size() - seen_; }
+	// Wait (bounded) for a PDU this side has not read yet: one that the target sends
+	// after another thread's event.
+	bool await(std::chrono::milliseconds bound) { return c_.wait_sent(seen_ + 1, bound); }
 
 	uint32_t new_itt() { return itt_++; }
 

@@ -1097,6 +1097,8 @@ TEST_F(ConnTest, LogoutWaitsForCommands)
 	ScsiRsp rsp = expect<ScsiRsp>();
 	EXPECT_EQ(rsp.itt, w.itt);
 	EXPECT_EQ(rsp.status, 0);
+	// The response follows the session's I_T nexus loss, which the reaper carries out.
+	ASSERT_TRUE(ini_->await(kBound));
 	LogoutRsp lr = expect<LogoutRsp>();
 	EXPECT_EQ(lr.itt, 0x77u);
 	EXPECT_EQ(lr.response, 0);
