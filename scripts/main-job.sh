@@ -1,19 +1,133 @@
 #!/usr/bin/env bash
-# The main job (README): install the build dependencies, build, and run ulp's main program.
-# Until the target daemon (ulp-targetd) exists that is the benchmark suite on the soft
-# provider, each figure beside a baseline measured in the same run:
-#   ulp-bench fabric   RDMA WRITE/READ/SEND bandwidth and message rate, beside memcpy
-#   ulp-bench rw       rdma_rw contexts (SGE and MR paths), beside a raw verbs loop
-#   ulp-bench cq       completion dispatch per poll context, beside a raw poll loop
-#   ulp-bench mrpool   MR pool get/put, beside a mutex + vector
-# Arguments are passed on to each (e.g. --quick, --json).
+# The main job (README): install the dependencies, build, then run the target daemon and
+# the initiator client on the built-in software RDMA provider, with data verification and
+# figures:
+#   1. ulp-targetd with an iSER portal (soft RDMA provider) and a TCP portal on 127.0.0.1,
+#      LUN 0 in RAM and LUN 1 on a file (io_uring);
+#   2. ulp-initiator runs, each checking every block it reads back (LBA, generation and
+#      CRC32C in every block written; exit 1 on any mismatch):
+#        iSER, LUN 0: 4 KiB mixed read/write, queue depth 32, then a read-back pass
+#        iSER, LUN 1: 128 KiB sequential write of the whole range, then a read-back pass
+#        TCP,  LUN 0: 4 KiB mixed read/write, queue depth 32, then a read-back pass
+#   3. the figures, side by side in one run (tools/iscsi-bench/run): ulp-targetd over
+#      iSER and TCP beside tgtd over TCP, with ulp-initiator and libiscsi's iscsi-perf,
+#      IOPS, MB/s, latency and CPU per I/O, and their ratios.
+# Options: --quick (short runs, about a minute once built), --no-install (skip
+# scripts/install-deps.sh), --no-build. Exit status 0 only if every step succeeded.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-scripts/install-deps.sh
-cmake -G Ninja -B build
-ninja -C build -j "$(nproc)"
-for b in fabric rw cq mrpool; do
-	build/tools/ulp-bench/ulp-bench "$b" "$@"
-	echo
+quick=0 install=1 build=1
+for a in "$@"; do
+	case $a in
+	--quick) quick=1 ;;
+	--no-install) install=0 ;;
+	--no-build) build=0 ;;
+	-h | --help)
+		sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
+		exit 0
+		;;
+	*)
+		echo "main-job.sh: unknown option '$a' (--quick, --no-install, --no-build)" >&2
+		exit 2
+		;;
+	esac
 done
+
+if ((install)); then
+	scripts/install-deps.sh
+fi
+if ((build)); then
+	cmake -G Ninja -B build
+	ninja -C build -j "$(nproc)"
+fi
+targetd=build/tools/ulp-targetd/ulp-targetd
+initiator=build/tools/ulp-initiator/ulp-initiator
+for b in "$targetd" "$initiator"; do
+	[[ -x $b ]] || { echo "main-job.sh: $b is not built" >&2; exit 1; }
+done
+
+if ((quick)); then
+	runtime=3 range=64M file_size=128M
+else
+	runtime=10 range=256M file_size=512M
+fi
+iqn=iqn.2026-11.org.ulp:main-job
+work=$(mktemp -d /var/tmp/ulp-main-job.XXXXXX)
+tpid=''
+cleanup() {
+	if [[ -n $tpid ]] && kill -0 "$tpid" 2>/dev/null; then
+		kill -KILL "$tpid" 2>/dev/null || true
+	fi
+	rm -rf "$work"
+}
+trap cleanup EXIT
+step() { printf '\n==== %s\n' "$*"; }
+
+step "ulp-targetd: iSER and TCP portals on 127.0.0.1, LUN 0 ram, LUN 1 file ($file_size)"
+mkfifo "$work/ready"
+"$targetd" --portal 127.0.0.1:0 --iser-portal 127.0.0.1:0 --target "$iqn" \
+	--lun "0:ram:size=1G" --lun "1:file:path=$work/lun1.img,size=$file_size" \
+	--ready-fd 3 3>"$work/ready" >"$work/targetd.log" 2>&1 &
+tpid=$!
+# ready-fd: "TCPPORT\n", then "iser PORT\n" once both portals listen.
+exec 4<"$work/ready"
+tcp_port='' iser_port=''
+read -r -t 30 tcp_port <&4 || true
+read -r -t 30 _ iser_port <&4 || true
+exec 4<&-
+if [[ -z $tcp_port || -z $iser_port ]]; then
+	echo "main-job.sh: ulp-targetd did not report its portals within 30 s:" >&2
+	cat "$work/targetd.log" >&2
+	exit 1
+fi
+echo "listening: TCP 127.0.0.1:$tcp_port, iSER 127.0.0.1:$iser_port (soft RDMA provider)"
+
+run() { # NAME ARGS...: one verified ulp-initiator run, its figures on stdout
+	local name=$1
+	shift
+	step "$name"
+	if ! "$initiator" --target "$iqn" --quiet "$@"; then
+		echo "main-job.sh: '$name' failed; ulp-targetd's log:" >&2
+		tail -n 40 "$work/targetd.log" >&2
+		exit 1
+	fi
+}
+run "iSER, LUN 0 (ram): 4 KiB mixed 50/50, qd 32, ${runtime}s, verified, then read back" \
+	--transport iser -p "127.0.0.1:$iser_port" -l 0 --range "$range" \
+	-w mixed -b 4k -q 32 -r "$runtime" --verify-only
+run "iSER, LUN 1 (file): 128 KiB sequential write of $range, then read back" \
+	--transport iser -p "127.0.0.1:$iser_port" -l 1 --range "$range" \
+	-w write -b 128k -q 8 -r 0 -s "$range" --verify-only
+run "TCP, LUN 0 (ram): 4 KiB mixed 50/50, qd 32, ${runtime}s, verified, then read back" \
+	--transport tcp -p "127.0.0.1:$tcp_port" -l 0 --range "$range" \
+	-w mixed -b 4k -q 32 -r "$runtime" --verify-only
+
+step "ulp-targetd: SIGTERM (it must exit 0, every session closed)"
+kill -TERM "$tpid"
+rc=0
+for _ in $(seq 100); do
+	kill -0 "$tpid" 2>/dev/null || break
+	sleep 0.1
+done
+if kill -0 "$tpid" 2>/dev/null; then
+	echo "main-job.sh: ulp-targetd still running 10 s after SIGTERM" >&2
+	tail -n 40 "$work/targetd.log" >&2
+	exit 1
+fi
+wait "$tpid" || rc=$?
+tpid=''
+if ((rc != 0)) || grep -E 'left allocated|still in use' "$work/targetd.log"; then
+	echo "main-job.sh: ulp-targetd exit status $rc; its log:" >&2
+	tail -n 40 "$work/targetd.log" >&2
+	exit 1
+fi
+echo "ulp-targetd exited 0"
+
+step "figures: tools/iscsi-bench/run$( ((quick)) && echo ' --quick')"
+if ((quick)); then
+	tools/iscsi-bench/run --quick
+else
+	tools/iscsi-bench/run
+fi
+step "main job: every run verified its data; figures above"
