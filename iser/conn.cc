@@ -802,6 +802,12 @@ void Conn::on_data_out(const Pdu &pdu, bool data_lost)
 void Conn::data_error(IscsiCmd *c)
 {
 	c->data_error = true;
+	stop_write(c);
+}
+
+void Conn::stop_write(IscsiCmd *c)
+{
+	// No more R2Ts; a core waiting for the data hears the transfer failed.
 	c->r2ts.clear();
 	if (c->wp) {
 		c->wp = false;
@@ -1126,11 +1132,7 @@ void Conn::do_abort_write(IscsiCmd *c)
 	// The core aborted the command while we moved its data: no more R2Ts; Data-Out still
 	// in flight is dropped on arrival.
 	c->write_aborted = true;
-	c->r2ts.clear();
-	if (c->wp) {
-		c->wp = false;
-		scsi::write_done(&c->cmd, false);
-	}
+	stop_write(c);
 }
 
 void Conn::send_r2ts(IscsiCmd *c)

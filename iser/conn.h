@@ -306,6 +306,7 @@ private:
 	// Data-out (TCP)
 	void send_r2ts(IscsiCmd *c);
 	void data_error(IscsiCmd *c);
+	void stop_write(IscsiCmd *c); // no more R2Ts; the core's transfer ends failed
 	// Responses
 	void send_data_in(IscsiCmd *c);
 	void send_response(IscsiCmd *c, bool data_in);

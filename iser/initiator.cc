@@ -562,40 +562,26 @@ void Session::finish_if_done(Task *t)
 void Session::deliver(Task *t)
 {
 	const bool user = t->user;
+	// The callback and the result are taken out before the slot is freed: the callback
+	// may submit again and reuse it.
+	auto hand_back = [&](auto cb, auto r) {
+		r.outcome = t->outcome;
+		free_task(t);
+		if (user)
+			in_flight_--;
+		if (cb)
+			cb(r);
+	};
 	switch (t->kind) {
-	case Kind::Scsi: {
-		ScsiDone cb = std::move(t->done);
-		ScsiResult r = t->result;
-		r.outcome = t->outcome;
-		free_task(t);
-		if (user)
-			in_flight_--;
-		if (cb)
-			cb(r);
+	case Kind::Scsi:
+		hand_back(std::move(t->done), t->result);
 		return;
-	}
-	case Kind::Tmf: {
-		TmfDone cb = std::move(t->tmf_done);
-		TmfResult r = t->tmf_result;
-		r.outcome = t->outcome;
-		free_task(t);
-		if (user)
-			in_flight_--;
-		if (cb)
-			cb(r);
+	case Kind::Tmf:
+		hand_back(std::move(t->tmf_done), t->tmf_result);
 		return;
-	}
-	case Kind::Ping: {
-		PingDone cb = std::move(t->ping_done);
-		PingResult r = t->ping_result;
-		r.outcome = t->outcome;
-		free_task(t);
-		if (user)
-			in_flight_--;
-		if (cb)
-			cb(r);
+	case Kind::Ping:
+		hand_back(std::move(t->ping_done), t->ping_result);
 		return;
-	}
 	case Kind::Text:
 		// send_targets() reads the outcome and frees the slot itself.
 		t->text_ok = t->outcome == TaskOutcome::Completed && t->text_ok;
