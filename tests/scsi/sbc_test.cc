@@ -791,18 +791,15 @@ TEST_P(SbcData, ResizeWhileIoRuns)
 	auto worker = [&](Session *on, unsigned id) {
 		std::mt19937_64 rng(id);
 		for (int i = 0; i < 200; i++) {
-			const uint64_t lba = rng() % (kBig / kBs - 8);
+			// Groups of 8 blocks, even ones to worker 0 and odd ones to worker 1: no
+			// two commands touch the same bytes at once (SBC leaves that undefined, and
+			// TSan would rightly call it a race), in range or past the small end.
+			const uint64_t lba = ((rng() % (kBig / kBs / 16)) * 2 + id) * 8;
 			const bool low = (lba + 8) * kBs <= kSmall;
 			const Bytes d = pattern(8 * kBs, static_cast<uint32_t>(rng()));
-			// Blocks below the small end belong to one worker each (even, odd).
-			const bool mine = low && (lba / 8) % 2 == id;
-			LoopResult w;
-			if (mine || !low)
-				w = e.run(cdb_rw(0x8a, lba, 8), DataDir::Write, d, on);
+			auto w = e.run(cdb_rw(0x8a, lba, 8), DataDir::Write, d, on);
 			auto r = e.run(cdb_rw(0x88, lba, 8), DataDir::Read, Bytes(8 * kBs), on);
 			for (const LoopResult *x : {&w, &r}) {
-				if (!x->finished && x == &w && !(mine || !low))
-					continue; // not sent
 				if (is_good(*x))
 					good++;
 				else if (is_sense(*x, kCapacityChanged, kUnitAttention))
@@ -812,7 +809,8 @@ TEST_P(SbcData, ResizeWhileIoRuns)
 				else
 					bad++;
 			}
-			if (mine && is_good(w) && is_good(r) && r.data != d)
+			// Below the small end nothing is ever dropped.
+			if (low && is_good(w) && is_good(r) && r.data != d)
 				bad++;
 		}
 	};
