@@ -7,13 +7,13 @@
 // WriteZeroes free the chunks they cover entirely and zero the parts of the others.
 //
 // Locking: every request checks its range under the table lock, so resize(), which takes it
-// exclusive, never changes the size or the table under a request. Reads and writes take
-// the table lock shared and may run in parallel from any
-// number of threads; a write that finds a chunk missing allocates one and installs it with
-// a compare-and-swap, so two writers racing on a new chunk agree on one. Unmap and
-// WriteZeroes take the lock exclusive, because they free chunks: no reader or writer can
-// hold a chunk's pointer while it is freed. Concurrent writes to the same bytes are the
-// initiator's problem (SBC leaves their result undefined), as with any disk.
+// exclusive, never changes the size or the table under a request. Reads and writes take the
+// table lock shared and may run in parallel from any number of threads; a write that finds
+// a chunk missing allocates one and installs it with a compare-and-swap, so two writers
+// racing on a new chunk agree on one. Unmap and WriteZeroes take the lock exclusive,
+// because they free chunks: no reader or writer can hold a chunk's pointer while it is
+// freed. Concurrent writes to the same bytes are the initiator's problem (SBC leaves their
+// result undefined), as with any disk.
 #include "scsi/bs_internal.h"
 
 #include <algorithm>
@@ -85,9 +85,8 @@ public:
 		case BsOp::WriteZeroes:
 			err = zero(io);
 			break;
-		default:
-			err =
-			    bs_check_io(size(), io); // Flush: 0; a value outside the enum: -EINVAL
+		default: // Flush: 0; a value outside the enum: -EINVAL
+			err = bs_check_io(size(), io);
 			break;
 		}
 		io->done(io, err);
