@@ -48,7 +48,7 @@ int bs_check_io(uint64_t size, const BsIo *io)
 	}
 	// Written so that offset + length cannot wrap.
 	if (io->offset > size || io->length > size - io->offset)
-		return -EINVAL;
+		return -ERANGE;
 	return 0;
 }
 

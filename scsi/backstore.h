@@ -20,6 +20,11 @@
 //          zeros, which BLKDISCARD does not) where the device can discard; its size
 //          from BLKGETSIZE64
 //
+// Capacity at run time (issue 5; LIO resizes a backstore through configfs): resize() makes
+// the backstore a new size while requests run, storage_size() says what the storage under
+// it holds now (an administrator may have grown the file or the device). The logical unit
+// applies both (LogicalUnit::set_capacity, rescan_capacity) and tells the initiators.
+//
 // Threading: submit() may be called from any thread, concurrently; it never blocks on
 // I/O (a request beyond the queue depth waits in the backstore's own FIFO, in order).
 // done() runs on the backstore's completion thread, or inside submit() itself for the
@@ -29,6 +34,8 @@
 
 #include <sys/uio.h>
 
+#include <atomic>
+#include <cerrno>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -55,7 +62,8 @@ struct BsIo {
 	uint64_t length = 0;        // bytes; for Read/Write the sum of iov lengths
 	std::span<const iovec> iov; // Read/Write buffers, valid until done()
 	// Called exactly once: err is 0, or a negative errno (-EIO: medium error; -ENOSPC:
-	// out of space on a thin backstore; -EINVAL: beyond the end or a bad request;
+	// out of space on a thin backstore; -EINVAL: a bad request; -ERANGE: beyond the end,
+	// which a request the core checked can still meet when the size shrank since;
 	// -EOPNOTSUPP: Unmap on a backstore that cannot deallocate).
 	void (*done)(BsIo *io, int err) = nullptr;
 	void *priv = nullptr;    // the submitter's context (done() recovers its command from it)
@@ -76,7 +84,9 @@ public:
 	Backstore &operator=(const Backstore &) = delete;
 
 	const std::string &kind() const { return kind_; } // "null", "ram", "file", "block"
-	uint64_t size() const { return size_; }           // bytes
+	// Bytes. Changes under resize() while other threads read it: each reader uses the value
+	// it loaded once for one decision (a range check), never two loads for one request.
+	uint64_t size() const { return size_.load(std::memory_order_acquire); }
 	// Largest number of requests executing at once; more wait in order.
 	uint32_t queue_depth() const { return queue_depth_; }
 	// Unmap and WriteZeroes deallocate storage (thin provisioning: UNMAP, WRITE SAME
@@ -99,18 +109,57 @@ public:
 	virtual void submit(BsIo *io) = 0;
 
 	// The allocation state at offset (GET LBA STATUS). Backstores that cannot tell report
-	// everything mapped. Synchronous and cheap (no data I/O); 0 or a negative errno.
+	// everything mapped. Synchronous and cheap (no data I/O); 0 or a negative errno
+	// (-ERANGE: at or past the end).
 	virtual int extent(uint64_t offset, BsExtent *out) = 0;
+
+	// Make the backstore bytes long (> 0; the logical unit checks the block multiple),
+	// while requests run on other threads. A request checked against the old size either
+	// runs whole or fails with -ERANGE; none runs on storage that is gone. Per kind:
+	//   null   the number only
+	//   ram    grows the chunk table; shrinking frees what lies past the new end, so a
+	//          later grow reads zeros there
+	//   file   extends the file (sparse ftruncate) when it is shorter than bytes (-EROFS
+	//          when read-only); a shrink never shortens the file: as at open, its tail is
+	//          data, and an administrator truncates a file with `truncate`, not the target
+	//   block  at most the device's size, re-read now (BLKGETSIZE64); -ENOSPC beyond it
+	// Calls are serialised by the caller (the logical unit). 0, or a negative errno and a
+	// message in *why (may be null) with size() unchanged; -EOPNOTSUPP from a kind that
+	// cannot change size (the default).
+	virtual int resize(uint64_t bytes, std::string *why)
+	{
+		(void)bytes;
+		if (why)
+			*why = kind_ + " backstore: cannot change size";
+		return -EOPNOTSUPP;
+	}
+
+	// What the storage under the backstore holds now, bytes, not rounded to any block:
+	// file: the file's length (fstat); block: the device's (BLKGETSIZE64); ram, null: size()
+	// (nothing outside the process can change them). 0, or a negative errno and *why.
+	virtual int storage_size(uint64_t *bytes, std::string *why)
+	{
+		(void)why;
+		*bytes = size();
+		return 0;
+	}
 
 protected:
 	Backstore(std::string kind, uint64_t size, uint32_t queue_depth)
 	    : kind_(std::move(kind)), size_(size), queue_depth_(queue_depth)
 	{
 	}
+	// resize(): publish the new size once the storage behind it is ready.
+	void set_size(uint64_t bytes) { size_.store(bytes, std::memory_order_release); }
 
 private:
 	std::string kind_;
-	uint64_t size_;
+	// Bytes. Release store in set_size(), acquire load in size(): a thread that sees a
+	// grown size also sees the storage resize() made ready before publishing it (ram's
+	// table; file's ftruncate), and the logical unit's unit attention orders READ
+	// CAPACITY after it besides (its lock). Shrinks need no order: every kind rechecks a
+	// request against size() where the request meets storage (under its own lock).
+	std::atomic<uint64_t> size_;
 	uint32_t queue_depth_;
 };
 

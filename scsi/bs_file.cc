@@ -257,10 +257,11 @@ public:
 
 	int extent(uint64_t offset, BsExtent *out) override
 	{
-		if (offset >= size())
-			return -EINVAL;
+		const uint64_t sz = size(); // one load: a resize may run beside us
+		if (offset >= sz)
+			return -ERANGE;
 		out->mapped = true;
-		out->length = size() - offset;
+		out->length = sz - offset;
 		if (block_)
 			return 0; // a device does not say what it has allocated
 		// lseek moves the descriptor's position, which nothing else uses (the ring and
@@ -275,12 +276,71 @@ public:
 		}
 		if (static_cast<uint64_t>(d) > offset) {
 			out->mapped = false;
-			out->length = std::min<uint64_t>(d, size()) - offset;
+			out->length = std::min<uint64_t>(d, sz) - offset;
 			return 0;
 		}
 		off_t h = lseek(fd_.get(), static_cast<off_t>(offset), SEEK_HOLE);
 		if (h > d)
-			out->length = std::min<uint64_t>(h, size()) - offset;
+			out->length = std::min<uint64_t>(h, sz) - offset;
+		return 0;
+	}
+
+	int resize(uint64_t bytes, std::string *why) override
+	{
+		std::string dummy;
+		if (!why)
+			why = &dummy;
+		uint64_t now = 0;
+		if (int r = storage_size(&now, why); r < 0)
+			return r;
+		if (block_ && bytes > now) {
+			*why = who() + "size " + std::to_string(bytes) + " exceeds the device's " +
+			       std::to_string(now) + " bytes";
+			return -ENOSPC;
+		}
+		if (!block_ && now < bytes) {
+			// Extend (sparse) before the new size is published, so that no request
+			// admitted at it finds the file short. Shrinking leaves the file alone
+			// (see Backstore::resize): requests still running past the new end then
+			// write where nobody reads, harmlessly, instead of re-extending a
+			// truncated file.
+			if (read_only_) {
+				*why = who() + "is " + std::to_string(now) +
+				       " bytes, smaller than " + std::to_string(bytes) +
+				       ", and read-only";
+				return -EROFS;
+			}
+			if (ftruncate(fd_.get(), static_cast<off_t>(bytes)) < 0) {
+				int e = errno;
+				*why = who() + "ftruncate: " + errstr(e);
+				return -e;
+			}
+		}
+		set_size(bytes);
+		return 0;
+	}
+
+	int storage_size(uint64_t *bytes, std::string *why) override
+	{
+		if (block_) {
+			uint64_t dev = 0;
+			if (ioctl(fd_.get(), BLKGETSIZE64, &dev) < 0) {
+				int e = errno;
+				if (why)
+					*why = who() + "BLKGETSIZE64: " + errstr(e);
+				return -e;
+			}
+			*bytes = dev;
+			return 0;
+		}
+		struct stat st;
+		if (fstat(fd_.get(), &st) < 0) {
+			int e = errno;
+			if (why)
+				*why = who() + "fstat: " + errstr(e);
+			return -e;
+		}
+		*bytes = static_cast<uint64_t>(st.st_size);
 		return 0;
 	}
 
@@ -297,6 +357,8 @@ public:
 	}
 
 private:
+	std::string who() const { return kind() + " backstore " + path_ + ": "; }
+
 	uint32_t take_slot()
 	{
 		uint32_t i = free_;

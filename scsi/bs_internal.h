@@ -18,7 +18,8 @@ namespace ulp::scsi
 inline constexpr uint32_t kBsMaxQueueDepth = 4096;
 
 // 0 when io addresses [offset, offset + length) inside a backstore of size bytes and, for
-// Read/Write, its iov adds up to length; -EINVAL otherwise. Flush carries no range.
+// Read/Write, its iov adds up to length; -ERANGE when it does not fit, -EINVAL when the iov
+// does not add up (or op is unknown). Flush carries no range.
 int bs_check_io(uint64_t size, const BsIo *io);
 
 // The kinds. cfg has passed make_backstore()'s checks; they fail with *err (negative

@@ -4,6 +4,7 @@
 // overhead (the kernel's target_core_rd with rd_nullio=1).
 #include "scsi/bs_internal.h"
 
+#include <cerrno>
 #include <cstring>
 
 namespace ulp::scsi
@@ -39,10 +40,17 @@ public:
 
 	int extent(uint64_t offset, BsExtent *out) override
 	{
-		if (offset >= size())
-			return -EINVAL;
+		const uint64_t sz = size(); // one load: a resize may run beside us
+		if (offset >= sz)
+			return -ERANGE;
 		out->mapped = true;
-		out->length = size() - offset;
+		out->length = sz - offset;
+		return 0;
+	}
+
+	int resize(uint64_t bytes, std::string *) override
+	{
+		set_size(bytes); // no storage to prepare or drop
 		return 0;
 	}
 };

@@ -6,12 +6,14 @@
 // write that touches it; until then it reads as zeros and counts as unmapped. Unmap and
 // WriteZeroes free the chunks they cover entirely and zero the parts of the others.
 //
-// Locking: reads and writes take the table lock shared and may run in parallel from any
-// number of threads; a write that finds a chunk missing allocates one and installs it with
-// a compare-and-swap, so two writers racing on a new chunk agree on one. Unmap and
-// WriteZeroes take the lock exclusive, because they free chunks: no reader or writer can
-// hold a chunk's pointer while it is freed. Concurrent writes to the same bytes are the
-// initiator's problem (SBC leaves their result undefined), as with any disk.
+// Locking: every request checks its range under the table lock, so resize(), which takes it
+// exclusive, never changes the size or the table under a request. Reads and writes take the
+// table lock shared and may run in parallel from any number of threads; a write that finds
+// a chunk missing allocates one and installs it with a compare-and-swap, so two writers
+// racing on a new chunk agree on one. Unmap and WriteZeroes take the lock exclusive,
+// because they free chunks: no reader or writer can hold a chunk's pointer while it is
+// freed. Concurrent writes to the same bytes are the initiator's problem (SBC leaves their
+// result undefined), as with any disk.
 #include "scsi/bs_internal.h"
 
 #include <algorithm>
@@ -37,18 +39,25 @@ namespace
 constexpr uint64_t kChunkShift = 16;
 constexpr uint64_t kChunk = 1ull << kChunkShift;
 
+// Chunks that hold bytes bytes.
+uint64_t chunks_for(uint64_t bytes)
+{
+	return (bytes >> kChunkShift) + ((bytes & (kChunk - 1)) != 0);
+}
+
 class RamBackstore final : public Backstore
 {
 public:
 	RamBackstore(const BackstoreConfig &cfg, std::unique_ptr<std::atomic<uint8_t *>[]> t,
 	             uint64_t nchunks)
-	    : Backstore("ram", cfg.size, cfg.queue_depth), chunks_(std::move(t)), nchunks_(nchunks)
+	    : Backstore("ram", cfg.size, cfg.queue_depth), chunks_(std::move(t)), nchunks_(nchunks),
+	      cap_(nchunks)
 	{
 	}
 
 	~RamBackstore() override
 	{
-		for (uint64_t i = 0; i < nchunks_; i++)
+		for (uint64_t i = 0; i < cap_; i++)
 			std::free(chunks_[i].load(std::memory_order_relaxed));
 	}
 
@@ -62,38 +71,78 @@ public:
 
 	void submit(BsIo *io) override
 	{
-		int err = bs_check_io(size(), io);
-		if (!err) {
-			switch (io->op) {
-			case BsOp::Read:
-				read(io);
-				break;
-			case BsOp::Write:
-				err = write(io);
-				break;
-			case BsOp::Flush:
-				break;
-			case BsOp::Unmap:
-			case BsOp::WriteZeroes:
-				zero(io->offset, io->length);
-				break;
-			}
+		// Each operation checks the range under the table lock, which resize() takes
+		// exclusively: the size it checks against is the size of the table it walks.
+		int err;
+		switch (io->op) {
+		case BsOp::Read:
+			err = read(io);
+			break;
+		case BsOp::Write:
+			err = write(io);
+			break;
+		case BsOp::Unmap:
+		case BsOp::WriteZeroes:
+			err = zero(io);
+			break;
+		default: // Flush: 0; a value outside the enum: -EINVAL
+			err = bs_check_io(size(), io);
+			break;
 		}
 		io->done(io, err);
 	}
 
 	int extent(uint64_t offset, BsExtent *out) override
 	{
-		if (offset >= size())
-			return -EINVAL;
-		// No lock: only the pointers' null-ness is read, never the memory behind them.
+		// Shared: resize() may replace the table. Only the pointers' null-ness is read,
+		// never the memory behind them.
+		std::shared_lock g(lock_);
+		const uint64_t sz = size();
+		if (offset >= sz)
+			return -ERANGE;
 		uint64_t c = offset >> kChunkShift;
 		const bool mapped = chunks_[c].load(std::memory_order_acquire) != nullptr;
 		while (++c < nchunks_ &&
 		       (chunks_[c].load(std::memory_order_acquire) != nullptr) == mapped)
 			;
 		out->mapped = mapped;
-		out->length = std::min(c << kChunkShift, size()) - offset;
+		out->length = std::min(c << kChunkShift, sz) - offset;
+		return 0;
+	}
+
+	int resize(uint64_t bytes, std::string *why) override
+	{
+		std::unique_lock g(lock_); // no request is between its range check and its copy
+		const uint64_t old = size();
+		const uint64_t n = chunks_for(bytes);
+		if (n > cap_) {
+			std::unique_ptr<std::atomic<uint8_t *>[]> t(
+			    new (std::nothrow) std::atomic<uint8_t *>[n]());
+			if (!t) {
+				if (why)
+					*why = "ram backstore: no memory for a chunk table of " +
+					       std::to_string(n) + " chunks";
+				return -ENOMEM;
+			}
+			for (uint64_t i = 0; i < nchunks_; i++)
+				t[i].store(chunks_[i].load(std::memory_order_relaxed),
+				           std::memory_order_relaxed);
+			chunks_ = std::move(t);
+			cap_ = n;
+		}
+		if (bytes < old) {
+			// The data past the new end is dropped: whole chunks freed, the rest of
+			// the new last chunk zeroed, so that a later grow reads zeros there (the
+			// invariant: bytes of a chunk past size() are zero).
+			for (uint64_t i = n; i < nchunks_; i++)
+				std::free(chunks_[i].exchange(nullptr, std::memory_order_relaxed));
+			const uint64_t in = bytes & (kChunk - 1);
+			if (uint8_t *m =
+			        in ? chunks_[n - 1].load(std::memory_order_relaxed) : nullptr)
+				std::memset(m + in, 0, kChunk - in);
+		}
+		nchunks_ = n;
+		set_size(bytes);
 		return 0;
 	}
 
@@ -118,9 +167,11 @@ private:
 		}
 	}
 
-	void read(const BsIo *io)
+	int read(const BsIo *io)
 	{
 		std::shared_lock g(lock_);
+		if (int err = bs_check_io(size(), io))
+			return err;
 		walk(io, [this](uint64_t c, uint64_t in, size_t n, uint8_t *p) {
 			const uint8_t *m = chunks_[c].load(std::memory_order_acquire);
 			if (m)
@@ -128,6 +179,7 @@ private:
 			else
 				std::memset(p, 0, n);
 		});
+		return 0;
 	}
 
 	// The chunk's memory, allocating it on first use; nullptr when memory is exhausted.
@@ -154,17 +206,20 @@ private:
 		// copies a byte, so that running out of memory leaves it unwritten, not torn.
 		std::shared_lock shared(lock_, std::defer_lock);
 		std::unique_lock excl(lock_, std::defer_lock);
-		int err = 0;
-		if (io->atomic) {
+		if (io->atomic)
 			excl.lock();
+		else
+			shared.lock();
+		int err = bs_check_io(size(), io);
+		if (err)
+			return err;
+		if (io->atomic) {
 			walk(io, [&](uint64_t c, uint64_t, size_t, uint8_t *) {
 				if (!err && !chunk_for_write(c))
 					err = -ENOSPC;
 			});
 			if (err)
 				return err;
-		} else {
-			shared.lock();
 		}
 		walk(io, [&](uint64_t c, uint64_t in, size_t n, uint8_t *p) {
 			if (err)
@@ -182,9 +237,12 @@ private:
 		return err;
 	}
 
-	void zero(uint64_t off, uint64_t len)
+	int zero(const BsIo *io)
 	{
 		std::unique_lock g(lock_);
+		if (int err = bs_check_io(size(), io))
+			return err;
+		uint64_t off = io->offset, len = io->length;
 		while (len) {
 			uint64_t c = off >> kChunkShift, in = off & (kChunk - 1);
 			uint64_t n = std::min(len, kChunk - in);
@@ -198,11 +256,15 @@ private:
 			off += n;
 			len -= n;
 		}
+		return 0;
 	}
 
-	std::shared_mutex lock_; // shared: read, write; exclusive: zero() (it frees chunks)
+	// shared: read, write, extent; exclusive: zero() (it frees chunks), atomic writes,
+	// resize() (it replaces the table and changes size()).
+	std::shared_mutex lock_;
 	std::unique_ptr<std::atomic<uint8_t *>[]> chunks_; // per chunk: calloc'd memory or null
-	uint64_t nchunks_;                                 // entries in chunks_; fixed
+	uint64_t nchunks_; // chunks covering size() (lock_); entries past it are null
+	uint64_t cap_;     // entries in chunks_ (lock_): a shrink keeps the table
 };
 
 } // namespace
@@ -210,7 +272,7 @@ private:
 std::unique_ptr<Backstore> make_ram_backstore(const BackstoreConfig &cfg, int *err,
                                               std::string *why)
 {
-	const uint64_t n = (cfg.size >> kChunkShift) + ((cfg.size & (kChunk - 1)) != 0);
+	const uint64_t n = chunks_for(cfg.size);
 	std::unique_ptr<std::atomic<uint8_t *>[]> t(new (std::nothrow) std::atomic<uint8_t *>[n]());
 	if (!t) {
 		*err = -ENOMEM;

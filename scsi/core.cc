@@ -486,6 +486,10 @@ Sense errno_sense(int err, bool write)
 		return Sense::WriteProtected;
 	case -ENOMEM:
 		return Sense::InsufficientResources;
+	case -ERANGE:
+		// Checked against the capacity at parse time, but the LU shrank since
+		// (LogicalUnit::set_capacity): as the same command arriving now would be told.
+		return Sense::LbaOutOfRange;
 	default:
 		return Sense::LogicalUnitFailure;
 	}

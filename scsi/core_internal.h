@@ -119,7 +119,8 @@ void complete_sense(Cmd *cmd, Sense s, bool info_valid = false, uint32_t info = 
 // complete GOOD with the residual of what was actually moved.
 void complete_data_in(Cmd *cmd, std::span<const uint8_t> data);
 // A backstore errno as a sense reason (-EIO -> READ/WRITE ERROR, -ENOSPC -> SPACE
-// ALLOCATION FAILED, -EROFS -> WRITE PROTECTED, others -> LOGICAL UNIT FAILURE).
+// ALLOCATION FAILED, -EROFS -> WRITE PROTECTED, -ERANGE -> LBA OUT OF RANGE, others ->
+// LOGICAL UNIT FAILURE).
 Sense errno_sense(int err, bool write);
 
 // ---- The data buffer -------------------------------------------------------------------

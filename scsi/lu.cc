@@ -4,6 +4,7 @@
 
 #include "scsi/pr.h"
 
+#include <cerrno>
 #include <cinttypes>
 #include <cstdio>
 
@@ -81,6 +82,63 @@ LogicalUnit::~LogicalUnit()
 		             name_.c_str(), task_set_.size());
 	task_set_.clear();
 	dormant_.clear();
+}
+
+int LogicalUnit::set_capacity(uint64_t bytes, std::string *why)
+{
+	std::string dummy;
+	if (!why)
+		why = &dummy;
+	if (bytes == 0 || bytes % cfg_.block_size) {
+		*why = "LU " + name_ + ": capacity " + std::to_string(bytes) +
+		       " bytes is not a non-zero multiple of the block size " +
+		       std::to_string(cfg_.block_size);
+		return -EINVAL;
+	}
+	std::lock_guard g(capacity_lock_);
+	if (bytes == bs_->size())
+		return 0;
+	if (int r = bs_->resize(bytes, why); r < 0)
+		return r;
+	// The rule we follow (SPC-4 5.14 unit attention conditions, ASC/ASCQ 2Ah/09h; SBC-3 on
+	// capacity data, READ CAPACITY; paraphrased, the standards' text is not ours to copy):
+	// "if the capacity of the logical unit changes by a method other than a command
+	// received on an I_T nexus, the device server shall establish a unit attention
+	// condition for the SCSI initiator port associated with every I_T nexus, with the
+	// additional sense code set to CAPACITY DATA HAS CHANGED". No nexus is excepted (none
+	// asked for the change, unlike MODE SELECT in spc_mode.cc); nexuses yet to log in
+	// learn it from their POWER ON (see ua_add_all). Raised after the new size is
+	// published (resize's release store): a nexus that takes the condition under lock_
+	// reads the new size in its READ CAPACITY.
+	ua_add_all(UA_CAPACITY_CHANGED);
+	return 0;
+}
+
+int LogicalUnit::rescan_capacity(uint64_t *old_blocks, uint64_t *new_blocks, std::string *why)
+{
+	std::string dummy;
+	if (!why)
+		why = &dummy;
+	uint64_t now = 0;
+	const uint64_t before = nr_blocks();
+	if (old_blocks)
+		*old_blocks = before;
+	if (new_blocks)
+		*new_blocks = before;
+	if (int r = bs_->storage_size(&now, why); r < 0)
+		return r;
+	const uint64_t blocks = now / cfg_.block_size;
+	if (blocks == 0) {
+		*why = "LU " + name_ + ": the storage holds " + std::to_string(now) +
+		       " bytes, less than one block; capacity left at " + std::to_string(before) +
+		       " blocks";
+		return -EINVAL;
+	}
+	if (int r = set_capacity(blocks * cfg_.block_size, why); r < 0)
+		return r;
+	if (new_blocks)
+		*new_blocks = blocks;
+	return 0;
 }
 
 size_t LogicalUnit::task_count()

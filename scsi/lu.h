@@ -122,6 +122,20 @@ public:
 		return static_cast<uint32_t>(n);
 	}
 	bool thin() const { return cfg_.thin && bs_->can_unmap(); }
+
+	// Capacity at run time (issue 5; LIO: a backstore resized through configfs). Makes the
+	// LU bytes long (Backstore::resize) and, when that changed the capacity, raises
+	// CAPACITY DATA HAS CHANGED for every I_T nexus; READ CAPACITY reports the new size
+	// from then on, and commands checked against the old one meet the backstore's own
+	// check (a shrink: LBA OUT OF RANGE). bytes must be a non-zero multiple of
+	// block_size. 0 (also when bytes is the current size: nothing changes, nothing is
+	// raised), or a negative errno and a message in *why (may be null).
+	int set_capacity(uint64_t bytes, std::string *why);
+	// Re-reads what the storage holds now (Backstore::storage_size: the file's length,
+	// the device's size), in whole blocks, and applies it through set_capacity:
+	// ulp-targetd's SIGHUP, after an administrator grew or shrank the file or device.
+	// *old_blocks and *new_blocks (may be null) say what it was and is (equal: no change).
+	int rescan_capacity(uint64_t *old_blocks, uint64_t *new_blocks, std::string *why);
 	const std::string &serial() const { return serial_; }
 	uint64_t naa() const { return naa_; }
 
@@ -176,6 +190,7 @@ public:
 	std::atomic<bool> swp_{false};    // see swp()
 	std::atomic<bool> medium_out_{false}; // the removable medium is ejected
 	std::set<Nexus> prevent_;             // nexuses preventing its removal (lock_)
+	std::mutex capacity_lock_;            // serialises set_capacity (Backstore::resize)
 
 private:
 	std::string name_;

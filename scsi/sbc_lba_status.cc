@@ -47,6 +47,12 @@ void exec_get_lba_status(Cmd *cmd)
 	LogicalUnit &lu = *cmd->lu;
 	const uint64_t nr = lu.nr_blocks();
 	const uint32_t bs = lu.block_size();
+	if (cmd->lba >= nr) {
+		// The capacity shrank since parsing (LogicalUnit::set_capacity): as the same
+		// command arriving now would be told.
+		complete_sense(cmd, Sense::LbaOutOfRange);
+		return;
+	}
 	const size_t room = cmd->cdb_xfer > kHeader ? (cmd->cdb_xfer - kHeader) / kDescriptor : 0;
 	const size_t limit = std::clamp<size_t>(room, 1, kMaxDescs);
 

@@ -219,9 +219,10 @@ Sense sbc_parse_write_same(Cmd *cmd)
 			return invalid_cdb_field(cmd, ws16 ? 10 : 7);
 		// SBC-3 5.42: from the LBA through the last one. An LBA at the capacity names no
 		// block at all to start from.
-		if (lba >= lu.nr_blocks())
+		const uint64_t nr = lu.nr_blocks(); // once: the capacity may change beside us
+		if (lba >= nr)
 			return Sense::LbaOutOfRange;
-		blocks = lu.nr_blocks() - lba;
+		blocks = nr - lba;
 	}
 	// MAXIMUM WRITE SAME LENGTH (SBC-3 6.6.4), for a count given or implied.
 	if (blocks > lu.cfg().max_write_same_blocks || blocks > UINT32_MAX)

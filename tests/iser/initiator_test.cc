@@ -1040,5 +1040,85 @@ TEST(InitiatorTool, BadInputAndLostTarget)
 	EXPECT_NE(err.find("connection"), std::string::npos) << err;
 }
 
+// ---- ulp-targetd: SIGHUP re-reads the LUNs' sizes ----------------------------------------------
+
+// Waits (bounded) until the daemon's log holds text.
+bool log_has(const TargetdProcess &t, const std::string &text, std::chrono::milliseconds in = 5s)
+{
+	const auto deadline = clock::now() + in;
+	while (clock::now() < deadline) {
+		if (t.log().find(text) != std::string::npos)
+			return true;
+		std::this_thread::sleep_for(20ms);
+	}
+	return false;
+}
+
+uint64_t read_capacity_blocks(Session &s, uint64_t lun)
+{
+	std::array<uint8_t, 32> d{};
+	const auto cdb = cdb_read_capacity16(d.size());
+	ScsiResult r = s.run({lun, cdb, DataDir::Read, d});
+	Capacity c;
+	if (!r.good() || !parse_read_capacity16(d, &c))
+		return 0;
+	return c.blocks;
+}
+
+// An administrator grows a file LUN's file and sends SIGHUP: the daemon logs the change,
+// the initiator's next command gets UNIT ATTENTION, CAPACITY DATA HAS CHANGED, once, and
+// READ CAPACITY then reports the new size, whose new blocks work. A RAM LUN beside it logs
+// no capacity change; a file that shrinks shrinks the LUN.
+TEST(TargetdSighup, GrowsAFileLunAndTellsTheInitiator)
+{
+	const std::string img = "/var/tmp/ulp-targetd-sighup-" + std::to_string(getpid()) + ".img";
+	TargetdProcess t;
+	std::string why;
+	ASSERT_TRUE(t.start({"--target", kIqn, "--lun", "0:file:path=" + img + ",size=8M", "--lun",
+	                     "1:ram:size=4M"},
+	                    &why))
+	    << why;
+	Session s(config());
+	ASSERT_TRUE(s.login(local(t.port()))) << s.error();
+	clear_ua(s, 0);
+	clear_ua(s, 1);
+	ASSERT_EQ(read_capacity_blocks(s, 0), 16384u);
+
+	ASSERT_EQ(truncate(img.c_str(), 16 << 20), 0); // truncate -s 16M
+	ASSERT_EQ(::kill(t.pid(), SIGHUP), 0);
+	ASSERT_TRUE(log_has(t, "capacity 16384 -> 32768 blocks")) << t.log();
+	EXPECT_TRUE(log_has(t, "no capacity change (8192 blocks)")) << t.log();
+
+	const auto tur = cdb_test_unit_ready();
+	ScsiResult r = s.run({0, tur, DataDir::None, {}});
+	EXPECT_EQ(r.status, 2) << describe_result(r);
+	const SenseKey k = parse_sense({r.sense.data(), r.sense_len});
+	EXPECT_EQ(k.key, 0x6);
+	EXPECT_EQ(k.asc, 0x2a);
+	EXPECT_EQ(k.ascq, 0x09);
+	r = s.run({0, tur, DataDir::None, {}});
+	EXPECT_TRUE(r.good()) << "reported once: " << describe_result(r);
+	EXPECT_EQ(read_capacity_blocks(s, 0), 32768u);
+	EXPECT_TRUE(s.run({1, tur, DataDir::None, {}}).good()) << "LUN 1 did not change";
+	IoCheck io = write_read_verify(s, 0, 4096, 4, 16, 3, kBlock, 30000); // past the old end
+	EXPECT_EQ(io.failures, 0u) << io.first_failure;
+	EXPECT_EQ(io.mismatches, 0u);
+
+	ASSERT_EQ(truncate(img.c_str(), 4 << 20), 0); // below the configured size=8M
+	ASSERT_EQ(::kill(t.pid(), SIGHUP), 0);
+	ASSERT_TRUE(log_has(t, "capacity 32768 -> 8192 blocks")) << t.log();
+	r = s.run({0, tur, DataDir::None, {}});
+	EXPECT_EQ(parse_sense({r.sense.data(), r.sense_len}).ascq, 0x09) << describe_result(r);
+	EXPECT_EQ(read_capacity_blocks(s, 0), 8192u);
+	std::array<uint8_t, kBlock> b{};
+	const auto rd = cdb_read16(9000, 1);
+	r = s.run({0, rd, DataDir::Read, b});
+	EXPECT_EQ(parse_sense({r.sense.data(), r.sense_len}).asc, 0x21) << describe_result(r);
+
+	EXPECT_TRUE(s.logout(5s));
+	EXPECT_EQ(t.stop(), 0) << t.log();
+	unlink(img.c_str());
+}
+
 } // namespace
 } // namespace ulp::iscsi

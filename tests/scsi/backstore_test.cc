@@ -231,22 +231,22 @@ void integrity(Backstore &bs, uint64_t span, int ops, uint64_t seed, bool aligne
 	}
 }
 
-// Requests every backstore must refuse with -EINVAL: past the end, wrapping, and an iov
-// that does not add up to length.
+// Requests every backstore must refuse: past the end or wrapping (-ERANGE), and an iov
+// that does not add up to length (-EINVAL).
 void refuses_bad_requests(Backstore &bs)
 {
 	uint8_t b[1024];
 	const uint64_t end = bs.size();
-	EXPECT_EQ(rw(bs, BsOp::Read, end - 512, b, 1024), -EINVAL);
-	EXPECT_EQ(rw(bs, BsOp::Write, end - 512, b, 1024), -EINVAL);
-	EXPECT_EQ(rw(bs, BsOp::Read, end, b, 1), -EINVAL);
-	EXPECT_EQ(rw(bs, BsOp::Read, ~0ull - 100, b, 512), -EINVAL);
-	EXPECT_EQ(run(bs, BsOp::WriteZeroes, end - 512, 1024), -EINVAL);
-	EXPECT_EQ(run(bs, BsOp::Unmap, ~0ull, 2), -EINVAL);
+	EXPECT_EQ(rw(bs, BsOp::Read, end - 512, b, 1024), -ERANGE);
+	EXPECT_EQ(rw(bs, BsOp::Write, end - 512, b, 1024), -ERANGE);
+	EXPECT_EQ(rw(bs, BsOp::Read, end, b, 1), -ERANGE);
+	EXPECT_EQ(rw(bs, BsOp::Read, ~0ull - 100, b, 512), -ERANGE);
+	EXPECT_EQ(run(bs, BsOp::WriteZeroes, end - 512, 1024), -ERANGE);
+	EXPECT_EQ(run(bs, BsOp::Unmap, ~0ull, 2), -ERANGE);
 	EXPECT_EQ(run(bs, BsOp::Read, 0, 1024, {{b, 512}}), -EINVAL); // iov sums to 512
 	EXPECT_EQ(rw(bs, BsOp::Read, end - 512, b, 512), 0);          // the last block is fine
 	BsExtent e;
-	EXPECT_EQ(bs.extent(end, &e), -EINVAL);
+	EXPECT_EQ(bs.extent(end, &e), -ERANGE);
 }
 
 bool all_zero(const uint8_t *p, size_t n)
@@ -1262,6 +1262,213 @@ TEST_F(BlockBackstore, ManyInFlightAndReadOnly)
 	EXPECT_EQ(std::memcmp(back.data(), data.data(), data.size()), 0);
 	EXPECT_EQ(rw(*ro, BsOp::Write, 0, back.data(), 4096), -EROFS);
 	EXPECT_EQ(run(*ro, BsOp::Unmap, 0, 4096), -EROFS);
+}
+
+// ---------------------------------------------------------------------------------------
+// Size at run time (resize, storage_size)
+
+// Requests from several threads over [0, big) while another thread resizes between small
+// and big: each completes once, with 0 or, past the size at its check, -ERANGE; whatever
+// lies below small always works and keeps its data (each thread owns its stripes).
+void resize_while_io(Backstore &bs, uint64_t small, uint64_t big)
+{
+	constexpr uint64_t kStripe = 4 * KiB;
+	constexpr unsigned kThreads = 3;
+	std::atomic<bool> stop{false};
+	std::atomic<uint64_t> bad{0}, ok_past{0}, range_past{0}, resizes{0};
+	const auto t_end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+	auto worker = [&](unsigned id) {
+		std::mt19937_64 rng(id + 7);
+		AlignedBuf w(kStripe), r(kStripe);
+		// At least 300 rounds, and on until the resizer has been at it a while (the
+		// synchronous kinds would otherwise finish before it starts), within 5 s.
+		for (int i = 0;
+		     i < 300 || (resizes.load() < 200 && std::chrono::steady_clock::now() < t_end);
+		     i++) {
+			const uint64_t s = (rng() % (big / kStripe / kThreads)) * kThreads + id;
+			const uint64_t off = s * kStripe;
+			std::memset(w.data(), static_cast<int>(1 + rng() % 255), kStripe);
+			const int we = rw(bs, BsOp::Write, off, w.data(), kStripe);
+			const int re = rw(bs, BsOp::Read, off, r.data(), kStripe);
+			if (off + kStripe <= small) {
+				if (we || re || std::memcmp(w.data(), r.data(), kStripe))
+					bad++;
+			} else {
+				for (int e : {we, re}) {
+					if (e == 0)
+						ok_past++;
+					else if (e == -ERANGE)
+						range_past++;
+					else
+						bad++;
+				}
+			}
+		}
+	};
+	std::thread resizer([&] {
+		bool grow = false;
+		while (!stop.load()) {
+			std::string why;
+			if (bs.resize(grow ? big : small, &why) != 0)
+				bad++;
+			resizes++;
+			grow = !grow;
+			std::this_thread::yield();
+		}
+	});
+	std::vector<std::thread> ts;
+	for (unsigned i = 0; i < kThreads; i++)
+		ts.emplace_back(worker, i);
+	for (auto &t : ts)
+		t.join();
+	stop = true;
+	resizer.join();
+	EXPECT_EQ(bad.load(), 0u);
+	EXPECT_GE(resizes.load(), 2u);
+	std::printf("%s resize race: %llu resizes; past the small end %llu ok, %llu -ERANGE\n",
+	            bs.kind().c_str(), static_cast<unsigned long long>(resizes.load()),
+	            static_cast<unsigned long long>(ok_past.load()),
+	            static_cast<unsigned long long>(range_past.load()));
+}
+
+TEST(NullBackstore, ResizeChangesTheRange)
+{
+	auto bs = make(mem_cfg("null", MiB));
+	ASSERT_TRUE(bs);
+	uint8_t b[512];
+	EXPECT_EQ(rw(*bs, BsOp::Read, MiB, b, sizeof b), -ERANGE);
+	ASSERT_EQ(bs->resize(2 * MiB, nullptr), 0);
+	EXPECT_EQ(bs->size(), 2 * MiB);
+	EXPECT_EQ(rw(*bs, BsOp::Read, MiB, b, sizeof b), 0);
+	ASSERT_EQ(bs->resize(MiB / 2, nullptr), 0);
+	EXPECT_EQ(rw(*bs, BsOp::Write, MiB / 2, b, sizeof b), -ERANGE);
+	uint64_t st = 0;
+	ASSERT_EQ(bs->storage_size(&st, nullptr), 0);
+	EXPECT_EQ(st, MiB / 2);
+	refuses_bad_requests(*bs);
+}
+
+// Grow keeps the data and makes the new range usable (the chunk table grows); shrink to
+// the middle of a chunk drops what lies past the end, so a grow afterwards reads zeros
+// there, partial chunk included.
+TEST(RamBackstore, ResizeGrowsKeepsAndShrinkDrops)
+{
+	auto bs = make(mem_cfg("ram", MiB));
+	ASSERT_TRUE(bs);
+	std::vector<uint8_t> w(MiB, 0x5a), r(8 * MiB);
+	ASSERT_EQ(rw(*bs, BsOp::Write, 0, w.data(), w.size()), 0);
+	EXPECT_EQ(rw(*bs, BsOp::Write, MiB, w.data(), 512), -ERANGE);
+
+	ASSERT_EQ(bs->resize(8 * MiB, nullptr), 0);
+	EXPECT_EQ(bs->size(), 8 * MiB);
+	ASSERT_EQ(rw(*bs, BsOp::Read, 0, r.data(), 8 * MiB), 0);
+	EXPECT_TRUE(std::all_of(r.begin(), r.begin() + MiB, [](uint8_t c) { return c == 0x5a; }));
+	EXPECT_TRUE(all_zero(r.data() + MiB, 7 * MiB)) << "the grown range reads zeros";
+	BsExtent e;
+	ASSERT_EQ(bs->extent(MiB, &e), 0);
+	EXPECT_FALSE(e.mapped);
+	EXPECT_EQ(e.length, 7 * MiB);
+	ASSERT_EQ(rw(*bs, BsOp::Write, 7 * MiB, w.data(), MiB), 0) << "past the old end";
+
+	const uint64_t cut = 96 * KiB + 512; // in the middle of the second chunk
+	ASSERT_EQ(bs->resize(cut, nullptr), 0);
+	EXPECT_EQ(rw(*bs, BsOp::Read, cut, r.data(), 512), -ERANGE);
+	EXPECT_EQ(bs->extent(cut, &e), -ERANGE);
+	refuses_bad_requests(*bs);
+	ASSERT_EQ(bs->resize(8 * MiB, nullptr), 0);
+	ASSERT_EQ(rw(*bs, BsOp::Read, 0, r.data(), 8 * MiB), 0);
+	EXPECT_TRUE(std::all_of(r.begin(), r.begin() + cut, [](uint8_t c) { return c == 0x5a; }));
+	EXPECT_TRUE(all_zero(r.data() + cut, 8 * MiB - cut)) << "dropped at the shrink";
+	ASSERT_EQ(bs->extent(2 * 64 * KiB, &e), 0);
+	EXPECT_FALSE(e.mapped) << "the chunks past the shrink were freed";
+}
+
+TEST(RamBackstore, ResizeWhileIoRuns)
+{
+	auto bs = make(mem_cfg("ram", 2 * MiB));
+	ASSERT_TRUE(bs);
+	resize_while_io(*bs, 256 * KiB + 512, 2 * MiB);
+}
+
+// A grow extends the file (sparse); a shrink leaves it whole (its tail is data, as at
+// open) but refuses the range; storage_size() follows the file, also when someone else
+// changes it.
+TEST_F(FileBackstore, ResizeExtendsTheFileAndFollowsIt)
+{
+	const std::string p = dir_.file("r.img");
+	auto bs = make(file_cfg(p, MiB));
+	ASSERT_TRUE(bs);
+	AlignedBuf b(4096);
+	std::memset(b.data(), 0x33, 4096);
+	EXPECT_EQ(rw(*bs, BsOp::Write, MiB, b.data(), 4096), -ERANGE);
+	ASSERT_EQ(bs->resize(4 * MiB, nullptr), 0);
+	struct stat st;
+	ASSERT_EQ(stat(p.c_str(), &st), 0);
+	EXPECT_EQ(st.st_size, static_cast<off_t>(4 * MiB));
+	ASSERT_EQ(rw(*bs, BsOp::Write, 3 * MiB, b.data(), 4096), 0);
+	ASSERT_EQ(rw(*bs, BsOp::Read, 3 * MiB, b.data(), 4096), 0);
+	EXPECT_EQ(b.data()[100], 0x33);
+
+	ASSERT_EQ(bs->resize(2 * MiB, nullptr), 0);
+	EXPECT_EQ(rw(*bs, BsOp::Read, 3 * MiB, b.data(), 4096), -ERANGE);
+	ASSERT_EQ(stat(p.c_str(), &st), 0);
+	EXPECT_EQ(st.st_size, static_cast<off_t>(4 * MiB)) << "a shrink never shortens the file";
+	uint64_t now = 0;
+	ASSERT_EQ(bs->storage_size(&now, nullptr), 0);
+	EXPECT_EQ(now, 4 * MiB);
+	ASSERT_EQ(truncate(p.c_str(), 9 * MiB), 0); // an administrator's `truncate -s`
+	ASSERT_EQ(bs->storage_size(&now, nullptr), 0);
+	EXPECT_EQ(now, 9 * MiB);
+	ASSERT_EQ(bs->resize(9 * MiB, nullptr), 0);
+	std::memset(b.data(), 0, 4096);
+	ASSERT_EQ(rw(*bs, BsOp::Read, 3 * MiB, b.data(), 4096), 0);
+	EXPECT_EQ(b.data()[100], 0x33) << "the tail kept through the shrink";
+	refuses_bad_requests(*bs);
+
+	BackstoreConfig ro = file_cfg(p, 0);
+	ro.read_only = true;
+	auto rbs = make(ro);
+	ASSERT_TRUE(rbs);
+	std::string why;
+	EXPECT_EQ(rbs->resize(16 * MiB, &why), -EROFS);
+	EXPECT_NE(why.find("read-only"), std::string::npos) << why;
+	EXPECT_EQ(rbs->size(), 9 * MiB) << "unchanged on failure";
+	EXPECT_EQ(rbs->resize(4 * MiB, nullptr), 0) << "no need to write to shrink";
+}
+
+TEST_F(FileBackstore, ResizeWhileIoRuns)
+{
+	auto bs = make(file_cfg(dir_.file("race.img"), 2 * MiB));
+	ASSERT_TRUE(bs);
+	resize_while_io(*bs, 256 * KiB, 2 * MiB);
+}
+
+// The device's size is re-read: a grow beyond it is refused until the device grows (the
+// loop device's backing file extended and the capacity re-read: losetup -c).
+TEST_F(BlockBackstore, ResizeFollowsTheDevice)
+{
+	auto bs = make(cfg(8 * MiB));
+	ASSERT_TRUE(bs);
+	std::string why;
+	EXPECT_EQ(bs->resize(32 * MiB, &why), -ENOSPC);
+	EXPECT_NE(why.find("exceeds"), std::string::npos) << why;
+	EXPECT_EQ(bs->size(), 8 * MiB);
+	uint64_t now = 0;
+	ASSERT_EQ(bs->storage_size(&now, nullptr), 0);
+	EXPECT_EQ(now, 16 * MiB);
+	ASSERT_EQ(bs->resize(16 * MiB, nullptr), 0);
+	AlignedBuf b(4096);
+	EXPECT_EQ(rw(*bs, BsOp::Read, 12 * MiB, b.data(), 4096), 0);
+
+	ASSERT_EQ(truncate(dir_.file("loop.img").c_str(), 32 * MiB), 0);
+	ASSERT_EQ(std::system(("losetup -c " + loop_->dev()).c_str()), 0);
+	ASSERT_EQ(bs->storage_size(&now, nullptr), 0);
+	EXPECT_EQ(now, 32 * MiB);
+	ASSERT_EQ(bs->resize(32 * MiB, nullptr), 0);
+	EXPECT_EQ(rw(*bs, BsOp::Write, 30 * MiB, b.data(), 4096), 0);
+	ASSERT_EQ(bs->resize(4 * MiB, nullptr), 0);
+	EXPECT_EQ(rw(*bs, BsOp::Read, 12 * MiB, b.data(), 4096), -ERANGE);
+	refuses_bad_requests(*bs);
 }
 
 } // namespace

@@ -642,6 +642,241 @@ TEST(SbcCapacity, PreFetch)
 }
 
 // ===========================================================================================
+// Capacity at run time (LogicalUnit::set_capacity, rescan_capacity): CAPACITY DATA HAS
+// CHANGED on every nexus, then the new size
+// ===========================================================================================
+
+Bytes cdb_rc10()
+{
+	Bytes c(10, 0);
+	c[0] = 0x25;
+	return c;
+}
+
+// READ CAPACITY (16)'s number of blocks, or 0 when it did not complete GOOD.
+uint64_t rc16_blocks(Env &e, Session *on)
+{
+	auto r = e.run(cdb_rc16(32), DataDir::Read, Bytes(32), on);
+	if (!is_good(r) || r.data.size() < 12)
+		return 0;
+	return get_be64(&r.data[0]) + 1;
+}
+
+constexpr uint16_t kCapacityChanged = 0x2a09;
+constexpr int kUnitAttention = 0x6;
+
+std::unique_ptr<Backstore> null_bs(uint64_t size)
+{
+	BackstoreConfig c;
+	c.kind = "null";
+	c.size = size;
+	int err = 0;
+	std::string why;
+	auto bs = make_backstore(c, &err, &why);
+	EXPECT_TRUE(bs) << why;
+	return bs;
+}
+
+class SbcResize : public ::testing::TestWithParam<std::string>
+{
+protected:
+	std::unique_ptr<Backstore> bs(uint64_t size)
+	{
+		return GetParam() == "null" ? null_bs(size) : make_bs(GetParam(), size);
+	}
+};
+
+INSTANTIATE_TEST_SUITE_P(Backstores, SbcResize, ::testing::Values("null", "ram", "file"),
+                         [](const auto &i) { return i.param; });
+
+// Every nexus' next command gets UNIT ATTENTION, CAPACITY DATA HAS CHANGED, once; READ
+// CAPACITY (10, 16) then report the new size, and the LBAs past the old end work.
+TEST_P(SbcResize, GrowTellsEveryNexusOnceThenReportsTheNewSize)
+{
+	Env e(bs(1 << 20));
+	Session *b = e.t.login("iqn.init:b");
+	Session *c = e.t.login("iqn.init:c");
+	ASSERT_EQ(e.nr(), 2048u);
+	std::string why;
+	ASSERT_EQ(e.lu->set_capacity(4 << 20, &why), 0) << why;
+	EXPECT_EQ(e.nr(), 8192u);
+	for (Session *on : {e.s, b, c}) {
+		// The first command of any kind (here READ (16) past the old end, and READ
+		// CAPACITY) reports the condition instead of executing.
+		const Bytes first = on == b ? cdb_rc16(32) : cdb_rw(0x88, 6000, 1);
+		const DataDir dir = DataDir::Read;
+		EXPECT_TRUE(is_sense(e.run(first, dir, Bytes(on == b ? 32 : kBs), on),
+		                     kCapacityChanged, kUnitAttention));
+		auto r = e.run(cdb_rc10(), DataDir::Read, Bytes(8), on);
+		ASSERT_TRUE(is_good(r)) << "reported once";
+		EXPECT_EQ(get_be32(&r.data[0]), 8191u);
+		EXPECT_EQ(rc16_blocks(e, on), 8192u);
+	}
+	if (GetParam() != "null") {
+		Bytes d = pattern(4 * kBs, 77);
+		e.write(8188, d); // the last four blocks, all past the old end
+		EXPECT_EQ(e.read(8188, 4), d);
+		EXPECT_EQ(e.read(2048, 1), Bytes(kBs, 0)) << "a grown range reads zeros";
+	} else {
+		EXPECT_EQ(e.read(8191, 1).size(), kBs);
+	}
+	EXPECT_TRUE(is_sense(e.in(cdb_rw(0x88, 8192, 1), kBs), 0x2100));
+}
+
+// After a shrink, READ past the new end is LBA OUT OF RANGE; what lies below is untouched.
+TEST_P(SbcResize, ShrinkRefusesPastTheNewEnd)
+{
+	Env e(bs(1 << 20));
+	Bytes d = pattern(2 * kBs, 5);
+	if (GetParam() != "null")
+		e.write(1022, d); // straddles the new end
+	ASSERT_EQ(e.lu->set_capacity(512 << 10, nullptr), 0);
+	EXPECT_TRUE(is_sense(e.run(cdb_tur()), kCapacityChanged, kUnitAttention));
+	EXPECT_EQ(rc16_blocks(e, e.s), 1024u);
+	EXPECT_TRUE(is_sense(e.in(cdb_rw(0x88, 1024, 1), kBs), 0x2100));
+	EXPECT_TRUE(is_sense(e.in(cdb_rw(0x88, 1023, 2), 2 * kBs), 0x2100));
+	EXPECT_TRUE(is_sense(e.out(cdb_rw(0x8a, 1500, 1), pattern(kBs, 1)), 0x2100));
+	if (GetParam() != "null") {
+		EXPECT_EQ(e.read(1022, 1), Bytes(d.begin(), d.begin() + kBs));
+	}
+}
+
+// Sizes that are not whole blocks, or none, are refused and raise nothing; the current
+// size changes nothing and raises nothing.
+TEST_P(SbcResize, RefusesOddSizesAndIgnoresTheSameSize)
+{
+	Env e(bs(1 << 20));
+	std::string why;
+	EXPECT_EQ(e.lu->set_capacity(0, &why), -EINVAL);
+	EXPECT_NE(why.find("multiple"), std::string::npos) << why;
+	EXPECT_EQ(e.lu->set_capacity((1 << 20) + 100, &why), -EINVAL);
+	EXPECT_EQ(e.lu->set_capacity(1 << 20, &why), 0);
+	EXPECT_EQ(e.nr(), 2048u);
+	EXPECT_TRUE(is_good(e.run(cdb_tur()))) << "no unit attention";
+}
+
+// A command checked against the old size and held on its way to the backstore meets the
+// shrink there: LBA OUT OF RANGE, not a crash or a read of freed memory.
+TEST(SbcResizeInFlight, ShrinkUnderAHeldReadFailsItOutOfRange)
+{
+	Env e(ram_bs(1 << 20), {}, true);
+	e.write(1500, pattern(kBs, 3));
+	e.write(10, pattern(kBs, 4));
+	e.gate->close();
+	auto *past = e.t.lb.start_async(e.s, 0, cdb_rw(0x88, 1500, 1), DataDir::Read, Bytes(kBs),
+	                                TaskAttr::Simple, 1);
+	auto *below = e.t.lb.start_async(e.s, 0, cdb_rw(0x88, 10, 1), DataDir::Read, Bytes(kBs),
+	                                 TaskAttr::Simple, 2);
+	ASSERT_TRUE(e.gate->wait_held(2));
+	ASSERT_EQ(e.lu->set_capacity(512 << 10, nullptr), 0);
+	e.gate->open();
+	EXPECT_TRUE(is_sense(e.t.lb.wait(past), 0x2100));
+	auto r = e.t.lb.wait(below);
+	ASSERT_TRUE(is_good(r));
+	EXPECT_EQ(r.data, pattern(kBs, 4));
+	EXPECT_TRUE(is_sense(e.run(cdb_tur()), kCapacityChanged, kUnitAttention));
+}
+
+// I/O from two nexuses on other threads while the capacity changes back and forth: every
+// command ends GOOD, with the unit attention, or (past the small end) LBA OUT OF RANGE;
+// data below the small end is never lost. On the file backstore completions arrive on
+// its io_uring thread (TSan: the size is read there and written here).
+TEST_P(SbcData, ResizeWhileIoRuns)
+{
+	constexpr uint64_t kSmall = 512 << 10, kBig = 2 << 20;
+	Env e(make_bs(GetParam(), kBig));
+	Session *b = e.t.login("iqn.init:b");
+	std::atomic<bool> stop{false};
+	std::atomic<uint64_t> bad{0}, ua{0}, oor{0}, good{0};
+	auto worker = [&](Session *on, unsigned id) {
+		std::mt19937_64 rng(id);
+		for (int i = 0; i < 200; i++) {
+			// Groups of 8 blocks, even ones to worker 0 and odd ones to worker 1: no
+			// two commands touch the same bytes at once (SBC leaves that undefined, and
+			// TSan would rightly call it a race), in range or past the small end.
+			const uint64_t lba = ((rng() % (kBig / kBs / 16)) * 2 + id) * 8;
+			const bool low = (lba + 8) * kBs <= kSmall;
+			const Bytes d = pattern(8 * kBs, static_cast<uint32_t>(rng()));
+			auto w = e.run(cdb_rw(0x8a, lba, 8), DataDir::Write, d, on);
+			auto r = e.run(cdb_rw(0x88, lba, 8), DataDir::Read, Bytes(8 * kBs), on);
+			for (const LoopResult *x : {&w, &r}) {
+				if (is_good(*x))
+					good++;
+				else if (is_sense(*x, kCapacityChanged, kUnitAttention))
+					ua++;
+				else if (!low && is_sense(*x, 0x2100))
+					oor++;
+				else
+					bad++;
+			}
+			// Below the small end nothing is ever dropped.
+			if (low && is_good(w) && is_good(r) && r.data != d)
+				bad++;
+		}
+	};
+	std::thread resizer([&] {
+		bool grow = false;
+		while (!stop.load()) {
+			if (e.lu->set_capacity(grow ? kBig : kSmall, nullptr) != 0)
+				bad++;
+			grow = !grow;
+			std::this_thread::sleep_for(std::chrono::microseconds(200));
+		}
+	});
+	std::thread t1(worker, e.s, 0), t2(worker, b, 1);
+	t1.join();
+	t2.join();
+	stop = true;
+	resizer.join();
+	EXPECT_EQ(bad.load(), 0u);
+	EXPECT_GT(good.load(), 0u);
+	std::printf("%s: %llu good, %llu unit attentions, %llu out of range\n", GetParam().c_str(),
+	            static_cast<unsigned long long>(good.load()),
+	            static_cast<unsigned long long>(ua.load()),
+	            static_cast<unsigned long long>(oor.load()));
+}
+
+// rescan_capacity follows the file: an administrator's `truncate -s` grows (or shrinks)
+// the LU, in whole blocks; no change raises nothing.
+TEST(SbcResizeRescan, FollowsTheFile)
+{
+	const std::string path = "/var/tmp/ulp-sbc-rescan-" + std::to_string(getpid());
+	BackstoreConfig c;
+	c.kind = "file";
+	c.path = path;
+	c.size = 1 << 20;
+	int err = 0;
+	std::string why;
+	auto bsp = make_backstore(c, &err, &why);
+	ASSERT_TRUE(bsp) << why;
+	Env e(std::move(bsp));
+	uint64_t was = 0, now = 0;
+	ASSERT_EQ(e.lu->rescan_capacity(&was, &now, &why), 0) << why;
+	EXPECT_EQ(was, 2048u);
+	EXPECT_EQ(now, 2048u);
+	EXPECT_TRUE(is_good(e.run(cdb_tur()))) << "no change, no unit attention";
+
+	ASSERT_EQ(truncate(path.c_str(), (3 << 20) + 100), 0); // not a whole block more
+	ASSERT_EQ(e.lu->rescan_capacity(&was, &now, &why), 0) << why;
+	EXPECT_EQ(was, 2048u);
+	EXPECT_EQ(now, 6144u);
+	EXPECT_TRUE(is_sense(e.run(cdb_tur()), kCapacityChanged, kUnitAttention));
+	EXPECT_EQ(rc16_blocks(e, e.s), 6144u);
+
+	ASSERT_EQ(truncate(path.c_str(), 256 << 10), 0);
+	ASSERT_EQ(e.lu->rescan_capacity(&was, &now, &why), 0) << why;
+	EXPECT_EQ(now, 512u);
+	EXPECT_TRUE(is_sense(e.run(cdb_tur()), kCapacityChanged, kUnitAttention));
+	EXPECT_TRUE(is_sense(e.in(cdb_rw(0x88, 600, 1), kBs), 0x2100));
+
+	ASSERT_EQ(truncate(path.c_str(), 100), 0); // less than a block: refused, left alone
+	EXPECT_EQ(e.lu->rescan_capacity(&was, &now, &why), -EINVAL);
+	EXPECT_NE(why.find("less than one block"), std::string::npos) << why;
+	EXPECT_EQ(e.nr(), 512u);
+	unlink(path.c_str());
+}
+
+// ===========================================================================================
 // VERIFY and WRITE AND VERIFY
 // ===========================================================================================
 
@@ -1537,7 +1772,8 @@ TEST(SbcWriteAtomic, ReadersNeverSeeHalfOfOne)
 	// on a loaded 2-core machine manages a few hundred reads a second).
 	const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
 	for (int i = 0;
-	     reads.load() < 5000 && i < 100000 && std::chrono::steady_clock::now() < deadline; i++) {
+	     reads.load() < 5000 && i < 100000 && std::chrono::steady_clock::now() < deadline;
+	     i++) {
 		auto r = e.out(cdb_write_atomic(0, 256), i % 2 ? a : b);
 		if (!is_good(r)) {
 			ADD_FAILURE() << "write " << i;

@@ -90,6 +90,17 @@ public:
 	bool can_unmap() const override { return inner_->can_unmap(); }
 	bool write_cache() const override { return inner_->write_cache(); }
 	int extent(uint64_t off, BsExtent *out) override { return inner_->extent(off, out); }
+	int resize(uint64_t bytes, std::string *why) override
+	{
+		const int r = inner_->resize(bytes, why);
+		if (r == 0)
+			set_size(bytes);
+		return r;
+	}
+	int storage_size(uint64_t *bytes, std::string *why) override
+	{
+		return inner_->storage_size(bytes, why);
+	}
 	void submit(BsIo *io) override
 	{
 		{

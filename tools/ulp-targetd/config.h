@@ -36,7 +36,10 @@
 //     lun = 0
 //     backstore = "file"                # ram | file | block | null
 //     path = "/srv/disk1.img"
-//     size = "10G"                      # bytes, or with K M G T (powers of 1024)
+//     size = "10G"                      # bytes, or with K M G T (powers of 1024); file:
+//                                       # created or extended to it at start; on SIGHUP
+//                                       # the LUN follows the file's length (and a block
+//                                       # LUN the device's size), in whole blocks
 //     block_size = 512
 //     physical_block_size = 4096        # optional; reported for initiators to align to
 //     removable = false                 # a removable medium (START STOP UNIT ejects it)

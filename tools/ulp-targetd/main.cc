@@ -10,6 +10,13 @@
 // config.h). Runs until SIGINT or SIGTERM, then: stop accepting, ask every session to log
 // out and drain it (bounded), flush every backstore, exit. One log line per login and
 // logout, with the initiator's name and address.
+//
+// SIGHUP re-reads the size of every LUN's storage (a file's length, a block device's
+// size; ram and null LUNs cannot change from outside and stay as they are) and applies a
+// change in whole blocks, growing or shrinking: the LUN's initiators get UNIT ATTENTION,
+// CAPACITY DATA HAS CHANGED (Linux then re-reads the capacity). One log line per LUN:
+// "capacity OLD -> NEW blocks", "no capacity change", or why it stayed. So an administrator
+// grows a LUN with `truncate -s +1G lun.img` (or by growing the device) and `kill -HUP`.
 #include "tools/ulp-targetd/config.h"
 
 #include "iser/iser_target.h"
@@ -59,14 +66,40 @@ void log_line(const std::string &s)
 	std::fprintf(stderr, "%s.%03ld ulp-targetd: %s\n", ts, now.tv_nsec / 1000000, s.c_str());
 }
 
-std::atomic<int> got_signal{0};
+std::atomic<int> got_signal{0};   // SIGINT or SIGTERM: shut down
+std::atomic<bool> got_hup{false}; // SIGHUP: re-read the LUNs' sizes
 int sig_pipe[2] = {-1, -1};
 
 void on_signal(int sig)
 {
-	got_signal = sig;
+	if (sig == SIGHUP)
+		got_hup = true;
+	else
+		got_signal = sig;
 	char c = 1;
 	(void)!::write(sig_pipe[1], &c, 1);
+}
+
+// SIGHUP: every LU's storage size re-read and applied (LogicalUnit::rescan_capacity, which
+// raises CAPACITY DATA HAS CHANGED on a change); one log line per LU.
+void rescan_capacities(const std::vector<std::unique_ptr<scsi::LogicalUnit>> &lus)
+{
+	log_line("signal Hangup: re-reading the LUNs' sizes");
+	for (auto &lu : lus) {
+		const std::string who = "LUN " + lu->name() + " (" + lu->bs().kind() + "): ";
+		uint64_t was = 0, now = 0;
+		std::string why;
+		if (lu->rescan_capacity(&was, &now, &why) < 0)
+			log_line(who + "capacity left at " + std::to_string(was) +
+			         " blocks: " + why);
+		else if (was != now)
+			log_line(who + "capacity " + std::to_string(was) + " -> " +
+			         std::to_string(now) + " blocks of " +
+			         std::to_string(lu->block_size()) +
+			         " bytes (unit attention CAPACITY DATA HAS CHANGED)");
+		else
+			log_line(who + "no capacity change (" + std::to_string(now) + " blocks)");
+	}
 }
 
 // A flush of every LU's backstore before exit (SYNCHRONIZE CACHE for everyone).
@@ -159,6 +192,14 @@ int main(int argc, char **argv)
 	CLI::App app{
 	    "ulp-targetd: an iSCSI target (TCP and iSER) serving LUNs from RAM, files, block "
 	    "devices or nothing (null), with the ulp SCSI target core."};
+	app.footer(
+	    "Signals: SIGINT, SIGTERM: log every session out (bounded), flush, exit.\n"
+	    "SIGHUP: re-read every LUN's storage size - a file's length, a block device's size "
+	    "(ram and null LUNs stay as they are) - and apply a change in whole blocks, growing "
+	    "or shrinking; initiators get UNIT ATTENTION, CAPACITY DATA HAS CHANGED, and a log "
+	    "line per LUN says OLD -> NEW blocks or no capacity change. E.g. `truncate -s +1G "
+	    "lun.img; kill -HUP <pid>`. A file LUN's size= is where it starts: it follows the file "
+	    "from the first SIGHUP on, also below size=.");
 	targetd::Flags f;
 	targetd::add_flags(app, f);
 	CLI11_PARSE(app, argc, argv);
@@ -220,6 +261,8 @@ int main(int argc, char **argv)
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, nullptr);
 	sigaction(SIGTERM, &sa, nullptr);
+	sa.sa_flags = SA_RESTART; // the threads' system calls carry on through a SIGHUP
+	sigaction(SIGHUP, &sa, nullptr);
 	std::signal(SIGPIPE, SIG_IGN);
 	if (int rc = server.start(); rc != 0) {
 		std::fprintf(stderr, "ulp-targetd: start: %s\n", std::strerror(-rc));
@@ -267,8 +310,15 @@ int main(int argc, char **argv)
 		::close(f.ready_fd);
 	}
 
-	char c;
-	while (::read(sig_pipe[0], &c, 1) < 0 && errno == EINTR) {
+	for (;;) {
+		char c;
+		const ssize_t n = ::read(sig_pipe[0], &c, 1);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0 || got_signal.load())
+			break;
+		if (got_hup.exchange(false))
+			rescan_capacities(rt.lus);
 	}
 	log_line(std::string("signal ") + strsignal(got_signal.load()) + ": shutting down");
 	// Stop accepting; ask sessions to log out, drop the rest; bounded.
