@@ -628,7 +628,8 @@ Cq *do_alloc(Device &dev, int nr_cqe, int comp_vector, PollCtx ctx, PollGroup *g
              const CqOptions &opts, bool shared)
 {
 	if (ctx == PollCtx::None || nr_cqe <= 0 || comp_vector < 0 ||
-	    (ctx == PollCtx::BusyPoll) != (group != nullptr)) {
+	    (ctx == PollCtx::BusyPoll) != (group != nullptr) ||
+	    (opts.channel && ctx != PollCtx::Direct)) {
 		errno = EINVAL;
 		return nullptr;
 	}
@@ -694,7 +695,7 @@ Cq *do_alloc(Device &dev, int nr_cqe, int comp_vector, PollCtx ctx, PollGroup *g
 	CqInitAttr a;
 	a.cqe = nr_cqe;
 	a.comp_vector = vector;
-	a.channel = p->poller ? p->poller->ch.get() : nullptr;
+	a.channel = p->poller ? p->poller->ch.get() : opts.channel;
 	a.event_handler = opts.event_handler;
 	a.cq_context = opts.cq_context;
 	errno = 0;

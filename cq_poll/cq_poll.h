@@ -78,6 +78,12 @@ struct CqOptions {
 	DimMode dim = DimMode::Auto; // adaptive moderation (threaded contexts only)
 	void *cq_context = nullptr;  // stored in Cq::cq_context (ib_alloc_cq's private)
 	EventHandler event_handler;  // CQ async events (CqErr)
+	// Direct only: create the CQ on this channel, so that a single-threaded owner can
+	// sleep instead of spinning: req_notify, process_cq_direct once more (a completion
+	// may have landed before the arm), wait on channel->fd(), get_cq_event, repeat. The
+	// kernel's IB_POLL_DIRECT has no such mode (its Direct users are drain paths and
+	// busy pollers); a userspace initiator waiting on a socket-like loop needs one.
+	CompChannel *channel = nullptr;
 };
 
 class PollGroup;

@@ -38,7 +38,8 @@ enum : uint8_t {
 	TMF_RSP_NO_LUN = 2,
 	TMF_RSP_REASSIGN_UNSUPPORTED = 4,
 	TMF_RSP_NOT_SUPPORTED = 5,
-	TMF_RSP_SUCCEEDED = 7, // RFC 7144: FUNCTION SUCCEEDED (QUERY functions)
+	TMF_RSP_AUTH_FAILED = 6, // Function authorization failed
+	TMF_RSP_SUCCEEDED = 7,   // RFC 7144: FUNCTION SUCCEEDED (QUERY functions)
 	TMF_RSP_REJECTED = 255,
 };
 
@@ -59,6 +60,9 @@ uint8_t tmf_rsp_code(scsi::TmfResponse r)
 		return TMF_RSP_REJECTED;
 	}
 }
+
+// Why the connections of a target end after a TARGET COLD RESET (the log says so).
+constexpr const char *kColdReset = "target cold reset";
 
 // RFC 7143 11.3.1.2 ATTR: 0 untagged (handled as SIMPLE), 1 simple, 2 ordered, 3 head of
 // queue, 4 ACA.
@@ -216,8 +220,13 @@ void Conn::on_pdu(const Pdu &pdu, PduError err)
 		on_login_pdu(pdu);
 		break;
 	case ConnState::FullFeature:
-	case ConnState::LoggingOut:
 		on_ffp_pdu(pdu, err);
+		break;
+	case ConnState::LoggingOut:
+		// Once the session is with the reaper (its logout response is on the way) it
+		// may be freed at any moment: nothing more is read.
+		if (!reaping_)
+			on_ffp_pdu(pdu, err);
 		break;
 	default:
 		break; // closing: input is ignored
@@ -269,8 +278,8 @@ void Conn::login_complete(const TargetLogin &l)
 	digests_.data = cparams_.data_digest == Digest::Crc32c;
 	statsn_ = l.next_statsn();
 	state_ = ConnState::FullFeature;
-	sess_->conn = this;
-	const SessionParams &sp = sess_->params;
+	const SessionParams &sp = sess_->params; // sess_->conn is this (create_session)
+	node_ = sess_->node;
 
 	TextResponderConfig tc;
 	tc.type = sp.type;
@@ -279,8 +288,10 @@ void Conn::login_complete(const TargetLogin &l)
 	tc.max_send_dsl = max_send_dsl_;
 	text_ = std::make_unique<TextResponder>(tc, target_);
 
-	// The command pool: the CmdSN window plus the immediate slots, allocated once.
-	const uint32_t n = target_.cfg().cmd_window + kImmediateSlots;
+	// The command pool, allocated once: the CmdSN window, the immediate slots, and a
+	// window's worth of commands whose status is on its way out (they no longer hold a
+	// window slot, see return_window_slot, but keep their buffers until it is sent).
+	const uint32_t n = 2 * target_.cfg().cmd_window + kImmediateSlots;
 	pool_.reserve(n);
 	free_.reserve(n);
 	for (uint32_t i = 0; i < n; i++) {
@@ -311,12 +322,29 @@ void Conn::login_complete(const TargetLogin &l)
 
 // ---- Full feature phase: input --------------------------------------------------------------
 
+void Conn::return_window_slot(IscsiCmd *c)
+{
+	// A command stops counting against the window when its status is queued: the
+	// response that carries it then reports the slot free, so an initiator whose last
+	// command this was is not left with a closed window and nothing coming to reopen it
+	// (RFC 7143 11.19: a target must not leave the window shut with no PDU to follow).
+	// Its object and buffer stay until the response is sent: the pool has room for that.
+	if (c->window_slot) {
+		c->window_slot = false;
+		slots_++;
+	}
+}
+
 uint32_t Conn::max_cmdsn() const
 {
 	// MaxCmdSN - ExpCmdSN + 1 is the number of commands the target can still take
 	// (3.2.2.1). Immediate commands have slots of their own, so the window never shrinks
-	// under the initiator (it may only be closed: MaxCmdSN = ExpCmdSN - 1).
-	return exp_cmdsn_ + slots_ - 1;
+	// under the initiator (it may only be closed: MaxCmdSN = ExpCmdSN - 1). Commands that
+	// came ahead of ExpCmdSN (waiting_) are inside the range already and hold their slots:
+	// they count in it, or MaxCmdSN would drop as they arrive. An initiator ignores a lower
+	// MaxCmdSN (3.2.2.1) and goes on using the CmdSNs it was granted, which the window
+	// check would then ignore: those commands would be lost.
+	return exp_cmdsn_ + slots_ + static_cast<uint32_t>(waiting_.size()) - 1;
 }
 
 void Conn::fill_sn(uint8_t *bhs, bool advance_statsn)
@@ -352,17 +380,25 @@ void Conn::on_ffp_pdu(const Pdu &pdu, PduError err)
 	if (target_.cfg().trace)
 		target_.log(peer_ + " " + describe("<-", pdu.bhs, pdu.data.size()) +
 		            (err != PduError::None ? std::string(" ") + pdu_error_name(err) : ""));
+	const bool discovery = sess_->params.type == SessionType::Discovery;
 	if (err == PduError::DataDigest) {
-		// 7.8: a data digest error is answered with a Reject; at ERL 0 the command it
-		// belonged to cannot be recovered and the initiator will abort it.
+		// 7.8 b): a payload digest error is answered with a Reject (Data-Digest-Error) and
+		// the data is discarded. At ERL 0 it cannot be asked for again (a recovery R2T is
+		// ERL 1), so the task it belonged to ends with CHECK CONDITION (7.8 b) 2). Of a
+		// SCSI Command "the non-data part of the PDU is processed normally": the command
+		// is received and uses its CmdSN, or every later command would wait for that
+		// CmdSN forever. Other PDUs are just discarded.
 		send_reject(RejectReason::DataDigestError, pdu.bhs);
+		if (static_cast<Opcode>(op) == Opcode::ScsiCmd && !discovery)
+			on_scsi_cmd(pdu, true);
+		else if (static_cast<Opcode>(op) == Opcode::DataOut && !discovery)
+			on_data_out(pdu, true);
 		return;
 	}
 	if (err == PduError::BadAhs) {
 		send_reject(RejectReason::ProtocolError, pdu.bhs);
 		return;
 	}
-	const bool discovery = sess_->params.type == SessionType::Discovery;
 	switch (static_cast<Opcode>(op)) {
 	case Opcode::ScsiCmd:
 		if (discovery) {
@@ -370,14 +406,14 @@ void Conn::on_ffp_pdu(const Pdu &pdu, PduError err)
 			send_reject(RejectReason::ProtocolError, pdu.bhs);
 			return;
 		}
-		on_scsi_cmd(pdu);
+		on_scsi_cmd(pdu, false);
 		break;
 	case Opcode::DataOut:
 		if (discovery) {
 			send_reject(RejectReason::ProtocolError, pdu.bhs);
 			return;
 		}
-		on_data_out(pdu);
+		on_data_out(pdu, false);
 		break;
 	case Opcode::NopOut:
 		on_nop_out(pdu);
@@ -442,8 +478,9 @@ void Conn::free_cmd(IscsiCmd *c)
 	c->data = nullptr;
 	if (c->wait_hook.is_linked())
 		waiting_.erase(waiting_.iterator_to(*c));
-	if (!c->immediate)
-		slots_++;
+	return_window_slot(c);
+	if (c->immediate)
+		imm_live_--;
 	c->state = IscsiCmd::State::Free;
 	c->r2ts.clear();
 	free_.push_back(c);
@@ -459,7 +496,7 @@ IscsiCmd *Conn::find_cmd(uint32_t itt)
 	return it == itt_table_->end() ? nullptr : &*it;
 }
 
-void Conn::on_scsi_cmd(const Pdu &pdu)
+void Conn::on_scsi_cmd(const Pdu &pdu, bool data_lost)
 {
 	ScsiCmd h;
 	decode(pdu.bhs, &h);
@@ -467,8 +504,15 @@ void Conn::on_scsi_cmd(const Pdu &pdu)
 		send_reject(RejectReason::WaitingForLogout, pdu.bhs);
 		return;
 	}
-	// 3.2.2.1: outside the window (or not yet due and not within it): ignore silently.
+	// 3.2.2.1: outside the window (or not yet due and not within it): ignore silently,
+	// and likewise "non-immediate duplicates within the range": a second command with the
+	// CmdSN of one that waits would stay in waiting_ for good (ExpCmdSN passes its CmdSN
+	// once) and stop every command behind it.
 	if (!h.immediate && !(sn_le(exp_cmdsn_, h.cmdsn) && sn_le(h.cmdsn, max_cmdsn())))
+		return;
+	if (!h.immediate && h.cmdsn != exp_cmdsn_ &&
+	    std::any_of(waiting_.begin(), waiting_.end(),
+	                [&](const IscsiCmd &w) { return w.cmdsn == h.cmdsn; }))
 		return;
 	// A command we Reject still used its CmdSN: the initiator (libiscsi, Linux) numbers
 	// the next one after it, so ExpCmdSN moves past it as if it had been executed.
@@ -510,16 +554,18 @@ void Conn::on_scsi_cmd(const Pdu &pdu)
 	IscsiCmd *c = nullptr;
 	if (h.immediate) {
 		// Immediate commands take the slots beyond the window.
-		if (live_ - (target_.cfg().cmd_window - slots_) < kImmediateSlots)
+		if (imm_live_ < kImmediateSlots)
 			c = alloc_cmd();
 		if (!c) {
 			send_reject(RejectReason::ImmCmdReject, pdu.bhs);
 			return;
 		}
+		imm_live_++;
 	} else {
 		if (!slots_ || !(c = alloc_cmd()))
 			return; // the window was respected by nobody: ignore (3.2.2.1)
 		slots_--;
+		c->window_slot = true;
 	}
 	c->state = IscsiCmd::State::Waiting;
 	c->itt = h.itt;
@@ -530,10 +576,14 @@ void Conn::on_scsi_cmd(const Pdu &pdu)
 	c->write = h.write;
 	c->immediate = h.immediate;
 	c->local = false;
+	c->cmdsn_only = false;
 	if (h.edtl && !alloc_buffer(c, h.edtl)) {
 		// No buffer now: SAM-5 5.3 TASK SET FULL tells the initiator to retry later. The
-		// command used its CmdSN, as a rejected one does.
-		if (!h.immediate && h.cmdsn == exp_cmdsn_) {
+		// command used its CmdSN, as a rejected one does: due now, ExpCmdSN passes it
+		// before the response reports it; ahead, a cmdsn_only entry waits for it (once
+		// the response has given this command's window slot back).
+		const bool due = !h.immediate && h.cmdsn == exp_cmdsn_;
+		if (due) {
 			exp_cmdsn_++;
 			deliver_in_order();
 		}
@@ -545,6 +595,8 @@ void Conn::on_scsi_cmd(const Pdu &pdu)
 		c->cmd.resid = scsi::Residual::None;
 		c->cmd.resid_count = 0;
 		queue_cmd_pdu(c, build_scsi_rsp(c), true);
+		if (!h.immediate && !due)
+			cmdsn_received(h.cmdsn);
 		return;
 	}
 	if (imm)
@@ -559,7 +611,9 @@ void Conn::on_scsi_cmd(const Pdu &pdu)
 	c->r2tsn = 0;
 	c->r2ts.clear();
 	c->write_aborted = false;
-	c->data_error = false;
+	// Its immediate data failed the digest (on_ffp_pdu): the transfer fails as a
+	// Data-Out that broke the rules does (data_error).
+	c->data_error = data_lost;
 	c->datasn = 0;
 	c->rsp_held = false;
 	c->rsp_is_data_in = false;
@@ -598,9 +652,14 @@ void Conn::on_scsi_cmd(const Pdu &pdu)
 		deliver_in_order();
 		return;
 	}
-	// Ahead of ExpCmdSN: wait, in CmdSN order, for the commands before it.
+	// Ahead of ExpCmdSN: wait for the commands before it.
+	hold(c);
+}
+
+void Conn::hold(IscsiCmd *c)
+{
 	auto it = waiting_.begin();
-	while (it != waiting_.end() && sn_lt(it->cmdsn, h.cmdsn))
+	while (it != waiting_.end() && sn_lt(it->cmdsn, c->cmdsn))
 		++it;
 	waiting_.insert(it, *c);
 }
@@ -611,8 +670,42 @@ void Conn::deliver_in_order()
 		IscsiCmd &c = waiting_.front();
 		waiting_.pop_front();
 		exp_cmdsn_++;
-		submit_cmd(&c);
+		if (c.cmdsn_only) // a CmdSN and no task (aborted, or never received): passed
+			free_cmd(&c);
+		else
+			submit_cmd(&c);
 	}
+}
+
+// RFC 7143 11.5.1 ABORT TASK: a task we never received whose RefCmdSN is in the window
+// (and before the TMF's own CmdSN) is taken as received: ExpCmdSN must pass its CmdSN
+// (3.2.2.1), or every command after it waits forever. Due now: pass it; ahead, within
+// MaxCmdSN: a cmdsn_only entry in waiting_ (it has a slot: every CmdSN of the window not
+// yet received has one, see max_cmdsn); already there (another task's): nothing to do.
+void Conn::cmdsn_received(uint32_t sn)
+{
+	if (sn == exp_cmdsn_) {
+		exp_cmdsn_++;
+		deliver_in_order();
+		return;
+	}
+	if (!sn_le(sn, max_cmdsn()) ||
+	    std::any_of(waiting_.begin(), waiting_.end(),
+	                [&](const IscsiCmd &w) { return w.cmdsn == sn; }))
+		return;
+	IscsiCmd *c = slots_ ? alloc_cmd() : nullptr;
+	if (!c)
+		return;
+	slots_--;
+	c->window_slot = true; // given back when ExpCmdSN passes it (free_cmd)
+	c->state = IscsiCmd::State::Waiting;
+	c->cmdsn = sn;
+	c->immediate = false;
+	c->local = false;
+	c->data = nullptr;
+	c->cmdsn_only = true;
+	c->r2ts.clear();
+	hold(c);
 }
 
 void Conn::submit_cmd(IscsiCmd *c)
@@ -621,7 +714,7 @@ void Conn::submit_cmd(IscsiCmd *c)
 	scsi::submit(&c->cmd);
 }
 
-void Conn::on_data_out(const Pdu &pdu)
+void Conn::on_data_out(const Pdu &pdu, bool data_lost)
 {
 	DataOut h;
 	decode(pdu.bhs, &h);
@@ -629,10 +722,16 @@ void Conn::on_data_out(const Pdu &pdu)
 	const uint32_t len = static_cast<uint32_t>(pdu.data.size());
 	if (!c || !c->write) {
 		// 11.7: Data-Out for no task of ours. The data is dropped; the initiator learns
-		// through the Reject.
-		send_reject(RejectReason::InvalidPduField, pdu.bhs);
+		// through the Reject (the digest's Reject, when the data failed it).
+		if (!data_lost)
+			send_reject(RejectReason::InvalidPduField, pdu.bhs);
 		return;
 	}
+	// Its data failed the digest (on_ffp_pdu, the Reject is out): at ERL 0 the command
+	// fails; the PDU is then dropped below like any Data-Out of a failed command.
+	if (data_lost && !c->write_aborted && !c->data_error &&
+	    c->state != IscsiCmd::State::Released)
+		data_error(c);
 	if (c->write_aborted || c->data_error || c->state == IscsiCmd::State::Released) {
 		// Data still in flight for a command already aborted, failed or answered: drop
 		// it, but keep the unsolicited accounting (a held response waits for its end).
@@ -643,7 +742,12 @@ void Conn::on_data_out(const Pdu &pdu)
 		}
 		return;
 	}
-	const uint8_t *src = pdu.data.data();
+	// A Data-Out may carry no data, and a write with EDTL 0 has no buffer (buf is null):
+	// memcpy with a null pointer is undefined even for 0 bytes.
+	auto copy_in = [&] {
+		if (len)
+			std::memcpy(c->data + h.buffer_offset, pdu.data.data(), len);
+	};
 	if (h.ttt == kReservedTag) {
 		// Unsolicited data (11.7.?): in order (DataPDUInOrder=Yes), DataSN from 0,
 		// within the first burst, before the F bit.
@@ -656,7 +760,7 @@ void Conn::on_data_out(const Pdu &pdu)
 			data_error(c);
 			return;
 		}
-		std::memcpy(c->data + h.buffer_offset, src, len);
+		copy_in();
 		c->unsol_received += len;
 		c->unsol_next_datasn++;
 		if (h.final || c->unsol_received == c->unsol_limit)
@@ -681,7 +785,7 @@ void Conn::on_data_out(const Pdu &pdu)
 		data_error(c);
 		return;
 	}
-	std::memcpy(c->data + h.buffer_offset, src, len);
+	copy_in();
 	r->received += len;
 	r->next_datasn++;
 	c->r2t_received += len;
@@ -762,10 +866,15 @@ void Conn::on_tmf(const Pdu &pdu)
 		t = scsi::TmfType::LunReset;
 		break;
 	case TMF_TARGET_WARM_RESET:
-		t = scsi::TmfType::TargetWarmReset;
-		break;
 	case TMF_TARGET_COLD_RESET:
-		t = scsi::TmfType::TargetColdReset;
+		// 11.5.1: they reach every initiator of the target; the target decides who may.
+		if (!node_->allow_target_reset) {
+			deliver_in_order();
+			respond(TMF_RSP_AUTH_FAILED);
+			return;
+		}
+		t = fn == TMF_TARGET_WARM_RESET ? scsi::TmfType::TargetWarmReset
+		                                : scsi::TmfType::TargetColdReset;
 		break;
 	case TMF_QUERY_TASK:
 		t = scsi::TmfType::QueryTask;
@@ -795,17 +904,23 @@ void Conn::on_tmf(const Pdu &pdu)
 		// before the TMF's own CmdSN is taken as received and aborted: Function complete.
 		if (IscsiCmd *c = find_cmd(h.rtt); c && c->state == IscsiCmd::State::Waiting) {
 			if (t == scsi::TmfType::AbortTask) {
-				waiting_.erase(waiting_.iterator_to(*c));
-				free_cmd(c);
+				// Its CmdSN was received all the same (3.2.2.1): it stays in
+				// waiting_ as cmdsn_only, for ExpCmdSN to pass; its ITT is free
+				// for the initiator to use again once this is answered.
+				itt_table_->erase(itt_table_->iterator_to(*c));
+				c->cmdsn_only = true;
 				respond(TMF_RSP_COMPLETE);
 			} else {
 				respond(TMF_RSP_SUCCEEDED);
 			}
+			deliver_in_order(); // a non-immediate TMF has moved ExpCmdSN
 			return;
 		}
 		if (t == scsi::TmfType::AbortTask && !find_cmd(h.rtt) &&
 		    sn_le(exp_cmdsn_, h.ref_cmdsn) && sn_lt(h.ref_cmdsn, h.cmdsn)) {
+			cmdsn_received(h.ref_cmdsn);
 			respond(TMF_RSP_COMPLETE);
+			deliver_in_order();
 			return;
 		}
 	}
@@ -889,9 +1004,28 @@ void Conn::on_logout(const Pdu &pdu)
 
 void Conn::maybe_finish_logout()
 {
-	if (!logout_pending_ || live_ || tmrs_out_)
+	// The connection's commands: cmdsn_only entries hold a CmdSN, not a task.
+	const auto holders = std::count_if(waiting_.begin(), waiting_.end(),
+	                                   [](const IscsiCmd &w) { return w.cmdsn_only; });
+	if (!logout_pending_ || live_ != static_cast<uint32_t>(holders) || tmrs_out_)
 		return;
+	// The session ends here (its only connection logs out): its I_T nexus loss - an SPC-2
+	// reservation it held released, I_T NEXUS LOSS OCCURRED for its LUs - is done before
+	// the response tells the initiator that the session is gone (SAM-5 6.3.4), so that a
+	// session that logs in right after finds it done. The reaper does it (close_session
+	// must not run here); the response goes out on ReapDone. With no command left the
+	// reaper has nothing to wait for.
+	if (!reaped_) {
+		if (!reaping_) {
+			reaping_ = true;
+			target_.close_session(sess_,
+			                      [this] { post(ConnEvent::ReapDone, nullptr); });
+		}
+		return;
+	}
 	logout_pending_ = false;
+	if (state_ == ConnState::Closing)
+		return; // the transport went while the reaper worked: nowhere to answer
 	OutPdu *p = new_pdu();
 	Bhs b{};
 	LogoutRsp r;
@@ -955,15 +1089,17 @@ void Conn::run_events()
 				do_release(static_cast<IscsiCmd *>(arg));
 				break;
 			case ConnEvent::ReapDone:
-				reaped_ = true;
+				reaped_ = true; // sess_ is freed (or about to be)
+				if (logout_pending_)
+					maybe_finish_logout();
 				maybe_done();
 				break;
 			case ConnEvent::Logout:
 				send_async_logout();
 				break;
 			case ConnEvent::Drop:
-				start_closing(close_reason_.empty() ? "dropped by the target"
-				                                    : close_reason_);
+				start_closing(arg ? static_cast<const char *>(arg)
+				                  : "dropped by the target");
 				break;
 			}
 		}
@@ -1106,6 +1242,8 @@ void Conn::send_data_in(IscsiCmd *c)
 			h.residual = sc.resid_count;
 		}
 		encode(h, b);
+		if (last)
+			return_window_slot(c);
 		// 11.7.4: StatSN advances only with the PDU that carries the status; ExpCmdSN
 		// and MaxCmdSN are valid in every Data-In.
 		fill_sn(b.data(), last);
@@ -1136,6 +1274,7 @@ OutPdu *Conn::build_scsi_rsp(IscsiCmd *c)
 	h.residual = sc.resid_count;
 	h.exp_datasn = c->datasn;
 	encode(h, b);
+	return_window_slot(c);
 	fill_sn(b.data(), true);
 	if (sc.sense_len) {
 		// 11.4.7: SenseLength (2 bytes) then the sense data.
@@ -1189,6 +1328,12 @@ void Conn::do_tm_rsp(scsi::Tmr *t)
 {
 	auto *m = static_cast<IscsiTmr *>(t->fabric_priv);
 	tmrs_out_--;
+	// 11.5.1: TARGET COLD RESET is also a power on: every connection of the target ends,
+	// this one once its response is out (which the initiator may or may not see).
+	const bool cold = t->function == scsi::TmfType::TargetColdReset &&
+	                  t->response == scsi::TmfResponse::Complete;
+	if (cold)
+		target_.drop_sessions(node_, this, kColdReset);
 	if (state_ != ConnState::Closing) {
 		OutPdu *p = new_pdu();
 		Bhs b{};
@@ -1198,6 +1343,10 @@ void Conn::do_tm_rsp(scsi::Tmr *t)
 		encode(r, b);
 		fill_sn(b.data(), true);
 		finish_pdu(p, b);
+		if (cold) {
+			p->close_after = true;
+			close_reason_ = kColdReset;
+		}
 		queue_pdu(p);
 		pdus_out_++;
 	}
@@ -1321,7 +1470,9 @@ void Conn::pdu_done(OutPdu *p, bool sent)
 			free_cmd(c);
 	}
 	if (close)
-		start_closing(state_ == ConnState::Login ? "login failed" : "logged out");
+		start_closing(state_ == ConnState::Login ? "login failed"
+		              : close_reason_.empty()    ? "logged out"
+		                                         : close_reason_);
 	maybe_done();
 }
 
@@ -1369,8 +1520,12 @@ void Conn::start_closing(const std::string &why)
 	if (state_ == ConnState::Closing || state_ == ConnState::Done)
 		return;
 	const bool was_ffp = state_ != ConnState::Login;
+	// The Logout Response is out: the initiator may close before our send completes
+	// (over iSER its disconnect can beat the SEND's completion). Not a lost connection.
+	const bool answered_logout = state_ == ConnState::LoggingOut && !logout_pending_;
 	state_ = ConnState::Closing;
-	if (was_ffp && why != "logged out")
+	if (was_ffp && why != "logged out" && !answered_logout &&
+	    !reaping_) // reaping: sess_ may be gone
 		target_.log("connection lost: " + sess_->params.initiator_name + " from " + peer_ +
 		            ": " + why);
 	// Queued PDUs come back through pdu_done(p, false): their commands are put.
@@ -1402,6 +1557,11 @@ void Conn::start_closing(const std::string &why)
 	}
 	if (sess_ && !reaping_) {
 		reaping_ = true;
+		// The nexus is lost now, not when the reaper gets to it: an initiator that
+		// reconnects at once must find its reservation and medium lock gone
+		// (libiscsi PreventAllow.ITNexusLoss). Nothing here waits.
+		if (sess_->scsi)
+			sess_->scsi->tpg().session_lost(sess_->scsi);
 		target_.close_session(sess_, [this] { post(ConnEvent::ReapDone, nullptr); });
 	} else if (!sess_) {
 		reaped_ = true;

@@ -27,7 +27,8 @@
 //   NOP-Out/In    answered; the target pings when configured and drops a silent peer.
 //   Text          SendTargets and declarations (iser/discovery.h).
 //   Logout        waits for the connection's commands, answers, closes (11.14).
-//   Reject        for unsupported opcodes, bad fields, data digest errors (11.17).
+//   Reject        for unsupported opcodes, bad fields, data digest errors (11.17); at ERL
+//                 0 a data digest error fails the command the data belonged to (7.8).
 //
 // Teardown (transport error, logout, reinstatement, target stop): stop reading, drop what
 // waits to be sent (its commands are put back), hand the session to the target's reaper
@@ -105,6 +106,9 @@ struct IscsiCmd {
 	void *xprt = nullptr;            // the transport's per-command state (iSER: its RwCtx); the
 	                                 // transport's to keep across the slot's uses
 	bool local = false;              // answered by the connection itself (never submitted)
+	bool cmdsn_only = false;         // holds a CmdSN, no task (see Conn::cmdsn_received)
+	bool window_slot = false;        // holds a CmdSN window slot (non-immediate, until
+	                                 // its status is queued: return_window_slot)
 
 	// Data-out (11.7, 11.8)
 	uint32_t unsol_received = 0;    // bytes of immediate + unsolicited data received
@@ -182,7 +186,8 @@ enum class ConnEvent : uint8_t {
 	Release,      // ... release_cmd
 	ReapDone,     // the reaper has closed the session
 	Logout,       // the target asks for a logout (stop): send the Async Message
-	Drop,         // drop the connection now (stop's deadline, reinstatement)
+	Drop,         // drop the connection now (stop's deadline, reinstatement, a cold
+	              // reset); arg: a const char * reason, or null
 };
 
 enum class ConnState : uint8_t {
@@ -277,10 +282,12 @@ private:
 	// Full feature phase
 	void on_ffp_pdu(const Pdu &pdu, PduError err);
 	bool check_cmdsn(const Pdu &pdu, uint32_t cmdsn, bool immediate);
-	void on_scsi_cmd(const Pdu &pdu);
+	void on_scsi_cmd(const Pdu &pdu, bool data_lost); // data_lost: a data digest error
 	void deliver_in_order();
+	void hold(IscsiCmd *c);           // into waiting_, in CmdSN order
+	void cmdsn_received(uint32_t sn); // a CmdSN used by a task we never received
 	void submit_cmd(IscsiCmd *c);
-	void on_data_out(const Pdu &pdu);
+	void on_data_out(const Pdu &pdu, bool data_lost);
 	void on_nop_out(const Pdu &pdu);
 	void on_tmf(const Pdu &pdu);
 	void on_text(const Pdu &pdu);
@@ -310,6 +317,7 @@ private:
 	// Commands
 	IscsiCmd *alloc_cmd();
 	void free_cmd(IscsiCmd *c);
+	void return_window_slot(IscsiCmd *c);
 	IscsiCmd *find_cmd(uint32_t itt);
 	void cmd_sent(IscsiCmd *c);
 
@@ -337,7 +345,8 @@ private:
 	std::vector<uint8_t> login_rsp_;
 
 	// Full feature phase
-	IscsiSession *sess_ = nullptr;
+	IscsiSession *sess_ = nullptr;     // not to be touched once reaping_ is set
+	const TargetNode *node_ = nullptr; // its target (the target's config: lives on)
 	ConnParams cparams_;
 	uint32_t max_recv_dsl_ = kDefaultMrdsl; // what we accept in one PDU
 	uint32_t max_send_dsl_ = kDefaultMrdsl; // what the initiator accepts in one PDU
@@ -350,13 +359,14 @@ private:
 	uint32_t logout_itt_ = 0;   // the Logout Request waiting for commands
 	bool logout_pending_ = false;
 
-	// Commands: a pool of cmd_window + immediates slots, never shrunk.
+	// Commands: a pool of 2 * cmd_window + immediate slots, never shrunk (conn.cc).
 	std::vector<std::unique_ptr<IscsiCmd>> pool_;
 	std::vector<IscsiCmd *> free_;
 	std::vector<IttTable::bucket_type> buckets_;
 	std::unique_ptr<IttTable> itt_table_;
 	CmdWaitList waiting_;   // non-immediate commands ahead of ExpCmdSN, in CmdSN order
 	uint32_t live_ = 0;     // commands out of the pool
+	uint32_t imm_live_ = 0; // of them immediate (at most kImmediateSlots)
 	uint32_t next_ttt_ = 1; // R2T / NOP-In Target Transfer Tags
 
 	// PDUs
@@ -380,7 +390,7 @@ private:
 	bool transport_closed_ = false;
 	bool detached_ = false;     // detach() has run
 	bool login_failed_ = false; // a login reject is queued: input is ignored
-	std::string close_reason_;
+	std::string close_reason_;  // why close_after closes, when not a logout
 };
 
 // The reason codes of a Logout Request and Response (11.14.1, 11.15.1), and TMF codes.

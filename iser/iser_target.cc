@@ -193,10 +193,14 @@ int IserConn::setup(std::unique_ptr<CmId> id, Pd &pd, DmaHeap &heap, const IserC
 	qa.cap.max_recv_wr = nrecv + 1;
 	qa.cap.max_send_sge = std::min(da.max_sge, kRwMaxSge);
 	qa.cap.max_recv_sge = 1;
-	qa.cap.max_rdma_ctxs = window + kImmediateSlots;
+	// Contexts live while a command fetches data or sends it, response included: up to
+	// the window, the immediate slots and a window of commands whose status is going
+	// out (Conn's pool).
+	qa.cap.max_rdma_ctxs = 2 * window + kImmediateSlots;
 	qa.sq_sig_type = SigType::ReqWr;
 	RwQpOptions ro;
 	ro.max_pages = uint32_t(std::min<size_t>(cfg.max_io, heap.max_alloc()) / 4096);
+	ro.max_entries = 1; // a command's buffer is one DmaHeap block
 	if (int rc = rw_init_qp(dev, &qa, ro); rc != 0) {
 		*why = "rw_init_qp: the send queue would exceed the device's max_qp_wr";
 		return rc;
@@ -293,9 +297,11 @@ void IserConn::recv_done(Cq *, Wc *wc)
 void IserConn::handle_recv(RecvDesc *d, const Wc &wc)
 {
 	if (wc.status != WcStatus::Success) {
-		if (wc.status != WcStatus::WrFlushErr)
-			on_transport_error(std::string("receive: ") + wc_status_str(wc.status));
-		return; // a flush: the QP is going down
+		// A flush we did not cause (no close_transport yet) is a QP that left RTS on its
+		// own (a fatal error): the connection is as dead as after any other error. Once
+		// closing, on_transport_error changes nothing.
+		on_transport_error(std::string("receive: ") + wc_status_str(wc.status));
+		return;
 	}
 	if (closed_)
 		return;
@@ -346,7 +352,8 @@ void IserConn::fill_send(SendDesc *d, OutPdu *p)
 	size_t n = kIserHdrLen;
 	std::memcpy(b + n, p->hdr, p->hdr_len);
 	n += p->hdr_len;
-	std::memcpy(b + n, p->data.data(), p->data.size());
+	if (!p->data.empty())
+		std::memcpy(b + n, p->data.data(), p->data.size());
 	n += p->data.size();
 	assert(n <= send_size_);
 	d->pdu = p;
@@ -405,7 +412,7 @@ void IserConn::send_done(Cq *, Wc *wc)
 		d->pdu = nullptr;
 		c->send_free_.push_back(d);
 		const bool ok = wc->status == WcStatus::Success;
-		if (!ok && wc->status != WcStatus::WrFlushErr)
+		if (!ok)
 			c->on_transport_error(std::string("send: ") + wc_status_str(wc->status));
 		if (p) {
 			// A read response's RDMA WRITEs went before it: the context is done.
@@ -520,9 +527,8 @@ void IserConn::read_done(Cq *, Wc *wc)
 		x->rw.destroy();
 		x->active = false;
 		if (wc->status != WcStatus::Success) {
-			if (wc->status != WcStatus::WrFlushErr)
-				conn->on_transport_error(std::string("RDMA READ: ") +
-				                         wc_status_str(wc->status));
+			conn->on_transport_error(std::string("RDMA READ: ") +
+			                         wc_status_str(wc->status));
 			conn->data_transfer_failed(c);
 			return;
 		}
@@ -691,7 +697,9 @@ void IserPortal::stop()
 		conns.swap(conns_);
 	}
 	for (auto &c : conns) {
-		if (!c->done() || !c->drained()) {
+		bool done = false;
+		c->enter([&] { done = c->done(); });
+		if (!done || !c->drained()) {
 			std::fprintf(stderr,
 			             "ulp iser: connection %s still %s at shutdown; left "
 			             "allocated\n",
@@ -875,31 +883,41 @@ void IserPortal::event_loop()
 			const auto now = clock::now();
 			for (IserConn *c : all)
 				c->enter([&] { c->on_tick(now); });
+			reap(all);
 			g.lock();
-			reap();
 		}
 	}
 }
 
-void IserPortal::reap()
+void IserPortal::reap(const std::vector<IserConn *> &all)
 {
-	// Under lock_: connections that are done (every command released, the session reaped,
-	// nothing in flight) and drained (no completion will come) are freed.
-	for (auto it = conns_.begin(); it != conns_.end();) {
-		IserConn *c = it->get();
-		if (!c->done() || !c->drained()) {
-			++it;
+	// Event thread, lock_ not held (a connection's lock is taken before lock_, never
+	// after). Connections that are drained (no completion will come) and done (every
+	// command released, the session reaped, nothing in flight; read under their own
+	// lock) are freed. Only this thread frees, so the pointers stay valid meanwhile.
+	for (IserConn *c : all) {
+		if (!c->drained())
 			continue;
+		bool done = false;
+		c->enter([&] { done = c->done(); });
+		if (!done)
+			continue;
+		{
+			std::lock_guard g(lock_);
+			std::erase(woken_, c);
+			std::erase(closing_, c);
 		}
-		std::erase(woken_, c);
-		std::erase(closing_, c);
-		lock_.unlock();
 		c->detach();
-		c->release_resources();
-		lock_.lock();
-		it = std::find_if(conns_.begin(), conns_.end(),
-		                  [&](const std::unique_ptr<IserConn> &p) { return p.get() == c; });
-		it = conns_.erase(it);
+		c->release_resources(); // waits out a CM handler still running on it
+		std::unique_ptr<IserConn> dead;
+		{
+			std::lock_guard g(lock_);
+			auto it = std::find_if(
+			    conns_.begin(), conns_.end(),
+			    [&](const std::unique_ptr<IserConn> &p) { return p.get() == c; });
+			dead = std::move(*it);
+			conns_.erase(it);
+		}
 	}
 }
 

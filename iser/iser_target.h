@@ -116,7 +116,7 @@ private:
 	void on_connect_request(CmEvent &ev);
 	DeviceRes *device_res(Device &dev); // under lock_
 	void event_loop();
-	void reap(); // free connections that are done (event thread)
+	void reap(const std::vector<IserConn *> &all); // free those done (event thread)
 
 	IscsiTarget &target_;
 	Provider &provider_;

@@ -149,7 +149,10 @@ LoginStep InitiatorLogin::on_response(const Pdu &rsp)
 	LoginRsp r;
 	if (!decode(rsp.bhs, &r))
 		return failed(InitiatorLoginError::Protocol, "not a Login Response");
-	if (r.itt != cfg_.itt || r.isid != cfg_.isid)
+	// A Login reject is believed even when it does not echo our ISID and ITT: tgt
+	// (1.0.85) zeroes the whole header of its rejects, and the status is what the user
+	// needs to see (11.13.5); the login fails either way.
+	if (r.status == LoginStatus::Success && (r.itt != cfg_.itt || r.isid != cfg_.isid))
 		return failed(InitiatorLoginError::Protocol, "response ITT or ISID differs");
 	if (r.status != LoginStatus::Success) {
 		status_ = r.status;

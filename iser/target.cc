@@ -105,31 +105,34 @@ IscsiSession *IscsiTarget::create_session(Conn *c, const SessionParams &p, Login
 		}
 	}
 	const std::string port = initiator_port_name(p.initiator_name, p.isid);
-	std::vector<IscsiSession *> old;
+	std::vector<uint16_t> old; // TSIHs of the sessions this login reinstates
 	IscsiSession *s;
 	{
 		std::lock_guard g(lock_);
 		// RFC 7143 6.3.5 session reinstatement: a leading login (TSIH 0) whose initiator
 		// name and ISID match a session to the same target replaces it; at ERL 0 the old
 		// session is closed (its connection dropped, its tasks aborted).
+		// The old session's connection is told under lock_: once the session leaves
+		// sessions_ (close_session, under lock_) the reaper may free it.
 		for (IscsiSession *o : sessions_)
 			if (o->initiator_port == port && o->params.type == p.type &&
-			    o->params.target_name == p.target_name)
-				old.push_back(o);
+			    o->params.target_name == p.target_name) {
+				old.push_back(o->params.tsih);
+				if (o->conn)
+					o->conn->post(ConnEvent::Drop, nullptr);
+			}
 		s = new IscsiSession(*this, p, node);
 		s->initiator_port = port;
 		s->params.tsih = new_tsih();
+		s->conn = c; // before it is in sessions_, where others read it under lock_
 		sessions_.push_back(s);
 		stats_.sessions_open++;
 		stats_.logins++;
 		stats_.reinstatements += old.size();
 	}
-	for (IscsiSession *o : old) {
-		log("session reinstatement: " + port + " tsih " + std::to_string(o->params.tsih) +
+	for (uint16_t tsih : old)
+		log("session reinstatement: " + port + " tsih " + std::to_string(tsih) +
 		    " replaced by tsih " + std::to_string(s->params.tsih));
-		if (o->conn)
-			o->conn->post(ConnEvent::Drop, nullptr);
-	}
 	if (node) {
 		s->scsi = node->tpg->open_session(*this, p.initiator_name, port);
 		if (!s->scsi) {
@@ -143,7 +146,6 @@ IscsiSession *IscsiTarget::create_session(Conn *c, const SessionParams &p, Login
 		}
 		s->scsi->fabric_priv = s;
 	}
-	s->conn = c;
 	*status = LoginStatus::Success;
 	return s;
 }
@@ -210,6 +212,22 @@ bool IscsiTarget::stop(std::chrono::milliseconds grace, std::chrono::millisecond
 			c->post(ConnEvent::Drop, nullptr);
 	}
 	return cv_.wait_until(g, t0 + timeout, [&] { return conns_.empty() && reap_.empty(); });
+}
+
+void IscsiTarget::drop_sessions(const TargetNode *node, const Conn *except, const char *why)
+{
+	// Under lock_, as stop() and reinstatement post: a session in sessions_ has a live
+	// connection (it leaves the list, under lock_, before its connection can finish).
+	std::lock_guard g(lock_);
+	size_t n = 0;
+	for (IscsiSession *s : sessions_)
+		if (s->node == node && s->conn && s->conn != except) {
+			s->conn->post(ConnEvent::Drop, const_cast<char *>(why));
+			n++;
+		}
+	if (n)
+		log(std::string(why) + ": dropping " + std::to_string(n) + " sessions of " +
+		    node->name);
 }
 
 TargetStats IscsiTarget::stats()

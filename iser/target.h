@@ -50,6 +50,12 @@ struct TargetNode {
 	std::string alias;         // TargetAlias declared at login; empty: none
 	scsi::Tpg *tpg = nullptr;  // its LUNs and ACLs (not owned)
 	bool require_chap = false; // AuthMethod=None refused
+	// TARGET WARM RESET and TARGET COLD RESET (RFC 7143 11.5.1) reset every LU of the
+	// target for every initiator, and a cold reset drops every session of it: one
+	// initiator can disrupt all the others. Refused ("Function authorization failed")
+	// unless the target allows them, as the kernel's target refuses them unless its ACLs
+	// allow them.
+	bool allow_target_reset = false;
 	// CHAP secrets by initiator name; "" applies to any initiator without its own entry.
 	// Empty map: CHAP is not offered for this target.
 	std::map<std::string, ChapCredentials> chap;
@@ -112,6 +118,11 @@ public:
 	// Tear s down on the reaper thread: abort its SCSI commands, wait (bounded), then call
 	// done (on the reaper thread) and free it. Idempotent.
 	void close_session(IscsiSession *s, std::function<void()> done);
+
+	// Drop the connection of every session on node but except's, as its owner thread
+	// gets to it (ConnEvent::Drop: never blocks the caller), logging why. TARGET COLD
+	// RESET (RFC 7143 11.5.1): a power on ends every session of the target.
+	void drop_sessions(const TargetNode *node, const Conn *except, const char *why);
 
 	// Ask every session to log out (Async Message, RFC 7143 11.9.1 event 1), wait up to
 	// grace for them to go, then drop the rest; returns when every connection is gone or

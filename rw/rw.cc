@@ -92,12 +92,15 @@ int rw_ctx_bound(const Device &dev, uint32_t max_send_sge, const RwQpOptions &op
 		b.mrs = div_round_up(opts.max_pages, rw_fr_page_list_len(dev));
 		wrs = std::max(wrs, 3 * b.mrs); // LOCAL_INV + REG_MR + READ/WRITE per MR
 	}
-	// Entries are at most max_pages (each spans at least one page).
+	// Entries are at most max_pages (each spans at least one page), fewer when the caller
+	// says so.
+	const uint32_t ents =
+	    opts.max_entries ? std::min(opts.max_entries, opts.max_pages) : opts.max_pages;
 	if (!opts.force_mr)
-		wrs = std::max(wrs, div_round_up(opts.max_pages, write_sge)); // SGE WRITEs
+		wrs = std::max(wrs, div_round_up(ents, write_sge)); // SGE WRITEs
 	if (!opts.force_mr && !dev.is_iwarp()) {
 		// SGE READs: with max_sgl_rd set, larger READs take the MR path.
-		uint32_t n = opts.max_pages;
+		uint32_t n = ents;
 		if (a.max_sgl_rd)
 			n = std::min(n, a.max_sgl_rd);
 		wrs = std::max(wrs, div_round_up(n, read_sge));

@@ -61,6 +61,11 @@ struct RwQpOptions {
 	// rdma_rw_mr_factor() (svcrdma: RPCSVC_MAXPAGES). A context that would need more WRs
 	// or MRs than this bound implies is refused by RwCtx::init with -E2BIG.
 	uint32_t max_pages = 256;
+	// The most scatter entries one context has, when the caller knows it is fewer than
+	// max_pages (0: as many as pages). A target whose buffers are one contiguous block
+	// (iSER's DmaHeap) says 1: its SGE path then needs one WR, not max_pages / max_sge,
+	// while the MR path is still sized by pages. RwCtx::init refuses more (-E2BIG).
+	uint32_t max_entries = 0;
 	// Use MRs for every READ and WRITE (the kernel's rdma_rw_force_mr module parameter,
 	// per QP here so that one process can test both paths).
 	bool force_mr = false;

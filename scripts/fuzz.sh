@@ -3,12 +3,15 @@
 #
 #   scripts/fuzz.sh [TARGET] [SECONDS [LIBFUZZER_ARGS...]]
 #
-# TARGET is sock_wire (the default), iscsi_pdu, iscsi_text or iscsi_login; SECONDS defaults
-# to 60. With no arguments, or a number first, it fuzzes sock_wire as it always did.
+# TARGET is sock_wire (the default), iscsi_pdu, iscsi_text, iscsi_login, iscsi_initiator
+# (the initiator session fed target PDUs) or iscsi_conn (one target connection with the
+# SCSI core behind it); SECONDS defaults to 60. With no arguments, or a number first, it
+# fuzzes sock_wire as it always did.
 # The build goes to build-fuzz-clang; a run keeps what it learns in
 # build-fuzz-clang/corpus/TARGET, so the checked-in seeds stay small. Seeds: sock_wire's
 # are regenerated into fuzz/corpus/sock_wire by fuzz_sock_wire_corpus; the iSCSI targets
-# write theirs into build-fuzz-clang/seeds/TARGET (ULP_FUZZ_SEEDS=<dir> fuzz_TARGET).
+# write theirs into build-fuzz-clang/seeds/TARGET (ULP_FUZZ_SEEDS=<dir> fuzz_TARGET); inputs
+# that once crashed a target are kept in fuzz/corpus/TARGET and run as seeds too.
 # Crash, leak and timeout reproducers land in build-fuzz-clang/artifacts/; replay one with
 #   build-fuzz-clang/fuzz/fuzz_TARGET build-fuzz-clang/artifacts/crash-...
 set -euo pipefail
@@ -20,9 +23,10 @@ if [[ $# -gt 0 && ! $1 =~ ^[0-9]+$ ]]; then
 	shift
 fi
 case $target in
-sock_wire | iscsi_pdu | iscsi_text | iscsi_login) ;;
+sock_wire | iscsi_pdu | iscsi_text | iscsi_login | iscsi_initiator | iscsi_conn) ;;
 *)
-	echo "fuzz.sh: unknown target '$target' (sock_wire, iscsi_pdu, iscsi_text, iscsi_login)" >&2
+	echo "fuzz.sh: unknown target '$target'" \
+		"(sock_wire, iscsi_pdu, iscsi_text, iscsi_login, iscsi_initiator, iscsi_conn)" >&2
 	exit 2
 	;;
 esac
@@ -56,10 +60,16 @@ fi
 
 # The iSCSI parsers: pure computation, milliseconds per input. Inputs up to 16 KiB reach
 # split texts and multi-PDU streams; the login target needs room for several requests.
+# iscsi_conn bounds its own teardown (6 s at most, then it aborts with a message), well
+# within -timeout.
 ninja -C "$build" -j "$jobs" "fuzz_$target"
 seeds=$build/seeds/$target
 mkdir -p "$seeds"
 ULP_FUZZ_SEEDS=$seeds "$build/fuzz/fuzz_$target"
+kept=()
+if [[ -d fuzz/corpus/$target ]]; then
+	kept=("fuzz/corpus/$target")
+fi
 exec "$build/fuzz/fuzz_$target" -max_total_time="$secs" -timeout=10 -max_len=16384 \
 	-artifact_prefix="$build/artifacts/" -print_final_stats=1 \
-	"$@" "$build/corpus/$target" "$seeds"
+	"$@" "$build/corpus/$target" "$seeds" "${kept[@]}"

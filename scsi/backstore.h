@@ -10,7 +10,8 @@
 // Kinds (make_backstore):
 //   null   no storage: reads return zeros, writes are discarded (a pure overhead probe)
 //   ram    memory allocated on first write in fixed chunks; unwritten ranges read as
-//          zeros and count as unmapped (thin), UNMAP frees whole chunks
+//          zeros and count as unmapped (thin), UNMAP frees whole chunks; atomic writes of
+//          any length (nothing of it survives a power loss to be torn)
 //   file   a regular file through io_uring (liburing): O_DIRECT when the logical block
 //          size and every buffer are aligned, buffered otherwise; fdatasync for FLUSH and
 //          for FUA writes; UNMAP punches holes (fallocate PUNCH_HOLE | KEEP_SIZE)
@@ -49,6 +50,7 @@ const char *bs_op_str(BsOp op);
 struct BsIo {
 	BsOp op = BsOp::Read;
 	bool fua = false;           // Write: durable before done() (force unit access)
+	bool atomic = false;        // Write: indivisible (atomic_write_max, WRITE ATOMIC)
 	uint64_t offset = 0;        // bytes from the start of the backstore
 	uint64_t length = 0;        // bytes; for Read/Write the sum of iov lengths
 	std::span<const iovec> iov; // Read/Write buffers, valid until done()
@@ -85,6 +87,12 @@ public:
 	// The unit in which Unmap really frees storage, bytes (a power of two): VPD page B0h's
 	// OPTIMAL UNMAP GRANULARITY. Smaller ranges are zeroed, not freed.
 	virtual uint32_t unmap_granularity() const { return 4096; }
+	// The longest Write, bytes, that the backstore performs as one indivisible operation
+	// when asked to (BsIo::atomic; SBC-4 4.29 atomic writes): no request running beside
+	// it sees part of it, and no failure - out of space, a crash, a power loss - leaves
+	// part of it written. 0: it cannot promise that of any length (WRITE ATOMIC is then
+	// not offered).
+	virtual uint32_t atomic_write_max() const { return 0; }
 
 	// Start io; never blocks. io->done is called exactly once (possibly before submit
 	// returns, for synchronous kinds).

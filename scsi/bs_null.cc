@@ -24,6 +24,8 @@ public:
 	// because its promise (the range reads as zeros) holds by construction.
 	bool can_unmap() const override { return false; }
 	bool write_cache() const override { return false; }
+	// Writes are discarded whole: every one is all or nothing (nothing).
+	uint32_t atomic_write_max() const override { return UINT32_MAX; }
 
 	void submit(BsIo *io) override
 	{

@@ -56,6 +56,9 @@ public:
 	uint32_t unmap_granularity() const override { return kChunk; }
 	// Memory has no volatile cache to flush: a completed write is as durable as it gets.
 	bool write_cache() const override { return false; }
+	// Any length: an atomic write holds the table exclusively and allocates before it
+	// copies (write()), and a power loss takes the whole medium, never part of a write.
+	uint32_t atomic_write_max() const override { return UINT32_MAX; }
 
 	void submit(BsIo *io) override
 	{
@@ -146,8 +149,23 @@ private:
 
 	int write(const BsIo *io)
 	{
-		std::shared_lock g(lock_);
+		// An atomic write (BsIo::atomic) holds the table exclusively, so that no read
+		// runs beside it to see part of it, and allocates every chunk it needs before it
+		// copies a byte, so that running out of memory leaves it unwritten, not torn.
+		std::shared_lock shared(lock_, std::defer_lock);
+		std::unique_lock excl(lock_, std::defer_lock);
 		int err = 0;
+		if (io->atomic) {
+			excl.lock();
+			walk(io, [&](uint64_t c, uint64_t, size_t, uint8_t *) {
+				if (!err && !chunk_for_write(c))
+					err = -ENOSPC;
+			});
+			if (err)
+				return err;
+		} else {
+			shared.lock();
+		}
 		walk(io, [&](uint64_t c, uint64_t in, size_t n, uint8_t *p) {
 			if (err)
 				return;

@@ -102,6 +102,9 @@ struct Cmd {
 	bool wp_returned = false;        // write_pending has returned (abort_write may follow)
 	uint32_t flags = 0;              // CMD_* bits
 	uint32_t cdb_xfer = 0;           // bytes the CDB itself asks to transfer
+	uint32_t sks = 0;                // sense key specific bytes 15..17 (SKSV: bit 23) for
+	                                 // INVALID FIELD IN CDB: the field pointer a parse
+	                                 // function set (invalid_cdb_field), or 0
 	DataDir cdb_dir = DataDir::None; // the direction the CDB implies
 	uint64_t lba = 0;                // CMD_DATA_CDB: first logical block
 	uint32_t nr_blocks = 0;          // CMD_DATA_CDB: blocks

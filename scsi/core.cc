@@ -76,6 +76,7 @@ void cmd_init(Cmd *cmd)
 	cmd->wp_returned = false;
 	cmd->flags = 0;
 	cmd->cdb_xfer = 0;
+	cmd->sks = 0;
 	cmd->cdb_dir = DataDir::None;
 	cmd->lba = 0;
 	cmd->nr_blocks = 0;
@@ -315,6 +316,10 @@ Sense parse(Cmd *cmd)
 		return r;
 	assert(cmd->execute);
 	if (cmd->lu) {
+		// An ejected removable medium (medium.cc): a well-formed command that needs it
+		// is not ready.
+		if (!cmd->lu->medium_present() && medium_needed(cmd))
+			return Sense::MediumNotPresent;
 		if (Sense r = pr_check(cmd); r != Sense::None)
 			return r;
 		// write_protected(): the configuration's read_only or the control mode
@@ -456,7 +461,9 @@ void complete_good(Cmd *cmd)
 void complete_sense(Cmd *cmd, Sense s, bool info_valid, uint32_t info)
 {
 	cmd->status = sense_status(s);
-	cmd->sense_len = build_sense(s, cmd->sense, 0, info_valid, info);
+	// The field pointer belongs to the reason the parse function gave with it.
+	const uint32_t sks = s == Sense::InvalidCdbField ? cmd->sks : 0;
+	cmd->sense_len = build_sense(s, cmd->sense, 0, info_valid, info, sks);
 	cmd_finish(cmd);
 }
 
@@ -539,11 +546,12 @@ std::span<const iovec> sgl_prefix(Cmd *cmd, size_t len)
 }
 
 void bs_submit(Cmd *cmd, BsOp op, uint64_t offset, uint64_t len, std::span<const iovec> iov,
-               bool fua, void (*done)(BsIo *, int))
+               bool fua, void (*done)(BsIo *, int), bool atomic)
 {
 	BsIo &io = cmd->io;
 	io.op = op;
 	io.fua = fua;
+	io.atomic = atomic;
 	io.offset = offset;
 	io.length = len;
 	io.iov = iov;

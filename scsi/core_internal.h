@@ -49,6 +49,7 @@ enum : uint8_t {
 	OP_VERIFY_10 = 0x2f,
 	OP_PRE_FETCH_10 = 0x34, // SBC-3 5.9: GOOD, nothing of ours to load (range checked)
 	OP_SYNCHRONIZE_CACHE_10 = 0x35,
+	OP_READ_DEFECT_DATA_10 = 0x37,
 	OP_WRITE_BUFFER = 0x3b,
 	OP_READ_BUFFER = 0x3c,
 	OP_WRITE_SAME_10 = 0x41,
@@ -63,11 +64,13 @@ enum : uint8_t {
 	OP_READ_16 = 0x88,
 	OP_COMPARE_AND_WRITE = 0x89,
 	OP_WRITE_16 = 0x8a,
+	OP_ORWRITE_16 = 0x8b,
 	OP_WRITE_VERIFY_16 = 0x8e,
 	OP_VERIFY_16 = 0x8f,
 	OP_PRE_FETCH_16 = 0x90,
 	OP_SYNCHRONIZE_CACHE_16 = 0x91,
 	OP_WRITE_SAME_16 = 0x93,
+	OP_WRITE_ATOMIC_16 = 0x9c,
 	OP_SERVICE_ACTION_IN_16 = 0x9e, // READ CAPACITY 16 (0x10), GET LBA STATUS (0x12)
 	OP_REPORT_LUNS = 0xa0,
 	OP_MAINTENANCE_IN = 0xa3, // REPORT SUPPORTED OPERATION CODES (0x0c), ...
@@ -75,6 +78,7 @@ enum : uint8_t {
 	OP_WRITE_12 = 0xaa,
 	OP_WRITE_VERIFY_12 = 0xae,
 	OP_VERIFY_12 = 0xaf,
+	OP_READ_DEFECT_DATA_12 = 0xb7,
 };
 
 // Service actions.
@@ -90,6 +94,15 @@ enum : uint8_t {
 // INVALID COMMAND OPERATION CODE.
 Sense sbc_parse(Cmd *cmd);
 Sense spc_parse(Cmd *cmd);
+
+// INVALID FIELD IN CDB with the field pointer at CDB byte `byte` (and bit 0..7, when the
+// field does not start a byte): a parse function's return value, where telling the
+// initiator which field is wrong matters (SPC-4 4.5.2.4.2; see sense_field_pointer).
+inline Sense invalid_cdb_field(Cmd *cmd, uint16_t byte, int bit = -1)
+{
+	cmd->sks = sense_field_pointer(true, byte, bit);
+	return Sense::InvalidCdbField;
+}
 
 // ---- Completion (core.cc) -------------------------------------------------------------
 
@@ -122,8 +135,9 @@ std::span<const iovec> sgl_prefix(Cmd *cmd, size_t len);
 
 // Submit cmd->io to the LU's backstore: op on [offset, offset+len) with iov, done called
 // on completion (its BsIo is &cmd->io, priv is cmd).
+// atomic: an indivisible Write (BsIo::atomic).
 void bs_submit(Cmd *cmd, BsOp op, uint64_t offset, uint64_t len, std::span<const iovec> iov,
-               bool fua, void (*done)(BsIo *, int));
+               bool fua, void (*done)(BsIo *, int), bool atomic = false);
 
 // ---- Task management internals (tmr.cc) -------------------------------------------------
 
@@ -134,6 +148,12 @@ void tmr_respond(Tmr *tmr);
 // `except`, and answer tmr (set tmr->sess to the issuing session and tmr->core_done) once
 // they have all ended. tmr must stay allocated until then.
 void abort_nexus_tasks(LogicalUnit &lu, Tmr *tmr, std::span<const Nexus> which, const Cmd *except);
+
+// ---- The removable medium (medium.cc) -------------------------------------------------------
+
+// Whether cmd (parsed) needs the medium: without it, it fails with NOT READY, MEDIUM NOT
+// PRESENT (core.cc).
+bool medium_needed(const Cmd *cmd);
 
 // ---- Unit attention check (ua.cc) -------------------------------------------------------
 

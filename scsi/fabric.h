@@ -45,7 +45,9 @@ public:
 	// its session is going away): release what the transport holds for it.
 	virtual void aborted_task(Cmd *cmd) = 0;
 
-	// The response to a task management request (tmr->response is set).
+	// The response to a task management request (tmr->response is set). After a TARGET
+	// COLD RESET that completed, the fabric ends every session of the target once the
+	// response is on its way (a power on, RFC 7143 11.5.1): the core has reset the LUs.
 	virtual void queue_tm_rsp(Tmr *tmr) = 0;
 
 	// Neither the core nor the fabric holds cmd any longer: free it.

@@ -25,12 +25,41 @@ uint64_t fingerprint(const std::string &s)
 	return h;
 }
 
+// SBC-3 5.16: the exponent field is 4 bits.
+constexpr uint8_t kMaxLbppbExponent = 15;
+
+// log2(pbs / bs) when pbs is a power-of-two multiple of bs within the field; -1 otherwise.
+int lbppb_exponent_of(uint32_t bs, uint32_t pbs)
+{
+	if (pbs == 0 || pbs == bs)
+		return 0;
+	if (bs == 0 || pbs < bs || pbs % bs)
+		return -1;
+	const uint32_t ratio = pbs / bs;
+	if (ratio & (ratio - 1))
+		return -1;
+	int e = 0;
+	while ((1u << e) < ratio)
+		e++;
+	return e <= kMaxLbppbExponent ? e : -1;
+}
+
 } // namespace
+
+const char *lu_config_check(const LuConfig &cfg)
+{
+	if (lbppb_exponent_of(cfg.block_size, cfg.physical_block_size) < 0)
+		return "the physical block size must be a power-of-two multiple of the logical "
+		       "block size, at most 32768 logical blocks";
+	return nullptr;
+}
 
 LogicalUnit::LogicalUnit(std::string name, std::unique_ptr<Backstore> bs, const LuConfig &cfg)
     : pr_(pr_state_create()), name_(std::move(name)), bs_(std::move(bs)), cfg_(cfg)
 {
 	wce_ = bs_->write_cache();
+	const int e = lbppb_exponent_of(cfg_.block_size, cfg_.physical_block_size);
+	lbppb_exp_ = static_cast<uint8_t>(e > 0 ? e : 0);
 	const uint64_t h = fingerprint(name_);
 	if (cfg_.serial.empty()) {
 		char buf[17];

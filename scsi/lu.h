@@ -14,7 +14,9 @@
 
 #include "scsi/backstore.h"
 #include "scsi/cmd.h"
+#include "scsi/sense.h"
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
@@ -22,6 +24,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -36,7 +39,12 @@ using PrStatePtr = std::unique_ptr<PrState, PrStateFree>;
 
 // What the initiator sees of a logical unit besides its backstore.
 struct LuConfig {
-	uint32_t block_size = 512;            // logical block, bytes (512..65536, power of two)
+	uint32_t block_size = 512; // logical block, bytes (512..65536, power of two)
+	// Physical block, bytes: the unit the medium writes in, which an initiator should
+	// align to (SBC-3 4.6: a 512-byte logical block on 4096-byte physical blocks, "512e",
+	// as on a file system of 4 KiB blocks). A power-of-two multiple of block_size, at most
+	// 2^15 logical blocks (lu_config_check); 0 or block_size: the same as the logical one.
+	uint32_t physical_block_size = 0;
 	std::string vendor = "ULP";           // INQUIRY T10 vendor (8 chars, space padded)
 	std::string product = "ulp";          // INQUIRY product (16 chars)
 	std::string revision = "0001";        // INQUIRY revision (4 chars)
@@ -47,6 +55,8 @@ struct LuConfig {
 	bool read_only = false;               // software write protect (SWP)
 	bool tas = true;                      // TASK ABORTED status to other nexuses (TAS)
 	bool thin = true;                     // thin provisioning when the backstore can unmap
+	bool removable = false;               // a removable medium (RMB, medium.cc): START STOP
+	                                      // UNIT ejects and loads it
 	uint32_t max_xfer_blocks = 16384;     // MAXIMUM TRANSFER LENGTH (VPD 0xB0), blocks
 	uint32_t opt_xfer_blocks = 256;       // OPTIMAL TRANSFER LENGTH, blocks
 	uint32_t max_unmap_blocks = 1u << 20; // MAXIMUM UNMAP LBA COUNT (libiscsi's block limits
@@ -57,6 +67,10 @@ struct LuConfig {
 	// beyond MAXIMUM TRANSFER LENGTH) before it unmaps them.
 	uint64_t max_write_same_blocks = 65535;
 };
+
+// Whether cfg describes a logical unit that can exist (the fields the backstore does not
+// check itself: physical_block_size against block_size); nullptr, or why not.
+const char *lu_config_check(const LuConfig &cfg);
 
 // An I_T nexus as persistent state names it: the initiator port (its TransportID text,
 // e.g. "iqn.1994-05.com.redhat:x,i,0x23d000000001") and the target port (relative target
@@ -92,6 +106,21 @@ public:
 	void set_swp(bool on) { swp_.store(on, std::memory_order_relaxed); }
 	bool write_protected() const { return cfg_.read_only || swp(); }
 	uint64_t nr_blocks() const { return bs_->size() / cfg_.block_size; }
+	// SBC-3 5.16 LOGICAL BLOCKS PER PHYSICAL BLOCK EXPONENT (READ CAPACITY (16)): log2 of
+	// physical_block_size / block_size; 0 when they are the same (or the configuration
+	// is one lu_config_check refuses).
+	uint8_t lbppb_exponent() const { return lbppb_exp_; }
+	uint32_t lbppb() const { return 1u << lbppb_exp_; }
+	// SBC-4 6.6.4 MAXIMUM ATOMIC TRANSFER LENGTH, blocks: what the backstore writes
+	// indivisibly (Backstore::atomic_write_max), within MAXIMUM TRANSFER LENGTH and the
+	// 16-bit TRANSFER LENGTH of WRITE ATOMIC (16); 0 when it cannot (sbc_atomic.cc).
+	uint32_t atomic_max_blocks() const
+	{
+		const uint64_t n = std::min<uint64_t>({bs_->atomic_write_max() / cfg_.block_size,
+		                                       cfg_.max_xfer_blocks, 0xffff,
+		                                       UINT32_MAX / cfg_.block_size});
+		return static_cast<uint32_t>(n);
+	}
 	bool thin() const { return cfg_.thin && bs_->can_unmap(); }
 	const std::string &serial() const { return serial_; }
 	uint64_t naa() const { return naa_; }
@@ -106,6 +135,25 @@ public:
 	bool ua_pending(const Nexus &n);
 	// Drop the REPORTED LUNS DATA HAS CHANGED condition for n (REPORT LUNS clears it).
 	void ua_clear(const Nexus &n, uint16_t asc_ascq);
+	// Forget every nexus' conditions, as a power on does: each nexus starts again with
+	// POWER ON, RESET, OR BUS DEVICE RESET OCCURRED (TARGET COLD RESET).
+	void ua_reset();
+
+	// A removable medium (medium.cc; SBC-3 4.?, 5.13, 5.25). Always present on a LU that
+	// is not removable. Prevention of its removal is held per I_T nexus (SPC-4 6.13):
+	// removal is prevented while any nexus prevents it.
+	bool removable() const { return cfg_.removable; }
+	bool medium_present() const { return !medium_out_.load(std::memory_order_acquire); }
+	// START STOP UNIT with LOEJ: load or eject, unless removal is prevented (then
+	// MEDIUM REMOVAL PREVENTED; the medium does not move either way).
+	Sense medium_load_eject(bool load);
+	// PREVENT ALLOW MEDIUM REMOVAL for nexus n.
+	void medium_prevent(const Nexus &n, bool prevent);
+	// What ends prevention: the nexus' loss, or a reset of the LU (LOGICAL UNIT RESET,
+	// target resets, power on) for every nexus.
+	void medium_nexus_loss(const Nexus &n);
+	void medium_reset();
+	bool medium_prevented();
 
 	// Commands in the task set (tests, teardown diagnostics).
 	size_t task_count();
@@ -120,12 +168,14 @@ public:
 	std::vector<TmrWait *> tmr_waits_; // task management functions waiting for commands
 	std::map<Nexus, std::deque<uint16_t>> ua_; // pending UAs per nexus that has seen POWER ON
 	PrStatePtr pr_;                   // persistent reservations and SPC-2 RESERVE (pr.cc)
-	std::mutex caw_lock_;             // serialises COMPARE AND WRITE (SBC-3 5.2)
-	bool caw_busy_ = false;           // a COMPARE AND WRITE is between its read and write
-	CmdDormantList caw_wait_;         // COMPARE AND WRITEs waiting for it (caw_lock_)
+	std::mutex rmw_lock_;             // serialises COMPARE AND WRITE and ORWRITE (sbc_rmw.cc)
+	bool rmw_busy_ = false;           // one of them is between its first read and last write
+	CmdDormantList rmw_wait_;         // those waiting for their turn (rmw_lock_)
 	std::condition_variable idle_cv_; // signalled when the task set empties (teardown)
 	std::atomic<bool> wce_{true};     // see wce()
 	std::atomic<bool> swp_{false};    // see swp()
+	std::atomic<bool> medium_out_{false}; // the removable medium is ejected
+	std::set<Nexus> prevent_;             // nexuses preventing its removal (lock_)
 
 private:
 	std::string name_;
@@ -133,6 +183,7 @@ private:
 	LuConfig cfg_;
 	std::string serial_;
 	uint64_t naa_;
+	uint8_t lbppb_exp_ = 0;
 };
 
 } // namespace ulp::scsi

@@ -29,6 +29,12 @@ bool needs_thin(const LogicalUnit &lu)
 	return lu.thin();
 }
 
+// WRITE ATOMIC (16) needs a backstore that writes indivisibly (sbc_atomic.cc).
+bool needs_atomic(const LogicalUnit &lu)
+{
+	return lu.atomic_max_blocks() > 0;
+}
+
 // clang-format off
 constexpr OpcodeInfo kOpcodes[] = {
     // ---- SPC-4 (spc.cc, spc_inquiry.cc, spc_mode.cc, opcodes.cc) and SBC-3 (sbc.cc) ----
@@ -73,6 +79,9 @@ constexpr OpcodeInfo kOpcodes[] = {
      {0x34, 0x02, 0xff, 0xff, 0xff, 0xff, 0x00, 0xff, 0xff, 0x00}, nullptr},
     {OP_SYNCHRONIZE_CACHE_10, 0, false, 10,
      {0x35, 0x02, 0xff, 0xff, 0xff, 0xff, 0x00, 0xff, 0xff, 0x00}, nullptr},
+    // REQ_PLIST, REQ_GLIST, DEFECT LIST FORMAT; ALLOCATION LENGTH.
+    {OP_READ_DEFECT_DATA_10, 0, false, 10,
+     {0x37, 0x00, 0x1f, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0x00}, nullptr},
     // WRPROTECT, ANCHOR, UNMAP; LBA; NUMBER OF LOGICAL BLOCKS.
     {OP_WRITE_SAME_10, 0, false, 10,
      {0x41, 0xf8, 0xff, 0xff, 0xff, 0xff, 0x00, 0xff, 0xff, 0x00}, nullptr},
@@ -129,6 +138,10 @@ constexpr OpcodeInfo kOpcodes[] = {
     {OP_WRITE_16, 0, false, 16,
      {0x8a, 0xf8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
       0x00, 0x00}, nullptr},
+    // ORPROTECT, DPO, FUA; LBA; TRANSFER LENGTH (sbc_orwrite.cc).
+    {OP_ORWRITE_16, 0, false, 16,
+     {0x8b, 0xf8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+      0x00, 0x00}, nullptr},
     {OP_WRITE_VERIFY_16, 0, false, 16,
      {0x8e, 0xf6, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
       0x00, 0x00}, nullptr},
@@ -144,6 +157,10 @@ constexpr OpcodeInfo kOpcodes[] = {
     {OP_WRITE_SAME_16, 0, false, 16,
      {0x93, 0xf8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
       0x00, 0x00}, nullptr},
+    // WRPROTECT, DPO, FUA; LBA; ATOMIC BOUNDARY (checked: must be 0); TRANSFER LENGTH.
+    {OP_WRITE_ATOMIC_16, 0, false, 16,
+     {0x9c, 0xf8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+      0x00, 0x00}, needs_atomic},
     // SERVICE ACTION IN (16): READ CAPACITY (16) (LBA and PMI obsolete), GET LBA STATUS.
     {OP_SERVICE_ACTION_IN_16, SAI_READ_CAPACITY_16, true, 16,
      {0x9e, 0x10, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff,
@@ -170,6 +187,10 @@ constexpr OpcodeInfo kOpcodes[] = {
      {0xae, 0xf6, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00}, nullptr},
     {OP_VERIFY_12, 0, false, 12,
      {0xaf, 0xf6, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00}, nullptr},
+    // REQ_PLIST, REQ_GLIST, DEFECT LIST FORMAT; ADDRESS DESCRIPTOR INDEX; ALLOCATION
+    // LENGTH.
+    {OP_READ_DEFECT_DATA_12, 0, false, 12,
+     {0xb7, 0x1f, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00}, nullptr},
 };
 // clang-format on
 
@@ -314,8 +335,7 @@ bool opcode_has_sa(uint8_t opcode)
 
 bool tmf_supported(TmfType t)
 {
-	// As tmr_submit answers them: no ACA (NACA is never accepted), no target resets
-	// (RFC 7143 11.5.1 makes them optional).
+	// As tmr_submit answers them: no ACA (NACA is never accepted).
 	switch (t) {
 	case TmfType::AbortTask:
 	case TmfType::AbortTaskSet:
@@ -325,10 +345,10 @@ bool tmf_supported(TmfType t)
 	case TmfType::QueryTask:
 	case TmfType::QueryTaskSet:
 	case TmfType::QueryAsyncEvent:
-		return true;
-	case TmfType::ClearAca:
 	case TmfType::TargetWarmReset:
 	case TmfType::TargetColdReset:
+		return true;
+	case TmfType::ClearAca:
 		return false;
 	}
 	return false;
@@ -339,17 +359,20 @@ Sense rsoc_parse(Cmd *cmd)
 	const uint8_t *c = cmd->cdb;
 	// SPC-4 6.35.1: byte 2 is RCTD (bit 7) and REPORTING OPTIONS (bits 2..0); 100b..111b
 	// are reserved.
+	// The field pointer says which field is wrong (byte 2 or the REQUESTED OPERATION CODE
+	// in byte 3), so that the initiator does not take the error for an unsupported
+	// service action (which would point at byte 1).
 	if (c[2] & 0x78)
-		return Sense::InvalidCdbField;
+		return invalid_cdb_field(cmd, 2, 6);
 	const uint8_t options = c[2] & 0x07;
 	if (options > RSOC_EITHER)
-		return Sense::InvalidCdbField;
+		return invalid_cdb_field(cmd, 2, 2);
 	// 001b asks for an opcode that has no service actions, 010b for one that has them
 	// (SPC-4 table "REPORTING OPTIONS field"): the other way round is an error.
 	if (options == RSOC_OPCODE && opcode_has_sa(c[3]))
-		return Sense::InvalidCdbField;
+		return invalid_cdb_field(cmd, 3);
 	if (options == RSOC_OPCODE_SA && !opcode_has_sa(c[3]))
-		return Sense::InvalidCdbField;
+		return invalid_cdb_field(cmd, 3);
 	cmd->cdb_xfer = get_be32(c + 6);
 	cmd->cdb_dir = DataDir::Read;
 	cmd->execute = exec_rsoc;
@@ -361,7 +384,7 @@ Sense rstmf_parse(Cmd *cmd)
 	const uint8_t *c = cmd->cdb;
 	// SPC-4 6.36: REPD is bit 7 of byte 2; the rest of byte 2 is reserved.
 	if (c[2] & 0x7f)
-		return Sense::InvalidCdbField;
+		return invalid_cdb_field(cmd, 2, 6);
 	cmd->cdb_xfer = get_be32(c + 6);
 	cmd->cdb_dir = DataDir::Read;
 	cmd->execute = exec_rstmf;

@@ -96,4 +96,17 @@ void pr_nexus_loss(LogicalUnit &lu, const Nexus &n)
 	}
 }
 
+// SPC-4 5.13.5: registrations and the persistent reservation outlast a power loss only
+// with APTPL 1, which this device server refuses; the SPC-2 reservation never does. The
+// PRgeneration counter starts again at 0, as after any power on (SPC-4 6.16.2).
+void pr_power_on(LogicalUnit &lu)
+{
+	PrState &pr = pr_of(lu);
+	std::lock_guard g(pr.lock);
+	pr.regs.clear();
+	pr.spc2.reset();
+	pr.generation = 0;
+	pr.release();
+}
+
 } // namespace ulp::scsi

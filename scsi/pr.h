@@ -42,6 +42,9 @@ Sense pr_check(Cmd *cmd);
 void pr_lun_reset(LogicalUnit &lu);
 // I_T nexus loss: an SPC-2 reservation held by n is released; persistent ones survive.
 void pr_nexus_loss(LogicalUnit &lu, const Nexus &n);
+// Power on (TARGET COLD RESET): nothing survives. APTPL 1 is refused, so no persistent
+// reservation or registration was meant to outlast a power loss (SPC-4 5.13.5).
+void pr_power_on(LogicalUnit &lu);
 
 // Parse functions for spc_parse (same contract as the families', core_internal.h).
 Sense pr_in_parse(Cmd *cmd);   // PERSISTENT RESERVE IN

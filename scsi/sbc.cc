@@ -3,8 +3,10 @@
 // sorts CDBs out (sbc_parse), READ and WRITE (6, 10, 12, 16), READ CAPACITY (10, 16),
 // SYNCHRONIZE CACHE (10, 16) and PRE-FETCH (10, 16). The commands that take several
 // backstore requests live in their own files: sbc_verify.cc (VERIFY, WRITE AND VERIFY),
-// sbc_write_same.cc, sbc_unmap.cc, sbc_caw.cc (COMPARE AND WRITE), and GET LBA STATUS in
-// sbc_lba_status.cc; sbc_step.cc runs them.
+// sbc_write_same.cc, sbc_unmap.cc, sbc_caw.cc (COMPARE AND WRITE), sbc_orwrite.cc (ORWRITE,
+// which shares COMPARE AND WRITE's read-modify-write turn, sbc_rmw.cc), sbc_atomic.cc (WRITE
+// ATOMIC), and GET LBA STATUS in
+// sbc_lba_status.cc; sbc_step.cc runs them. READ DEFECT DATA is in sbc_defect.cc.
 //
 // Parsing checks every field SBC-3 defines for the opcode and the LBA range against the
 // capacity (LBA OUT OF RANGE, SBC-3 4.5), in the order libiscsi's conformance suite
@@ -104,9 +106,10 @@ void exec_read_capacity_16(Cmd *cmd)
 	uint8_t d[32] = {};
 	put_be64(d, cmd->lu->nr_blocks() - 1);
 	put_be32(d + 8, cmd->lu->block_size());
-	d[13] = kSbcLbppbExponent & 0x0f;
+	d[13] = cmd->lu->lbppb_exponent() & 0x0f;
+	put_be16(d + 14, kSbcLowestAlignedLba & 0x3fff);
 	if (cmd->lu->thin())
-		d[14] = 0x80 | 0x40;
+		d[14] |= 0x80 | 0x40;
 	complete_data_in(cmd, d); // at most the allocation length; 0..31 are not errors
 }
 
@@ -257,12 +260,19 @@ Sense sbc_parse(Cmd *cmd)
 		return sbc_parse_unmap(cmd);
 	case OP_COMPARE_AND_WRITE:
 		return sbc_parse_caw(cmd);
+	case OP_ORWRITE_16:
+		return sbc_parse_orwrite(cmd);
+	case OP_WRITE_ATOMIC_16:
+		return sbc_parse_write_atomic(cmd);
 	case OP_SYNCHRONIZE_CACHE_10:
 	case OP_SYNCHRONIZE_CACHE_16:
 		return parse_sync_cache(cmd);
 	case OP_PRE_FETCH_10:
 	case OP_PRE_FETCH_16:
 		return parse_prefetch(cmd);
+	case OP_READ_DEFECT_DATA_10:
+	case OP_READ_DEFECT_DATA_12:
+		return sbc_parse_read_defect_data(cmd);
 	case OP_READ_CAPACITY_10:
 		// SBC-3 5.15: the LBA and PMI fields are obsolete and must be zero.
 		if (get_be32(c + 2) || (c[8] & 1))

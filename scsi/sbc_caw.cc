@@ -2,16 +2,10 @@
 // scsi/sbc_caw.cc - COMPARE AND WRITE (SBC-3 5.2): read NUMBER OF LOGICAL BLOCKS blocks,
 // compare them with the first half of the Data-Out Buffer, and only when they are equal
 // write the second half over them - as one atomic operation against every other COMPARE
-// AND WRITE to the logical unit.
+// AND WRITE and ORWRITE to the logical unit.
 //
-// Atomicity: the LU runs one COMPARE AND WRITE at a time, from its read to its write
-// (LogicalUnit::caw_busy_ under caw_lock_). One that finds another running waits in the
-// LU's FIFO (caw_wait_, linked through the command's dormant hook, free while it
-// executes); no thread blocks. The one that finishes hands the LU to the oldest waiter
-// before it completes. Starting that waiter on the finishing thread could recurse without
-// bound on a synchronous backstore (each one finishes inside its own start and starts the
-// next), so a thread that is already starting COMPARE AND WRITEs queues further ones on a
-// thread-local list and starts them in a loop instead (caw_launch).
+// Atomicity: the command holds the LU's read-modify-write turn from its read to its write
+// (sbc_rmw.cc), so no other COMPARE AND WRITE or ORWRITE changes the blocks in between.
 //
 // On a mismatch nothing is written and the command ends with MISCOMPARE, MISCOMPARE
 // DURING VERIFY OPERATION, and the INFORMATION field set to the offset of the first byte
@@ -22,8 +16,6 @@
 // abort after the compare stops it before the write.
 #include "scsi/sbc_internal.h"
 
-#include <mutex>
-
 namespace ulp::scsi
 {
 
@@ -31,7 +23,7 @@ namespace
 {
 
 enum class CawStep : uint8_t {
-	Start, // holds the LU's COMPARE AND WRITE turn, nothing submitted yet
+	Start, // holds the LU's read-modify-write turn, nothing submitted yet
 	Read,  // the range is being read
 	Write, // the compare matched; the write data is being written
 };
@@ -41,38 +33,6 @@ struct CawState : SbcStep {
 	SbcBuf buf; // nr_blocks blocks: the data read, then the data to write
 	iovec iov{};
 };
-
-// The LU's turn ends with cmd: pass it to the oldest waiter (returned, to be launched
-// once cmd is completed), or free it.
-Cmd *caw_release(LogicalUnit &lu)
-{
-	std::lock_guard g(lu.caw_lock_);
-	if (lu.caw_wait_.empty()) {
-		lu.caw_busy_ = false;
-		return nullptr;
-	}
-	Cmd &next = lu.caw_wait_.front();
-	lu.caw_wait_.pop_front();
-	return &next; // caw_busy_ stays set: the turn is next's
-}
-
-void caw_launch(Cmd *cmd);
-
-// End cmd (with s, or GOOD for Sense::None) and hand the LU's turn on. The turn is
-// released before the completion: after it, cmd (and with the last command of a session,
-// the LU) may be gone.
-void caw_finish(Cmd *cmd, Sense s, bool miscompare = false, uint64_t off = 0)
-{
-	Cmd *next = caw_release(*cmd->lu);
-	if (miscompare)
-		sbc_complete_miscompare(cmd, off);
-	else if (s != Sense::None)
-		complete_sense(cmd, s);
-	else
-		complete_good(cmd);
-	if (next)
-		caw_launch(next);
-}
 
 void caw_run(Cmd *cmd)
 {
@@ -84,7 +44,7 @@ void caw_run(Cmd *cmd)
 		switch (st->step) {
 		case CawStep::Start:
 			if (sbc_aborted(cmd)) {
-				caw_finish(cmd, Sense::None); // answered as aborted
+				sbc_rmw_finish(cmd, Sense::None); // answered as aborted
 				return;
 			}
 			st->step = CawStep::Read;
@@ -94,22 +54,22 @@ void caw_run(Cmd *cmd)
 			break;
 		case CawStep::Read: {
 			if (st->err) {
-				caw_finish(cmd, errno_sense(st->err, false));
+				sbc_rmw_finish(cmd, errno_sense(st->err, false));
 				return;
 			}
 			const size_t m = sgl_mismatch(cmd, 0, st->buf.get(), len);
 			if (m < len) {
-				caw_finish(cmd, Sense::Miscompare, true, m);
+				sbc_rmw_finish(cmd, Sense::Miscompare, true, m);
 				return;
 			}
 			if (sbc_aborted(cmd)) {
-				caw_finish(cmd, Sense::None); // aborted: nothing written
+				sbc_rmw_finish(cmd, Sense::None); // aborted: nothing written
 				return;
 			}
 			// The write half into the buffer: the data buffer may be split anywhere,
 			// and the copy is at most kSbcMaxCompareAndWriteBlocks blocks.
 			if (sgl_copy_out(cmd, len, st->buf.get(), len) != len) {
-				caw_finish(cmd, Sense::InternalTargetFailure);
+				sbc_rmw_finish(cmd, Sense::InternalTargetFailure);
 				return;
 			}
 			st->step = CawStep::Write;
@@ -119,32 +79,10 @@ void caw_run(Cmd *cmd)
 			break;
 		}
 		case CawStep::Write:
-			caw_finish(cmd, st->err ? errno_sense(st->err, true) : Sense::None);
+			sbc_rmw_finish(cmd, st->err ? errno_sense(st->err, true) : Sense::None);
 			return;
 		}
 	}
-}
-
-// COMPARE AND WRITEs this thread is about to start (see the top of the file), or null
-// when it is not inside caw_launch.
-thread_local CmdDormantList *t_launching = nullptr;
-
-// Start cmd, which holds the LU's turn.
-void caw_launch(Cmd *cmd)
-{
-	if (t_launching) {
-		t_launching->push_back(*cmd); // the loop below, further up this stack, runs it
-		return;
-	}
-	CmdDormantList pending;
-	t_launching = &pending;
-	caw_run(cmd);
-	while (!pending.empty()) {
-		Cmd &c = pending.front();
-		pending.pop_front();
-		caw_run(&c);
-	}
-	t_launching = nullptr;
 }
 
 void exec_caw(Cmd *cmd)
@@ -161,15 +99,7 @@ void exec_caw(Cmd *cmd)
 		complete_sense(cmd, Sense::InsufficientResources);
 		return;
 	}
-	{
-		std::lock_guard g(lu.caw_lock_);
-		if (lu.caw_busy_) {
-			lu.caw_wait_.push_back(*cmd); // started by the one before it
-			return;
-		}
-		lu.caw_busy_ = true;
-	}
-	caw_launch(cmd);
+	sbc_rmw_start(cmd); // caw_run, now or once the LU's turn comes
 }
 
 } // namespace

@@ -55,12 +55,15 @@ namespace ulp::scsi
 // (nothing is touched), one starting beyond it is not.
 Sense sbc_check_range(const LogicalUnit &lu, uint64_t lba, uint64_t blocks);
 
-Sense sbc_parse_verify(Cmd *cmd);         // VERIFY (10, 12, 16), sbc_verify.cc
-Sense sbc_parse_write_verify(Cmd *cmd);   // WRITE AND VERIFY (10, 12, 16), sbc_verify.cc
-Sense sbc_parse_write_same(Cmd *cmd);     // WRITE SAME (10, 16), sbc_write_same.cc
-Sense sbc_parse_unmap(Cmd *cmd);          // UNMAP, sbc_unmap.cc
-Sense sbc_parse_caw(Cmd *cmd);            // COMPARE AND WRITE, sbc_caw.cc
-Sense sbc_parse_get_lba_status(Cmd *cmd); // GET LBA STATUS, sbc_lba_status.cc
+Sense sbc_parse_verify(Cmd *cmd);           // VERIFY (10, 12, 16), sbc_verify.cc
+Sense sbc_parse_write_verify(Cmd *cmd);     // WRITE AND VERIFY (10, 12, 16), sbc_verify.cc
+Sense sbc_parse_write_same(Cmd *cmd);       // WRITE SAME (10, 16), sbc_write_same.cc
+Sense sbc_parse_unmap(Cmd *cmd);            // UNMAP, sbc_unmap.cc
+Sense sbc_parse_caw(Cmd *cmd);              // COMPARE AND WRITE, sbc_caw.cc
+Sense sbc_parse_get_lba_status(Cmd *cmd);   // GET LBA STATUS, sbc_lba_status.cc
+Sense sbc_parse_read_defect_data(Cmd *cmd); // READ DEFECT DATA (10, 12), sbc_defect.cc
+Sense sbc_parse_orwrite(Cmd *cmd);          // ORWRITE (16), sbc_orwrite.cc
+Sense sbc_parse_write_atomic(Cmd *cmd);     // WRITE ATOMIC (16), sbc_atomic.cc
 
 // ---- Multi-step commands (sbc_step.cc) ----------------------------------------------------
 
@@ -101,6 +104,15 @@ bool sbc_step_submit(Cmd *cmd, BsOp op, uint64_t offset, uint64_t len, std::span
 // LU lock, where tmr.cc sets it).
 bool sbc_aborted(Cmd *cmd);
 
+// ---- The read-modify-write turn (sbc_rmw.cc) ------------------------------------------------
+
+// Run cmd (its SbcStep state allocated, resume = its loop) holding the LU's read-modify-write
+// turn: now, or once the commands before it have ended. COMPARE AND WRITE and ORWRITE.
+void sbc_rmw_start(Cmd *cmd);
+// End a command that holds the turn: complete it (MISCOMPARE at off, the reason s, or GOOD
+// for Sense::None), and hand the turn on. The command must not be touched afterwards.
+void sbc_rmw_finish(Cmd *cmd, Sense s, bool miscompare = false, uint64_t off = 0);
+
 // ---- Buffers ------------------------------------------------------------------------------
 
 // A bounce buffer aligned for O_DIRECT (4 KiB), so that the file backstore can take the
@@ -110,6 +122,10 @@ struct SbcBufFree {
 };
 using SbcBuf = std::unique_ptr<uint8_t[], SbcBufFree>;
 SbcBuf sbc_buf_alloc(size_t bytes); // nullptr when memory is short
+
+// OR the command's data buffer, from byte off, into p[0..len) (ORWRITE); false when the
+// buffer is shorter.
+bool sgl_or_into(const Cmd *cmd, size_t off, uint8_t *p, size_t len);
 
 // The first byte in which the command's data buffer, from byte off, differs from
 // p[0..len): its index in p, or len when the len bytes are equal.

@@ -58,6 +58,26 @@ SbcBuf sbc_buf_alloc(size_t bytes)
 	return SbcBuf(static_cast<uint8_t *>(std::aligned_alloc(kAlign, n)));
 }
 
+bool sgl_or_into(const Cmd *cmd, size_t off, uint8_t *p, size_t len)
+{
+	size_t done = 0;
+	for (const iovec &v : cmd->sgl) {
+		if (done == len)
+			break;
+		if (off >= v.iov_len) {
+			off -= v.iov_len;
+			continue;
+		}
+		const size_t n = std::min(v.iov_len - off, len - done);
+		const auto *q = static_cast<const uint8_t *>(v.iov_base) + off;
+		for (size_t i = 0; i < n; i++)
+			p[done + i] |= q[i];
+		done += n;
+		off = 0;
+	}
+	return done == len;
+}
+
 size_t sgl_mismatch(const Cmd *cmd, size_t off, const uint8_t *p, size_t len)
 {
 	size_t done = 0;

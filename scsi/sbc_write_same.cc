@@ -13,8 +13,9 @@
 //   Data   anything else: the block is replicated into a pattern buffer of at most
 //          kPatternBytes and written in requests of up to kPatternIovs copies of it
 //          (one iovec per copy), one after another. The range is never allocated.
-// The range is bounded by MAXIMUM WRITE SAME LENGTH (LuConfig); with WSNZ=1 (sbc.h) a
-// NUMBER OF LOGICAL BLOCKS of 0 is refused.
+// The range is bounded by MAXIMUM WRITE SAME LENGTH (LuConfig). A NUMBER OF LOGICAL BLOCKS of
+// 0 means "from the LBA to the last LBA" (WSNZ=0, sbc.h), and that range is bounded the same
+// way: SBC-3 5.42 refuses any count above MAXIMUM WRITE SAME LENGTH.
 //
 // Writes honour the write cache as READ/WRITE do: with WCE 0 the data requests carry FUA,
 // and an Unmap or WriteZeroes (which carry no FUA) is followed by a Flush when the
@@ -208,18 +209,26 @@ Sense sbc_parse_write_same(Cmd *cmd)
 	if (unmap && !lu.thin())
 		return Sense::InvalidCdbField;
 	const uint64_t lba = ws16 ? get_be64(c + 2) : get_be32(c + 2);
-	const uint32_t blocks = ws16 ? get_be32(c + 10) : get_be16(c + 7);
+	uint64_t blocks = ws16 ? get_be32(c + 10) : get_be16(c + 7);
 	// The range before the length limits: libiscsi WriteSame*.ZeroBlocks expects LBA OUT
-	// OF RANGE for 0 blocks beyond the end even with WSNZ=1.
+	// OF RANGE for 0 blocks beyond the end (whatever WSNZ says).
 	if (Sense r = sbc_check_range(lu, lba, blocks); r != Sense::None)
 		return r;
-	if (blocks == 0 && kSbcWsnz)
-		return Sense::InvalidCdbField;
-	if (blocks > lu.cfg().max_write_same_blocks)
-		return Sense::InvalidCdbField; // MAXIMUM WRITE SAME LENGTH (SBC-3 6.6.4)
+	if (blocks == 0) {
+		if (kSbcWsnz)
+			return invalid_cdb_field(cmd, ws16 ? 10 : 7);
+		// SBC-3 5.42: from the LBA through the last one. An LBA at the capacity names no
+		// block at all to start from.
+		if (lba >= lu.nr_blocks())
+			return Sense::LbaOutOfRange;
+		blocks = lu.nr_blocks() - lba;
+	}
+	// MAXIMUM WRITE SAME LENGTH (SBC-3 6.6.4), for a count given or implied.
+	if (blocks > lu.cfg().max_write_same_blocks || blocks > UINT32_MAX)
+		return invalid_cdb_field(cmd, ws16 ? 10 : 7);
 	cmd->flags |= CMD_WRITES_MEDIUM;
 	cmd->lba = lba;
-	cmd->nr_blocks = blocks;
+	cmd->nr_blocks = static_cast<uint32_t>(blocks);
 	cmd->execute = exec_write_same;
 	if (!ndob) {
 		// One block of data-out, which the transport must deliver exactly (libiscsi

@@ -41,6 +41,7 @@ constexpr SenseInfo kSense[] = {
     {"INSUFFICIENT RESOURCES", SenseKey::AbortedCommand, 0x5503},
     {"DATA PHASE ERROR", SenseKey::AbortedCommand, 0x4b00},
     {"MEDIUM NOT PRESENT", SenseKey::NotReady, 0x3a00},
+    {"MEDIUM REMOVAL PREVENTED", SenseKey::IllegalRequest, 0x5302},
     {"UNIT ATTENTION", SenseKey::UnitAttention, 0x0000},
     {"RESERVATION CONFLICT", SenseKey::NoSense, 0x0000},
     {"BUSY", SenseKey::NoSense, 0x0000},
@@ -86,7 +87,8 @@ uint16_t sense_asc(Sense s)
 	return info(s).asc;
 }
 
-uint8_t build_sense(Sense s, uint8_t *out, uint16_t asc_ascq, bool info_valid, uint32_t inf)
+uint8_t build_sense(Sense s, uint8_t *out, uint16_t asc_ascq, bool info_valid, uint32_t inf,
+                    uint32_t sks)
 {
 	if (sense_status(s) != Status::CheckCondition)
 		return 0;
@@ -105,6 +107,11 @@ uint8_t build_sense(Sense s, uint8_t *out, uint16_t asc_ascq, bool info_valid, u
 	out[7] = 10;
 	out[12] = static_cast<uint8_t>(asc >> 8);
 	out[13] = static_cast<uint8_t>(asc);
+	if (sks & 0x800000u) {
+		out[15] = static_cast<uint8_t>(sks >> 16);
+		out[16] = static_cast<uint8_t>(sks >> 8);
+		out[17] = static_cast<uint8_t>(sks);
+	}
 	return 18;
 }
 

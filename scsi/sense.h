@@ -52,6 +52,7 @@ enum class Sense : uint8_t {
 	InsufficientResources,    // ABORTED COMMAND, 55/03 INSUFFICIENT RESOURCES
 	DataPhaseError,           // ABORTED COMMAND, 4B/00 DATA PHASE ERROR (data-out failed)
 	MediumNotPresent,         // NOT READY, 3A/00 MEDIUM NOT PRESENT
+	MediumRemovalPrevented,   // ILLEGAL REQUEST, 53/02 MEDIUM REMOVAL PREVENTED
 	UnitAttention,            // UNIT ATTENTION; ASC/ASCQ from the pending condition
 	ReservationConflict,      // RESERVATION CONFLICT status, no sense data
 	Busy,                     // BUSY status, no sense data
@@ -67,9 +68,24 @@ Status sense_status(Sense s);
 // Fixed-format sense data (SPC-4 4.5.3, response code 0x70) for reason s into out (at
 // least 18 bytes); asc_ascq overrides the table for UnitAttention (high byte ASC, low
 // ASCQ). info, when info_valid, fills the INFORMATION field (the first miscompared byte,
-// SBC-3 5.3). Returns the sense length (18), or 0 for reasons without sense data.
+// SBC-3 5.3). sks, when it has SKSV (bit 23) set, fills the SENSE KEY SPECIFIC bytes 15..17
+// (SPC-4 4.5.2.4; sense_field_pointer builds it). Returns the sense length (18), or 0 for
+// reasons without sense data.
 uint8_t build_sense(Sense s, uint8_t *out, uint16_t asc_ascq = 0, bool info_valid = false,
-                    uint32_t info = 0);
+                    uint32_t info = 0, uint32_t sks = 0);
+
+// SPC-4 4.5.2.4.2 field pointer sense key specific data, as the 24 bits of bytes 15..17:
+// SKSV, C/D (1: the CDB, 0: the parameter list), BPV with BIT POINTER when bit is 0..7, and
+// the FIELD POINTER (the byte that is in error). Initiators tell a service action the
+// device server does not implement (the field pointer at its byte) from a bad field of one
+// it does by it; libiscsi's conformance suite does.
+constexpr uint32_t sense_field_pointer(bool cdb, uint16_t byte, int bit = -1)
+{
+	uint32_t v = 0x800000u | (cdb ? 0x400000u : 0) | byte;
+	if (bit >= 0 && bit <= 7)
+		v |= 0x080000u | uint32_t(bit) << 16;
+	return v;
+}
 
 // Just the key and ASC/ASCQ of a reason (REQUEST SENSE, tests).
 SenseKey sense_key(Sense s);

@@ -5,9 +5,10 @@
 // SENSE / SELECT in spc_mode.cc, the MAINTENANCE IN reports in opcodes.cc; the
 // reservation commands are handed to pr.cc.
 //
-// The LU is a disk that never goes away: its medium is not removable, it has no motor to
-// stop and no power conditions to enter, so the commands about those accept what a fixed
-// disk can honour and refuse the rest with INVALID FIELD IN CDB.
+// The LU is a disk with no motor to stop and no power conditions to enter, so the commands
+// about those accept what a fixed disk can honour and refuse the rest with INVALID FIELD IN
+// CDB. Its medium is removable when configured so (medium.cc): START STOP UNIT's LOEJ and
+// PREVENT ALLOW MEDIUM REMOVAL act on it then.
 #include "scsi/spc.h"
 
 #include "scsi/pr.h"
@@ -138,6 +139,31 @@ void exec_stop(Cmd *cmd)
 	bs_submit(cmd, BsOp::Flush, 0, 0, {}, false, flush_done);
 }
 
+// LOEJ 1, START 0 on a removable medium: eject it (unless its removal is prevented), the
+// cache flushed first as for a stop (NO_FLUSH 0).
+void exec_eject(Cmd *cmd)
+{
+	if (Sense r = cmd->lu->medium_load_eject(false); r != Sense::None) {
+		complete_sense(cmd, r);
+		return;
+	}
+	if ((cmd->cdb[4] & SSU_NO_FLUSH) || !cmd->lu->wce()) {
+		complete_good(cmd);
+		return;
+	}
+	bs_submit(cmd, BsOp::Flush, 0, 0, {}, false, flush_done);
+}
+
+// LOEJ 1, START 1: load the removable medium (unless its removal is prevented).
+void exec_load(Cmd *cmd)
+{
+	Sense r = cmd->lu->medium_load_eject(true);
+	if (r != Sense::None)
+		complete_sense(cmd, r);
+	else
+		complete_good(cmd);
+}
+
 Sense parse_start_stop(Cmd *cmd)
 {
 	const uint8_t *c = cmd->cdb;
@@ -156,10 +182,15 @@ Sense parse_start_stop(Cmd *cmd)
 	cmd->execute = exec_good;
 	if (pc != PC_START_VALID)
 		return Sense::None; // START and LOEJ are ignored (SBC-3 5.25)
-	// LOEJ asks to load or eject a medium that is not removable (RMB 0): refused, as
-	// libiscsi's StartStopUnit.Simple expects of a fixed disk.
-	if (c[4] & SSU_LOEJ)
-		return Sense::InvalidCdbField;
+	// LOEJ loads (START 1) or ejects (START 0) a removable medium (medium.cc). A medium
+	// that is not removable (RMB 0) refuses it, as libiscsi's StartStopUnit.Simple
+	// expects of a fixed disk.
+	if (c[4] & SSU_LOEJ) {
+		if (!cmd->lu->removable())
+			return invalid_cdb_field(cmd, 4, 1);
+		cmd->execute = (c[4] & SSU_START) ? exec_load : exec_eject;
+		return Sense::None;
+	}
 	if (!(c[4] & SSU_START) && !(c[4] & SSU_NO_FLUSH))
 		cmd->execute = exec_stop;
 	return Sense::None;
@@ -167,15 +198,22 @@ Sense parse_start_stop(Cmd *cmd)
 
 // ---- PREVENT ALLOW MEDIUM REMOVAL (SBC-3 5.13) -------------------------------------------
 
+void exec_prevent_allow(Cmd *cmd)
+{
+	cmd->lu->medium_prevent(cmd->sess->nexus(), cmd->cdb[4] & 0x01);
+	complete_good(cmd);
+}
+
 Sense parse_prevent_allow(Cmd *cmd)
 {
-	// PREVENT 00b (allow) and 01b (prevent) are accepted: the medium cannot be removed
-	// anyway (RMB 0), so there is nothing to lock. 10b and 11b are obsolete. Bytes 1..3
-	// and the rest of byte 4 are reserved.
+	// PREVENT 00b (allow) and 01b (prevent) for this I_T nexus (medium.cc). A medium
+	// that is not removable (RMB 0) cannot be removed anyway: there is nothing to lock,
+	// and the command is GOOD. 10b and 11b are obsolete. Bytes 1..3 and the rest of
+	// byte 4 are reserved.
 	const uint8_t *c = cmd->cdb;
 	if (c[1] || c[2] || c[3] || (c[4] & 0xfe))
 		return Sense::InvalidCdbField;
-	cmd->execute = exec_good;
+	cmd->execute = cmd->lu->removable() ? exec_prevent_allow : exec_good;
 	return Sense::None;
 }
 
@@ -215,8 +253,9 @@ Sense parse_maintenance_in(Cmd *cmd)
 		return rstmf_parse(cmd);
 	default:
 		// An opcode we have with a service action we do not: INVALID FIELD IN CDB,
-		// not INVALID COMMAND OPERATION CODE (the opcode itself is known).
-		return Sense::InvalidCdbField;
+		// not INVALID COMMAND OPERATION CODE (the opcode itself is known), pointing at
+		// the SERVICE ACTION field (byte 1, bits 4..0).
+		return invalid_cdb_field(cmd, 1, 4);
 	}
 }
 

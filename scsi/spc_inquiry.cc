@@ -10,6 +10,7 @@
 // with UNMAP deallocate (lu.thin(), like READ CAPACITY (16)'s LBPME), and libiscsi checks
 // each against the other.
 #include "scsi/fabric.h"
+#include "scsi/sbc.h"
 #include "scsi/spc.h"
 
 #include <algorithm>
@@ -69,7 +70,9 @@ void exec_std_inquiry(Cmd *cmd)
 {
 	uint8_t d[kStdInquiryLen] = {};
 	d[0] = peripheral_byte(cmd);
-	// RMB 0: the medium is not removable.
+	// RMB: the medium is removable (medium.cc) as configured.
+	if (cmd->lu && cmd->lu->removable())
+		d[1] = 0x80;
 	d[2] = 0x06; // VERSION: SPC-4
 	// NORMACA 0 (no ACA), HISUP 1 (LUNs are SAM-5 hierarchical addresses, single
 	// level), RESPONSE DATA FORMAT 2. AERC and TRMTSK (obsolete) stay 0: libiscsi fails
@@ -190,27 +193,36 @@ void put_block_limits(const LogicalUnit &lu, std::vector<uint8_t> &d)
 {
 	const LuConfig &c = lu.cfg();
 	d.resize(64, 0);
-	// WSNZ: WRITE SAME with a NUMBER OF LOGICAL BLOCKS of zero (the rest of the medium)
-	// is refused with INVALID FIELD IN CDB, as the kernel's target does; libiscsi checks
-	// sbc.cc against this bit.
-	d[4] = 0x01;
+	// WSNZ (sbc.h): whether WRITE SAME with a NUMBER OF LOGICAL BLOCKS of zero (the rest
+	// of the medium) is refused; libiscsi checks sbc_write_same.cc against this bit.
+	d[4] = kSbcWsnz ? 0x01 : 0x00;
 	// MAXIMUM COMPARE AND WRITE LENGTH: one block, what COMPARE AND WRITE takes.
 	d[5] = 1;
-	// OPTIMAL TRANSFER LENGTH GRANULARITY: any block boundary is as good as another.
-	put_be16(&d[6], 1);
+	// OPTIMAL TRANSFER LENGTH GRANULARITY: the physical block (SBC-3 6.5.3: transfers of
+	// other multiples may be slower; on 512e, a write of part of a physical block makes
+	// the medium read the rest of it first).
+	put_be16(&d[6], static_cast<uint16_t>(lu.lbppb()));
 	put_be32(&d[8], c.max_xfer_blocks);
 	put_be32(&d[12], c.max_xfer_blocks ? std::min(c.opt_xfer_blocks, c.max_xfer_blocks)
 	                                   : c.opt_xfer_blocks);
 	// MAXIMUM PREFETCH LENGTH 0: no PRE-FETCH.
 	if (lu.thin()) {
 		// UNMAP's limits (libiscsi: both nonzero when LBPU is set, zero otherwise), and
-		// the backstore's real deallocation unit in blocks, aligned at LBA 0 (UGAVALID).
+		// OPTIMAL UNMAP GRANULARITY: the backstore's real deallocation unit in blocks,
+		// and never less than a physical block (a part of one cannot be deallocated on
+		// its own), aligned where the physical blocks are (UGAVALID; UNMAP GRANULARITY
+		// ALIGNMENT = LOWEST ALIGNED LOGICAL BLOCK ADDRESS).
 		put_be32(&d[20], c.max_unmap_blocks);
 		put_be32(&d[24], c.max_unmap_descs);
-		put_be32(&d[28], std::max<uint32_t>(1, lu.bs().unmap_granularity() / c.block_size));
-		d[32] = 0x80;
+		put_be32(&d[28], std::max({uint32_t(1), lu.bs().unmap_granularity() / c.block_size,
+		                           lu.lbppb()}));
+		put_be32(&d[32], 0x80000000u | kSbcLowestAlignedLba);
 	}
 	put_be64(&d[36], c.max_write_same_blocks);
+	// SBC-4 atomic writes (sbc_atomic.cc): MAXIMUM ATOMIC TRANSFER LENGTH; ATOMIC
+	// ALIGNMENT, ATOMIC TRANSFER LENGTH GRANULARITY 0 (none), and no atomic boundaries
+	// (bytes 56..63 zero). All zero when WRITE ATOMIC is not offered.
+	put_be32(&d[44], lu.atomic_max_blocks());
 }
 
 // SBC-3 6.5.2 block device characteristics: page length 3Ch.

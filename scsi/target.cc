@@ -147,10 +147,41 @@ std::vector<Session *> Tpg::sessions() const
 	return v;
 }
 
+void Tpg::session_lost(Session *s)
+{
+	{
+		std::lock_guard g(s->sess_lock_);
+		if (s->lost_)
+			return;
+		s->lost_ = true;
+	}
+	session_abort_all(s);
+	// SAM-5 6.3.4: what the I_T nexus held on each LU goes with it (an SPC-2 reservation,
+	// medium removal prevention), and it hears I_T NEXUS LOSS OCCURRED if it comes back.
+	std::set<LogicalUnit *> lus;
+	{
+		std::shared_lock g(lock_);
+		for (auto &[l, e] : luns_)
+			lus.insert(e.lu);
+	}
+	for (LogicalUnit *lu : lus) {
+		pr_nexus_loss(*lu, s->nexus());
+		lu->medium_nexus_loss(s->nexus());
+		bool seen;
+		{
+			std::lock_guard g(lu->lock_);
+			seen = lu->ua_.count(s->nexus()) != 0;
+		}
+		if (seen)
+			lu->ua_add(s->nexus(), UA_I_T_NEXUS_LOSS);
+	}
+}
+
 int Tpg::close_session(Session *s, std::chrono::milliseconds timeout)
 {
-	// Stop, abort, wait (bounded, logged), free: the teardown order of DESIGN.md 9.
-	session_abort_all(s);
+	// Stop, abort and let go (session_lost), wait (bounded, logged), free: the teardown
+	// order of DESIGN.md 9.
+	session_lost(s);
 	{
 		using clock = std::chrono::steady_clock;
 		const auto deadline = clock::now() + timeout;
@@ -179,24 +210,6 @@ int Tpg::close_session(Session *s, std::chrono::milliseconds timeout)
 				next_log = clock::now() + std::chrono::seconds(2);
 			}
 		}
-	}
-	// SAM-5 6.3.4: the I_T nexus is lost; what it held on each LU goes with it (an SPC-2
-	// reservation), and it hears I_T NEXUS LOSS OCCURRED if it comes back.
-	std::set<LogicalUnit *> lus;
-	{
-		std::shared_lock g(lock_);
-		for (auto &[l, e] : luns_)
-			lus.insert(e.lu);
-	}
-	for (LogicalUnit *lu : lus) {
-		pr_nexus_loss(*lu, s->nexus());
-		bool seen;
-		{
-			std::lock_guard g(lu->lock_);
-			seen = lu->ua_.count(s->nexus()) != 0;
-		}
-		if (seen)
-			lu->ua_add(s->nexus(), UA_I_T_NEXUS_LOSS);
 	}
 	std::unique_lock g(lock_);
 	auto it = std::find_if(sessions_.begin(), sessions_.end(),

@@ -70,6 +70,7 @@ public:
 	CmdSessList cmds_;
 	std::condition_variable idle_cv_; // signalled when cmds_ empties
 	bool stopping_ = false;           // no new commands (set by session_stop)
+	bool lost_ = false;               // Tpg::session_lost has run (sess_lock_)
 
 private:
 	friend class Tpg;
@@ -108,12 +109,20 @@ public:
 	// when the ACLs refuse it (errno EACCES).
 	Session *open_session(Fabric &fabric, const std::string &initiator,
 	                      const std::string &initiator_port);
-	// Tear a session down (the fabric's connection is gone or logged out): no new
-	// commands, every command in flight aborted (no responses to this session), a wait
-	// for them bounded by timeout with a log line every few seconds, then the session is
-	// freed. Returns 0, or -ETIMEDOUT when commands were still in flight (the session is
-	// then left allocated and intact: freeing it would let a late completion touch freed
-	// memory). Must not be called from a thread those commands need in order to finish.
+	// The I_T nexus is lost (SAM-5 6.3.4: its connection died, or it logged out): no new
+	// commands, every command in flight aborted (no responses to this session), and what
+	// the nexus held on each LU let go at once - its SPC-2 reservation, its prevention of
+	// medium removal - with I_T NEXUS LOSS OCCURRED queued for it. Does not wait for the
+	// aborted commands, so a fabric calls it from the thread that notices the loss,
+	// before a new session of the same initiator can log in. Idempotent; close_session
+	// does it too.
+	void session_lost(Session *s);
+	// Tear a session down (the fabric's connection is gone or logged out): session_lost,
+	// a wait for the commands in flight bounded by timeout with a log line every few
+	// seconds, then the session is freed. Returns 0, or -ETIMEDOUT when commands were still in
+	// flight (the session is then left allocated and intact: freeing it would let a late
+	// completion touch freed memory). Must not be called from a thread those commands need in
+	// order to finish.
 	int close_session(Session *s, std::chrono::milliseconds timeout);
 
 	// Sessions, for I_T NEXUS RESET-like walks and diagnostics.

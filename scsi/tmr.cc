@@ -9,6 +9,20 @@
 // each LU keeps the functions waiting on it (TmrWait), and the completion path
 // (core.cc cmd_finish) strikes commands off as they end; the last one sends the response.
 //
+// Target resets (SAM-5 7.?, RFC 7143 11.5.1) act on every logical unit the issuing I_T nexus
+// sees (its ACL's LUNs: "all LUs known by the issuing initiator"), never on LUs hidden from
+// it:
+//   TARGET WARM RESET  each LU as by LOGICAL UNIT RESET: tasks aborted, the SPC-2
+//                      reservation released, BUS DEVICE RESET FUNCTION OCCURRED for every
+//                      nexus (SPI-5's target reset event);
+//   TARGET COLD RESET  each LU as after a power on: tasks aborted, every reservation and
+//                      registration gone (nothing persists: APTPL 1 is refused), the mode
+//                      parameters back to their defaults, and the unit attention queues
+//                      emptied so that every nexus hears POWER ON, RESET, OR BUS DEVICE RESET
+//                      OCCURRED first, as after a power on (ua.cc). Dropping the target's
+//                      sessions, which the power on also means, is the fabric's part once
+//                      the response has gone out (iser/conn.cc).
+//
 // What an aborted command gets: nothing of its own when it belongs to the nexus that asked
 // (the function's response covers it); TASK ABORTED status when it belongs to another
 // nexus and the LU has TAS set (SAM-5 5.6); otherwise nothing, plus a COMMANDS CLEARED BY
@@ -213,6 +227,28 @@ void abort_session(Session *s, Tmr *w_tmr)
 		cmd_put(c);
 }
 
+// TARGET WARM RESET and TARGET COLD RESET on every LU s sees (see the top of the file).
+void target_reset(Session *s, Tmr *tmr, bool cold)
+{
+	std::set<LogicalUnit *> lus;
+	for (uint64_t l : s->luns())
+		if (LogicalUnit *lu = s->lookup_lun(l, nullptr))
+			lus.insert(lu);
+	for (LogicalUnit *lu : lus) {
+		abort_on_lu(*lu, tmr, Scope::AllSets);
+		lu->medium_reset();
+		if (!cold) {
+			pr_lun_reset(*lu);
+			lu->ua_add_all(UA_BUS_DEVICE_RESET);
+			continue;
+		}
+		pr_power_on(*lu);
+		lu->set_swp(false);
+		lu->set_wce(true); // the default: on when the backstore has a cache (lu.h)
+		lu->ua_reset();
+	}
+}
+
 } // namespace
 
 void tmr_respond(Tmr *tmr)
@@ -266,10 +302,13 @@ void tmr_submit(Tmr *tmr)
 
 	switch (tmr->function) {
 	case TmfType::ClearAca:
+		// No ACA (NACA is never accepted).
+		tmr->response = TmfResponse::NotSupported;
+		tmr_put(tmr);
+		return;
 	case TmfType::TargetWarmReset:
 	case TmfType::TargetColdReset:
-		// No ACA (NACA is never accepted); target resets are optional (RFC 7143 11.5.1).
-		tmr->response = TmfResponse::NotSupported;
+		target_reset(s, tmr, tmr->function == TmfType::TargetColdReset);
 		tmr_put(tmr);
 		return;
 	case TmfType::ITNexusReset: {
@@ -282,6 +321,7 @@ void tmr_submit(Tmr *tmr)
 				lus.insert(lu);
 		for (LogicalUnit *lu : lus) {
 			pr_nexus_loss(*lu, s->nexus());
+			lu->medium_nexus_loss(s->nexus());
 			lu->ua_add(s->nexus(), UA_I_T_NEXUS_LOSS);
 		}
 		tmr_put(tmr);
@@ -310,9 +350,11 @@ void tmr_submit(Tmr *tmr)
 		break;
 	case TmfType::LunReset:
 		// SAM-5 7.? LOGICAL UNIT RESET: abort every task, release an SPC-2
-		// reservation (persistent ones stay), and tell every nexus.
+		// reservation (persistent ones stay), end medium removal prevention
+		// (SPC-4 6.13), and tell every nexus.
 		abort_on_lu(*lu, tmr, Scope::AllSets);
 		pr_lun_reset(*lu);
+		lu->medium_reset();
 		lu->ua_add_all(UA_BUS_DEVICE_RESET);
 		break;
 	case TmfType::QueryTask:

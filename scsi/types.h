@@ -56,8 +56,9 @@ enum class TmfType : uint8_t {
 	QueryTask,
 	QueryTaskSet,
 	QueryAsyncEvent,
-	TargetWarmReset, // answered NotSupported (RFC 7143 11.5.1 allows it)
-	TargetColdReset, // answered NotSupported
+	TargetWarmReset, // every LU the nexus sees reset as by LOGICAL UNIT RESET (tmr.cc)
+	TargetColdReset, // the same as a power on; the fabric then drops the target's
+	                 // sessions (RFC 7143 11.5.1)
 };
 
 const char *tmf_str(TmfType t);

@@ -79,6 +79,12 @@ void LogicalUnit::ua_clear(const Nexus &n, uint16_t asc_ascq)
 	q.erase(std::remove(q.begin(), q.end(), asc_ascq), q.end());
 }
 
+void LogicalUnit::ua_reset()
+{
+	std::lock_guard g(lock_);
+	ua_.clear();
+}
+
 bool ua_check(Cmd *cmd)
 {
 	// SPC-4 5.14 (and 6.? REPORT LUNS): these report no unit attention; REQUEST SENSE

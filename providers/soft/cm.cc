@@ -193,14 +193,28 @@ int SoftCmId::listen(int backlog)
 	std::lock_guard g(G.lock);
 	if (st != CmState::Bound)
 		return -EINVAL;
-	if (local_.port() == 0)
-		local_.set_port(G.next_port++);
-	std::string k = key_of(local_);
-	if (G.listeners.count(k))
-		return -EADDRINUSE;
-	int rc = sock_listen(*this);
-	if (rc)
+	// Port 0: an ephemeral port free here and on the socket wire, whose names every
+	// process of the network namespace shares (as the kernel's ephemeral ports are
+	// unique per host, not per process). A given port that is taken stays an error.
+	const bool ephemeral = local_.port() == 0;
+	std::string k;
+	int rc = 0;
+	for (int tries = 0; tries < 1000; tries++) {
+		if (ephemeral) {
+			local_.set_port(G.next_port++);
+			if (G.next_port < 40000)
+				G.next_port = 40000;
+		}
+		k = key_of(local_);
+		rc = G.listeners.count(k) ? -EADDRINUSE : sock_listen(*this);
+		if (rc != -EADDRINUSE || !ephemeral)
+			break;
+	}
+	if (rc) {
+		if (ephemeral)
+			local_.set_port(0);
 		return rc;
+	}
 	G.listeners[k] = this;
 	listen_key = k;
 	st = CmState::Listening;

@@ -62,7 +62,10 @@ struct CmMsg {
 	uint8_t retry_count;
 	uint8_t rnr_retry_count;
 	uint8_t private_data_len;
-	uint8_t pad[3];
+	uint8_t src_port[2]; // CmReq: the requester's CM port, big-endian (its address is
+	                     // in gid, IPv4-mapped): the listener's new id reports it as
+	                     // the peer address, as rdma_cm does
+	uint8_t pad;
 	uint8_t private_data[ConnParam::kMaxPrivateData];
 };
 

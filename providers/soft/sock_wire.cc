@@ -959,6 +959,14 @@ private:
 		nid->req = from_msg(m);
 		nid->remote_qpn = m.qpn;
 		std::memcpy(nid->remote_gid.data(), m.gid, 16);
+		// The requester's address: its GID is IPv4-mapped (::ffff:a.b.c.d).
+		static constexpr uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+		if (std::memcmp(m.gid, kMapped, 12) == 0) {
+			const uint32_t ip = uint32_t(m.gid[12]) << 24 | uint32_t(m.gid[13]) << 16 |
+			                    uint32_t(m.gid[14]) << 8 | m.gid[15];
+			nid->set_peer_addr(
+			    SockAddr::ipv4(ip, uint16_t(m.src_port[0] << 8 | m.src_port[1])));
+		}
 		nid->sock = std::make_shared<SockConn>(fd);
 		CmEvent ev;
 		ev.event = CmEventType::ConnectRequest;
@@ -1086,7 +1094,11 @@ int sock_connect(SoftCmId &id, const ConnParam &p)
 	if (fd < 0)
 		return reject(CmEventType::Rejected, -ECONNREFUSED); // no listener (IB: REJ)
 	auto *qp = id.sqp();
-	if (!send_cm(fd, PktOp::CmReq, to_msg(qp->qp_num(), qp->sdev.gid(), p))) {
+	CmMsg req = to_msg(qp->qp_num(), qp->sdev.gid(), p);
+	const uint16_t sport = id.local_addr().port();
+	req.src_port[0] = uint8_t(sport >> 8);
+	req.src_port[1] = uint8_t(sport);
+	if (!send_cm(fd, PktOp::CmReq, req)) {
 		close(fd);
 		return reject(CmEventType::Unreachable, -ETIMEDOUT);
 	}

@@ -9,6 +9,8 @@
 #include "cq_poll/dim.h"
 #include "tests/soft/soft_test_util.h"
 
+#include <poll.h>
+
 #include <atomic>
 #include <functional>
 #include <set>
@@ -578,6 +580,60 @@ TEST(CqPoll, FreeRefusedWhileQpUsesIt)
 		EXPECT_EQ(ulp::free_cq(cq), 0);
 		EXPECT_FALSE(cq);
 	}
+}
+
+TEST(CqPoll, DirectOnAChannelSleepsUntilACompletion)
+{
+	// The single-threaded owner's loop: arm, poll once more, sleep on the channel's fd,
+	// take the event, process. Nothing may be lost between the arm and the sleep.
+	Rig rig;
+	ASSERT_TRUE(rig.init(Exec::Engine));
+	auto ch = rig.da->create_comp_channel();
+	ASSERT_TRUE(ch);
+	ulp::CqOptions o;
+	o.channel = ch.get();
+	auto cq = ulp::alloc_cq(*rig.da, 64, 0, PollCtx::Direct, nullptr, o);
+	ASSERT_TRUE(cq) << "errno " << errno;
+	int qi = rig.add_qp(cq.get());
+	ASSERT_GE(qi, 0);
+	Rec rec;
+	constexpr int n = 50;
+	auto c = make_ctxs(rec, n);
+	int sleeps = 0;
+	for (int i = 0; i < n; i++) {
+		ASSERT_EQ(rig.write0(qi, &c[static_cast<size_t>(i)].cqe), 0);
+		for (int spins = 0; rec.n.load() <= i; spins++) {
+			ASSERT_LT(spins, 100) << "completion " << i << " never arrived";
+			ASSERT_EQ(cq->req_notify(ulp::CqNotify::NextComp), 0);
+			if (ulp::process_cq_direct(*cq, 16) > 0)
+				continue;
+			pollfd pfd{ch->fd(), POLLIN, 0};
+			ASSERT_EQ(::poll(&pfd, 1, 5000), 1) << "no channel event in 5 s";
+			ulp::Cq *ev = nullptr;
+			ASSERT_EQ(ch->get_cq_event(&ev, 0), 0);
+			EXPECT_EQ(ev, cq.get());
+			sleeps++;
+			ulp::process_cq_direct(*cq, 16);
+		}
+	}
+	expect_in_order(rec, n);
+	EXPECT_GT(sleeps, 0) << "the loop never slept: the test proved nothing";
+	rig.qa.clear();
+	rig.qb.clear();
+	EXPECT_EQ(ulp::free_cq(cq), 0);
+}
+
+TEST(CqPoll, ChannelOnlyForDirect)
+{
+	DevPtr d = make_dev("127.0.0.1");
+	ASSERT_TRUE(d);
+	auto ch = d->create_comp_channel();
+	ASSERT_TRUE(ch);
+	ulp::CqOptions o;
+	o.channel = ch.get();
+	errno = 0;
+	EXPECT_FALSE(ulp::alloc_cq(*d, 16, 0, PollCtx::Softirq, nullptr, o));
+	EXPECT_EQ(errno, EINVAL);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -1,17 +1,27 @@
 #!/usr/bin/env bash
-# tests/iser/libiscsi_cu.sh ULP_TARGETD FAMILY [LUN_SPEC] - libiscsi's conformance suite
-# (iscsi-test-cu, package libiscsi-bin) against ulp-targetd over TCP on 127.0.0.1.
+# tests/iser/libiscsi_cu.sh ULP_TARGETD NAME [LUN_SPEC [TESTS [TARGETD_ARGS...]]] - libiscsi's
+# conformance suite (iscsi-test-cu, package libiscsi-bin) against ulp-targetd over TCP on
+# 127.0.0.1.
 #
-# One family per process (LAB.md: in one process a repeated Sanitize test spins forever and
-# a CompareAndWrite test leaves a hook behind). The daemon serves a RAM LUN on an
-# ephemeral port; the suite runs with --dataloss and the same URL twice (a second session:
-# the MultipathIO tests need it). Results are counted per test by cu_results.py (CUnit's
-# summary counts skipped tests as passed). Exit status: 0 when no test failed, 1 otherwise
-# (or when the suite or the daemon could not run). The log stays in $CU_LOG_DIR when set.
+# Without TESTS, NAME is the family to run (SCSI, iSCSI), in one process (LAB.md: in one
+# process a repeated Sanitize test spins forever and a CompareAndWrite test leaves a hook
+# behind, so a family per process). With TESTS - a comma-separated list of test names
+# (FAMILY.SUITE.TEST) - NAME only names the run and each test runs in a process of its own:
+# the extra runs against a differently configured LUN (LUN_SPEC: a 512e LUN, a read-only
+# one, a removable one) that cover tests the main LUN cannot, counted apart from the family
+# runs. TARGETD_ARGS are passed on to the daemon.
+#
+# The daemon serves the LUN on an ephemeral port; the suite runs with --dataloss and the same
+# URL twice (a second session: the MultipathIO tests need it). Results are counted per test by
+# cu_results.py (CUnit's summary counts skipped tests as passed). Exit status: 0 when no test
+# failed, 1 otherwise (or when the suite or the daemon could not run). The logs stay in
+# $CU_LOG_DIR when set.
 set -u
 targetd=${1:?ulp-targetd}
-family=${2:?family (SCSI or iSCSI)}
+name=${2:?family (SCSI or iSCSI) or a name for the run}
 lun=${3:-0:ram:size=128M}
+tests=${4:-}
+shift $(($# < 4 ? $# : 4))
 here=$(cd "$(dirname "$0")" && pwd)
 command -v iscsi-test-cu >/dev/null || { echo "libiscsi_cu: iscsi-test-cu missing (libiscsi-bin)"; exit 1; }
 work=$(mktemp -d)
@@ -25,31 +35,47 @@ cleanup() {
 }
 trap cleanup EXIT
 iqn=iqn.2026-11.org.ulp:conformance
-"$targetd" --portal 127.0.0.1:0 --target $iqn --lun "$lun" --ready-fd 9 \
-	9>"$work/port" 2>"$work/targetd-$family.log" &
+"$targetd" --portal 127.0.0.1:0 --target $iqn --lun "$lun" "$@" --ready-fd 9 \
+	9>"$work/port" 2>"$work/targetd-$name.log" &
 pid=$!
 for _ in $(seq 200); do [[ -s $work/port ]] && break; sleep 0.05; done
 port=$(cat "$work/port")
 if [[ -z $port ]]; then
 	echo "libiscsi_cu: ulp-targetd did not come up"
-	cat "$work/targetd-$family.log"
+	cat "$work/targetd-$name.log"
 	exit 1
 fi
 url=iscsi://127.0.0.1:$port/$iqn/${lun%%:*}
-echo "libiscsi_cu: iscsi-test-cu -d -t $family $url (twice: multipath)"
+log=$work/cu-$name.log
+: >"$log"
+run() { # run TEST-PATTERN: one iscsi-test-cu process, its output appended to the log
+	timeout -k 10 "${CU_TIMEOUT:-900}" iscsi-test-cu -d -t "$1" "$url" "$url" >>"$log" 2>&1
+}
 t0=$(date +%s)
-timeout -k 10 "${CU_TIMEOUT:-900}" iscsi-test-cu -d -t "$family" "$url" "$url" \
-	>"$work/cu-$family.log" 2>&1
-rc=$?
+rc=0
+if [[ -z $tests ]]; then
+	echo "libiscsi_cu: iscsi-test-cu -d -t $name $url (twice: multipath)"
+	run "$name"
+	rc=$?
+else
+	echo "libiscsi_cu: $name: LUN $lun, one process per test (twice: multipath):"
+	IFS=, read -ra list <<<"$tests"
+	for t in "${list[@]}"; do
+		echo "libiscsi_cu:   iscsi-test-cu -d -t $t $url"
+		run "$t"
+		r=$?
+		((r > rc)) && rc=$r
+	done
+fi
 echo "libiscsi_cu: suite exited $rc after $(($(date +%s) - t0)) s"
-out=$(python3 "$here/cu_results.py" "$work/cu-$family.log")
+out=$(python3 "$here/cu_results.py" "$log")
 echo "$out"
 if ((rc == 124 || rc == 137)); then
 	echo "libiscsi_cu: the suite timed out"
-	tail -20 "$work/cu-$family.log"
+	tail -20 "$log"
 	exit 1
 fi
-grep -q "^cu: passed" <<<"$out" || { echo "libiscsi_cu: no results"; tail -20 "$work/cu-$family.log"; exit 1; }
+grep -q "^cu: passed" <<<"$out" || { echo "libiscsi_cu: no results"; tail -20 "$log"; exit 1; }
 if grep -q "^cu: FAIL" <<<"$out"; then
 	exit 1
 fi

@@ -815,6 +815,51 @@ TEST(Rw, InitQpSizing)
 	EXPECT_EQ(rw_init_qp(*e.da, &qa, o), -EINVAL);
 }
 
+TEST(Rw, InitQpSizingForContiguousBuffers)
+{
+	// A context over one contiguous block of 4096 pages: one SGE WR, where the page bound
+	// alone reserves 4096 / 30 (the iSER target's 16 MiB buffers overflowed max_qp_wr).
+	ULP_SKIP_UNLESS_SOFT("the soft provider's limits");
+	Config c;
+	Env e;
+	ASSERT_TRUE(e.init(c, 64 * KiB, 64 * KiB));
+	RwQpOptions o;
+	o.max_pages = 4096;
+	RwCtxBound b;
+	ASSERT_EQ(rw_ctx_bound(*e.da, 30, o, &b), 0);
+	EXPECT_EQ(b.wrs, 137u); // DIV_ROUND_UP(4096, 30)
+	o.max_entries = 1;
+	ASSERT_EQ(rw_ctx_bound(*e.da, 30, o, &b), 0);
+	EXPECT_EQ(b.wrs, 1u);
+	EXPECT_EQ(b.mrs, 0u);
+	o.force_mr = true; // the MR path is still sized by pages
+	ASSERT_EQ(rw_ctx_bound(*e.da, 30, o, &b), 0);
+	EXPECT_EQ(b.mrs, 16u); // 4096 / 256
+	EXPECT_EQ(b.wrs, 48u);
+
+	// A QP built with that bound takes one-entry contexts and refuses a scattered one
+	// that needs more WRs than reserved.
+	QpInitAttr qa = e.a.qp_attr();
+	qa.cap.max_send_sge = 1;
+	qa.cap.max_rdma_ctxs = 4;
+	RwQpOptions one;
+	one.max_pages = 4096;
+	one.max_entries = 1;
+	int err = 0;
+	auto rq = RwQp::create(*e.a.pd, qa, one, &err);
+	ASSERT_TRUE(rq) << err;
+	EXPECT_EQ(rq->ctx_bound().wrs, 1u);
+	SgTable two(2);
+	two.add(e.a.at(0), 4096, e.a.mr->lkey());
+	two.add(e.a.at(8192), 4096, e.a.mr->lkey());
+	RwCtx ctx;
+	EXPECT_EQ(ctx.init(*rq, two, 0, e.b.at(0), e.b.mr->rkey(), RwDir::Write), -E2BIG);
+	SgTable whole(1);
+	whole.add(e.a.at(0), 16384, e.a.mr->lkey());
+	EXPECT_EQ(ctx.init(*rq, whole, 0, e.b.at(0), e.b.mr->rkey(), RwDir::Write), 1);
+	ctx.destroy();
+}
+
 TEST(Rw, MrFactor)
 {
 	ULP_SKIP_UNLESS_SOFT("the soft provider's limits, soft::Limits and more soft devices");

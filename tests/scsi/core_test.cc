@@ -442,6 +442,158 @@ TEST(ScsiTmf, ITNexusResetCoversEveryLu)
 	EXPECT_EQ(t.lb.run(a, 1, cdb_tur(), DataDir::None).asc(), UA_I_T_NEXUS_LOSS);
 }
 
+// SPC-2 RESERVE (6), PERSISTENT RESERVE OUT REGISTER of key and PERSISTENT RESERVE IN READ
+// KEYS: reservation state that target resets treat differently.
+std::vector<uint8_t> cdb_reserve6()
+{
+	return {0x16, 0, 0, 0, 0, 0};
+}
+
+LoopResult register_key(Target &t, Session *s, uint64_t lun, uint64_t key)
+{
+	std::vector<uint8_t> c(10, 0), p(24, 0);
+	c[0] = 0x5f; // PERSISTENT RESERVE OUT, REGISTER
+	put_be32(&c[5], 24);
+	put_be64(&p[8], key); // SERVICE ACTION RESERVATION KEY
+	return t.lb.run(s, lun, c, DataDir::Write, p);
+}
+
+// PRgeneration and the keys registered.
+std::pair<uint32_t, std::vector<uint64_t>> read_keys(Target &t, Session *s, uint64_t lun)
+{
+	std::vector<uint8_t> c(10, 0);
+	c[0] = 0x5e; // PERSISTENT RESERVE IN, READ KEYS
+	put_be16(&c[7], 256);
+	auto r = t.lb.run(s, lun, c, DataDir::Read, std::vector<uint8_t>(256));
+	EXPECT_EQ(r.status, Status::Good);
+	std::vector<uint64_t> keys;
+	if (r.data.size() < 8)
+		return {0, keys};
+	for (size_t i = 0; i < get_be32(&r.data[4]) / 8 && 8 + 8 * i + 8 <= r.data.size(); i++)
+		keys.push_back(get_be64(&r.data[8 + 8 * i]));
+	return {get_be32(&r.data[0]), keys};
+}
+
+// Clear the unit attentions s has pending on lun (TEST UNIT READY until GOOD).
+void drain_ua(Target &t, Session *s, uint64_t lun)
+{
+	for (int i = 0; i < 20; i++)
+		if (t.lb.run(s, lun, cdb_tur(), DataDir::None).status == Status::Good)
+			return;
+	ADD_FAILURE() << "unit attentions do not end";
+}
+
+TEST(ScsiTmf, TargetWarmResetResetsEveryLuTheNexusSees)
+{
+	// SAM-5 / RFC 7143 11.5.1: every LU the issuing nexus knows is reset as by LOGICAL
+	// UNIT RESET - its tasks aborted (TASK ABORTED to other nexuses, TAS), its SPC-2
+	// reservation released, BUS DEVICE RESET FUNCTION OCCURRED for every nexus;
+	// persistent registrations stay. A LU the issuer cannot see is not touched.
+	Target t;
+	t.add(0, 1 << 20, {}, true);
+	t.add(1, 1 << 20, {}, true);
+	t.add(2);
+	NodeAcl acl_a;
+	acl_a.initiator = "iqn.init:a";
+	acl_a.luns[0] = {0, false};
+	acl_a.luns[1] = {1, false};
+	ASSERT_EQ(t.tpg.add_acl(acl_a), 0);
+	for (const char *n : {"iqn.init:b", "iqn.init:c"}) {
+		NodeAcl all;
+		all.initiator = n;
+		ASSERT_EQ(t.tpg.add_acl(all), 0);
+	}
+	Session *a = t.login("iqn.init:a");
+	Session *b = t.login("iqn.init:b");
+	Session *c = t.login("iqn.init:c");
+	for (uint64_t l : {1, 2})
+		for (Session *s : {a, b, c})
+			if (s != a || l != 2)
+				drain_ua(t, s, l);
+	ASSERT_EQ(t.lb.run(b, 0, cdb_reserve6(), DataDir::None).status, Status::Good);
+	ASSERT_EQ(t.lb.run(b, 2, cdb_reserve6(), DataDir::None).status, Status::Good);
+	ASSERT_EQ(register_key(t, c, 1, 0xabc).status, Status::Good);
+	t.gates[0]->close();
+	t.gates[1]->close();
+	auto *r0 = t.lb.start_async(b, 0, cdb_rw16(false, 0, 1), DataDir::Read,
+	                            std::vector<uint8_t>(512), TaskAttr::Simple, 1);
+	auto *r1 = t.lb.start_async(c, 1, cdb_rw16(false, 0, 1), DataDir::Read,
+	                            std::vector<uint8_t>(512), TaskAttr::Simple, 2);
+	ASSERT_TRUE(t.gates[0]->wait_held(1));
+	ASSERT_TRUE(t.gates[1]->wait_held(1));
+	auto *tm = t.lb.tmf_start(a, TmfType::TargetWarmReset, 0);
+	t.gates[0]->open();
+	EXPECT_FALSE(t.lb.tmf_answered(tm)) << "LU 1's read is still held";
+	t.gates[1]->open();
+	EXPECT_EQ(t.lb.tmf_wait(tm), TmfResponse::Complete);
+	EXPECT_EQ(t.lb.wait(r0).status, Status::TaskAborted);
+	EXPECT_EQ(t.lb.wait(r1).status, Status::TaskAborted);
+	for (Session *s : {a, b, c})
+		for (uint64_t l : {0, 1})
+			EXPECT_EQ(t.lb.run(s, l, cdb_tur(), DataDir::None).asc(),
+			          UA_BUS_DEVICE_RESET)
+			    << s->initiator() << " LUN " << l;
+	// LU 0's SPC-2 reservation is gone; LU 2 (hidden from a) keeps b's, and no UA.
+	EXPECT_EQ(
+	    t.lb.run(c, 0, cdb_rw16(false, 0, 1), DataDir::Read, std::vector<uint8_t>(512)).status,
+	    Status::Good);
+	EXPECT_EQ(
+	    t.lb.run(c, 2, cdb_rw16(false, 0, 1), DataDir::Read, std::vector<uint8_t>(512)).status,
+	    Status::ReservationConflict);
+	EXPECT_EQ(t.lb.run(b, 2, cdb_tur(), DataDir::None).status, Status::Good);
+	EXPECT_EQ(read_keys(t, c, 1).second, std::vector<uint64_t>{0xabc})
+	    << "persistent registrations survive a warm reset";
+}
+
+TEST(ScsiTmf, TargetColdResetIsAPowerOn)
+{
+	// RFC 7143 11.5.1: a cold reset is a power on. Registrations and reservations of
+	// every kind are gone (APTPL 1 is refused: nothing persists), PRgeneration starts
+	// again at 0, the mode parameters are the defaults again, and each nexus first hears
+	// POWER ON, RESET, OR BUS DEVICE RESET OCCURRED - the conditions queued before are
+	// gone with the rest of the volatile state.
+	Target t;
+	LogicalUnit &lu = t.add(0, 1 << 20, {}, true);
+	Session *a = t.login("iqn.init:a");
+	Session *b = t.login("iqn.init:b");
+	ASSERT_EQ(register_key(t, a, 0, 0x11).status, Status::Good);
+	ASSERT_EQ(register_key(t, b, 0, 0x22).status, Status::Good);
+	std::vector<uint8_t> prr(10, 0), key(24, 0);
+	prr[0] = 0x5f; // PERSISTENT RESERVE OUT, RESERVE, WRITE EXCLUSIVE
+	prr[1] = 0x01;
+	prr[2] = 0x01;
+	put_be32(&prr[5], 24);
+	put_be64(&key[0], 0x22);
+	ASSERT_EQ(t.lb.run(b, 0, prr, DataDir::Write, key).status, Status::Good);
+	ASSERT_EQ(t.lb.run(a, 0, cdb_rw16(true, 0, 1), DataDir::Write, pattern(512, 1)).status,
+	          Status::ReservationConflict);
+	lu.set_swp(true);
+	lu.set_wce(false);
+	lu.ua_add(a->nexus(), UA_MODE_PARAMS_CHANGED);
+	t.gates[0]->close();
+	auto *r = t.lb.start_async(b, 0, cdb_rw16(false, 0, 1), DataDir::Read,
+	                           std::vector<uint8_t>(512), TaskAttr::Simple, 1);
+	ASSERT_TRUE(t.gates[0]->wait_held(1));
+	auto *tm = t.lb.tmf_start(a, TmfType::TargetColdReset, 0);
+	EXPECT_FALSE(t.lb.tmf_answered(tm));
+	t.gates[0]->open();
+	EXPECT_EQ(t.lb.tmf_wait(tm), TmfResponse::Complete);
+	EXPECT_EQ(t.lb.wait(r).status, Status::TaskAborted);
+	EXPECT_FALSE(lu.swp());
+	EXPECT_EQ(lu.wce(), lu.bs().write_cache());
+	for (Session *s : {a, b}) {
+		EXPECT_EQ(t.lb.run(s, 0, cdb_tur(), DataDir::None).asc(), UA_POWER_ON);
+		EXPECT_EQ(t.lb.run(s, 0, cdb_tur(), DataDir::None).status, Status::Good)
+		    << "nothing queued before the power on is left";
+	}
+	auto [gen, keys] = read_keys(t, a, 0);
+	EXPECT_EQ(gen, 0u);
+	EXPECT_TRUE(keys.empty());
+	EXPECT_EQ(t.lb.run(a, 0, cdb_rw16(true, 0, 1), DataDir::Write, pattern(512, 1)).status,
+	          Status::Good)
+	    << "b's reservation and the write protect are gone";
+}
+
 TEST(ScsiTmf, QueryFunctions)
 {
 	Target t;

@@ -249,6 +249,7 @@ public:
 	}
 	bool can_unmap() const override { return inner_->can_unmap(); }
 	bool write_cache() const override { return write_cache_; }
+	uint32_t atomic_write_max() const override { return inner_->atomic_write_max(); }
 	int extent(uint64_t off, BsExtent *out) override
 	{
 		if (extent_err_)
@@ -260,7 +261,7 @@ public:
 		int err = 0;
 		{
 			std::lock_guard g(lock_);
-			ops_.push_back({io->op, io->fua, io->offset, io->length});
+			ops_.push_back({io->op, io->fua, io->offset, io->length, io->atomic});
 			if (io->op == fail_op_ &&
 			    (io->op == BsOp::Flush ||
 			     (io->offset < fail_end_ && io->offset + io->length > fail_begin_)))
@@ -284,6 +285,7 @@ public:
 		BsOp op;
 		bool fua;
 		uint64_t offset, length;
+		bool atomic;
 	};
 	std::vector<Op> ops()
 	{
@@ -533,10 +535,47 @@ TEST(SbcCapacity, ReadCapacity16Fields)
 		EXPECT_EQ(get_be64(&r.data[0]), 2047u);
 		EXPECT_EQ(get_be32(&r.data[8]), 4096u);
 		EXPECT_EQ(r.data[12], 0) << "no protection information";
-		EXPECT_EQ(r.data[13], kSbcLbppbExponent);
+		EXPECT_EQ(r.data[13], 0) << "physical block = logical block";
 		EXPECT_EQ(r.data[14] & 0x80, thin ? 0x80 : 0) << "LBPME";
 		EXPECT_EQ(r.data[14] & 0x40, thin ? 0x40 : 0) << "LBPRZ";
 		EXPECT_EQ(get_be16(&r.data[14]) & 0x3fff, 0) << "lowest aligned LBA";
+	}
+}
+
+TEST(SbcCapacity, PhysicalBlockSize)
+{
+	// SBC-3 5.16: 512-byte logical blocks on 4096-byte physical ones ("512e") report
+	// LOGICAL BLOCKS PER PHYSICAL BLOCK EXPONENT 3, the lowest aligned LBA 0; LBPME and
+	// LBPRZ are unaffected.
+	LuConfig cfg;
+	cfg.physical_block_size = 4096;
+	Env e(ram_bs(1 << 20), cfg);
+	EXPECT_EQ(e.lu->lbppb_exponent(), 3);
+	EXPECT_EQ(e.lu->lbppb(), 8u);
+	auto r = e.in(cdb_rc16(32), 32);
+	ASSERT_TRUE(is_good(r));
+	EXPECT_EQ(get_be32(&r.data[8]), 512u) << "the logical block";
+	EXPECT_EQ(r.data[13], 3);
+	EXPECT_EQ(get_be16(&r.data[14]) & 0x3fff, 0);
+	EXPECT_EQ(r.data[14] & 0xc0, 0xc0);
+	// Nothing is refused for being unaligned to it: libiscsi WriteSame*.UnmapUnaligned
+	// (i blocks from LBA 8 - i) and plain writes inside one physical block.
+	for (uint32_t i = 1; i < 8; i++) {
+		EXPECT_TRUE(is_good(e.out(cdb_ws(false, i, 8 - i, true), Bytes(kBs, 0xa6))));
+		EXPECT_TRUE(is_good(e.out(cdb_ws(true, i, 8 - i, true), Bytes(kBs, 0xa6))));
+	}
+	e.write(3, pattern(2 * kBs, 3));
+	EXPECT_EQ(e.read(3, 2), pattern(2 * kBs, 3));
+	// The configurations that cannot be reported.
+	for (uint32_t bad : {1024u + 512u, 256u, 3u * 4096u, 512u << 16}) {
+		LuConfig c;
+		c.physical_block_size = bad;
+		EXPECT_NE(lu_config_check(c), nullptr) << bad;
+	}
+	for (uint32_t good : {0u, 512u, 1024u, 4096u, 512u << 15}) {
+		LuConfig c;
+		c.physical_block_size = good;
+		EXPECT_EQ(lu_config_check(c), nullptr) << good;
 	}
 }
 
@@ -871,7 +910,7 @@ TEST(SbcWriteSame, WriteCacheOffFlushesUnmapAndZeroes)
 
 TEST(SbcWriteSame, Fields)
 {
-	// libiscsi WriteSame*.Unmap (ANCHOR), .ZeroBlocks (WSNZ=1), .BeyondEol,
+	// libiscsi WriteSame*.Unmap (ANCHOR), .ZeroBlocks (WSNZ=0), .BeyondEol,
 	// .WriteProtect (WRPROTECT), .InvalidDataOutSize; MAXIMUM WRITE SAME LENGTH.
 	LuConfig cfg;
 	cfg.max_write_same_blocks = 300;
@@ -894,8 +933,22 @@ TEST(SbcWriteSame, Fields)
 			c[1] |= bit;
 			EXPECT_TRUE(is_sense(e.out(c, blk), 0x2400)) << "LBDATA/PBDATA";
 		}
-		ASSERT_TRUE(kSbcWsnz);
-		EXPECT_TRUE(is_sense(e.out(cdb_ws(ws16, 0, 0), blk), 0x2400)) << "WSNZ";
+		// WSNZ=0: 0 blocks is the rest of the LU, bounded by MAXIMUM WRITE SAME LENGTH
+		// (libiscsi WriteSame*.ZeroBlocks: at LBA 0 of a bigger LU, then 301, 300 and
+		// 299 blocks before the end).
+		ASSERT_FALSE(kSbcWsnz);
+		ASSERT_GT(n, 300u);
+		EXPECT_TRUE(is_sense(e.out(cdb_ws(ws16, 0, 0), blk), 0x2400)) << "WSNZ 0, too long";
+		EXPECT_TRUE(is_sense(e.out(cdb_ws(ws16, n - 301, 0), blk), 0x2400));
+		e.write(n - 301, Bytes(301 * kBs, 0x5c));
+		EXPECT_TRUE(is_good(e.out(cdb_ws(ws16, n - 300, 0), blk)));
+		Bytes expect(kBs, 0x5c);
+		for (int i = 0; i < 300; i++)
+			expect.insert(expect.end(), blk.begin(), blk.end());
+		EXPECT_EQ(e.read(n - 301, 301), expect);
+		EXPECT_TRUE(is_good(e.out(cdb_ws(ws16, n - 299, 0), blk)));
+		EXPECT_TRUE(is_good(e.out(cdb_ws(ws16, n - 1, 0), blk)));
+		EXPECT_TRUE(is_sense(e.out(cdb_ws(ws16, n, 0), blk), 0x2100)) << "LBA = capacity";
 		EXPECT_TRUE(is_sense(e.out(cdb_ws(ws16, n + 1, 0), blk), 0x2100));
 		EXPECT_TRUE(is_sense(e.out(cdb_ws(ws16, 0x80000000u, 0), blk), 0x2100));
 		EXPECT_TRUE(is_sense(e.out(cdb_ws(ws16, 0xffffffffu, 1), blk), 0x2100));
@@ -1256,6 +1309,247 @@ TEST(SbcCompareAndWrite, QueuedBehindAnotherAndAborted)
 }
 
 // ===========================================================================================
+// ORWRITE
+// ===========================================================================================
+
+Bytes cdb_orwrite(uint64_t lba, uint32_t blocks, uint8_t b1 = 0)
+{
+	Bytes c = cdb_rw(0x8b, lba, blocks);
+	c[1] = b1;
+	return c;
+}
+
+Bytes or_bytes(const Bytes &a, const Bytes &b)
+{
+	Bytes r(a.size());
+	for (size_t i = 0; i < a.size(); i++)
+		r[i] = a[i] | b[i];
+	return r;
+}
+
+TEST_P(SbcData, OrWriteOrsTheDataIn)
+{
+	// libiscsi OrWrite.Verify: zeros | a5 = a5, then | 5a = ff; here with patterns, over
+	// more than one 256 KiB chunk (1024 blocks), at the start and at the end of the LU.
+	Env e(make_bs(GetParam(), 4 << 20));
+	const uint64_t n = e.nr();
+	for (uint64_t lba : {uint64_t(0), n - 1024}) {
+		for (uint32_t blocks : {1u, 7u, 1024u}) {
+			SCOPED_TRACE(testing::Message() << lba << " " << blocks);
+			const Bytes old = pattern(blocks * kBs, 11);
+			const Bytes in = pattern(blocks * kBs, 12);
+			e.write(lba, old);
+			ASSERT_TRUE(is_good(e.out(cdb_orwrite(lba, blocks), in)));
+			EXPECT_EQ(e.read(lba, blocks), or_bytes(old, in));
+		}
+	}
+	// Zeros | x = x; x | x = x.
+	e.write(0, Bytes(8 * kBs, 0));
+	ASSERT_TRUE(is_good(e.out(cdb_orwrite(0, 8), Bytes(8 * kBs, 0xa5))));
+	ASSERT_TRUE(is_good(e.out(cdb_orwrite(0, 8), Bytes(8 * kBs, 0x5a))));
+	EXPECT_EQ(e.read(0, 8), Bytes(8 * kBs, 0xff));
+}
+
+TEST(SbcOrWrite, Fields)
+{
+	// libiscsi OrWrite.Protect (ORPROTECT), .DpoFua (DPOFUA is set: both taken),
+	// .ZeroBlocks, .BeyondEol; MAXIMUM TRANSFER LENGTH; the reserved bits.
+	LuConfig cfg;
+	cfg.max_xfer_blocks = 64;
+	Env e(ram_bs(1 << 20), cfg, false, true);
+	const uint64_t n = e.nr();
+	for (uint8_t p = 1; p < 8; p++)
+		EXPECT_TRUE(is_sense(e.out(cdb_orwrite(0, 1, uint8_t(p << 5)), Bytes(kBs)), 0x2400))
+		    << "ORPROTECT " << int(p);
+	Bytes c = cdb_orwrite(0, 1);
+	c[1] |= 0x04;
+	EXPECT_TRUE(is_sense(e.out(c, Bytes(kBs)), 0x2400));
+	c = cdb_orwrite(0, 1);
+	c[14] = 0x20;
+	EXPECT_TRUE(is_sense(e.out(c, Bytes(kBs)), 0x2400));
+	c[14] = 0x1f; // GROUP NUMBER: any
+	EXPECT_TRUE(is_good(e.out(c, Bytes(kBs))));
+	e.faulty->clear();
+	for (uint8_t b1 : {0x10, 0x08, 0x18, 0x02})
+		EXPECT_TRUE(is_good(e.out(cdb_orwrite(1, 1, b1), Bytes(kBs, 1)))) << int(b1);
+	auto ops = e.faulty->ops();
+	ASSERT_EQ(ops.size(), 8u) << "a read and a write each";
+	EXPECT_EQ(ops[0].op, BsOp::Read);
+	EXPECT_EQ(ops[1].op, BsOp::Write);
+	EXPECT_FALSE(ops[1].fua);
+	EXPECT_TRUE(ops[3].fua) << "FUA";
+	EXPECT_TRUE(is_good(e.run(cdb_orwrite(0, 0))));
+	EXPECT_TRUE(is_good(e.run(cdb_orwrite(n, 0))));
+	EXPECT_TRUE(is_sense(e.run(cdb_orwrite(n + 1, 0)), 0x2100));
+	EXPECT_TRUE(is_sense(e.out(cdb_orwrite(n - 1, 2), Bytes(2 * kBs)), 0x2100));
+	EXPECT_TRUE(is_sense(e.out(cdb_orwrite(~0ull, 1), Bytes(kBs)), 0x2100));
+	EXPECT_TRUE(is_sense(e.out(cdb_orwrite(0, 65), Bytes(65 * kBs)), 0x2400));
+	EXPECT_TRUE(is_good(e.out(cdb_orwrite(0, 64), Bytes(64 * kBs))));
+}
+
+TEST(SbcOrWrite, WriteProtected)
+{
+	// libiscsi OrWrite.WriteProtect (ReadOnly): DATA PROTECT, WRITE PROTECTED.
+	LuConfig cfg;
+	cfg.read_only = true;
+	Env e(ram_bs(1 << 20), cfg);
+	EXPECT_TRUE(is_sense(e.out(cdb_orwrite(0, 1), Bytes(kBs)), 0x2700, 0x7));
+}
+
+TEST(SbcOrWrite, SharesTheReadModifyWriteTurnWithCompareAndWrite)
+{
+	// An ORWRITE between a COMPARE AND WRITE's read and its write would be lost (or undo
+	// it): with the first one's read held, neither of the others issues I/O, and they run
+	// in order once it is done.
+	Env e(ram_bs(1 << 20), {}, true);
+	e.write(0, value_block(0));
+	e.gate->close();
+	auto *caw = e.t.lb.start_async(e.s, 0, cdb_caw(0, 1), DataDir::Write, caw_data(0, 1),
+	                               TaskAttr::Simple, 1);
+	ASSERT_TRUE(e.gate->wait_held(1));
+	Bytes mask(kBs, 0);
+	mask[kBs - 1] = 0x80;
+	auto *orw = e.t.lb.start_async(e.s, 0, cdb_orwrite(0, 1), DataDir::Write, mask,
+	                               TaskAttr::Simple, 2);
+	std::this_thread::sleep_for(milliseconds(20));
+	EXPECT_EQ(e.gate->held(), 1u) << "the ORWRITE waits for its turn without I/O";
+	e.gate->open();
+	EXPECT_TRUE(is_good(e.t.lb.wait(caw)));
+	EXPECT_TRUE(is_good(e.t.lb.wait(orw)));
+	EXPECT_EQ(e.read(0, 1), or_bytes(value_block(1), mask));
+}
+
+// ===========================================================================================
+// WRITE ATOMIC
+// ===========================================================================================
+
+Bytes cdb_write_atomic(uint64_t lba, uint16_t blocks, uint8_t b1 = 0, uint16_t boundary = 0)
+{
+	Bytes c(16, 0);
+	c[0] = 0x9c;
+	c[1] = b1;
+	put_be64(&c[2], lba);
+	put_be16(&c[10], boundary);
+	put_be16(&c[12], blocks);
+	return c;
+}
+
+TEST(SbcWriteAtomic, OneIndivisibleWrite)
+{
+	// libiscsi WriteAtomic16.Simple and .DpoFua: 1..256 blocks at both ends of the LU;
+	// each is one Write request marked atomic, FUA as asked.
+	Env e(ram_bs(1 << 20), {}, false, true);
+	const uint64_t n = e.nr();
+	EXPECT_EQ(e.lu->atomic_max_blocks(), LuConfig{}.max_xfer_blocks);
+	for (uint64_t lba : {uint64_t(0), n - 256}) {
+		for (uint16_t blocks : {1, 7, 256}) {
+			const Bytes d = pattern(blocks * kBs, blocks);
+			e.faulty->clear();
+			ASSERT_TRUE(is_good(e.out(cdb_write_atomic(lba, blocks), d)));
+			auto ops = e.faulty->ops();
+			ASSERT_EQ(ops.size(), 1u);
+			EXPECT_EQ(ops[0].op, BsOp::Write);
+			EXPECT_TRUE(ops[0].atomic);
+			EXPECT_FALSE(ops[0].fua);
+			EXPECT_EQ(ops[0].length, blocks * kBs);
+			EXPECT_EQ(e.read(lba, blocks), d);
+		}
+	}
+	e.faulty->clear();
+	for (uint8_t b1 : {0x10, 0x08, 0x18})
+		EXPECT_TRUE(is_good(e.out(cdb_write_atomic(0, 1, b1), Bytes(kBs))));
+	auto ops = e.faulty->ops();
+	ASSERT_EQ(ops.size(), 3u);
+	EXPECT_TRUE(ops[1].fua && ops[2].fua);
+}
+
+TEST(SbcWriteAtomic, Fields)
+{
+	// libiscsi WriteAtomic16.ZeroBlocks, .BeyondEol, .VPD; SBC-4 5.48: WRPROTECT, the
+	// reserved bits, a non-zero ATOMIC BOUNDARY without atomic boundaries, MAXIMUM
+	// ATOMIC TRANSFER LENGTH, and a data-out of exactly the range (no partial write).
+	LuConfig cfg;
+	cfg.max_xfer_blocks = 64;
+	Env e(ram_bs(1 << 20), cfg);
+	const uint64_t n = e.nr();
+	EXPECT_EQ(e.lu->atomic_max_blocks(), 64u);
+	for (uint8_t p = 1; p < 8; p++)
+		EXPECT_TRUE(
+		    is_sense(e.out(cdb_write_atomic(0, 1, uint8_t(p << 5)), Bytes(kBs)), 0x2400));
+	EXPECT_TRUE(is_sense(e.out(cdb_write_atomic(0, 1, 0x02), Bytes(kBs)), 0x2400));
+	EXPECT_TRUE(is_sense(e.out(cdb_write_atomic(0, 1, 0, 1), Bytes(kBs)), 0x2400))
+	    << "ATOMIC BOUNDARY";
+	Bytes c = cdb_write_atomic(0, 1);
+	c[14] = 0x40;
+	EXPECT_TRUE(is_sense(e.out(c, Bytes(kBs)), 0x2400));
+	c[14] = 0x1f;
+	EXPECT_TRUE(is_good(e.out(c, Bytes(kBs)))) << "GROUP NUMBER";
+	EXPECT_TRUE(is_good(e.run(cdb_write_atomic(0, 0))));
+	EXPECT_TRUE(is_good(e.run(cdb_write_atomic(n, 0))));
+	EXPECT_TRUE(is_sense(e.run(cdb_write_atomic(n + 1, 0)), 0x2100));
+	EXPECT_TRUE(is_sense(e.out(cdb_write_atomic(n - 1, 2), Bytes(2 * kBs)), 0x2100));
+	EXPECT_TRUE(is_sense(e.out(cdb_write_atomic(~0ull, 1), Bytes(kBs)), 0x2100));
+	EXPECT_TRUE(is_sense(e.out(cdb_write_atomic(0, 65), Bytes(65 * kBs)), 0x2400));
+	EXPECT_TRUE(is_good(e.out(cdb_write_atomic(0, 64), Bytes(64 * kBs))));
+	// The data-out must be the whole range: a shorter or longer expected length is
+	// refused before anything is written.
+	e.write(0, Bytes(4 * kBs, 0x11));
+	EXPECT_TRUE(is_sense(e.out(cdb_write_atomic(0, 4), Bytes(3 * kBs, 0x22)), 0x0e03));
+	EXPECT_TRUE(is_sense(e.out(cdb_write_atomic(0, 4), Bytes(5 * kBs, 0x22)), 0x0e03));
+	EXPECT_EQ(e.read(0, 4), Bytes(4 * kBs, 0x11));
+	// Write protect (libiscsi WriteAtomic16.WriteProtect).
+	LuConfig ro;
+	ro.read_only = true;
+	Env r(ram_bs(1 << 20), ro);
+	EXPECT_TRUE(is_sense(r.out(cdb_write_atomic(0, 1), Bytes(kBs)), 0x2700, 0x7));
+}
+
+TEST(SbcWriteAtomic, NotOfferedWhereTheBackstoreCannot)
+{
+	// A file backstore cannot promise that a power loss leaves no torn write: no WRITE
+	// ATOMIC (INVALID COMMAND OPERATION CODE), MAXIMUM ATOMIC TRANSFER LENGTH 0.
+	Env e(file_bs(1 << 20));
+	EXPECT_EQ(e.lu->atomic_max_blocks(), 0u);
+	EXPECT_TRUE(is_sense(e.out(cdb_write_atomic(0, 1), Bytes(kBs)), 0x2000));
+}
+
+TEST(SbcWriteAtomic, ReadersNeverSeeHalfOfOne)
+{
+	// Two patterns written in turn with WRITE ATOMIC over 256 blocks (two of the RAM
+	// backstore's chunks) while another thread reads the range: every read returns one
+	// pattern whole, never a mix.
+	Env e(ram_bs(1 << 20));
+	const Bytes a(256 * kBs, 0xaa), b(256 * kBs, 0xbb);
+	e.write(0, a);
+	std::atomic<bool> stop{false};
+	std::atomic<int> torn{0}, reads{0};
+	std::thread reader([&] {
+		while (!stop.load()) {
+			auto r = e.in(cdb_rw(0x88, 0, 256), 256 * kBs);
+			if (r.status != Status::Good)
+				continue;
+			reads++;
+			if (r.data != a && r.data != b)
+				torn++;
+		}
+	});
+	// Until the reader has looked 5000 times (bounded: 100000 writes, or 10 s).
+	const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+	for (int i = 0;
+	     reads.load() < 5000 && i < 100000 && std::chrono::steady_clock::now() < deadline; i++) {
+		auto r = e.out(cdb_write_atomic(0, 256), i % 2 ? a : b);
+		if (!is_good(r)) {
+			ADD_FAILURE() << "write " << i;
+			break;
+		}
+	}
+	stop = true;
+	reader.join();
+	EXPECT_GE(reads.load(), 5000);
+	EXPECT_EQ(torn.load(), 0);
+}
+
+// ===========================================================================================
 // GET LBA STATUS
 // ===========================================================================================
 
@@ -1394,6 +1688,82 @@ TEST(SbcLbaStatus, FileHoles)
 }
 
 // ===========================================================================================
+// READ DEFECT DATA
+// ===========================================================================================
+
+Bytes cdb_rdd10(uint8_t req, uint16_t alloc)
+{
+	Bytes c(10, 0);
+	c[0] = 0x37;
+	c[2] = req;
+	put_be16(&c[7], alloc);
+	return c;
+}
+
+Bytes cdb_rdd12(uint8_t req, uint32_t index, uint32_t alloc)
+{
+	Bytes c(12, 0);
+	c[0] = 0xb7;
+	c[1] = req;
+	put_be32(&c[2], index);
+	put_be32(&c[6], alloc);
+	return c;
+}
+
+TEST(SbcReadDefectData, EmptyListsInTheRequestedFormat)
+{
+	// libiscsi ReadDefectData10/12.Simple: GOOD. SBC-3 5.17/5.18: the lists asked for
+	// (PLISTV, GLISTV) in the format asked for, both empty.
+	Env e(ram_bs(1 << 20));
+	for (uint8_t req : {0x00, 0x10, 0x08, 0x18, 0x1d, 0x0b, 0x14, 0x05}) {
+		SCOPED_TRACE(testing::Message() << std::hex << int(req));
+		auto r = e.in(cdb_rdd10(req, 32), 32);
+		ASSERT_TRUE(is_good(r));
+		EXPECT_EQ(r.data, (Bytes{0, req, 0, 0}));
+		EXPECT_EQ(r.resid, Residual::Underflow);
+		r = e.in(cdb_rdd12(req, 7, 32), 32);
+		ASSERT_TRUE(is_good(r));
+		EXPECT_EQ(r.data, (Bytes{0, req, 0, 0, 0, 0, 0, 0}));
+	}
+	// Cut to the allocation length, 0 included.
+	auto r = e.in(cdb_rdd12(0x18, 0, 2), 2);
+	ASSERT_TRUE(is_good(r));
+	EXPECT_EQ(r.data, (Bytes{0, 0x18}));
+	EXPECT_TRUE(is_good(e.run(cdb_rdd10(0x18, 0))));
+}
+
+TEST(SbcReadDefectData, ReservedFields)
+{
+	Env e(ram_bs(1 << 20));
+	auto field = [](const LoopResult &r) {
+		return r.sense.size() < 18
+		           ? 0u
+		           : uint32_t(r.sense[15]) << 16 | r.sense[16] << 8 | r.sense[17];
+	};
+	// Format 111b is reserved.
+	auto r = e.in(cdb_rdd10(0x07, 32), 32);
+	ASSERT_TRUE(is_sense(r, 0x2400));
+	EXPECT_EQ(field(r), 0xca0002u);
+	ASSERT_TRUE(is_sense(e.in(cdb_rdd12(0x1f, 0, 32), 32), 0x2400));
+	// Reserved bits and bytes.
+	Bytes c = cdb_rdd10(0, 32);
+	c[2] |= 0x20;
+	EXPECT_TRUE(is_sense(e.in(c, 32), 0x2400));
+	c = cdb_rdd10(0, 32);
+	c[1] = 0x01;
+	EXPECT_TRUE(is_sense(e.in(c, 32), 0x2400));
+	c = cdb_rdd10(0, 32);
+	c[5] = 0x01;
+	EXPECT_TRUE(is_sense(e.in(c, 32), 0x2400));
+	c = cdb_rdd12(0, 0, 32);
+	c[1] |= 0x80;
+	EXPECT_TRUE(is_sense(e.in(c, 32), 0x2400));
+	c = cdb_rdd12(0, 0, 32);
+	c[10] = 1;
+	EXPECT_TRUE(is_sense(e.in(c, 32), 0x2400));
+}
+
+// ===========================================================================================
 // Aborts of multi-step commands, and many commands in flight
 // ===========================================================================================
 
@@ -1455,6 +1825,15 @@ TEST(SbcAbort, CompareAndWriteBeforeItsWrite)
 	EXPECT_EQ(e.read(0, 1), value_block(0)) << "aborted after the compare: not written";
 	// The LU's COMPARE AND WRITE turn was handed back.
 	EXPECT_TRUE(is_good(e.out(cdb_caw(0, 1), caw_data(0, 5))));
+}
+
+TEST(SbcAbort, OrWriteMidway)
+{
+	// 1024 blocks: four chunks; the abort stops it between requests.
+	Env e(ram_bs(8 << 20), {}, true);
+	abort_midway(e, cdb_orwrite(0, 1024), pattern(1024 * kBs, 3));
+	// The turn was handed back.
+	EXPECT_TRUE(is_good(e.out(cdb_orwrite(0, 1), Bytes(kBs, 1))));
 }
 
 TEST(SbcAbort, LunResetDuringWriteSameOnFile)

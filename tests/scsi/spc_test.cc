@@ -453,7 +453,7 @@ TEST(SpcVpd, BlockLimits)
 	auto d = vpd(t, s, 0xb0);
 	ASSERT_EQ(d.size(), 64u);
 	EXPECT_EQ(d[3], 0x3c);
-	EXPECT_EQ(d[4] & 1, 1) << "WSNZ";
+	EXPECT_EQ(d[4] & 1, 0) << "WSNZ";
 	EXPECT_EQ(d[5], 1) << "MAXIMUM COMPARE AND WRITE LENGTH";
 	EXPECT_EQ(get_be16(&d[6]), 1);
 	EXPECT_EQ(get_be32(&d[8]), 2048u);
@@ -467,6 +467,11 @@ TEST(SpcVpd, BlockLimits)
 	EXPECT_EQ(get_be32(&d[28]), 65536u / 512);
 	EXPECT_EQ(get_be32(&d[32]), 0x80000000u) << "UGAVALID, alignment 0";
 	EXPECT_EQ(get_be64(&d[36]), 4096u);
+	// WRITE ATOMIC on the RAM backstore: up to MAXIMUM TRANSFER LENGTH, no alignment,
+	// granularity or boundaries (libiscsi WriteAtomic16.VPD).
+	EXPECT_EQ(get_be32(&d[44]), 2048u);
+	for (size_t i = 48; i < 64; i += 4)
+		EXPECT_EQ(get_be32(&d[i]), 0u) << i;
 	// Fully provisioned: no UNMAP, so its limits are 0 (libiscsi).
 	ASSERT_EQ(t.lb.run(s, 1, cdb_tur(), DataDir::None).status, Status::CheckCondition);
 	auto f = vpd(t, s, 0xb0, 1);
@@ -474,6 +479,42 @@ TEST(SpcVpd, BlockLimits)
 	EXPECT_EQ(get_be32(&f[24]), 0u);
 	EXPECT_EQ(get_be32(&f[28]), 0u);
 	EXPECT_EQ(get_be32(&f[32]), 0u);
+}
+
+TEST(SpcVpd, BlockLimitsOfA512eLu)
+{
+	// 4096-byte physical blocks: OPTIMAL TRANSFER LENGTH GRANULARITY is one of them, and
+	// OPTIMAL UNMAP GRANULARITY never less (the RAM backstore's 64 KiB chunk is more);
+	// with a backstore that frees 512 bytes at a time it is the physical block.
+	class FineRam final : public Backstore
+	{
+	public:
+		FineRam() : Backstore("fine-ram", 1 << 20, 64), inner_(test::ram(1 << 20)) {}
+		bool can_unmap() const override { return true; }
+		bool write_cache() const override { return false; }
+		uint32_t unmap_granularity() const override { return 512; }
+		int extent(uint64_t off, BsExtent *out) override
+		{
+			return inner_->extent(off, out);
+		}
+		void submit(BsIo *io) override { inner_->submit(io); }
+
+	private:
+		std::unique_ptr<Backstore> inner_;
+	};
+	Target t;
+	LuConfig c;
+	c.physical_block_size = 4096;
+	t.add(0, 1 << 20, c);
+	add_lu(t, 1, std::make_unique<FineRam>(), c);
+	Session *s = t.login("iqn.init:a");
+	auto d = vpd(t, s, 0xb0);
+	EXPECT_EQ(get_be16(&d[6]), 8u) << "OPTIMAL TRANSFER LENGTH GRANULARITY";
+	EXPECT_EQ(get_be32(&d[28]), 65536u / 512);
+	EXPECT_EQ(get_be32(&d[32]), 0x80000000u);
+	ASSERT_EQ(t.lb.run(s, 1, cdb_tur(), DataDir::None).status, Status::CheckCondition);
+	auto f = vpd(t, s, 0xb0, 1);
+	EXPECT_EQ(get_be32(&f[28]), 8u) << "OPTIMAL UNMAP GRANULARITY: the physical block";
 }
 
 TEST(SpcVpd, BlockDeviceCharacteristics)
@@ -1131,6 +1172,48 @@ TEST(SpcRsoc, UnsupportedCommandsAndBadCdbs)
 	EXPECT_TRUE(IsInvalidCdb(read_cmd(t, s, 0, mi, 64)));
 }
 
+// SPC-4 4.5.2.4.2: INVALID FIELD IN CDB of REPORT SUPPORTED OPERATION CODES points at the
+// field that is wrong (SKSV, C/D 1), never at the service action: libiscsi's
+// ReportSupportedOpcodes.OneCommand reads a field pointer of 1 (or none) on a MAINTENANCE IN
+// command as "service action not implemented" and skips. An unknown service action does
+// point at byte 1, bits 4..0.
+TEST(SpcRsoc, FieldPointers)
+{
+	Target t;
+	t.add(0);
+	Session *s = t.login("iqn.init:a");
+	auto field = [](const LoopResult &r) {
+		EXPECT_GE(r.sense.size(), 18u);
+		return r.sense.size() < 18
+		           ? 0u
+		           : uint32_t(r.sense[15]) << 16 | r.sense[16] << 8 | r.sense[17];
+	};
+	// 010b on an opcode without service actions: the REQUESTED OPERATION CODE (byte 3).
+	auto r = read_cmd(t, s, 0, cdb_rsoc(2, 0x00), 64);
+	ASSERT_TRUE(IsInvalidCdb(r));
+	EXPECT_EQ(field(r), 0xc00003u);
+	// 001b on one with service actions: byte 3 too.
+	r = read_cmd(t, s, 0, cdb_rsoc(1, 0x9e), 64);
+	ASSERT_TRUE(IsInvalidCdb(r));
+	EXPECT_EQ(field(r), 0xc00003u);
+	// A reserved REPORTING OPTIONS value: byte 2, bit 2 (BPV set).
+	r = read_cmd(t, s, 0, cdb_rsoc(5), 64);
+	ASSERT_TRUE(IsInvalidCdb(r));
+	EXPECT_EQ(field(r), 0xca0002u);
+	// MAINTENANCE IN with a service action that is not there: byte 1, bit 4.
+	std::vector<uint8_t> mi(12, 0);
+	mi[0] = 0xa3;
+	mi[1] = 0x05;
+	put_be32(&mi[6], 64);
+	r = read_cmd(t, s, 0, mi, 64);
+	ASSERT_TRUE(IsInvalidCdb(r));
+	EXPECT_EQ(field(r), 0xcc0001u);
+	// Other reasons carry no sense key specific data.
+	r = read_cmd(t, s, 0, cdb_rw10(false, 0xfffffff0u, 1), 512);
+	ASSERT_EQ(r.status, Status::CheckCondition);
+	EXPECT_EQ(field(r), 0u);
+}
+
 // The table against the parsers: every opcode (and service action) the core answers with
 // anything but INVALID COMMAND OPERATION CODE is in the table, and every row is answered
 // with something else. A zeroed CDB is enough for that: a known command refuses it for a
@@ -1244,12 +1327,12 @@ TEST(SpcRstmf, ReportsWhatTmrDoes)
 	auto r = read_cmd(t, s, 0, cdb_rstmf(4), 4);
 	ASSERT_EQ(r.status, Status::Good);
 	ASSERT_EQ(r.data.size(), 4u);
-	// ATS ATSS CTSS LURS QTS (no CLEAR ACA, no target reset); QUAS QTSS ITNRS.
-	EXPECT_EQ(r.data[0], 0xdc);
+	// ATS ATSS CTSS LURS QTS TRS (no CLEAR ACA); QUAS QTSS ITNRS.
+	EXPECT_EQ(r.data[0], 0xde);
 	EXPECT_EQ(r.data[1], 0x07);
 	auto x = read_cmd(t, s, 0, cdb_rstmf(64, true), 64);
 	ASSERT_EQ(x.data.size(), 16u);
-	EXPECT_EQ(x.data[0], 0xdc);
+	EXPECT_EQ(x.data[0], 0xde);
 	EXPECT_EQ(x.data[3], 0x0c) << "ADDITIONAL DATA LENGTH";
 	EXPECT_EQ(x.data[4] & 1, 0) << "TMFTMOV: no timeouts";
 	auto bad = cdb_rstmf(64);
@@ -1400,6 +1483,124 @@ TEST(SpcSmall, PreventAllowMediumRemoval)
 	auto r = cdb(0);
 	r[1] = 1;
 	EXPECT_TRUE(IsInvalidCdb(none_cmd(t, s, 0, r)));
+}
+
+// ---- A removable medium (medium.cc) ----------------------------------------------------------
+
+std::vector<uint8_t> cdb_prevent(bool prevent)
+{
+	return {0x1e, 0, 0, 0, uint8_t(prevent ? 1 : 0), 0};
+}
+
+// libiscsi StartStopUnit.Simple and .NoLoej on a removable medium: LOEJ ejects (START 0)
+// and loads (START 1); without a medium, what needs it is NOT READY, MEDIUM NOT PRESENT,
+// and what is about the LU still works; the same medium comes back.
+TEST(SpcMedium, EjectAndLoad)
+{
+	Target t;
+	auto bs = std::make_unique<CachedRam>(1 << 20);
+	CachedRam *cr = bs.get();
+	LuConfig cfg;
+	cfg.removable = true;
+	add_lu(t, 0, std::move(bs), cfg);
+	t.add(1);
+	Session *s = t.login("iqn.init:a");
+	auto inq = read_cmd(t, s, 0, cdb_inquiry(96), 96);
+	ASSERT_EQ(inq.status, Status::Good);
+	EXPECT_EQ(inq.data[1] & 0x80, 0x80) << "RMB";
+	ASSERT_EQ(none_cmd(t, s, 1, cdb_tur()).status, Status::CheckCondition); // POWER ON
+	auto inq1 = read_cmd(t, s, 1, cdb_inquiry(96), 96);
+	EXPECT_EQ(inq1.data[1] & 0x80, 0) << "a fixed disk";
+	const auto data = pattern(512);
+	ASSERT_EQ(write_cmd(t, s, 0, cdb_rw16(true, 5, 1), data).status, Status::Good);
+	// LOEJ 0: START and stop leave the medium in (NoLoej).
+	for (bool start : {false, true})
+		ASSERT_EQ(none_cmd(t, s, 0, cdb_start_stop(false, 0, 0, true, false, start)).status,
+		          Status::Good);
+	EXPECT_EQ(none_cmd(t, s, 0, cdb_tur()).status, Status::Good);
+	// Eject: flushed first (NO_FLUSH 0).
+	const int f0 = cr->flushes.load();
+	ASSERT_EQ(none_cmd(t, s, 0, cdb_start_stop(true, 0, 0, false, true, false)).status,
+	          Status::Good);
+	EXPECT_EQ(cr->flushes.load(), f0 + 1);
+	EXPECT_FALSE(t.lus[0]->medium_present());
+	auto not_ready = [](const LoopResult &r) { return IsSense(r, SenseKey::NotReady, 0x3a00); };
+	EXPECT_TRUE(not_ready(none_cmd(t, s, 0, cdb_tur())));
+	EXPECT_TRUE(not_ready(read_cmd(t, s, 0, cdb_rw16(false, 5, 1), 512)));
+	EXPECT_TRUE(not_ready(write_cmd(t, s, 0, cdb_rw16(true, 5, 1), data)));
+	std::vector<uint8_t> rc10(10, 0);
+	rc10[0] = 0x25;
+	EXPECT_TRUE(not_ready(read_cmd(t, s, 0, rc10, 8)));
+	EXPECT_EQ(read_cmd(t, s, 0, cdb_inquiry(96), 96).status, Status::Good);
+	EXPECT_EQ(read_cmd(t, s, 0, cdb_report_luns(), 4096).status, Status::Good);
+	EXPECT_EQ(read_cmd(t, s, 0, cdb_mode_sense6(0, 0x3f, 0, 255), 255).status, Status::Good);
+	EXPECT_EQ(read_cmd(t, s, 0, cdb_request_sense(), 18).status, Status::Good);
+	EXPECT_EQ(none_cmd(t, s, 1, cdb_tur()).status, Status::Good) << "another LU";
+	// Ejecting again changes nothing and is no error (libiscsi PreventAllow.ColdReset).
+	EXPECT_EQ(none_cmd(t, s, 0, cdb_start_stop(false, 0, 0, true, true, false)).status,
+	          Status::Good);
+	// Load: ready, the same data.
+	ASSERT_EQ(none_cmd(t, s, 0, cdb_start_stop(true, 0, 0, false, true, true)).status,
+	          Status::Good);
+	EXPECT_EQ(none_cmd(t, s, 0, cdb_tur()).status, Status::Good);
+	auto r = read_cmd(t, s, 0, cdb_rw16(false, 5, 1), 512);
+	ASSERT_EQ(r.status, Status::Good);
+	EXPECT_EQ(r.data, data);
+	// A power condition other than START_VALID ignores LOEJ (SBC-3 5.25).
+	EXPECT_EQ(none_cmd(t, s, 0, cdb_start_stop(false, 0, 0x7, false, true, false)).status,
+	          Status::Good);
+	EXPECT_TRUE(t.lus[0]->medium_present());
+}
+
+// libiscsi PreventAllow.*: removal is prevented while any I_T nexus prevents it, a load as
+// much as an eject; it ends with ALLOW, the nexus' loss, or a reset of the LU.
+TEST(SpcMedium, PreventionPerNexus)
+{
+	Target t;
+	LuConfig cfg;
+	cfg.removable = true;
+	t.add(0, 1 << 20, cfg);
+	Session *a = t.login("iqn.init:a");
+	Session *b = t.login("iqn.init:b");
+	auto eject = [&](Session *s) {
+		return none_cmd(t, s, 0, cdb_start_stop(false, 0, 0, false, true, false));
+	};
+	auto load = [&](Session *s) {
+		return none_cmd(t, s, 0, cdb_start_stop(false, 0, 0, false, true, true));
+	};
+	auto prevented = [](const LoopResult &r) {
+		return IsSense(r, SenseKey::IllegalRequest, 0x5302);
+	};
+	ASSERT_EQ(none_cmd(t, a, 0, cdb_prevent(true)).status, Status::Good);
+	EXPECT_TRUE(prevented(eject(a)));
+	EXPECT_TRUE(prevented(eject(b))) << "another nexus (PreventAllow.2ITNexuses)";
+	EXPECT_EQ(none_cmd(t, a, 0, cdb_tur()).status, Status::Good);
+	ASSERT_EQ(none_cmd(t, b, 0, cdb_prevent(true)).status, Status::Good);
+	ASSERT_EQ(none_cmd(t, a, 0, cdb_prevent(false)).status, Status::Good);
+	EXPECT_TRUE(prevented(eject(a))) << "b still prevents";
+	ASSERT_EQ(none_cmd(t, b, 0, cdb_prevent(false)).status, Status::Good);
+	ASSERT_EQ(eject(a).status, Status::Good);
+	ASSERT_EQ(none_cmd(t, a, 0, cdb_prevent(true)).status, Status::Good);
+	EXPECT_TRUE(prevented(load(a))) << "PreventAllow.Eject: no load either";
+	ASSERT_EQ(none_cmd(t, a, 0, cdb_prevent(false)).status, Status::Good);
+	ASSERT_EQ(load(a).status, Status::Good);
+	// I_T nexus loss (PreventAllow.Logout, .ITNexusLoss).
+	ASSERT_EQ(none_cmd(t, b, 0, cdb_prevent(true)).status, Status::Good);
+	EXPECT_EQ(t.lb.tmf(b, TmfType::ITNexusReset, 0), TmfResponse::Complete);
+	EXPECT_FALSE(t.lus[0]->medium_prevented());
+	Session *c = t.login("iqn.init:c");
+	ASSERT_EQ(none_cmd(t, c, 0, cdb_prevent(true)).status, Status::Good);
+	EXPECT_EQ(t.lb.logout(c), 0);
+	EXPECT_FALSE(t.lus[0]->medium_prevented());
+	// Resets (PreventAllow.LUNReset, .WarmReset, .ColdReset).
+	for (TmfType fn : {TmfType::LunReset, TmfType::TargetWarmReset, TmfType::TargetColdReset}) {
+		for (int i = 0; i < 8 && none_cmd(t, a, 0, cdb_tur()).status != Status::Good; i++)
+			; // the unit attentions of the reset before
+		ASSERT_EQ(none_cmd(t, a, 0, cdb_prevent(true)).status, Status::Good);
+		ASSERT_TRUE(t.lus[0]->medium_prevented());
+		EXPECT_EQ(t.lb.tmf(a, fn, 0), TmfResponse::Complete) << tmf_str(fn);
+		EXPECT_FALSE(t.lus[0]->medium_prevented()) << tmf_str(fn);
+	}
 }
 
 TEST(SpcSmall, SendDiagnostic)

@@ -779,3 +779,49 @@ TEST_F(SoftWireRequester, ShmReadRespForInlineRead)
 }
 
 } // namespace
+
+// Port 0 picks a port whose socket-wire name no other process holds: the names are shared
+// by the network namespace, as ephemeral ports are by the host. Another process's listener
+// is played by a bare abstract socket of the same name.
+TEST(SoftWireListen, EphemeralPortSkipsNamesTakenElsewhere)
+{
+	ulp::soft::DeviceConfig dc;
+	dc.ip = "127.0.0.77";
+	ulp::Device *dev = ulp::soft::create_device(dc);
+	ASSERT_TRUE(dev);
+	auto listen0 = [&](std::unique_ptr<ulp::CmId> *out) {
+		*out = ulp::soft::provider().create_id([](ulp::CmId *, ulp::CmEvent &) {}, nullptr);
+		EXPECT_EQ((*out)->bind_addr(*ulp::SockAddr::parse("127.0.0.77:0")), 0);
+		return (*out)->listen(4);
+	};
+	std::unique_ptr<ulp::CmId> probe;
+	ASSERT_EQ(listen0(&probe), 0);
+	const uint16_t first = probe->local_addr().port();
+	probe.reset();
+	// "Another process" takes the next three names.
+	std::vector<int> held;
+	for (uint16_t p = first + 1; p <= first + 3; p++) {
+		int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		ASSERT_GE(fd, 0);
+		sockaddr_un un{};
+		un.sun_family = AF_UNIX;
+		const std::string name = "ulp-soft/127.0.0.77:" + std::to_string(p);
+		std::memcpy(un.sun_path + 1, name.data(), name.size());
+		const auto len = socklen_t(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+		ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr *>(&un), len), 0) << name;
+		held.push_back(fd);
+	}
+	std::unique_ptr<ulp::CmId> l;
+	EXPECT_EQ(listen0(&l), 0);
+	EXPECT_GT(l->local_addr().port(), first + 3) << "took a name another process holds";
+	// A port asked for by number that is taken stays an error.
+	auto fixed = ulp::soft::provider().create_id([](ulp::CmId *, ulp::CmEvent &) {}, nullptr);
+	ASSERT_EQ(
+	    fixed->bind_addr(*ulp::SockAddr::parse("127.0.0.77:" + std::to_string(first + 2))), 0);
+	EXPECT_EQ(fixed->listen(4), -EADDRINUSE);
+	for (int fd : held)
+		::close(fd);
+	l.reset();
+	fixed.reset();
+	ulp::soft::destroy_device(dev);
+}

@@ -156,6 +156,13 @@ bool parse_lun_flag(const std::string &s, LunCfg *out, std::string *why)
 				return false;
 			}
 			out->bs.block_size = uint32_t(n);
+		} else if (k == "pbs" || k == "physical_block_size") {
+			uint64_t n;
+			if (!parse_size(v, &n) || n > (1u << 31)) {
+				*why = "--lun " + s + ": bad physical block size " + v;
+				return false;
+			}
+			out->physical_block_size = uint32_t(n);
 		} else if (k == "ro" || k == "read_only") {
 			if (!parse_bool_word(v, &b)) {
 				*why = "--lun " + s + ": " + k + " is yes or no";
@@ -163,6 +170,11 @@ bool parse_lun_flag(const std::string &s, LunCfg *out, std::string *why)
 			}
 			out->read_only = b;
 			out->bs.read_only = b;
+		} else if (k == "removable") {
+			if (!parse_bool_word(v, &out->removable)) {
+				*why = "--lun " + s + ": removable is yes or no";
+				return false;
+			}
 		} else if (k == "direct") {
 			if (!parse_bool_word(v, &out->bs.direct)) {
 				*why = "--lun " + s + ": direct is yes or no";
@@ -182,7 +194,7 @@ bool parse_lun_flag(const std::string &s, LunCfg *out, std::string *why)
 			out->bs.queue_depth = uint32_t(n);
 		} else {
 			*why = "--lun " + s + ": unknown key " + k +
-			       " (size, path, bs, ro, direct, write_cache, qd)";
+			       " (size, path, bs, pbs, ro, removable, direct, write_cache, qd)";
 			return false;
 		}
 	}
@@ -288,6 +300,7 @@ bool load_file(const std::string &path, Config *c, std::string *why)
 					    s;
 				}
 			}
+			tc.allow_target_reset = (*tt)["allow_target_reset"].value_or(false);
 			if (auto *as = (*tt)["acls"].as_array())
 				for (auto &a : *as)
 					if (auto s = a.value<std::string>())
@@ -315,8 +328,11 @@ bool load_file(const std::string &path, Config *c, std::string *why)
 					}
 					l.bs.block_size =
 					    uint32_t((*lt)["block_size"].value_or(int64_t(512)));
+					l.physical_block_size = uint32_t(
+					    (*lt)["physical_block_size"].value_or(int64_t(0)));
 					l.read_only = (*lt)["read_only"].value_or(false);
 					l.bs.read_only = l.read_only;
+					l.removable = (*lt)["removable"].value_or(false);
 					l.bs.direct = (*lt)["direct"].value_or(true);
 					l.bs.write_cache = (*lt)["write_cache"].value_or(true);
 					tc.luns.push_back(l);
@@ -374,7 +390,7 @@ void add_flags(CLI::App &app, Flags &f)
 	               "the target's iSCSI name (default iqn.2026-11.org.ulp:target)");
 	app.add_option("--lun", f.luns,
 	               "N:KIND[:key=value,...], KIND ram|file|block|null, keys size, path, bs, "
-	               "ro, direct, write_cache, qd; e.g. 0:ram:size=1G or "
+	               "pbs, ro, removable, direct, write_cache, qd; e.g. 0:ram:size=1G or "
 	               "1:file:path=/srv/d.img,size=10G (repeatable)");
 	app.add_option("--acl", f.acls, "an initiator name allowed in (repeatable; none: open)");
 	app.add_option("--chap", f.chap, "USER:SECRET the initiators must prove (CHAP)");
@@ -395,6 +411,9 @@ void add_flags(CLI::App &app, Flags &f)
 	               "seconds between target NOP-In pings (default 0: none)");
 	app.add_option("--ready-fd", f.ready_fd,
 	               "write the first portal's port and a newline to this fd once listening");
+	app.add_flag("--allow-target-reset", f.allow_target_reset,
+	             "honour TARGET WARM RESET and TARGET COLD RESET from any initiator (they "
+	             "reset every LU for everyone; a cold reset drops every session)");
 	app.add_flag("--quiet,-q", f.quiet, "no log lines");
 	app.add_flag("--trace", f.trace, "log every PDU received and sent (diagnostics; slow)");
 }
@@ -462,6 +481,7 @@ bool build_config(const Flags &f, Config *c, std::string *why)
 			t.luns.push_back(lc);
 		}
 		t.acls = f.acls;
+		t.allow_target_reset = f.allow_target_reset;
 		if (!f.chap.empty()) {
 			t.chap.emplace();
 			if (!parse_chap(f.chap, &*t.chap, why))
@@ -527,6 +547,14 @@ bool build_config(const Flags &f, Config *c, std::string *why)
 				*why = "LUN numbers go up to 16383";
 				return false;
 			}
+			scsi::LuConfig lc;
+			lc.block_size = l.bs.block_size;
+			lc.physical_block_size = l.physical_block_size;
+			if (const char *bad = scsi::lu_config_check(lc)) {
+				*why = "target " + t.name + " LUN " + std::to_string(l.lun) + ": " +
+				       bad;
+				return false;
+			}
 		}
 		if (t.mutual_chap && !t.chap) {
 			*why = "target " + t.name + ": mutual CHAP needs CHAP";
@@ -565,6 +593,8 @@ bool instantiate(const Config &c, Runtime *rt, std::string *why)
 			}
 			scsi::LuConfig lc;
 			lc.block_size = l.bs.block_size;
+			lc.physical_block_size = l.physical_block_size;
+			lc.removable = l.removable;
 			lc.read_only = l.read_only;
 			lc.product = "ulp " + l.bs.kind;
 			auto lu = std::make_unique<scsi::LogicalUnit>(
@@ -585,6 +615,7 @@ bool instantiate(const Config &c, Runtime *rt, std::string *why)
 		node.name = t.name;
 		node.alias = t.alias;
 		node.tpg = tpg.get();
+		node.allow_target_reset = t.allow_target_reset;
 		if (t.chap) {
 			iscsi::ChapCredentials cr;
 			cr.incoming = *t.chap;

@@ -31,12 +31,15 @@
 //   chap = { user = "u", secret = "0123456789ab" }       # optional
 //   mutual_chap = { user = "t", secret = "ba9876543210" } # optional, with chap
 //   acls = ["iqn.1994-05.com.redhat:client"]             # empty: open to everyone
+//   allow_target_reset = false          # TARGET WARM/COLD RESET from any initiator
 //     [[target.lun]]
 //     lun = 0
 //     backstore = "file"                # ram | file | block | null
 //     path = "/srv/disk1.img"
 //     size = "10G"                      # bytes, or with K M G T (powers of 1024)
 //     block_size = 512
+//     physical_block_size = 4096        # optional; reported for initiators to align to
+//     removable = false                 # a removable medium (START STOP UNIT ejects it)
 //     read_only = false
 //     direct = true                     # O_DIRECT where aligned (file, block)
 //     write_cache = true
@@ -70,6 +73,7 @@ struct Flags {
 	std::vector<std::string> acls;         // --acl INITIATOR
 	std::string chap;                      // --chap USER:SECRET
 	std::string mutual_chap;               // --mutual-chap USER:SECRET
+	bool allow_target_reset = false;       // --allow-target-reset
 	int workers = 0;                       // --workers (0: from the file, else 1)
 	uint32_t max_recv_dsl = 0;             // 0: the default (262144)
 	uint32_t max_burst = 0;
@@ -95,6 +99,8 @@ struct LunCfg {
 	uint64_t lun = 0;
 	ulp::scsi::BackstoreConfig bs;
 	bool read_only = false;
+	uint32_t physical_block_size = 0; // 0: the logical block size
+	bool removable = false;           // a removable medium
 };
 
 struct TargetCfg {
@@ -104,6 +110,7 @@ struct TargetCfg {
 	std::vector<std::string> acls;
 	std::optional<ulp::iscsi::ChapSecret> chap;        // the initiator proves it
 	std::optional<ulp::iscsi::ChapSecret> mutual_chap; // the target proves it
+	bool allow_target_reset = false; // TARGET WARM RESET and TARGET COLD RESET honoured
 };
 
 struct Config {

@@ -1,0 +1,676 @@
+// SPDX-License-Identifier: MIT
+// tests/iser/iser_test.cc - iSCSI over RDMA on the soft provider: the iSER target
+// (iser/iser_target.h) and the initiator's iSER transport (iser/initiator_iser.h) in one
+// process, then ulp-targetd and ulp-initiator in two.
+//
+// In one process both ends share one soft device (the in-process wire). What is checked:
+// data written and read back across sizes (immediate data only, immediate + RDMA READ,
+// megabytes), registered (zero copy) and unregistered (bounced) buffers; STag life: every
+// key invalidated by the target's SEND_WITH_INV, or by our LOCAL_INV when we refuse remote
+// invalidation; more commands than the transport maps at once; NOP, TMF and logout; and
+// faults the soft provider injects (a connection cut mid-I/O, WRs flushed by a QP error,
+// an rkey check failing): no hang, every command ends exactly once, nothing answered GOOD
+// that did not happen, the target reaps the connection, and what was acknowledged is on
+// the LUN afterwards.
+#include "core/dma_mem.h"
+#include "iser/initiator.h"
+#include "iser/initiator_iser.h"
+#include "iser/initiator_scsi.h"
+#include "iser/iser_target.h"
+#include "iser/target.h"
+#include "providers/soft/soft.h"
+#include "scsi/backstore.h"
+#include "scsi/lu.h"
+#include "scsi/target.h"
+#include "tests/iser/target_process.h"
+
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <numeric>
+#include <random>
+#include <sstream>
+#include <thread>
+
+namespace ulp::iscsi
+{
+namespace
+{
+
+using namespace std::chrono_literals;
+using clock = std::chrono::steady_clock;
+
+constexpr char kIqn[] = "iqn.2026-11.org.ulp:iser-disk";
+constexpr char kInitiator[] = "iqn.2026-11.org.ulp:iser-test";
+constexpr uint32_t kBlock = 512;
+constexpr uint64_t kLunBytes = 64u << 20;
+
+// A block's pattern: its LBA and a tag in every 8 bytes, so misplaced or stale data shows.
+void fill(std::span<uint8_t> b, uint64_t lba, uint32_t tag)
+{
+	for (size_t off = 0; off + 8 <= b.size(); off += 8) {
+		const uint64_t v = (lba + off / kBlock) << 24 ^ uint64_t(tag) << 8 ^ (off % kBlock);
+		std::memcpy(b.data() + off, &v, 8);
+	}
+}
+
+bool same(std::span<const uint8_t> a, std::span<const uint8_t> b)
+{
+	return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size()) == 0;
+}
+
+// The target side in this process: a soft device, a RAM LUN, IscsiTarget + IserPortal.
+struct Target {
+	Device *dev = nullptr;
+	std::unique_ptr<scsi::LogicalUnit> lu;
+	std::unique_ptr<scsi::Tpg> tpg;
+	std::unique_ptr<IscsiTarget> target;
+	std::unique_ptr<IserPortal> portal;
+	std::vector<std::string> log;
+	std::mutex log_lock;
+
+	bool start(const IserConfig &xc = {}, uint32_t cmd_window = 128)
+	{
+		soft::DeviceConfig dc;
+		dc.ip = "127.0.0.1";
+		dev = soft::create_device(dc);
+		if (!dev)
+			return false;
+		scsi::BackstoreConfig bc;
+		bc.kind = "ram";
+		bc.size = kLunBytes;
+		bc.block_size = kBlock;
+		int err = 0;
+		std::string why;
+		auto bs = scsi::make_backstore(bc, &err, &why);
+		if (!bs)
+			return false;
+		lu = std::make_unique<scsi::LogicalUnit>("iser/0", std::move(bs), scsi::LuConfig{});
+		tpg = std::make_unique<scsi::Tpg>(kIqn, 1);
+		if (tpg->add_lun(0, *lu) != 0)
+			return false;
+		TargetConfig tc;
+		TargetNode n;
+		n.name = kIqn;
+		n.tpg = tpg.get();
+		tc.targets.push_back(n);
+		tc.cmd_window = cmd_window;
+		tc.prefs.max_burst_length = 1u << 20;
+		tc.prefs.first_burst_length = 65536;
+		tc.prefs.immediate_data = true;
+		tc.prefs.initial_r2t = false; // the iSER portal insists on Yes anyway
+		tc.log = [this](const std::string &l) {
+			std::lock_guard g(log_lock);
+			log.push_back(l);
+		};
+		target = std::make_unique<IscsiTarget>(tc);
+		portal = std::make_unique<IserPortal>(*target, soft::provider(), xc);
+		std::string w;
+		if (portal->listen(*SockAddr::parse("127.0.0.1:0"), &w) != 0) {
+			ADD_FAILURE() << w;
+			return false;
+		}
+		return portal->start() == 0;
+	}
+
+	uint16_t port() const { return portal->port(); }
+
+	// Wait (bounded) until the portal has reaped every connection.
+	bool wait_no_conns(std::chrono::milliseconds limit = 10s)
+	{
+		const auto end = clock::now() + limit;
+		while (clock::now() < end) {
+			if (portal->conns() == 0 && target->stats().sessions_open == 0)
+				return true;
+			std::this_thread::sleep_for(20ms);
+		}
+		return false;
+	}
+
+	std::string logs()
+	{
+		std::lock_guard g(log_lock);
+		std::string s;
+		for (auto &l : log)
+			s += l + "\n";
+		return s;
+	}
+
+	~Target()
+	{
+		if (target)
+			target->stop(2s, 5s);
+		if (portal)
+			portal->stop();
+		portal.reset();
+		target.reset();
+		if (dev)
+			soft::destroy_device(dev);
+	}
+};
+
+// The initiator side: a session over an iSER transport with an arena of registered
+// buffers.
+struct Initiator {
+	IserInitiatorConfig xc;
+	IserInitiatorStats xs;
+	std::unique_ptr<DmaRegion> arena;
+	std::unique_ptr<Session> s;
+
+	explicit Initiator(size_t arena_bytes = 8u << 20)
+	{
+		arena = dma_alloc(arena_bytes);
+		xc.provider = &soft::provider();
+		xc.stats = &xs;
+		xc.queue_depth = 32;
+		xc.max_io = 2u << 20;
+		if (arena)
+			xc.regions.push_back(buf(0, arena_bytes));
+	}
+	std::span<uint8_t> buf(size_t off, size_t len)
+	{
+		return {static_cast<uint8_t *>(arena->addr()) + off, len};
+	}
+	bool login(uint16_t port)
+	{
+		InitiatorConfig c;
+		c.initiator_name = kInitiator;
+		c.target_name = kIqn;
+		c.cmd_timeout = 10s;
+		c.login_timeout = 5s;
+		c.connect_timeout = 3s;
+		c.nop_interval = 60s;
+		IserInitiatorConfig x = xc;
+		s = std::make_unique<Session>(c, [x] { return make_iser_transport(x); });
+		if (!s->login(Portal{"127.0.0.1", port, 0})) {
+			ADD_FAILURE() << "login: " << s->error();
+			return false;
+		}
+		// The first command of a new I_T nexus reports POWER ON (a unit attention):
+		// TEST UNIT READY takes it.
+		const auto tur = cdb_test_unit_ready();
+		for (int i = 0; i < 3; i++)
+			if (s->run(ScsiRequest{0, tur, DataDir::None, {}}).good())
+				return true;
+		ADD_FAILURE() << "TEST UNIT READY never GOOD";
+		return false;
+	}
+	ScsiResult write(uint64_t lba, std::span<uint8_t> data)
+	{
+		const auto cdb = cdb_write16(lba, uint32_t(data.size() / kBlock));
+		return s->run(ScsiRequest{0, cdb, DataDir::Write, data});
+	}
+	ScsiResult read(uint64_t lba, std::span<uint8_t> data)
+	{
+		const auto cdb = cdb_read16(lba, uint32_t(data.size() / kBlock));
+		return s->run(ScsiRequest{0, cdb, DataDir::Read, data});
+	}
+};
+
+// ---- Data paths ---------------------------------------------------------------------------
+
+TEST(Iser, WriteReadAcrossSizesRegisteredAndBounced)
+{
+	Target t;
+	ASSERT_TRUE(t.start());
+	Initiator in;
+	ASSERT_TRUE(in.arena);
+	ASSERT_TRUE(in.login(t.port()));
+	EXPECT_TRUE(in.s->params().rdma_extensions) << "RDMAExtensions=Yes on iSER";
+	EXPECT_TRUE(in.s->params().initial_r2t) << "the iSER target insists on InitialR2T";
+
+	// 512 and 4 KiB travel as immediate data only; 8 KiB + 512 and up as immediate data
+	// plus the target's RDMA READ of the rest; reads always by the target's RDMA WRITE.
+	const std::vector<size_t> sizes = {512, 4096, 8192 + 512, 65536, 1u << 20};
+	uint64_t lba = 0;
+	uint32_t tag = 1;
+	for (bool registered : {true, false}) {
+		for (size_t len : sizes) {
+			SCOPED_TRACE(std::to_string(len) +
+			             (registered ? " registered" : " bounced"));
+			std::vector<uint8_t> heap_w(len), heap_r(len);
+			std::span<uint8_t> w = registered ? in.buf(0, len) : std::span(heap_w);
+			std::span<uint8_t> r =
+			    registered ? in.buf(4u << 20, len) : std::span(heap_r);
+			fill(w, lba, tag);
+			std::memset(r.data(), 0xee, r.size());
+			const auto before = in.xs;
+			ScsiResult wr = in.write(lba, w);
+			ASSERT_TRUE(wr.good()) << describe_result(wr);
+			ScsiResult rr = in.read(lba, r);
+			ASSERT_TRUE(rr.good()) << describe_result(rr);
+			EXPECT_EQ(rr.data_in, len);
+			EXPECT_TRUE(same(w, r)) << "read back differs";
+			EXPECT_EQ(in.xs.mapped - before.mapped, 2u);
+			EXPECT_EQ(in.xs.bounced - before.bounced, registered ? 0u : 2u);
+			// The target invalidates each STag with the response's SEND_WITH_INV.
+			EXPECT_EQ(in.xs.remote_inv - before.remote_inv, 2u);
+			EXPECT_EQ(in.xs.local_inv - before.local_inv, 0u);
+			lba += len / kBlock;
+			tag++;
+		}
+	}
+	IserStats ps = t.portal->stats();
+	EXPECT_EQ(ps.rdma_writes, 2 * sizes.size()); // every read
+	EXPECT_EQ(ps.rdma_reads, 2u * 3u);           // the writes beyond 8 KiB
+	EXPECT_GE(ps.send_inv, 4 * sizes.size());
+	EXPECT_TRUE(in.s->logout()) << in.s->error();
+	EXPECT_TRUE(t.wait_no_conns()) << t.logs();
+}
+
+TEST(Iser, LocalInvalidateWhenTheTargetMayNot)
+{
+	Target t;
+	ASSERT_TRUE(t.start());
+	Initiator in;
+	in.xc.allow_remote_inv = false; // iser_cm_hdr: SEND_W_INV_NOT_SUP
+	ASSERT_TRUE(in.login(t.port()));
+	for (uint32_t i = 0; i < 20; i++) {
+		auto w = in.buf(0, 16384), r = in.buf(65536, 16384);
+		fill(w, i * 32, i);
+		ASSERT_TRUE(in.write(i * 32, w).good());
+		ASSERT_TRUE(in.read(i * 32, r).good());
+		ASSERT_TRUE(same(w, r));
+	}
+	EXPECT_EQ(in.xs.remote_inv, 0u);
+	EXPECT_EQ(in.xs.local_inv, in.xs.mapped);
+	EXPECT_EQ(t.portal->stats().send_inv, 0u) << "the target sent SEND_WITH_INV anyway";
+	EXPECT_TRUE(in.s->logout()) << in.s->error();
+}
+
+TEST(Iser, MoreCommandsThanTheTransportMaps)
+{
+	// 96 writes and then 96 reads submitted at once through a transport that maps 8: the
+	// rest wait in the session for registrations to come back, none is lost.
+	Target t;
+	ASSERT_TRUE(t.start());
+	Initiator in;
+	in.xc.queue_depth = 8;
+	ASSERT_TRUE(in.login(t.port()));
+	constexpr uint32_t n = 96, len = 8192;
+	std::vector<ScsiResult> res(n);
+	std::vector<bool> done(n);
+	std::vector<std::array<uint8_t, 16>> cdbs(n);
+	auto run_all = [&](bool write) {
+		std::fill(done.begin(), done.end(), false);
+		for (uint32_t i = 0; i < n; i++) {
+			const uint64_t lba = uint64_t(i) * 64;
+			cdbs[i] =
+			    write ? cdb_write16(lba, len / kBlock) : cdb_read16(lba, len / kBlock);
+			auto b = in.buf((write ? 0 : 2u << 20) + size_t(i) * len, len);
+			if (write)
+				fill(b, lba, 7);
+			const uint32_t itt = in.s->submit(
+			    ScsiRequest{0, cdbs[i], write ? DataDir::Write : DataDir::Read, b},
+			    [&, i](const ScsiResult &r) {
+				    res[i] = r;
+				    done[i] = true;
+			    });
+			ASSERT_NE(itt, kReservedTag) << in.s->last_error();
+		}
+		const auto end = clock::now() + 20s;
+		while (std::count(done.begin(), done.end(), true) < n && clock::now() < end)
+			ASSERT_GE(in.s->poll(100ms), 0) << in.s->error();
+		ASSERT_EQ(std::count(done.begin(), done.end(), true), n) << "commands lost";
+		for (uint32_t i = 0; i < n; i++)
+			ASSERT_TRUE(res[i].good()) << i << ": " << describe_result(res[i]);
+	};
+	run_all(true);
+	run_all(false);
+	for (uint32_t i = 0; i < n; i++)
+		ASSERT_TRUE(
+		    same(in.buf(size_t(i) * len, len), in.buf((2u << 20) + size_t(i) * len, len)))
+		    << "command " << i;
+	EXPECT_EQ(in.xs.mapped, 2u * n);
+	EXPECT_TRUE(in.s->logout()) << in.s->error();
+}
+
+TEST(Iser, NopTaskManagementAndLogout)
+{
+	Target t;
+	ASSERT_TRUE(t.start());
+	Initiator in;
+	ASSERT_TRUE(in.login(t.port()));
+	std::vector<uint8_t> ping(100);
+	std::iota(ping.begin(), ping.end(), uint8_t(1));
+	PingResult p = in.s->ping_sync(ping);
+	EXPECT_EQ(p.outcome, TaskOutcome::Completed);
+	EXPECT_TRUE(p.data_ok) << "the NOP-In must echo the NOP-Out's data";
+	TmfResult tr = in.s->task_mgmt_sync(TmfFunction::LunReset, 0);
+	EXPECT_EQ(tr.outcome, TaskOutcome::Completed);
+	EXPECT_EQ(tr.response, TmfResponse::Complete);
+	// The reset leaves a unit attention; the next command reports it, the one after runs.
+	auto b = in.buf(0, 4096);
+	ScsiResult first = in.write(0, b);
+	EXPECT_EQ(first.status, 2) << "CHECK CONDITION (UNIT ATTENTION) after a LUN reset";
+	EXPECT_TRUE(in.write(0, b).good());
+	EXPECT_TRUE(in.s->logout()) << in.s->error();
+	EXPECT_EQ(in.s->state(), SessionState::Closed);
+	EXPECT_TRUE(t.wait_no_conns()) << t.logs();
+	// A logout is not a lost connection.
+	EXPECT_EQ(t.logs().find("connection lost"), std::string::npos) << t.logs();
+}
+
+TEST(Iser, SecondSessionAfterLogout)
+{
+	Target t;
+	ASSERT_TRUE(t.start());
+	for (int round = 0; round < 3; round++) {
+		Initiator in;
+		ASSERT_TRUE(in.login(t.port()));
+		auto w = in.buf(0, 65536), r = in.buf(1u << 20, 65536);
+		fill(w, 1000, uint32_t(round));
+		ASSERT_TRUE(in.write(1000, w).good());
+		ASSERT_TRUE(in.read(1000, r).good());
+		ASSERT_TRUE(same(w, r));
+		ASSERT_TRUE(in.s->logout());
+	}
+	EXPECT_TRUE(t.wait_no_conns()) << t.logs();
+	EXPECT_EQ(t.portal->stats().accepted, 3u);
+}
+
+// ---- Faults -------------------------------------------------------------------------------
+
+// Keep writes in flight until the session fails or n complete; every write carries its
+// own LBA range and tag. Returns the LBAs whose writes were answered GOOD (with tags).
+struct FaultRun {
+	std::map<uint64_t, uint32_t> good;                // lba -> tag acknowledged last
+	std::map<uint64_t, std::vector<uint32_t>> issued; // lba -> every tag sent to it
+	size_t lost = 0;                                  // ended ConnectionLost / Timeout
+	size_t bad = 0;                                   // ended otherwise not GOOD
+	size_t ended = 0;
+	bool hung = false;
+};
+
+FaultRun write_until_failure(Initiator &in, uint32_t total, uint32_t qd, uint32_t len)
+{
+	FaultRun fr;
+	struct Slot {
+		std::array<uint8_t, 16> cdb;
+		uint64_t lba = 0;
+		uint32_t tag = 0;
+		bool busy = false;
+	};
+	std::vector<Slot> slots(qd);
+	uint32_t issued = 0;
+	const auto end = clock::now() + 30s;
+	auto issue = [&](uint32_t si) {
+		Slot &s = slots[si];
+		s.lba = uint64_t(issued % 1000) * (len / kBlock);
+		s.tag = ++issued;
+		s.cdb = cdb_write16(s.lba, len / kBlock);
+		fr.issued[s.lba].push_back(s.tag);
+		auto b = in.buf(size_t(si) * len, len);
+		fill(b, s.lba, s.tag);
+		const uint32_t itt = in.s->submit(
+		    ScsiRequest{0, s.cdb, DataDir::Write, b}, [&, si](const ScsiResult &r) {
+			    Slot &sl = slots[si];
+			    sl.busy = false;
+			    fr.ended++;
+			    if (r.good() && sl.tag > fr.good[sl.lba])
+				    fr.good[sl.lba] = sl.tag;
+			    else if (r.outcome == TaskOutcome::ConnectionLost ||
+			             r.outcome == TaskOutcome::Timeout)
+				    fr.lost++;
+			    else
+				    fr.bad++;
+		    });
+		s.busy = itt != kReservedTag;
+	};
+	for (uint32_t i = 0; i < qd; i++)
+		issue(i);
+	for (;;) {
+		bool any = false;
+		for (auto &s : slots)
+			any |= s.busy;
+		if (!any)
+			break;
+		if (clock::now() > end) {
+			fr.hung = true;
+			break;
+		}
+		in.s->poll(100ms);
+		if (in.s->state() == SessionState::FullFeature && issued < total)
+			for (uint32_t i = 0; i < qd; i++)
+				if (!slots[i].busy && issued < total)
+					issue(i);
+	}
+	return fr;
+}
+
+// After a fault: a new session reads every acknowledged write back intact.
+void expect_acknowledged_writes_on_disk(Target &t, const FaultRun &fr, uint32_t len)
+{
+	Initiator in;
+	ASSERT_TRUE(in.login(t.port()));
+	std::vector<uint8_t> want(len);
+	for (auto [lba, tag] : fr.good) {
+		auto r = in.buf(0, len);
+		ScsiResult rr = in.read(lba, r);
+		ASSERT_TRUE(rr.good()) << describe_result(rr);
+		// A later write to the same LBA may have landed without its answer (lost with
+		// the connection): the data is then that later tag's, never an older one's.
+		bool ok = false;
+		for (uint32_t tg : fr.issued.at(lba)) {
+			if (tg < tag)
+				continue;
+			fill(want, lba, tg);
+			ok |= same(want, r);
+		}
+		EXPECT_TRUE(ok) << "LBA " << lba << ": acknowledged tag " << tag
+		                << " (or a later one) not on the LUN";
+	}
+	EXPECT_TRUE(in.s->logout()) << in.s->error();
+}
+
+TEST(IserFaults, ConnectionCutMidIo)
+{
+	Target t;
+	ASSERT_TRUE(t.start());
+	Initiator in;
+	ASSERT_TRUE(in.login(t.port()));
+	// The wire drops before the 400th WR of either side (in-process: both share the device).
+	soft::FaultRule rule;
+	rule.point = soft::FaultPoint::CutConnection;
+	rule.nth = 400;
+	ASSERT_GE(soft::inject_fault(*t.dev, rule), 0);
+	const FaultRun fr = write_until_failure(in, 5000, 16, 8192);
+	soft::clear_faults(*t.dev);
+	EXPECT_FALSE(fr.hung) << "commands still pending 30 s after the cut";
+	EXPECT_EQ(in.s->state(), SessionState::Failed);
+	EXPECT_GT(fr.lost, 0u);
+	EXPECT_EQ(fr.bad, 0u);
+	EXPECT_GT(fr.good.size(), 0u);
+	EXPECT_TRUE(t.wait_no_conns()) << "the target kept the dead connection\n" << t.logs();
+	expect_acknowledged_writes_on_disk(t, fr, 8192);
+}
+
+TEST(IserFaults, WrsFlushedByAQpError)
+{
+	Target t;
+	ASSERT_TRUE(t.start());
+	Initiator in;
+	ASSERT_TRUE(in.login(t.port()));
+	soft::FaultRule rule;
+	rule.point = soft::FaultPoint::QpError;
+	rule.nth = 300;
+	ASSERT_GE(soft::inject_fault(*t.dev, rule), 0);
+	const FaultRun fr = write_until_failure(in, 5000, 16, 16384);
+	soft::clear_faults(*t.dev);
+	EXPECT_FALSE(fr.hung);
+	EXPECT_EQ(in.s->state(), SessionState::Failed);
+	EXPECT_EQ(fr.bad, 0u);
+	EXPECT_EQ(fr.ended, fr.good.size() + fr.lost);
+	EXPECT_TRUE(t.wait_no_conns()) << t.logs();
+	expect_acknowledged_writes_on_disk(t, fr, 16384);
+}
+
+TEST(IserFaults, RkeyCheckFails)
+{
+	// The target's RDMA READ of write data meets a failing rkey check (REM_ACCESS_ERR):
+	// the target must drop the connection, not answer GOOD for data it never got.
+	Target t;
+	ASSERT_TRUE(t.start());
+	Initiator in;
+	ASSERT_TRUE(in.login(t.port()));
+	soft::FaultRule rule;
+	rule.point = soft::FaultPoint::RkeyCheck;
+	rule.nth = 25;
+	ASSERT_GE(soft::inject_fault(*t.dev, rule), 0);
+	const FaultRun fr = write_until_failure(in, 3000, 8, 65536); // RDMA READ each
+	soft::clear_faults(*t.dev);
+	EXPECT_FALSE(fr.hung);
+	EXPECT_GE(soft::faults_fired(*t.dev), 1u);
+	EXPECT_EQ(in.s->state(), SessionState::Failed);
+	EXPECT_EQ(fr.bad, 0u);
+	EXPECT_TRUE(t.wait_no_conns()) << t.logs();
+	expect_acknowledged_writes_on_disk(t, fr, 65536);
+}
+
+TEST(IserFaults, TargetStopsWithSessionsOpen)
+{
+	// ulp-targetd's shutdown path: stop() asks sessions to log out; an initiator that is
+	// busy polling answers, and the portal then frees everything in bounded time.
+	auto t = std::make_unique<Target>();
+	ASSERT_TRUE(t->start());
+	Initiator in;
+	ASSERT_TRUE(in.login(t->port()));
+	ASSERT_TRUE(in.write(0, in.buf(0, 4096)).good());
+	std::atomic<bool> stop{false};
+	std::thread poller([&] {
+		while (!stop.load() && in.s->poll(50ms) >= 0) {
+		}
+	});
+	const auto t0 = clock::now();
+	EXPECT_TRUE(t->target->stop(3s, 6s));
+	t->portal->stop();
+	const auto took = clock::now() - t0;
+	stop = true;
+	poller.join();
+	EXPECT_LT(took, 8s);
+	EXPECT_EQ(t->portal->conns(), 0u);
+	EXPECT_NE(in.s->state(), SessionState::FullFeature);
+	t.reset();
+}
+
+// ---- Two processes -------------------------------------------------------------------------
+
+std::string run_capture(const std::vector<std::string> &argv, int *status)
+{
+	std::string cmd;
+	for (const auto &a : argv)
+		cmd += "'" + a + "' ";
+	cmd += "2>&1";
+	FILE *f = ::popen(cmd.c_str(), "r");
+	std::string out;
+	if (!f) {
+		*status = -1;
+		return out;
+	}
+	char buf[4096];
+	size_t n;
+	while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0)
+		out.append(buf, n);
+	const int st = ::pclose(f);
+	*status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+	return out;
+}
+
+TEST(IserProcess, UlpInitiatorAgainstUlpTargetd)
+{
+	test::TargetdProcess td;
+	std::string why;
+	ASSERT_TRUE(td.start(
+	    {"--iser-portal", "127.0.0.1:0", "--target", kIqn, "--lun", "0:ram:size=64M"}, &why))
+	    << why;
+	ASSERT_NE(td.iser_port(), 0) << td.log();
+	int st = 0;
+	const std::string out =
+	    run_capture({ULP_INITIATOR_PATH, "--transport", "iser", "--portal",
+	                 "127.0.0.1:" + std::to_string(td.iser_port()), "--target", kIqn,
+	                 "--workload", "randwrite", "--bs", "16k", "--qd", "16", "--runtime", "2",
+	                 "--verify-only", "--json", "--quiet"},
+	                &st);
+	EXPECT_EQ(st, 0) << out << "\n" << td.log();
+	EXPECT_NE(out.find("\"ok\": true"), std::string::npos) << out;
+	EXPECT_NE(out.find("\"transport\": \"iser\""), std::string::npos) << out;
+	EXPECT_NE(out.find("\"verify_errors\": 0"), std::string::npos) << out;
+	EXPECT_NE(out.find("\"bounced\": 1,"), std::string::npos)
+	    << "only READ CAPACITY's buffer may bounce: the I/O arena is registered\n"
+	    << out;
+	EXPECT_EQ(td.stop(), 0) << td.log();
+}
+
+TEST(IserProcess, TargetKilledMidRun)
+{
+	test::TargetdProcess td;
+	std::string why;
+	ASSERT_TRUE(td.start(
+	    {"--iser-portal", "127.0.0.1:0", "--target", kIqn, "--lun", "0:ram:size=64M"}, &why))
+	    << why;
+	// The target's soft device lives in the child; ours is a device of our own at the
+	// same address (the socket wire finds the listener by name).
+	soft::DeviceConfig dc;
+	dc.ip = "127.0.0.1";
+	Device *dev = soft::create_device(dc);
+	ASSERT_TRUE(dev);
+	{
+		Initiator in;
+		ASSERT_TRUE(in.login(td.iser_port()));
+		std::thread killer([&] {
+			std::this_thread::sleep_for(300ms);
+			td.kill();
+		});
+		const auto t0 = clock::now();
+		const FaultRun fr = write_until_failure(in, 1000000, 16, 8192);
+		killer.join();
+		EXPECT_FALSE(fr.hung);
+		EXPECT_LT(clock::now() - t0, 15s);
+		EXPECT_EQ(in.s->state(), SessionState::Failed);
+		EXPECT_GT(fr.good.size(), 0u);
+		EXPECT_EQ(fr.bad, 0u);
+	}
+	soft::destroy_device(dev);
+}
+
+TEST(IserProcess, InitiatorKilledTargetCarriesOn)
+{
+	test::TargetdProcess td;
+	std::string why;
+	ASSERT_TRUE(td.start(
+	    {"--iser-portal", "127.0.0.1:0", "--target", kIqn, "--lun", "0:ram:size=64M"}, &why))
+	    << why;
+	const std::string portal = "127.0.0.1:" + std::to_string(td.iser_port());
+	const pid_t pid = ::fork();
+	ASSERT_GE(pid, 0);
+	if (pid == 0) {
+		::execl(ULP_INITIATOR_PATH, ULP_INITIATOR_PATH, "--transport", "iser", "--portal",
+		        portal.c_str(), "--target", kIqn, "--workload", "randwrite", "--runtime",
+		        "30", "--quiet", static_cast<char *>(nullptr));
+		::_exit(127);
+	}
+	std::this_thread::sleep_for(1s);
+	::kill(pid, SIGKILL);
+	int st = 0;
+	::waitpid(pid, &st, 0);
+	// The target notices, reaps, and serves the next initiator.
+	int rc = 0;
+	const std::string out2 =
+	    run_capture({ULP_INITIATOR_PATH, "--transport", "iser", "--portal", portal, "--target",
+	                 kIqn, "--workload", "mixed", "--runtime", "1", "--verify-only", "--quiet"},
+	                &rc);
+	EXPECT_EQ(rc, 0) << out2 << "\n" << td.log();
+	EXPECT_EQ(td.stop(), 0) << td.log();
+	EXPECT_NE(td.log().find("connection lost"), std::string::npos)
+	    << "the killed initiator's connection was not noticed\n"
+	    << td.log();
+}
+
+} // namespace
+} // namespace ulp::iscsi

@@ -1,0 +1,496 @@
+// SPDX-License-Identifier: MIT
+// tools/ulp-initiator/main.cc - ulp-initiator: logs in to an iSCSI target (TCP or iSER)
+// and runs a verified workload on one LUN.
+//
+//   ulp-initiator --portal 127.0.0.1:3260 --target iqn.2026-11.org.ulp:disk
+//                 --workload randwrite --bs 4k --qd 32 --runtime 10 --verify-only
+//   ulp-initiator --transport iser --portal 127.0.0.1:3260 ...        (soft provider)
+//   ulp-initiator --transport iser --rdma-device rxe0 --portal 10.99.0.1:3260 ...
+//
+// Progress once a second on stderr; the final figures on stdout (text, or --json).
+// Exit status: 0 success; 1 the run failed (login refused, lost connection, failed I/O,
+// verify mismatch); 2 bad command line.
+#include "core/dma_mem.h"
+#include "iser/initiator.h"
+#include "iser/initiator_iser.h"
+#include "providers/soft/soft.h"
+#include "tools/common/named_device.h"
+#include "tools/ulp-initiator/workload.h"
+
+#include <CLI/CLI.hpp>
+
+#include <cinttypes>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+
+namespace
+{
+
+using namespace ulp;
+using namespace initiator;
+
+// "4k" -> 4096: K, M, G, T (powers of 1024, an optional trailing B or iB); bare: bytes.
+bool parse_size(const std::string &s, uint64_t *out)
+{
+	size_t i = 0;
+	uint64_t v = 0;
+	while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) {
+		if (v > (UINT64_MAX - 9) / 10)
+			return false;
+		v = v * 10 + uint64_t(s[i++] - '0');
+	}
+	if (i == 0)
+		return false;
+	std::string suf;
+	for (; i < s.size(); i++)
+		suf += char(std::tolower(static_cast<unsigned char>(s[i])));
+	int shift = 0;
+	if (suf.empty() || suf == "b")
+		shift = 0;
+	else if (suf == "k" || suf == "kb" || suf == "kib")
+		shift = 10;
+	else if (suf == "m" || suf == "mb" || suf == "mib")
+		shift = 20;
+	else if (suf == "g" || suf == "gb" || suf == "gib")
+		shift = 30;
+	else if (suf == "t" || suf == "tb" || suf == "tib")
+		shift = 40;
+	else
+		return false;
+	if (shift && v > (UINT64_MAX >> shift))
+		return false;
+	*out = v << shift;
+	return true;
+}
+
+bool parse_chap(const std::string &s, iscsi::ChapSecret *out)
+{
+	auto colon = s.find(':');
+	if (colon == std::string::npos || colon == 0 || colon + 1 == s.size())
+		return false;
+	out->user = s.substr(0, colon);
+	out->secret = s.substr(colon + 1);
+	return true;
+}
+
+bool parse_yes_no(const std::string &s, bool *out)
+{
+	if (s == "yes" || s == "Yes") {
+		*out = true;
+		return true;
+	}
+	if (s == "no" || s == "No") {
+		*out = false;
+		return true;
+	}
+	return false;
+}
+
+std::string json_escape(const std::string &s)
+{
+	std::string o;
+	for (char c : s) {
+		if (c == '"' || c == '\\') {
+			o += '\\';
+			o += c;
+		} else if (static_cast<unsigned char>(c) < 0x20) {
+			char b[8];
+			std::snprintf(b, sizeof(b), "\\u%04x", c);
+			o += b;
+		} else {
+			o += c;
+		}
+	}
+	return o;
+}
+
+double us(uint64_t ns)
+{
+	return double(ns) / 1000.0;
+}
+
+void print_phase_json(const char *name, const PhaseStats &p, bool last)
+{
+	const double s = p.seconds > 0 ? p.seconds : 1e-9;
+	std::printf("  \"%s\": {\"ios\": %" PRIu64 ", \"reads\": %" PRIu64 ", \"writes\": %" PRIu64
+	            ", \"bytes\": %" PRIu64 ", \"errors\": %" PRIu64 ", \"seconds\": %.3f, "
+	            "\"iops\": %.1f, \"mb_per_s\": %.3f, \"lat_mean_us\": %.1f, "
+	            "\"lat_min_us\": %.1f, \"p50_us\": %.1f, \"p90_us\": %.1f, \"p99_us\": %.1f, "
+	            "\"p99_9_us\": %.1f, \"max_us\": %.1f}%s\n",
+	            name, p.ios, p.reads, p.writes, p.bytes, p.errors, p.seconds, double(p.ios) / s,
+	            double(p.bytes) / s / 1e6, p.lat.mean() / 1000.0, us(p.lat.min()),
+	            us(p.lat.percentile(0.5)), us(p.lat.percentile(0.9)),
+	            us(p.lat.percentile(0.99)), us(p.lat.percentile(0.999)), us(p.lat.max()),
+	            last ? "" : ",");
+}
+
+void print_phase_text(const char *name, const PhaseStats &p)
+{
+	const double s = p.seconds > 0 ? p.seconds : 1e-9;
+	std::printf("%s: %" PRIu64 " I/Os (%" PRIu64 " reads, %" PRIu64 " writes) in %.2f s: "
+	            "%.0f IOPS, %.2f MB/s, %" PRIu64 " errors\n",
+	            name, p.ios, p.reads, p.writes, p.seconds, double(p.ios) / s,
+	            double(p.bytes) / s / 1e6, p.errors);
+	std::printf("  latency (us): mean %.1f  min %.1f  p50 %.1f  p90 %.1f  p99 %.1f  "
+	            "p99.9 %.1f  max %.1f\n",
+	            p.lat.mean() / 1000.0, us(p.lat.min()), us(p.lat.percentile(0.5)),
+	            us(p.lat.percentile(0.9)), us(p.lat.percentile(0.99)),
+	            us(p.lat.percentile(0.999)), us(p.lat.max()));
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+	CLI::App app{
+	    "ulp-initiator: logs in to an iSCSI target (TCP or iSER) and runs a workload on one "
+	    "LUN, verifying what it reads back.\n\nEvery block written carries its LBA, "
+	    "a generation number and a CRC32C; reads of blocks written this run must "
+	    "match the latest generation, reads of other blocks that carry a header "
+	    "must be intact. Progress once a second on stderr, final figures on stdout. "
+	    "Exit status 0: success, 1: run failed (login, connection, I/O error, "
+	    "verify mismatch), 2: bad command line."};
+	std::string portal_s, target, initiator_name = "iqn.2026-11.org.ulp:ulp-initiator";
+	std::string chap_s, mutual_s, chap_algs, digests = "none", workload = "randread";
+	std::string bs_s = "4k", size_s, offset_s = "0", range_s, imm_s, r2t_s, mrdsl_s;
+	uint64_t lun = 0;
+	uint32_t qd = 32, rwmix = 50;
+	double runtime = 10;
+	uint64_t seed = 0;
+	bool seed_given = false, verify = true, verify_given = false, verify_pass = false;
+	bool json = false, quiet = false, discover = false;
+	double cmd_timeout = 30;
+	std::string transport = "tcp", rdma_device, src_ip;
+
+	app.add_option("--portal,-p", portal_s, "target portal HOST[:PORT] (port 3260 by default)")
+	    ->required();
+	app.add_option("--transport", transport,
+	               "tcp or iser (iSCSI over RDMA: the soft provider unless --rdma-device)");
+	app.add_option("--rdma-device", rdma_device,
+	               "iser: the verbs device to use (e.g. rxe0); default: a soft device");
+	app.add_option("--src-ip", src_ip,
+	               "iser: our address (the soft device's; default: the portal's host)");
+	app.add_option("--target,-t", target,
+	               "target name (iqn...); without it, the first target SendTargets reports");
+	app.add_option("--lun,-l", lun, "LUN to run on (default 0)");
+	app.add_option("--initiator-name", initiator_name, "our InitiatorName");
+	app.add_option("--chap", chap_s, "USER:SECRET we prove to the target (CHAP)");
+	app.add_option("--mutual-chap", mutual_s,
+	               "USER:SECRET the target must prove (mutual CHAP)");
+	app.add_option("--chap-algs", chap_algs,
+	               "CHAP algorithms to offer, in order: md5, sha1, sha256, sha3-256 "
+	               "(default sha3-256,sha256,sha1,md5; tgt 1.0.85 works with md5 only)");
+	app.add_option("--digests", digests,
+	               "header and data digests: none, crc32c, or both (CRC32C preferred)");
+	app.add_option("--immediate-data", imm_s, "propose ImmediateData yes|no (default yes)");
+	app.add_option("--initial-r2t", r2t_s, "propose InitialR2T yes|no (default no)");
+	app.add_option("--max-recv-dsl", mrdsl_s,
+	               "MaxRecvDataSegmentLength we declare (default 256k, at most 1m)");
+	app.add_option("--workload,-w", workload,
+	               "read, write, randread, randwrite or mixed (default randread)");
+	app.add_option("--bs,-b", bs_s, "bytes per I/O, e.g. 4k, 128k (default 4k)");
+	app.add_option("--qd,-q", qd, "I/Os in flight (default 32)")->check(CLI::Range(1, 4096));
+	app.add_option("--runtime,-r", runtime,
+	               "seconds to run (default 10; 0 with --size: until the size is done)");
+	app.add_option("--size,-s", size_s, "bytes to transfer, then stop (default: by --runtime)");
+	app.add_option("--offset", offset_s, "first byte of the LUN to use (default 0)");
+	app.add_option("--range", range_s, "bytes from --offset to use (default: to the end)");
+	app.add_option("--rwmix", rwmix, "mixed: percent reads (default 50)")
+	    ->check(CLI::Range(0, 100));
+	auto *seed_opt = app.add_option("--seed", seed, "random seed (default: a random one)");
+	auto *verify_opt = app.add_flag("--verify,!--no-verify", verify,
+	                                "check reads (default on for workloads that write)");
+	app.add_flag("--verify-only", verify_pass,
+	             "after the workload, a read-only pass over the whole range checks every "
+	             "block (those written this run against their last generation)");
+	app.add_option("--cmd-timeout", cmd_timeout,
+	               "seconds a command may take before the session is failed (default 30)");
+	app.add_flag("--json,-j", json, "final figures as JSON on stdout");
+	app.add_flag("--quiet", quiet, "no progress lines");
+	app.add_flag("--discover", discover, "list the targets SendTargets reports, then exit");
+	try {
+		app.parse(argc, argv);
+	} catch (const CLI::ParseError &e) {
+		const int rc = app.exit(e);
+		return e.get_exit_code() == 0 ? 0 : (rc ? 2 : 0);
+	}
+	seed_given = seed_opt->count() > 0;
+	verify_given = verify_opt->count() > 0;
+	std::signal(SIGPIPE, SIG_IGN);
+
+	auto usage = [](const std::string &m) {
+		std::fprintf(stderr, "ulp-initiator: %s\n", m.c_str());
+		return 2;
+	};
+	iscsi::Portal portal;
+	std::string why;
+	if (!iscsi::parse_portal(portal_s, &portal, &why))
+		return usage("--portal: " + why);
+	WorkloadConfig wc;
+	if (!pattern_from_name(workload, &wc.pattern))
+		return usage("--workload must be read, write, randread, randwrite or mixed, not " +
+		             workload);
+	uint64_t v;
+	if (!parse_size(bs_s, &v) || v == 0 || v % 512 || v > (16u << 20))
+		return usage(
+		    "--bs must be a multiple of 512 bytes up to 16m (e.g. 4k, 128k), not " + bs_s);
+	wc.bs = static_cast<uint32_t>(v);
+	if (!size_s.empty() && !parse_size(size_s, &wc.size))
+		return usage("--size: not a size: " + size_s);
+	if (!parse_size(offset_s, &wc.offset) || wc.offset % 512)
+		return usage("--offset must be a multiple of 512 bytes, not " + offset_s);
+	if (!range_s.empty() && (!parse_size(range_s, &wc.range) || wc.range % 512 || !wc.range))
+		return usage("--range must be a non-zero multiple of 512 bytes, not " + range_s);
+	if (runtime < 0 || (runtime == 0 && wc.size == 0))
+		return usage("--runtime must be positive (or 0 with --size)");
+	// --size alone runs until the size is done; with --runtime too, whichever comes first.
+	const bool runtime_given = app.count("--runtime") > 0;
+	wc.runtime = std::chrono::milliseconds(
+	    wc.size && !runtime_given ? 0 : static_cast<int64_t>(runtime * 1000));
+	wc.qd = qd;
+	wc.rwmix = rwmix;
+	wc.lun = lun;
+	if (!seed_given) {
+		std::random_device rd;
+		seed = (uint64_t(rd()) << 32) | rd();
+	}
+	wc.seed = seed;
+	const bool writes = wc.pattern == Pattern::Write || wc.pattern == Pattern::RandWrite ||
+	                    (wc.pattern == Pattern::Mixed && rwmix < 100);
+	wc.verify = verify_given ? verify : writes;
+	wc.verify_pass = verify_pass;
+	wc.progress = !quiet;
+
+	iscsi::InitiatorConfig ic;
+	ic.initiator_name = initiator_name;
+	ic.cmd_timeout = std::chrono::milliseconds(static_cast<int64_t>(cmd_timeout * 1000));
+	if (!iscsi::valid_iscsi_name(initiator_name))
+		return usage("--initiator-name is not an iSCSI name: " + initiator_name);
+	if (!chap_s.empty()) {
+		iscsi::ChapSecret c;
+		if (!parse_chap(chap_s, &c))
+			return usage("--chap must be USER:SECRET");
+		ic.chap = c;
+	}
+	if (!mutual_s.empty()) {
+		iscsi::ChapSecret c;
+		if (!parse_chap(mutual_s, &c) || !ic.chap)
+			return usage("--mutual-chap must be USER:SECRET, and needs --chap");
+		ic.mutual = c;
+	}
+	if (!chap_algs.empty()) {
+		ic.chap_policy.algorithms.clear();
+		size_t p = 0;
+		while (p <= chap_algs.size()) {
+			size_t q = chap_algs.find(',', p);
+			if (q == std::string::npos)
+				q = chap_algs.size();
+			const std::string a = chap_algs.substr(p, q - p);
+			p = q + 1;
+			if (a == "md5")
+				ic.chap_policy.algorithms.push_back(iscsi::ChapAlg::Md5);
+			else if (a == "sha1")
+				ic.chap_policy.algorithms.push_back(iscsi::ChapAlg::Sha1);
+			else if (a == "sha256")
+				ic.chap_policy.algorithms.push_back(iscsi::ChapAlg::Sha256);
+			else if (a == "sha3-256")
+				ic.chap_policy.algorithms.push_back(iscsi::ChapAlg::Sha3_256);
+			else
+				return usage("--chap-algs: unknown algorithm '" + a +
+				             "' (md5, sha1, sha256, sha3-256)");
+		}
+	}
+	using iscsi::Digest;
+	if (digests == "none")
+		ic.prefs.header_digests = ic.prefs.data_digests = {Digest::None};
+	else if (digests == "crc32c")
+		ic.prefs.header_digests = ic.prefs.data_digests = {Digest::Crc32c};
+	else if (digests == "both")
+		ic.prefs.header_digests = ic.prefs.data_digests = {Digest::Crc32c, Digest::None};
+	else
+		return usage("--digests must be none, crc32c or both");
+	if (!imm_s.empty() && !parse_yes_no(imm_s, &ic.prefs.immediate_data))
+		return usage("--immediate-data is yes or no");
+	if (!r2t_s.empty() && !parse_yes_no(r2t_s, &ic.prefs.initial_r2t))
+		return usage("--initial-r2t is yes or no");
+	if (!mrdsl_s.empty()) {
+		if (!parse_size(mrdsl_s, &v) || v < 512 || v > (1u << 20))
+			return usage("--max-recv-dsl must be 512..1m");
+		ic.prefs.max_recv_dsl = static_cast<uint32_t>(v);
+	}
+	ic.log = [quiet](const std::string &m) {
+		// A failed session is reported once, by whoever ends the run.
+		if (!quiet && m.rfind("session failed: ", 0) != 0)
+			std::fprintf(stderr, "ulp-initiator: %s\n", m.c_str());
+	};
+
+	// iSER: a device (a named verbs one, or a soft one of our own at the source address),
+	// the I/O buffers in one registered arena (zero copy), and a transport per connection.
+	if (transport != "tcp" && transport != "iser")
+		return usage("--transport must be tcp or iser, not " + transport);
+	const bool iser = transport == "iser";
+	iscsi::TransportFactory make_tp;
+	iscsi::IserInitiatorConfig xc;
+	iscsi::IserInitiatorStats xstats;
+	std::unique_ptr<DmaRegion> arena;
+	Device *soft_dev = nullptr;
+	if (iser) {
+		if (!rdma_device.empty()) {
+			tools::NamedDevice nd;
+			if (!tools::open_named_device(rdma_device, &nd, &why))
+				return usage("--rdma-device: " + why);
+			xc.provider = nd.provider;
+		} else {
+			soft::DeviceConfig sc;
+			sc.ip = src_ip.empty() ? portal.host : src_ip;
+			soft_dev = soft::create_device(sc);
+			if (!soft_dev)
+				return usage("cannot make a soft RDMA device at " + sc.ip + " (" +
+				             std::strerror(errno) +
+				             "); give --src-ip an IPv4 address");
+			xc.provider = &soft::provider();
+		}
+		xc.src_ip = src_ip;
+		xc.queue_depth = qd + 4; // a few beyond the workload's own (the verify probes)
+		xc.max_io = std::max<uint32_t>(wc.bs, 1u << 20);
+		arena = dma_alloc(size_t(qd) * wc.bs);
+		if (!arena)
+			return usage(std::string("cannot allocate I/O buffers: ") +
+			             std::strerror(errno));
+		wc.arena = {static_cast<uint8_t *>(arena->addr()), size_t(qd) * wc.bs};
+		xc.regions.push_back(wc.arena);
+		xc.stats = &xstats;
+		make_tp = [&xc] { return iscsi::make_iser_transport(xc); };
+	}
+	struct SoftDevGuard {
+		Device *d;
+		~SoftDevGuard()
+		{
+			if (d)
+				soft::destroy_device(d);
+		}
+	} soft_guard{soft_dev};
+
+	// Discovery when asked, or to find the target.
+	if (discover || target.empty()) {
+		iscsi::InitiatorConfig dc = ic;
+		dc.type = iscsi::SessionType::Discovery;
+		// Discovery sessions are usually open (tgt and ulp-targetd bind CHAP accounts to
+		// targets, not to discovery); the credentials are for the target.
+		dc.chap.reset();
+		dc.mutual.reset();
+		iscsi::Session d(dc, make_tp);
+		if (!d.login(portal)) {
+			std::fprintf(stderr, "ulp-initiator: discovery login to %s: %s\n",
+			             iscsi::portal_str(portal).c_str(), d.error().c_str());
+			return 1;
+		}
+		std::vector<iscsi::DiscoveryTarget> found;
+		if (!d.send_targets("All", &found)) {
+			std::fprintf(stderr, "ulp-initiator: SendTargets: %s\n",
+			             d.last_error().c_str());
+			return 1;
+		}
+		d.logout();
+		if (discover) {
+			for (const auto &t : found) {
+				std::printf("%s\n", t.name.c_str());
+				for (const auto &a : t.addresses)
+					std::printf("  %s\n", a.c_str());
+			}
+			return 0;
+		}
+		if (found.empty()) {
+			std::fprintf(stderr, "ulp-initiator: %s reports no target\n",
+			             iscsi::portal_str(portal).c_str());
+			return 1;
+		}
+		target = found.front().name;
+	}
+
+	ic.target_name = target;
+	iscsi::Session s(ic, make_tp);
+	if (!s.login(portal)) {
+		std::fprintf(stderr, "ulp-initiator: login to %s at %s: %s\n", target.c_str(),
+		             iscsi::portal_str(portal).c_str(), s.error().c_str());
+		return 1;
+	}
+	RunResult res;
+	if (!run_workload(s, wc, &res, &why)) {
+		std::fprintf(stderr, "ulp-initiator: %s\n", why.c_str());
+		s.logout();
+		return s.state() == iscsi::SessionState::Failed ? 1 : 2;
+	}
+	bool logged_out = false;
+	if (res.fatal.empty())
+		logged_out = s.logout();
+
+	for (const auto &m : res.error_msgs)
+		std::fprintf(stderr, "ulp-initiator: %s\n", m.c_str());
+	for (const auto &m : res.verify_msgs)
+		std::fprintf(stderr, "ulp-initiator: %s\n", m.c_str());
+	if (!res.fatal.empty())
+		std::fprintf(stderr, "ulp-initiator: run ended early: %s\n", res.fatal.c_str());
+	const uint64_t errors = res.main.errors + res.verify_pass.errors;
+	const bool ok = res.fatal.empty() && errors == 0 && res.verify_errors == 0;
+
+	if (json) {
+		std::printf("{\n  \"target\": \"%s\", \"portal\": \"%s\", \"lun\": %" PRIu64
+		            ", \"workload\": \"%s\", \"bs\": %u, \"qd\": %u, \"seed\": %" PRIu64
+		            ", \"block_size\": %u, \"lun_blocks\": %" PRIu64 ",\n",
+		            json_escape(target).c_str(),
+		            json_escape(iscsi::portal_str(portal)).c_str(), lun,
+		            pattern_name(wc.pattern), wc.bs, wc.qd, seed, res.block_size,
+		            res.lun_blocks);
+		const double sec = res.main.seconds > 0 ? res.main.seconds : 1e-9;
+		std::printf("  \"ios\": %" PRIu64 ", \"iops\": %.1f, \"mb_per_s\": %.3f, "
+		            "\"errors\": %" PRIu64 ", \"p50_us\": %.1f, \"p90_us\": %.1f, "
+		            "\"p99_us\": %.1f, \"p99_9_us\": %.1f, \"max_us\": %.1f,\n",
+		            res.main.ios, double(res.main.ios) / sec,
+		            double(res.main.bytes) / sec / 1e6, errors,
+		            us(res.main.lat.percentile(0.5)), us(res.main.lat.percentile(0.9)),
+		            us(res.main.lat.percentile(0.99)), us(res.main.lat.percentile(0.999)),
+		            us(res.main.lat.max()));
+		std::printf("  \"verify\": %s, \"verified_blocks\": %" PRIu64
+		            ", \"verify_errors\": %" PRIu64 ",\n",
+		            wc.verify ? "true" : "false", res.verified_blocks, res.verify_errors);
+		print_phase_json("main", res.main, false);
+		if (wc.verify_pass)
+			print_phase_json("verify_pass", res.verify_pass, false);
+		std::printf("  \"transport\": \"%s\",\n", transport.c_str());
+		if (iser)
+			std::printf("  \"iser\": {\"mapped\": %" PRIu64 ", \"bounced\": %" PRIu64
+			            ", \"remote_inv\": %" PRIu64 ", \"local_inv\": %" PRIu64
+			            ", \"backlogged\": %" PRIu64 "},\n",
+			            xstats.mapped, xstats.bounced, xstats.remote_inv,
+			            xstats.local_inv, xstats.backlogged);
+		std::printf("  \"logged_out\": %s, \"ok\": %s, \"fatal\": \"%s\"\n}\n",
+		            logged_out ? "true" : "false", ok ? "true" : "false",
+		            json_escape(res.fatal).c_str());
+	} else {
+		std::printf("ulp-initiator: %s LUN %" PRIu64 " (%" PRIu64
+		            " blocks of %u bytes) at %s, "
+		            "%s bs %u qd %u seed %" PRIu64 "\n",
+		            target.c_str(), lun, res.lun_blocks, res.block_size,
+		            iscsi::portal_str(portal).c_str(), pattern_name(wc.pattern), wc.bs,
+		            wc.qd, seed);
+		print_phase_text(pattern_name(wc.pattern), res.main);
+		if (wc.verify_pass)
+			print_phase_text("verify pass", res.verify_pass);
+		if (iser)
+			std::printf(
+			    "iser: %" PRIu64 " buffers registered (%" PRIu64 " bounced), %" PRIu64
+			    " invalidated by the target, %" PRIu64 " here\n",
+			    xstats.mapped, xstats.bounced, xstats.remote_inv, xstats.local_inv);
+		std::printf("verify: %s, %" PRIu64 " blocks checked, %" PRIu64 " mismatches\n",
+		            wc.verify || wc.verify_pass ? "on" : "off", res.verified_blocks,
+		            res.verify_errors);
+		std::printf("result: %s\n", ok                  ? "ok"
+		                            : res.fatal.empty() ? "FAILED"
+		                                                : "FAILED: ended early");
+	}
+	return ok ? 0 : 1;
+}
