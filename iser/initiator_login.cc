@@ -154,8 +154,15 @@ void Session::enter_ffp(const InitiatorLogin &l)
 	exp_statsn_ = l.exp_statsn();
 	exp_cmdsn_ = l.exp_cmdsn();
 	max_cmdsn_ = l.max_cmdsn();
-	// 3.2.2.1: the first command carries the CmdSN the final Login Response expects.
-	cmdsn_ = exp_cmdsn_;
+	// RFC 7143 11.12.8: the Login Request is immediate, so the first non-immediate command
+	// carries the login's own CmdSN ("if the leading login carries the CmdSN 123 ... the
+	// first non-immediate command in Full Feature Phase also carries the CmdSN 123"), as
+	// Linux's initiator does. Not the final response's ExpCmdSN: tgt 1.0.85's iSER login
+	// answers ExpCmdSN one above the login's CmdSN yet expects the login's CmdSN next, so
+	// taking ExpCmdSN left a CmdSN gap and tgtd never ran a command (tests/vm/iser_lio.sh).
+	// For a target that answers ExpCmdSN = the login's CmdSN, as RFC 7143 has it, the two
+	// are the same.
+	cmdsn_ = l.cmdsn();
 	last_rx_ = clock::now();
 	next_timer_check_ = last_rx_; // timers looked at from the first poll()
 	state_ = SessionState::FullFeature;

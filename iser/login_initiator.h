@@ -116,6 +116,7 @@ public:
 	// TargetAddress values the target sent (a redirect: status TargetMovedTemp/Perm).
 	const std::vector<std::string> &redirect() const { return redirect_; }
 	uint32_t exp_statsn() const { return exp_statsn_; } // next expected StatSN
+	uint32_t cmdsn() const { return cfg_.cmdsn; }       // of our requests
 	uint32_t exp_cmdsn() const { return exp_cmdsn_; }   // from the last response
 	uint32_t max_cmdsn() const { return max_cmdsn_; }
 

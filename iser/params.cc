@@ -510,6 +510,16 @@ bool Negotiator::check_answer(const KeyDef &d, std::string_view v)
 			            "bad answer " + key + "=" + std::string(v));
 		const bool moup = d.id == KeyId::MaxOutstandingUnexpectedPdus;
 		const uint64_t ra = moup ? moup_rank(a) : a, rm = moup ? moup_rank(mine) : mine;
+		// MaxOutstandingUnexpectedPDUs=0 answered to our number is accepted: tgt 1.0.85
+		// answers 0 to any proposal (its own value; RFC 7145 has each side declare how
+		// many unexpected PDUs it can receive, and 0 declares no limit), and refusing it
+		// made every iSER login to tgtd fail. Nothing here depends on the answer: we never
+		// send more unexpected PDUs than a session has slots for, and what we proposed is
+		// what our receive queue holds whatever the target says.
+		if (moup && a == 0) {
+			st.num = a;
+			return true;
+		}
 		if (d.type == KeyType::NumMin ? ra > rm : ra < rm)
 			return fail(LoginStatus::InitiatorError,
 			            key + "=" + std::string(v) + " violates the result function");

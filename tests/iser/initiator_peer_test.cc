@@ -29,6 +29,7 @@ class Handler final : public LoginHandler
 {
 public:
 	uint32_t window = 8;
+	uint32_t login_exp_skew = 0; // final Login Response's ExpCmdSN above the login's CmdSN
 	LoginStatus find_target(std::string_view, TargetInfo *info) override
 	{
 		info->tpgt = 1;
@@ -44,7 +45,8 @@ public:
 	SessionResult complete_login(const LoginIdentity &id, const SessionParams &,
 	                             const ConnParams &) override
 	{
-		return {LoginStatus::Success, 1, id.cmdsn, id.cmdsn + window - 1};
+		return {LoginStatus::Success, 1, id.cmdsn + login_exp_skew,
+		        id.cmdsn + login_exp_skew + window - 1};
 	}
 };
 
@@ -60,6 +62,8 @@ public:
 	uint32_t statsn = 100;                  // next StatSN
 	uint32_t exp_cmdsn = 0;                 // reported ExpCmdSN
 	uint32_t window = 8;                    // MaxCmdSN = ExpCmdSN + window - 1
+	uint32_t login_exp_skew = 0;            // see Handler::login_exp_skew
+	uint32_t login_cmdsn = 0;               // CmdSN of the last Login Request
 
 	// Queue a PDU for the session: bhs (StatSN/ExpCmdSN/MaxCmdSN filled in when sn),
 	// data.
@@ -145,6 +149,8 @@ private:
 			std::vector<uint8_t> rsp(login_->rsp_buf_len());
 			size_t len = 0;
 			handler_.window = window;
+			handler_.login_exp_skew = login_exp_skew;
+			login_cmdsn = get_be32(pdu.bhs.data() + 24);
 			LoginStep st = login_->on_request(pdu, rsp, &len);
 			rx_.insert(rx_.end(), rsp.begin(),
 			           rsp.begin() + static_cast<ptrdiff_t>(len));
@@ -179,14 +185,15 @@ struct Rig {
 	std::unique_ptr<Session> s;
 
 	explicit Rig(OperationalPrefs target_prefs = {}, InitiatorConfig c = {},
-	             uint32_t window = 8)
+	             uint32_t window = 8, uint32_t login_exp_skew = 0)
 	{
 		c.target_name = kTarget;
 		c.cmd_timeout = 2s;
 		c.nop_interval = 0ms;
-		s = std::make_unique<Session>(c, [this, target_prefs, window] {
+		s = std::make_unique<Session>(c, [this, target_prefs, window, login_exp_skew] {
 			auto f = std::make_unique<FakeTarget>(target_prefs);
 			f->window = window;
+			f->login_exp_skew = login_exp_skew;
 			fake = f.get();
 			return f;
 		});
@@ -548,6 +555,35 @@ TEST(InitiatorPeer, TargetPingAnswered)
 	EXPECT_EQ(answers[0].lun, uint64_t{3} << 48);
 	EXPECT_TRUE(answers[0].immediate);
 	EXPECT_EQ(r.s->stats().nop_in_pings, 1u);
+}
+
+// RFC 7143 11.12.8: the first non-immediate command carries the leading login's CmdSN,
+// whatever ExpCmdSN the final Login Response reports. tgt 1.0.85's iSER login reports the
+// login's CmdSN + 1 and then waits for the login's CmdSN: taking ExpCmdSN left a gap and
+// tgtd never ran a command (found by tests/vm/iser_lio.sh).
+TEST(InitiatorPeer, FirstCommandCarriesTheLoginCmdSn)
+{
+	for (uint32_t skew : {0u, 1u}) {
+		SCOPED_TRACE(skew);
+		Rig r({}, {}, 8, skew);
+		std::vector<uint32_t> cmdsns;
+		r.fake->script = [&](FakeTarget &f, const Pdu &p) {
+			if (p.opcode() != Opcode::ScsiCmd)
+				return;
+			cmdsns.push_back(get_be32(p.bhs.data() + 24));
+			f.send(scsi_rsp(p.itt(), 0));
+		};
+		int done = 0;
+		const auto tur = cdb_test_unit_ready();
+		for (int i = 0; i < 2; i++)
+			r.s->submit({0, tur, DataDir::None, {}},
+			            [&](const ScsiResult &) { done++; });
+		r.run_until([&] { return done == 2; });
+		ASSERT_EQ(cmdsns.size(), 2u);
+		EXPECT_EQ(cmdsns[0], r.fake->login_cmdsn);
+		EXPECT_EQ(cmdsns[1], r.fake->login_cmdsn + 1);
+		EXPECT_EQ(done, 2);
+	}
 }
 
 TEST(InitiatorPeer, WindowHoldsCommandsUntilItOpens)

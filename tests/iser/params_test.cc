@@ -386,6 +386,33 @@ TEST(Params, ProposerChecksAnswers)
 	}
 }
 
+// tgt 1.0.85 answers MaxOutstandingUnexpectedPDUs=0 to whatever the initiator proposes;
+// 0 (no limit) is accepted, a number above the proposal is still a violation, and 1 is
+// still out of range (found by tests/vm/iser_lio.sh: every iSER login to tgtd failed).
+TEST(Params, IserUnexpectedPdusAnsweredZero)
+{
+	OperationalPrefs p;
+	p.max_outstanding_unexpected_pdus = 32;
+	auto fresh = [&](const std::string &answer) {
+		auto n = std::make_unique<Negotiator>(Role::Initiator, Transport::Iser, p);
+		TextWriter w;
+		n->propose_operational(w);
+		Feed f(*n);
+		std::string r = f(answer);
+		return std::make_pair(std::move(n), r);
+	};
+	{
+		auto [n, r] = fresh("RDMAExtensions=Yes\nMaxOutstandingUnexpectedPDUs=0\n");
+		EXPECT_EQ(r, "");
+		EXPECT_EQ(n->value(KeyId::MaxOutstandingUnexpectedPdus), 0u);
+	}
+	EXPECT_EQ(fresh("RDMAExtensions=Yes\nMaxOutstandingUnexpectedPDUs=16\n").second, "");
+	EXPECT_EQ(fresh("RDMAExtensions=Yes\nMaxOutstandingUnexpectedPDUs=64\n").second,
+	          kInitiatorError);
+	EXPECT_EQ(fresh("RDMAExtensions=Yes\nMaxOutstandingUnexpectedPDUs=1\n").second,
+	          kInitiatorError);
+}
+
 // The acceptor side in the initiator's role: a target that proposes keys gets answers.
 TEST(Params, InitiatorAnswersTargetProposals)
 {
