@@ -777,71 +777,51 @@ void Session::fail(const std::string &why)
 // ---------------------------------------------------------------------------------------------
 // Synchronous helpers
 
-ScsiResult Session::run(const ScsiRequest &req)
+// Issue one task with a callback that fills its result, then poll until it is delivered,
+// bounded by cmd_timeout (check_timers enforces it) plus a second for the delivery.
+// kReservedTag from issue: Cancelled. Not delivered in time: ConnectionLost; with
+// fail_late the session is failed first, which ends the task with that reason.
+template <class Result, class Issue> Result Session::wait_for(Issue &&issue, bool fail_late)
 {
-	ScsiResult out;
+	Result out;
 	bool got = false;
-	const uint32_t itt = submit(req, [&](const ScsiResult &r) {
-		out = r;
-		got = true;
-	});
-	if (itt == kReservedTag) {
+	if (issue([&](const Result &r) {
+		    out = r;
+		    got = true;
+	    }) == kReservedTag) {
 		out.outcome = TaskOutcome::Cancelled;
 		return out;
 	}
-	// Bounded by cmd_timeout through check_timers; the extra second covers the delivery.
 	const auto deadline = clock::now() + cfg_.cmd_timeout + milliseconds(1000);
 	while (!got && clock::now() < deadline)
 		if (poll(milliseconds(100)) < 0)
 			break;
-	if (!got) {
+	if (!got && fail_late) {
 		fail("command did not complete in time");
 		while (!got && poll(milliseconds(0)) > 0) {
 		}
-		if (!got)
-			out.outcome = TaskOutcome::ConnectionLost;
 	}
+	if (!got)
+		out.outcome = TaskOutcome::ConnectionLost;
 	return out;
+}
+
+ScsiResult Session::run(const ScsiRequest &req)
+{
+	return wait_for<ScsiResult>([&](ScsiDone done) { return submit(req, std::move(done)); },
+	                            true);
 }
 
 TmfResult Session::task_mgmt_sync(TmfFunction fn, uint64_t lun, uint32_t ref_itt)
 {
-	TmfResult out;
-	bool got = false;
-	if (task_mgmt(fn, lun, ref_itt, [&](const TmfResult &r) {
-		    out = r;
-		    got = true;
-	    }) == kReservedTag) {
-		out.outcome = TaskOutcome::Cancelled;
-		return out;
-	}
-	const auto deadline = clock::now() + cfg_.cmd_timeout + milliseconds(1000);
-	while (!got && clock::now() < deadline)
-		if (poll(milliseconds(100)) < 0)
-			break;
-	if (!got)
-		out.outcome = TaskOutcome::ConnectionLost;
-	return out;
+	return wait_for<TmfResult>(
+	    [&](TmfDone done) { return task_mgmt(fn, lun, ref_itt, std::move(done)); }, false);
 }
 
 PingResult Session::ping_sync(std::span<const uint8_t> data)
 {
-	PingResult out;
-	bool got = false;
-	if (ping(data, [&](const PingResult &r) {
-		    out = r;
-		    got = true;
-	    }) == kReservedTag) {
-		out.outcome = TaskOutcome::Cancelled;
-		return out;
-	}
-	const auto deadline = clock::now() + cfg_.cmd_timeout + milliseconds(1000);
-	while (!got && clock::now() < deadline)
-		if (poll(milliseconds(100)) < 0)
-			break;
-	if (!got)
-		out.outcome = TaskOutcome::ConnectionLost;
-	return out;
+	return wait_for<PingResult>([&](PingDone done) { return ping(data, std::move(done)); },
+	                            false);
 }
 
 } // namespace ulp::iscsi

@@ -343,6 +343,8 @@ private:
 	void complete(Task *t, TaskOutcome o);
 	void finish_if_done(Task *t);
 	void deliver(Task *t);
+	// The sync helpers: issue(callback) one task, poll until its result is delivered.
+	template <class Result, class Issue> Result wait_for(Issue &&issue, bool fail_late);
 	void abort_tasks(uint64_t lun, bool all_luns, uint64_t before_seq);
 
 	// Teardown and timers
