@@ -855,21 +855,10 @@ void IserTransport::on_recv(RecvDesc *d, const Wc &wc)
 	}
 	std::span<const uint8_t> in(static_cast<const uint8_t *>(d->buf->addr), wc.byte_len);
 	IserHdr ih;
-	if (IserError e = parse_iser_hdr(in, &ih); e != IserError::None) {
-		fail(std::string("iSER header from the target: ") + iser_error_name(e));
-		return;
-	}
-	if (ih.opcode != IserOpcode::Control) {
-		fail("iSER Hello from the target (we never sent one)");
-		return;
-	}
-	ParseOpts o;
-	o.max_recv_dsl = max_recv_dsl_;
-	o.padded = false;
 	Pdu pdu;
-	PduError pe = parse_pdu(in.subspan(kIserHdrLen), o, &pdu);
-	if (pdu_error_fatal(pe)) {
-		fail(std::string("bad PDU from the target: ") + pdu_error_name(pe));
+	PduError pe;
+	if (std::string why; !parse_iser_message(in, max_recv_dsl_, &ih, &pdu, &pe, &why)) {
+		fail("from the target: " + why);
 		return;
 	}
 	// Remote invalidation (RFC 7145 7.3.?, Linux iser_check_remote_inv): only with the

@@ -72,4 +72,26 @@ void build_iser_cm_hdr(const IserCmHdr &h, std::span<uint8_t, kIserCmHdrLen> out
 	out[0] = h.flags;
 }
 
+bool parse_iser_message(std::span<const uint8_t> in, uint32_t max_recv_dsl, IserHdr *ih, Pdu *pdu,
+                        PduError *pe, std::string *why)
+{
+	if (IserError e = parse_iser_hdr(in, ih); e != IserError::None) {
+		*why = std::string("iSER header: ") + iser_error_name(e);
+		return false;
+	}
+	if (ih->opcode != IserOpcode::Control) {
+		*why = "iSER Hello received: iSER-assisted login is not supported";
+		return false;
+	}
+	ParseOpts o;
+	o.max_recv_dsl = max_recv_dsl;
+	o.padded = false;
+	*pe = parse_pdu(in.subspan(kIserHdrLen), o, pdu);
+	if (pdu_error_fatal(*pe)) {
+		*why = std::string("PDU: ") + pdu_error_name(*pe);
+		return false;
+	}
+	return true;
+}
+
 } // namespace ulp::iscsi

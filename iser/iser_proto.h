@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <string>
 
 namespace ulp::iscsi
 {
@@ -66,6 +67,16 @@ const char *iser_error_name(IserError e);
 IserError parse_iser_hdr(std::span<const uint8_t> buf, IserHdr *out);
 // Write h into out[0..28).
 void build_iser_hdr(const IserHdr &h, std::span<uint8_t, kIserHdrLen> out);
+
+struct Pdu;
+enum class PduError : uint8_t;
+// One received iSER message, as both ends take it: the iSER header, then an iSCSI PDU
+// that may end right after its data segment (RFC 7145 7.3: no padding). false with *why
+// on a bad iSER header, on an iSER Hello (RFC 7145 9.3: iSER-assisted login, which
+// neither end offers) and on a PDU error that ends the connection; *pe then holds a PDU
+// error the iSCSI layer answers (a Reject), or PduError::None.
+bool parse_iser_message(std::span<const uint8_t> in, uint32_t max_recv_dsl, IserHdr *ih, Pdu *pdu,
+                        PduError *pe, std::string *why);
 
 // RDMA/CM private data: struct iser_cm_hdr { u8 flags; u8 rsvd[3]; } (Linux
 // drivers/infiniband/ulp/iser/iscsi_iser.h, isert). In the request the initiator says what

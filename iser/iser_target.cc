@@ -307,22 +307,10 @@ void IserConn::handle_recv(RecvDesc *d, const Wc &wc)
 		return;
 	std::span<const uint8_t> in(static_cast<const uint8_t *>(d->buf->addr), wc.byte_len);
 	IserHdr ih;
-	if (IserError e = parse_iser_hdr(in, &ih); e != IserError::None) {
-		on_transport_error(std::string("iSER header: ") + iser_error_name(e));
-		return;
-	}
-	if (ih.opcode != IserOpcode::Control) {
-		// RFC 7145 9.3: iSER Hello is for iSER-assisted login, which we do not offer.
-		on_transport_error("iSER Hello received: not supported");
-		return;
-	}
-	ParseOpts o;
-	o.max_recv_dsl = max_recv_dsl();
-	o.padded = false; // RFC 7145 7.3: a SEND may end right after the data segment
 	Pdu pdu;
-	PduError pe = parse_pdu(in.subspan(kIserHdrLen), o, &pdu);
-	if (pdu_error_fatal(pe)) {
-		on_transport_error(std::string("PDU: ") + pdu_error_name(pe));
+	PduError pe;
+	if (std::string why; !parse_iser_message(in, max_recv_dsl(), &ih, &pdu, &pe, &why)) {
+		on_transport_error(why);
 		return;
 	}
 	last_iser_ = ih;

@@ -2,10 +2,13 @@
 // The iSER header and CM private data against the byte layout Linux uses (struct iser_ctrl,
 // struct iser_cm_hdr in drivers/infiniband/ulp/iser/iscsi_iser.h).
 #include "iser/iser_proto.h"
+#include "iser/pdu.h"
 
 #include <gtest/gtest.h>
 
 #include <array>
+#include <string>
+#include <vector>
 
 namespace ulp::iscsi
 {
@@ -67,6 +70,41 @@ TEST(IserProto, CmHeader)
 	EXPECT_FALSE(parse_iser_cm_hdr(std::span(b).first(3), &h));
 	ASSERT_TRUE(parse_iser_cm_hdr(b, &h));
 	EXPECT_EQ(h.flags, 0xc0);
+}
+
+// parse_iser_message: what both iSER ends take from a receive buffer.
+TEST(IserProto, MessageIsHeaderThenUnpaddedPdu)
+{
+	std::vector<uint8_t> m(kIserHdrLen + kBhsLen + 3, 0);
+	IserHdr h;
+	build_iser_hdr(h, std::span<uint8_t, kIserHdrLen>(m.data(), kIserHdrLen));
+	uint8_t *bhs = m.data() + kIserHdrLen;
+	bhs[0] = 0x40; // NOP-Out, immediate
+	bhs[1] = 0x80; // F
+	bhs[7] = 3;    // DataSegmentLength 3, no padding after it (RFC 7145 7.3)
+	m[kIserHdrLen + kBhsLen] = 'a';
+	IserHdr ih;
+	Pdu pdu;
+	PduError pe = PduError::BadAhs;
+	std::string why;
+	ASSERT_TRUE(parse_iser_message(m, 8192, &ih, &pdu, &pe, &why)) << why;
+	EXPECT_EQ(pe, PduError::None);
+	EXPECT_EQ(pdu.opcode(), Opcode::NopOut);
+	ASSERT_EQ(pdu.data.size(), 3u);
+	EXPECT_EQ(pdu.data[0], 'a');
+
+	// A Hello: iSER-assisted login, which neither end offers.
+	h.opcode = IserOpcode::Hello;
+	build_iser_hdr(h, std::span<uint8_t, kIserHdrLen>(m.data(), kIserHdrLen));
+	EXPECT_FALSE(parse_iser_message(m, 8192, &ih, &pdu, &pe, &why));
+	EXPECT_NE(why.find("Hello"), std::string::npos) << why;
+
+	// Shorter than the iSER header; a PDU cut inside its BHS.
+	EXPECT_FALSE(parse_iser_message(std::span(m).first(10), 8192, &ih, &pdu, &pe, &why));
+	h.opcode = IserOpcode::Control;
+	build_iser_hdr(h, std::span<uint8_t, kIserHdrLen>(m.data(), kIserHdrLen));
+	EXPECT_FALSE(
+	    parse_iser_message(std::span(m).first(kIserHdrLen + 20), 8192, &ih, &pdu, &pe, &why));
 }
 
 } // namespace
