@@ -2,6 +2,7 @@
 // iser/target.cc - the target node set: sessions, their teardown, and the SCSI fabric
 // callbacks routed to connections (see target.h).
 #include "iser/target.h"
+#include "core/thread_name.h"
 
 #include "iser/conn.h"
 #include "iser/session.h"
@@ -163,6 +164,7 @@ void IscsiTarget::close_session(IscsiSession *s, std::function<void()> done)
 
 void IscsiTarget::reaper_loop()
 {
+	set_thread_name("ulp-sess-reap");
 	std::unique_lock g(lock_);
 	for (;;) {
 		cv_.wait(g, [&] { return !reap_.empty() || stopping_; });

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // iser/tcp.cc - the iSCSI/TCP transport (see tcp.h).
 #include "iser/tcp.h"
+#include "core/thread_name.h"
 
 #include "iser/conn.h"
 
@@ -453,6 +454,7 @@ void TcpWorker::reap()
 
 void TcpWorker::loop()
 {
+	set_thread_name("ulp-tcp");
 	tid_ = std::this_thread::get_id();
 	next_tick_ = std::chrono::steady_clock::now() + cfg_.tick;
 	epoll_event evs[64];

@@ -25,6 +25,7 @@
 // flight gets them back -ECANCELED or -EINTR. We never cancel anything ourselves and
 // every operation here is idempotent, so such a request (or an -EAGAIN) is resubmitted
 // from the completion thread, which lives as long as the backstore.
+#include "core/thread_name.h"
 #include "scsi/bs_internal.h"
 
 #include <fcntl.h>
@@ -655,6 +656,7 @@ private:
 	// The completion thread.
 	void reap()
 	{
+		set_thread_name("ulp-bs-reap");
 		const bool can_time_out = ring_.features & IORING_FEAT_EXT_ARG;
 		for (;;) {
 			io_uring_cqe *cqe;

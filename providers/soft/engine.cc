@@ -6,6 +6,7 @@
 // (round robin, like a NIC's send scheduler). When idle the thread spins briefly before it
 // sleeps: a doorbell then costs a store instead of a futex wake, which is what makes
 // small-message rates possible.
+#include "core/thread_name.h"
 #include "providers/soft/soft_internal.h"
 
 #include "providers/soft/sock_wire.h"
@@ -270,6 +271,7 @@ int Engine::run_once()
 
 void Engine::loop()
 {
+	set_thread_name("ulp-soft-engine");
 	std::unique_lock g(lock_);
 	unsigned turn = 0;
 	while (!stop_) {

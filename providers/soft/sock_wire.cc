@@ -21,6 +21,7 @@
 // sends is untrusted: lengths, regions and offsets are bounds-checked and a malformed
 // packet drops the connection (peer death), never the process.
 #include "providers/soft/sock_wire.h"
+#include "core/thread_name.h"
 
 #include "providers/soft/cm_id.h"
 #include "providers/soft/sock_proto.h"
@@ -899,6 +900,7 @@ private:
 
 	void loop()
 	{
+		set_thread_name("ulp-soft-cm");
 		for (;;) {
 			epoll_event evs[16];
 			int n = epoll_wait(ep_, evs, 16, 1000);

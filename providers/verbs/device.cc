@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // providers/verbs/device.cc - devices, their attributes and async events; PD, MR, CQ,
 // completion channel, SRQ over libibverbs.
+#include "core/thread_name.h"
 #include "providers/verbs/verbs_internal.h"
 
 #include <fcntl.h>
@@ -29,6 +30,7 @@ int StoppableThread::start(const char *name, std::function<void(int)> fn)
 		return -errno;
 	done_ = false;
 	thread_ = std::thread([this, fn = std::move(fn)] {
+		set_thread_name("ulp-verbs-" + name_.substr(0, name_.find(' ')));
 		fn(wake_fd_);
 		std::lock_guard g(lock_);
 		done_ = true;
