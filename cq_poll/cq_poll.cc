@@ -8,6 +8,7 @@
 //   PollGroup::lock_ a group's CQ list and the CQ it is processing
 // No lock is held while a done() callback runs.
 #include "cq_poll/cq_poll.h"
+#include "core/thread_name.h"
 #include "cq_poll/dim.h"
 
 #include <boost/intrusive/list.hpp>
@@ -244,7 +245,8 @@ bool threaded_pass(PollCq &p, int budget, bool dim_every_pass)
 class WorkPool
 {
 public:
-	explicit WorkPool(int nworkers) : bound_(static_cast<size_t>(nworkers))
+	explicit WorkPool(int nworkers)
+	    : cvs_(static_cast<size_t>(nworkers)), bound_(static_cast<size_t>(nworkers))
 	{
 		workers_.resize(static_cast<size_t>(nworkers));
 		for (int i = 0; i < nworkers; i++)
@@ -256,7 +258,7 @@ public:
 			std::lock_guard g(lock);
 			stop_ = true;
 		}
-		cv_.notify_all();
+		notify_all();
 		for (auto &w : workers_)
 			w.join("completion worker");
 	}
@@ -278,7 +280,12 @@ public:
 			p.state = RunState::Queued;
 			queue_of(p).push_back(p);
 		}
-		cv_.notify_all();
+		// A bound CQ wakes its own worker only: waking them all cost a thread switch
+		// per completion event for nothing (tools/iscsi-bench/vm-iser counts them).
+		if (p.worker >= 0)
+			cvs_[static_cast<size_t>(p.worker)].notify_one();
+		else
+			notify_all();
 	}
 
 	// free_cq: after this, p is never queued again and no worker processes it.
@@ -315,6 +322,7 @@ private:
 	// ib_cq_poll_work, run by worker i: its bound queue first, then the unbound one.
 	void work(int i)
 	{
+		set_thread_name("ulp-cq-work");
 		const auto self = std::this_thread::get_id();
 		std::unique_lock g(lock);
 		for (;;) {
@@ -325,7 +333,7 @@ private:
 			if (!q) {
 				if (stop_)
 					return;
-				cv_.wait(g);
+				cvs_[static_cast<size_t>(i)].wait(g);
 				continue;
 			}
 			PollCq &p = q->front();
@@ -352,11 +360,17 @@ private:
 		}
 	}
 
-	std::condition_variable cv_;      // work queued, or stop_
-	std::condition_variable done_cv_; // a dying CQ stopped running
-	std::vector<ReadyList> bound_;    // per worker: Workqueue CQs bound to it (lock)
-	ReadyList unbound_;               // UnboundWorkqueue CQs, any worker (lock)
-	bool stop_ = false;               // workers exit when their queues are empty (lock)
+	void notify_all()
+	{
+		for (auto &cv : cvs_)
+			cv.notify_one(); // one waiter each: its worker
+	}
+
+	std::vector<std::condition_variable> cvs_; // per worker: work for it, or stop_
+	std::condition_variable done_cv_;          // a dying CQ stopped running
+	std::vector<ReadyList> bound_;             // per worker: Workqueue CQs bound to it (lock)
+	ReadyList unbound_;                        // UnboundWorkqueue CQs, any worker (lock)
+	bool stop_ = false; // workers exit when their queues are empty (lock)
 	std::vector<BoundedThread> workers_;
 };
 
@@ -680,7 +694,10 @@ Cq *do_alloc(Device &dev, int nr_cqe, int comp_vector, PollCtx ctx, PollGroup *g
 				dc->pollers[pi] =
 				    std::make_unique<Poller>(dev, std::move(ch), wfd, g.pool.get());
 				Poller *pl = dc->pollers[pi].get();
-				pl->thr.start([pl] { pl->run(); });
+				pl->thr.start([pl] {
+					set_thread_name("ulp-cq-poll");
+					pl->run();
+				});
 			}
 			if (g.pool) {
 				std::lock_guard pl(dc->pollers[pi]->lock);
