@@ -1056,10 +1056,17 @@ void Conn::on_snack(const Pdu &pdu)
 void Conn::post(ConnEvent ev, void *arg)
 {
 	// wake() runs under the inbox lock: the owner frees a done connection only after
-	// taking this lock once more, so no poster is still inside post() then.
-	std::lock_guard g(inbox_lock_);
+	// taking this lock once more, so no poster is still inside post() then. A poster that
+	// try_own() made the owner holds the connection until run_owned() gives it up, and a
+	// connection is freed only after its owner is done with it.
+	std::unique_lock g(inbox_lock_);
 	inbox_.emplace_back(ev, arg);
-	wake(); // on the owner thread: run at the end of its current turn
+	if (!try_own()) {
+		wake(); // on the owner thread: run at the end of its current turn
+		return;
+	}
+	g.unlock(); // run_events() takes it
+	run_owned();
 }
 
 void Conn::run_events()

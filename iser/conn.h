@@ -214,6 +214,20 @@ public:
 	void on_transport_error(const std::string &why);
 	// Run what other threads posted.
 	void run_events();
+	// run_events() until the inbox stays empty, then give_up() under the inbox lock: a
+	// poster whose try_own() fails then knows that its event is run before the owner
+	// leaves (a transport that lets posters own the connection leaves through this).
+	template <typename F> void run_events_then(F &&give_up)
+	{
+		for (;;) {
+			run_events();
+			std::lock_guard g(inbox_lock_);
+			if (inbox_.empty()) {
+				give_up();
+				return;
+			}
+		}
+	}
 	// Timers: the login timeout, NOP-In pings.
 	void on_tick(std::chrono::steady_clock::time_point now);
 	// A queued PDU went out (or was dropped, sent = false, when the transport closed).
@@ -239,6 +253,15 @@ protected:
 	// An event was posted (from any thread, the owner's included): make the owner call
 	// run_events() soon. Called under the inbox lock: must not block.
 	virtual void wake() = 0;
+	// An event was posted by a thread that may become the owner at once and run it there,
+	// instead of waking the owner (a thread switch per I/O: a backstore's completion
+	// thread hands each response over). Called under the inbox lock: must not block (a
+	// try-lock). True: the caller owns the connection, and post() drops the inbox lock and
+	// calls run_owned(). The default keeps events on the owner's loop (TCP).
+	virtual bool try_own() { return false; }
+	// The owner that try_own() made: run the events, then give the connection up. It may be
+	// freed as soon as it is given up: nothing after may touch it.
+	virtual void run_owned() {}
 	// Stop reading and writing; queued PDUs are handed back through pdu_done(p, false).
 	virtual void close_transport() = 0;
 

@@ -25,9 +25,12 @@
 // here completions arrive on the CQ pool's workers and CM events on the provider's CM
 // thread, so IserConn serialises by its lock instead: every entry takes it, does its work
 // and runs the events posted meanwhile before leaving. An event posted from any other
-// thread (a backstore completion) is run by the portal's event thread, which takes the
-// lock the same way. The event thread also ticks the connections' timers, drains and frees
-// the connections that are done, and runs the blocking parts of teardown (drain_qp).
+// thread (a backstore completion) runs on that thread when the lock is free (a try-lock:
+// the poster holds the inbox lock); otherwise the holder runs it, since a holder lets go
+// of the lock only under the inbox lock, once the inbox is empty. No event waits for a
+// thread to be woken for it: under TCG each switch costs tens of microseconds. The
+// portal's event thread ticks the connections' timers, drains and frees the connections
+// that are done, and runs the blocking parts of teardown (drain_qp).
 #pragma once
 
 #include "core/buf_pool.h"
@@ -101,7 +104,6 @@ public:
 
 	// For IserConn.
 	const IserConfig &cfg() const { return cfg_; }
-	void wake(IserConn *c);           // any thread: run c's events on the event thread
 	void schedule_close(IserConn *c); // drain and reap c on the event thread
 	void count(uint64_t IserStats::*field);
 
@@ -128,7 +130,6 @@ private:
 	std::condition_variable cv_; // event thread work
 	std::map<Device *, DeviceRes> devices_;
 	std::vector<std::unique_ptr<IserConn>> conns_; // every connection, owned
-	std::vector<IserConn *> woken_;                // events to run on the event thread
 	std::vector<IserConn *> closing_;              // to drain on the event thread
 	bool stop_ = false;
 	IserStats stats_;
