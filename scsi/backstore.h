@@ -28,7 +28,8 @@
 // Threading: submit() may be called from any thread, concurrently; it never blocks on
 // I/O (a request beyond the queue depth waits in the backstore's own FIFO, in order).
 // done() runs on the backstore's completion thread, or inside submit() itself for the
-// synchronous kinds (null, ram); it must not block and must not call back into this
+// synchronous kinds (null, ram) and for a file or block read that the page cache holds
+// whole (buffered, not O_DIRECT); it must not block and must not call back into this
 // backstore's destructor. Destruction waits (bounded, logged) for requests in flight.
 #pragma once
 
@@ -105,7 +106,7 @@ public:
 	virtual uint32_t atomic_write_max() const { return 0; }
 
 	// Start io; never blocks. io->done is called exactly once (possibly before submit
-	// returns, for synchronous kinds).
+	// returns: see Threading above).
 	virtual void submit(BsIo *io) = 0;
 
 	// The allocation state at offset (GET LBA STATUS). Backstores that cannot tell report

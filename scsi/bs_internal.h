@@ -41,6 +41,7 @@ struct FileBsStats {
 	uint64_t short_resubmit = 0; // remainders resubmitted (short transfer, or > IOV_MAX iovs)
 	uint64_t eof_fill = 0;       // reads that met end of file inside size (zero-filled)
 	uint64_t retried = 0;        // requests resubmitted after -EAGAIN/-EINTR/-ECANCELED
+	uint64_t cached_reads = 0;   // reads the page cache held, done inside submit() (no ring)
 };
 
 // false when bs is not a file or block backstore.
