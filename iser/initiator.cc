@@ -639,9 +639,8 @@ int Session::poll(milliseconds timeout)
 		}
 		if (now >= deadline && delivered == 0 && timeout.count() > 0)
 			break;
-		auto wait =
-		    std::min(std::chrono::duration_cast<milliseconds>(deadline - now),
-		             std::chrono::duration_cast<milliseconds>(next_timer_check_ - now));
+		auto wait = std::min(std::chrono::ceil<milliseconds>(deadline - now),
+		                     std::chrono::ceil<milliseconds>(next_timer_check_ - now));
 		wait = std::max(wait, milliseconds(0));
 		if (!tp_->poll(wait))
 			fail(tp_->why());
@@ -728,7 +727,7 @@ bool Session::logout(milliseconds timeout)
 	if (state_ == SessionState::FullFeature) {
 		// 11.14: no new commands; the ones in flight finish first (bounded).
 		while (in_flight_ && state_ == SessionState::FullFeature && clock::now() < deadline)
-			poll(std::chrono::duration_cast<milliseconds>(deadline - clock::now()));
+			poll(std::chrono::ceil<milliseconds>(deadline - clock::now()));
 		if (state_ == SessionState::FullFeature) {
 			while (!pending_.empty()) {
 				Task *x = tasks_[pending_.front()].get();
@@ -740,7 +739,7 @@ bool Session::logout(milliseconds timeout)
 	}
 	while (state_ == SessionState::LoggingOut && clock::now() < deadline) {
 		polling_ = true;
-		if (!tp_->poll(std::chrono::duration_cast<milliseconds>(deadline - clock::now())))
+		if (!tp_->poll(std::chrono::ceil<milliseconds>(deadline - clock::now())))
 			fail(tp_->why());
 		polling_ = false;
 	}

@@ -42,7 +42,7 @@ constexpr uint8_t kOpScsiRsp = 0x21; // RFC 7143 11.4
 
 int remaining_ms(clock::time_point deadline)
 {
-	auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
+	auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - clock::now());
 	return static_cast<int>(std::max<int64_t>(0, left.count()));
 }
 

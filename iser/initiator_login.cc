@@ -97,7 +97,7 @@ bool Session::login_once(const Portal &portal, Portal *redirect)
 				     std::to_string(cfg_.login_timeout.count()) + " ms");
 				return false;
 			}
-			if (!tp_->poll(std::chrono::duration_cast<milliseconds>(deadline - now)) &&
+			if (!tp_->poll(std::chrono::ceil<milliseconds>(deadline - now)) &&
 			    !login_rsp_) {
 				login_ = nullptr;
 				fail("connection lost during login: " + tp_->why());

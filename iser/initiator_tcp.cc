@@ -46,7 +46,7 @@ std::string sockaddr_str(const sockaddr_storage &ss)
 
 int remaining_ms(clock::time_point deadline)
 {
-	auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - clock::now());
+	auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - clock::now());
 	return static_cast<int>(std::max<int64_t>(0, left.count()));
 }
 
