@@ -4,6 +4,7 @@
 
 #include "core/buf_pool.h"
 #include "core/cm.h"
+#include "core/deadline.h"
 #include "core/dma_heap.h"
 #include "core/drain.h"
 #include "core/mem_map.h"
@@ -42,8 +43,7 @@ constexpr uint8_t kOpScsiRsp = 0x21; // RFC 7143 11.4
 
 int remaining_ms(clock::time_point deadline)
 {
-	auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - clock::now());
-	return static_cast<int>(std::max<int64_t>(0, left.count()));
+	return poll_timeout_ms(deadline, clock::now());
 }
 
 uint32_t be32(const uint8_t *p)

@@ -2,6 +2,7 @@
 // iser/initiator_tcp.cc - the initiator's iSCSI/TCP transport (see initiator_transport.h):
 // a non-blocking socket, a bounded connect, PDUs gathered into sendmsg, and the incoming
 // stream cut into PDUs by PduReader (which checks every length before it buffers a byte).
+#include "core/deadline.h"
 #include "iser/initiator_transport.h"
 
 #include <arpa/inet.h>
@@ -46,8 +47,7 @@ std::string sockaddr_str(const sockaddr_storage &ss)
 
 int remaining_ms(clock::time_point deadline)
 {
-	auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - clock::now());
-	return static_cast<int>(std::max<int64_t>(0, left.count()));
+	return poll_timeout_ms(deadline, clock::now());
 }
 
 class TcpTransport final : public InitiatorTransport

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // iser/tcp.cc - the iSCSI/TCP transport (see tcp.h).
 #include "iser/tcp.h"
+#include "core/deadline.h"
 #include "core/thread_name.h"
 
 #include "iser/conn.h"
@@ -452,15 +453,6 @@ void TcpWorker::reap()
 	nconns_ = conns_.size();
 }
 
-int tick_timeout_ms(std::chrono::steady_clock::time_point next_tick,
-                    std::chrono::steady_clock::time_point now)
-{
-	// Truncated, this spun for the last millisecond of every tick: 400 wake-ups a second
-	// on an idle worker in the VM, where each clock read is a system call.
-	const auto left = std::max(next_tick - now, std::chrono::steady_clock::duration(0));
-	return int(std::chrono::ceil<std::chrono::milliseconds>(left).count());
-}
-
 void TcpWorker::loop()
 {
 	set_thread_name("ulp-tcp");
@@ -471,7 +463,7 @@ void TcpWorker::loop()
 	std::vector<TcpConn *> woken;
 	while (!stop_.load()) {
 		auto now = std::chrono::steady_clock::now();
-		int timeout = tick_timeout_ms(next_tick_, now);
+		int timeout = poll_timeout_ms(next_tick_, now);
 		if (!marked_.empty())
 			timeout = 0;
 		int n = epoll_wait(epfd_, evs, 64, timeout);

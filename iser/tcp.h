@@ -15,7 +15,6 @@
 #include "iser/target.h"
 
 #include <atomic>
-#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -26,11 +25,6 @@ namespace ulp::iscsi
 {
 
 class TcpWorker;
-
-// epoll_wait's timeout until the next tick, in whole milliseconds rounded up: rounded
-// down, the last millisecond before each tick was a busy loop of epoll_wait(0).
-int tick_timeout_ms(std::chrono::steady_clock::time_point next_tick,
-                    std::chrono::steady_clock::time_point now);
 
 struct TcpConfig {
 	int workers = 1;                     // event-loop threads

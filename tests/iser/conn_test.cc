@@ -8,7 +8,6 @@
 // NOP-In pings and their timeout, long SendTargets answers, logout with commands in
 // flight, session reinstatement, and teardown in the middle of I/O. Every test ends
 // with the connection torn down, bounded, and nothing left in the target or the core.
-#include "iser/tcp.h"
 #include "scsi/sense.h"
 #include "tests/iser/conn_harness.h"
 
@@ -1210,19 +1209,6 @@ TEST_F(ConnTest, TargetAsksForLogoutThenDrops)
 	c_->post(ConnEvent::Drop, nullptr);
 	c_->pump();
 	EXPECT_TRUE(c_->closed());
-}
-
-// The TCP worker's sleep until its next tick is rounded up to whole milliseconds: rounded
-// down, the last millisecond before every tick was a busy loop of epoll_wait(0).
-TEST(TcpTick, SleepsUntilTheTickRoundedUp)
-{
-	using namespace std::chrono;
-	const steady_clock::time_point t0{seconds(1000)};
-	EXPECT_EQ(tick_timeout_ms(t0 + microseconds(700), t0), 1) << "under a millisecond left";
-	EXPECT_EQ(tick_timeout_ms(t0 + microseconds(99200), t0), 100);
-	EXPECT_EQ(tick_timeout_ms(t0 + milliseconds(100), t0), 100);
-	EXPECT_EQ(tick_timeout_ms(t0, t0), 0) << "the tick is due";
-	EXPECT_EQ(tick_timeout_ms(t0, t0 + milliseconds(5)), 0) << "the tick is late";
 }
 
 } // namespace
