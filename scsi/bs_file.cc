@@ -482,9 +482,8 @@ private:
 		const ssize_t r =
 		    preadv2(fd_.get(), io->iov.data(), static_cast<int>(io->iov.size()),
 		            static_cast<off_t>(io->offset), RWF_NOWAIT);
-		if (r < 0 && errno == EOPNOTSUPP)
-			nowait_ok_.store(false,
-			                 std::memory_order_relaxed); // not on this file system
+		if (r < 0 && errno == EOPNOTSUPP) // not on this file system: never again
+			nowait_ok_.store(false, std::memory_order_relaxed);
 		if (r < 0 || static_cast<uint64_t>(r) != io->length)
 			return false;
 		cached_reads_.fetch_add(1, std::memory_order_relaxed);
