@@ -297,17 +297,29 @@ void SoftCmId::destroy_qp()
 	}
 }
 
-int cm_connect_qp(SoftQp &qp, const ConnParam &mine, const ConnParam &theirs, uint32_t dest_qpn,
-                  const Gid &dgid)
+ConnParam cm_peer_view(const ConnParam &p)
+{
+	ConnParam v = p;
+	v.responder_resources = p.initiator_depth;
+	v.initiator_depth = p.responder_resources;
+	return v;
+}
+
+int cm_connect_qp(SoftQp &qp, CmRole role, const ConnParam &req, const ConnParam &rep,
+                  uint32_t dest_qpn, const Gid &dgid)
 {
 	const DeviceAttr &da = qp.sdev.attr();
+	const bool passive = role == CmRole::Passive;
+	const ConnParam &mine = passive ? rep : req;
+	// READs this QP answers and READs it issues (see cm_id.h).
+	const uint32_t dest_rd = passive ? rep.responder_resources : rep.initiator_depth;
+	const uint32_t init_rd = passive ? rep.initiator_depth : rep.responder_resources;
 	QpAttrAv a;
 	a.qp_state = QpState::Rtr;
 	a.path_mtu = 4096;
 	a.dest_qp_num = dest_qpn;
 	a.rq_psn = 0;
-	// Our responder resources: what we offered, capped by what the peer will use.
-	a.max_dest_rd_atomic = std::clamp<uint32_t>(mine.responder_resources, 1, da.max_qp_rd_atom);
+	a.max_dest_rd_atomic = std::min<uint32_t>(dest_rd, da.max_qp_rd_atom);
 	a.min_rnr_timer = 12; // 0.64 ms, rdma_cm's default
 	a.ah_attr.dgid = dgid;
 	int rc = qp.modify(a, QP_STATE | QP_AV | QP_PATH_MTU | QP_DEST_QPN | QP_RQ_PSN |
@@ -320,9 +332,7 @@ int cm_connect_qp(SoftQp &qp, const ConnParam &mine, const ConnParam &theirs, ui
 	r.timeout = 14;
 	r.retry_cnt = mine.retry_count;
 	r.rnr_retry = std::min<uint8_t>(mine.rnr_retry_count, 7);
-	r.max_rd_atomic = std::clamp<uint32_t>(
-	    std::min<uint32_t>(mine.initiator_depth, theirs.responder_resources), 1,
-	    da.max_qp_init_rd_atom);
+	r.max_rd_atomic = std::min<uint32_t>(init_rd, da.max_qp_init_rd_atom);
 	return qp.modify(r, QP_STATE | QP_SQ_PSN | QP_TIMEOUT | QP_RETRY_CNT | QP_RNR_RETRY |
 	                        QP_MAX_QP_RD_ATOMIC);
 }
@@ -356,7 +366,7 @@ int SoftCmId::connect(const ConnParam &param)
 	peer = nid.get();
 	st = CmState::Connecting;
 	CmEvent ev = event(CmEventType::ConnectRequest);
-	ev.param = param;
+	ev.param = cm_peer_view(param);
 	ev.listen_id = l;
 	ev.new_id = std::move(nid);
 	l->post(std::move(ev));
@@ -381,18 +391,20 @@ int SoftCmId::accept(const ConnParam &param)
 	mine.wire = WireKind::InProc;
 	theirs.peer = mine.handle;
 	theirs.wire = WireKind::InProc;
-	int rc = cm_connect_qp(mine, param, a->req, theirs.qp_num(), theirs.sdev.gid());
+	int rc =
+	    cm_connect_qp(mine, CmRole::Passive, a->req, param, theirs.qp_num(), theirs.sdev.gid());
 	if (!rc)
-		rc = cm_connect_qp(theirs, a->req, param, mine.qp_num(), mine.sdev.gid());
+		rc = cm_connect_qp(theirs, CmRole::Active, a->req, param, mine.qp_num(),
+		                   mine.sdev.gid());
 	if (rc)
 		return rc;
 	st = CmState::Connected;
 	a->st = CmState::Connected;
 	CmEvent e1 = event(CmEventType::Established);
-	e1.param = a->req;
+	e1.param = cm_peer_view(a->req);
 	post(std::move(e1));
 	CmEvent e2 = event(CmEventType::Established);
-	e2.param = param;
+	e2.param = cm_peer_view(param);
 	a->post(std::move(e2));
 	return 0;
 }

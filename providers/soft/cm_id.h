@@ -91,9 +91,23 @@ struct CmGlobal {
 };
 CmGlobal &cm_global();
 
-// Move both QPs of a connection to RTS, pointed at each other. active_param is the
-// connect request, passive_param the accept. For the socket wire conn is set on qp.
-int cm_connect_qp(SoftQp &qp, const ConnParam &mine, const ConnParam &theirs, uint32_t dest_qpn,
-                  const Gid &dgid);
+// Which end of the connection a QP is: the one that connected, or the one that accepted.
+enum class CmRole : uint8_t { Active, Passive };
+
+// Move a connection's QP to RTS, pointed at its peer. req is the connect request's
+// parameters, rep the accept's. READ credits follow IB CM (ib_cm_init_qp_attr): the
+// passive QP takes the accept's values as they are (max_dest_rd_atomic =
+// rep.responder_resources, max_rd_atomic = rep.initiator_depth), and the active QP takes
+// the accept's values crossed (max_rd_atomic = rep.responder_resources, max_dest_rd_atomic
+// = rep.initiator_depth). Zero stays zero: a QP with no READ credit never issues a READ.
+// Retry counts are each side's own. For the socket wire conn is set on qp.
+int cm_connect_qp(SoftQp &qp, CmRole role, const ConnParam &req, const ConnParam &rep,
+                  uint32_t dest_qpn, const Gid &dgid);
+
+// A connection's parameters as the other end's CM event reports them: IB CM exchanges
+// READ credits in the sender's terms and hands them to the receiver crossed
+// (cm_format_req_event, cm_format_rep_event), so that a passive side can answer with
+// min(its own limit, event value) for each field directly.
+ConnParam cm_peer_view(const ConnParam &p);
 
 } // namespace ulp::soft

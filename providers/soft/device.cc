@@ -314,12 +314,14 @@ std::shared_ptr<QpHandle> SoftDevice::find_qp(uint32_t qpn)
 // ---------------------------------------------------------------------------------------------
 // Faults
 
-bool SoftDevice::fault(FaultPoint p, uint32_t qpn, uint32_t *delay_us)
+bool SoftDevice::fault(FaultPoint p, uint32_t qpn, uint32_t *delay_us, const WrOpcode *op)
 {
 	std::lock_guard g(faults.lock);
 	for (auto &rule : faults.rules) {
 		const FaultRule &r = rule.r;
 		if (r.point != p || (r.qp_num && r.qp_num != qpn))
+			continue;
+		if (r.match_opcode && (!op || *op != r.opcode))
 			continue;
 		if (r.count && rule.fired >= r.count)
 			continue;

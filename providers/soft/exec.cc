@@ -61,8 +61,9 @@ void SoftQp::complete_send(uint32_t slot, WcStatus st, uint32_t byte_len)
 		uint32_t delay = 0;
 		bool drop = false;
 		if (sdev.faults.armed.load(std::memory_order_relaxed)) {
-			drop = sdev.fault(FaultPoint::DropCompletion, qp_num());
-			if (!drop && sdev.fault(FaultPoint::DelayCompletion, qp_num(), &delay) &&
+			drop = sdev.fault(FaultPoint::DropCompletion, qp_num(), nullptr, &w.opcode);
+			if (!drop &&
+			    sdev.fault(FaultPoint::DelayCompletion, qp_num(), &delay, &w.opcode) &&
 			    delay) {
 				auto *cq = static_cast<SoftCq *>(send_cq());
 				sdev.engine.add_timer(
@@ -214,12 +215,12 @@ ExecResult SoftQp::exec_one(uint32_t slot)
 {
 	SendWqe &w = sq[slot % sq_depth];
 	if (sdev.faults.armed.load(std::memory_order_relaxed)) {
-		if (sdev.fault(FaultPoint::QpError, qp_num())) {
+		if (sdev.fault(FaultPoint::QpError, qp_num(), nullptr, &w.opcode)) {
 			EventType e = EventType::QpFatal;
 			to_error(&e);
 			return ExecResult::Stall;
 		}
-		if (sdev.fault(FaultPoint::CutConnection, qp_num())) {
+		if (sdev.fault(FaultPoint::CutConnection, qp_num(), nullptr, &w.opcode)) {
 			cut_connection(*this);
 			return ExecResult::Stall;
 		}
@@ -277,6 +278,13 @@ ExecResult SoftQp::exec_one(uint32_t slot)
 	default:
 		break;
 	}
+
+	// A requester with no READ credit (max_rd_atomic 0: rdma_cm's accept gave the QP no
+	// initiator depth) never issues a READ. rxe's requester waits for a credit that never
+	// comes (rxe_req.c: rd_atomic) until the QP leaves RTS and the WR is flushed; so does
+	// this one. The ULP that posted it must bound the wait.
+	if (w.opcode == WrOpcode::RdmaRead && max_rd_atomic.load() == 0)
+		return ExecResult::Stall;
 
 	if (wire == WireKind::Socket)
 		return sock_exec(*this, slot);

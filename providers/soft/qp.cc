@@ -276,7 +276,7 @@ int SoftQp::post_send(const SendWr *wr, const SendWr **bad_wr)
 				break;
 			}
 			if (sdev.faults.armed.load(std::memory_order_relaxed) &&
-			    sdev.fault(FaultPoint::PostSend, qp_num())) {
+			    sdev.fault(FaultPoint::PostSend, qp_num(), nullptr, &wr->opcode)) {
 				rc = -EIO;
 				break;
 			}

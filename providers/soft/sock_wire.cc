@@ -449,8 +449,9 @@ ExecResult sock_exec(SoftQp &qp, uint32_t slot)
 	// IB spec 10.8.3.3: a fenced WR waits for every earlier READ to finish.
 	if ((w.flags & SEND_FENCE) && qp.rd_inflight)
 		return ExecResult::Stall;
-	if (w.opcode == WrOpcode::RdmaRead &&
-	    qp.rd_inflight >= std::max<uint32_t>(qp.max_rd_atomic.load(), 1))
+	// IB spec 9.4.5 / 11.2.4.2: at most max_rd_atomic READs in flight; with none, the
+	// READ waits until the QP leaves RTS and it is flushed (exec_one).
+	if (w.opcode == WrOpcode::RdmaRead && qp.rd_inflight >= qp.max_rd_atomic.load())
 		return ExecResult::Stall;
 	if (c->backlog() > kTxHigh)
 		return ExecResult::Stall; // EPOLLOUT reschedules us
@@ -972,7 +973,7 @@ private:
 		nid->sock = std::make_shared<SockConn>(fd);
 		CmEvent ev;
 		ev.event = CmEventType::ConnectRequest;
-		ev.param = nid->req;
+		ev.param = cm_peer_view(nid->req);
 		ev.listen_id = l;
 		ev.new_id = std::move(nid);
 		l->post(std::move(ev));
@@ -997,10 +998,11 @@ private:
 			Gid gid;
 			std::memcpy(gid.data(), m.gid, 16);
 			ConnParam rep = from_msg(m);
-			if (establish(qp, id->sock, id->req, rep, m.qpn, gid) == 0) {
+			if (establish(qp, CmRole::Active, id->sock, id->req, rep, m.qpn, gid) ==
+			    0) {
 				id->st = CmState::Connected;
 				ev.event = CmEventType::Established;
-				ev.param = rep;
+				ev.param = cm_peer_view(rep);
 				id->post(std::move(ev));
 				return;
 			}
@@ -1021,8 +1023,9 @@ private:
 
 public:
 	// Point the QP at the connection and hand the socket to the device's engine.
-	static int establish(SoftQp &qp, std::shared_ptr<SockConn> c, const ConnParam &mine,
-	                     const ConnParam &theirs, uint32_t dest_qpn, const Gid &dgid)
+	static int establish(SoftQp &qp, CmRole role, std::shared_ptr<SockConn> c,
+	                     const ConnParam &req, const ConnParam &rep, uint32_t dest_qpn,
+	                     const Gid &dgid)
 	{
 		int fl = fcntl(c->fd, F_GETFL);
 		fcntl(c->fd, F_SETFL, fl | O_NONBLOCK);
@@ -1030,7 +1033,7 @@ public:
 		qp.conn = c;
 		qp.wire = WireKind::Socket;
 		qp.tx_psn = qp.rx_psn = 0;
-		int rc = cm_connect_qp(qp, mine, theirs, dest_qpn, dgid);
+		int rc = cm_connect_qp(qp, role, req, rep, dest_qpn, dgid);
 		if (rc) {
 			qp.detach_wire();
 			return rc;
@@ -1114,13 +1117,14 @@ int sock_accept(SoftCmId &id, const ConnParam &p)
 	auto *qp = id.sqp();
 	if (!send_cm(id.sock->fd, PktOp::CmRep, to_msg(qp->qp_num(), qp->sdev.gid(), p)))
 		return -ECONNRESET;
-	int rc = SockCm::establish(*qp, id.sock, p, id.req, id.remote_qpn, id.remote_gid);
+	int rc = SockCm::establish(*qp, CmRole::Passive, id.sock, id.req, p, id.remote_qpn,
+	                           id.remote_gid);
 	if (rc)
 		return rc;
 	id.st = CmState::Connected;
 	CmEvent ev;
 	ev.event = CmEventType::Established;
-	ev.param = id.req;
+	ev.param = cm_peer_view(id.req);
 	id.post(std::move(ev));
 	return 0;
 }

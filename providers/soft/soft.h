@@ -102,6 +102,11 @@ struct FaultRule {
 	double probability = 0.0; // with nth == 0: chance per matching event
 	uint32_t count = 1;       // how many times the rule fires (0 = unlimited)
 	uint32_t delay_us = 0;    // DelayCompletion
+	// Only WRs of one opcode: PostSend, DropCompletion, DelayCompletion, QpError and
+	// CutConnection (the WR's own opcode; e.g. DropCompletion of RdmaRead loses the
+	// completion of a READ that executed). Other points cannot tell and never match.
+	bool match_opcode = false;
+	WrOpcode opcode = WrOpcode::Send; // with match_opcode
 };
 
 int inject_fault(Device &dev, const FaultRule &rule); // returns a rule id >= 0

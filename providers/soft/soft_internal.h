@@ -495,7 +495,9 @@ public:
 	void event(const AsyncEvent &ev) { dispatch_event(ev); }
 
 	// Fault hook: true when a rule for point fires for this QP now.
-	bool fault(FaultPoint p, uint32_t qpn, uint32_t *delay_us = nullptr);
+	// Does a rule fire for this event? op: the WR's opcode where the point has one.
+	bool fault(FaultPoint p, uint32_t qpn, uint32_t *delay_us = nullptr,
+	           const WrOpcode *op = nullptr);
 
 	DeviceConfig cfg;
 	uint32_t ip; // host order

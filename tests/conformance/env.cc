@@ -347,7 +347,11 @@ static ConnParam conn_param(const EpConfig &cfg)
 
 void Endpoint::on_cm(CmId *id, CmEvent &ev)
 {
-	CmRecord r{ev.event, ev.status, {}, false};
+	CmRecord r{ev.event,
+	           ev.status,
+	           {},
+	           false,
+	           {ev.param.responder_resources, ev.param.initiator_depth}};
 	auto pd = ev.param.pdata();
 	r.pdata.assign(pd.begin(), pd.end());
 	if (ev.event == CmEventType::ConnectRequest) {
@@ -444,6 +448,31 @@ std::vector<uint8_t> Endpoint::peer_pdata()
 			if (!r.pdata.empty())
 				return r.pdata;
 	return {};
+}
+
+int Endpoint::event_credits(ReadCredits *out)
+{
+	std::lock_guard g(lock_);
+	for (auto &r : cm_events_)
+		if ((r.type == CmEventType::ConnectRequest && r.on_listener) ||
+		    (r.type == CmEventType::Established && !r.on_listener && !listener_)) {
+			*out = r.credits;
+			return 0;
+		}
+	return -ENOENT;
+}
+
+int Endpoint::qp_credits(ReadCredits *out)
+{
+	Qp *q = qp();
+	if (!q)
+		return -ENOTCONN;
+	QpAttr a;
+	if (int rc = q->query(&a))
+		return rc;
+	out->responder_resources = a.max_dest_rd_atomic;
+	out->initiator_depth = a.max_rd_atomic;
+	return 0;
 }
 
 int Endpoint::connect(const SockAddr &dst, int timeout_ms)

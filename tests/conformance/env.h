@@ -139,11 +139,18 @@ struct PostSend {
 	uint8_t no_cqe = 0;    // post without a cqe (legal only unsignaled)
 };
 
+// READ credits: as a CM event reports them, or as a QP holds them.
+struct ReadCredits {
+	uint32_t responder_resources = 0; // event: READs to answer; QP: max_dest_rd_atomic
+	uint32_t initiator_depth = 0;     // event: READs to issue; QP: max_rd_atomic
+};
+
 struct CmRecord {
 	CmEventType type;
 	int status;
 	std::vector<uint8_t> pdata;
 	bool on_listener;
+	ReadCredits credits; // the event's ConnParam
 };
 
 class Endpoint
@@ -167,6 +174,11 @@ public:
 	int wait_cm_event(CmEventType t, int timeout_ms);
 	bool saw_cm_event(CmEventType t);
 	std::vector<uint8_t> peer_pdata(); // private data of CONNECT_REQUEST / ESTABLISHED
+	// READ credits of the CONNECT_REQUEST (passive) or ESTABLISHED (active) event; -ENOENT
+	// before it.
+	int event_credits(ReadCredits *out);
+	// The QP's max_dest_rd_atomic and max_rd_atomic (Qp::query).
+	int qp_credits(ReadCredits *out);
 	int disconnect();
 
 	// Memory: a page-aligned zeroed buffer registered with access (in a second PD when

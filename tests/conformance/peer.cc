@@ -73,6 +73,8 @@ public:
 		*out = ep_->peer_pdata();
 		return 0;
 	}
+	int event_credits(ReadCredits *out) override { return ep_->event_credits(out); }
+	int qp_credits(ReadCredits *out) override { return ep_->qp_credits(out); }
 	int disconnect() override { return ep_->disconnect(); }
 	int cut() override
 	{
@@ -120,6 +122,8 @@ enum Op : uint32_t {
 	OpPoll,
 	OpQpState,
 	OpPdata,
+	OpEventCredits,
+	OpQpCredits,
 	OpDisconnect,
 	OpCut,
 	OpExit,
@@ -313,6 +317,14 @@ int recv_msg(int fd, Hdr *h, std::vector<uint8_t> *blob, const Clock::time_point
 		case OpPdata:
 			out = ep->peer_pdata();
 			break;
+		case OpEventCredits:
+		case OpQpCredits: {
+			ReadCredits c;
+			r.rc = h.op == OpEventCredits ? ep->event_credits(&c) : ep->qp_credits(&c);
+			r.a[0] = c.responder_resources;
+			r.a[1] = c.initiator_depth;
+			break;
+		}
 		case OpDisconnect:
 			r.rc = ep->disconnect();
 			break;
@@ -475,6 +487,19 @@ public:
 		Hdr h, r;
 		h.op = OpPdata;
 		return call(h, nullptr, 0, 0, &r, out);
+	}
+	int event_credits(ReadCredits *out) override { return credits(OpEventCredits, out); }
+	int qp_credits(ReadCredits *out) override { return credits(OpQpCredits, out); }
+	int credits(Op op, ReadCredits *out)
+	{
+		Hdr h, r;
+		h.op = op;
+		int err = call(h, nullptr, 0, 0, &r, nullptr);
+		if (!err) {
+			out->responder_resources = uint32_t(r.a[0]);
+			out->initiator_depth = uint32_t(r.a[1]);
+		}
+		return err;
 	}
 	int disconnect() override
 	{

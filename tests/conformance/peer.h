@@ -39,6 +39,9 @@ public:
 	virtual int poll(int n, int timeout_ms, std::vector<WcInfo> *out) = 0;
 	virtual int qp_state(QpState *s) = 0;
 	virtual int peer_pdata(std::vector<uint8_t> *out) = 0;
+	// Endpoint::event_credits of the CONNECT_REQUEST, and Endpoint::qp_credits.
+	virtual int event_credits(ReadCredits *out) = 0;
+	virtual int qp_credits(ReadCredits *out) = 0;
 	virtual int disconnect() = 0;
 	// soft::cut_connection on the peer's QP; -EOPNOTSUPP where the fabric cannot.
 	virtual int cut() = 0;

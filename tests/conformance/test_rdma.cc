@@ -345,6 +345,66 @@ TEST_P(ReadDepthTest, ManyReadsDepth4)
 INSTANTIATE_TEST_SUITE_P(Fabric, ReadDepthTest, ::testing::ValuesIn(fabric_names()),
                          fabric_param_name);
 
+// rdma_cm's READ credits are IB CM's (cm_format_req_event, cm_format_rep_event,
+// cm_rep_handler): each end's event reports the other end's values crossed, in its own
+// terms. The passive side's CONNECT_REQUEST says responder_resources = the connector's
+// initiator_depth and initiator_depth = the connector's responder_resources, so that it can
+// answer min(its limit, the event's value) field by field; the connector's ESTABLISHED does
+// the same with the accept's. The passive QP takes the accept's values; the active QP takes
+// them crossed (max_rd_atomic = the accept's responder_resources). Powers of two: rxe rounds
+// the QP's values up to one.
+TEST_P(ConfTest, ReadCreditsCrossOver)
+{
+	EpConfig lc, pc;
+	lc.responder_resources = 8; // the connector answers 8 READs at once
+	lc.initiator_depth = 2;     // and issues 2
+	pc.responder_resources = 1; // the acceptor answers 1
+	pc.initiator_depth = 4;     // and issues 4
+	CONNECT(lc, pc);
+	ReadCredits pe, le, pq, lq;
+	ASSERT_EQ(peer().event_credits(&pe), 0);
+	EXPECT_EQ(pe.responder_resources, 2u) << "CONNECT_REQUEST: the connector's initiator_depth";
+	EXPECT_EQ(pe.initiator_depth, 8u) << "CONNECT_REQUEST: the connector's responder_resources";
+	ASSERT_EQ(local().event_credits(&le), 0);
+	EXPECT_EQ(le.responder_resources, 4u) << "ESTABLISHED: the acceptor's initiator_depth";
+	EXPECT_EQ(le.initiator_depth, 1u) << "ESTABLISHED: the acceptor's responder_resources";
+	ASSERT_EQ(peer().qp_credits(&pq), 0);
+	EXPECT_EQ(pq.responder_resources, 1u) << "acceptor's max_dest_rd_atomic";
+	EXPECT_EQ(pq.initiator_depth, 4u) << "acceptor's max_rd_atomic";
+	ASSERT_EQ(local().qp_credits(&lq), 0);
+	EXPECT_EQ(lq.responder_resources, 4u) << "connector's max_dest_rd_atomic";
+	EXPECT_EQ(lq.initiator_depth, 1u) << "connector's max_rd_atomic";
+}
+
+// A QP whose accept gave it no READ credit (the acceptor answers no READs: the connector's
+// max_rd_atomic is 0) never issues a READ: rxe's requester waits for a credit that never
+// comes, and the WR completes only when the QP leaves RTS, flushed. A later WRITE waits
+// behind it (the send queue is ordered). This is the silent stall a ULP must bound.
+TEST_P(ConfTest, ReadWithoutReadCreditWaitsUntilFlushed)
+{
+	EpConfig lc, pc;
+	pc.responder_resources = 0;
+	CONNECT(lc, pc);
+	ReadCredits lq;
+	ASSERT_EQ(local().qp_credits(&lq), 0);
+	ASSERT_EQ(lq.initiator_depth, 0u);
+	auto lm = local().reg_mr(4096, ACCESS_LOCAL_WRITE);
+	auto pm = peer().reg_mr(4096, kRemoteAll);
+	ASSERT_EQ(local().post_send(rdma_op(WrOpcode::RdmaRead, 1, lm.id, 0, 64, pm.addr, pm.rkey)),
+	          0);
+	ASSERT_EQ(
+	    local().post_send(rdma_op(WrOpcode::RdmaWrite, 2, lm.id, 0, 64, pm.addr, pm.rkey)), 0);
+	auto early = local_wcs(1, 500);
+	EXPECT_TRUE(early.empty()) << "a READ without credit completed: " << describe(early);
+	ASSERT_EQ(local().disconnect(), 0);
+	auto wcs = local_wcs(2);
+	ASSERT_EQ(wcs.size(), 2u) << describe(wcs);
+	EXPECT_EQ(wcs[0].wr_id, 1u);
+	EXPECT_EQ(wcs[0].status, WcStatus::WrFlushErr) << describe(wcs);
+	EXPECT_EQ(wcs[1].wr_id, 2u);
+	EXPECT_EQ(wcs[1].status, WcStatus::WrFlushErr) << describe(wcs);
+}
+
 // IB spec 11.4.1.1 (Post Send): an RDMA READ with more SGEs than max_sge_rd is rejected at
 // post time (iWARP devices: one).
 TEST_P(ConfTest, ReadWithTooManySges)

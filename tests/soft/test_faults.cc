@@ -238,6 +238,40 @@ TEST(SoftFault, DropCompletion)
 	EXPECT_EQ(wcs[0].status, WcStatus::Success);
 }
 
+// A rule with match_opcode fires only for WRs of that opcode: the READ's completion is
+// lost, the WRITEs before and after it complete, and the READ's data did land.
+TEST(SoftFault, DropCompletionOfOneOpcode)
+{
+	HandPair p;
+	ASSERT_TRUE(p.init(soft::Exec::Engine));
+	soft::FaultRule r;
+	r.point = soft::FaultPoint::DropCompletion;
+	r.qp_num = p.a.qp->qp_num();
+	r.nth = 1;
+	r.match_opcode = true;
+	r.opcode = WrOpcode::RdmaRead;
+	EXPECT_GE(soft::inject_fault(*p.da, r), 0);
+	std::memcpy(p.b.buf.data() + 1024, "read, not told", 15);
+	Cqe w1, rd, w2;
+	ASSERT_EQ(post_rdma(*p.a.qp, &w1, p.a.sge(0, 8), WrOpcode::RdmaWrite, p.b.at(0),
+	                    p.b.mr->rkey(), SEND_SIGNALED),
+	          0);
+	ASSERT_EQ(post_rdma(*p.a.qp, &rd, p.a.sge(2048, 15), WrOpcode::RdmaRead, p.b.at(1024),
+	                    p.b.mr->rkey(), SEND_SIGNALED),
+	          0);
+	ASSERT_EQ(post_rdma(*p.a.qp, &w2, p.a.sge(0, 8), WrOpcode::RdmaWrite, p.b.at(8),
+	                    p.b.mr->rkey(), SEND_SIGNALED),
+	          0);
+	auto wcs = poll_n(*p.a.scq, 2);
+	ASSERT_EQ(wcs.size(), 2u);
+	EXPECT_EQ(wcs[0].wr_cqe, &w1);
+	EXPECT_EQ(wcs[1].wr_cqe, &w2);
+	std::this_thread::sleep_for(50ms);
+	EXPECT_TRUE(drain_cq(*p.a.scq).empty());
+	EXPECT_EQ(soft::faults_fired(*p.da), 1u);
+	EXPECT_STREQ(reinterpret_cast<char *>(p.a.buf.data() + 2048), "read, not told");
+}
+
 TEST(SoftFault, DelayCompletion)
 {
 	HandPair p;
