@@ -315,7 +315,7 @@ bool IserTransport::connect(const std::string &host, uint16_t port,
 	cp.set_private_data(pd);
 	// The target READs write data from us and issues no atomics; we READ nothing.
 	const DeviceAttr &da = dev_->attr();
-	cp.responder_resources = uint8_t(std::min<uint32_t>(da.max_qp_rd_atom, 16));
+	cp.responder_resources = uint8_t(std::min<uint32_t>(da.max_qp_rd_atom, cfg_.read_credit));
 	cp.initiator_depth = 0;
 	if (int rc = id_->connect(cp); rc != 0)
 		return fail("connect " + where + ": " + std::strerror(-rc));

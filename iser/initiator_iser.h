@@ -73,6 +73,10 @@ struct IserInitiatorConfig {
 	std::vector<std::span<uint8_t>> regions; // the caller's buffers: registered once at
 	                                         // connect, their commands go zero-copy
 	bool allow_remote_inv = true;            // tell the target it may SEND_WITH_INV our STags
+	// RDMA READs of our buffers the target may have in flight at once (rdma_cm
+	// responder_resources; capped by the device). 0 grants none: the target can then fetch
+	// no write data beyond the immediate data (libiscsi offers 4, Linux the device's max).
+	uint8_t read_credit = 16;
 	std::chrono::milliseconds drain_timeout{5000}; // teardown's bound per queue
 	IserInitiatorStats *stats = nullptr;           // optional counters
 };

@@ -62,6 +62,12 @@ public:
 	}
 
 	void on_cm_event(CmEvent &ev);
+	// The RDMA READs the accept lets this connection's QP issue at once (its initiator
+	// depth); 0: the initiator granted none, so no write data can be fetched.
+	void set_read_credit(uint8_t n) { read_credit_ = n; }
+	// Event thread, every tick: the session's timers, then the bound on RDMA transfers
+	// (IserConfig::data_timeout).
+	void tick(std::chrono::steady_clock::time_point now);
 	// Event thread: drain the QP after close_transport (not under the lock: the flushes
 	// come back through enter()).
 	void drain();
@@ -143,8 +149,10 @@ private:
 		IscsiCmd *cmd;
 		RwCtx rw;
 		SgTable sgt{1};
-		uint32_t fetch_len = 0; // bytes the RDMA READ moves
-		bool active = false;    // rw holds WRs or MRs (destroy before reuse)
+		uint32_t fetch_len = 0;  // bytes the RDMA READ moves
+		bool active = false;     // rw holds WRs or MRs (destroy before reuse)
+		RwDir dir = RwDir::Read; // what rw moves while active: write data in, read data out
+		std::chrono::steady_clock::time_point posted; // when rw was posted (data_timeout)
 	};
 
 	static void recv_done(Cq *cq, Wc *wc);
@@ -158,6 +166,7 @@ private:
 	void send_pending();
 	CmdCtx *ctx(IscsiCmd *c);
 	void post_read_response(IscsiCmd *c, SendDesc *d);
+	void check_transfers(std::chrono::steady_clock::time_point now);
 
 	IserPortal &portal_;
 	std::unique_ptr<CmId> id_;   // owns the QP
@@ -174,6 +183,8 @@ private:
 	std::vector<std::unique_ptr<CmdCtx>> ctxs_;
 	size_t recv_size_ = 0, send_size_ = 0; // buffer bytes
 	bool send_inv_ = false;                // responses may be SEND_WITH_INV (peer and device)
+	uint8_t read_credit_ = 0;              // RDMA READs the QP may issue at once (accept)
+	bool told_no_read_credit_ = false;     // logged that writes cannot be fetched (mu_)
 	IserHdr last_iser_;                    // the header of the PDU being processed (mu_)
 	bool closed_ = false;                  // close_transport ran (mu_)
 	std::atomic<bool> drained_{false};
@@ -510,6 +521,21 @@ void IserConn::fetch_data_out(IscsiCmd *c)
 		data_transfer_failed(c);
 		return;
 	}
+	if (read_credit_ == 0) {
+		// Its connect request offered no responder resources: an RDMA READ posted now
+		// would wait forever for a credit (rxe's requester does; so does the soft
+		// provider's). Fail the write instead, and say why once.
+		portal_.count(&IserStats::no_read_credit);
+		if (!told_no_read_credit_) {
+			told_no_read_credit_ = true;
+			target_.log(
+			    "iser: " + peer() +
+			    ": the initiator's connect request granted no RDMA READ "
+			    "(responder_resources 0): writes beyond their immediate data fail");
+		}
+		data_transfer_failed(c);
+		return;
+	}
 	x->fetch_len = need - c->unsol_received;
 	x->sgt.clear();
 	x->sgt.add(reinterpret_cast<uint64_t>(c->data + c->unsol_received), x->fetch_len,
@@ -522,6 +548,8 @@ void IserConn::fetch_data_out(IscsiCmd *c)
 		return;
 	}
 	x->active = true;
+	x->dir = RwDir::Read;
+	x->posted = std::chrono::steady_clock::now();
 	portal_.count(&IserStats::rdma_reads);
 	if (int rc = x->rw.post(&x->cqe, nullptr); rc != 0) {
 		x->rw.destroy();
@@ -589,6 +617,8 @@ void IserConn::post_read_response(IscsiCmd *c, SendDesc *d)
 		return;
 	}
 	x->active = true;
+	x->dir = RwDir::Write;
+	x->posted = std::chrono::steady_clock::now();
 	portal_.count(&IserStats::rdma_writes);
 	fill_send(d, p);
 	// RFC 7145 7.3.?: the data by RDMA WRITE, then the status by SEND, in one chain: the
@@ -630,6 +660,43 @@ void IserConn::drain()
 	if (id_ && id_->qp())
 		drain_qp(*id_->qp(), portal_.cfg().drain_timeout);
 	drained_.store(true, std::memory_order_release);
+}
+
+void IserConn::tick(std::chrono::steady_clock::time_point now)
+{
+	enter([&] {
+		on_tick(now);
+		check_transfers(now);
+	});
+}
+
+void IserConn::check_transfers(std::chrono::steady_clock::time_point now)
+{
+	if (closed_)
+		return; // the flush is on its way (drain)
+	const auto bound = portal_.cfg().data_timeout;
+	for (auto &x : ctxs_) {
+		if (!x->active || now - x->posted <= bound)
+			continue;
+		// An RDMA READ or WRITE that has neither completed nor failed: the QP cannot take
+		// it back, only flush it. Dropping the connection flushes every WR, fails the
+		// command, and tells the initiator as soon as it polls.
+		const auto ms =
+		    std::chrono::duration_cast<std::chrono::milliseconds>(now - x->posted).count();
+		const std::string what =
+		    x->dir == RwDir::Read
+		        ? "RDMA READ of " + std::to_string(x->fetch_len) + " bytes of write data"
+		        : "RDMA WRITE of " + std::to_string(x->cmd->cmd.xfer_len) +
+		              " bytes of read data and its response";
+		char itt[16];
+		std::snprintf(itt, sizeof(itt), "%08x", x->cmd->itt);
+		target_.log("iser: " + peer() + ": ITT " + itt + ": " + what +
+		            " not complete after " + std::to_string(ms) +
+		            " ms: dropping the connection");
+		portal_.count(&IserStats::data_timeouts);
+		on_transport_error("RDMA transfer timed out");
+		return;
+	}
 }
 
 void IserConn::on_cm_event(CmEvent &ev)
@@ -828,22 +895,26 @@ void IserPortal::on_connect_request(CmEvent &ev)
 		count(&IserStats::rejected);
 		return;
 	}
+	// READ credits, as rdma_cm hands them to the passive side (IB CM crosses them:
+	// cm_format_req_event): ev.param.initiator_depth is how many RDMA READs the initiator
+	// will answer at once (its responder_resources), ev.param.responder_resources how many
+	// it will issue (its initiator_depth). The target READs write data and answers no
+	// READs (the initiator uses SEND/RECV and our WRITEs only), as LIO's isert does.
+	const DeviceAttr &da = dev->attr();
 	ConnParam cp;
+	cp.initiator_depth =
+	    uint8_t(std::min<uint32_t>({da.max_qp_init_rd_atom, ev.param.initiator_depth, 255}));
+	cp.responder_resources =
+	    uint8_t(std::min<uint32_t>({da.max_qp_rd_atom, ev.param.responder_resources, 255}));
+	c->set_read_credit(cp.initiator_depth);
 	IserCmHdr ours{ISER_ZBVA_NOT_SUP};
 	// Accept: we use no zero-based VAs; SEND_WITH_INV only when allowed and possible.
-	const DeviceAttr &da = dev->attr();
 	if (!(!(ch.flags & ISER_SEND_W_INV_NOT_SUP) &&
 	      (da.device_cap_flags & DEVICE_MEM_MGT_EXTENSIONS)))
 		ours.flags |= ISER_SEND_W_INV_NOT_SUP;
 	uint8_t pd[kIserCmHdrLen];
 	build_iser_cm_hdr(ours, std::span<uint8_t, kIserCmHdrLen>(pd, kIserCmHdrLen));
 	cp.set_private_data(pd);
-	// RDMA READs: the target initiates them (write data), bounded by what the initiator
-	// accepts; it issues none to us (it uses SEND/RECV only).
-	cp.initiator_depth = uint8_t(
-	    std::min<uint32_t>({da.max_qp_init_rd_atom, ev.param.responder_resources, 255}));
-	cp.responder_resources =
-	    uint8_t(std::min<uint32_t>({da.max_qp_rd_atom, ev.param.initiator_depth, 255}));
 	const int rc = c->id().accept(cp);
 	IserConn *conn = c.get();
 	{
@@ -884,7 +955,7 @@ void IserPortal::event_loop()
 			g.unlock();
 			const auto now = clock::now();
 			for (IserConn *c : all)
-				c->enter([&] { c->on_tick(now); });
+				c->tick(now);
 			reap(all);
 			g.lock();
 		}

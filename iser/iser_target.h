@@ -66,16 +66,24 @@ struct IserConfig {
 	size_t max_io = 16u << 20;      // largest command buffer (a power of two)
 	int vector_hint = -1;           // CQ pool completion vector; -1: round robin
 	std::chrono::milliseconds drain_timeout{10000}; // drain_qp's bound per queue
+	// Bound on one command's RDMA transfer: the READ of its write data, or the WRITEs of
+	// its read data with the response SEND chained behind them. On a live RC connection
+	// either completes or fails within the transport's retries (well under a second);
+	// past this bound the connection is dropped with a log line, which flushes the WRs
+	// and ends the command, instead of the initiator timing out with nothing logged.
+	std::chrono::milliseconds data_timeout{10000};
 };
 
 // Counters (diagnostics, tests).
 struct IserStats {
-	uint64_t accepted = 0;      // connections accepted
-	uint64_t rejected = 0;      // connection requests refused
-	uint64_t send_inv = 0;      // responses sent as SEND_WITH_INV
-	uint64_t rdma_reads = 0;    // RDMA READ contexts posted (write data)
-	uint64_t rdma_writes = 0;   // RDMA WRITE contexts posted (read data)
-	uint64_t task_set_full = 0; // commands answered TASK SET FULL for lack of a buffer
+	uint64_t accepted = 0;       // connections accepted
+	uint64_t rejected = 0;       // connection requests refused
+	uint64_t send_inv = 0;       // responses sent as SEND_WITH_INV
+	uint64_t rdma_reads = 0;     // RDMA READ contexts posted (write data)
+	uint64_t rdma_writes = 0;    // RDMA WRITE contexts posted (read data)
+	uint64_t task_set_full = 0;  // commands answered TASK SET FULL for lack of a buffer
+	uint64_t data_timeouts = 0;  // connections dropped for an RDMA transfer past data_timeout
+	uint64_t no_read_credit = 0; // writes failed: the initiator granted no RDMA READ credit
 };
 
 class IserPortal

@@ -268,6 +268,49 @@ TEST(Iser, WriteReadAcrossSizesRegisteredAndBounced)
 	EXPECT_TRUE(t.wait_no_conns()) << t.logs();
 }
 
+// Immediate data in the command's SEND, the rest fetched by the target's RDMA READ, at
+// every size around the receive data segment length (TargetRecvDataSegmentLength: what
+// one SEND may carry), with the connection parameters libiscsi sends (it answers 4 READs
+// at once and issues none). This is the write libiscsi 1.20's SCSI.Write10 hung on
+// against ulp-targetd on rxe: the target accepted with initiator depth 0, having read
+// rdma_cm's crossed READ credits the wrong way round, and its READ never left.
+TEST(Iser, ImmediateDataThenRdmaReadAroundTheRecvDsl)
+{
+	for (uint32_t dsl : {4096u, 8192u}) {
+		SCOPED_TRACE("TargetRecvDataSegmentLength " + std::to_string(dsl));
+		IserConfig xc;
+		xc.recv_dsl = dsl;
+		Target t;
+		ASSERT_TRUE(t.start(xc));
+		Initiator in;
+		in.xc.send_dsl = dsl;
+		in.xc.read_credit = 4;
+		ASSERT_TRUE(in.login(t.port()));
+		uint64_t lba = 0;
+		uint32_t tag = 100;
+		for (uint32_t len = dsl - 2 * kBlock; len <= dsl + 2 * kBlock; len += kBlock) {
+			SCOPED_TRACE(std::to_string(len) + " bytes");
+			auto w = in.buf(0, len), r = in.buf(1u << 20, len);
+			fill(w, lba, tag);
+			std::memset(r.data(), 0xee, r.size());
+			const uint64_t reads = t.portal->stats().rdma_reads;
+			const auto t0 = clock::now();
+			ScsiResult wr = in.write(lba, w);
+			ASSERT_TRUE(wr.good()) << describe_result(wr) << "\n" << t.logs();
+			EXPECT_LT(clock::now() - t0, 2s);
+			EXPECT_EQ(t.portal->stats().rdma_reads - reads, len > dsl ? 1u : 0u)
+			    << "the part beyond the immediate data comes by one RDMA READ";
+			ScsiResult rr = in.read(lba, r);
+			ASSERT_TRUE(rr.good()) << describe_result(rr);
+			EXPECT_TRUE(same(w, r)) << "read back differs";
+			lba += len / kBlock;
+			tag++;
+		}
+		EXPECT_TRUE(in.s->logout()) << in.s->error();
+		EXPECT_TRUE(t.wait_no_conns()) << t.logs();
+	}
+}
+
 TEST(Iser, LocalInvalidateWhenTheTargetMayNot)
 {
 	Target t;
@@ -596,6 +639,74 @@ TEST(IserFaults, RkeyCheckFails)
 	EXPECT_EQ(fr.bad, 0u);
 	EXPECT_TRUE(t.wait_no_conns()) << t.logs();
 	expect_acknowledged_writes_on_disk(t, fr, 65536);
+}
+
+// An initiator whose connect request grants no RDMA READ (responder_resources 0): a READ
+// the target posted would wait forever for a credit. The target says so once and fails
+// each write that needs a fetch, at once; writes that fit the immediate data, and reads,
+// go on working on the same connection.
+TEST(IserFaults, InitiatorGrantsNoReadCredit)
+{
+	Target t;
+	ASSERT_TRUE(t.start());
+	Initiator in;
+	in.xc.read_credit = 0;
+	ASSERT_TRUE(in.login(t.port()));
+	auto small = in.buf(0, 4096), big = in.buf(65536, 65536), r = in.buf(1u << 20, 4096);
+	fill(small, 0, 1);
+	ASSERT_TRUE(in.write(0, small).good());
+	for (int i = 0; i < 2; i++) {
+		const auto t0 = clock::now();
+		ScsiResult wr = in.write(1024, big);
+		EXPECT_FALSE(wr.good()) << "a write whose data was never fetched answered GOOD";
+		EXPECT_EQ(wr.outcome, TaskOutcome::Completed) << describe_result(wr);
+		EXPECT_LT(clock::now() - t0, 2s) << "the write waited for a READ that cannot go";
+	}
+	ASSERT_TRUE(in.read(0, r).good());
+	EXPECT_TRUE(same(small, r));
+	EXPECT_EQ(t.portal->stats().rdma_reads, 0u);
+	EXPECT_EQ(t.portal->stats().no_read_credit, 2u);
+	const std::string logs = t.logs();
+	EXPECT_NE(logs.find("granted no RDMA READ"), std::string::npos) << logs;
+	EXPECT_EQ(logs.find("granted no RDMA READ"), logs.rfind("granted no RDMA READ"))
+	    << "said more than once\n"
+	    << logs;
+	EXPECT_TRUE(in.s->logout()) << in.s->error();
+	EXPECT_TRUE(t.wait_no_conns()) << t.logs();
+}
+
+// An RDMA READ of write data whose completion never comes (the soft provider drops it):
+// within data_timeout the target logs which command and transfer, drops the connection
+// (which flushes the rest), and reaps it; the initiator learns of it as a lost connection,
+// not from its own command timeout.
+TEST(IserFaults, RdmaReadThatNeverCompletes)
+{
+	IserConfig xc;
+	xc.data_timeout = 300ms;
+	Target t;
+	ASSERT_TRUE(t.start(xc));
+	Initiator in;
+	ASSERT_TRUE(in.login(t.port()));
+	ASSERT_TRUE(in.write(0, in.buf(0, 65536)).good()) << "one READ that completes first";
+	soft::FaultRule rule;
+	rule.point = soft::FaultPoint::DropCompletion;
+	rule.nth = 1;
+	rule.match_opcode = true;
+	rule.opcode = WrOpcode::RdmaRead;
+	ASSERT_GE(soft::inject_fault(*t.dev, rule), 0);
+	const auto t0 = clock::now();
+	ScsiResult wr = in.write(128, in.buf(0, 65536));
+	const auto took = clock::now() - t0;
+	soft::clear_faults(*t.dev);
+	EXPECT_FALSE(wr.good()) << "a write whose fetch never completed answered GOOD";
+	EXPECT_EQ(wr.outcome, TaskOutcome::ConnectionLost) << describe_result(wr);
+	EXPECT_LT(took, 5s) << "the initiator's own timeout (10 s) ended it, not the target";
+	EXPECT_EQ(t.portal->stats().data_timeouts, 1u);
+	// 65536 bytes less the 8192 of immediate data.
+	EXPECT_NE(t.logs().find("RDMA READ of 57344 bytes of write data not complete after"),
+	          std::string::npos)
+	    << t.logs();
+	EXPECT_TRUE(t.wait_no_conns()) << t.logs();
 }
 
 TEST(IserFaults, TargetStopsWithSessionsOpen)
