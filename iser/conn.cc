@@ -1069,6 +1069,13 @@ void Conn::post(ConnEvent ev, void *arg)
 	run_owned();
 }
 
+void Conn::post_deferred(ConnEvent ev, void *arg)
+{
+	std::lock_guard g(inbox_lock_);
+	inbox_.emplace_back(ev, arg);
+	kick();
+}
+
 void Conn::run_events()
 {
 	for (;;) {

@@ -244,7 +244,13 @@ public:
 	const std::string &peer() const { return peer_; }
 
 	// ---- Any thread -----------------------------------------------------------------------
+	// The event runs on the owner thread, or on this one if it can become the owner now
+	// (try_own).
 	void post(ConnEvent ev, void *arg);
+	// The same, but never on this thread: for a caller that holds a lock the event may
+	// take (IscsiTarget's lock_, which closing a session takes). Run inline there, the
+	// event would deadlock its own thread.
+	void post_deferred(ConnEvent ev, void *arg);
 
 protected:
 	// ---- Transport hooks (owner thread) ----------------------------------------------------
@@ -262,6 +268,9 @@ protected:
 	// The owner that try_own() made: run the events, then give the connection up. It may be
 	// freed as soon as it is given up: nothing after may touch it.
 	virtual void run_owned() {}
+	// post_deferred: make some thread other than the caller run the events soon. Called
+	// under the inbox lock: must not block. The default is wake() (TCP: the owner's loop).
+	virtual void kick() { wake(); }
 	// Stop reading and writing; queued PDUs are handed back through pdu_done(p, false).
 	virtual void close_transport() = 0;
 

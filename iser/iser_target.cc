@@ -97,6 +97,9 @@ protected:
 		return true;
 	}
 	void run_owned() override { leave(); }
+	// post_deferred: the poster holds a lock the events may take; the event thread runs
+	// them (a thread switch, on slow paths only: drops, logouts, target stop).
+	void kick() override { portal_.kick(this); }
 	// The holder's way out: the events, then mu_ given up under the inbox lock, so that no
 	// event posted meanwhile is left behind. From the unlock on, the reaper may free us
 	// (it takes mu_ and then the inbox lock before it does).
@@ -819,6 +822,13 @@ void IserPortal::count(uint64_t IserStats::*field)
 	stats_.*field += 1;
 }
 
+void IserPortal::kick(IserConn *c)
+{
+	std::lock_guard g(lock_);
+	kicked_.push_back(c);
+	cv_.notify_all();
+}
+
 void IserPortal::schedule_close(IserConn *c)
 {
 	std::lock_guard g(lock_);
@@ -940,10 +950,14 @@ void IserPortal::event_loop()
 	auto next_tick = clock::now();
 	std::unique_lock g(lock_);
 	while (!stop_) {
-		cv_.wait_until(g, next_tick, [&] { return stop_ || !closing_.empty(); });
-		std::vector<IserConn *> closing;
+		cv_.wait_until(g, next_tick,
+		               [&] { return stop_ || !closing_.empty() || !kicked_.empty(); });
+		std::vector<IserConn *> closing, kicked;
 		closing.swap(closing_);
+		kicked.swap(kicked_);
 		g.unlock();
+		for (IserConn *c : kicked)
+			c->enter([] {}); // leave() runs the events
 		for (IserConn *c : closing)
 			c->drain();
 		g.lock();
@@ -978,6 +992,7 @@ void IserPortal::reap(const std::vector<IserConn *> &all)
 		{
 			std::lock_guard g(lock_);
 			std::erase(closing_, c);
+			std::erase(kicked_, c);
 		}
 		c->detach();
 		c->release_resources(); // waits out a CM handler still running on it

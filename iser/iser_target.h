@@ -113,6 +113,7 @@ public:
 	// For IserConn.
 	const IserConfig &cfg() const { return cfg_; }
 	void schedule_close(IserConn *c); // drain and reap c on the event thread
+	void kick(IserConn *c);           // run c's events on the event thread (post_deferred)
 	void count(uint64_t IserStats::*field);
 
 private:
@@ -139,6 +140,7 @@ private:
 	std::map<Device *, DeviceRes> devices_;
 	std::vector<std::unique_ptr<IserConn>> conns_; // every connection, owned
 	std::vector<IserConn *> closing_;              // to drain on the event thread
+	std::vector<IserConn *> kicked_;               // events to run on the event thread
 	bool stop_ = false;
 	IserStats stats_;
 	std::thread thread_;

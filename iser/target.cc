@@ -120,7 +120,7 @@ IscsiSession *IscsiTarget::create_session(Conn *c, const SessionParams &p, Login
 			    o->params.target_name == p.target_name) {
 				old.push_back(o->params.tsih);
 				if (o->conn)
-					o->conn->post(ConnEvent::Drop, nullptr);
+					o->conn->post_deferred(ConnEvent::Drop, nullptr);
 			}
 		s = new IscsiSession(*this, p, node);
 		s->initiator_port = port;
@@ -203,7 +203,7 @@ bool IscsiTarget::stop(std::chrono::milliseconds grace, std::chrono::millisecond
 	{
 		std::lock_guard g(lock_);
 		for (Conn *c : conns_)
-			c->post(ConnEvent::Logout, nullptr);
+			c->post_deferred(ConnEvent::Logout, nullptr);
 	}
 	std::unique_lock g(lock_);
 	cv_.wait_until(g, t0 + grace, [&] { return conns_.empty(); });
@@ -211,7 +211,7 @@ bool IscsiTarget::stop(std::chrono::milliseconds grace, std::chrono::millisecond
 		log("stop: " + std::to_string(conns_.size()) +
 		    " connections did not log out in time; dropping them");
 		for (Conn *c : conns_)
-			c->post(ConnEvent::Drop, nullptr);
+			c->post_deferred(ConnEvent::Drop, nullptr);
 	}
 	return cv_.wait_until(g, t0 + timeout, [&] { return conns_.empty() && reap_.empty(); });
 }
@@ -224,7 +224,7 @@ void IscsiTarget::drop_sessions(const TargetNode *node, const Conn *except, cons
 	size_t n = 0;
 	for (IscsiSession *s : sessions_)
 		if (s->node == node && s->conn && s->conn != except) {
-			s->conn->post(ConnEvent::Drop, const_cast<char *>(why));
+			s->conn->post_deferred(ConnEvent::Drop, const_cast<char *>(why));
 			n++;
 		}
 	if (n)

@@ -75,6 +75,7 @@ struct Target {
 	std::vector<std::string> log;
 	std::mutex log_lock;
 	std::string file; // non-empty: a file LUN there (completions on its reaper thread)
+	bool allow_target_reset = false; // honour TARGET WARM / COLD RESET
 
 	bool start(const IserConfig &xc = {}, uint32_t cmd_window = 128)
 	{
@@ -101,6 +102,7 @@ struct Target {
 		TargetNode n;
 		n.name = kIqn;
 		n.tpg = tpg.get();
+		n.allow_target_reset = allow_target_reset;
 		tc.targets.push_back(n);
 		tc.cmd_window = cmd_window;
 		tc.prefs.max_burst_length = 1u << 20;
@@ -463,6 +465,42 @@ TEST(Iser, NopTaskManagementAndLogout)
 	EXPECT_TRUE(t.wait_no_conns()) << t.logs();
 	// A logout is not a lost connection.
 	EXPECT_EQ(t.logs().find("connection lost"), std::string::npos) << t.logs();
+}
+
+// TARGET COLD RESET (RFC 7143 11.5.1) drops every session of the target: the others are
+// dropped by a thread that holds the target's lock, so their Drop must not run on that
+// thread (closing a session takes the lock). Before post_deferred it did, over iSER, on the
+// CQ worker that carried the TMF: that thread deadlocked on itself, every completion of the
+// shared CQ stopped, and the target hung (libiscsi's SCSI.Reserve6.TargetColdReset on rxe).
+// Now both sessions end, the portal reaps both, and a new session works.
+TEST(Iser, TargetColdResetDropsTheOtherSession)
+{
+	Target t;
+	t.allow_target_reset = true;
+	ASSERT_TRUE(t.start());
+	Initiator a, b;
+	ASSERT_TRUE(a.login(t.port()));
+	ASSERT_TRUE(b.login(t.port()));
+	fill(b.buf(0, 4096), 0, 9);
+	ASSERT_TRUE(b.write(0, b.buf(0, 4096)).good());
+	std::atomic<bool> stop{false};
+	std::thread poll_b([&] {
+		while (!stop.load() && b.s->poll(20ms) >= 0) {
+		}
+	});
+	const TmfResult r = a.s->task_mgmt_sync(TmfFunction::TargetColdReset, 0);
+	EXPECT_TRUE(r.response == TmfResponse::Complete || a.s->state() == SessionState::Failed)
+	    << "TARGET COLD RESET: neither answered nor the connection dropped";
+	EXPECT_TRUE(t.wait_no_conns()) << "the target did not reap both sessions\n" << t.logs();
+	stop = true;
+	poll_b.join();
+	EXPECT_NE(b.s->state(), SessionState::FullFeature) << "the other session survived";
+	EXPECT_NE(t.logs().find("target cold reset"), std::string::npos) << t.logs();
+	Initiator c;
+	ASSERT_TRUE(c.login(t.port())) << t.logs();
+	auto r2 = c.buf(65536, 4096);
+	ASSERT_TRUE(c.read(0, r2).good());
+	EXPECT_TRUE(c.s->logout()) << c.s->error();
 }
 
 TEST(Iser, SecondSessionAfterLogout)
