@@ -2,7 +2,15 @@
 # Installs every Debian 12 package that ulp's build, tests and tools need.
 # Idempotent; run as root on a fresh machine. Package lists per purpose, so
 # that the reason each one is here stays visible.
+#
+#   scripts/install-deps.sh [BUILD_DIR]
+#
+# With BUILD_DIR, it then builds libiscsi 1.20.0 from Debian trixie's source into
+# BUILD_DIR/_deps (scripts/libiscsi-1.20.sh; once, cached): its iscsi-test-cu runs the
+# conformance suites over iser:// in the VM and over TCP beside bookworm's 1.19.
 set -euo pipefail
+cd "$(dirname "$0")/.."
+build_dir=${1:-}
 
 build=(build-essential cmake ninja-build pkg-config git)
 libs=(libgtest-dev libgmock-dev libbenchmark-dev libboost-dev libcli11-dev
@@ -11,6 +19,8 @@ libs=(libgtest-dev libgmock-dev libbenchmark-dev libboost-dev libcli11-dev
 # conformance suite iscsi-test-cu (tests/iser), tgt (the userspace reference target), and
 # open-iscsi (Linux's iSCSI/iSER initiator, driven in the rxe VM: tests/vm)
 peers=(fio libiscsi-bin tgt open-iscsi sg3-utils)
+# libiscsi 1.20.0 built from trixie's upstream tarball (scripts/libiscsi-1.20.sh)
+libiscsi_build=(autoconf automake libtool libcunit1-dev librdmacm-dev)
 # clang + its runtimes: scripts/fuzz.sh (libFuzzer, ASan, UBSan)
 tools=(clang libclang-rt-14-dev clang-format python3)
 
@@ -19,7 +29,7 @@ tools=(clang libclang-rt-14-dev clang-format python3)
 vm=(qemu-system-x86 busybox-static cpio kmod iproute2 xz-utils
 	rdma-core ibverbs-providers ibverbs-utils rdmacm-utils perftest libibverbs-dev librdmacm-dev)
 
-pkgs=("${build[@]}" "${libs[@]}" "${peers[@]}" "${tools[@]}" "${vm[@]}")
+pkgs=("${build[@]}" "${libs[@]}" "${peers[@]}" "${libiscsi_build[@]}" "${tools[@]}" "${vm[@]}")
 
 missing=()
 for p in "${pkgs[@]}"; do
@@ -36,3 +46,6 @@ if ((${#missing[@]})); then
 	apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 echo "install-deps: all ${#pkgs[@]} packages present"
+if [[ -n $build_dir ]]; then
+	scripts/libiscsi-1.20.sh "$build_dir"
+fi

@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 build_dir=${1:-build}
 if (($#)); then shift; fi
 
-scripts/install-deps.sh
+scripts/install-deps.sh "$build_dir"
 cmake -G Ninja -B "$build_dir" "$@"
 ninja -C "$build_dir" -j "$(nproc)"
 ctest --test-dir "$build_dir" -L fast --output-on-failure --timeout 600
