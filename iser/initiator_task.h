@@ -25,16 +25,6 @@ constexpr uint64_t lun_field(uint64_t lun)
 	return (uint64_t{0x40} | ((lun >> 8) & 0x3f)) << 56 | (lun & 0xff) << 48;
 }
 
-// RFC 7143 3.2.2.1: serial number arithmetic (RFC 1982, 32 bits) for CmdSN and StatSN.
-constexpr bool sn_lt(uint32_t a, uint32_t b)
-{
-	return a != b && uint32_t(b - a) < 0x80000000u;
-}
-constexpr bool sn_le(uint32_t a, uint32_t b)
-{
-	return a == b || sn_lt(a, b);
-}
-
 struct Session::Task {
 	Kind kind = Kind::Free;   // what the slot holds (Free: on the free list)
 	uint32_t slot = 0;        // index in tasks_

@@ -23,6 +23,8 @@
 // checks the opcode.
 #pragma once
 
+#include "core/byteorder.h"
+
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -127,45 +129,14 @@ enum class RejectReason : uint8_t {
 	WaitingForLogout = 0x0c,
 };
 
-// ---------------------------------------------------------------------------------------------
-// Big-endian field access
-
-inline uint16_t get_be16(const uint8_t *p)
+// RFC 7143 3.2.2.1: serial number arithmetic (RFC 1982, 32 bits) for CmdSN and StatSN.
+constexpr bool sn_lt(uint32_t a, uint32_t b)
 {
-	return static_cast<uint16_t>(p[0] << 8 | p[1]);
+	return a != b && uint32_t(b - a) < 0x80000000u;
 }
-inline uint32_t get_be24(const uint8_t *p)
+constexpr bool sn_le(uint32_t a, uint32_t b)
 {
-	return uint32_t{p[0]} << 16 | uint32_t{p[1]} << 8 | p[2];
-}
-inline uint32_t get_be32(const uint8_t *p)
-{
-	return uint32_t{p[0]} << 24 | uint32_t{p[1]} << 16 | uint32_t{p[2]} << 8 | p[3];
-}
-inline uint64_t get_be64(const uint8_t *p)
-{
-	return uint64_t{get_be32(p)} << 32 | get_be32(p + 4);
-}
-inline void put_be16(uint8_t *p, uint16_t v)
-{
-	p[0] = static_cast<uint8_t>(v >> 8);
-	p[1] = static_cast<uint8_t>(v);
-}
-inline void put_be24(uint8_t *p, uint32_t v)
-{
-	p[0] = static_cast<uint8_t>(v >> 16);
-	p[1] = static_cast<uint8_t>(v >> 8);
-	p[2] = static_cast<uint8_t>(v);
-}
-inline void put_be32(uint8_t *p, uint32_t v)
-{
-	put_be16(p, static_cast<uint16_t>(v >> 16));
-	put_be16(p + 2, static_cast<uint16_t>(v));
-}
-inline void put_be64(uint8_t *p, uint64_t v)
-{
-	put_be32(p, static_cast<uint32_t>(v >> 32));
-	put_be32(p + 4, static_cast<uint32_t>(v));
+	return a == b || sn_lt(a, b);
 }
 
 constexpr size_t pad4(size_t n)

@@ -19,16 +19,6 @@ namespace ulp::iscsi
 
 class Conn;
 
-// RFC 7143 3.2.2.1 serial number arithmetic (RFC 1982, 32 bits) for CmdSN and StatSN.
-constexpr bool sn_lt(uint32_t a, uint32_t b)
-{
-	return a != b && uint32_t(b - a) < 0x80000000u;
-}
-constexpr bool sn_le(uint32_t a, uint32_t b)
-{
-	return a == b || sn_lt(a, b);
-}
-
 class IscsiSession
 {
 public:

@@ -8,6 +8,8 @@
 // in scsi/ (DESIGN.md section 8).
 #pragma once
 
+#include "core/byteorder.h"
+
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -88,45 +90,6 @@ enum class Residual : uint8_t {
 inline constexpr size_t kMaxCdb = 32;
 // Sense buffer size (the kernel's TRANSPORT_SENSE_BUFFER).
 inline constexpr size_t kSenseSize = 96;
-
-// Big-endian fields of CDBs and parameter data.
-inline uint16_t get_be16(const uint8_t *p)
-{
-	return static_cast<uint16_t>(p[0] << 8 | p[1]);
-}
-inline uint32_t get_be24(const uint8_t *p)
-{
-	return uint32_t(p[0]) << 16 | uint32_t(p[1]) << 8 | p[2];
-}
-inline uint32_t get_be32(const uint8_t *p)
-{
-	return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | p[3];
-}
-inline uint64_t get_be64(const uint8_t *p)
-{
-	return uint64_t(get_be32(p)) << 32 | get_be32(p + 4);
-}
-inline void put_be16(uint8_t *p, uint16_t v)
-{
-	p[0] = static_cast<uint8_t>(v >> 8);
-	p[1] = static_cast<uint8_t>(v);
-}
-inline void put_be24(uint8_t *p, uint32_t v)
-{
-	p[0] = static_cast<uint8_t>(v >> 16);
-	p[1] = static_cast<uint8_t>(v >> 8);
-	p[2] = static_cast<uint8_t>(v);
-}
-inline void put_be32(uint8_t *p, uint32_t v)
-{
-	put_be16(p, static_cast<uint16_t>(v >> 16));
-	put_be16(p + 2, static_cast<uint16_t>(v));
-}
-inline void put_be64(uint8_t *p, uint64_t v)
-{
-	put_be32(p, static_cast<uint32_t>(v >> 32));
-	put_be32(p + 4, static_cast<uint32_t>(v));
-}
 
 // SAM-5 4.7 single-level LUN addressing <-> the 8-byte LUN field (the kernel's
 // int_to_scsilun / scsilun_to_int): LUNs below 256 use peripheral addressing, up to 16383

@@ -21,6 +21,8 @@
 // sends is untrusted: lengths, regions and offsets are bounds-checked and a malformed
 // packet drops the connection (peer death), never the process.
 #include "providers/soft/sock_wire.h"
+
+#include "core/byteorder.h"
 #include "core/thread_name.h"
 
 #include "providers/soft/cm_id.h"
@@ -965,10 +967,8 @@ private:
 		// The requester's address: its GID is IPv4-mapped (::ffff:a.b.c.d).
 		static constexpr uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
 		if (std::memcmp(m.gid, kMapped, 12) == 0) {
-			const uint32_t ip = uint32_t(m.gid[12]) << 24 | uint32_t(m.gid[13]) << 16 |
-			                    uint32_t(m.gid[14]) << 8 | m.gid[15];
 			nid->set_peer_addr(
-			    SockAddr::ipv4(ip, uint16_t(m.src_port[0] << 8 | m.src_port[1])));
+			    SockAddr::ipv4(get_be32(&m.gid[12]), get_be16(m.src_port)));
 		}
 		nid->sock = std::make_shared<SockConn>(fd);
 		CmEvent ev;

@@ -20,6 +20,7 @@
 #include <string_view>
 #include <vector>
 
+using namespace ulp;
 using namespace ulp::iscsi;
 using namespace ulp::iscsi::harness;
 using namespace std::chrono_literals;

@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+using namespace ulp;
 using namespace ulp::iscsi;
 
 namespace

@@ -13,10 +13,10 @@
 namespace initiator
 {
 
-using ulp::iscsi::get_be32;
-using ulp::iscsi::get_be64;
-using ulp::iscsi::put_be32;
-using ulp::iscsi::put_be64;
+using ulp::get_be32;
+using ulp::get_be64;
+using ulp::put_be32;
+using ulp::put_be64;
 
 namespace
 {
