@@ -25,7 +25,7 @@ constexpr auto kIdleWait = std::chrono::microseconds(200);
 // The marker's context (the kernel's struct ib_drain_cqe). Heap-allocated: if the wait
 // gives up, the flush may still come later, and whichever side is last frees it.
 struct DrainCqe {
-	Cqe cqe;                             // first member: done() recovers the DrainCqe from it
+	Cqe cqe;                             // done() recovers the DrainCqe (container_of)
 	std::mutex lock;                     // guards the fields below
 	std::condition_variable cv;          // signalled by done()
 	bool done = false;                   // the marker's completion has been dispatched
@@ -35,7 +35,7 @@ struct DrainCqe {
 
 void drain_done(Cq *, Wc *wc)
 {
-	auto *d = reinterpret_cast<DrainCqe *>(wc->wr_cqe);
+	auto *d = container_of(wc->wr_cqe, &DrainCqe::cqe);
 	std::unique_lock g(d->lock);
 	if (d->abandoned) {
 		g.unlock();

@@ -65,6 +65,21 @@ struct Cqe {
 	void (*done)(Cq *cq, struct Wc *wc) = nullptr;
 };
 
+// The kernel's container_of for anything embedded in a context, above all a Cqe:
+//   auto *d = container_of(wc->wr_cqe, &RecvDesc::cqe);
+// offsetof, but through a member pointer and for any class without virtual bases:
+// offsetof itself is only specified for standard-layout classes, and a ULP's context
+// (RwCtx, std::unique_ptr, a base class) seldom is; nor is a cast of the Cqe's address to
+// the context's, even with the Cqe first. The probe is never constructed, only its
+// member's address taken; the compiler folds the offset to a constant.
+template <typename T, typename M> T *container_of(M *member_ptr, M T::*member)
+{
+	alignas(T) static const unsigned char probe[sizeof(T)] = {};
+	const auto *t = reinterpret_cast<const T *>(probe);
+	const auto off = reinterpret_cast<const unsigned char *>(&(t->*member)) - probe;
+	return reinterpret_cast<T *>(reinterpret_cast<unsigned char *>(member_ptr) - off);
+}
+
 struct Wc {
 	Cqe *wr_cqe = nullptr; // the posting WR's cqe; null when it had none (an unsignaled
 	                       // WR's flush: reported here, dropped by cq_poll/ as the

@@ -46,16 +46,6 @@ int remaining_ms(clock::time_point deadline)
 	return poll_timeout_ms(deadline, clock::now());
 }
 
-uint32_t be32(const uint8_t *p)
-{
-	return uint32_t(p[0]) << 24 | uint32_t(p[1]) << 16 | uint32_t(p[2]) << 8 | p[3];
-}
-
-template <typename T> T *from_cqe(Cqe *cqe)
-{
-	return reinterpret_cast<T *>(cqe); // every descriptor starts with its Cqe
-}
-
 // A CM event as the session's thread sees it (copied off the CM thread).
 struct CmRec {
 	CmEventType type;
@@ -108,12 +98,12 @@ private:
 	};
 
 	struct RecvDesc {
-		Cqe cqe; // first: the completion leads back here
+		Cqe cqe; // the completion leads back here (container_of)
 		IserTransport *tp;
 		const Buf *buf;
 	};
 	struct SendDesc {
-		Cqe cqe; // first
+		Cqe cqe; // the SEND completion leads back here
 		IserTransport *tp;
 		const Buf *buf;
 		TxPdu *pdu = nullptr; // in the buffer until the SEND completes
@@ -124,7 +114,7 @@ private:
 	};
 	// One command's data registration, by task slot (ITT & 0xffff).
 	struct Reg {
-		Cqe inv_cqe; // first: the LOCAL_INV completion leads back here
+		Cqe inv_cqe; // the LOCAL_INV completion leads back here
 		IserTransport *tp = nullptr;
 		bool live = false; // mapped, not yet released
 		uint32_t itt = 0;  // the command
@@ -684,7 +674,7 @@ void IserTransport::release(Reg &r)
 
 void IserTransport::inv_done(Cq *, Wc *wc)
 {
-	auto *r = from_cqe<Reg>(wc->wr_cqe);
+	auto *r = container_of(wc->wr_cqe, &Reg::inv_cqe);
 	IserTransport *tp = r->tp;
 	tp->sq_used_--;
 	if (wc->status != WcStatus::Success && tp->state_ == State::Up)
@@ -725,7 +715,7 @@ IserTransport::Post IserTransport::post_pdu(TxPdu *p)
 	IserHdr ih;
 	Reg *r = nullptr;
 	if ((bhs[0] & 0x3f) == kOpScsiCmd)
-		r = reg_of(be32(bhs + 16));
+		r = reg_of(get_be32(bhs + 16));
 	const uint32_t nwr = r && !r->posted ? 2 : 1;
 	if (send_free_.empty() || sq_used_ + nwr > sq_size_)
 		return Post::NoRoom;
@@ -808,7 +798,7 @@ void IserTransport::run_backlog()
 
 void IserTransport::send_done(Cq *, Wc *wc)
 {
-	auto *d = from_cqe<SendDesc>(wc->wr_cqe);
+	auto *d = container_of(wc->wr_cqe, &SendDesc::cqe);
 	IserTransport *tp = d->tp;
 	tp->sq_used_ -= d->nwr;
 	TxPdu *p = std::exchange(d->pdu, nullptr);
@@ -838,7 +828,7 @@ void IserTransport::post_recv(RecvDesc *d)
 
 void IserTransport::recv_done(Cq *, Wc *wc)
 {
-	auto *d = from_cqe<RecvDesc>(wc->wr_cqe);
+	auto *d = container_of(wc->wr_cqe, &RecvDesc::cqe);
 	d->tp->on_recv(d, *wc);
 }
 
@@ -865,7 +855,7 @@ void IserTransport::on_recv(RecvDesc *d, const Wc &wc)
 	// SCSI Response of the command the key belongs to, and only if we allowed it.
 	if (wc.wc_flags & WC_WITH_INVALIDATE) {
 		const uint8_t op = pdu.bhs[0] & 0x3f;
-		Reg *r = op == kOpScsiRsp ? reg_of(be32(pdu.bhs.data() + 16)) : nullptr;
+		Reg *r = op == kOpScsiRsp ? reg_of(get_be32(pdu.bhs.data() + 16)) : nullptr;
 		char buf[96];
 		if (!cfg_.allow_remote_inv || !r || !r->posted ||
 		    r->mr->rkey() != wc.invalidate_rkey) {

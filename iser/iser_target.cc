@@ -28,11 +28,6 @@ namespace
 // RDMA READs one context may need at most: its scatter table is one contiguous block.
 constexpr uint32_t kRwMaxSge = 32;
 
-template <typename T> T *from_cqe(Cqe *cqe)
-{
-	return reinterpret_cast<T *>(cqe); // every descriptor starts with its Cqe
-}
-
 } // namespace
 
 // ---- IserConn --------------------------------------------------------------------------------
@@ -133,12 +128,12 @@ protected:
 
 private:
 	struct RecvDesc {
-		Cqe cqe; // first: the completion leads back here
+		Cqe cqe; // the completion leads back here (container_of)
 		IserConn *conn;
 		const Buf *buf;
 	};
 	struct SendDesc {
-		Cqe cqe; // first
+		Cqe cqe; // the SEND completion leads back here
 		IserConn *conn;
 		const Buf *buf;
 		OutPdu *pdu = nullptr; // the PDU in the buffer, until the SEND completes
@@ -147,7 +142,7 @@ private:
 	};
 	// A command's RDMA state, kept with its slot (IscsiCmd::xprt).
 	struct CmdCtx {
-		Cqe cqe; // first: RDMA READ completion
+		Cqe cqe; // the RDMA READ completion leads back here
 		IserConn *conn;
 		IscsiCmd *cmd;
 		RwCtx rw;
@@ -329,7 +324,7 @@ void IserConn::post_recv(RecvDesc *d)
 
 void IserConn::recv_done(Cq *, Wc *wc)
 {
-	auto *d = from_cqe<RecvDesc>(wc->wr_cqe);
+	auto *d = container_of(wc->wr_cqe, &RecvDesc::cqe);
 	d->conn->enter([&] { d->conn->handle_recv(d, *wc); });
 }
 
@@ -432,7 +427,7 @@ void IserConn::queue_pdu(OutPdu *p)
 
 void IserConn::send_done(Cq *, Wc *wc)
 {
-	auto *d = from_cqe<SendDesc>(wc->wr_cqe);
+	auto *d = container_of(wc->wr_cqe, &SendDesc::cqe);
 	IserConn *c = d->conn;
 	c->enter([&] {
 		OutPdu *p = d->pdu;
@@ -564,7 +559,7 @@ void IserConn::fetch_data_out(IscsiCmd *c)
 
 void IserConn::read_done(Cq *, Wc *wc)
 {
-	auto *x = from_cqe<CmdCtx>(wc->wr_cqe);
+	auto *x = container_of(wc->wr_cqe, &CmdCtx::cqe);
 	IserConn *conn = x->conn;
 	conn->enter([&] {
 		IscsiCmd *c = x->cmd;

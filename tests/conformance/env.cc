@@ -588,8 +588,7 @@ uint32_t Endpoint::wr_id_of(const Wc &wc)
 {
 	if (!wc.wr_cqe)
 		return ~0u;
-	// Cqe is the first member of TaggedCqe (container_of).
-	auto *t = reinterpret_cast<const TaggedCqe *>(wc.wr_cqe);
+	auto *t = container_of(wc.wr_cqe, &TaggedCqe::cqe);
 	return t->id;
 }
 

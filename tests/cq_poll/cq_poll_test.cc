@@ -40,14 +40,14 @@ struct Rec {
 };
 
 struct Ctx {
-	ulp::Cqe cqe; // first: the WC's wr_cqe points here
+	ulp::Cqe cqe; // the WC's wr_cqe points here (container_of)
 	Rec *rec = nullptr;
 	int idx = 0;
 };
 
 void on_done(ulp::Cq *, ulp::Wc *wc)
 {
-	auto *c = reinterpret_cast<Ctx *>(wc->wr_cqe);
+	auto *c = container_of(wc->wr_cqe, &Ctx::cqe);
 	Rec &r = *c->rec;
 	if (r.freed.load())
 		r.after_free++;
@@ -426,7 +426,7 @@ TEST(CqPoll, SoftirqBudgetFairness)
 		Rec *flood;
 		std::atomic<int> *seen;
 	} qc{{[](ulp::Cq *, ulp::Wc *wc) {
-		     auto *c = reinterpret_cast<QuietCtx *>(wc->wr_cqe);
+		     auto *c = container_of(wc->wr_cqe, &QuietCtx::cqe);
 		     c->seen->store(c->flood->n.load());
 	     }},
 	     &rf,
@@ -547,7 +547,7 @@ TEST(CqPoll, FreeFromOwnDoneRefused)
 		std::atomic<int> rc{1};
 	} sc;
 	sc.cqe.done = [](ulp::Cq *c, ulp::Wc *wc) {
-		reinterpret_cast<SelfCtx *>(wc->wr_cqe)->rc = ulp::free_cq(c);
+		container_of(wc->wr_cqe, &SelfCtx::cqe)->rc = ulp::free_cq(c);
 	};
 	ASSERT_EQ(rig.write0(qi, &sc.cqe), 0);
 	ASSERT_TRUE(wait_for([&] { return sc.rc.load() != 1; }, nullptr));
@@ -871,7 +871,7 @@ TEST(PollGroup, RunsOnCallerThreadOnly)
 		std::atomic<bool> entered{false}, open{false};
 	} gate;
 	gate.cqe.done = [](ulp::Cq *, ulp::Wc *wc) {
-		auto *g = reinterpret_cast<GateCtx *>(wc->wr_cqe);
+		auto *g = container_of(wc->wr_cqe, &GateCtx::cqe);
 		g->entered = true;
 		auto until = Clock::now() + kWait;
 		while (!g->open.load() && Clock::now() < until)

@@ -24,7 +24,7 @@ using namespace std::chrono_literals;
 namespace soft = ulp::soft;
 
 struct Counted {
-	ulp::Cqe cqe;                // first member: done() recovers the Counted
+	ulp::Cqe cqe;                // done() recovers the Counted (container_of)
 	std::atomic<int> *done;      // dispatched completions of the test's WRs
 	std::atomic<bool> *returned; // drain has returned
 	std::atomic<int> *late;      // dispatched after drain returned
@@ -32,7 +32,7 @@ struct Counted {
 
 void counted_done(ulp::Cq *, ulp::Wc *wc)
 {
-	auto *c = reinterpret_cast<Counted *>(wc->wr_cqe);
+	auto *c = container_of(wc->wr_cqe, &Counted::cqe);
 	if (c->returned->load())
 		c->late->fetch_add(1);
 	c->done->fetch_add(1);

@@ -26,7 +26,7 @@ namespace soft = ulp::soft;
 
 // A WR's context: counts its completion and remembers whether drain had returned by then.
 struct Req {
-	ulp::Cqe cqe;                               // first member: done() recovers the Req
+	ulp::Cqe cqe;                               // done() recovers the Req (container_of)
 	std::atomic<int> *done = nullptr;           // incremented by done()
 	const std::atomic<bool> *drained = nullptr; // drain has returned
 	std::atomic<int> *late = nullptr;           // done() calls that came after drain returned
@@ -35,7 +35,7 @@ struct Req {
 
 void req_done(ulp::Cq *, ulp::Wc *wc)
 {
-	auto *r = reinterpret_cast<Req *>(wc->wr_cqe);
+	auto *r = container_of(wc->wr_cqe, &Req::cqe);
 	r->status = wc->status;
 	if (r->drained->load())
 		r->late->fetch_add(1);
@@ -394,9 +394,10 @@ bool raises_last_wqe()
 TEST_F(SrqDrain, IbWaitsForLastWqeReached)
 {
 	if (ulp::test::on_test_device() && !raises_last_wqe())
-		GTEST_SKIP() << ulp::test::test_device_name() << " never raises LAST_WQE_REACHED "
-		             << "(no DEVICE_LAST_WQE_EVENT): IwarpDoesNotWaitForAnEventItNeverSends "
-		             << "runs on it instead";
+		GTEST_SKIP()
+		    << ulp::test::test_device_name() << " never raises LAST_WQE_REACHED "
+		    << "(no DEVICE_LAST_WQE_EVENT): IwarpDoesNotWaitForAnEventItNeverSends "
+		    << "runs on it instead";
 	run(soft::Profile::Ib);
 	bool seen = false;
 	while (auto ev = a.events.pop(0ms))
@@ -408,8 +409,9 @@ TEST_F(SrqDrain, IwarpDoesNotWaitForAnEventItNeverSends)
 {
 	if (ulp::test::on_test_device()) {
 		if (raises_last_wqe())
-			GTEST_SKIP() << ulp::test::test_device_name() << " raises LAST_WQE_REACHED: "
-			             << "a device that never does needs soft::Profile::Iwarp";
+			GTEST_SKIP()
+			    << ulp::test::test_device_name() << " raises LAST_WQE_REACHED: "
+			    << "a device that never does needs soft::Profile::Iwarp";
 		run(soft::Profile::Ib); // the device as it is: it never sends the event
 		return;
 	}

@@ -31,7 +31,7 @@ namespace
 
 constexpr size_t KiB = 1024, MiB = 1024 * 1024, kPage = 4096;
 
-// A completion target: the cqe is the first member, so done() recovers the Done.
+// A completion target: done() recovers the Done from its cqe (container_of).
 struct Done {
 	Cqe cqe{&Done::on_done};
 	int n = 0;                           // completions seen
@@ -40,7 +40,7 @@ struct Done {
 
 	static void on_done(Cq *, Wc *wc)
 	{
-		auto *d = reinterpret_cast<Done *>(wc->wr_cqe);
+		auto *d = container_of(wc->wr_cqe, &Done::cqe);
 		d->n++;
 		d->status = wc->status;
 		d->opcode = wc->opcode;

@@ -63,7 +63,7 @@ void die(const char *fmt, ...)
 
 // The done() target: a counter, and for the threaded contexts the end of the round.
 struct Sink {
-	Cqe cqe;                           // first: wr_cqe points here
+	Cqe cqe;                           // wr_cqe points here (container_of)
 	uint64_t n = 0;                    // completions dispatched (the dispatching thread)
 	uint64_t target = 0;               // n at which the round ends
 	std::atomic<bool> finished{false}; // n reached target (threaded contexts)
@@ -72,7 +72,7 @@ struct Sink {
 
 void sink_done(Cq *, Wc *wc)
 {
-	auto *s = reinterpret_cast<Sink *>(wc->wr_cqe);
+	auto *s = container_of(wc->wr_cqe, &Sink::cqe);
 	if (++s->n == s->target) {
 		s->t_end = Clock::now();
 		s->finished.store(true, std::memory_order_release);
@@ -89,7 +89,7 @@ struct Gate {
 
 void gate_done(Cq *, Wc *wc)
 {
-	auto *g = reinterpret_cast<Gate *>(wc->wr_cqe);
+	auto *g = container_of(wc->wr_cqe, &Gate::cqe);
 	g->entered.store(true, std::memory_order_release);
 	while (!g->open.load(std::memory_order_acquire))
 		std::this_thread::yield();

@@ -81,7 +81,7 @@ double now_s()
 
 struct Stream {
 	struct Slot {
-		Cqe cqe; // first: the WC's wr_cqe points here
+		Cqe cqe; // the WC's wr_cqe points here (container_of)
 		Stream *s = nullptr;
 		uint64_t idx = 0;
 	};
@@ -101,7 +101,7 @@ struct Stream {
 		for (auto &sl : slots) {
 			sl.s = this;
 			sl.cqe.done = [](Cq *, Wc *wc) {
-				auto *sl = reinterpret_cast<Slot *>(wc->wr_cqe);
+				auto *sl = container_of(wc->wr_cqe, &Slot::cqe);
 				sl->s->done = sl->idx;
 			};
 		}
@@ -116,7 +116,7 @@ struct Stream {
 			fatal("%s: poll: %s", wire, std::strerror(-n));
 		for (int i = 0; i < n; i++) {
 			if (wc[i].status != WcStatus::Success) {
-				auto *sl = reinterpret_cast<Slot *>(wc[i].wr_cqe);
+				auto *sl = container_of(wc[i].wr_cqe, &Slot::cqe);
 				fatal("%s: completion of WR %" PRIu64
 				      " failed: %s (vendor_err %u, qp %u)",
 				      wire, sl ? sl->idx : 0, wc_status_str(wc[i].status),

@@ -148,7 +148,7 @@ void Responder::start(Device *dev, Provider *prov, const std::string &ip, bool w
 		recvs_[i].self = this;
 		recvs_[i].slot = i;
 		recvs_[i].cqe.done = [](Cq *, Wc *wc) {
-			auto *rc = reinterpret_cast<RecvCtx *>(wc->wr_cqe);
+			auto *rc = container_of(wc->wr_cqe, &RecvCtx::cqe);
 			if (wc->status != WcStatus::Success) {
 				// A flush: the QP entered ERR, which on this side means the
 				// requester disconnected (the CM event may still be on its way)

@@ -211,7 +211,7 @@ struct Slot {
 	WcStatus status = WcStatus::Success;
 	static void on_done(Cq *, Wc *wc)
 	{
-		auto *s = reinterpret_cast<Slot *>(wc->wr_cqe);
+		auto *s = container_of(wc->wr_cqe, &Slot::cqe);
 		if (wc->status != WcStatus::Success && s->probe) {
 			s->status = wc->status;
 			s->busy = false;
