@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 build_dir=${1:-}
 
 build=(build-essential cmake ninja-build pkg-config git)
-libs=(libgtest-dev libgmock-dev libbenchmark-dev libboost-dev libcli11-dev
+libs=(libgtest-dev libgmock-dev libbenchmark-dev libboost-dev libcli11-dev libspdlog-dev
 	liburing-dev libssl-dev libtomlplusplus-dev)
 # real peers: fio (ulp-bench scsi's reference on the same file); libiscsi's tools and its
 # conformance suite iscsi-test-cu (tests/iser), tgt (the userspace reference target), and
