@@ -2,10 +2,10 @@
 // core/buf_pool.cc - registered buffer pools.
 #include "core/buf_pool.h"
 
+#include "core/log.h"
 #include "core/mem_map.h"
 
 #include <cerrno>
-#include <cstdio>
 #include <cstdlib>
 #include <limits>
 #include <new>
@@ -18,7 +18,7 @@ namespace
 
 [[noreturn]] void pool_bug(const char *what, const void *p)
 {
-	std::fprintf(stderr, "ulp: BufPool: %s (%p)\n", what, p);
+	ULP_LOG(Error, Core, "BufPool: {} ({})", what, fmt::ptr(p));
 	std::abort();
 }
 
@@ -94,8 +94,8 @@ BufPool::~BufPool()
 {
 	size_t out = in_use();
 	if (out) {
-		std::fprintf(stderr, "ulp: BufPool %p destroyed with %zu of %zu buffers in use\n",
-		             static_cast<void *>(this), out, bufs_.size());
+		ULP_LOG(Error, Core, "BufPool {} destroyed with {} of {} buffers in use",
+		        fmt::ptr(this), out, bufs_.size());
 #ifndef NDEBUG
 		std::abort();
 #endif

@@ -2,11 +2,11 @@
 // core/dma_heap.cc - the buddy allocator over a registered region (see dma_heap.h).
 #include "core/dma_heap.h"
 
+#include "core/log.h"
 #include "core/mem_map.h"
 
 #include <bit>
 #include <cerrno>
-#include <cstdio>
 
 namespace ulp
 {
@@ -59,8 +59,7 @@ std::unique_ptr<DmaHeap> DmaHeap::create(Pd &pd, size_t bytes, size_t max_alloc,
 DmaHeap::~DmaHeap()
 {
 	if (used_)
-		std::fprintf(stderr, "ulp dma_heap: destroyed with %zu bytes still allocated\n",
-		             used_);
+		ULP_LOG(Error, Core, "dma_heap: destroyed with {} bytes still allocated", used_);
 	if (map_ && mr_)
 		map_->unregister_region(region_->addr(), region_->length());
 	mr_.reset();
@@ -122,12 +121,14 @@ void DmaHeap::free(void *p)
 	std::lock_guard g(lock_);
 	const size_t off = size_t(b - base_);
 	if (b < base_ || off >= units_.size() * kMinBlock || off % kMinBlock) {
-		std::fprintf(stderr, "ulp dma_heap: free of %p, not a block of this heap\n", p);
+		ULP_LOG_RATELIMITED(Error, Core, "dma_heap: free of {}, not a block of this heap",
+		                    fmt::ptr(p));
 		return;
 	}
 	size_t u = off / kMinBlock;
 	if (units_[u].order == kNone || units_[u].free) {
-		std::fprintf(stderr, "ulp dma_heap: free of %p, not an allocated block\n", p);
+		ULP_LOG_RATELIMITED(Error, Core, "dma_heap: free of {}, not an allocated block",
+		                    fmt::ptr(p));
 		return;
 	}
 	unsigned o = units_[u].order;

@@ -3,8 +3,9 @@
 // __ib_drain_srq and ib_drain_qp in drivers/infiniband/core/verbs.c). See drain.h.
 #include "core/drain.h"
 
+#include "core/log.h"
+
 #include <cerrno>
-#include <cstdio>
 #include <thread>
 
 namespace ulp
@@ -119,8 +120,8 @@ int to_err(Qp &qp, const char *who)
 	attr.qp_state = QpState::Err;
 	int rc = qp.modify(attr, QP_STATE);
 	if (rc)
-		std::fprintf(stderr, "ulp: %s: qp %#x: modify to ERR failed: %d\n", who,
-		             qp.qp_num(), rc);
+		ULP_LOG(Error, Core, "{}: qp {:#x}: modify to ERR failed: {}", who, qp.qp_num(),
+		        rc);
 	return rc;
 }
 
@@ -151,18 +152,17 @@ int drain_queue(Qp &qp, bool send, Clock::time_point deadline, std::chrono::mill
 		});
 	}
 	if (rc) {
-		std::fprintf(stderr, "ulp: %s: qp %#x: posting the drain marker failed: %d\n", who,
-		             qp.qp_num(), rc);
+		ULP_LOG(Error, Core, "{}: qp {:#x}: posting the drain marker failed: {}", who,
+		        qp.qp_num(), rc);
 		delete d;
 		return rc;
 	}
 	if (!wait_marker(*cq, d, deadline)) {
-		std::fprintf(
-		    stderr,
-		    "ulp: %s: qp %#x: the marker's flush was not dispatched within %lld ms "
-		    "(%s CQ); giving up\n",
-		    who, qp.qp_num(), static_cast<long long>(timeout.count()),
-		    ctx_name(cq->poll_ctx));
+		ULP_LOG(Error, Core,
+		        "{}: qp {:#x}: the marker's flush was not dispatched within {} ms "
+		        "({} CQ); giving up",
+		        who, qp.qp_num(), static_cast<long long>(timeout.count()),
+		        ctx_name(cq->poll_ctx));
 		return -ETIMEDOUT;
 	}
 	delete d;
@@ -183,8 +183,7 @@ int drain_sq(Qp &qp, std::chrono::milliseconds timeout)
 int drain_rq(Qp &qp, std::chrono::milliseconds timeout)
 {
 	if (qp.srq()) {
-		std::fprintf(stderr, "ulp: drain_rq: qp %#x is on an SRQ; use drain_qp\n",
-		             qp.qp_num());
+		ULP_LOG(Error, Core, "drain_rq: qp {:#x} is on an SRQ; use drain_qp", qp.qp_num());
 		return -EINVAL;
 	}
 	if (qp.state() == QpState::Reset)
@@ -213,11 +212,10 @@ int drain_qp(Qp &qp, std::chrono::milliseconds timeout)
 	int rc = 0;
 	if (qp.device().attr().device_cap_flags & DEVICE_LAST_WQE_EVENT) {
 		if (!qp.wait_last_wqe(timeout)) {
-			std::fprintf(
-			    stderr,
-			    "ulp: drain_qp: qp %#x: no LAST_WQE_REACHED within %lld ms; its "
-			    "receive completions may still be in flight\n",
-			    qp.qp_num(), static_cast<long long>(timeout.count()));
+			ULP_LOG(Warn, Core,
+			        "drain_qp: qp {:#x}: no LAST_WQE_REACHED within {} ms; its "
+			        "receive completions may still be in flight",
+			        qp.qp_num(), static_cast<long long>(timeout.count()));
 			rc = -ETIMEDOUT;
 		}
 	}

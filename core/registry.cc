@@ -18,9 +18,10 @@
 // unregisters, its remove() runs for each device in registration order.
 #include "core/registry.h"
 
+#include "core/log.h"
+
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 
@@ -66,8 +67,7 @@ private:
 	static std::unique_lock<std::mutex> lock(const char *op)
 	{
 		if (t_in_callback) {
-			std::fprintf(stderr, "ulp: %s called from a registry client callback\n",
-			             op);
+			ULP_LOG(Error, Core, "{} called from a registry client callback", op);
 			std::abort();
 		}
 		return std::unique_lock(state().cb_lock);

@@ -8,6 +8,7 @@
 //   PollGroup::lock_ a group's CQ list and the CQ it is processing
 // No lock is held while a done() callback runs.
 #include "cq_poll/cq_poll.h"
+#include "core/log.h"
 #include "core/thread_name.h"
 #include "cq_poll/dim.h"
 
@@ -20,7 +21,6 @@
 #include <array>
 #include <cerrno>
 #include <chrono>
-#include <cstdio>
 #include <cstdlib>
 #include <future>
 #include <unordered_map>
@@ -142,11 +142,10 @@ struct BoundedThread {
 		if (!thr.joinable())
 			return;
 		if (exited.wait_for(kStopTimeout) != std::future_status::ready)
-			std::fprintf(
-			    stderr,
-			    "ulp: cq_poll: %s did not stop within %lld s (a done() callback "
-			    "blocked?); still waiting\n",
-			    what, static_cast<long long>(kStopTimeout.count()));
+			ULP_LOG(Warn, CqPoll,
+			        "{} did not stop within {} s (a done() callback blocked?); still "
+			        "waiting",
+			        what, static_cast<long long>(kStopTimeout.count()));
 		thr.join();
 	}
 };
@@ -205,8 +204,8 @@ void dim_sample(PollCq &p, int completed)
 	int rc = p.cq->modify(prof.comps, prof.usec);
 	p.dim.applied();
 	if (rc) {
-		std::fprintf(stderr, "ulp: cq_poll: modify_cq(%u, %u us) failed (%d): DIM off\n",
-		             prof.comps, prof.usec, rc);
+		ULP_LOG_RATELIMITED(Warn, CqPoll, "modify_cq({}, {} us) failed ({}): DIM off",
+		                    prof.comps, prof.usec, rc);
 		p.dim_on = false;
 		p.dim_level.store(-1, std::memory_order_relaxed);
 		return;
@@ -304,10 +303,10 @@ public:
 		while (p.state == RunState::Running)
 			if (!done_cv_.wait_for(g, kStopTimeout,
 			                       [&] { return p.state != RunState::Running; }))
-				std::fprintf(stderr,
-				             "ulp: cq_poll: free_cq waits for a %s done() "
-				             "callback that does not return\n",
-				             ctx_str(p.ctx));
+				ULP_LOG(Warn, CqPoll,
+				        "free_cq waits for a {} done() callback that does not "
+				        "return",
+				        ctx_str(p.ctx));
 		return 0;
 	}
 
@@ -496,10 +495,9 @@ struct Poller {
 			while (p.state == RunState::Running)
 				if (!done_cv.wait_for(g, kStopTimeout,
 				                      [&] { return p.state != RunState::Running; }))
-					std::fprintf(stderr,
-					             "ulp: cq_poll: free_cq waits for a "
-					             "softirq done() callback that does not "
-					             "return\n");
+					ULP_LOG(Warn, CqPoll,
+					        "free_cq waits for a softirq done() callback "
+					        "that does not return");
 		}
 		cqs.erase(p.cq.get());
 		return 0;
@@ -585,8 +583,10 @@ struct PollCqOps {
 			return -EDEADLK;
 		while (g.cur_ == p)
 			if (!g.idle_cv_.wait_for(l, kStopTimeout, [&] { return g.cur_ != p; }))
-				std::fprintf(stderr, "ulp: cq_poll: free_cq waits for a busy-poll "
-				                     "done() callback that does not return\n");
+				ULP_LOG(
+				    Warn, CqPoll,
+				    "free_cq waits for a busy-poll done() callback that does not "
+				    "return");
 		g.cqs_.erase(std::find(g.cqs_.begin(), g.cqs_.end(), p));
 		return 0;
 	}
@@ -782,34 +782,32 @@ int free_cq(Cq *cq)
 		std::lock_guard l(g.lock);
 		p = lookup(*cq);
 		if (!p) {
-			std::fprintf(stderr, "ulp: cq_poll: free_cq of CQ %p not made by cq_poll\n",
-			             static_cast<void *>(cq));
+			ULP_LOG(Error, CqPoll, "free_cq of CQ {} not made by cq_poll",
+			        fmt::ptr(cq));
 			return -EINVAL;
 		}
 		if (t_in_done == p) {
-			std::fprintf(
-			    stderr,
-			    "ulp: cq_poll: free_cq refused: called from a done() callback of "
-			    "CQ %p itself\n",
-			    static_cast<void *>(cq));
+			ULP_LOG(Error, CqPoll,
+			        "free_cq refused: called from a done() callback of CQ {} itself",
+			        fmt::ptr(cq));
 			return -EDEADLK;
 		}
 		if (int users = cq->usecnt.load(std::memory_order_relaxed); users > 0) {
 			// ib_free_cq WARNs on cq->usecnt and frees anyway; the QP would then
 			// complete into freed memory.
-			std::fprintf(
-			    stderr,
-			    "ulp: cq_poll: free_cq refused: CQ %p (%s, vector %d) is still "
-			    "used by QPs (%d uses)\n",
-			    static_cast<void *>(cq), ctx_str(p->ctx), cq->comp_vector(), users);
+			ULP_LOG(Error, CqPoll,
+			        "free_cq refused: CQ {} ({}, vector {}) is still used by QPs ({} "
+			        "uses)",
+			        fmt::ptr(cq), ctx_str(p->ctx), cq->comp_vector(), users);
 			return -EBUSY;
 		}
 		if (p->shared && p->cqe_used > 0) {
-			std::fprintf(stderr,
-			             "ulp: cq_poll: free_cq refused: pool CQ %p (%s, vector %d) "
-			             "still has %d of %d cqes in use\n",
-			             static_cast<void *>(cq), ctx_str(p->ctx), cq->comp_vector(),
-			             p->cqe_used, cq->cqe());
+			ULP_LOG(
+			    Error, CqPoll,
+			    "free_cq refused: pool CQ {} ({}, vector {}) still has {} of {} cqes "
+			    "in use",
+			    fmt::ptr(cq), ctx_str(p->ctx), cq->comp_vector(), p->cqe_used,
+			    cq->cqe());
 			return -EBUSY;
 		}
 	}
@@ -832,8 +830,8 @@ int free_cq(Cq *cq)
 		rc = PollCqOps::detach(*p->group, p);
 	}
 	if (rc) {
-		std::fprintf(stderr, "ulp: cq_poll: free_cq of CQ %p from its own done(): %d\n",
-		             static_cast<void *>(cq), rc);
+		ULP_LOG(Error, CqPoll, "free_cq of CQ {} from its own done(): {}", fmt::ptr(cq),
+		        rc);
 		return rc;
 	}
 
@@ -888,8 +886,7 @@ void CqDeleter::operator()(Cq *cq) const
 {
 	int rc = free_cq(cq);
 	if (rc) {
-		std::fprintf(stderr,
-		             "ulp: cq_poll: CqHandle destroyed while its CQ is in use (%d)\n", rc);
+		ULP_LOG(Error, CqPoll, "CqHandle destroyed while its CQ is in use ({})", rc);
 		std::abort();
 	}
 }
@@ -1001,10 +998,9 @@ void cq_pool_put(Cq *cq, unsigned nr_cqe)
 	PollCq *p = cq ? lookup(*cq) : nullptr;
 	std::lock_guard l(G().lock);
 	if (!p || !p->shared || static_cast<int>(nr_cqe) > p->cqe_used) {
-		std::fprintf(stderr,
-		             "ulp: cq_poll: cq_pool_put(%p, %u): not a pool CQ or more cqes than "
-		             "accounted (%d)\n",
-		             static_cast<void *>(cq), nr_cqe, p ? p->cqe_used : -1);
+		ULP_LOG(Error, CqPoll,
+		        "cq_pool_put({}, {}): not a pool CQ or more cqes than accounted ({})",
+		        fmt::ptr(cq), nr_cqe, p ? p->cqe_used : -1);
 		std::abort();
 	}
 	p->cqe_used -= static_cast<int>(nr_cqe);
@@ -1022,11 +1018,12 @@ int cq_pool_destroy(Device &dev)
 		for (auto &v : it->second->pools)
 			for (PollCq *p : v)
 				if (p->cqe_used > 0) {
-					std::fprintf(stderr,
-					             "ulp: cq_poll: cq_pool_destroy(%s) refused: a "
-					             "%s pool CQ on vector %d has %d cqes in use\n",
-					             dev.name().c_str(), ctx_str(p->ctx),
-					             p->cq->comp_vector(), p->cqe_used);
+					ULP_LOG(
+					    Error, CqPoll,
+					    "cq_pool_destroy({}) refused: a {} pool CQ on vector "
+					    "{} has {} cqes in use",
+					    dev.name(), ctx_str(p->ctx), p->cq->comp_vector(),
+					    p->cqe_used);
 					return -EBUSY;
 				}
 		for (auto &v : it->second->pools) {
@@ -1049,8 +1046,7 @@ PollGroup::~PollGroup()
 {
 	std::lock_guard l(lock_);
 	if (!cqs_.empty()) {
-		std::fprintf(stderr, "ulp: cq_poll: PollGroup destroyed with %zu CQs attached\n",
-		             cqs_.size());
+		ULP_LOG(Error, CqPoll, "PollGroup destroyed with {} CQs attached", cqs_.size());
 		std::abort();
 	}
 }

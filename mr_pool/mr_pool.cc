@@ -2,9 +2,10 @@
 // mr_pool/mr_pool.cc - the MR pool (drivers/infiniband/core/mr_pool.c).
 #include "mr_pool/mr_pool.h"
 
+#include "core/log.h"
+
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
 #include <cstdlib>
 
 namespace ulp
@@ -13,7 +14,7 @@ namespace ulp
 MrPool::~MrPool()
 {
 	if (destroy()) {
-		std::fprintf(stderr, "ulp: mr_pool: pool destroyed with %d MRs in use\n", used());
+		ULP_LOG(Error, MrPool, "pool destroyed with {} MRs in use", used());
 		std::abort();
 	}
 }
@@ -77,13 +78,11 @@ void MrPool::put(Mr *mr)
 	std::lock_guard g(lock_);
 	Node *n = lookup(mr);
 	if (!n) {
-		std::fprintf(stderr, "ulp: mr_pool: put of MR %p that is not from this pool\n",
-		             static_cast<void *>(mr));
+		ULP_LOG(Error, MrPool, "put of MR {} that is not from this pool", fmt::ptr(mr));
 		std::abort();
 	}
 	if (n->entry.is_linked()) {
-		std::fprintf(stderr, "ulp: mr_pool: MR %p (lkey 0x%x) put twice\n",
-		             static_cast<void *>(mr), mr->lkey());
+		ULP_LOG(Error, MrPool, "MR {} (lkey {:#x}) put twice", fmt::ptr(mr), mr->lkey());
 		std::abort();
 	}
 	free_.push_front(*n); // list_add: LIFO
@@ -96,9 +95,8 @@ int MrPool::destroy()
 	{
 		std::lock_guard g(lock_);
 		if (used_) {
-			std::fprintf(stderr,
-			             "ulp: mr_pool: destroy refused: %d of %d MRs still in use\n",
-			             used_, nr_);
+			ULP_LOG(Error, MrPool, "destroy refused: {} of {} MRs still in use", used_,
+			        nr_);
 			return -EBUSY;
 		}
 		free_.clear();

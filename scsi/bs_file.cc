@@ -26,6 +26,7 @@
 // flight gets them back -ECANCELED or -EINTR. We never cancel anything ourselves and
 // every operation here is idempotent, so such a request (or an -EAGAIN) is resubmitted
 // from the completion thread, which lives as long as the backstore.
+#include "core/log.h"
 #include "core/thread_name.h"
 #include "scsi/bs_internal.h"
 
@@ -239,9 +240,9 @@ public:
 		std::unique_lock g(lock_);
 		if (stopping_) {
 			g.unlock();
-			std::fprintf(stderr,
-			             "ulp: %s backstore %s: %s submitted during destruction\n",
-			             kind().c_str(), path_.c_str(), bs_op_str(io->op));
+			ULP_LOG_RATELIMITED(Error, Scsi,
+			                    "{} backstore {}: {} submitted during destruction",
+			                    kind(), path_, bs_op_str(io->op));
 			io->done(io, -ESHUTDOWN);
 			return;
 		}
@@ -498,8 +499,8 @@ private:
 			// Cannot happen: the SQ has a spare entry beyond one per slot, and
 			// every prepared entry is submitted before the lock is dropped (or is
 			// retried by the thread). Continuing would lose a request.
-			std::fprintf(stderr, "ulp: %s backstore %s: io_uring SQ full\n",
-			             kind().c_str(), path_.c_str());
+			ULP_LOG_RATELIMITED(Error, Scsi, "{} backstore {}: io_uring SQ full",
+			                    kind(), path_);
 			std::abort();
 		}
 		prepared_ = true;
@@ -704,9 +705,9 @@ private:
 				r = io_uring_wait_cqe(&ring_, &cqe);
 			}
 			if (r < 0 && r != -EINTR && r != -ETIME && r != -EAGAIN) {
-				std::fprintf(stderr,
-				             "ulp: %s backstore %s: io_uring_wait_cqe: %s\n",
-				             kind().c_str(), path_.c_str(), std::strerror(-r));
+				ULP_LOG_RATELIMITED(Error, Scsi,
+				                    "{} backstore {}: io_uring_wait_cqe: {}",
+				                    kind(), path_, std::strerror(-r));
 				std::this_thread::sleep_for(std::chrono::milliseconds(10));
 			}
 
@@ -750,11 +751,11 @@ private:
 			if (now - t0 >= kDrainWait)
 				break;
 			if (!said && now - t0 >= std::chrono::seconds(1)) {
-				std::fprintf(stderr,
-				             "ulp: %s backstore %s: waiting up to %lld s for %u "
-				             "requests in flight\n",
-				             kind().c_str(), path_.c_str(),
-				             static_cast<long long>(kDrainWait.count()), busy_);
+				ULP_LOG(
+				    Warn, Scsi,
+				    "{} backstore {}: waiting up to {} s for {} requests in flight",
+				    kind(), path_, static_cast<long long>(kDrainWait.count()),
+				    busy_);
 				said = true;
 			}
 			idle_.wait_for(g, std::chrono::milliseconds(200));
@@ -764,11 +765,11 @@ private:
 		BsIo *never = fifo_head_;
 		fifo_head_ = fifo_tail_ = nullptr;
 		if (busy_)
-			std::fprintf(stderr,
-			             "ulp: %s backstore %s: %u requests still in flight after %lld "
-			             "s; abandoning them\n",
-			             kind().c_str(), path_.c_str(), busy_,
-			             static_cast<long long>(kDrainWait.count()));
+			ULP_LOG(
+			    Error, Scsi,
+			    "{} backstore {}: {} requests still in flight after {} s; abandoning "
+			    "them",
+			    kind(), path_, busy_, static_cast<long long>(kDrainWait.count()));
 		io_uring_sqe *sqe = get_sqe();
 		io_uring_prep_nop(sqe);
 		io_uring_sqe_set_data64(sqe, kStopTag);

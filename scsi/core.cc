@@ -8,6 +8,7 @@
 // never across a fabric callback, an execute function or a backstore submit.
 #include "scsi/core.h"
 
+#include "core/log.h"
 #include "scsi/core_internal.h"
 #include "scsi/fabric.h"
 #include "scsi/pr.h"
@@ -15,7 +16,6 @@
 #include <algorithm>
 #include <cassert>
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <vector>
 
@@ -424,9 +424,9 @@ void write_done(Cmd *cmd, bool ok)
 	if (LogicalUnit *lu = cmd->lu) {
 		std::unique_lock g(lu->lock_);
 		if (cmd->state != CmdState::WritePending) {
-			std::fprintf(stderr,
-			             "ulp scsi: write_done on a %s command (tag %llx), ignored\n",
-			             cmd_state_str(cmd->state), (unsigned long long)cmd->tag);
+			ULP_LOG_RATELIMITED(
+			    Error, Scsi, "write_done on a {} command (tag {:x}), ignored",
+			    cmd_state_str(cmd->state), (unsigned long long)cmd->tag);
 			return;
 		}
 		cmd->state = CmdState::Parsing; // between data-out and ordering

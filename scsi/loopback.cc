@@ -2,8 +2,9 @@
 // scsi/loopback.cc - the in-process fabric (see loopback.h).
 #include "scsi/loopback.h"
 
+#include "core/log.h"
+
 #include <algorithm>
-#include <cstdio>
 #include <cstring>
 
 namespace ulp::scsi
@@ -31,8 +32,7 @@ Loopback::~Loopback()
 {
 	std::lock_guard g(lock_);
 	if (!held_.empty())
-		std::fprintf(stderr, "ulp scsi loopback: destroyed with %zu held writes\n",
-		             held_.size());
+		ULP_LOG(Error, Scsi, "loopback: destroyed with {} held writes", held_.size());
 }
 
 Session *Loopback::login(Tpg &tpg, const std::string &initiator, const std::string &port)
@@ -166,9 +166,9 @@ LoopResult Loopback::wait(Pending *p, std::chrono::milliseconds timeout)
 	std::unique_lock g(lock_);
 	if (!cv_.wait_for(g, timeout, [&] { return p->released; })) {
 		// Still in flight: the Pending must stay allocated for the core's callbacks.
-		std::fprintf(stderr,
-		             "ulp scsi loopback: command tag %llx not finished after %lld ms\n",
-		             (unsigned long long)p->req.cmd.tag, (long long)timeout.count());
+		ULP_LOG_RATELIMITED(Warn, Scsi,
+		                    "loopback: command tag {:x} not finished after {} ms",
+		                    (unsigned long long)p->req.cmd.tag, (long long)timeout.count());
 		return LoopResult{};
 	}
 	LoopResult r = std::move(p->result);
@@ -241,8 +241,8 @@ TmfResponse Loopback::tmf_wait(PendingTmf *p, std::chrono::milliseconds timeout)
 {
 	std::unique_lock g(lock_);
 	if (!cv_.wait_for(g, timeout, [&] { return p->done; })) {
-		std::fprintf(stderr, "ulp scsi loopback: %s not answered after %lld ms\n",
-		             tmf_str(p->tmr.function), (long long)timeout.count());
+		ULP_LOG(Warn, Scsi, "loopback: {} not answered after {} ms",
+		        tmf_str(p->tmr.function), (long long)timeout.count());
 		return TmfResponse::Failed; // p stays allocated: the core may still answer
 	}
 	TmfResponse r = p->tmr.response;

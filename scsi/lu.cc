@@ -2,6 +2,7 @@
 // scsi/lu.cc - a logical unit's identity and lifetime.
 #include "scsi/lu.h"
 
+#include "core/log.h"
 #include "scsi/pr.h"
 
 #include <cerrno>
@@ -77,9 +78,8 @@ LogicalUnit::~LogicalUnit()
 {
 	std::lock_guard g(lock_);
 	if (!task_set_.empty())
-		std::fprintf(stderr,
-		             "ulp scsi: LU %s destroyed with %zu commands in its task set\n",
-		             name_.c_str(), task_set_.size());
+		ULP_LOG(Error, Scsi, "LU {} destroyed with {} commands in its task set", name_,
+		        task_set_.size());
 	task_set_.clear();
 	dormant_.clear();
 }

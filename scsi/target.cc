@@ -2,13 +2,13 @@
 // scsi/target.cc - target port groups, ACLs, sessions and their teardown.
 #include "scsi/target.h"
 
+#include "core/log.h"
 #include "scsi/core_internal.h"
 #include "scsi/fabric.h"
 #include "scsi/pr.h"
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
 #include <set>
 
 namespace ulp::scsi
@@ -45,8 +45,8 @@ Tpg::Tpg(std::string name, uint16_t rtpi) : name_(std::move(name)), rtpi_(rtpi) 
 Tpg::~Tpg()
 {
 	if (!sessions_.empty())
-		std::fprintf(stderr, "ulp scsi: target %s destroyed with %zu sessions open\n",
-		             name_.c_str(), sessions_.size());
+		ULP_LOG(Error, Scsi, "target {} destroyed with {} sessions open", name_,
+		        sessions_.size());
 }
 
 int Tpg::add_lun(uint64_t lun, LogicalUnit &lu, bool read_only)
@@ -193,20 +193,17 @@ int Tpg::close_session(Session *s, std::chrono::milliseconds timeout)
 			if (s->cmds_.empty())
 				break;
 			if (clock::now() >= deadline) {
-				std::fprintf(
-				    stderr,
-				    "ulp scsi: session %s on %s: %zu commands still in flight "
-				    "after %lld ms; left allocated\n",
-				    s->nexus().initiator_port.c_str(), name_.c_str(),
-				    s->cmds_.size(), (long long)timeout.count());
+				ULP_LOG(
+				    Error, Scsi,
+				    "session {} on {}: {} commands still in flight after {} ms; "
+				    "left allocated",
+				    s->nexus().initiator_port, name_, s->cmds_.size(),
+				    (long long)timeout.count());
 				return -ETIMEDOUT;
 			}
 			if (clock::now() >= next_log) {
-				std::fprintf(
-				    stderr,
-				    "ulp scsi: session %s on %s: waiting for %zu commands\n",
-				    s->nexus().initiator_port.c_str(), name_.c_str(),
-				    s->cmds_.size());
+				ULP_LOG(Warn, Scsi, "session {} on {}: waiting for {} commands",
+				        s->nexus().initiator_port, name_, s->cmds_.size());
 				next_log = clock::now() + std::chrono::seconds(2);
 			}
 		}

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // providers/soft/cm.cc - connection management: the in-process half, the event worker,
 // and the provider object. The socket half (cross-process) is in sock_wire.cc.
+#include "core/log.h"
 #include "providers/soft/cm_id.h"
 #include "providers/soft/sock_wire.h"
 
@@ -8,7 +9,6 @@
 
 #include <cassert>
 #include <cerrno>
-#include <cstdio>
 #include <cstdlib>
 
 namespace ulp::soft
@@ -145,7 +145,7 @@ SoftCmId::~SoftCmId()
 {
 	// rdma_destroy_id from inside the id's own handler would wait for itself forever.
 	if (CmWorker::get().on_worker() && CmWorker::get().current() == ref.get()) {
-		std::fprintf(stderr, "soft cm: id destroyed from its own event handler\n");
+		ULP_LOG(Error, Soft, "cm: id destroyed from its own event handler");
 		std::abort();
 	}
 	{

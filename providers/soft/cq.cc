@@ -5,9 +5,8 @@
 // CQ Error async event); completions that do not fit are lost, as on hardware. Arming is
 // one-shot: req_notify arms, the next (solicited) completion disarms and raises one event
 // on the channel, whose eventfd stays readable until get_cq_event takes it.
+#include "core/log.h"
 #include "providers/soft/soft_internal.h"
-
-#include <cstdio>
 
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -90,8 +89,7 @@ SoftCq::~SoftCq()
 	// A real device refuses this (ibv_destroy_cq: EBUSY) and the CQ lives on; here the
 	// owner's unique_ptr is already gone, so say so: the QPs now complete into nothing.
 	if (int n = usecnt.load(std::memory_order_relaxed); n > 0)
-		std::fprintf(stderr, "ulp soft: CQ destroyed while QPs still use it (%d uses)\n",
-		             n);
+		ULP_LOG(Error, Soft, "CQ destroyed while QPs still use it ({} uses)", n);
 	sdev.engine.cancel_timers(this);
 	if (channel())
 		static_cast<SoftChannel *>(channel())->forget(this);

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // providers/soft/device.cc - soft devices: profiles, limits, the process's device list,
 // fault injection and counters.
+#include "core/log.h"
 #include "providers/soft/sock_wire.h"
 #include "providers/soft/soft_internal.h"
 
@@ -8,7 +9,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
 
 namespace ulp::soft
 {
@@ -184,8 +184,8 @@ void destroy_device(Device *dev)
 		std::erase(D.list, d);
 	}
 	if (d->users.load())
-		std::fprintf(stderr, "soft: destroying %s with %d objects still alive\n",
-		             d->name().c_str(), d->users.load());
+		ULP_LOG(Error, Soft, "destroying {} with {} objects still alive", d->name(),
+		        d->users.load());
 	delete d;
 }
 
@@ -269,7 +269,7 @@ SoftPd::SoftPd(SoftDevice &dev) : Pd(dev), sdev(dev)
 SoftPd::~SoftPd()
 {
 	if (users.load())
-		std::fprintf(stderr, "soft: PD freed with %d objects on it\n", users.load());
+		ULP_LOG(Error, Soft, "PD freed with {} objects on it", users.load());
 	sdev.users--;
 }
 

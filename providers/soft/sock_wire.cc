@@ -23,6 +23,7 @@
 #include "providers/soft/sock_wire.h"
 
 #include "core/byteorder.h"
+#include "core/log.h"
 #include "core/thread_name.h"
 
 #include "providers/soft/cm_id.h"
@@ -40,7 +41,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <map>
 
 namespace ulp::soft
@@ -781,8 +781,8 @@ void sock_service(SoftQp &qp)
 			c->rx_len += static_cast<size_t>(n);
 		}
 		if (flood || (mh.msg_flags & MSG_CTRUNC)) {
-			std::fprintf(stderr, "soft: peer of QP %u passes fds it does not use\n",
-			             qp.qp_num());
+			ULP_LOG_RATELIMITED(Error, Soft, "peer of QP {} passes fds it does not use",
+			                    qp.qp_num());
 			conn_lost(qp, *c);
 			return;
 		}
@@ -818,9 +818,9 @@ void sock_service(SoftQp &qp)
 			} else
 				ok = false; // CM packets after establishment are a violation
 			if (!ok) {
-				std::fprintf(stderr,
-				             "soft: protocol error from peer of QP %u (op %u)\n",
-				             qp.qp_num(), h.op);
+				ULP_LOG_RATELIMITED(Error, Soft,
+				                    "protocol error from peer of QP {} (op {})",
+				                    qp.qp_num(), h.op);
 				conn_lost(qp, *c);
 				return;
 			}

@@ -5,13 +5,13 @@
 // Ordering: events are taken one at a time and acknowledged (rdma_ack_cm_event) only
 // after the handler returned, so rdma_destroy_id() - which waits for every event of its
 // id to be acknowledged - waits for a running handler, which is what core/cm.h promises.
+#include "core/log.h"
 #include "providers/verbs/verbs_internal.h"
 
 #include <fcntl.h>
 #include <poll.h>
 
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 
 namespace ulp::verbs
@@ -110,7 +110,7 @@ VCmId::~VCmId()
 	}
 	qp_.reset();
 	if (id && rdma_destroy_id(id))
-		fprintf(stderr, "ulp verbs: rdma_destroy_id: %s\n", strerror(errno));
+		ULP_LOG(Error, Verbs, "rdma_destroy_id: {}", strerror(errno));
 }
 
 void VCmId::deliver(CmEvent &ev)
@@ -265,7 +265,7 @@ void VProvider::cm_loop(int wake_fd)
 		if (::poll(p, 2, -1) < 0) {
 			if (errno == EINTR)
 				continue;
-			fprintf(stderr, "ulp verbs: CM thread: poll: %s\n", strerror(errno));
+			ULP_LOG(Error, Verbs, "CM thread: poll: {}", strerror(errno));
 			return;
 		}
 		if (p[1].revents)

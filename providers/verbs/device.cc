@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // providers/verbs/device.cc - devices, their attributes and async events; PD, MR, CQ,
 // completion channel, SRQ over libibverbs.
+#include "core/log.h"
 #include "core/thread_name.h"
 #include "providers/verbs/verbs_internal.h"
 
@@ -11,7 +12,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 
 namespace ulp::verbs
@@ -45,8 +45,7 @@ void StoppableThread::stop()
 		return;
 	uint64_t one = 1;
 	if (write(wake_fd_, &one, sizeof(one)) < 0)
-		fprintf(stderr, "ulp verbs: %s: wake-up failed: %s\n", name_.c_str(),
-		        strerror(errno));
+		ULP_LOG(Error, Verbs, "{}: wake-up failed: {}", name_, strerror(errno));
 	bool done;
 	{
 		std::unique_lock g(lock_);
@@ -58,8 +57,8 @@ void StoppableThread::stop()
 	} else {
 		// The thread may still touch wake_fd_ and this object's lock: leak both rather
 		// than hang (or crash) the teardown.
-		fprintf(stderr, "ulp verbs: %s did not stop within %lld s; detached\n",
-		        name_.c_str(), static_cast<long long>(kJoinTimeout.count()));
+		ULP_LOG(Error, Verbs, "{} did not stop within {} s; detached", name_,
+		        static_cast<long long>(kJoinTimeout.count()));
 		thread_.detach();
 	}
 	wake_fd_ = -1;
@@ -213,13 +212,12 @@ VProvider::VProvider()
 	for (int i = 0; ctx_list_ && i < n; i++) {
 		auto dev = open_device(ctx_list_[i]);
 		if (!dev) {
-			fprintf(stderr, "ulp verbs: %s: cannot query: %s\n",
+			ULP_LOG(Warn, Verbs, "{}: cannot query: {}",
 			        ibv_get_device_name(ctx_list_[i]->device), strerror(errno));
 			continue;
 		}
 		if (int err = dev->start_async()) {
-			fprintf(stderr, "ulp verbs: %s: async thread: %s\n", dev->name().c_str(),
-			        strerror(-err));
+			ULP_LOG(Warn, Verbs, "{}: async thread: {}", dev->name(), strerror(-err));
 			continue;
 		}
 		devices_.push_back(std::move(dev));
@@ -306,8 +304,7 @@ void VDevice::async_loop(int wake_fd)
 		if (::poll(p, 2, -1) < 0) {
 			if (errno == EINTR)
 				continue;
-			fprintf(stderr, "ulp verbs: %s: poll: %s\n", name().c_str(),
-			        strerror(errno));
+			ULP_LOG(Error, Verbs, "{}: poll: {}", name(), strerror(errno));
 			return;
 		}
 		if (p[1].revents)
@@ -470,7 +467,7 @@ VPd::VPd(VDevice &dev, ibv_pd *pd) : Pd(dev), pd_(pd) {}
 VPd::~VPd()
 {
 	if (int err = ibv_dealloc_pd(pd_))
-		fprintf(stderr, "ulp verbs: ibv_dealloc_pd: %s (objects still on the PD)\n",
+		ULP_LOG(Error, Verbs, "ibv_dealloc_pd: {} (objects still on the PD)",
 		        strerror(err));
 }
 
@@ -581,11 +578,11 @@ VMr::~VMr()
 	if (mr_) {
 		vpd_.del_region(mr_);
 		if (int err = ibv_dereg_mr(mr_))
-			fprintf(stderr, "ulp verbs: ibv_dereg_mr: %s\n", strerror(err));
+			ULP_LOG(Error, Verbs, "ibv_dereg_mr: {}", strerror(err));
 	}
 	if (mw_) {
 		if (int err = ibv_dealloc_mw(mw_))
-			fprintf(stderr, "ulp verbs: ibv_dealloc_mw: %s\n", strerror(err));
+			ULP_LOG(Error, Verbs, "ibv_dealloc_mw: {}", strerror(err));
 	}
 }
 
@@ -595,7 +592,7 @@ VMr::~VMr()
 VChannel::~VChannel()
 {
 	if (int err = ibv_destroy_comp_channel(ch_))
-		fprintf(stderr, "ulp verbs: ibv_destroy_comp_channel: %s (CQs still on it)\n",
+		ULP_LOG(Error, Verbs, "ibv_destroy_comp_channel: {} (CQs still on it)",
 		        strerror(err));
 }
 
@@ -637,8 +634,7 @@ VCq::VCq(VDevice &dev, ibv_cq *cq, const CqInitAttr &a)
 VCq::~VCq()
 {
 	if (int err = ibv_destroy_cq(cq_))
-		fprintf(stderr, "ulp verbs: ibv_destroy_cq: %s (QPs still on the CQ)\n",
-		        strerror(err));
+		ULP_LOG(Error, Verbs, "ibv_destroy_cq: {} (QPs still on the CQ)", strerror(err));
 }
 
 namespace
@@ -820,7 +816,7 @@ VSrq::VSrq(VPd &pd, ibv_srq *srq, const SrqInitAttr &a, uint32_t max_wr)
 VSrq::~VSrq()
 {
 	if (int err = ibv_destroy_srq(srq_))
-		fprintf(stderr, "ulp verbs: ibv_destroy_srq: %s\n", strerror(err));
+		ULP_LOG(Error, Verbs, "ibv_destroy_srq: {}", strerror(err));
 }
 
 int VSrq::arm_limit(uint32_t limit)

@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: MIT
 // providers/verbs/qp.cc - QPs over libibverbs: creation, the state machine, and the
 // translation of core/ work requests into ibv ones (on the stack, no allocation).
+#include "core/log.h"
 #include "providers/verbs/verbs_internal.h"
 
 #include <algorithm>
 #include <cerrno>
 #include <cstddef>
-#include <cstdio>
 #include <cstring>
 
 namespace ulp::verbs
@@ -182,7 +182,7 @@ VQp::~VQp()
 	if (cm_id_) {
 		rdma_destroy_qp(cm_id_);
 	} else if (int err = ibv_destroy_qp(qp_)) {
-		fprintf(stderr, "ulp verbs: ibv_destroy_qp: %s\n", strerror(err));
+		ULP_LOG(Error, Verbs, "ibv_destroy_qp: {}", strerror(err));
 	}
 }
 
