@@ -58,9 +58,9 @@
 // ULP_FUZZ_TRACE=1 prints the target's log with a line per PDU (to replay an input).
 // Seeds: ULP_FUZZ_SEEDS=<dir> makes the binary write well-formed conversations there and
 // exit (scripts/fuzz.sh does this).
-#include "iser/crc32c.h"
-#include "iser/session.h"
-#include "tests/iser/conn_harness.h"
+#include "iscsi/crc32c.h"
+#include "iscsi/target/session.h"
+#include "tests/iscsi/conn_harness.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -12,9 +12,9 @@
 //
 // Seeds: ULP_FUZZ_SEEDS=<dir> writes a few well-formed answers (Data-In with status for
 // the read, an R2T and a response for the write, the ping's NOP-In) and exits.
-#include "iser/initiator.h"
-#include "iser/initiator_scsi.h"
-#include "iser/login.h"
+#include "iscsi/initiator/session.h"
+#include "iscsi/initiator/scsi.h"
+#include "iscsi/target/login.h"
 
 #include <cstdio>
 #include <cstdlib>

@@ -25,9 +25,9 @@
 // Invariants: every response parses as a Login Response within the response limit, with
 // the request's ITT; Failed carries a non-success status and ends the login; Complete
 // means the full feature state and a non-zero TSIH.
-#include "iser/discovery.h"
-#include "iser/login.h"
-#include "iser/login_initiator.h"
+#include "iscsi/discovery.h"
+#include "iscsi/target/login.h"
+#include "iscsi/initiator/login.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -21,8 +21,8 @@
 //
 // Seeds: ULP_FUZZ_SEEDS=<dir> makes the binary write a few well-formed streams there and
 // exit (scripts/fuzz.sh does this).
-#include "iser/crc32c.h"
-#include "iser/pdu.h"
+#include "iscsi/crc32c.h"
+#include "iscsi/pdu.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -13,10 +13,10 @@
 // Checks: parsing is deterministic across the split; every answer the negotiator writes
 // is itself valid text whose keys are among those received (or declarations); results
 // respect the key domains (FirstBurstLength <= MaxBurstLength, lengths 512..2**24-1).
-#include "iser/chap.h"
-#include "iser/discovery.h"
-#include "iser/params.h"
-#include "iser/text.h"
+#include "iscsi/chap.h"
+#include "iscsi/discovery.h"
+#include "iscsi/params.h"
+#include "iscsi/text.h"
 
 #include <cstdio>
 #include <cstdlib>

@@ -1,826 +1,964 @@
 // SPDX-License-Identifier: MIT
-// iser/initiator.cc - the iSCSI initiator session (see initiator.h): login over a
-// transport, the full feature phase (commands, data, status, TMF, NOP, Async, Reject) and
-// logout.
+// iser/initiator.cc - the initiator's iSER transport (see initiator_iser.h).
 #include "iser/initiator.h"
 
-#include "iser/crc32c.h"
-#include "iser/initiator_task.h"
+#include "core/buf_pool.h"
+#include "core/cm.h"
+#include "core/deadline.h"
+#include "core/dma_heap.h"
+#include "core/drain.h"
+#include "core/mem_map.h"
+#include "core/registry.h"
+#include "cq_poll/cq_poll.h"
+#include "iser/proto.h"
+#include "mr_pool/mr_pool.h"
+
+#include <poll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <algorithm>
-#include <cassert>
 #include <cerrno>
 #include <cstring>
+#include <deque>
+#include <mutex>
 
 namespace ulp::iscsi
 {
 
-using clock = std::chrono::steady_clock;
-using std::chrono::milliseconds;
-
 namespace
 {
 
-constexpr milliseconds kTimerPeriod{50}; // how often timers are looked at
+using clock = std::chrono::steady_clock;
 
-// Logout reasons and responses (11.14.1, 11.15.1).
-constexpr uint8_t kLogoutCloseSession = 0;
+constexpr uint32_t kCtrlSends = 32;  // send WRs for control PDUs beside the commands'
+constexpr uint32_t kUnexpected = 32; // receives beyond one response per command:
+                                     // NOP-In, Async Message, Reject, TMF/Text/Logout
+constexpr uint32_t kWrsPerCmd = 3;   // REG_MR + SEND + LOCAL_INV
+constexpr int kPollBudget = 64;      // completions per process_cq_direct call
+constexpr uint32_t kPage = 4096;
 
-} // namespace
+constexpr uint8_t kOpScsiCmd = 0x01; // RFC 7143 11.3
+constexpr uint8_t kOpScsiRsp = 0x21; // RFC 7143 11.4
 
-// ---------------------------------------------------------------------------------------------
-// Names and defaults
-
-const char *session_state_name(SessionState s)
+int remaining_ms(clock::time_point deadline)
 {
-	switch (s) {
-	case SessionState::Idle:
-		return "idle";
-	case SessionState::LoggingIn:
-		return "logging in";
-	case SessionState::FullFeature:
-		return "full feature";
-	case SessionState::LoggingOut:
-		return "logging out";
-	case SessionState::Closed:
-		return "closed";
-	case SessionState::Failed:
-		return "failed";
+	return poll_timeout_ms(deadline, clock::now());
+}
+
+// A CM event as the session's thread sees it (copied off the CM thread).
+struct CmRec {
+	CmEventType type;
+	int status;
+	ConnParam param;
+};
+
+class IserTransport final : public InitiatorTransport
+{
+public:
+	explicit IserTransport(const IserInitiatorConfig &cfg) : cfg_(cfg) {}
+	~IserTransport() override;
+
+	Transport kind() const override { return Transport::Iser; }
+	void attach(TransportSink *sink) override { sink_ = sink; }
+	bool connect(const std::string &host, uint16_t port,
+	             std::chrono::milliseconds timeout) override;
+	void queue(TxPdu *p) override;
+	bool poll(std::chrono::milliseconds timeout) override;
+	void set_recv(uint32_t max_recv_dsl, Digests) override
+	{
+		max_recv_dsl_ = std::min<uint32_t>(max_recv_dsl, recv_room_);
 	}
-	return "?";
-}
+	void close() override;
+	bool connected() const override { return state_ == State::Up; }
+	const std::string &why() const override { return why_; }
+	std::string local_address() const override { return local_; }
+	std::string peer_address() const override { return peer_; }
 
-const char *task_outcome_name(TaskOutcome o)
-{
-	switch (o) {
-	case TaskOutcome::Completed:
-		return "completed";
-	case TaskOutcome::Aborted:
-		return "aborted";
-	case TaskOutcome::Rejected:
-		return "rejected";
-	case TaskOutcome::ConnectionLost:
-		return "connection lost";
-	case TaskOutcome::Timeout:
-		return "timed out";
-	case TaskOutcome::Cancelled:
-		return "cancelled";
+	bool rdma_data() const override { return true; }
+	void login_prefs(OperationalPrefs &p) override
+	{
+		p.iser_recv_dsl = cfg_.recv_dsl;
+		p.iser_send_dsl = cfg_.send_dsl;
+		p.max_outstanding_unexpected_pdus = kUnexpected;
+		p.header_digests = {Digest::None}; // RFC 7145 6.1: no digests on iSER
+		p.data_digests = {Digest::None};
 	}
-	return "?";
+	uint32_t max_data_len() const override { return max_io_; }
+	bool can_map() const override;
+	int map_data(uint32_t itt, DataDir dir, std::span<uint8_t> data, uint32_t unsol) override;
+	void unmap_data(uint32_t itt) override;
+
+private:
+	enum class State : uint8_t {
+		Idle,       // -> Connecting (connect)
+		Connecting, // address, route, resources, CM connect -> Up | Closed
+		Up,         // PDUs flow -> Closed (close, a fatal error, a disconnect)
+		Closed,     // final: QP drained and destroyed, every registration released
+	};
+
+	struct RecvDesc {
+		Cqe cqe; // the completion leads back here (container_of)
+		IserTransport *tp;
+		const Buf *buf;
+	};
+	struct SendDesc {
+		Cqe cqe; // the SEND completion leads back here
+		IserTransport *tp;
+		const Buf *buf;
+		TxPdu *pdu = nullptr; // in the buffer until the SEND completes
+		uint32_t nwr = 0;     // send-queue slots this post used (REG_MR + SEND)
+		Sge sge;
+		SendWr wr;
+		RegWr reg; // the command's REG_MR, chained before wr
+	};
+	// One command's data registration, by task slot (ITT & 0xffff).
+	struct Reg {
+		Cqe inv_cqe; // the LOCAL_INV completion leads back here
+		IserTransport *tp = nullptr;
+		bool live = false; // mapped, not yet released
+		uint32_t itt = 0;  // the command
+		DataDir dir = DataDir::None;
+		std::span<uint8_t> user; // the caller's buffer
+		uint8_t *dma = nullptr;  // what the MR maps: user's bytes or a bounce block
+		bool bounced = false;    // dma is a bounce-heap block
+		Mr *mr = nullptr;        // from mrs_
+		uint32_t access = 0;     // what REG_MR grants
+		uint32_t unsol = 0;      // bytes sent as immediate / unsolicited data
+		bool posted = false;     // REG_MR posted: the key is live on the device
+		bool remote_inv = false; // the target invalidated it (SEND_WITH_INV)
+		bool unmapping = false;  // unmap_data ran; LOCAL_INV posted or waiting for room
+		SendWr inv_wr;           // the LOCAL_INV
+	};
+
+	// What post_pdu did with a PDU.
+	enum class Post : uint8_t { Posted, NoRoom, Dropped };
+
+	bool fail(std::string why);
+	void teardown(); // drain, destroy, free: never from inside a completion callback
+	bool wait_cm(CmEventType want, clock::time_point deadline, CmRec *out);
+	bool setup(std::string *why);
+	void handle_cm_events();
+	void post_recv(RecvDesc *d);
+	Post post_pdu(TxPdu *p);
+	void run_backlog();
+	bool post_inv(Reg &r);
+	void release(Reg &r);
+	void release_all();
+	Reg *reg_of(uint32_t itt);
+	int process();
+
+	static void recv_done(Cq *cq, Wc *wc);
+	static void send_done(Cq *cq, Wc *wc);
+	static void inv_done(Cq *cq, Wc *wc);
+	void on_recv(RecvDesc *d, const Wc &wc);
+
+	IserInitiatorConfig cfg_;
+	TransportSink *sink_ = nullptr;
+	State state_ = State::Idle;
+	bool failed_ = false;
+	std::string why_;
+	std::string local_, peer_;
+
+	// CM events: pushed by the provider's CM thread, taken by the session's.
+	std::mutex cm_lock_;
+	std::deque<CmRec> cm_events_; // cm_lock_
+	int evfd_ = -1;               // readable while cm_events_ may hold something
+	std::unique_ptr<CmId> id_;    // owns the QP
+
+	Device *dev_ = nullptr;
+	std::unique_ptr<Pd> pd_;
+	std::unique_ptr<CompChannel> ch_;
+	CqHandle cq_;
+	MemMap map_; // the caller's regions
+	std::vector<std::unique_ptr<Mr>> user_mrs_;
+	std::unique_ptr<DmaHeap> bounce_;
+	MrPool mrs_;
+	std::unique_ptr<BufPool> recv_pool_, send_pool_;
+	std::vector<RecvDesc> recvs_;
+	std::vector<SendDesc> sends_;
+	std::vector<SendDesc *> send_free_;
+	std::deque<TxPdu *> backlog_;   // PDUs waiting for send room, in order
+	std::deque<uint32_t> inv_wait_; // slots whose LOCAL_INV waits for room
+	std::deque<Reg> regs_;          // by slot; a deque: posted LOCAL_INVs point into
+	                                // entries, which growing must not move
+	uint32_t sq_size_ = 0;          // send WRs we may have outstanding (drain's is extra)
+	uint32_t sq_used_ = 0;          // outstanding now
+	uint32_t recv_room_ = 0;        // data bytes a receive buffer holds
+	uint32_t send_room_ = 0;        // data bytes a send buffer holds
+	uint32_t max_recv_dsl_ = kDefaultMrdsl; // what a received PDU may carry
+	uint32_t max_io_ = 0;
+	uint32_t depth_ = 0;     // commands with data at once (MRs)
+	bool peer_inv_ = false;  // the target may SEND_WITH_INV (both said so)
+	bool in_cb_ = false;     // inside process_cq_direct (teardown must wait)
+	bool torn_down_ = false; // teardown() ran
+	IserInitiatorStats local_stats_;
+	IserInitiatorStats &stats_ = cfg_.stats ? *cfg_.stats : local_stats_;
+};
+
+IserTransport::~IserTransport()
+{
+	close();
+	teardown();
+	if (evfd_ >= 0)
+		::close(evfd_);
 }
 
-OperationalPrefs InitiatorConfig::default_prefs()
+bool IserTransport::fail(std::string why)
 {
-	OperationalPrefs p;
-	p.max_recv_dsl = 262144;
-	p.max_burst_length = 1u << 20;
-	p.first_burst_length = 65536;
-	p.immediate_data = true;
-	p.initial_r2t = false;
-	p.max_outstanding_r2t = 1;
-	return p;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Task slots
-
-Session::Session(InitiatorConfig cfg, TransportFactory make)
-    : cfg_(std::move(cfg)), make_tp_(std::move(make))
-{
-	cfg_.max_tasks = std::clamp<uint32_t>(cfg_.max_tasks, 4, kMaxSlots);
-	if (!make_tp_) {
-		const uint32_t cap = std::max(cfg_.prefs.max_recv_dsl, kDefaultMrdsl);
-		make_tp_ = [cap] { return make_tcp_transport(cap); };
+	if (!failed_) {
+		failed_ = true;
+		why_ = std::move(why);
 	}
+	close();
+	return false;
 }
 
-Session::~Session()
-{
-	if (tp_)
-		tp_->close();
-}
+// ---- Connect ----------------------------------------------------------------------------
 
-uint32_t Session::itt_of(const Task *t) const
+bool IserTransport::wait_cm(CmEventType want, clock::time_point deadline, CmRec *out)
 {
-	return uint32_t{t->gen} << kSlotBits | t->slot;
-}
-
-Session::Task *Session::alloc_task(Kind k)
-{
-	Task *t;
-	if (!free_slots_.empty()) {
-		t = tasks_[free_slots_.back()].get();
-		free_slots_.pop_back();
-	} else if (tasks_.size() < cfg_.max_tasks) {
-		tasks_.push_back(std::make_unique<Task>());
-		t = tasks_.back().get();
-		t->slot = static_cast<uint32_t>(tasks_.size() - 1);
-	} else {
-		why_ = "no free task slot (max_tasks " + std::to_string(cfg_.max_tasks) + ")";
-		return nullptr;
-	}
-	const uint32_t slot = t->slot;
-	const uint16_t gen = static_cast<uint16_t>(t->gen + 1);
-	*t = Task{};
-	t->slot = slot;
-	t->gen = gen;
-	t->kind = k;
-	t->start = clock::now();
-	return t;
-}
-
-Session::Task *Session::find_task(uint32_t itt)
-{
-	const uint32_t slot = itt & kMaxSlots;
-	if (itt == kReservedTag || slot >= tasks_.size())
-		return nullptr;
-	Task *t = tasks_[slot].get();
-	if (t->kind == Kind::Free || t->gen != itt >> kSlotBits)
-		return nullptr;
-	return t;
-}
-
-void Session::free_task(Task *t)
-{
-	t->kind = Kind::Free;
-	t->done = nullptr;
-	t->tmf_done = nullptr;
-	t->ping_done = nullptr;
-	t->data = {};
-	free_slots_.push_back(t->slot);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Sending
-
-TxPdu *Session::new_pdu(Task *t)
-{
-	TxPdu *p;
-	if (pdu_free_.empty()) {
-		pdu_pool_.push_back(std::make_unique<TxPdu>());
-		p = pdu_pool_.back().get();
-	} else {
-		p = pdu_free_.back();
-		pdu_free_.pop_back();
-	}
-	p->hdr_len = 0;
-	p->data = {};
-	p->own.clear();
-	p->trailer_len = 0;
-	p->slot = t ? t->slot : kReservedTag;
-	p->ends_r2t = false;
-	p->sent = 0;
-	if (t)
-		t->tx_refs++;
-	return p;
-}
-
-void Session::send_pdu(TxPdu *p, std::span<const uint8_t, kBhsLen> bhs,
-                       std::span<const uint8_t> ahs)
-{
-	const auto dsl = static_cast<uint32_t>(p->data.size());
-	p->hdr_len = static_cast<uint16_t>(build_header(p->hdr, bhs, ahs, dsl, digests_.header));
-	uint32_t crc = kCrc32cInit;
-	if (digests_.data && dsl)
-		crc = crc32c_update(crc, p->data);
-	p->trailer_len = static_cast<uint8_t>(build_trailer(p->trailer, dsl, crc, digests_.data));
-	pdus_out_++;
-	tp_->queue(p);
-}
-
-void Session::on_data_released(uint32_t itt)
-{
-	Task *t = find_task(itt);
-	if (!t || !t->mapped)
-		return;
-	t->mapped = false;
-	t->tx_refs--;
-	finish_if_done(t);
-	issue_pending(); // its MR is free for a waiting command
-}
-
-void Session::on_sent(TxPdu *p, bool sent)
-{
-	pdus_out_--;
-	Task *t = p->slot < tasks_.size() ? tasks_[p->slot].get() : nullptr;
-	const bool ends_r2t = p->ends_r2t;
-	p->data = {};
-	p->own.clear();
-	pdu_free_.push_back(p);
-	if (!t || t->kind == Kind::Free || t->tx_refs == 0)
-		return;
-	t->tx_refs--;
-	// 11.8 (MaxOutstandingR2T): an R2T is outstanding until its last Data-Out is sent.
-	if (ends_r2t && t->r2ts_open)
-		t->r2ts_open--;
-	finish_if_done(t);
-}
-
-bool Session::window_open() const
-{
-	// 3.2.2.1: non-immediate commands with CmdSN up to MaxCmdSN may go out.
-	return sn_le(cmdsn_, max_cmdsn_);
-}
-
-void Session::issue_pending()
-{
-	while (!pending_.empty() && state_ == SessionState::FullFeature && window_open()) {
-		Task *t = tasks_[pending_.front()].get();
-		if (t->kind == Kind::Scsi && !send_cmd(t))
-			return; // the transport has no room for its data yet (on_data_released)
-		pending_.pop_front();
-		if (t->kind == Kind::Text)
-			send_text(t, t->text_ttt);
-	}
-}
-
-bool Session::send_cmd(Task *t)
-{
-	const uint32_t edtl = static_cast<uint32_t>(t->data.size());
-	const bool write = t->dir == DataDir::Write;
-	ScsiCmd h;
-	h.read = t->dir == DataDir::Read;
-	h.write = write;
-	h.attr = static_cast<uint8_t>(t->attr);
-	h.lun = lun_field(t->lun);
-	h.itt = itt_of(t);
-	h.edtl = edtl;
-	std::memcpy(h.cdb.data(), t->cdb.data(), std::min<size_t>(16, t->cdb_len));
-	// 11.3.1 / 13.11 / 13.13 / 13.14: immediate data when ImmediateData=Yes, unsolicited
-	// Data-Out when InitialR2T=No; both together at most FirstBurstLength, each PDU at most
-	// the target's MaxRecvDataSegmentLength.
-	uint32_t imm = 0, unsol = 0;
-	if (write) {
-		const uint32_t first = std::min(sparams_.first_burst_length, edtl);
-		if (sparams_.immediate_data)
-			imm = std::min(first, send_dsl_);
-		unsol = sparams_.initial_r2t ? imm : first;
-	}
-	// iSER (RFC 7145 7.3.1): the buffer is registered before the command goes out, and
-	// its STag travels in the command's iSER header. No room now: the command waits.
-	if (tp_->rdma_data() && t->dir != DataDir::None) {
-		if (!tp_->can_map())
-			return false;
-		const int rc = tp_->map_data(itt_of(t), t->dir, t->data, unsol);
-		if (rc == -EAGAIN)
-			return false;
-		if (rc < 0) {
-			fail(std::string("cannot register a command's data buffer: ") +
-			     std::strerror(-rc));
-			return true;
+	for (;;) {
+		{
+			std::lock_guard g(cm_lock_);
+			if (!cm_events_.empty()) {
+				*out = cm_events_.front();
+				cm_events_.pop_front();
+				if (out->type != want) {
+					why_ = std::string("RDMA/CM: ") + cm_event_str(out->type) +
+					       " instead of " + cm_event_str(want);
+					if (out->status)
+						why_ += std::string(" (") +
+						        std::strerror(-out->status) + ")";
+					return false;
+				}
+				return true;
+			}
 		}
-		t->mapped = true;
-		t->tx_refs++; // released by on_data_released
+		const int ms = remaining_ms(deadline);
+		if (ms == 0) {
+			why_ = std::string("RDMA/CM: no ") + cm_event_str(want) + " in time";
+			return false;
+		}
+		pollfd pfd{evfd_, POLLIN, 0};
+		if (::poll(&pfd, 1, ms) > 0) {
+			uint64_t v;
+			(void)!::read(evfd_, &v, sizeof(v));
+		}
 	}
-	// The CmdSN is taken only now that the command surely goes out: a number taken by a
-	// command that then waits would leave a gap the target waits on forever.
-	h.cmdsn = cmdsn_++;
-	h.exp_statsn = exp_statsn_;
-	h.final = unsol == imm; // F: no unsolicited Data-Out follows
-	t->cmdsn = h.cmdsn;
-	t->seq = ++seq_;
-	t->sent = true;
-	sent_live_++;
-	t->unsol_len = unsol;
-	t->start = clock::now();
-	Bhs b;
-	encode(h, b);
-	uint8_t ahs[kMaxAhsLen];
-	size_t ahs_len = 0;
-	if (t->cdb_len > 16)
-		ahs_len = build_ext_cdb_ahs(ahs, {t->cdb.data(), t->cdb_len});
-	TxPdu *p = new_pdu(t);
-	p->data = t->data.first(imm);
-	send_pdu(p, b, {ahs, ahs_len});
-	stats_.cmds++;
-	stats_.immediate_bytes += imm;
-	if (unsol > imm)
-		send_unsolicited(t, imm);
+}
+
+bool IserTransport::connect(const std::string &host, uint16_t port,
+                            std::chrono::milliseconds timeout)
+{
+	const auto deadline = clock::now() + timeout;
+	if (state_ != State::Idle)
+		return fail("connect on a used transport");
+	state_ = State::Connecting;
+	if (!cfg_.provider)
+		return fail("iSER: no RDMA provider given");
+	const std::string where = (host.find(':') != std::string::npos ? "[" + host + "]" : host) +
+	                          ":" + std::to_string(port);
+	std::optional<SockAddr> dst = SockAddr::parse(where);
+	if (!dst)
+		return fail("iSER: " + host + " is not an IP address (RDMA/CM resolves none)");
+	std::optional<SockAddr> src;
+	if (!cfg_.src_ip.empty() && !(src = SockAddr::parse(cfg_.src_ip, 0)))
+		return fail("iSER: bad source address " + cfg_.src_ip);
+	evfd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (evfd_ < 0)
+		return fail(std::string("eventfd: ") + std::strerror(errno));
+	id_ = cfg_.provider->create_id(
+	    [this](CmId *, CmEvent &ev) {
+		    {
+			    std::lock_guard g(cm_lock_);
+			    cm_events_.push_back(CmRec{ev.event, ev.status, ev.param});
+		    }
+		    uint64_t one = 1;
+		    (void)!::write(evfd_, &one, sizeof(one));
+	    },
+	    this);
+	if (!id_)
+		return fail(std::string("rdma_create_id: ") + std::strerror(errno));
+	const int cm_ms = std::max(1, remaining_ms(deadline));
+	CmRec ev;
+	if (int rc = id_->resolve_addr(src ? &*src : nullptr, *dst, cm_ms); rc != 0)
+		return fail("resolve " + where + ": " + std::strerror(-rc));
+	if (!wait_cm(CmEventType::AddrResolved, deadline, &ev))
+		return fail("resolve " + where + ": " + why_);
+	if (int rc = id_->resolve_route(std::max(1, remaining_ms(deadline))); rc != 0)
+		return fail("route to " + where + ": " + std::strerror(-rc));
+	if (!wait_cm(CmEventType::RouteResolved, deadline, &ev))
+		return fail("route to " + where + ": " + why_);
+	std::string why;
+	if (!setup(&why))
+		return fail("iSER " + where + ": " + why);
+
+	// RFC 7145 / Linux iser_cm_hdr: we use real VAs (no zero-based ones), and the target
+	// may invalidate our STags with SEND_WITH_INV unless told otherwise.
+	IserCmHdr ch{ISER_ZBVA_NOT_SUP};
+	if (!cfg_.allow_remote_inv)
+		ch.flags |= ISER_SEND_W_INV_NOT_SUP;
+	uint8_t pd[kIserCmHdrLen];
+	build_iser_cm_hdr(ch, std::span<uint8_t, kIserCmHdrLen>(pd, kIserCmHdrLen));
+	ConnParam cp;
+	cp.set_private_data(pd);
+	// The target READs write data from us and issues no atomics; we READ nothing.
+	const DeviceAttr &da = dev_->attr();
+	cp.responder_resources = uint8_t(std::min<uint32_t>(da.max_qp_rd_atom, cfg_.read_credit));
+	cp.initiator_depth = 0;
+	if (int rc = id_->connect(cp); rc != 0)
+		return fail("connect " + where + ": " + std::strerror(-rc));
+	if (!wait_cm(CmEventType::Established, deadline, &ev))
+		return fail("connect " + where + ": " + why_);
+	IserCmHdr th{0};
+	if (parse_iser_cm_hdr(ev.param.pdata(), &th))
+		peer_inv_ = cfg_.allow_remote_inv && !(th.flags & ISER_SEND_W_INV_NOT_SUP);
+	else
+		peer_inv_ = cfg_.allow_remote_inv; // a target that says nothing may use it
+	local_ = id_->local_addr().str();
+	peer_ = id_->peer_addr().str();
+	state_ = State::Up;
 	return true;
 }
 
-void Session::send_unsolicited(Task *t, uint32_t from)
+bool IserTransport::setup(std::string *why)
 {
-	// 11.7: unsolicited Data-Out carry TTT 0xffffffff, DataSN from 0, F on the last.
-	uint32_t datasn = 0;
-	for (uint32_t off = from; off < t->unsol_len;) {
-		const uint32_t n = std::min(send_dsl_, t->unsol_len - off);
-		DataOut h;
-		h.final = off + n == t->unsol_len;
-		h.lun = lun_field(t->lun);
-		h.itt = itt_of(t);
-		h.ttt = kReservedTag;
-		h.exp_statsn = exp_statsn_;
-		h.datasn = datasn++;
-		h.buffer_offset = off;
-		Bhs b;
-		encode(h, b);
-		TxPdu *p = new_pdu(t);
-		p->data = t->data.subspan(off, n);
-		send_pdu(p, b);
-		stats_.unsol_pdus++;
-		off += n;
+	dev_ = id_->device();
+	if (!dev_) {
+		*why = "no device for the address";
+		return false;
 	}
-}
+	const DeviceAttr &da = dev_->attr();
+	if (!(da.device_cap_flags & DEVICE_MEM_MGT_EXTENSIONS)) {
+		*why = dev_->name() + " has no fast registration (REG_MR): iSER needs one STag "
+		                      "per command";
+		return false;
+	}
+	pd_ = dev_->alloc_pd();
+	if (!pd_) {
+		*why = std::string("alloc_pd: ") + std::strerror(errno);
+		return false;
+	}
 
-void Session::send_data_out(Task *t, uint32_t ttt, uint32_t offset, uint32_t len)
-{
-	// 11.7: the Data-Out answering one R2T: its TTT, DataSN from 0, F on the last.
-	uint32_t datasn = 0;
-	const uint32_t end = offset + len;
-	for (uint32_t off = offset; off < end;) {
-		const uint32_t n = std::min(send_dsl_, end - off);
-		DataOut h;
-		h.final = off + n == end;
-		h.lun = lun_field(t->lun);
-		h.itt = itt_of(t);
-		h.ttt = ttt;
-		h.exp_statsn = exp_statsn_;
-		h.datasn = datasn++;
-		h.buffer_offset = off;
-		Bhs b;
-		encode(h, b);
-		TxPdu *p = new_pdu(t);
-		p->data = t->data.subspan(off, n);
-		p->ends_r2t = h.final;
-		send_pdu(p, b);
-		stats_.data_out_pdus++;
-		off += n;
-	}
-	t->solicited += len;
-}
+	// Queue depth by send-queue math (initiator_iser.h); fewer commands when the device's
+	// queues are shorter than asked for.
+	depth_ = std::max<uint32_t>(1, cfg_.queue_depth);
+	const uint32_t max_wr = da.max_qp_wr ? da.max_qp_wr : 16384;
+	if (depth_ * kWrsPerCmd + kCtrlSends + 1 > max_wr)
+		depth_ = std::max<uint32_t>(1, (max_wr - kCtrlSends - 1) / kWrsPerCmd);
+	sq_size_ = depth_ * kWrsPerCmd + kCtrlSends;
+	const uint32_t nrecv = depth_ + kUnexpected;
+	const uint32_t nsend = depth_ + kCtrlSends;
 
-void Session::send_nop_reply(const NopIn &in)
-{
-	// 11.18: the answer to a target's ping: ITT reserved, its TTT and LUN copied,
-	// immediate, CmdSN not advanced.
-	NopOut h;
-	h.immediate = true;
-	h.lun = in.lun;
-	h.itt = kReservedTag;
-	h.ttt = in.ttt;
-	h.cmdsn = cmdsn_;
-	h.exp_statsn = exp_statsn_;
-	Bhs b;
-	encode(h, b);
-	send_pdu(new_pdu(nullptr), b);
-	stats_.nop_in_pings++;
-}
+	// One MR maps one command: max_io bounded by the device's page list.
+	uint32_t pages = cfg_.max_io / kPage + 1; // +1: a buffer need not start on a page
+	if (da.max_fast_reg_page_list_len && pages > da.max_fast_reg_page_list_len)
+		pages = da.max_fast_reg_page_list_len;
+	max_io_ = std::min<uint32_t>(cfg_.max_io, (pages - 1) * kPage);
+	if (max_io_ == 0) {
+		*why = "the device's fast-registration page lists are too short";
+		return false;
+	}
+	if (int rc = mrs_.init(*pd_, int(depth_), pages); rc != 0) {
+		*why = std::string("MR pool: ") + std::strerror(-rc);
+		return false;
+	}
 
-void Session::send_filler(uint32_t cmdsn)
-{
-	// 7.2: the CmdSN of a rejected non-immediate command was not received; a
-	// non-immediate NOP-Out with that CmdSN fills the gap so later commands can run.
-	Task *t = alloc_task(Kind::Filler);
-	if (!t) {
-		fail("no task slot to fill the CmdSN gap of a rejected command");
-		return;
+	// Buffers: iSER header + BHS + AHS + data. A receive holds the larger of what we
+	// declare and a login response (8192); a send the larger of the immediate data we
+	// offer to carry and a login request.
+	recv_room_ = std::max(cfg_.recv_dsl, kDefaultMrdsl);
+	send_room_ = std::max(cfg_.send_dsl, kDefaultMrdsl);
+	max_recv_dsl_ = kDefaultMrdsl;
+	recv_pool_ = BufPool::create(*pd_, kIserHdrLen + kBhsLen + kMaxAhsLen + recv_room_, nrecv,
+	                             ACCESS_LOCAL_WRITE);
+	send_pool_ = BufPool::create(*pd_, kIserHdrLen + kBhsLen + kMaxAhsLen + send_room_ + 4,
+	                             nsend, ACCESS_LOCAL_WRITE);
+	if (!recv_pool_ || !send_pool_) {
+		*why = std::string("buffers: ") + std::strerror(errno);
+		return false;
 	}
-	NopOut h;
-	h.immediate = false;
-	h.itt = itt_of(t);
-	h.ttt = kReservedTag;
-	h.cmdsn = cmdsn;
-	h.exp_statsn = exp_statsn_;
-	Bhs b;
-	encode(h, b);
-	t->sent = true;
-	send_pdu(new_pdu(t), b);
-}
-
-uint32_t Session::task_mgmt(TmfFunction fn, uint64_t lun, uint32_t ref_itt, TmfDone done)
-{
-	if (state_ != SessionState::FullFeature || sparams_.type != SessionType::Normal) {
-		why_ = "task management needs a normal session in full feature phase";
-		return kReservedTag;
-	}
-	Task *t = alloc_task(Kind::Tmf);
-	if (!t)
-		return kReservedTag;
-	t->user = true;
-	in_flight_++;
-	t->fn = fn;
-	t->lun = lun;
-	t->ref_itt = ref_itt;
-	t->tmf_done = std::move(done);
-	const bool by_task = fn == TmfFunction::AbortTask || fn == TmfFunction::QueryTask;
-	Task *ref = by_task ? find_task(ref_itt) : nullptr;
-	if (ref && (ref->kind != Kind::Scsi || ref->finished))
-		ref = nullptr;
-	if (fn == TmfFunction::AbortTask && ref && !ref->sent) {
-		// Still waiting for the window: the target never saw it; abort it here.
-		pending_.erase(std::find(pending_.begin(), pending_.end(), ref->slot));
-		complete_scsi(ref, TaskOutcome::Aborted);
-		t->tmf_result.response = TmfResponse::Complete;
-		complete(t, TaskOutcome::Completed);
-		return itt_of(t);
-	}
-	// 11.5: TMF requests go immediate; RefCmdSN is the referenced task's CmdSN (ABORT
-	// TASK), else our current CmdSN.
-	TmfReq h;
-	h.immediate = true;
-	h.function = static_cast<uint8_t>(fn);
-	h.lun = lun_field(lun);
-	h.itt = itt_of(t);
-	h.rtt = by_task ? ref_itt : kReservedTag;
-	h.cmdsn = cmdsn_;
-	h.exp_statsn = exp_statsn_;
-	h.ref_cmdsn = ref ? ref->cmdsn : cmdsn_;
-	Bhs b;
-	encode(h, b);
-	t->sent = true;
-	t->cmdsn = cmdsn_;
-	t->seq = ++seq_;
-	send_pdu(new_pdu(t), b);
-	return itt_of(t);
-}
-
-uint32_t Session::ping(std::span<const uint8_t> data, PingDone done)
-{
-	if (state_ != SessionState::FullFeature) {
-		why_ = "not in full feature phase";
-		return kReservedTag;
-	}
-	if (data.size() > send_dsl_) {
-		why_ = "ping data longer than the target's MaxRecvDataSegmentLength";
-		return kReservedTag;
-	}
-	Task *t = alloc_task(Kind::Ping);
-	if (!t)
-		return kReservedTag;
-	t->user = static_cast<bool>(done);
-	if (t->user)
-		in_flight_++;
-	t->ping_data.assign(data.begin(), data.end());
-	t->ping_done = std::move(done);
-	// 11.18: a ping asks for an answer (valid ITT, TTT reserved); immediate so that it
-	// is not held behind a closed window.
-	NopOut h;
-	h.immediate = true;
-	h.itt = itt_of(t);
-	h.ttt = kReservedTag;
-	h.cmdsn = cmdsn_;
-	h.exp_statsn = exp_statsn_;
-	Bhs b;
-	encode(h, b);
-	TxPdu *p = new_pdu(t);
-	p->own = t->ping_data;
-	p->data = p->own;
-	t->sent = true;
-	send_pdu(p, b);
-	return itt_of(t);
-}
-
-uint32_t Session::submit(const ScsiRequest &req, ScsiDone done)
-{
-	if (state_ != SessionState::FullFeature || target_logout_) {
-		why_ = target_logout_ ? "the target asked for a logout"
-		                      : std::string("session is ") + session_state_name(state_);
-		return kReservedTag;
-	}
-	if (sparams_.type != SessionType::Normal) {
-		why_ = "SCSI commands need a normal session";
-		return kReservedTag;
-	}
-	if (req.cdb.empty() || req.cdb.size() > 260) {
-		why_ = "CDB must be 1..260 bytes";
-		return kReservedTag;
-	}
-	if ((req.dir == DataDir::None) != req.data.empty() || req.data.size() > UINT32_MAX) {
-		why_ = "data buffer does not match the direction";
-		return kReservedTag;
-	}
-	if (const uint32_t cap = tp_->max_data_len(); cap && req.data.size() > cap) {
-		why_ = "data buffer of " + std::to_string(req.data.size()) +
-		       " bytes is larger than the transport maps for one command (" +
-		       std::to_string(cap) + ")";
-		return kReservedTag;
-	}
-	Task *t = alloc_task(Kind::Scsi);
-	if (!t)
-		return kReservedTag;
-	t->user = true;
-	in_flight_++;
-	t->lun = req.lun;
-	std::memcpy(t->cdb.data(), req.cdb.data(), req.cdb.size());
-	t->cdb_len = static_cast<uint16_t>(req.cdb.size());
-	t->dir = req.dir;
-	t->data = req.data;
-	t->attr = req.attr;
-	t->done = std::move(done);
-	if (pending_.empty() && window_open() && send_cmd(t)) {
-		// sent
-	} else {
-		pending_.push_back(t->slot);
-		stats_.window_waits++;
-	}
-	return itt_of(t);
-}
-
-// ---------------------------------------------------------------------------------------------
-// Completion
-
-void Session::complete_scsi(Task *t, TaskOutcome o)
-{
-	if (o != TaskOutcome::Completed)
-		t->result.data_in = t->in_bytes;
-	complete(t, o);
-}
-
-void Session::complete(Task *t, TaskOutcome o)
-{
-	if (t->finished)
-		return;
-	t->finished = true;
-	t->outcome = o;
-	if (t->sent && (t->kind == Kind::Scsi || t->kind == Kind::Text))
-		sent_live_--;
-	// iSER: the target's access to the buffer is revoked before the callback may hand
-	// the buffer back (on_data_released drops the reference map_data took).
-	if (t->mapped && tp_)
-		tp_->unmap_data(itt_of(t));
-	finish_if_done(t);
-}
-
-void Session::maybe_probe_window()
-{
-	if (cfg_.window_probe && state_ == SessionState::FullFeature && !pending_.empty() &&
-	    !window_open() && sent_live_ == 0 && keepalive_itt_ == kReservedTag)
-		keepalive_itt_ = ping({}, {});
-}
-
-void Session::finish_if_done(Task *t)
-{
-	// A command's callback waits until the transport has given back every PDU that
-	// points into its buffer (the caller frees or reuses it in the callback).
-	if (!t->finished || t->tx_refs || t->queued_done)
-		return;
-	t->queued_done = true;
-	done_.push_back(t->slot);
-}
-
-void Session::deliver(Task *t)
-{
-	const bool user = t->user;
-	// The callback and the result are taken out before the slot is freed: the callback
-	// may submit again and reuse it.
-	auto hand_back = [&](auto cb, auto r) {
-		r.outcome = t->outcome;
-		free_task(t);
-		if (user)
-			in_flight_--;
-		if (cb)
-			cb(r);
-	};
-	switch (t->kind) {
-	case Kind::Scsi:
-		hand_back(std::move(t->done), t->result);
-		return;
-	case Kind::Tmf:
-		hand_back(std::move(t->tmf_done), t->tmf_result);
-		return;
-	case Kind::Ping:
-		hand_back(std::move(t->ping_done), t->ping_result);
-		return;
-	case Kind::Text:
-		// send_targets() reads the outcome and frees the slot itself.
-		t->text_ok = t->outcome == TaskOutcome::Completed && t->text_ok;
-		return;
-	default:
-		free_task(t);
-		return;
-	}
-}
-
-// ---------------------------------------------------------------------------------------------
-// Polling, timers, teardown
-
-int Session::poll(milliseconds timeout)
-{
-	if (polling_) {
-		why_ = "poll() called from a callback";
-		return -1;
-	}
-	polling_ = true;
-	const auto deadline = clock::now() + timeout;
-	int delivered = 0;
-	bool internal = false; // an internal exchange (text, logout) finished
-	for (;;) {
-		// Callbacks due (they may submit more, which goes out with the next I/O).
-		while (!done_.empty()) {
-			std::vector<uint32_t> due;
-			due.swap(done_);
-			for (uint32_t slot : due) {
-				Task *t = tasks_[slot].get();
-				t->queued_done = false;
-				const bool counted = t->user; // the owner's callbacks
-				deliver(t);
-				delivered += counted;
-				internal |= !counted;
-			}
+	// The caller's regions (zero copy) and the bounce heap for everything else.
+	for (std::span<uint8_t> r : cfg_.regions) {
+		auto mr = pd_->reg_mr(r.data(), r.size(), ACCESS_LOCAL_WRITE);
+		if (!mr) {
+			*why = std::string("register a buffer region: ") + std::strerror(errno);
+			return false;
 		}
-		if (delivered || internal)
-			break;
-		const bool alive =
-		    state_ == SessionState::FullFeature || state_ == SessionState::LoggingOut;
-		if (!alive)
-			break;
-		// A logout the target asked for goes out once nothing is in flight.
-		if (target_logout_ && state_ == SessionState::FullFeature && in_flight_ == 0) {
-			start_logout();
-			continue;
+		if (int rc = map_.register_mr(*mr); rc != 0) {
+			*why = std::string("buffer regions overlap: ") + std::strerror(-rc);
+			return false;
 		}
-		const auto now = clock::now();
-		if (now >= next_timer_check_) {
-			check_timers();
-			next_timer_check_ = now + kTimerPeriod;
-			if (!done_.empty())
-				continue;
-		}
-		if (now >= deadline && delivered == 0 && timeout.count() > 0)
-			break;
-		auto wait = std::min(std::chrono::ceil<milliseconds>(deadline - now),
-		                     std::chrono::ceil<milliseconds>(next_timer_check_ - now));
-		wait = std::max(wait, milliseconds(0));
-		if (!tp_->poll(wait))
-			fail(tp_->why());
-		if (timeout.count() == 0 && done_.empty())
-			break;
+		user_mrs_.push_back(std::move(mr));
 	}
-	polling_ = false;
-	if (delivered == 0 && done_.empty() &&
-	    (state_ == SessionState::Closed || state_ == SessionState::Failed))
-		return -1;
-	return delivered;
+	size_t max_alloc = kPage;
+	while (max_alloc < max_io_)
+		max_alloc <<= 1;
+	bounce_ = DmaHeap::create(*pd_, std::max(cfg_.bounce_bytes, max_alloc), max_alloc,
+	                          ACCESS_LOCAL_WRITE);
+	if (!bounce_) {
+		*why = std::string("bounce heap: ") + std::strerror(errno);
+		return false;
+	}
+
+	// One CQ for both queues, polled by this thread and slept on through its channel.
+	ch_ = dev_->create_comp_channel();
+	if (!ch_) {
+		*why = std::string("completion channel: ") + std::strerror(errno);
+		return false;
+	}
+	CqOptions co;
+	co.channel = ch_.get();
+	cq_ = alloc_cq(*dev_, int(sq_size_ + 1 + nrecv + 1 + 2), 0, PollCtx::Direct, nullptr, co);
+	if (!cq_) {
+		*why = std::string("CQ: ") + std::strerror(errno);
+		return false;
+	}
+	QpInitAttr qa;
+	qa.send_cq = cq_.get();
+	qa.recv_cq = cq_.get();
+	qa.cap.max_send_wr = sq_size_ + 1; // + drain's marker
+	qa.cap.max_recv_wr = nrecv + 1;
+	qa.cap.max_send_sge = 1;
+	qa.cap.max_recv_sge = 1;
+	qa.sq_sig_type = SigType::ReqWr;
+	qa.qp_context = this;
+	if (int rc = id_->create_qp(*pd_, qa); rc != 0) {
+		*why = std::string("create_qp: ") + std::strerror(-rc);
+		return false;
+	}
+
+	recvs_.resize(nrecv);
+	for (RecvDesc &d : recvs_) {
+		d.cqe.done = recv_done;
+		d.tp = this;
+		d.buf = recv_pool_->get();
+	}
+	sends_.resize(nsend);
+	for (SendDesc &d : sends_) {
+		d.cqe.done = send_done;
+		d.tp = this;
+		d.buf = send_pool_->get();
+		send_free_.push_back(&d);
+	}
+	// RFC 7145 7.2: receives are posted before the login request can be answered.
+	for (RecvDesc &d : recvs_) {
+		Sge sge{reinterpret_cast<uint64_t>(d.buf->addr), uint32_t(recv_pool_->buf_size()),
+		        d.buf->lkey};
+		RecvWr wr;
+		wr.wr_cqe = &d.cqe;
+		wr.sg_list = &sge;
+		wr.num_sge = 1;
+		const RecvWr *bad = nullptr;
+		if (int rc = id_->qp()->post_recv(&wr, &bad); rc != 0) {
+			*why = std::string("post_recv: ") + std::strerror(-rc);
+			return false;
+		}
+	}
+	return true;
 }
 
-void Session::check_timers()
+// ---- Teardown ---------------------------------------------------------------------------
+
+void IserTransport::close()
 {
-	if (state_ != SessionState::FullFeature && state_ != SessionState::LoggingOut)
+	if (!failed_) {
+		failed_ = true;
+		if (why_.empty())
+			why_ = "closed";
+	}
+	if (state_ == State::Closed || state_ == State::Idle) {
+		state_ = State::Closed;
 		return;
-	const auto now = clock::now();
-	// Every task, queued or sent, has cmd_timeout to be answered (a window that never
-	// opens is a target that stopped working too). Fillers wait as long as they must.
-	for (auto &up : tasks_) {
-		Task *t = up.get();
-		if (t->kind == Kind::Free || t->kind == Kind::Filler || t->finished)
-			continue;
-		if (now - t->start > cfg_.cmd_timeout) {
-			if (t->kind == Kind::Ping && itt_of(t) == keepalive_itt_)
-				continue; // nop_timeout below
-			complete(t, TaskOutcome::Timeout);
-			fail("no answer from the target within " +
-			     std::to_string(cfg_.cmd_timeout.count()) + " ms (ITT " +
-			     std::to_string(itt_of(t)) + ")");
+	}
+	const State was = state_;
+	state_ = State::Closed;
+	// The QP to ERR first (disconnect does it, and a QP that never connected gets it
+	// here): from then on the device executes no RDMA of the target's into our memory,
+	// so the registrations can go back to the session at once (RFC 7145 10.1.3.? rules
+	// aside, an RC QP in ERR answers no request).
+	if (id_ && was == State::Up)
+		id_->disconnect();
+	if (id_ && id_->qp()) {
+		QpAttr a;
+		a.qp_state = QpState::Err;
+		(void)id_->qp()->modify(a, QP_STATE);
+	}
+	// PDUs: those posted were copied into our send buffers at post time, so they can be
+	// handed back now; the flushes that follow find nothing to return.
+	for (SendDesc &d : sends_)
+		if (TxPdu *p = std::exchange(d.pdu, nullptr); p && sink_)
+			sink_->on_sent(p, false);
+	while (!backlog_.empty()) {
+		TxPdu *p = backlog_.front();
+		backlog_.pop_front();
+		if (sink_)
+			sink_->on_sent(p, false);
+	}
+	release_all();
+	// Draining needs this CQ processed, which cannot happen from inside its own
+	// processing: then poll() or the destructor finishes the job.
+	if (!in_cb_)
+		teardown();
+}
+
+void IserTransport::teardown()
+{
+	if (torn_down_ || state_ != State::Closed)
+		return;
+	torn_down_ = true;
+	// Every posted WR comes back (flushed) through its done(); bounded per queue.
+	if (id_ && id_->qp())
+		drain_qp(*id_->qp(), cfg_.drain_timeout);
+	if (id_)
+		id_->destroy_qp();
+	for (RecvDesc &d : recvs_)
+		if (d.buf)
+			recv_pool_->put(std::exchange(d.buf, nullptr));
+	for (SendDesc &d : sends_)
+		if (d.buf)
+			send_pool_->put(std::exchange(d.buf, nullptr));
+	id_.reset(); // waits out a running CM handler
+	if (cq_ && free_cq(cq_) != 0)
+		(void)cq_.release(); // still referenced: leak it rather than free it under a user
+	if (mrs_.size() && mrs_.destroy() != 0)
+		std::fprintf(stderr, "ulp iser initiator: MRs still out at teardown\n");
+	bounce_.reset();
+	recv_pool_.reset();
+	send_pool_.reset();
+	for (auto &mr : user_mrs_)
+		map_.unregister_region(reinterpret_cast<void *>(mr->iova()), mr->length());
+	user_mrs_.clear();
+	ch_.reset();
+	pd_.reset();
+}
+
+void IserTransport::release_all()
+{
+	for (Reg &r : regs_)
+		if (r.live)
+			release(r);
+	inv_wait_.clear();
+}
+
+// ---- Data registration ---------------------------------------------------------------------
+
+IserTransport::Reg *IserTransport::reg_of(uint32_t itt)
+{
+	const uint32_t slot = itt & 0xffff;
+	if (slot >= regs_.size() || !regs_[slot].live || regs_[slot].itt != itt)
+		return nullptr;
+	return &regs_[slot];
+}
+
+bool IserTransport::can_map() const
+{
+	return state_ == State::Up && mrs_.available() > 0;
+}
+
+int IserTransport::map_data(uint32_t itt, DataDir dir, std::span<uint8_t> data, uint32_t unsol)
+{
+	if (state_ != State::Up)
+		return -ENOTCONN;
+	if (data.empty() || dir == DataDir::None)
+		return -EINVAL;
+	if (data.size() > max_io_)
+		return -E2BIG;
+	const uint32_t slot = itt & 0xffff;
+	if (slot >= regs_.size())
+		regs_.resize(slot + 1);
+	Reg &r = regs_[slot];
+	if (r.live)
+		return -EBUSY; // the session reuses a slot only after on_data_released
+	Mr *mr = mrs_.get();
+	if (!mr)
+		return -EAGAIN;
+	uint8_t *dma = data.data();
+	bool bounced = false;
+	MemTranslation t;
+	if (map_.translate(data.data(), data.size(), &t) != 0) {
+		dma = static_cast<uint8_t *>(bounce_->alloc(data.size()));
+		if (!dma) {
+			mrs_.put(mr);
+			return -EAGAIN;
+		}
+		bounced = true;
+		if (dir == DataDir::Write)
+			std::memcpy(dma, data.data(), data.size());
+	}
+	SgEntry sg{reinterpret_cast<uint64_t>(dma), uint32_t(data.size())};
+	unsigned off = 0;
+	int n = mr->map_sg({&sg, 1}, &off, kPage);
+	if (n != 1 || mr->length() != data.size()) {
+		if (bounced)
+			bounce_->free(dma);
+		mrs_.put(mr);
+		return n < 0 ? n : -EINVAL;
+	}
+	r = Reg{};
+	r.inv_cqe.done = inv_done;
+	r.tp = this;
+	r.live = true;
+	r.itt = itt;
+	r.dir = dir;
+	r.user = data;
+	r.dma = dma;
+	r.bounced = bounced;
+	r.mr = mr;
+	r.unsol = std::min<uint32_t>(unsol, uint32_t(data.size()));
+	// The target WRITEs read data into us, READs write data from us (RFC 7145 7.3).
+	r.access =
+	    dir == DataDir::Read ? ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE : ACCESS_REMOTE_READ;
+	// A fresh key per registration: a stale STag of an earlier command fails.
+	mr->inc_rkey();
+	stats_.mapped++;
+	stats_.bounced += bounced;
+	return 0;
+}
+
+void IserTransport::unmap_data(uint32_t itt)
+{
+	Reg *r = reg_of(itt);
+	if (!r || r->unmapping)
+		return;
+	r->unmapping = true;
+	if (state_ != State::Up || !r->posted || r->remote_inv) {
+		// Closed (the QP is gone), never registered on the device, or the target
+		// invalidated the key itself: nothing can reach the buffer any more.
+		if (r->remote_inv)
+			stats_.remote_inv++;
+		release(*r);
+		return;
+	}
+	if (!post_inv(*r))
+		inv_wait_.push_back(itt & 0xffff);
+}
+
+bool IserTransport::post_inv(Reg &r)
+{
+	if (sq_used_ + 1 > sq_size_)
+		return false;
+	r.inv_wr = SendWr{};
+	r.inv_wr.wr_cqe = &r.inv_cqe;
+	r.inv_wr.opcode = WrOpcode::LocalInv;
+	r.inv_wr.send_flags = SEND_SIGNALED;
+	r.inv_wr.invalidate_rkey = r.mr->rkey();
+	const SendWr *bad = nullptr;
+	if (int rc = id_->qp()->post_send(&r.inv_wr, &bad); rc != 0) {
+		fail(std::string("post LOCAL_INV: ") + std::strerror(-rc));
+		return true; // close() released it
+	}
+	sq_used_++;
+	stats_.local_inv++;
+	return true;
+}
+
+void IserTransport::release(Reg &r)
+{
+	// A READ through the bounce heap: the key is dead, so the bytes are final (all of
+	// them when the response came: it follows the RDMA WRITEs, RC ordering); hand them
+	// over. What they are worth the session decides from the outcome.
+	if (r.bounced) {
+		if (r.dir == DataDir::Read)
+			std::memcpy(r.user.data(), r.dma, r.user.size());
+		bounce_->free(r.dma);
+	}
+	r.mr->need_inval = false;
+	mrs_.put(r.mr);
+	r.live = false;
+	const uint32_t itt = r.itt;
+	if (sink_)
+		sink_->on_data_released(itt);
+}
+
+void IserTransport::inv_done(Cq *, Wc *wc)
+{
+	auto *r = container_of(wc->wr_cqe, &Reg::inv_cqe);
+	IserTransport *tp = r->tp;
+	tp->sq_used_--;
+	if (wc->status != WcStatus::Success && tp->state_ == State::Up)
+		tp->fail(std::string("LOCAL_INV: ") + wc_status_str(wc->status));
+	if (r->live && tp->state_ == State::Up)
+		tp->release(*r);
+	// Closed: close() releases it after the QP is gone.
+	tp->run_backlog();
+}
+
+// ---- Sending ------------------------------------------------------------------------------
+
+void IserTransport::queue(TxPdu *p)
+{
+	if (state_ != State::Up) {
+		sink_->on_sent(p, false);
+		return;
+	}
+	Post r = backlog_.empty() ? post_pdu(p) : Post::NoRoom;
+	if (r == Post::NoRoom) {
+		backlog_.push_back(p);
+		stats_.backlogged++;
+	} else if (r == Post::Dropped) {
+		sink_->on_sent(p, false);
+	}
+}
+
+IserTransport::Post IserTransport::post_pdu(TxPdu *p)
+{
+	const uint8_t *bhs = p->hdr_len ? p->hdr.data() : p->data.data();
+	const size_t len = size_t(p->hdr_len) + p->data.size();
+	if (len < kBhsLen || len > send_pool_->buf_size() - kIserHdrLen) {
+		fail("a " + std::to_string(len) + "-byte PDU does not fit an iSER send buffer");
+		return Post::Dropped;
+	}
+	// The command's registration rides with its PDU (RFC 7145 7.3.1: the STags are in
+	// the iSER header of the SCSI Command).
+	IserHdr ih;
+	Reg *r = nullptr;
+	if ((bhs[0] & 0x3f) == kOpScsiCmd)
+		r = reg_of(get_be32(bhs + 16));
+	const uint32_t nwr = r && !r->posted ? 2 : 1;
+	if (send_free_.empty() || sq_used_ + nwr > sq_size_)
+		return Post::NoRoom;
+	SendDesc *d = send_free_.back();
+	send_free_.pop_back();
+	if (r) {
+		const uint64_t va = reinterpret_cast<uint64_t>(r->dma);
+		if (r->dir == DataDir::Read) {
+			ih.rsv = true;
+			ih.read_stag = r->mr->rkey();
+			ih.read_va = va;
+		} else {
+			ih.wsv = true;
+			ih.write_stag = r->mr->rkey();
+			ih.write_va = va + r->unsol; // past what the command carries itself
+		}
+	}
+	auto *b = static_cast<uint8_t *>(d->buf->addr);
+	build_iser_hdr(ih, std::span<uint8_t, kIserHdrLen>(b, kIserHdrLen));
+	size_t n = kIserHdrLen;
+	std::memcpy(b + n, p->hdr.data(), p->hdr_len);
+	n += p->hdr_len;
+	if (!p->data.empty())
+		std::memcpy(b + n, p->data.data(), p->data.size());
+	n += p->data.size();
+	// No padding, no digests: RFC 7145 7.3 lets a SEND end after the data segment.
+	d->pdu = p;
+	d->nwr = nwr;
+	d->sge = Sge{reinterpret_cast<uint64_t>(b), uint32_t(n), d->buf->lkey};
+	d->wr = SendWr{};
+	d->wr.wr_cqe = &d->cqe;
+	d->wr.sg_list = &d->sge;
+	d->wr.num_sge = 1;
+	d->wr.opcode = WrOpcode::Send;
+	d->wr.send_flags = SEND_SIGNALED;
+	SendWr *first = &d->wr;
+	if (nwr == 2) {
+		d->reg = RegWr{};
+		d->reg.opcode = WrOpcode::RegMr;
+		d->reg.mr = r->mr;
+		d->reg.key = r->mr->rkey();
+		d->reg.access = r->access;
+		d->reg.next = &d->wr;
+		first = &d->reg;
+	}
+	const SendWr *bad = nullptr;
+	if (int rc = id_->qp()->post_send(first, &bad); rc != 0) {
+		d->pdu = nullptr;
+		send_free_.push_back(d);
+		fail(std::string("post_send: ") + std::strerror(-rc));
+		return Post::Dropped;
+	}
+	if (nwr == 2) {
+		r->posted = true;
+		r->mr->need_inval = true;
+	}
+	sq_used_ += nwr;
+	stats_.sends++;
+	return Post::Posted;
+}
+
+void IserTransport::run_backlog()
+{
+	while (state_ == State::Up && !inv_wait_.empty()) {
+		const uint32_t slot = inv_wait_.front();
+		if (!post_inv(regs_[slot]))
+			return;
+		inv_wait_.pop_front();
+	}
+	while (state_ == State::Up && !backlog_.empty()) {
+		TxPdu *p = backlog_.front();
+		Post r = post_pdu(p);
+		if (r == Post::NoRoom)
+			return;
+		backlog_.pop_front();
+		if (r == Post::Dropped && sink_)
+			sink_->on_sent(p, false);
+	}
+}
+
+void IserTransport::send_done(Cq *, Wc *wc)
+{
+	auto *d = container_of(wc->wr_cqe, &SendDesc::cqe);
+	IserTransport *tp = d->tp;
+	tp->sq_used_ -= d->nwr;
+	TxPdu *p = std::exchange(d->pdu, nullptr);
+	tp->send_free_.push_back(d);
+	const bool ok = wc->status == WcStatus::Success;
+	if (!ok && tp->state_ == State::Up) // a flush while up: the QP left RTS on its own
+		tp->fail(std::string("send: ") + wc_status_str(wc->status));
+	if (p && tp->sink_)
+		tp->sink_->on_sent(p, ok);
+	tp->run_backlog();
+}
+
+// ---- Receiving ----------------------------------------------------------------------------
+
+void IserTransport::post_recv(RecvDesc *d)
+{
+	Sge sge{reinterpret_cast<uint64_t>(d->buf->addr), uint32_t(recv_pool_->buf_size()),
+	        d->buf->lkey};
+	RecvWr wr;
+	wr.wr_cqe = &d->cqe;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	const RecvWr *bad = nullptr;
+	if (int rc = id_->qp()->post_recv(&wr, &bad); rc != 0)
+		fail(std::string("post_recv: ") + std::strerror(-rc));
+}
+
+void IserTransport::recv_done(Cq *, Wc *wc)
+{
+	auto *d = container_of(wc->wr_cqe, &RecvDesc::cqe);
+	d->tp->on_recv(d, *wc);
+}
+
+void IserTransport::on_recv(RecvDesc *d, const Wc &wc)
+{
+	if (state_ != State::Up && state_ != State::Connecting)
+		return; // a flush while closing
+	if (wc.status != WcStatus::Success) {
+		if (wc.status != WcStatus::WrFlushErr)
+			fail(std::string("receive: ") + wc_status_str(wc.status));
+		else
+			fail("connection flushed");
+		return;
+	}
+	std::span<const uint8_t> in(static_cast<const uint8_t *>(d->buf->addr), wc.byte_len);
+	IserHdr ih;
+	Pdu pdu;
+	PduError pe;
+	if (std::string why; !parse_iser_message(in, max_recv_dsl_, &ih, &pdu, &pe, &why)) {
+		fail("from the target: " + why);
+		return;
+	}
+	// Remote invalidation (RFC 7145 7.3.?, Linux iser_check_remote_inv): only with the
+	// SCSI Response of the command the key belongs to, and only if we allowed it.
+	if (wc.wc_flags & WC_WITH_INVALIDATE) {
+		const uint8_t op = pdu.bhs[0] & 0x3f;
+		Reg *r = op == kOpScsiRsp ? reg_of(get_be32(pdu.bhs.data() + 16)) : nullptr;
+		char buf[96];
+		if (!cfg_.allow_remote_inv || !r || !r->posted ||
+		    r->mr->rkey() != wc.invalidate_rkey) {
+			std::snprintf(buf, sizeof(buf),
+			              "the target invalidated STag %08x, not the key of this %s",
+			              wc.invalidate_rkey,
+			              op == kOpScsiRsp ? "command" : "PDU (no command)");
+			fail(buf);
 			return;
 		}
+		r->remote_inv = true;
 	}
-	if (state_ != SessionState::FullFeature)
-		return;
-	if (keepalive_itt_ != kReservedTag) {
-		Task *k = find_task(keepalive_itt_);
-		if (!k || k->finished) {
-			keepalive_itt_ = kReservedTag;
-		} else if (now - k->start > cfg_.nop_timeout) {
-			fail("no answer to NOP-Out ping within " +
-			     std::to_string(cfg_.nop_timeout.count()) + " ms");
-		}
-		return;
-	}
-	// Nothing heard for a while: make sure the target is still there (open-iscsi's
-	// noop_out_interval). Commands held by a closed window with nothing in flight to
-	// reopen it: ask for the window (the NOP-In carries MaxCmdSN).
-	const bool idle = cfg_.nop_interval.count() > 0 && now - last_rx_ > cfg_.nop_interval;
-	const bool stuck = cfg_.window_probe && !pending_.empty() && !window_open() &&
-	                   now - last_rx_ >= kTimerPeriod;
-	if (idle || stuck)
-		keepalive_itt_ = ping({}, {});
+	stats_.recvs++;
+	sink_->on_pdu(pdu, pe);
+	if (state_ == State::Up)
+		post_recv(d); // the PDU is taken apart: its buffer goes back
 }
 
-void Session::start_logout()
-{
-	Task *t = alloc_task(Kind::Logout);
-	if (!t) {
-		fail("no task slot for the logout");
-		return;
-	}
-	state_ = SessionState::LoggingOut;
-	// 11.14: Logout Request, immediate (as open-iscsi sends it), reason "close the
-	// session"; CmdSN is the next one, not advanced.
-	LogoutReq h;
-	h.immediate = true;
-	h.reason = kLogoutCloseSession;
-	h.itt = itt_of(t);
-	h.cid = cparams_.cid;
-	h.cmdsn = cmdsn_;
-	h.exp_statsn = exp_statsn_;
-	Bhs b;
-	encode(h, b);
-	logout_itt_ = itt_of(t);
-	t->sent = true;
-	send_pdu(new_pdu(t), b);
-}
+// ---- Polling -------------------------------------------------------------------------------
 
-bool Session::logout(milliseconds timeout)
+void IserTransport::handle_cm_events()
 {
-	const auto deadline = clock::now() + timeout;
-	if (state_ == SessionState::FullFeature) {
-		// 11.14: no new commands; the ones in flight finish first (bounded).
-		while (in_flight_ && state_ == SessionState::FullFeature && clock::now() < deadline)
-			poll(std::chrono::ceil<milliseconds>(deadline - clock::now()));
-		if (state_ == SessionState::FullFeature) {
-			while (!pending_.empty()) {
-				Task *x = tasks_[pending_.front()].get();
-				pending_.pop_front();
-				complete(x, TaskOutcome::Cancelled);
+	std::deque<CmRec> evs;
+	{
+		std::lock_guard g(cm_lock_);
+		evs.swap(cm_events_);
+	}
+	for (const CmRec &e : evs) {
+		switch (e.type) {
+		case CmEventType::Disconnected:
+			// What the target sent before it disconnected (a Logout Response, say) is
+			// in the CQ already: take it before failing (RC delivers it first, the CM
+			// event comes out of band).
+			while (state_ == State::Up && process() > 0) {
 			}
-			start_logout();
-		}
-	}
-	while (state_ == SessionState::LoggingOut && clock::now() < deadline) {
-		polling_ = true;
-		if (!tp_->poll(std::chrono::ceil<milliseconds>(deadline - clock::now())))
-			fail(tp_->why());
-		polling_ = false;
-	}
-	if (state_ == SessionState::LoggingOut)
-		fail("no Logout Response within " + std::to_string(timeout.count()) + " ms");
-	// Deliver what the logout or failure completed.
-	while (poll(milliseconds(0)) > 0) {
-	}
-	return state_ == SessionState::Closed && logout_ok_;
-}
-
-void Session::close(const std::string &why)
-{
-	fail(why);
-}
-
-void Session::fail(const std::string &why)
-{
-	if (state_ == SessionState::Failed || state_ == SessionState::Closed)
-		return;
-	state_ = SessionState::Failed;
-	error_ = why;
-	if (cfg_.log)
-		cfg_.log("session failed: " + why);
-	if (tp_)
-		tp_->close(); // gives back every queued PDU
-	pending_.clear();
-	for (auto &up : tasks_)
-		if (up->kind != Kind::Free && !up->finished)
-			complete(up.get(), TaskOutcome::ConnectionLost);
-	keepalive_itt_ = kReservedTag;
-}
-
-// ---------------------------------------------------------------------------------------------
-// Synchronous helpers
-
-// Issue one task with a callback that fills its result, then poll until it is delivered,
-// bounded by cmd_timeout (check_timers enforces it) plus a second for the delivery.
-// kReservedTag from issue: Cancelled. Not delivered in time: ConnectionLost; with
-// fail_late the session is failed first, which ends the task with that reason.
-template <class Result, class Issue> Result Session::wait_for(Issue &&issue, bool fail_late)
-{
-	Result out;
-	bool got = false;
-	if (issue([&](const Result &r) {
-		    out = r;
-		    got = true;
-	    }) == kReservedTag) {
-		out.outcome = TaskOutcome::Cancelled;
-		return out;
-	}
-	const auto deadline = clock::now() + cfg_.cmd_timeout + milliseconds(1000);
-	while (!got && clock::now() < deadline)
-		if (poll(milliseconds(100)) < 0)
+			fail("the target disconnected");
+			return;
+		case CmEventType::DeviceRemoval:
+			fail("RDMA device removed");
+			return;
+		case CmEventType::ConnectError:
+		case CmEventType::Unreachable:
+			fail(std::string("RDMA/CM: ") + cm_event_str(e.type));
+			return;
+		default:
 			break;
-	if (!got && fail_late) {
-		fail("command did not complete in time");
-		while (!got && poll(milliseconds(0)) > 0) {
 		}
 	}
-	if (!got)
-		out.outcome = TaskOutcome::ConnectionLost;
-	return out;
 }
 
-ScsiResult Session::run(const ScsiRequest &req)
+int IserTransport::process()
 {
-	return wait_for<ScsiResult>([&](ScsiDone done) { return submit(req, std::move(done)); },
-	                            true);
+	in_cb_ = true;
+	const int n = process_cq_direct(*cq_, kPollBudget);
+	in_cb_ = false;
+	if (state_ == State::Closed)
+		teardown(); // a callback closed us: finish outside the CQ's processing
+	return n;
 }
 
-TmfResult Session::task_mgmt_sync(TmfFunction fn, uint64_t lun, uint32_t ref_itt)
+bool IserTransport::poll(std::chrono::milliseconds timeout)
 {
-	return wait_for<TmfResult>(
-	    [&](TmfDone done) { return task_mgmt(fn, lun, ref_itt, std::move(done)); }, false);
+	if (state_ != State::Up)
+		return false;
+	const auto deadline = clock::now() + timeout;
+	for (;;) {
+		handle_cm_events();
+		if (state_ != State::Up)
+			return false;
+		if (process() > 0)
+			return state_ == State::Up;
+		// Nothing now: arm, look once more (a completion may have landed before the
+		// arm), then sleep on the channel and the CM's eventfd.
+		if (int rc = cq_->req_notify(CqNotify::NextComp); rc != 0)
+			return fail(std::string("req_notify: ") + std::strerror(-rc));
+		if (process() > 0)
+			return state_ == State::Up;
+		const int ms = remaining_ms(deadline);
+		pollfd pfd[2] = {{ch_->fd(), POLLIN, 0}, {evfd_, POLLIN, 0}};
+		int n = ::poll(pfd, 2, ms);
+		if (n < 0 && errno != EINTR)
+			return fail(std::string("poll: ") + std::strerror(errno));
+		if (n > 0 && (pfd[0].revents & POLLIN)) {
+			Cq *ev = nullptr;
+			while (ch_->get_cq_event(&ev, 0) == 0) {
+			}
+		}
+		if (n > 0 && (pfd[1].revents & POLLIN)) {
+			uint64_t v;
+			(void)!::read(evfd_, &v, sizeof(v));
+		}
+		if (n == 0) {
+			handle_cm_events();
+			return state_ == State::Up;
+		}
+	}
 }
 
-PingResult Session::ping_sync(std::span<const uint8_t> data)
+} // namespace
+
+std::unique_ptr<InitiatorTransport> make_iser_transport(const IserInitiatorConfig &cfg)
 {
-	return wait_for<PingResult>([&](PingDone done) { return ping(data, std::move(done)); },
-	                            false);
+	return std::make_unique<IserTransport>(cfg);
 }
 
 } // namespace ulp::iscsi

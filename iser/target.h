@@ -1,36 +1,48 @@
 // SPDX-License-Identifier: MIT
-// iser/target.h - an iSCSI target node set: the targets one portal group serves, their
-// sessions, and the answers the login and discovery engines need (the kernel's
-// iscsi_target_tpg.c and iscsi_target_login.c session half).
+// iser/target.h - the iSER transport, target side (RFC 7145; the kernel's ib_isert):
+// RDMA/CM portals on a device (the soft provider or an rdma-core one) and one IserConn per
+// connection, running the iSCSI session layer (Conn) over RDMA.
 //
-// An IscsiTarget is transport neutral. Transports (TCP: iser/tcp.h; iSER later) accept
-// connections and run a Conn (iser/conn.h) on each; a Conn's login asks the IscsiTarget
-// which targets exist, who may log in and how, and finally which session it joins. The
-// session's SCSI side is a scsi::Session on the target's scsi::Tpg, whose fabric is the
-// IscsiTarget's (every SCSI callback is routed to the command's connection).
+// What iSER changes (RFC 7145 section 7), and where it happens here:
+//   - every iSCSI PDU travels in a SEND, behind a 28-byte iSER header; no digests
+//     (IserConn::queue_pdu, handle_recv);
+//   - SCSI READ data goes by RDMA WRITE into the initiator's buffer (read STag), chained
+//     before the SEND carrying the SCSI Response, which is a SEND_WITH_INV of the STag
+//     when the initiator allows it and the device can (send_read_response);
+//   - SCSI WRITE data beyond the immediate and unsolicited data comes by RDMA READ from
+//     the initiator's buffer (write STag) (fetch_data_out); no R2T, no Data-In PDU;
+//   - receive buffers are posted before the connection is accepted (so before the final
+//     login response: RFC 7145 7.? "the target must post receive buffers before ...") and
+//     each is re-posted as soon as its PDU has been taken apart, before the response
+//     that returns the initiator's credit for it.
 //
-// Sessions here: one connection each (MaxConnections is offered as 1), ERL 0, session
-// reinstatement (a leading login with an ISID and initiator name that already have a
-// session closes the old one first, RFC 7143 6.3.5).
+// Resources per connection: a QP on the RDMA/CM id, sized by rw_init_qp for cmd_window
+// rw contexts; one CQ from the device's CQ pool (Workqueue context) for both queues; a
+// receive ring and a send ring of registered buffers (BufPool); data buffers come from the
+// portal's per-device DmaHeap (one contiguous registered block per command).
 //
-// Teardown: closing a session aborts its commands and waits for them (scsi::Tpg::
-// close_session), which must not run on a connection's own thread (the aborted commands
-// need it to finish). It runs on the target's reaper thread, bounded and logged; the
-// connection is freed after.
+// Serialisation: a Conn's work must run one piece at a time. Over TCP that is one thread;
+// here completions arrive on the CQ pool's workers and CM events on the provider's CM
+// thread, so IserConn serialises by its lock instead: every entry takes it, does its work
+// and runs the events posted meanwhile before leaving. An event posted from any other
+// thread (a backstore completion) runs on that thread when the lock is free (a try-lock:
+// the poster holds the inbox lock); otherwise the holder runs it, since a holder lets go
+// of the lock only under the inbox lock, once the inbox is empty. No event waits for a
+// thread to be woken for it: under TCG each switch costs tens of microseconds. The
+// portal's event thread ticks the connections' timers, drains and frees the connections
+// that are done, and runs the blocking parts of teardown (drain_qp).
 #pragma once
 
-#include "iser/chap.h"
-#include "iser/discovery.h"
-#include "iser/login.h"
-#include "iser/params.h"
-#include "scsi/fabric.h"
-#include "scsi/target.h"
+#include "core/buf_pool.h"
+#include "core/cm.h"
+#include "core/dma_heap.h"
+#include "core/registry.h"
+#include "iscsi/target/conn.h"
+#include "iscsi/target/target.h"
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <cstdint>
-#include <deque>
-#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -41,124 +53,97 @@
 namespace ulp::iscsi
 {
 
-class Conn;
-class IscsiSession;
+class IserConn;
 
-// One target node.
-struct TargetNode {
-	std::string name;          // iSCSI name (iqn..., eui..., naa...)
-	std::string alias;         // TargetAlias declared at login; empty: none
-	scsi::Tpg *tpg = nullptr;  // its LUNs and ACLs (not owned)
-	bool require_chap = false; // AuthMethod=None refused
-	// TARGET WARM RESET and TARGET COLD RESET (RFC 7143 11.5.1) reset every LU of the
-	// target for every initiator, and a cold reset drops every session of it: one
-	// initiator can disrupt all the others. Refused ("Function authorization failed")
-	// unless the target allows them, as the kernel's target refuses them unless its ACLs
-	// allow them.
-	bool allow_target_reset = false;
-	// CHAP secrets by initiator name; "" applies to any initiator without its own entry.
-	// Empty map: CHAP is not offered for this target.
-	std::map<std::string, ChapCredentials> chap;
-};
-
-struct TargetConfig {
-	std::vector<TargetNode> targets;
-	uint16_t tpgt = 1;                         // the portal group tag of every portal
-	std::vector<std::string> portal_addresses; // "host:port" as SendTargets reports them
-	OperationalPrefs prefs;                    // what the target accepts at login
-	ChapPolicy chap_policy;
-	bool allow_discovery = true;         // discovery sessions accepted
-	bool discovery_require_chap = false; // discovery sessions must authenticate
-	std::map<std::string, ChapCredentials> discovery_chap; // as TargetNode::chap
-	uint32_t cmd_window = 128;                             // commands in flight per session
-	                                                       // (MaxCmdSN - ExpCmdSN + 1)
-	uint32_t max_io_bytes = 16u << 20;                 // largest EDTL accepted (buffer size)
-	std::chrono::milliseconds nop_interval{0};         // target NOP-In pings; 0: none
-	std::chrono::milliseconds nop_timeout{15000};      // no answer in this long: drop
-	std::chrono::milliseconds login_timeout{15000};    // a login not done by then: drop
-	std::chrono::milliseconds teardown_timeout{10000}; // close_session's bound
-	// One line per login and logout ("login: iqn.x from 1.2.3.4:5 to iqn.t ...").
-	std::function<void(const std::string &)> log;
-	bool trace = false; // also one line per PDU received and sent (diagnostics)
+struct IserConfig {
+	uint32_t recv_dsl = 8192;       // our TargetRecvDataSegmentLength: receive buffer data
+	                                // room (RFC 7145 6.? default 8192)
+	uint32_t send_dsl = 8192;       // the largest data segment we send in one SEND
+	uint32_t extra_recvs = 32;      // receive buffers beyond cmd_window + immediate slots:
+	                                // NOP-Out, TMF, Text, Logout, unsolicited Data-Out
+	uint32_t send_ring = 0;         // send buffers; 0: cmd_window + 32
+	size_t heap_bytes = 256u << 20; // data buffers per device (DmaHeap), bytes
+	size_t max_io = 16u << 20;      // largest command buffer (a power of two)
+	int vector_hint = -1;           // CQ pool completion vector; -1: round robin
+	std::chrono::milliseconds drain_timeout{10000}; // drain_qp's bound per queue
+	// Bound on one command's RDMA transfer: the READ of its write data, or the WRITEs of
+	// its read data with the response SEND chained behind them. On a live RC connection
+	// either completes or fails within the transport's retries (well under a second);
+	// past this bound the connection is dropped with a log line, which flushes the WRs
+	// and ends the command, instead of the initiator timing out with nothing logged.
+	std::chrono::milliseconds data_timeout{10000};
 };
 
 // Counters (diagnostics, tests).
-struct TargetStats {
-	uint64_t logins = 0;            // completed logins
-	uint64_t login_failures = 0;    // failed ones
-	uint64_t sessions_open = 0;     // normal + discovery sessions now
-	uint64_t conns_open = 0;        // connections now (logging in or in full feature)
-	uint64_t reinstatements = 0;    // sessions closed by a new leading login
-	uint64_t teardown_timeouts = 0; // sessions left allocated after close_session timed out
+struct IserStats {
+	uint64_t accepted = 0;       // connections accepted
+	uint64_t rejected = 0;       // connection requests refused
+	uint64_t send_inv = 0;       // responses sent as SEND_WITH_INV
+	uint64_t rdma_reads = 0;     // RDMA READ contexts posted (write data)
+	uint64_t rdma_writes = 0;    // RDMA WRITE contexts posted (read data)
+	uint64_t task_set_full = 0;  // commands answered TASK SET FULL for lack of a buffer
+	uint64_t data_timeouts = 0;  // connections dropped for an RDMA transfer past data_timeout
+	uint64_t no_read_credit = 0; // writes failed: the initiator granted no RDMA READ credit
 };
 
-class IscsiTarget final : public scsi::Fabric, public DiscoveryHandler
+class IserPortal
 {
 public:
-	explicit IscsiTarget(TargetConfig cfg);
-	~IscsiTarget() override;
-	IscsiTarget(const IscsiTarget &) = delete;
-	IscsiTarget &operator=(const IscsiTarget &) = delete;
+	IserPortal(IscsiTarget &target, Provider &provider, const IserConfig &cfg = {});
+	// Stops (stop()) first.
+	~IserPortal();
+	IserPortal(const IserPortal &) = delete;
+	IserPortal &operator=(const IserPortal &) = delete;
 
-	const TargetConfig &cfg() const { return cfg_; }
-	const TargetNode *find_node(std::string_view name) const;
-	// The portals SendTargets reports ("host:port"), once the transports know their
-	// ports (an ephemeral port is known only after listening).
-	void set_portal_addresses(std::vector<std::string> a);
-	void log(const std::string &line) const;
+	// Listen on addr (its device is the one the provider binds the address to). Port 0:
+	// the provider picks (port() tells). 0, or a negative errno with *why.
+	int listen(const SockAddr &addr, std::string *why);
+	uint16_t port() const { return port_; }
+	int start(); // the event thread; 0 or a negative errno
 
-	// Connections register while they live (stop() walks them).
-	void add_conn(Conn *c);
-	void remove_conn(Conn *c);
+	void stop_accepting(); // destroy the listening id (connections stay)
+	// Stop the event thread and free what is left. Call IscsiTarget::stop first so that
+	// the connections are gone; any that are not are left allocated (logged): freeing
+	// them could let a late completion touch freed memory.
+	void stop();
 
-	// Sessions (conn.cc's login handler calls these).
-	// A new normal or discovery session for c; reinstates (closes) an existing session
-	// with the same initiator name, ISID and target first. nullptr with *status on failure.
-	IscsiSession *create_session(Conn *c, const SessionParams &p, LoginStatus *status);
-	// Tear s down on the reaper thread: abort its SCSI commands, wait (bounded), then call
-	// done (on the reaper thread) and free it. Idempotent.
-	void close_session(IscsiSession *s, std::function<void()> done);
+	size_t conns();
+	IserStats stats();
 
-	// Drop the connection of every session on node but except's, as its owner thread
-	// gets to it (ConnEvent::Drop: never blocks the caller), logging why. TARGET COLD
-	// RESET (RFC 7143 11.5.1): a power on ends every session of the target.
-	void drop_sessions(const TargetNode *node, const Conn *except, const char *why);
-
-	// Ask every session to log out (Async Message, RFC 7143 11.9.1 event 1), wait up to
-	// grace for them to go, then drop the rest; returns when every connection is gone or
-	// timeout has passed (false then). Transports stop accepting before calling it.
-	bool stop(std::chrono::milliseconds grace, std::chrono::milliseconds timeout);
-
-	TargetStats stats();
-
-	// scsi::Fabric: each call is routed to the command's connection (Conn::post).
-	const char *name() const override { return "iscsi"; }
-	void write_pending(scsi::Cmd *cmd) override;
-	void abort_write(scsi::Cmd *cmd) override;
-	void queue_data_in(scsi::Cmd *cmd) override;
-	void queue_status(scsi::Cmd *cmd) override;
-	void aborted_task(scsi::Cmd *cmd) override;
-	void queue_tm_rsp(scsi::Tmr *tmr) override;
-	void release_cmd(scsi::Cmd *cmd) override;
-
-	// DiscoveryHandler
-	void visible_targets(std::string_view initiator_name,
-	                     std::vector<DiscoveryTarget> *out) override;
+	// For IserConn.
+	const IserConfig &cfg() const { return cfg_; }
+	void schedule_close(IserConn *c); // drain and reap c on the event thread
+	void kick(IserConn *c);           // run c's events on the event thread (post_deferred)
+	void count(uint64_t IserStats::*field);
 
 private:
-	void reaper_loop();
-	uint16_t new_tsih(); // under lock_
+	// What a device needs once, for every connection on it.
+	struct DeviceRes {
+		std::unique_ptr<Pd> pd;
+		std::unique_ptr<DmaHeap> heap; // data buffers
+	};
 
-	TargetConfig cfg_;
+	void on_cm_event(CmId *id, CmEvent &ev);
+	void on_connect_request(CmEvent &ev);
+	DeviceRes *device_res(Device &dev); // under lock_
+	void event_loop();
+	void reap(const std::vector<IserConn *> &all); // free those done (event thread)
+
+	IscsiTarget &target_;
+	Provider &provider_;
+	IserConfig cfg_;
+	std::unique_ptr<CmId> listen_id_;
+	uint16_t port_ = 0;
+
 	std::mutex lock_;            // guards everything below
-	std::condition_variable cv_; // reaper work, and conns_ / sessions_ changes
-	std::vector<Conn *> conns_;
-	std::vector<IscsiSession *> sessions_; // open, not yet handed to the reaper
-	std::deque<std::pair<IscsiSession *, std::function<void()>>> reap_;
-	bool stopping_ = false; // the reaper exits when reap_ is empty
-	uint16_t next_tsih_ = 1;
-	TargetStats stats_;
-	std::thread reaper_;
+	std::condition_variable cv_; // event thread work
+	std::map<Device *, DeviceRes> devices_;
+	std::vector<std::unique_ptr<IserConn>> conns_; // every connection, owned
+	std::vector<IserConn *> closing_;              // to drain on the event thread
+	std::vector<IserConn *> kicked_;               // events to run on the event thread
+	bool stop_ = false;
+	IserStats stats_;
+	std::thread thread_;
 };
 
 } // namespace ulp::iscsi

@@ -16,7 +16,7 @@ build=(build-essential cmake ninja-build pkg-config git)
 libs=(libgtest-dev libgmock-dev libbenchmark-dev libboost-dev libcli11-dev libspdlog-dev
 	liburing-dev libssl-dev libtomlplusplus-dev)
 # real peers: fio (ulp-bench scsi's reference on the same file); libiscsi's tools and its
-# conformance suite iscsi-test-cu (tests/iser), tgt (the userspace reference target), and
+# conformance suite iscsi-test-cu (tests/iscsi), tgt (the userspace reference target), and
 # open-iscsi (Linux's iSCSI/iSER initiator, driven in the rxe VM: tests/vm)
 peers=(fio libiscsi-bin tgt open-iscsi sg3-utils)
 # libiscsi 1.20.0 built from trixie's upstream tarball (scripts/libiscsi-1.20.sh)

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 // The iSER header and CM private data against the byte layout Linux uses (struct iser_ctrl,
 // struct iser_cm_hdr in drivers/infiniband/ulp/iser/iscsi_iser.h).
-#include "iser/iser_proto.h"
-#include "iser/pdu.h"
+#include "iser/proto.h"
+#include "iscsi/pdu.h"
 
 #include <gtest/gtest.h>
 

@@ -13,16 +13,16 @@
 // that did not happen, the target reaps the connection, and what was acknowledged is on
 // the LUN afterwards.
 #include "core/dma_mem.h"
+#include "iscsi/initiator/session.h"
 #include "iser/initiator.h"
-#include "iser/initiator_iser.h"
-#include "iser/initiator_scsi.h"
-#include "iser/iser_target.h"
+#include "iscsi/initiator/scsi.h"
 #include "iser/target.h"
+#include "iscsi/target/target.h"
 #include "providers/soft/soft.h"
 #include "scsi/backstore.h"
 #include "scsi/lu.h"
 #include "scsi/target.h"
-#include "tests/iser/target_process.h"
+#include "tests/iscsi/target_process.h"
 
 #include <gtest/gtest.h>
 

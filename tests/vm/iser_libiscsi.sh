@@ -3,7 +3,7 @@
 # conformance suite (iscsi-test-cu) over iser:// against ulp-targetd on rxe0, INSIDE the rxe
 # VM (ctest vm_iser_libiscsi starts it through tools/vm/run); with --lio, the same suites
 # against the kernel's LIO target (ib_isert, a 128 MiB rd_mcp LUN) in the same VM run, so
-# that each failure is classified by comparison. The TCP twin is tests/iser/libiscsi_cu.sh.
+# that each failure is classified by comparison. The TCP twin is tests/iscsi/libiscsi_cu.sh.
 #
 # ISCSI_TEST_CU is libiscsi 1.20.0's, built by scripts/libiscsi-1.20.sh (install-deps):
 # bookworm's 1.19 cannot drive iSER (it sends immediate data its SEND does not carry, fails
@@ -13,9 +13,9 @@
 # PATTERN with a dot (SCSI.Write10) runs as it is. Every process gets --dataloss and the URL
 # twice (the MultipathIO tests need a second session), as over TCP.
 #
-# Outcome per test: pass, fail or skip (tests/iser/cu_results.py; CUnit counts skips as
+# Outcome per test: pass, fail or skip (tests/iscsi/cu_results.py; CUnit counts skips as
 # passes); a suite whose process died or timed out marks its unfinished tests "died".
-# tests/iser/libiscsi_known.txt lists what the client decides (version 1.20, transport
+# tests/iscsi/libiscsi_known.txt lists what the client decides (version 1.20, transport
 # iser), with the evidence: "skip" tests are not run (their suite then runs one test per
 # process), "fail" tests must fail against ulp-targetd ("known"). The run fails when a test
 # fails or dies against ulp-targetd and is not listed, or a listed one passes (XPASS). With
@@ -39,8 +39,8 @@ fi
 (($#)) || { echo "iser_libiscsi: no test pattern"; exit 2; }
 [[ ${ULP_IN_VM:-} == 1 ]] || { echo "iser_libiscsi: run me inside the VM (tools/vm/run)"; exit 2; }
 here=$(cd "$(dirname "$0")" && pwd)
-results=$here/../iser/cu_results.py
-known=$here/../iser/libiscsi_known.txt
+results=$here/../iscsi/cu_results.py
+known=$here/../iscsi/libiscsi_known.txt
 mapfile -t skips < <(python3 "$results" --skips "$known" 1.20 iser)
 [[ -x $cu ]] || {
 	echo "iser_libiscsi: $cu missing: scripts/install-deps.sh BUILD_DIR builds libiscsi 1.20"
@@ -98,7 +98,7 @@ done
 tlog=$logs/targetd.log
 start_targetd() {
 	rm -f "$work/port"
-	# --allow-target-reset as in the TCP family runs (tests/iser/CMakeLists.txt).
+	# --allow-target-reset as in the TCP family runs (tests/iscsi/CMakeLists.txt).
 	"$targetd" --iser-portal $ip:3260 --rdma-device rxe0 --target $iqn --lun "$lun" \
 		--allow-target-reset --ready-fd 9 9>"$work/port" 2>>"$tlog" &
 	tpid=$!

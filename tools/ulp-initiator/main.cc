@@ -11,8 +11,8 @@
 // Exit status: 0 success; 1 the run failed (login refused, lost connection, failed I/O,
 // verify mismatch); 2 bad command line.
 #include "core/dma_mem.h"
+#include "iscsi/initiator/session.h"
 #include "iser/initiator.h"
-#include "iser/initiator_iser.h"
 #include "providers/soft/soft.h"
 #include "tools/common/named_device.h"
 #include "tools/ulp-initiator/workload.h"

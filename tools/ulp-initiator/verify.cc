@@ -3,8 +3,8 @@
 // verify.h).
 #include "tools/ulp-initiator/verify.h"
 
-#include "iser/crc32c.h"
-#include "iser/pdu.h"
+#include "iscsi/crc32c.h"
+#include "iscsi/pdu.h"
 
 #include <cinttypes>
 #include <cstdio>

@@ -2,7 +2,7 @@
 // tools/ulp-initiator/workload.cc - the I/O generator (see workload.h).
 #include "tools/ulp-initiator/workload.h"
 
-#include "iser/initiator_scsi.h"
+#include "iscsi/initiator/scsi.h"
 
 #include <algorithm>
 #include <cinttypes>

@@ -9,7 +9,7 @@
 // -> Verifying (optional read-back pass over the whole range) -> Done.
 #pragma once
 
-#include "iser/initiator.h"
+#include "iscsi/initiator/session.h"
 #include "tools/ulp-initiator/histogram.h"
 #include "tools/ulp-initiator/verify.h"
 

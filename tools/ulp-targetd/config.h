@@ -48,8 +48,8 @@
 //     write_cache = true
 #pragma once
 
-#include "iser/iser_target.h"
 #include "iser/target.h"
+#include "iscsi/target/target.h"
 #include "scsi/backstore.h"
 #include "scsi/lu.h"
 #include "scsi/target.h"

@@ -19,8 +19,8 @@
 // grows a LUN with `truncate -s +1G lun.img` (or by growing the device) and `kill -HUP`.
 #include "tools/ulp-targetd/config.h"
 
-#include "iser/iser_target.h"
-#include "iser/tcp.h"
+#include "iser/target.h"
+#include "iscsi/target/tcp.h"
 #include "providers/soft/soft.h"
 #include "scsi/lu.h"
 #include "scsi/target.h"

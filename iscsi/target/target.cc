@@ -1,0 +1,308 @@
+// SPDX-License-Identifier: MIT
+// iscsi/target/target.cc - the target node set: sessions, their teardown, and the SCSI fabric
+// callbacks routed to connections (see target.h).
+#include "iscsi/target/target.h"
+#include "core/thread_name.h"
+
+#include "iscsi/target/conn.h"
+#include "iscsi/target/session.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace ulp::iscsi
+{
+
+std::string initiator_port_name(const std::string &initiator, const Isid &isid)
+{
+	char hex[16];
+	std::snprintf(hex, sizeof(hex), "%02x%02x%02x%02x%02x%02x", isid[0], isid[1], isid[2],
+	              isid[3], isid[4], isid[5]);
+	return initiator + ",i,0x" + hex;
+}
+
+IscsiTarget::IscsiTarget(TargetConfig cfg) : cfg_(std::move(cfg))
+{
+	// MaxConnections: one per session (target.h); the login offers no more.
+	cfg_.prefs.max_connections = 1;
+	reaper_ = std::thread([this] { reaper_loop(); });
+}
+
+IscsiTarget::~IscsiTarget()
+{
+	{
+		std::lock_guard g(lock_);
+		stopping_ = true;
+		cv_.notify_all();
+	}
+	reaper_.join();
+	std::lock_guard g(lock_);
+	if (!conns_.empty())
+		std::fprintf(stderr, "ulp iscsi: target destroyed with %zu connections\n",
+		             conns_.size());
+	for (IscsiSession *s : sessions_)
+		delete s;
+}
+
+const TargetNode *IscsiTarget::find_node(std::string_view name) const
+{
+	for (const TargetNode &n : cfg_.targets)
+		if (n.name == name)
+			return &n;
+	return nullptr;
+}
+
+void IscsiTarget::set_portal_addresses(std::vector<std::string> a)
+{
+	std::lock_guard g(lock_);
+	cfg_.portal_addresses = std::move(a);
+}
+
+void IscsiTarget::log(const std::string &line) const
+{
+	if (cfg_.log)
+		cfg_.log(line);
+}
+
+void IscsiTarget::add_conn(Conn *c)
+{
+	std::lock_guard g(lock_);
+	conns_.push_back(c);
+	stats_.conns_open++;
+}
+
+void IscsiTarget::remove_conn(Conn *c)
+{
+	std::lock_guard g(lock_);
+	std::erase(conns_, c);
+	stats_.conns_open--;
+	cv_.notify_all();
+}
+
+uint16_t IscsiTarget::new_tsih()
+{
+	// RFC 7143 11.12.6: non-zero, unique among this target's live sessions.
+	for (;;) {
+		uint16_t t = next_tsih_++;
+		if (next_tsih_ == 0)
+			next_tsih_ = 1;
+		if (t == 0)
+			continue;
+		bool used = std::any_of(sessions_.begin(), sessions_.end(),
+		                        [&](IscsiSession *s) { return s->params.tsih == t; });
+		if (!used)
+			return t;
+	}
+}
+
+IscsiSession *IscsiTarget::create_session(Conn *c, const SessionParams &p, LoginStatus *status)
+{
+	const TargetNode *node = nullptr;
+	if (p.type == SessionType::Normal) {
+		node = find_node(p.target_name);
+		if (!node) {
+			*status = LoginStatus::NotFound;
+			return nullptr;
+		}
+	}
+	const std::string port = initiator_port_name(p.initiator_name, p.isid);
+	std::vector<uint16_t> old; // TSIHs of the sessions this login reinstates
+	IscsiSession *s;
+	{
+		std::lock_guard g(lock_);
+		// RFC 7143 6.3.5 session reinstatement: a leading login (TSIH 0) whose initiator
+		// name and ISID match a session to the same target replaces it; at ERL 0 the old
+		// session is closed (its connection dropped, its tasks aborted).
+		// The old session's connection is told under lock_: once the session leaves
+		// sessions_ (close_session, under lock_) the reaper may free it.
+		for (IscsiSession *o : sessions_)
+			if (o->initiator_port == port && o->params.type == p.type &&
+			    o->params.target_name == p.target_name) {
+				old.push_back(o->params.tsih);
+				if (o->conn)
+					o->conn->post_deferred(ConnEvent::Drop, nullptr);
+			}
+		s = new IscsiSession(*this, p, node);
+		s->initiator_port = port;
+		s->params.tsih = new_tsih();
+		s->conn = c; // before it is in sessions_, where others read it under lock_
+		sessions_.push_back(s);
+		stats_.sessions_open++;
+		stats_.logins++;
+		stats_.reinstatements += old.size();
+	}
+	for (uint16_t tsih : old)
+		log("session reinstatement: " + port + " tsih " + std::to_string(tsih) +
+		    " replaced by tsih " + std::to_string(s->params.tsih));
+	if (node) {
+		s->scsi = node->tpg->open_session(*this, p.initiator_name, port);
+		if (!s->scsi) {
+			std::lock_guard g(lock_);
+			std::erase(sessions_, s);
+			stats_.sessions_open--;
+			stats_.logins--;
+			delete s;
+			*status = LoginStatus::AuthzFailure;
+			return nullptr;
+		}
+		s->scsi->fabric_priv = s;
+	}
+	*status = LoginStatus::Success;
+	return s;
+}
+
+void IscsiTarget::close_session(IscsiSession *s, std::function<void()> done)
+{
+	std::lock_guard g(lock_);
+	if (s->closing)
+		return;
+	s->closing = true;
+	std::erase(sessions_, s);
+	reap_.emplace_back(s, std::move(done));
+	cv_.notify_all();
+}
+
+void IscsiTarget::reaper_loop()
+{
+	set_thread_name("ulp-sess-reap");
+	std::unique_lock g(lock_);
+	for (;;) {
+		cv_.wait(g, [&] { return !reap_.empty() || stopping_; });
+		if (reap_.empty()) {
+			if (stopping_)
+				return;
+			continue;
+		}
+		auto [s, done] = std::move(reap_.front());
+		reap_.pop_front();
+		g.unlock();
+		if (s->scsi) {
+			// Abort, wait (bounded, logged), free: retried while commands are still in
+			// flight, because freeing the session then would let a late completion
+			// touch freed memory. Each attempt logs how many remain.
+			while (s->scsi->tpg().close_session(s->scsi, cfg_.teardown_timeout) != 0) {
+				std::lock_guard g2(lock_);
+				stats_.teardown_timeouts++;
+			}
+		}
+		log("session closed: " + s->initiator_port + " tsih " +
+		    std::to_string(s->params.tsih));
+		if (done)
+			done();
+		delete s;
+		g.lock();
+		stats_.sessions_open--;
+		cv_.notify_all();
+	}
+}
+
+bool IscsiTarget::stop(std::chrono::milliseconds grace, std::chrono::milliseconds timeout)
+{
+	using clk = std::chrono::steady_clock;
+	const auto t0 = clk::now();
+	{
+		std::lock_guard g(lock_);
+		for (Conn *c : conns_)
+			c->post_deferred(ConnEvent::Logout, nullptr);
+	}
+	std::unique_lock g(lock_);
+	cv_.wait_until(g, t0 + grace, [&] { return conns_.empty(); });
+	if (!conns_.empty()) {
+		log("stop: " + std::to_string(conns_.size()) +
+		    " connections did not log out in time; dropping them");
+		for (Conn *c : conns_)
+			c->post_deferred(ConnEvent::Drop, nullptr);
+	}
+	return cv_.wait_until(g, t0 + timeout, [&] { return conns_.empty() && reap_.empty(); });
+}
+
+void IscsiTarget::drop_sessions(const TargetNode *node, const Conn *except, const char *why)
+{
+	// Under lock_, as stop() and reinstatement post: a session in sessions_ has a live
+	// connection (it leaves the list, under lock_, before its connection can finish).
+	std::lock_guard g(lock_);
+	size_t n = 0;
+	for (IscsiSession *s : sessions_)
+		if (s->node == node && s->conn && s->conn != except) {
+			s->conn->post_deferred(ConnEvent::Drop, const_cast<char *>(why));
+			n++;
+		}
+	if (n)
+		log(std::string(why) + ": dropping " + std::to_string(n) + " sessions of " +
+		    node->name);
+}
+
+TargetStats IscsiTarget::stats()
+{
+	std::lock_guard g(lock_);
+	return stats_;
+}
+
+// ---- scsi::Fabric: route to the command's connection ------------------------------------
+
+namespace
+{
+
+Conn *conn_of(scsi::Cmd *cmd)
+{
+	return static_cast<IscsiCmd *>(cmd->fabric_priv)->conn;
+}
+
+} // namespace
+
+void IscsiTarget::write_pending(scsi::Cmd *cmd)
+{
+	conn_of(cmd)->post(ConnEvent::WritePending, cmd->fabric_priv);
+}
+
+void IscsiTarget::abort_write(scsi::Cmd *cmd)
+{
+	conn_of(cmd)->post(ConnEvent::AbortWrite, cmd->fabric_priv);
+}
+
+void IscsiTarget::queue_data_in(scsi::Cmd *cmd)
+{
+	conn_of(cmd)->post(ConnEvent::DataIn, cmd->fabric_priv);
+}
+
+void IscsiTarget::queue_status(scsi::Cmd *cmd)
+{
+	conn_of(cmd)->post(ConnEvent::Status, cmd->fabric_priv);
+}
+
+void IscsiTarget::aborted_task(scsi::Cmd *cmd)
+{
+	conn_of(cmd)->post(ConnEvent::AbortedTask, cmd->fabric_priv);
+}
+
+void IscsiTarget::release_cmd(scsi::Cmd *cmd)
+{
+	conn_of(cmd)->post(ConnEvent::Release, cmd->fabric_priv);
+}
+
+void IscsiTarget::queue_tm_rsp(scsi::Tmr *tmr)
+{
+	// The TMF's connection: the one that sent it.
+	static_cast<IscsiTmr *>(tmr->fabric_priv)->conn->post(ConnEvent::TmRsp, tmr);
+}
+
+void IscsiTarget::visible_targets(std::string_view initiator_name,
+                                  std::vector<DiscoveryTarget> *out)
+{
+	std::vector<std::string> portals;
+	{
+		std::lock_guard g(lock_);
+		portals = cfg_.portal_addresses;
+	}
+	for (const TargetNode &n : cfg_.targets) {
+		if (!n.tpg->allowed(std::string(initiator_name)))
+			continue;
+		DiscoveryTarget t;
+		t.name = n.name;
+		for (const std::string &a : portals)
+			t.addresses.push_back(a + "," + std::to_string(cfg_.tpgt));
+		out->push_back(std::move(t));
+	}
+}
+
+} // namespace ulp::iscsi

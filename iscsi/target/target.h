@@ -1,0 +1,164 @@
+// SPDX-License-Identifier: MIT
+// iscsi/target/target.h - an iSCSI target node set: the targets one portal group serves, their
+// sessions, and the answers the login and discovery engines need (the kernel's
+// iscsi_target_tpg.c and iscsi_target_login.c session half).
+//
+// An IscsiTarget is transport neutral. Transports (TCP: iser/tcp.h; iSER later) accept
+// connections and run a Conn (iser/conn.h) on each; a Conn's login asks the IscsiTarget
+// which targets exist, who may log in and how, and finally which session it joins. The
+// session's SCSI side is a scsi::Session on the target's scsi::Tpg, whose fabric is the
+// IscsiTarget's (every SCSI callback is routed to the command's connection).
+//
+// Sessions here: one connection each (MaxConnections is offered as 1), ERL 0, session
+// reinstatement (a leading login with an ISID and initiator name that already have a
+// session closes the old one first, RFC 7143 6.3.5).
+//
+// Teardown: closing a session aborts its commands and waits for them (scsi::Tpg::
+// close_session), which must not run on a connection's own thread (the aborted commands
+// need it to finish). It runs on the target's reaper thread, bounded and logged; the
+// connection is freed after.
+#pragma once
+
+#include "iscsi/chap.h"
+#include "iscsi/discovery.h"
+#include "iscsi/target/login.h"
+#include "iscsi/params.h"
+#include "scsi/fabric.h"
+#include "scsi/target.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace ulp::iscsi
+{
+
+class Conn;
+class IscsiSession;
+
+// One target node.
+struct TargetNode {
+	std::string name;          // iSCSI name (iqn..., eui..., naa...)
+	std::string alias;         // TargetAlias declared at login; empty: none
+	scsi::Tpg *tpg = nullptr;  // its LUNs and ACLs (not owned)
+	bool require_chap = false; // AuthMethod=None refused
+	// TARGET WARM RESET and TARGET COLD RESET (RFC 7143 11.5.1) reset every LU of the
+	// target for every initiator, and a cold reset drops every session of it: one
+	// initiator can disrupt all the others. Refused ("Function authorization failed")
+	// unless the target allows them, as the kernel's target refuses them unless its ACLs
+	// allow them.
+	bool allow_target_reset = false;
+	// CHAP secrets by initiator name; "" applies to any initiator without its own entry.
+	// Empty map: CHAP is not offered for this target.
+	std::map<std::string, ChapCredentials> chap;
+};
+
+struct TargetConfig {
+	std::vector<TargetNode> targets;
+	uint16_t tpgt = 1;                         // the portal group tag of every portal
+	std::vector<std::string> portal_addresses; // "host:port" as SendTargets reports them
+	OperationalPrefs prefs;                    // what the target accepts at login
+	ChapPolicy chap_policy;
+	bool allow_discovery = true;         // discovery sessions accepted
+	bool discovery_require_chap = false; // discovery sessions must authenticate
+	std::map<std::string, ChapCredentials> discovery_chap; // as TargetNode::chap
+	uint32_t cmd_window = 128;                             // commands in flight per session
+	                                                       // (MaxCmdSN - ExpCmdSN + 1)
+	uint32_t max_io_bytes = 16u << 20;                 // largest EDTL accepted (buffer size)
+	std::chrono::milliseconds nop_interval{0};         // target NOP-In pings; 0: none
+	std::chrono::milliseconds nop_timeout{15000};      // no answer in this long: drop
+	std::chrono::milliseconds login_timeout{15000};    // a login not done by then: drop
+	std::chrono::milliseconds teardown_timeout{10000}; // close_session's bound
+	// One line per login and logout ("login: iqn.x from 1.2.3.4:5 to iqn.t ...").
+	std::function<void(const std::string &)> log;
+	bool trace = false; // also one line per PDU received and sent (diagnostics)
+};
+
+// Counters (diagnostics, tests).
+struct TargetStats {
+	uint64_t logins = 0;            // completed logins
+	uint64_t login_failures = 0;    // failed ones
+	uint64_t sessions_open = 0;     // normal + discovery sessions now
+	uint64_t conns_open = 0;        // connections now (logging in or in full feature)
+	uint64_t reinstatements = 0;    // sessions closed by a new leading login
+	uint64_t teardown_timeouts = 0; // sessions left allocated after close_session timed out
+};
+
+class IscsiTarget final : public scsi::Fabric, public DiscoveryHandler
+{
+public:
+	explicit IscsiTarget(TargetConfig cfg);
+	~IscsiTarget() override;
+	IscsiTarget(const IscsiTarget &) = delete;
+	IscsiTarget &operator=(const IscsiTarget &) = delete;
+
+	const TargetConfig &cfg() const { return cfg_; }
+	const TargetNode *find_node(std::string_view name) const;
+	// The portals SendTargets reports ("host:port"), once the transports know their
+	// ports (an ephemeral port is known only after listening).
+	void set_portal_addresses(std::vector<std::string> a);
+	void log(const std::string &line) const;
+
+	// Connections register while they live (stop() walks them).
+	void add_conn(Conn *c);
+	void remove_conn(Conn *c);
+
+	// Sessions (conn.cc's login handler calls these).
+	// A new normal or discovery session for c; reinstates (closes) an existing session
+	// with the same initiator name, ISID and target first. nullptr with *status on failure.
+	IscsiSession *create_session(Conn *c, const SessionParams &p, LoginStatus *status);
+	// Tear s down on the reaper thread: abort its SCSI commands, wait (bounded), then call
+	// done (on the reaper thread) and free it. Idempotent.
+	void close_session(IscsiSession *s, std::function<void()> done);
+
+	// Drop the connection of every session on node but except's, as its owner thread
+	// gets to it (ConnEvent::Drop: never blocks the caller), logging why. TARGET COLD
+	// RESET (RFC 7143 11.5.1): a power on ends every session of the target.
+	void drop_sessions(const TargetNode *node, const Conn *except, const char *why);
+
+	// Ask every session to log out (Async Message, RFC 7143 11.9.1 event 1), wait up to
+	// grace for them to go, then drop the rest; returns when every connection is gone or
+	// timeout has passed (false then). Transports stop accepting before calling it.
+	bool stop(std::chrono::milliseconds grace, std::chrono::milliseconds timeout);
+
+	TargetStats stats();
+
+	// scsi::Fabric: each call is routed to the command's connection (Conn::post).
+	const char *name() const override { return "iscsi"; }
+	void write_pending(scsi::Cmd *cmd) override;
+	void abort_write(scsi::Cmd *cmd) override;
+	void queue_data_in(scsi::Cmd *cmd) override;
+	void queue_status(scsi::Cmd *cmd) override;
+	void aborted_task(scsi::Cmd *cmd) override;
+	void queue_tm_rsp(scsi::Tmr *tmr) override;
+	void release_cmd(scsi::Cmd *cmd) override;
+
+	// DiscoveryHandler
+	void visible_targets(std::string_view initiator_name,
+	                     std::vector<DiscoveryTarget> *out) override;
+
+private:
+	void reaper_loop();
+	uint16_t new_tsih(); // under lock_
+
+	TargetConfig cfg_;
+	std::mutex lock_;            // guards everything below
+	std::condition_variable cv_; // reaper work, and conns_ / sessions_ changes
+	std::vector<Conn *> conns_;
+	std::vector<IscsiSession *> sessions_; // open, not yet handed to the reaper
+	std::deque<std::pair<IscsiSession *, std::function<void()>>> reap_;
+	bool stopping_ = false; // the reaper exits when reap_ is empty
+	uint16_t next_tsih_ = 1;
+	TargetStats stats_;
+	std::thread reaper_;
+};
+
+} // namespace ulp::iscsi

@@ -1,0 +1,647 @@
+// SPDX-License-Identifier: MIT
+// iscsi/target/tcp.cc - the iSCSI/TCP transport (see tcp.h).
+#include "iscsi/target/tcp.h"
+#include "core/deadline.h"
+#include "core/thread_name.h"
+
+#include "iscsi/target/conn.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <deque>
+#include <mutex>
+
+namespace ulp::iscsi
+{
+
+namespace
+{
+
+constexpr size_t kReadChunk = 256 * 1024; // bytes read from a socket per recv
+constexpr size_t kReadBudget = 1 << 20;   // bytes read per connection per loop turn (fairness)
+constexpr int kMaxIov = 64;               // iovecs per sendmsg
+// The largest data segment the reader will ever buffer: what we may declare as
+// MaxRecvDataSegmentLength (RFC 7143 13.12 allows up to 2^24-1).
+constexpr uint32_t kReaderCap = 1u << 20;
+
+std::string addr_str(const sockaddr_storage &ss)
+{
+	char host[INET6_ADDRSTRLEN] = "?";
+	uint16_t port = 0;
+	if (ss.ss_family == AF_INET) {
+		auto *s = reinterpret_cast<const sockaddr_in *>(&ss);
+		inet_ntop(AF_INET, &s->sin_addr, host, sizeof(host));
+		port = ntohs(s->sin_port);
+		return std::string(host) + ":" + std::to_string(port);
+	}
+	auto *s = reinterpret_cast<const sockaddr_in6 *>(&ss);
+	inet_ntop(AF_INET6, &s->sin6_addr, host, sizeof(host));
+	port = ntohs(s->sin6_port);
+	return "[" + std::string(host) + "]:" + std::to_string(port);
+}
+
+} // namespace
+
+class TcpConn;
+
+// What an epoll event names (data.ptr): a listening socket or a connection. The eventfd is
+// nullptr.
+struct EpollItem {
+	enum class Kind : uint8_t { Listener, Conn } kind;
+	int fd = -1; // listeners: the socket
+};
+
+class TcpWorker
+{
+public:
+	TcpWorker(IscsiTarget &t, const TcpConfig &cfg, int index);
+	~TcpWorker();
+
+	int start();
+	void stop();
+	void add_listener(int fd)
+	{
+		listeners_.push_back(
+		    std::make_unique<EpollItem>(EpollItem{EpollItem::Kind::Listener, fd}));
+	}
+	void set_peers(std::vector<TcpWorker *> all) { all_ = std::move(all); }
+	// Any thread: a new connection for this worker.
+	void give(int fd);
+	// Any thread (under the connection's inbox lock): run c's events soon.
+	void wake(TcpConn *c);
+	bool on_thread() const { return std::this_thread::get_id() == tid_; }
+	int epfd() const { return epfd_; }
+	size_t conns() const { return nconns_.load(); }
+	// The connection needs a flush and an event run at the end of this loop turn.
+	void mark(TcpConn *c);
+	// Any thread: close the listening sockets (the worker does it on its loop).
+	void close_listeners();
+
+private:
+	void loop();
+	void accept_all(int lfd);
+	void adopt(int fd);
+	void reap();
+
+	IscsiTarget &target_;
+	TcpConfig cfg_;
+	int index_;
+	int epfd_ = -1;
+	int evfd_ = -1; // wake-ups: new connections, posted events, stop
+	std::thread thread_;
+	std::thread::id tid_;
+	std::atomic<bool> stop_{false};
+	std::vector<std::unique_ptr<EpollItem>> listeners_;
+	std::atomic<bool> close_listeners_{false}; // close_listeners() was asked for
+	std::vector<TcpWorker *> all_;             // every worker, for dealing accepted sockets
+	size_t next_ = 0;                          // next worker to deal to
+
+	std::mutex lock_; // guards new_fds_ and woken_
+	std::vector<int> new_fds_;
+	std::vector<TcpConn *> woken_;
+
+	std::vector<std::unique_ptr<TcpConn>> conns_; // owned; worker thread only
+	std::vector<TcpConn *> marked_;               // to flush/run this turn
+	std::atomic<size_t> nconns_{0};
+	std::chrono::steady_clock::time_point next_tick_;
+};
+
+class TcpConn final : public Conn, public EpollItem
+{
+public:
+	TcpConn(IscsiTarget &t, TcpWorker &w, int fd, std::string peer, std::string local)
+	    : Conn(t, Transport::Tcp, std::move(peer), std::move(local)),
+	      EpollItem{EpollItem::Kind::Conn, fd}, w_(w), fd_(fd), reader_(kReaderCap),
+	      rbuf_(kReadChunk)
+	{
+	}
+	~TcpConn() override
+	{
+		if (fd_ >= 0)
+			::close(fd_);
+	}
+
+	int fd() const { return fd_; }
+	bool marked = false;                   // in the worker's marked_ list
+	std::atomic<bool> wake_pending{false}; // in the worker's woken_ list
+
+	void on_readable();
+	void flush();
+
+protected:
+	void queue_pdu(OutPdu *p) override
+	{
+		if (closed_) {
+			pdu_done(p, false);
+			return;
+		}
+		outq_.push_back(p);
+		w_.mark(this);
+	}
+	void wake() override
+	{
+		if (w_.on_thread())
+			w_.mark(this); // run at the end of this loop turn, no eventfd needed
+		else if (!wake_pending.exchange(true))
+			w_.wake(this);
+	}
+	void close_transport() override;
+
+private:
+	TcpWorker &w_;
+	int fd_;
+	PduReader reader_;
+	std::vector<uint8_t> rbuf_;
+	std::deque<OutPdu *> outq_;
+	bool closed_ = false;
+	bool epollout_ = false;
+};
+
+// ---- TcpConn --------------------------------------------------------------------------------
+
+void TcpConn::on_readable()
+{
+	size_t budget = kReadBudget;
+	while (!closed_ && budget) {
+		ssize_t n = ::recv(fd_, rbuf_.data(), std::min(rbuf_.size(), budget), MSG_DONTWAIT);
+		if (n == 0) {
+			on_transport_error("peer closed the connection");
+			return;
+		}
+		if (n < 0) {
+			if (errno == EAGAIN || errno == EWOULDBLOCK)
+				return;
+			if (errno == EINTR)
+				continue;
+			on_transport_error(std::string("recv: ") + std::strerror(errno));
+			return;
+		}
+		budget -= size_t(n);
+		std::span<const uint8_t> in(rbuf_.data(), size_t(n));
+		while (!in.empty() && !closed_) {
+			size_t used = 0;
+			Pdu pdu;
+			ReadResult r = reader_.feed(in, &used, &pdu);
+			in = in.subspan(used);
+			if (r.status == ReadStatus::Error) {
+				on_transport_error(std::string("bad PDU: ") +
+				                   pdu_error_name(r.error));
+				return;
+			}
+			if (r.status == ReadStatus::Pdu) {
+				on_pdu(pdu, r.error);
+				// The login may have switched digests and the receive limit: they
+				// apply from the next PDU header on.
+				reader_.set_max_recv_dsl(max_recv_dsl());
+				reader_.set_digests(digests());
+			}
+		}
+	}
+	if (!closed_ && budget == 0)
+		w_.mark(this); // more may be waiting: epoll is level triggered, it comes back
+}
+
+void TcpConn::flush()
+{
+	while (!closed_ && !outq_.empty()) {
+		iovec iov[kMaxIov];
+		int n = 0;
+		for (OutPdu *p : outq_) {
+			if (n + 3 > kMaxIov)
+				break;
+			size_t skip = p->sent;
+			auto add = [&](const uint8_t *b, size_t len) {
+				if (skip >= len) {
+					skip -= len;
+					return;
+				}
+				iov[n++] = iovec{const_cast<uint8_t *>(b) + skip, len - skip};
+				skip = 0;
+			};
+			add(p->hdr, p->hdr_len);
+			add(p->data.data(), p->data.size());
+			add(p->trailer, p->trailer_len);
+		}
+		msghdr mh{};
+		mh.msg_iov = iov;
+		mh.msg_iovlen = size_t(n);
+		ssize_t w = ::sendmsg(fd_, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+		if (w < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno == EAGAIN || errno == EWOULDBLOCK) {
+				if (!epollout_) {
+					epoll_event ev{};
+					ev.events = EPOLLIN | EPOLLOUT;
+					ev.data.ptr = static_cast<EpollItem *>(this);
+					epoll_ctl(w_.epfd(), EPOLL_CTL_MOD, fd_, &ev);
+					epollout_ = true;
+				}
+				return;
+			}
+			on_transport_error(std::string("send: ") + std::strerror(errno));
+			return;
+		}
+		size_t left = size_t(w);
+		while (left && !outq_.empty()) {
+			OutPdu *p = outq_.front();
+			size_t rest = p->total() - p->sent;
+			if (left < rest) {
+				p->sent += left;
+				left = 0;
+				break;
+			}
+			left -= rest;
+			outq_.pop_front();
+			pdu_done(p, true); // may close the transport (a logout response)
+			if (closed_)
+				return;
+		}
+	}
+	if (!closed_ && epollout_) {
+		epoll_event ev{};
+		ev.events = EPOLLIN;
+		ev.data.ptr = static_cast<EpollItem *>(this);
+		epoll_ctl(w_.epfd(), EPOLL_CTL_MOD, fd_, &ev);
+		epollout_ = false;
+	}
+}
+
+void TcpConn::close_transport()
+{
+	if (closed_)
+		return;
+	closed_ = true;
+	epoll_ctl(w_.epfd(), EPOLL_CTL_DEL, fd_, nullptr);
+	::shutdown(fd_, SHUT_RDWR);
+	::close(fd_);
+	fd_ = -1;
+	while (!outq_.empty()) {
+		OutPdu *p = outq_.front();
+		outq_.pop_front();
+		pdu_done(p, false);
+	}
+}
+
+// ---- TcpWorker ------------------------------------------------------------------------------
+
+TcpWorker::TcpWorker(IscsiTarget &t, const TcpConfig &cfg, int index)
+    : target_(t), cfg_(cfg), index_(index)
+{
+}
+
+TcpWorker::~TcpWorker()
+{
+	stop();
+	for (auto &c : conns_) {
+		if (!c->done()) {
+			// Still holding commands the core may call back for: freeing it would be a
+			// use-after-free. Leak it, loudly.
+			std::fprintf(stderr,
+			             "ulp iscsi/tcp: connection %s still %s at shutdown; "
+			             "left allocated\n",
+			             c->peer().c_str(), conn_state_str(c->state()));
+			c.release();
+			continue;
+		}
+		c->detach();
+	}
+	conns_.clear();
+	if (epfd_ >= 0)
+		::close(epfd_);
+	if (evfd_ >= 0)
+		::close(evfd_);
+}
+
+int TcpWorker::start()
+{
+	epfd_ = epoll_create1(EPOLL_CLOEXEC);
+	evfd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (epfd_ < 0 || evfd_ < 0)
+		return -errno;
+	epoll_event ev{};
+	ev.events = EPOLLIN;
+	ev.data.ptr = nullptr; // the eventfd
+	if (epoll_ctl(epfd_, EPOLL_CTL_ADD, evfd_, &ev) != 0)
+		return -errno;
+	for (auto &l : listeners_) {
+		epoll_event le{};
+		le.events = EPOLLIN;
+		le.data.ptr = l.get();
+		if (epoll_ctl(epfd_, EPOLL_CTL_ADD, l->fd, &le) != 0)
+			return -errno;
+	}
+	thread_ = std::thread([this] { loop(); });
+	return 0;
+}
+
+void TcpWorker::stop()
+{
+	if (!thread_.joinable())
+		return;
+	stop_ = true;
+	uint64_t one = 1;
+	(void)!::write(evfd_, &one, sizeof(one));
+	thread_.join();
+}
+
+void TcpWorker::close_listeners()
+{
+	close_listeners_ = true;
+	uint64_t one = 1;
+	(void)!::write(evfd_, &one, sizeof(one));
+}
+
+void TcpWorker::give(int fd)
+{
+	{
+		std::lock_guard g(lock_);
+		new_fds_.push_back(fd);
+	}
+	uint64_t one = 1;
+	(void)!::write(evfd_, &one, sizeof(one));
+}
+
+void TcpWorker::wake(TcpConn *c)
+{
+	{
+		std::lock_guard g(lock_);
+		woken_.push_back(c);
+	}
+	uint64_t one = 1;
+	(void)!::write(evfd_, &one, sizeof(one));
+}
+
+void TcpWorker::mark(TcpConn *c)
+{
+	if (!c->marked) {
+		c->marked = true;
+		marked_.push_back(c);
+	}
+}
+
+void TcpWorker::accept_all(int lfd)
+{
+	for (;;) {
+		int fd = ::accept4(lfd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+		if (fd < 0) {
+			if (errno == EINTR)
+				continue;
+			if (errno != EAGAIN && errno != EWOULDBLOCK)
+				std::fprintf(stderr, "ulp iscsi/tcp: accept: %s\n",
+				             std::strerror(errno));
+			return;
+		}
+		TcpWorker *w = all_.empty() ? this : all_[next_++ % all_.size()];
+		if (w == this)
+			adopt(fd);
+		else
+			w->give(fd);
+	}
+}
+
+void TcpWorker::adopt(int fd)
+{
+	int one = 1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	if (cfg_.sndbuf)
+		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &cfg_.sndbuf, sizeof(cfg_.sndbuf));
+	if (cfg_.rcvbuf)
+		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &cfg_.rcvbuf, sizeof(cfg_.rcvbuf));
+	sockaddr_storage peer{}, local{};
+	socklen_t pl = sizeof(peer), ll = sizeof(local);
+	getpeername(fd, reinterpret_cast<sockaddr *>(&peer), &pl);
+	getsockname(fd, reinterpret_cast<sockaddr *>(&local), &ll);
+	auto c = std::make_unique<TcpConn>(target_, *this, fd, addr_str(peer), addr_str(local));
+	epoll_event ev{};
+	ev.events = EPOLLIN;
+	ev.data.ptr = static_cast<EpollItem *>(c.get());
+	if (epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+		c->on_transport_error(std::string("epoll: ") + std::strerror(errno));
+	}
+	conns_.push_back(std::move(c));
+	nconns_ = conns_.size();
+}
+
+void TcpWorker::reap()
+{
+	for (auto it = conns_.begin(); it != conns_.end();) {
+		TcpConn *c = it->get();
+		if (!c->done()) {
+			++it;
+			continue;
+		}
+		c->detach(); // no post() is running on it, and none will come
+		{
+			std::lock_guard g(lock_);
+			std::erase(woken_, c);
+		}
+		std::erase(marked_, c);
+		it = conns_.erase(it);
+	}
+	nconns_ = conns_.size();
+}
+
+void TcpWorker::loop()
+{
+	set_thread_name("ulp-tcp");
+	tid_ = std::this_thread::get_id();
+	next_tick_ = std::chrono::steady_clock::now() + cfg_.tick;
+	epoll_event evs[64];
+	std::vector<int> fresh;
+	std::vector<TcpConn *> woken;
+	while (!stop_.load()) {
+		auto now = std::chrono::steady_clock::now();
+		int timeout = poll_timeout_ms(next_tick_, now);
+		if (!marked_.empty())
+			timeout = 0;
+		int n = epoll_wait(epfd_, evs, 64, timeout);
+		for (int i = 0; i < n; i++) {
+			const epoll_event &e = evs[i];
+			auto *item = static_cast<EpollItem *>(e.data.ptr);
+			if (item && item->kind == EpollItem::Kind::Listener) {
+				accept_all(item->fd);
+				continue;
+			}
+			if (!item) {
+				uint64_t v;
+				(void)!::read(evfd_, &v, sizeof(v));
+				{
+					std::lock_guard g(lock_);
+					fresh.swap(new_fds_);
+					woken.swap(woken_);
+				}
+				for (int fd : fresh)
+					adopt(fd);
+				fresh.clear();
+				for (TcpConn *c : woken) {
+					c->wake_pending = false;
+					mark(c);
+				}
+				woken.clear();
+				if (close_listeners_.exchange(false)) {
+					for (auto &l : listeners_) {
+						epoll_ctl(epfd_, EPOLL_CTL_DEL, l->fd, nullptr);
+						::close(l->fd);
+					}
+					listeners_.clear();
+				}
+				continue;
+			}
+			auto *c = static_cast<TcpConn *>(item);
+			if (e.events & (EPOLLIN | EPOLLHUP | EPOLLERR))
+				c->on_readable();
+			mark(c);
+		}
+		// Run what the input and the other threads produced, then write it out.
+		// A connection marked again while this runs (its own output, or an event posted
+		// by another connection of this worker) is appended and run again.
+		for (size_t i = 0; i < marked_.size(); i++) {
+			TcpConn *c = marked_[i];
+			c->marked = false;
+			c->run_events();
+			c->flush();
+		}
+		marked_.clear();
+		now = std::chrono::steady_clock::now();
+		if (now >= next_tick_) {
+			next_tick_ = now + cfg_.tick;
+			for (auto &c : conns_) {
+				c->on_tick(now);
+				c->run_events();
+				c->flush();
+			}
+			reap();
+		}
+	}
+}
+
+// ---- TcpServer ------------------------------------------------------------------------------
+
+TcpServer::TcpServer(IscsiTarget &target, const TcpConfig &cfg) : target_(target), cfg_(cfg)
+{
+	if (cfg_.workers < 1)
+		cfg_.workers = 1;
+}
+
+TcpServer::~TcpServer()
+{
+	stop();
+	for (int fd : listen_fds_)
+		if (fd >= 0)
+			::close(fd);
+}
+
+int TcpServer::listen(const std::string &host, uint16_t port, std::string *why)
+{
+	sockaddr_storage ss{};
+	socklen_t len;
+	const bool v6 = host.find(':') != std::string::npos;
+	if (v6) {
+		auto *s = reinterpret_cast<sockaddr_in6 *>(&ss);
+		s->sin6_family = AF_INET6;
+		s->sin6_port = htons(port);
+		std::string h = host;
+		if (h.size() > 2 && h.front() == '[')
+			h = h.substr(1, h.size() - 2);
+		if (inet_pton(AF_INET6, h.c_str(), &s->sin6_addr) != 1) {
+			*why = "not an IPv6 address: " + host;
+			return -EINVAL;
+		}
+		len = sizeof(*s);
+	} else {
+		auto *s = reinterpret_cast<sockaddr_in *>(&ss);
+		s->sin_family = AF_INET;
+		s->sin_port = htons(port);
+		if (host.empty())
+			s->sin_addr.s_addr = htonl(INADDR_ANY);
+		else if (inet_pton(AF_INET, host.c_str(), &s->sin_addr) != 1) {
+			*why = "not an IPv4 address: " + host;
+			return -EINVAL;
+		}
+		len = sizeof(*s);
+	}
+	int fd = ::socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		*why = std::string("socket: ") + std::strerror(errno);
+		return -errno;
+	}
+	int one = 1;
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (::bind(fd, reinterpret_cast<sockaddr *>(&ss), len) != 0 || ::listen(fd, 128) != 0) {
+		int e = errno;
+		*why = "listen on " + host + ":" + std::to_string(port) + ": " + std::strerror(e);
+		::close(fd);
+		return -e;
+	}
+	sockaddr_storage bound{};
+	socklen_t bl = sizeof(bound);
+	getsockname(fd, reinterpret_cast<sockaddr *>(&bound), &bl);
+	uint16_t p = ss.ss_family == AF_INET
+	                 ? ntohs(reinterpret_cast<sockaddr_in *>(&bound)->sin_port)
+	                 : ntohs(reinterpret_cast<sockaddr_in6 *>(&bound)->sin6_port);
+	listen_fds_.push_back(fd);
+	ports_.push_back(p);
+	return 0;
+}
+
+uint16_t TcpServer::port(size_t i) const
+{
+	return i < ports_.size() ? ports_[i] : 0;
+}
+
+int TcpServer::start()
+{
+	if (started_)
+		return -EALREADY;
+	for (int i = 0; i < cfg_.workers; i++)
+		workers_.push_back(std::make_unique<TcpWorker>(target_, cfg_, i));
+	std::vector<TcpWorker *> all;
+	for (auto &w : workers_)
+		all.push_back(w.get());
+	for (auto &w : workers_)
+		w->set_peers(all);
+	for (int fd : listen_fds_)
+		workers_[0]->add_listener(fd);
+	listen_fds_.clear(); // worker 0 owns them now
+	for (auto &w : workers_)
+		if (int rc = w->start())
+			return rc;
+	started_ = true;
+	return 0;
+}
+
+void TcpServer::stop_accepting()
+{
+	// Worker 0 owns the listeners; closing them from here races its epoll_wait only
+	// harmlessly (a closed fd leaves the epoll set), but do it on a stopped loop when we can.
+	if (!workers_.empty())
+		workers_[0]->close_listeners();
+}
+
+void TcpServer::stop()
+{
+	for (auto &w : workers_)
+		w->stop();
+}
+
+size_t TcpServer::conns() const
+{
+	size_t n = 0;
+	for (auto &w : workers_)
+		n += w->conns();
+	return n;
+}
+
+} // namespace ulp::iscsi

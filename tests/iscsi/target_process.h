@@ -1,0 +1,93 @@
+// SPDX-License-Identifier: MIT
+// tests/iscsi/target_process.h - real iSCSI targets as child processes for the initiator
+// tests: ulp-targetd on an ephemeral port (its --ready-fd tells the port, as
+// targetd_smoke.sh uses it), and tgtd, the Linux userspace reference target (Debian
+// package tgt), configured through tgtadm on a control port of its own.
+//
+// Every wait is bounded; the destructors kill what is still running.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ulp::test
+{
+
+using namespace std::chrono_literals;
+
+// ulp-targetd, started with args plus --portal 127.0.0.1:0 --ready-fd.
+class TargetdProcess
+{
+public:
+	TargetdProcess() = default;
+	~TargetdProcess();
+	TargetdProcess(const TargetdProcess &) = delete;
+	TargetdProcess &operator=(const TargetdProcess &) = delete;
+
+	// False with *why when it did not come up within timeout (its log is in why).
+	bool start(const std::vector<std::string> &args, std::string *why,
+	           std::chrono::milliseconds timeout = 10s);
+	uint16_t port() const { return port_; }
+	uint16_t iser_port() const { return iser_port_; } // with --iser-portal in args
+
+	pid_t pid() const { return pid_; }
+	bool running() const { return pid_ > 0; }
+	// SIGTERM, then wait up to timeout (SIGKILL after it). The exit status, or -1.
+	int stop(std::chrono::milliseconds timeout = 10s);
+	// SIGKILL and reap.
+	void kill();
+	// Everything it wrote to stderr so far.
+	std::string log() const;
+
+private:
+	pid_t pid_ = -1;
+	uint16_t port_ = 0;
+	uint16_t iser_port_ = 0;
+	std::string log_path_;
+};
+
+// tgtd -f with one target and one file-backed LUN (LUN 1; tgtd's LUN 0 is its controller).
+struct TgtdConfig {
+	std::string iqn = "iqn.2026-11.org.ulp:tgt";
+	uint64_t lun_size = 64u << 20;          // bytes of the backing file (in /dev/shm)
+	std::string chap_user, chap_secret;     // incoming CHAP account (empty: none)
+	std::string mutual_user, mutual_secret; // outgoing account (mutual CHAP)
+	bool digests = false; // HeaderDigest/DataDigest=CRC32C (tgtd offers None otherwise)
+};
+
+class TgtdProcess
+{
+public:
+	TgtdProcess() = default;
+	~TgtdProcess();
+	TgtdProcess(const TgtdProcess &) = delete;
+	TgtdProcess &operator=(const TgtdProcess &) = delete;
+
+	// False with *why (missing binary, no free port, tgtadm failing: the test skips).
+	bool start(const TgtdConfig &cfg, std::string *why);
+	uint16_t port() const { return port_; }
+	void kill();
+
+private:
+	bool tgtadm(const std::vector<std::string> &args, std::string *out);
+
+	pid_t pid_ = -1;
+	uint16_t port_ = 0;
+	int control_ = 0; // tgtd's management port (its socket in /var/run/tgtd)
+	std::string file_;
+	std::string log_path_;
+};
+
+// Run a program with args, wait (bounded), collect stdout and stderr. The exit status, or
+// -1 when it had to be killed.
+int run_program(const std::string &path, const std::vector<std::string> &args, std::string *out,
+                std::string *err, std::chrono::milliseconds timeout = 60s);
+
+// A TCP port on 127.0.0.1 that was free a moment ago.
+uint16_t free_port();
+
+} // namespace ulp::test
