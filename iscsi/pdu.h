@@ -85,6 +85,13 @@ enum class Stage : uint8_t {
 };
 
 // Login Response Status-Class << 8 | Status-Detail (RFC 7143 11.13).
+// What one step of a login state machine (either end's) leaves to do.
+enum class LoginStep : uint8_t {
+	Continue, // send the response (or the next request), more to come
+	Complete, // full feature phase from the next PDU
+	Failed,   // send the response (if any), then close the connection
+};
+
 enum class LoginStatus : uint16_t {
 	Success = 0x0000,
 	TargetMovedTemp = 0x0101,      // redirect: TargetAddress in the data

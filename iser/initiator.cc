@@ -23,8 +23,11 @@
 #include <deque>
 #include <mutex>
 
-namespace ulp::iscsi
+namespace ulp::iser
 {
+
+using namespace iscsi;
+using namespace iscsi::initiator;
 
 namespace
 {
@@ -53,13 +56,13 @@ struct CmRec {
 	ConnParam param;
 };
 
-class IserTransport final : public InitiatorTransport
+class RdmaTransport final : public InitiatorTransport
 {
 public:
-	explicit IserTransport(const IserInitiatorConfig &cfg) : cfg_(cfg) {}
-	~IserTransport() override;
+	explicit RdmaTransport(const InitiatorConfig &cfg) : cfg_(cfg) {}
+	~RdmaTransport() override;
 
-	Transport kind() const override { return Transport::Iser; }
+	iscsi::Transport kind() const override { return iscsi::Transport::Iser; }
 	void attach(TransportSink *sink) override { sink_ = sink; }
 	bool connect(const std::string &host, uint16_t port,
 	             std::chrono::milliseconds timeout) override;
@@ -99,12 +102,12 @@ private:
 
 	struct RecvDesc {
 		Cqe cqe; // the completion leads back here (container_of)
-		IserTransport *tp;
+		RdmaTransport *tp;
 		const Buf *buf;
 	};
 	struct SendDesc {
 		Cqe cqe; // the SEND completion leads back here
-		IserTransport *tp;
+		RdmaTransport *tp;
 		const Buf *buf;
 		TxPdu *pdu = nullptr; // in the buffer until the SEND completes
 		uint32_t nwr = 0;     // send-queue slots this post used (REG_MR + SEND)
@@ -115,7 +118,7 @@ private:
 	// One command's data registration, by task slot (ITT & 0xffff).
 	struct Reg {
 		Cqe inv_cqe; // the LOCAL_INV completion leads back here
-		IserTransport *tp = nullptr;
+		RdmaTransport *tp = nullptr;
 		bool live = false; // mapped, not yet released
 		uint32_t itt = 0;  // the command
 		DataDir dir = DataDir::None;
@@ -153,7 +156,7 @@ private:
 	static void inv_done(Cq *cq, Wc *wc);
 	void on_recv(RecvDesc *d, const Wc &wc);
 
-	IserInitiatorConfig cfg_;
+	InitiatorConfig cfg_;
 	TransportSink *sink_ = nullptr;
 	State state_ = State::Idle;
 	bool failed_ = false;
@@ -192,11 +195,11 @@ private:
 	bool peer_inv_ = false;  // the target may SEND_WITH_INV (both said so)
 	bool in_cb_ = false;     // inside process_cq_direct (teardown must wait)
 	bool torn_down_ = false; // teardown() ran
-	IserInitiatorStats local_stats_;
-	IserInitiatorStats &stats_ = cfg_.stats ? *cfg_.stats : local_stats_;
+	InitiatorStats local_stats_;
+	InitiatorStats &stats_ = cfg_.stats ? *cfg_.stats : local_stats_;
 };
 
-IserTransport::~IserTransport()
+RdmaTransport::~RdmaTransport()
 {
 	close();
 	teardown();
@@ -204,7 +207,7 @@ IserTransport::~IserTransport()
 		::close(evfd_);
 }
 
-bool IserTransport::fail(std::string why)
+bool RdmaTransport::fail(std::string why)
 {
 	if (!failed_) {
 		failed_ = true;
@@ -216,7 +219,7 @@ bool IserTransport::fail(std::string why)
 
 // ---- Connect ----------------------------------------------------------------------------
 
-bool IserTransport::wait_cm(CmEventType want, clock::time_point deadline, CmRec *out)
+bool RdmaTransport::wait_cm(CmEventType want, clock::time_point deadline, CmRec *out)
 {
 	for (;;) {
 		{
@@ -248,7 +251,7 @@ bool IserTransport::wait_cm(CmEventType want, clock::time_point deadline, CmRec 
 	}
 }
 
-bool IserTransport::connect(const std::string &host, uint16_t port,
+bool RdmaTransport::connect(const std::string &host, uint16_t port,
                             std::chrono::milliseconds timeout)
 {
 	const auto deadline = clock::now() + timeout;
@@ -322,7 +325,7 @@ bool IserTransport::connect(const std::string &host, uint16_t port,
 	return true;
 }
 
-bool IserTransport::setup(std::string *why)
+bool RdmaTransport::setup(std::string *why)
 {
 	dev_ = id_->device();
 	if (!dev_) {
@@ -461,7 +464,7 @@ bool IserTransport::setup(std::string *why)
 
 // ---- Teardown ---------------------------------------------------------------------------
 
-void IserTransport::close()
+void RdmaTransport::close()
 {
 	if (!failed_) {
 		failed_ = true;
@@ -503,7 +506,7 @@ void IserTransport::close()
 		teardown();
 }
 
-void IserTransport::teardown()
+void RdmaTransport::teardown()
 {
 	if (torn_down_ || state_ != State::Closed)
 		return;
@@ -534,7 +537,7 @@ void IserTransport::teardown()
 	pd_.reset();
 }
 
-void IserTransport::release_all()
+void RdmaTransport::release_all()
 {
 	for (Reg &r : regs_)
 		if (r.live)
@@ -544,7 +547,7 @@ void IserTransport::release_all()
 
 // ---- Data registration ---------------------------------------------------------------------
 
-IserTransport::Reg *IserTransport::reg_of(uint32_t itt)
+RdmaTransport::Reg *RdmaTransport::reg_of(uint32_t itt)
 {
 	const uint32_t slot = itt & 0xffff;
 	if (slot >= regs_.size() || !regs_[slot].live || regs_[slot].itt != itt)
@@ -552,12 +555,12 @@ IserTransport::Reg *IserTransport::reg_of(uint32_t itt)
 	return &regs_[slot];
 }
 
-bool IserTransport::can_map() const
+bool RdmaTransport::can_map() const
 {
 	return state_ == State::Up && mrs_.available() > 0;
 }
 
-int IserTransport::map_data(uint32_t itt, DataDir dir, std::span<uint8_t> data, uint32_t unsol)
+int RdmaTransport::map_data(uint32_t itt, DataDir dir, std::span<uint8_t> data, uint32_t unsol)
 {
 	if (state_ != State::Up)
 		return -ENOTCONN;
@@ -617,7 +620,7 @@ int IserTransport::map_data(uint32_t itt, DataDir dir, std::span<uint8_t> data, 
 	return 0;
 }
 
-void IserTransport::unmap_data(uint32_t itt)
+void RdmaTransport::unmap_data(uint32_t itt)
 {
 	Reg *r = reg_of(itt);
 	if (!r || r->unmapping)
@@ -635,7 +638,7 @@ void IserTransport::unmap_data(uint32_t itt)
 		inv_wait_.push_back(itt & 0xffff);
 }
 
-bool IserTransport::post_inv(Reg &r)
+bool RdmaTransport::post_inv(Reg &r)
 {
 	if (sq_used_ + 1 > sq_size_)
 		return false;
@@ -654,7 +657,7 @@ bool IserTransport::post_inv(Reg &r)
 	return true;
 }
 
-void IserTransport::release(Reg &r)
+void RdmaTransport::release(Reg &r)
 {
 	// A READ through the bounce heap: the key is dead, so the bytes are final (all of
 	// them when the response came: it follows the RDMA WRITEs, RC ordering); hand them
@@ -672,10 +675,10 @@ void IserTransport::release(Reg &r)
 		sink_->on_data_released(itt);
 }
 
-void IserTransport::inv_done(Cq *, Wc *wc)
+void RdmaTransport::inv_done(Cq *, Wc *wc)
 {
 	auto *r = container_of(wc->wr_cqe, &Reg::inv_cqe);
-	IserTransport *tp = r->tp;
+	RdmaTransport *tp = r->tp;
 	tp->sq_used_--;
 	if (wc->status != WcStatus::Success && tp->state_ == State::Up)
 		tp->fail(std::string("LOCAL_INV: ") + wc_status_str(wc->status));
@@ -687,7 +690,7 @@ void IserTransport::inv_done(Cq *, Wc *wc)
 
 // ---- Sending ------------------------------------------------------------------------------
 
-void IserTransport::queue(TxPdu *p)
+void RdmaTransport::queue(TxPdu *p)
 {
 	if (state_ != State::Up) {
 		sink_->on_sent(p, false);
@@ -702,7 +705,7 @@ void IserTransport::queue(TxPdu *p)
 	}
 }
 
-IserTransport::Post IserTransport::post_pdu(TxPdu *p)
+RdmaTransport::Post RdmaTransport::post_pdu(TxPdu *p)
 {
 	const uint8_t *bhs = p->hdr_len ? p->hdr.data() : p->data.data();
 	const size_t len = size_t(p->hdr_len) + p->data.size();
@@ -777,7 +780,7 @@ IserTransport::Post IserTransport::post_pdu(TxPdu *p)
 	return Post::Posted;
 }
 
-void IserTransport::run_backlog()
+void RdmaTransport::run_backlog()
 {
 	while (state_ == State::Up && !inv_wait_.empty()) {
 		const uint32_t slot = inv_wait_.front();
@@ -796,10 +799,10 @@ void IserTransport::run_backlog()
 	}
 }
 
-void IserTransport::send_done(Cq *, Wc *wc)
+void RdmaTransport::send_done(Cq *, Wc *wc)
 {
 	auto *d = container_of(wc->wr_cqe, &SendDesc::cqe);
-	IserTransport *tp = d->tp;
+	RdmaTransport *tp = d->tp;
 	tp->sq_used_ -= d->nwr;
 	TxPdu *p = std::exchange(d->pdu, nullptr);
 	tp->send_free_.push_back(d);
@@ -813,7 +816,7 @@ void IserTransport::send_done(Cq *, Wc *wc)
 
 // ---- Receiving ----------------------------------------------------------------------------
 
-void IserTransport::post_recv(RecvDesc *d)
+void RdmaTransport::post_recv(RecvDesc *d)
 {
 	Sge sge{reinterpret_cast<uint64_t>(d->buf->addr), uint32_t(recv_pool_->buf_size()),
 	        d->buf->lkey};
@@ -826,13 +829,13 @@ void IserTransport::post_recv(RecvDesc *d)
 		fail(std::string("post_recv: ") + std::strerror(-rc));
 }
 
-void IserTransport::recv_done(Cq *, Wc *wc)
+void RdmaTransport::recv_done(Cq *, Wc *wc)
 {
 	auto *d = container_of(wc->wr_cqe, &RecvDesc::cqe);
 	d->tp->on_recv(d, *wc);
 }
 
-void IserTransport::on_recv(RecvDesc *d, const Wc &wc)
+void RdmaTransport::on_recv(RecvDesc *d, const Wc &wc)
 {
 	if (state_ != State::Up && state_ != State::Connecting)
 		return; // a flush while closing
@@ -876,7 +879,7 @@ void IserTransport::on_recv(RecvDesc *d, const Wc &wc)
 
 // ---- Polling -------------------------------------------------------------------------------
 
-void IserTransport::handle_cm_events()
+void RdmaTransport::handle_cm_events()
 {
 	std::deque<CmRec> evs;
 	{
@@ -906,7 +909,7 @@ void IserTransport::handle_cm_events()
 	}
 }
 
-int IserTransport::process()
+int RdmaTransport::process()
 {
 	in_cb_ = true;
 	const int n = process_cq_direct(*cq_, kPollBudget);
@@ -916,7 +919,7 @@ int IserTransport::process()
 	return n;
 }
 
-bool IserTransport::poll(std::chrono::milliseconds timeout)
+bool RdmaTransport::poll(std::chrono::milliseconds timeout)
 {
 	if (state_ != State::Up)
 		return false;
@@ -956,9 +959,9 @@ bool IserTransport::poll(std::chrono::milliseconds timeout)
 
 } // namespace
 
-std::unique_ptr<InitiatorTransport> make_iser_transport(const IserInitiatorConfig &cfg)
+std::unique_ptr<InitiatorTransport> make_transport(const InitiatorConfig &cfg)
 {
-	return std::make_unique<IserTransport>(cfg);
+	return std::make_unique<RdmaTransport>(cfg);
 }
 
-} // namespace ulp::iscsi
+} // namespace ulp::iser

@@ -12,9 +12,9 @@
 //   - the iSER header names it: read STag + VA for a READ (the target RDMA WRITEs there),
 //     write STag + VA for a WRITE, the VA advanced past the immediate and unsolicited data
 //     already sent (what Linux's isert expects and does itself);
-//   - a buffer outside the regions the caller registered (IserInitiatorConfig::regions) is
+//   - a buffer outside the regions the caller registered (InitiatorConfig::regions) is
 //     bounced through a registered heap: copied in for a WRITE, out for a READ. Correct,
-//     slower; counted in IserInitiatorStats::bounced so a benchmark can show none.
+//     slower; counted in InitiatorStats::bounced so a benchmark can show none.
 // When the command ends (unmap_data), its STag must be dead before the buffer goes back
 // to the caller: either the target invalidated it with the SEND_WITH_INV that carried the
 // response (checked: the invalidated key must be that command's, or the connection fails
@@ -47,11 +47,11 @@ namespace ulp
 class Provider;
 }
 
-namespace ulp::iscsi
+namespace ulp::iser
 {
 
 // Counters, for tests and benchmarks (written by the session's thread).
-struct IserInitiatorStats {
+struct InitiatorStats {
 	uint64_t mapped = 0;     // commands with data registered (REG_MR)
 	uint64_t bounced = 0;    // of them, through the bounce heap (unregistered buffer)
 	uint64_t remote_inv = 0; // STags the target invalidated (SEND_WITH_INV)
@@ -61,7 +61,7 @@ struct IserInitiatorStats {
 	uint64_t recvs = 0;      // PDUs received
 };
 
-struct IserInitiatorConfig {
+struct InitiatorConfig {
 	Provider *provider = nullptr;   // the fabric: the soft provider or the verbs one
 	std::string src_ip;             // bind the connection to this address ("" = any)
 	uint32_t queue_depth = 128;     // commands with data in flight at most
@@ -78,10 +78,10 @@ struct IserInitiatorConfig {
 	// no write data beyond the immediate data (libiscsi offers 4, Linux the device's max).
 	uint8_t read_credit = 16;
 	std::chrono::milliseconds drain_timeout{5000}; // teardown's bound per queue
-	IserInitiatorStats *stats = nullptr;           // optional counters
+	InitiatorStats *stats = nullptr;               // optional counters
 };
 
 // A transport factory for Session (each call makes a new, unconnected transport).
-std::unique_ptr<InitiatorTransport> make_iser_transport(const IserInitiatorConfig &cfg);
+std::unique_ptr<iscsi::initiator::InitiatorTransport> make_transport(const InitiatorConfig &cfg);
 
-} // namespace ulp::iscsi
+} // namespace ulp::iser

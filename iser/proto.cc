@@ -6,8 +6,10 @@
 
 #include <cstring>
 
-namespace ulp::iscsi
+namespace ulp::iser
 {
+
+using namespace iscsi;
 
 const char *iser_error_name(IserError e)
 {
@@ -94,4 +96,4 @@ bool parse_iser_message(std::span<const uint8_t> in, uint32_t max_recv_dsl, Iser
 	return true;
 }
 
-} // namespace ulp::iscsi
+} // namespace ulp::iser

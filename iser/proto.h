@@ -23,7 +23,7 @@
 #include <span>
 #include <string>
 
-namespace ulp::iscsi
+namespace ulp::iser
 {
 
 constexpr size_t kIserHdrLen = 28;
@@ -68,8 +68,16 @@ IserError parse_iser_hdr(std::span<const uint8_t> buf, IserHdr *out);
 // Write h into out[0..28).
 void build_iser_hdr(const IserHdr &h, std::span<uint8_t, kIserHdrLen> out);
 
+} // namespace ulp::iser
+namespace ulp::iscsi
+{
 struct Pdu;
 enum class PduError : uint8_t;
+} // namespace ulp::iscsi
+namespace ulp::iser
+{
+using iscsi::Pdu;
+using iscsi::PduError;
 // One received iSER message, as both ends take it: the iSER header, then an iSCSI PDU
 // that may end right after its data segment (RFC 7145 7.3: no padding). false with *why
 // on a bad iSER header, on an iSER Hello (RFC 7145 9.3: iSER-assisted login, which
@@ -96,4 +104,4 @@ struct IserCmHdr {
 bool parse_iser_cm_hdr(std::span<const uint8_t> buf, IserCmHdr *out);
 void build_iser_cm_hdr(const IserCmHdr &h, std::span<uint8_t, kIserCmHdrLen> out);
 
-} // namespace ulp::iscsi
+} // namespace ulp::iser

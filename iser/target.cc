@@ -19,8 +19,11 @@
 #include <deque>
 #include <functional>
 
-namespace ulp::iscsi
+namespace ulp::iser
 {
+
+using namespace iscsi;
+using namespace iscsi::target;
 
 namespace
 {
@@ -30,16 +33,17 @@ constexpr uint32_t kRwMaxSge = 32;
 
 } // namespace
 
-// ---- IserConn --------------------------------------------------------------------------------
+// ---- Conn --------------------------------------------------------------------------------
 
-class IserConn final : public Conn
+class Conn final : public iscsi::target::Conn
 {
 public:
-	IserConn(IscsiTarget &t, IserPortal &portal, std::string peer, std::string local)
-	    : Conn(t, Transport::Iser, std::move(peer), std::move(local)), portal_(portal)
+	Conn(Target &t, Portal &portal, std::string peer, std::string local)
+	    : iscsi::target::Conn(t, iscsi::Transport::Iser, std::move(peer), std::move(local)),
+	      portal_(portal)
 	{
 	}
-	~IserConn() override;
+	~Conn() override;
 
 	// Set the connection up on id (a new RDMA/CM connection request): QP, CQ, rings,
 	// receives posted. 0, or a negative errno with *why.
@@ -61,7 +65,7 @@ public:
 	// depth); 0: the initiator granted none, so no write data can be fetched.
 	void set_read_credit(uint8_t n) { read_credit_ = n; }
 	// Event thread, every tick: the session's timers, then the bound on RDMA transfers
-	// (IserConfig::data_timeout).
+	// (PortalConfig::data_timeout).
 	void tick(std::chrono::steady_clock::time_point now);
 	// Event thread: drain the QP after close_transport (not under the lock: the flushes
 	// come back through enter()).
@@ -129,12 +133,12 @@ protected:
 private:
 	struct RecvDesc {
 		Cqe cqe; // the completion leads back here (container_of)
-		IserConn *conn;
+		Conn *conn;
 		const Buf *buf;
 	};
 	struct SendDesc {
 		Cqe cqe; // the SEND completion leads back here
-		IserConn *conn;
+		Conn *conn;
 		const Buf *buf;
 		OutPdu *pdu = nullptr; // the PDU in the buffer, until the SEND completes
 		Sge sge;
@@ -143,7 +147,7 @@ private:
 	// A command's RDMA state, kept with its slot (IscsiCmd::xprt).
 	struct CmdCtx {
 		Cqe cqe; // the RDMA READ completion leads back here
-		IserConn *conn;
+		Conn *conn;
 		IscsiCmd *cmd;
 		RwCtx rw;
 		SgTable sgt{1};
@@ -167,7 +171,7 @@ private:
 	void post_read_response(IscsiCmd *c, SendDesc *d);
 	void check_transfers(std::chrono::steady_clock::time_point now);
 
-	IserPortal &portal_;
+	Portal &portal_;
 	std::unique_ptr<CmId> id_;   // owns the QP
 	std::unique_ptr<RwQp> rwqp_; // rw contexts and their MR pool, over id_'s QP
 	Cq *cq_ = nullptr;           // from the device's CQ pool, send and receive
@@ -192,20 +196,20 @@ private:
 	std::atomic<std::thread::id> holder_;
 };
 
-IserConn::~IserConn()
+Conn::~Conn()
 {
 	release_resources();
 }
 
-int IserConn::setup(std::unique_ptr<CmId> id, Pd &pd, DmaHeap &heap, const IserCmHdr &ch,
-                    std::string *why)
+int Conn::setup(std::unique_ptr<CmId> id, Pd &pd, DmaHeap &heap, const IserCmHdr &ch,
+                std::string *why)
 {
 	id_ = std::move(id);
 	id_->context = this;
 	heap_ = &heap;
 	Device &dev = pd.device();
 	const DeviceAttr &da = dev.attr();
-	const IserConfig &cfg = portal_.cfg();
+	const PortalConfig &cfg = portal_.cfg();
 	const uint32_t window = target_.cfg().cmd_window;
 	const uint32_t nrecv = window + kImmediateSlots + cfg.extra_recvs;
 	const uint32_t nsend = cfg.send_ring ? cfg.send_ring : window + 32;
@@ -283,7 +287,7 @@ int IserConn::setup(std::unique_ptr<CmId> id, Pd &pd, DmaHeap &heap, const IserC
 	return 0;
 }
 
-void IserConn::release_resources()
+void Conn::release_resources()
 {
 	for (auto &x : ctxs_)
 		if (x->active) {
@@ -311,7 +315,7 @@ void IserConn::release_resources()
 	send_pool_.reset();
 }
 
-void IserConn::post_recv(RecvDesc *d)
+void Conn::post_recv(RecvDesc *d)
 {
 	Sge sge{reinterpret_cast<uint64_t>(d->buf->addr), uint32_t(recv_size_), d->buf->lkey};
 	RecvWr wr;
@@ -323,13 +327,13 @@ void IserConn::post_recv(RecvDesc *d)
 		on_transport_error(std::string("post_recv: ") + std::strerror(-rc));
 }
 
-void IserConn::recv_done(Cq *, Wc *wc)
+void Conn::recv_done(Cq *, Wc *wc)
 {
 	auto *d = container_of(wc->wr_cqe, &RecvDesc::cqe);
 	d->conn->enter([&] { d->conn->handle_recv(d, *wc); });
 }
 
-void IserConn::handle_recv(RecvDesc *d, const Wc &wc)
+void Conn::handle_recv(RecvDesc *d, const Wc &wc)
 {
 	if (wc.status != WcStatus::Success) {
 		// A flush we did not cause (no close_transport yet) is a QP that left RTS on its
@@ -356,7 +360,7 @@ void IserConn::handle_recv(RecvDesc *d, const Wc &wc)
 		post_recv(d);
 }
 
-IserConn::SendDesc *IserConn::take_send()
+Conn::SendDesc *Conn::take_send()
 {
 	if (send_free_.empty())
 		return nullptr;
@@ -365,7 +369,7 @@ IserConn::SendDesc *IserConn::take_send()
 	return d;
 }
 
-void IserConn::fill_send(SendDesc *d, OutPdu *p)
+void Conn::fill_send(SendDesc *d, OutPdu *p)
 {
 	// iSER header (a control-type PDU; the target sends no STags) + the PDU. No padding:
 	// RFC 7145 7.3 lets the SEND end after the data segment.
@@ -394,11 +398,11 @@ void IserConn::fill_send(SendDesc *d, OutPdu *p)
 	if (send_inv_ && h && p->last_of_cmd && !c->local && (h->rsv || h->wsv)) {
 		d->wr.opcode = WrOpcode::SendWithInv;
 		d->wr.invalidate_rkey = h->rsv ? h->read_stag : h->write_stag;
-		portal_.count(&IserStats::send_inv);
+		portal_.count(&PortalStats::send_inv);
 	}
 }
 
-void IserConn::queue_pdu(OutPdu *p)
+void Conn::queue_pdu(OutPdu *p)
 {
 	if (closed_) {
 		pdu_done(p, false);
@@ -427,10 +431,10 @@ void IserConn::queue_pdu(OutPdu *p)
 	}
 }
 
-void IserConn::send_done(Cq *, Wc *wc)
+void Conn::send_done(Cq *, Wc *wc)
 {
 	auto *d = container_of(wc->wr_cqe, &SendDesc::cqe);
-	IserConn *c = d->conn;
+	Conn *c = d->conn;
 	c->enter([&] {
 		OutPdu *p = d->pdu;
 		d->pdu = nullptr;
@@ -453,7 +457,7 @@ void IserConn::send_done(Cq *, Wc *wc)
 	});
 }
 
-void IserConn::send_pending()
+void Conn::send_pending()
 {
 	while (!closed_ && !send_free_.empty() && (!pending_reads_.empty() || !pending_.empty())) {
 		if (!pending_reads_.empty()) {
@@ -468,7 +472,7 @@ void IserConn::send_pending()
 	}
 }
 
-IserConn::CmdCtx *IserConn::ctx(IscsiCmd *c)
+Conn::CmdCtx *Conn::ctx(IscsiCmd *c)
 {
 	if (!c->xprt) {
 		auto x = std::make_unique<CmdCtx>();
@@ -481,18 +485,18 @@ IserConn::CmdCtx *IserConn::ctx(IscsiCmd *c)
 	return static_cast<CmdCtx *>(c->xprt);
 }
 
-bool IserConn::alloc_buffer(IscsiCmd *c, uint32_t len)
+bool Conn::alloc_buffer(IscsiCmd *c, uint32_t len)
 {
 	void *p = heap_->alloc(len);
 	if (!p) {
-		portal_.count(&IserStats::task_set_full);
+		portal_.count(&PortalStats::task_set_full);
 		return false;
 	}
 	c->data = static_cast<uint8_t *>(p);
 	return true;
 }
 
-void IserConn::free_buffer(IscsiCmd *c)
+void Conn::free_buffer(IscsiCmd *c)
 {
 	if (c->xprt) {
 		auto *x = static_cast<CmdCtx *>(c->xprt);
@@ -504,7 +508,7 @@ void IserConn::free_buffer(IscsiCmd *c)
 	heap_->free(c->data);
 }
 
-void IserConn::fetch_data_out(IscsiCmd *c)
+void Conn::fetch_data_out(IscsiCmd *c)
 {
 	// RFC 7145 7.3.?: data-out beyond the immediate and unsolicited data is read from the
 	// initiator's buffer; Linux advances the write base VA past what it already sent.
@@ -525,7 +529,7 @@ void IserConn::fetch_data_out(IscsiCmd *c)
 		// Its connect request offered no responder resources: an RDMA READ posted now
 		// would wait forever for a credit (rxe's requester does; so does the soft
 		// provider's). Fail the write instead, and say why once.
-		portal_.count(&IserStats::no_read_credit);
+		portal_.count(&PortalStats::no_read_credit);
 		if (!told_no_read_credit_) {
 			told_no_read_credit_ = true;
 			target_.log(
@@ -550,7 +554,7 @@ void IserConn::fetch_data_out(IscsiCmd *c)
 	x->active = true;
 	x->dir = RwDir::Read;
 	x->posted = std::chrono::steady_clock::now();
-	portal_.count(&IserStats::rdma_reads);
+	portal_.count(&PortalStats::rdma_reads);
 	if (int rc = x->rw.post(&x->cqe, nullptr); rc != 0) {
 		x->rw.destroy();
 		x->active = false;
@@ -559,10 +563,10 @@ void IserConn::fetch_data_out(IscsiCmd *c)
 	}
 }
 
-void IserConn::read_done(Cq *, Wc *wc)
+void Conn::read_done(Cq *, Wc *wc)
 {
 	auto *x = container_of(wc->wr_cqe, &CmdCtx::cqe);
-	IserConn *conn = x->conn;
+	Conn *conn = x->conn;
 	conn->enter([&] {
 		IscsiCmd *c = x->cmd;
 		x->rw.destroy();
@@ -578,7 +582,7 @@ void IserConn::read_done(Cq *, Wc *wc)
 	});
 }
 
-void IserConn::send_read_response(IscsiCmd *c)
+void Conn::send_read_response(IscsiCmd *c)
 {
 	if (closed_) {
 		scsi::cmd_put(&c->cmd);
@@ -592,7 +596,7 @@ void IserConn::send_read_response(IscsiCmd *c)
 	post_read_response(c, d);
 }
 
-void IserConn::post_read_response(IscsiCmd *c, SendDesc *d)
+void Conn::post_read_response(IscsiCmd *c, SendDesc *d)
 {
 	OutPdu *p = build_scsi_rsp(c);
 	track_cmd_pdu(c, p, true);
@@ -619,7 +623,7 @@ void IserConn::post_read_response(IscsiCmd *c, SendDesc *d)
 	x->active = true;
 	x->dir = RwDir::Write;
 	x->posted = std::chrono::steady_clock::now();
-	portal_.count(&IserStats::rdma_writes);
+	portal_.count(&PortalStats::rdma_writes);
 	fill_send(d, p);
 	// RFC 7145 7.3.?: the data by RDMA WRITE, then the status by SEND, in one chain: the
 	// SEND completes only after the WRITEs are placed (RC ordering).
@@ -633,7 +637,7 @@ void IserConn::post_read_response(IscsiCmd *c, SendDesc *d)
 	}
 }
 
-void IserConn::close_transport()
+void Conn::close_transport()
 {
 	if (closed_)
 		return;
@@ -653,7 +657,7 @@ void IserConn::close_transport()
 	portal_.schedule_close(this);
 }
 
-void IserConn::drain()
+void Conn::drain()
 {
 	// Every WR posted so far completes (flushed) and is dispatched through enter(); the
 	// QP's CQ is a Workqueue one, so drain waits for those threads.
@@ -662,7 +666,7 @@ void IserConn::drain()
 	drained_.store(true, std::memory_order_release);
 }
 
-void IserConn::tick(std::chrono::steady_clock::time_point now)
+void Conn::tick(std::chrono::steady_clock::time_point now)
 {
 	enter([&] {
 		on_tick(now);
@@ -670,7 +674,7 @@ void IserConn::tick(std::chrono::steady_clock::time_point now)
 	});
 }
 
-void IserConn::check_transfers(std::chrono::steady_clock::time_point now)
+void Conn::check_transfers(std::chrono::steady_clock::time_point now)
 {
 	if (closed_)
 		return; // the flush is on its way (drain)
@@ -693,13 +697,13 @@ void IserConn::check_transfers(std::chrono::steady_clock::time_point now)
 		target_.log("iser: " + peer() + ": ITT " + itt + ": " + what +
 		            " not complete after " + std::to_string(ms) +
 		            " ms: dropping the connection");
-		portal_.count(&IserStats::data_timeouts);
+		portal_.count(&PortalStats::data_timeouts);
 		on_transport_error("RDMA transfer timed out");
 		return;
 	}
 }
 
-void IserConn::on_cm_event(CmEvent &ev)
+void Conn::on_cm_event(CmEvent &ev)
 {
 	switch (ev.event) {
 	case CmEventType::Disconnected:
@@ -714,19 +718,19 @@ void IserConn::on_cm_event(CmEvent &ev)
 	}
 }
 
-// ---- IserPortal ------------------------------------------------------------------------------
+// ---- Portal ------------------------------------------------------------------------------
 
-IserPortal::IserPortal(IscsiTarget &target, Provider &provider, const IserConfig &cfg)
+Portal::Portal(Target &target, Provider &provider, const PortalConfig &cfg)
     : target_(target), provider_(provider), cfg_(cfg)
 {
 }
 
-IserPortal::~IserPortal()
+Portal::~Portal()
 {
 	stop();
 }
 
-int IserPortal::listen(const SockAddr &addr, std::string *why)
+int Portal::listen(const SockAddr &addr, std::string *why)
 {
 	listen_id_ =
 	    provider_.create_id([this](CmId *id, CmEvent &ev) { on_cm_event(id, ev); }, nullptr);
@@ -748,18 +752,18 @@ int IserPortal::listen(const SockAddr &addr, std::string *why)
 	return 0;
 }
 
-int IserPortal::start()
+int Portal::start()
 {
 	thread_ = std::thread([this] { event_loop(); });
 	return 0;
 }
 
-void IserPortal::stop_accepting()
+void Portal::stop_accepting()
 {
 	listen_id_.reset(); // waits out a running handler
 }
 
-void IserPortal::stop()
+void Portal::stop()
 {
 	stop_accepting();
 	{
@@ -771,7 +775,7 @@ void IserPortal::stop()
 		thread_.join();
 	// Not under lock_: detach takes the connection's inbox lock, and wake() takes lock_
 	// under it.
-	std::vector<std::unique_ptr<IserConn>> conns;
+	std::vector<std::unique_ptr<Conn>> conns;
 	{
 		std::lock_guard g(lock_);
 		conns.swap(conns_);
@@ -801,39 +805,39 @@ void IserPortal::stop()
 	devices_.clear();
 }
 
-size_t IserPortal::conns()
+size_t Portal::conns()
 {
 	std::lock_guard g(lock_);
 	return conns_.size();
 }
 
-IserStats IserPortal::stats()
+PortalStats Portal::stats()
 {
 	std::lock_guard g(lock_);
 	return stats_;
 }
 
-void IserPortal::count(uint64_t IserStats::*field)
+void Portal::count(uint64_t PortalStats::*field)
 {
 	std::lock_guard g(lock_);
 	stats_.*field += 1;
 }
 
-void IserPortal::kick(IserConn *c)
+void Portal::kick(Conn *c)
 {
 	std::lock_guard g(lock_);
 	kicked_.push_back(c);
 	cv_.notify_all();
 }
 
-void IserPortal::schedule_close(IserConn *c)
+void Portal::schedule_close(Conn *c)
 {
 	std::lock_guard g(lock_);
 	closing_.push_back(c);
 	cv_.notify_all();
 }
 
-IserPortal::DeviceRes *IserPortal::device_res(Device &dev)
+Portal::DeviceRes *Portal::device_res(Device &dev)
 {
 	auto it = devices_.find(&dev);
 	if (it != devices_.end())
@@ -854,17 +858,17 @@ IserPortal::DeviceRes *IserPortal::device_res(Device &dev)
 	return &devices_.emplace(&dev, std::move(r)).first->second;
 }
 
-void IserPortal::on_cm_event(CmId *id, CmEvent &ev)
+void Portal::on_cm_event(CmId *id, CmEvent &ev)
 {
 	if (ev.event == CmEventType::ConnectRequest) {
 		on_connect_request(ev);
 		return;
 	}
-	if (auto *c = static_cast<IserConn *>(id->context))
+	if (auto *c = static_cast<Conn *>(id->context))
 		c->on_cm_event(ev);
 }
 
-void IserPortal::on_connect_request(CmEvent &ev)
+void Portal::on_connect_request(CmEvent &ev)
 {
 	std::unique_ptr<CmId> id = std::move(ev.new_id);
 	Device *dev = id->device();
@@ -876,7 +880,7 @@ void IserPortal::on_connect_request(CmEvent &ev)
 		target_.log("iser: connection request from " + id->peer_addr().str() +
 		            " refused: " + w);
 		id->reject({});
-		count(&IserStats::rejected);
+		count(&PortalStats::rejected);
 	};
 	if (!dev) {
 		refuse("no device");
@@ -892,14 +896,14 @@ void IserPortal::on_connect_request(CmEvent &ev)
 		return;
 	}
 	std::string peer = id->peer_addr().str(), local = id->local_addr().str();
-	auto c = std::make_unique<IserConn>(target_, *this, peer, local);
+	auto c = std::make_unique<Conn>(target_, *this, peer, local);
 	CmId *raw = id.get();
 	if (int rc = c->setup(std::move(id), *r->pd, *r->heap, ch, &why); rc != 0) {
 		target_.log("iser: connection from " + peer + ": " + why);
 		raw->reject({});
 		c->release_resources();
 		c->detach(); // never logged in: nothing is posted to it
-		count(&IserStats::rejected);
+		count(&PortalStats::rejected);
 		return;
 	}
 	// READ credits, as rdma_cm hands them to the passive side (IB CM crosses them:
@@ -923,7 +927,7 @@ void IserPortal::on_connect_request(CmEvent &ev)
 	build_iser_cm_hdr(ours, std::span<uint8_t, kIserCmHdrLen>(pd, kIserCmHdrLen));
 	cp.set_private_data(pd);
 	const int rc = c->id().accept(cp);
-	IserConn *conn = c.get();
+	Conn *conn = c.get();
 	{
 		std::lock_guard g(lock_);
 		conns_.push_back(std::move(c));
@@ -940,7 +944,7 @@ void IserPortal::on_connect_request(CmEvent &ev)
 	}
 }
 
-void IserPortal::event_loop()
+void Portal::event_loop()
 {
 	set_thread_name("ulp-iser-cm");
 	using clock = std::chrono::steady_clock;
@@ -949,23 +953,23 @@ void IserPortal::event_loop()
 	while (!stop_) {
 		cv_.wait_until(g, next_tick,
 		               [&] { return stop_ || !closing_.empty() || !kicked_.empty(); });
-		std::vector<IserConn *> closing, kicked;
+		std::vector<Conn *> closing, kicked;
 		closing.swap(closing_);
 		kicked.swap(kicked_);
 		g.unlock();
-		for (IserConn *c : kicked)
+		for (Conn *c : kicked)
 			c->enter([] {}); // leave() runs the events
-		for (IserConn *c : closing)
+		for (Conn *c : closing)
 			c->drain();
 		g.lock();
 		if (clock::now() >= next_tick) {
 			next_tick = clock::now() + std::chrono::milliseconds(100);
-			std::vector<IserConn *> all;
+			std::vector<Conn *> all;
 			for (auto &c : conns_)
 				all.push_back(c.get());
 			g.unlock();
 			const auto now = clock::now();
-			for (IserConn *c : all)
+			for (Conn *c : all)
 				c->tick(now);
 			reap(all);
 			g.lock();
@@ -973,13 +977,13 @@ void IserPortal::event_loop()
 	}
 }
 
-void IserPortal::reap(const std::vector<IserConn *> &all)
+void Portal::reap(const std::vector<Conn *> &all)
 {
 	// Event thread, lock_ not held (a connection's lock is taken before lock_, never
 	// after). Connections that are drained (no completion will come) and done (every
 	// command released, the session reaped, nothing in flight; read under their own
 	// lock) are freed. Only this thread frees, so the pointers stay valid meanwhile.
-	for (IserConn *c : all) {
+	for (Conn *c : all) {
 		if (!c->drained())
 			continue;
 		bool done = false;
@@ -993,16 +997,16 @@ void IserPortal::reap(const std::vector<IserConn *> &all)
 		}
 		c->detach();
 		c->release_resources(); // waits out a CM handler still running on it
-		std::unique_ptr<IserConn> dead;
+		std::unique_ptr<Conn> dead;
 		{
 			std::lock_guard g(lock_);
 			auto it = std::find_if(
 			    conns_.begin(), conns_.end(),
-			    [&](const std::unique_ptr<IserConn> &p) { return p.get() == c; });
+			    [&](const std::unique_ptr<Conn> &p) { return p.get() == c; });
 			dead = std::move(*it);
 			conns_.erase(it);
 		}
 	}
 }
 
-} // namespace ulp::iscsi
+} // namespace ulp::iser

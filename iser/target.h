@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: MIT
 // iser/target.h - the iSER transport, target side (RFC 7145; the kernel's ib_isert):
-// RDMA/CM portals on a device (the soft provider or an rdma-core one) and one IserConn per
+// RDMA/CM portals on a device (the soft provider or an rdma-core one) and one Conn per
 // connection, running the iSCSI session layer (Conn) over RDMA.
 //
 // What iSER changes (RFC 7145 section 7), and where it happens here:
 //   - every iSCSI PDU travels in a SEND, behind a 28-byte iSER header; no digests
-//     (IserConn::queue_pdu, handle_recv);
+//     (Conn::queue_pdu, handle_recv);
 //   - SCSI READ data goes by RDMA WRITE into the initiator's buffer (read STag), chained
 //     before the SEND carrying the SCSI Response, which is a SEND_WITH_INV of the STag
 //     when the initiator allows it and the device can (send_read_response);
@@ -23,7 +23,7 @@
 //
 // Serialisation: a Conn's work must run one piece at a time. Over TCP that is one thread;
 // here completions arrive on the CQ pool's workers and CM events on the provider's CM
-// thread, so IserConn serialises by its lock instead: every entry takes it, does its work
+// thread, so Conn serialises by its lock instead: every entry takes it, does its work
 // and runs the events posted meanwhile before leaving. An event posted from any other
 // thread (a backstore completion) runs on that thread when the lock is free (a try-lock:
 // the poster holds the inbox lock); otherwise the holder runs it, since a holder lets go
@@ -50,12 +50,12 @@
 #include <thread>
 #include <vector>
 
-namespace ulp::iscsi
+namespace ulp::iser
 {
 
-class IserConn;
+class Conn;
 
-struct IserConfig {
+struct PortalConfig {
 	uint32_t recv_dsl = 8192;       // our TargetRecvDataSegmentLength: receive buffer data
 	                                // room (RFC 7145 6.? default 8192)
 	uint32_t send_dsl = 8192;       // the largest data segment we send in one SEND
@@ -75,7 +75,7 @@ struct IserConfig {
 };
 
 // Counters (diagnostics, tests).
-struct IserStats {
+struct PortalStats {
 	uint64_t accepted = 0;       // connections accepted
 	uint64_t rejected = 0;       // connection requests refused
 	uint64_t send_inv = 0;       // responses sent as SEND_WITH_INV
@@ -86,14 +86,14 @@ struct IserStats {
 	uint64_t no_read_credit = 0; // writes failed: the initiator granted no RDMA READ credit
 };
 
-class IserPortal
+class Portal
 {
 public:
-	IserPortal(IscsiTarget &target, Provider &provider, const IserConfig &cfg = {});
+	Portal(iscsi::target::Target &target, Provider &provider, const PortalConfig &cfg = {});
 	// Stops (stop()) first.
-	~IserPortal();
-	IserPortal(const IserPortal &) = delete;
-	IserPortal &operator=(const IserPortal &) = delete;
+	~Portal();
+	Portal(const Portal &) = delete;
+	Portal &operator=(const Portal &) = delete;
 
 	// Listen on addr (its device is the one the provider binds the address to). Port 0:
 	// the provider picks (port() tells). 0, or a negative errno with *why.
@@ -102,19 +102,19 @@ public:
 	int start(); // the event thread; 0 or a negative errno
 
 	void stop_accepting(); // destroy the listening id (connections stay)
-	// Stop the event thread and free what is left. Call IscsiTarget::stop first so that
+	// Stop the event thread and free what is left. Call Target::stop first so that
 	// the connections are gone; any that are not are left allocated (logged): freeing
 	// them could let a late completion touch freed memory.
 	void stop();
 
 	size_t conns();
-	IserStats stats();
+	PortalStats stats();
 
-	// For IserConn.
-	const IserConfig &cfg() const { return cfg_; }
-	void schedule_close(IserConn *c); // drain and reap c on the event thread
-	void kick(IserConn *c);           // run c's events on the event thread (post_deferred)
-	void count(uint64_t IserStats::*field);
+	// For Conn.
+	const PortalConfig &cfg() const { return cfg_; }
+	void schedule_close(Conn *c); // drain and reap c on the event thread
+	void kick(Conn *c);           // run c's events on the event thread (post_deferred)
+	void count(uint64_t PortalStats::*field);
 
 private:
 	// What a device needs once, for every connection on it.
@@ -127,23 +127,23 @@ private:
 	void on_connect_request(CmEvent &ev);
 	DeviceRes *device_res(Device &dev); // under lock_
 	void event_loop();
-	void reap(const std::vector<IserConn *> &all); // free those done (event thread)
+	void reap(const std::vector<Conn *> &all); // free those done (event thread)
 
-	IscsiTarget &target_;
+	iscsi::target::Target &target_;
 	Provider &provider_;
-	IserConfig cfg_;
+	PortalConfig cfg_;
 	std::unique_ptr<CmId> listen_id_;
 	uint16_t port_ = 0;
 
 	std::mutex lock_;            // guards everything below
 	std::condition_variable cv_; // event thread work
 	std::map<Device *, DeviceRes> devices_;
-	std::vector<std::unique_ptr<IserConn>> conns_; // every connection, owned
-	std::vector<IserConn *> closing_;              // to drain on the event thread
-	std::vector<IserConn *> kicked_;               // events to run on the event thread
+	std::vector<std::unique_ptr<Conn>> conns_; // every connection, owned
+	std::vector<Conn *> closing_;              // to drain on the event thread
+	std::vector<Conn *> kicked_;               // events to run on the event thread
 	bool stop_ = false;
-	IserStats stats_;
+	PortalStats stats_;
 	std::thread thread_;
 };
 
-} // namespace ulp::iscsi
+} // namespace ulp::iser

@@ -40,7 +40,7 @@
 namespace ulp::scsi
 {
 
-class Session;
+class Nexus;
 class LogicalUnit;
 struct Cmd;
 
@@ -71,9 +71,9 @@ using ExecFn = void (*)(Cmd *cmd);
 
 struct Cmd {
 	// ---- Set by the fabric before submit(); read-only afterwards ------------------------
-	Session *sess = nullptr; // the I_T nexus it arrived on
-	uint64_t lun = 0;        // LUN as addressed (lun_from_wire)
-	uint64_t tag = 0;        // the fabric's task tag (iSCSI ITT, SRP tag)
+	Nexus *sess = nullptr; // the I_T nexus it arrived on
+	uint64_t lun = 0;      // LUN as addressed (lun_from_wire)
+	uint64_t tag = 0;      // the fabric's task tag (iSCSI ITT, SRP tag)
 	TaskAttr task_attr = TaskAttr::Simple;
 	DataDir dir = DataDir::None; // what the transport announced
 	uint32_t data_length = 0;    // expected data transfer length, bytes (EDTL)
@@ -133,7 +133,7 @@ using CmdSessList = boost::intrusive::list<
 // afterwards.
 struct Tmr {
 	// Set by the fabric.
-	Session *sess = nullptr;
+	Nexus *sess = nullptr;
 	TmfType function = TmfType::AbortTask;
 	uint64_t lun = 0;     // LUN the function addresses (all but I_T NEXUS RESET)
 	uint64_t ref_tag = 0; // ABORT TASK / QUERY TASK: the task's tag

@@ -92,7 +92,7 @@ namespace
 
 void release(Cmd *cmd)
 {
-	Session *s = cmd->sess;
+	Nexus *s = cmd->sess;
 	Fabric &f = s->fabric(); // the fabric outlives its sessions; s may not outlive this
 	if (cmd->scratch && cmd->scratch_free) {
 		cmd->scratch_free(cmd->scratch);
@@ -339,7 +339,7 @@ namespace
 // submit's work, under its own reference (see submit).
 void submit_held(Cmd *cmd)
 {
-	Session *s = cmd->sess;
+	Nexus *s = cmd->sess;
 	bool stopping;
 	{
 		std::lock_guard g(s->sess_lock_);

@@ -19,7 +19,7 @@
 
 #include "scsi/cmd.h"
 #include "scsi/lu.h"
-#include "scsi/target.h"
+#include "scsi/tpg.h"
 
 #include <cstddef>
 #include <cstdint>
@@ -148,7 +148,8 @@ void tmr_respond(Tmr *tmr);
 // (TASK ABORTED for them where TAS is set, as for another nexus's CLEAR TASK SET), except
 // `except`, and answer tmr (set tmr->sess to the issuing session and tmr->core_done) once
 // they have all ended. tmr must stay allocated until then.
-void abort_nexus_tasks(LogicalUnit &lu, Tmr *tmr, std::span<const Nexus> which, const Cmd *except);
+void abort_nexus_tasks(LogicalUnit &lu, Tmr *tmr, std::span<const NexusId> which,
+                       const Cmd *except);
 
 // ---- The removable medium (medium.cc) -------------------------------------------------------
 

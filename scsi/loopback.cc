@@ -35,18 +35,18 @@ Loopback::~Loopback()
 		ULP_LOG(Error, Scsi, "loopback: destroyed with {} held writes", held_.size());
 }
 
-Session *Loopback::login(Tpg &tpg, const std::string &initiator, const std::string &port)
+Nexus *Loopback::login(Tpg &tpg, const std::string &initiator, const std::string &port)
 {
 	return tpg.open_session(*this, initiator, port.empty() ? initiator : port);
 }
 
-int Loopback::logout(Session *s, std::chrono::milliseconds timeout)
+int Loopback::logout(Nexus *s, std::chrono::milliseconds timeout)
 {
 	return s->tpg().close_session(s, timeout);
 }
 
-void Loopback::prep(LoopReq *req, Session *s, uint64_t lun, std::span<const uint8_t> cdb,
-                    DataDir dir, std::span<uint8_t> buf, TaskAttr attr, uint64_t tag)
+void Loopback::prep(LoopReq *req, Nexus *s, uint64_t lun, std::span<const uint8_t> cdb, DataDir dir,
+                    std::span<uint8_t> buf, TaskAttr attr, uint64_t tag)
 {
 	Cmd *c = &req->cmd;
 	cmd_init(c);
@@ -146,7 +146,7 @@ void Loopback::pending_done(LoopReq *req)
 	p->lb->cv_.notify_all();
 }
 
-Loopback::Pending *Loopback::start_async(Session *s, uint64_t lun, std::span<const uint8_t> cdb,
+Loopback::Pending *Loopback::start_async(Nexus *s, uint64_t lun, std::span<const uint8_t> cdb,
                                          DataDir dir, std::vector<uint8_t> data, TaskAttr attr,
                                          uint64_t tag, bool hold_write)
 {
@@ -199,7 +199,7 @@ bool Loopback::release_write(Pending *p, bool ok)
 	return true;
 }
 
-LoopResult Loopback::run(Session *s, uint64_t lun, std::span<const uint8_t> cdb, DataDir dir,
+LoopResult Loopback::run(Nexus *s, uint64_t lun, std::span<const uint8_t> cdb, DataDir dir,
                          std::vector<uint8_t> data, TaskAttr attr, uint64_t tag,
                          std::chrono::milliseconds timeout)
 {
@@ -219,7 +219,7 @@ void Loopback::queue_tm_rsp(Tmr *tmr)
 	cv_.notify_all();
 }
 
-Loopback::PendingTmf *Loopback::tmf_start(Session *s, TmfType fn, uint64_t lun, uint64_t ref_tag)
+Loopback::PendingTmf *Loopback::tmf_start(Nexus *s, TmfType fn, uint64_t lun, uint64_t ref_tag)
 {
 	auto *p = new PendingTmf;
 	p->tmr.sess = s;
@@ -251,7 +251,7 @@ TmfResponse Loopback::tmf_wait(PendingTmf *p, std::chrono::milliseconds timeout)
 	return r;
 }
 
-TmfResponse Loopback::tmf(Session *s, TmfType fn, uint64_t lun, uint64_t ref_tag,
+TmfResponse Loopback::tmf(Nexus *s, TmfType fn, uint64_t lun, uint64_t ref_tag,
                           std::chrono::milliseconds timeout)
 {
 	return tmf_wait(tmf_start(s, fn, lun, ref_tag), timeout);

@@ -18,7 +18,7 @@
 
 #include "scsi/core.h"
 #include "scsi/fabric.h"
-#include "scsi/target.h"
+#include "scsi/tpg.h"
 
 #include <chrono>
 #include <condition_variable>
@@ -70,20 +70,20 @@ public:
 	~Loopback() override;
 
 	// A session on tpg for initiator (port: its TransportID text; defaults to the name).
-	Session *login(Tpg &tpg, const std::string &initiator, const std::string &port = {});
+	Nexus *login(Tpg &tpg, const std::string &initiator, const std::string &port = {});
 	// close_session with a bound; 0 or -ETIMEDOUT.
-	int logout(Session *s, std::chrono::milliseconds timeout = std::chrono::seconds(10));
+	int logout(Nexus *s, std::chrono::milliseconds timeout = std::chrono::seconds(10));
 
 	// Set up req for a command (cmd_init + fabric fields). buf: data-out contents or
 	// data-in space; its size is the expected data transfer length.
-	static void prep(LoopReq *req, Session *s, uint64_t lun, std::span<const uint8_t> cdb,
+	static void prep(LoopReq *req, Nexus *s, uint64_t lun, std::span<const uint8_t> cdb,
 	                 DataDir dir, std::span<uint8_t> buf, TaskAttr attr = TaskAttr::Simple,
 	                 uint64_t tag = 0);
 	void start(LoopReq *req);
 
 	// One command, waited for (bounded). data: data-out to send, or (for Read) its size
 	// is the expected length (contents ignored).
-	LoopResult run(Session *s, uint64_t lun, std::span<const uint8_t> cdb, DataDir dir,
+	LoopResult run(Nexus *s, uint64_t lun, std::span<const uint8_t> cdb, DataDir dir,
 	               std::vector<uint8_t> data = {}, TaskAttr attr = TaskAttr::Simple,
 	               uint64_t tag = 0,
 	               std::chrono::milliseconds timeout = std::chrono::seconds(10));
@@ -91,7 +91,7 @@ public:
 	// A command started with run-like copies but not waited for: wait for it with
 	// wait(). The handle stays valid until wait() returns.
 	struct Pending;
-	Pending *start_async(Session *s, uint64_t lun, std::span<const uint8_t> cdb, DataDir dir,
+	Pending *start_async(Nexus *s, uint64_t lun, std::span<const uint8_t> cdb, DataDir dir,
 	                     std::vector<uint8_t> data, TaskAttr attr, uint64_t tag,
 	                     bool hold_write = false);
 	LoopResult wait(Pending *p, std::chrono::milliseconds timeout = std::chrono::seconds(10));
@@ -101,12 +101,12 @@ public:
 	bool release_write(Pending *p, bool ok = true);
 
 	// A task management function, waited for (bounded); Failed on timeout.
-	TmfResponse tmf(Session *s, TmfType fn, uint64_t lun, uint64_t ref_tag = 0,
+	TmfResponse tmf(Nexus *s, TmfType fn, uint64_t lun, uint64_t ref_tag = 0,
 	                std::chrono::milliseconds timeout = std::chrono::seconds(10));
 	// The same in two steps: tmf_start returns once the core has marked what the function
 	// covers (tmr_submit has returned), tmf_wait waits for the response and frees it.
 	struct PendingTmf;
-	PendingTmf *tmf_start(Session *s, TmfType fn, uint64_t lun, uint64_t ref_tag = 0);
+	PendingTmf *tmf_start(Nexus *s, TmfType fn, uint64_t lun, uint64_t ref_tag = 0);
 	TmfResponse tmf_wait(PendingTmf *p,
 	                     std::chrono::milliseconds timeout = std::chrono::seconds(10));
 	bool tmf_answered(PendingTmf *p);

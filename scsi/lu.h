@@ -3,8 +3,8 @@
 // conditions and reservations of one SCSI device (the kernel's struct se_device).
 //
 // A LogicalUnit is exported through LUN entries of one or more target port groups
-// (scsi/target.h). Its state that depends on who asks (unit attentions, reservations) is
-// kept per I_T nexus, named by the initiator port and the target port (Nexus).
+// (scsi/tpg.h). Its state that depends on who asks (unit attentions, reservations) is
+// kept per I_T nexus, named by the initiator port and the target port (NexusId).
 //
 // Locking: lock_ guards the task set, the dormant list, the ordering counts, the unit
 // attention table and the task-management waits; the reservations (persistent and SPC-2)
@@ -75,10 +75,10 @@ const char *lu_config_check(const LuConfig &cfg);
 // An I_T nexus as persistent state names it: the initiator port (its TransportID text,
 // e.g. "iqn.1994-05.com.redhat:x,i,0x23d000000001") and the target port (relative target
 // port identifier of the target port group).
-struct Nexus {
+struct NexusId {
 	std::string initiator_port;
 	uint16_t rtpi = 0;
-	auto operator<=>(const Nexus &) const = default;
+	auto operator<=>(const NexusId &) const = default;
 };
 
 class LogicalUnit
@@ -142,13 +142,13 @@ public:
 	// Unit attention (scsi/ua.cc). Queue a condition for one nexus, or for every nexus
 	// that has used this LU (and, with all, for nexuses yet to come: POWER ON for new
 	// ones is implicit), except `except` when given.
-	void ua_add(const Nexus &n, uint16_t asc_ascq);
-	void ua_add_all(uint16_t asc_ascq, const Nexus *except = nullptr);
+	void ua_add(const NexusId &n, uint16_t asc_ascq);
+	void ua_add_all(uint16_t asc_ascq, const NexusId *except = nullptr);
 	// Pop the oldest condition for n (REQUEST SENSE and the UA check); 0 when none.
-	uint16_t ua_take(const Nexus &n);
-	bool ua_pending(const Nexus &n);
+	uint16_t ua_take(const NexusId &n);
+	bool ua_pending(const NexusId &n);
 	// Drop the REPORTED LUNS DATA HAS CHANGED condition for n (REPORT LUNS clears it).
-	void ua_clear(const Nexus &n, uint16_t asc_ascq);
+	void ua_clear(const NexusId &n, uint16_t asc_ascq);
 	// Forget every nexus' conditions, as a power on does: each nexus starts again with
 	// POWER ON, RESET, OR BUS DEVICE RESET OCCURRED (TARGET COLD RESET).
 	void ua_reset();
@@ -162,10 +162,10 @@ public:
 	// MEDIUM REMOVAL PREVENTED; the medium does not move either way).
 	Sense medium_load_eject(bool load);
 	// PREVENT ALLOW MEDIUM REMOVAL for nexus n.
-	void medium_prevent(const Nexus &n, bool prevent);
+	void medium_prevent(const NexusId &n, bool prevent);
 	// What ends prevention: the nexus' loss, or a reset of the LU (LOGICAL UNIT RESET,
 	// target resets, power on) for every nexus.
-	void medium_nexus_loss(const Nexus &n);
+	void medium_nexus_loss(const NexusId &n);
 	void medium_reset();
 	bool medium_prevented();
 
@@ -180,7 +180,7 @@ public:
 	uint32_t simple_active_ = 0;       // SIMPLE commands executing
 	uint32_t ordered_active_ = 0;      // ORDERED commands executing (0 or 1)
 	std::vector<TmrWait *> tmr_waits_; // task management functions waiting for commands
-	std::map<Nexus, std::deque<uint16_t>> ua_; // pending UAs per nexus that has seen POWER ON
+	std::map<NexusId, std::deque<uint16_t>> ua_; // pending UAs per nexus that has seen POWER ON
 	PrStatePtr pr_;                   // persistent reservations and SPC-2 RESERVE (pr.cc)
 	std::mutex rmw_lock_;             // serialises COMPARE AND WRITE and ORWRITE (sbc_rmw.cc)
 	bool rmw_busy_ = false;           // one of them is between its first read and last write
@@ -189,7 +189,7 @@ public:
 	std::atomic<bool> wce_{true};     // see wce()
 	std::atomic<bool> swp_{false};    // see swp()
 	std::atomic<bool> medium_out_{false}; // the removable medium is ejected
-	std::set<Nexus> prevent_;             // nexuses preventing its removal (lock_)
+	std::set<NexusId> prevent_;           // nexuses preventing its removal (lock_)
 	std::mutex capacity_lock_;            // serialises set_capacity (Backstore::resize)
 
 private:

@@ -32,7 +32,7 @@ Sense LogicalUnit::medium_load_eject(bool load)
 	return Sense::None;
 }
 
-void LogicalUnit::medium_prevent(const Nexus &n, bool prevent)
+void LogicalUnit::medium_prevent(const NexusId &n, bool prevent)
 {
 	std::lock_guard g(lock_);
 	if (prevent)
@@ -41,7 +41,7 @@ void LogicalUnit::medium_prevent(const Nexus &n, bool prevent)
 		prevent_.erase(n);
 }
 
-void LogicalUnit::medium_nexus_loss(const Nexus &n)
+void LogicalUnit::medium_nexus_loss(const NexusId &n)
 {
 	medium_prevent(n, false);
 }

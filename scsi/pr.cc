@@ -23,9 +23,9 @@ PrStatePtr pr_state_create()
 	return PrStatePtr(new PrState);
 }
 
-std::vector<Nexus> pr_nexuses(LogicalUnit &lu, const Registration &r)
+std::vector<NexusId> pr_nexuses(LogicalUnit &lu, const Registration &r)
 {
-	std::vector<Nexus> v{r.nexus};
+	std::vector<NexusId> v{r.nexus};
 	if (!r.all_tg_pt)
 		return v;
 	// ALL_TG_PT: the initiator port through every target port. The LU does not know its
@@ -40,7 +40,7 @@ std::vector<Nexus> pr_nexuses(LogicalUnit &lu, const Registration &r)
 
 void pr_ua(LogicalUnit &lu, const Registration &r, uint16_t asc_ascq)
 {
-	for (const Nexus &n : pr_nexuses(lu, r))
+	for (const NexusId &n : pr_nexuses(lu, r))
 		lu.ua_add(n, asc_ascq);
 }
 
@@ -67,7 +67,7 @@ void pr_unregister(LogicalUnit &lu, PrState &pr, const Registration *r)
 			pr_ua(lu, o, UA_RESERVATIONS_RELEASED);
 }
 
-ProtoId pr_proto_of(const Session &s)
+ProtoId pr_proto_of(const Nexus &s)
 {
 	// iSER carries iSCSI (RFC 7145), and names initiator ports as iSCSI does; the loopback
 	// fabric's tests use iSCSI names too.
@@ -86,7 +86,7 @@ void pr_lun_reset(LogicalUnit &lu)
 
 // SPC-2 5.5.1: an I_T nexus loss releases the SPC-2 reservation that nexus held. Persistent
 // reservations survive it (SPC-4 5.13.2).
-void pr_nexus_loss(LogicalUnit &lu, const Nexus &n)
+void pr_nexus_loss(LogicalUnit &lu, const NexusId &n)
 {
 	PrState &pr = pr_of(lu);
 	std::lock_guard g(pr.lock);

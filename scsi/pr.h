@@ -5,7 +5,7 @@
 //
 // The core asks pr_check() before it executes any command on a reserved LU, and tells pr.cc
 // about resets and lost nexuses; spc_parse hands the four reservation commands to the
-// parse functions here. Registrations and the reservation belong to I_T nexuses (Nexus:
+// parse functions here. Registrations and the reservation belong to I_T nexuses (NexusId:
 // initiator port + relative target port id); a registration made with ALL_TG_PT belongs to
 // the initiator port through every target port.
 //
@@ -41,7 +41,7 @@ Sense pr_check(Cmd *cmd);
 // LOGICAL UNIT RESET: an SPC-2 reservation is released; persistent ones survive.
 void pr_lun_reset(LogicalUnit &lu);
 // I_T nexus loss: an SPC-2 reservation held by n is released; persistent ones survive.
-void pr_nexus_loss(LogicalUnit &lu, const Nexus &n);
+void pr_nexus_loss(LogicalUnit &lu, const NexusId &n);
 // Power on (TARGET COLD RESET): nothing survives. APTPL 1 is refused, so no persistent
 // reservation or registration was meant to outlast a power loss (SPC-4 5.13.5).
 void pr_power_on(LogicalUnit &lu);

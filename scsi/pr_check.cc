@@ -190,7 +190,7 @@ Sense pr_check(Cmd *cmd)
 	PrState &pr = pr_of(*cmd->lu);
 	if (!pr.reserved.load(std::memory_order_acquire))
 		return Sense::None;
-	const Nexus &n = cmd->sess->nexus();
+	const NexusId &n = cmd->sess->id();
 	const uint8_t op = cmd->cdb[0];
 	std::lock_guard g(pr.lock);
 	if (pr.spc2) {

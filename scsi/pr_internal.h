@@ -99,13 +99,13 @@ enum class ProtoId : uint8_t {
 
 struct Registration {
 	uint64_t id = 0; // unique within the LU: names the holder
-	Nexus nexus;     // the registering I_T nexus
+	NexusId nexus;   // the registering I_T nexus
 	uint64_t key = 0;
 	bool all_tg_pt = false;         // SPC-4 6.17.3: registered through every target port
 	ProtoId proto = ProtoId::Iscsi; // for its TransportID (READ FULL STATUS)
 
 	// Whether this registration is the one of I_T nexus n.
-	bool covers(const Nexus &n) const
+	bool covers(const NexusId &n) const
 	{
 		return n.initiator_port == nexus.initiator_port &&
 		       (all_tg_pt || n.rtpi == nexus.rtpi);
@@ -124,13 +124,13 @@ struct PrState {
 	std::vector<Registration> regs; // in registration order (READ KEYS lists them so)
 	PrType type = PrType::None;     // the persistent reservation, None when there is none
 	uint64_t holder = 0;            // its holder's Registration::id (not for AR types)
-	std::optional<Nexus> spc2;      // the SPC-2 reservation's holder (RESERVE(6)/(10))
+	std::optional<NexusId> spc2;    // the SPC-2 reservation's holder (RESERVE(6)/(10))
 	// PREEMPT AND ABORTs between their change and the end of their marking the preempted
 	// tasks, and the PERSISTENT RESERVE OUT commands waiting for them (pr_out.cc).
 	unsigned scanning = 0;
 	std::vector<Cmd *> deferred;
 
-	Registration *find(const Nexus &n)
+	Registration *find(const NexusId &n)
 	{
 		for (Registration &r : regs)
 			if (r.covers(n))
@@ -171,7 +171,7 @@ inline PrState &pr_of(LogicalUnit &lu)
 // ALL_TG_PT each I_T nexus of its initiator port this LU has seen). Under pr.lock.
 void pr_ua(LogicalUnit &lu, const Registration &r, uint16_t asc_ascq);
 // The I_T nexuses registration r stands for, as far as this LU has seen them (abort lists).
-std::vector<Nexus> pr_nexuses(LogicalUnit &lu, const Registration &r);
+std::vector<NexusId> pr_nexuses(LogicalUnit &lu, const Registration &r);
 // Remove registration r (an element of pr.regs) and release what it held, as
 // SPC-4 5.13.11.3 says for unregistering: the reservation goes with its holder (for the AR
 // types, with the last registrant); a released RO reservation tells the remaining
@@ -179,7 +179,7 @@ std::vector<Nexus> pr_nexuses(LogicalUnit &lu, const Registration &r);
 void pr_unregister(LogicalUnit &lu, PrState &pr, const Registration *r);
 
 // The protocol identifier of a session's transport (for TransportIDs).
-ProtoId pr_proto_of(const Session &s);
+ProtoId pr_proto_of(const Nexus &s);
 
 // ---- pr_transport_id.cc ------------------------------------------------------------------
 

@@ -50,20 +50,20 @@ struct MoveParams {
 	uint64_t sa_key = 0;
 	bool unreg = false;
 	bool aptpl = false;
-	Nexus dest; // TransportID + RELATIVE TARGET PORT IDENTIFIER
+	NexusId dest; // TransportID + RELATIVE TARGET PORT IDENTIFIER
 	ProtoId dest_proto = ProtoId::Iscsi;
 };
 
 // What applying a service action leaves to do once the reservation lock is dropped.
 struct Outcome {
 	Sense sense = Sense::None;
-	std::vector<Nexus> abort; // PREEMPT AND ABORT: the preempted I_T nexuses
+	std::vector<NexusId> abort; // PREEMPT AND ABORT: the preempted I_T nexuses
 };
 
 // The state PREEMPT AND ABORT keeps while the preempted tasks end (Cmd::scratch).
 struct PreemptAbort {
 	Tmr tmr;
-	std::vector<Nexus> which;
+	std::vector<NexusId> which;
 };
 
 PrOutSa sa_of(const Cmd *cmd)
@@ -80,7 +80,7 @@ PrType type_of(const Cmd *cmd)
 Outcome do_register(LogicalUnit &lu, PrState &pr, const Cmd *cmd, const BasicParams &p,
                     bool ignore_key)
 {
-	const Nexus &n = cmd->sess->nexus();
+	const NexusId &n = cmd->sess->id();
 	Registration *r = pr.find(n);
 	if (!r) {
 		// An unregistered I_T nexus: REGISTER needs a zero RESERVATION KEY.
@@ -190,7 +190,7 @@ void remove_registrations(LogicalUnit &lu, PrState &pr, const Registration *issu
 		}
 		if (it->id != issuer_id) {
 			pr_ua(lu, *it, UA_REGISTRATIONS_PREEMPTED);
-			for (const Nexus &n : pr_nexuses(lu, *it))
+			for (const NexusId &n : pr_nexuses(lu, *it))
 				out->abort.push_back(n);
 		}
 		it = pr.regs.erase(it);
@@ -259,7 +259,7 @@ Outcome do_register_and_move(LogicalUnit &lu, PrState &pr, const Cmd *cmd, Regis
 	// The destination must be another I_T nexus, through a target port we know (the LU
 	// does not know its other ports, so that is the one the command came through), named
 	// in that port's protocol.
-	if (p.dest.rtpi != cmd->sess->nexus().rtpi || r->covers(p.dest) ||
+	if (p.dest.rtpi != cmd->sess->id().rtpi || r->covers(p.dest) ||
 	    p.dest_proto != pr_proto_of(*cmd->sess))
 		return {Sense::InvalidParamListField, {}};
 	Registration *d = pr.find(p.dest);
@@ -273,7 +273,7 @@ Outcome do_register_and_move(LogicalUnit &lu, PrState &pr, const Cmd *cmd, Regis
 		nr.key = p.sa_key;
 		nr.proto = p.dest_proto;
 		pr.regs.push_back(std::move(nr));
-		r = pr.find(cmd->sess->nexus()); // push_back may have moved it
+		r = pr.find(cmd->sess->id()); // push_back may have moved it
 	}
 	pr.holder = dest_id; // same type and scope
 	if (p.unreg)
@@ -354,7 +354,7 @@ Outcome apply(LogicalUnit &lu, PrState &pr, const Cmd *cmd, const BasicParams &p
 		return do_register(lu, pr, cmd, p, sa == PrOutSa::RegisterAndIgnore);
 	// SPC-4 5.13.7 table 67, 5.13.8 to 5.13.11: every other service action is for
 	// registered I_T nexuses, with their key (RESERVATION CONFLICT otherwise).
-	Registration *r = pr.find(cmd->sess->nexus());
+	Registration *r = pr.find(cmd->sess->id());
 	const uint64_t key = sa == PrOutSa::RegisterAndMove ? mp.key : p.key;
 	if (!r || r->key != key)
 		return {Sense::ReservationConflict, {}};

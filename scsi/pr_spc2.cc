@@ -25,7 +25,7 @@ constexpr uint8_t kExtent = 0x01;
 // and change nothing when they come from the persistent reservation holder, or from a
 // registrant under a registrants-only or all-registrants reservation (None: go on). Any
 // other I_T nexus conflicts as long as anyone is registered (SPC-2 5.5.1). Under pr.lock.
-std::optional<Sense> crh(PrState &pr, const Nexus &n)
+std::optional<Sense> crh(PrState &pr, const NexusId &n)
 {
 	const Registration *r = pr.find(n);
 	if (r && (pr.holds(r) || (pr.type != PrType::None && pr_registrants_share(pr.type))))
@@ -38,7 +38,7 @@ std::optional<Sense> crh(PrState &pr, const Nexus &n)
 void exec_reserve(Cmd *cmd)
 {
 	PrState &pr = pr_of(*cmd->lu);
-	const Nexus &n = cmd->sess->nexus();
+	const NexusId &n = cmd->sess->id();
 	Sense s = Sense::None;
 	{
 		std::lock_guard g(pr.lock);
@@ -62,7 +62,7 @@ void exec_reserve(Cmd *cmd)
 void exec_release(Cmd *cmd)
 {
 	PrState &pr = pr_of(*cmd->lu);
-	const Nexus &n = cmd->sess->nexus();
+	const NexusId &n = cmd->sess->id();
 	Sense s = Sense::None;
 	{
 		std::lock_guard g(pr.lock);

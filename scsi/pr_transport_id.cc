@@ -3,7 +3,7 @@
 // STATUS names the initiator port of a registration, and how REGISTER AND MOVE names the
 // one a reservation moves to.
 //
-// The core names an initiator port by its TransportID text (Nexus::initiator_port): for
+// The core names an initiator port by its TransportID text (NexusId::initiator_port): for
 // iSCSI the initiator name, with ",i,0x" and the ISID when the port is one session's
 // (format 01b); for SRP the 128-bit initiator port identifier in hex. These functions
 // translate between that text and the binary form.

@@ -44,7 +44,7 @@ void exec_request_sense(Cmd *cmd)
 	// 00b); a LUN that is not there answers LOGICAL UNIT NOT SUPPORTED as data, with
 	// GOOD status; otherwise NO SENSE, 00h/00h.
 	uint8_t d[18];
-	const uint16_t ua = cmd->lu ? cmd->lu->ua_take(cmd->sess->nexus()) : 0;
+	const uint16_t ua = cmd->lu ? cmd->lu->ua_take(cmd->sess->id()) : 0;
 	if (ua) {
 		build_sense(Sense::UnitAttention, d, ua);
 	} else if (!cmd->lu) {
@@ -93,7 +93,7 @@ void exec_report_luns(Cmd *cmd)
 	for (size_t i = 0; i < luns.size(); i++)
 		lun_to_wire(luns[i], d.data() + 8 + 8 * i);
 	if (cmd->lu)
-		cmd->lu->ua_clear(cmd->sess->nexus(), UA_REPORTED_LUNS_CHANGED);
+		cmd->lu->ua_clear(cmd->sess->id(), UA_REPORTED_LUNS_CHANGED);
 	complete_data_in(cmd, d);
 }
 
@@ -200,7 +200,7 @@ Sense parse_start_stop(Cmd *cmd)
 
 void exec_prevent_allow(Cmd *cmd)
 {
-	cmd->lu->medium_prevent(cmd->sess->nexus(), cmd->cdb[4] & 0x01);
+	cmd->lu->medium_prevent(cmd->sess->id(), cmd->cdb[4] & 0x01);
 	complete_good(cmd);
 }
 

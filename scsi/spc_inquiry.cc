@@ -43,7 +43,7 @@ enum : uint8_t {
 
 // The SCSI transport protocol of the session's fabric, by the names fabric.h gives them:
 // iSCSI for "iscsi" and "iser" (iSER is an iSCSI transport, RFC 7145), SRP for "srpt".
-uint8_t protocol_of(const Session &s)
+uint8_t protocol_of(const Nexus &s)
 {
 	const std::string_view f = s.fabric().name();
 	if (f == "iscsi" || f == "iser")
@@ -174,7 +174,7 @@ void put_device_id(const Cmd *cmd, std::vector<uint8_t> &d)
 	// The target port this command came through: its relative target port identifier
 	// (SPC-4 7.8.6), bytes 2..3 of a 4-byte designator.
 	uint8_t rtpi[4] = {};
-	put_be16(rtpi + 2, cmd->sess->nexus().rtpi);
+	put_be16(rtpi + 2, cmd->sess->id().rtpi);
 	put_designator(d, proto, CODESET_BINARY, ASSOC_PORT, DESIG_RELATIVE_PORT, rtpi);
 	// The target device by its iSCSI name (SPC-4 7.8.6, SCSI name string: UTF-8, null
 	// terminated, padded with nulls to a multiple of 4). Other transports name their

@@ -317,7 +317,7 @@ void exec_mode_select(Cmd *cmd)
 	}
 	// SPC-4 5.14: the other I_T nexuses learn that parameters they share have changed.
 	if (changed)
-		lu.ua_add_all(UA_MODE_PARAMS_CHANGED, &cmd->sess->nexus());
+		lu.ua_add_all(UA_MODE_PARAMS_CHANGED, &cmd->sess->id());
 	// SBC-3 6.4 (WCE 0: GOOD only once the data is on the medium): what earlier writes
 	// left in the volatile cache is flushed before MODE SELECT completes, so that WCE 0
 	// holds for them too. Writes from now on are made durable one by one (sbc.cc).

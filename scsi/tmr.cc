@@ -53,7 +53,7 @@ namespace
 struct AbortWork {
 	std::vector<Cmd *> finish_now; // were dormant: finish them as aborted (the core's ref)
 	std::vector<Cmd *> stop_write; // in write_pending: abort_write (a reference held)
-	std::set<Nexus> cleared;       // other nexuses whose tasks went without TAS
+	std::set<NexusId> cleared;     // other nexuses whose tasks went without TAS
 };
 
 // Take a reference on cmd unless it is already being released.
@@ -132,7 +132,7 @@ enum class Scope : uint8_t {
 
 // Abort what scope covers on lu; returns how many commands were found still unanswered.
 // except: a command never aborted (the PERSISTENT RESERVE OUT doing it).
-size_t abort_on_lu(LogicalUnit &lu, Tmr *tmr, Scope scope, std::span<const Nexus> which = {},
+size_t abort_on_lu(LogicalUnit &lu, Tmr *tmr, Scope scope, std::span<const NexusId> which = {},
                    const Cmd *except = nullptr)
 {
 	AbortWork work;
@@ -145,7 +145,7 @@ size_t abort_on_lu(LogicalUnit &lu, Tmr *tmr, Scope scope, std::span<const Nexus
 			if (&c == except)
 				continue;
 			if (scope == Scope::Nexuses) {
-				if (std::find(which.begin(), which.end(), c.sess->nexus()) ==
+				if (std::find(which.begin(), which.end(), c.sess->id()) ==
 				    which.end())
 					continue;
 			} else if (scope != Scope::AllSets && !mine) {
@@ -158,14 +158,14 @@ size_t abort_on_lu(LogicalUnit &lu, Tmr *tmr, Scope scope, std::span<const Nexus
 			found++;
 			const bool tas = !mine && lu.cfg().tas;
 			if (!mine && !tas)
-				work.cleared.insert(c.sess->nexus());
+				work.cleared.insert(c.sess->id());
 			abort_locked(lu, &c, tas, w, work);
 			if (scope == Scope::Task)
 				break;
 		}
 		add_wait(lu, w);
 	}
-	for (const Nexus &n : work.cleared)
+	for (const NexusId &n : work.cleared)
 		lu.ua_add(n, UA_COMMANDS_CLEARED);
 	do_work(work);
 	return found;
@@ -184,7 +184,7 @@ bool task_exists(LogicalUnit &lu, Tmr *tmr, bool any)
 
 // Abort every command of session s (I_T NEXUS RESET, teardown). w_tmr: the function that
 // waits for them, or null (teardown waits on the session's command list instead).
-void abort_session(Session *s, Tmr *w_tmr)
+void abort_session(Nexus *s, Tmr *w_tmr)
 {
 	std::vector<Cmd *> cmds;
 	{
@@ -228,7 +228,7 @@ void abort_session(Session *s, Tmr *w_tmr)
 }
 
 // TARGET WARM RESET and TARGET COLD RESET on every LU s sees (see the top of the file).
-void target_reset(Session *s, Tmr *tmr, bool cold)
+void target_reset(Nexus *s, Tmr *tmr, bool cold)
 {
 	std::set<LogicalUnit *> lus;
 	for (uint64_t l : s->luns())
@@ -259,7 +259,7 @@ void tmr_respond(Tmr *tmr)
 		tmr->sess->fabric().queue_tm_rsp(tmr);
 }
 
-void abort_nexus_tasks(LogicalUnit &lu, Tmr *tmr, std::span<const Nexus> which, const Cmd *except)
+void abort_nexus_tasks(LogicalUnit &lu, Tmr *tmr, std::span<const NexusId> which, const Cmd *except)
 {
 	tmr->pending.store(1, std::memory_order_relaxed);
 	abort_on_lu(lu, tmr, Scope::Nexuses, which, except);
@@ -283,7 +283,7 @@ void tmr_cmd_finished(LogicalUnit &lu, Cmd *cmd, std::vector<Tmr *> &done)
 	}
 }
 
-void session_abort_all(Session *s)
+void session_abort_all(Nexus *s)
 {
 	{
 		std::lock_guard g(s->sess_lock_);
@@ -294,7 +294,7 @@ void session_abort_all(Session *s)
 
 void tmr_submit(Tmr *tmr)
 {
-	Session *s = tmr->sess;
+	Nexus *s = tmr->sess;
 	// The submitter's guard: the response cannot go out while functions are still
 	// being marked, even if every command ends meanwhile.
 	tmr->pending.store(1, std::memory_order_relaxed);
@@ -320,9 +320,9 @@ void tmr_submit(Tmr *tmr)
 			if (LogicalUnit *lu = s->lookup_lun(l, nullptr))
 				lus.insert(lu);
 		for (LogicalUnit *lu : lus) {
-			pr_nexus_loss(*lu, s->nexus());
-			lu->medium_nexus_loss(s->nexus());
-			lu->ua_add(s->nexus(), UA_I_T_NEXUS_LOSS);
+			pr_nexus_loss(*lu, s->id());
+			lu->medium_nexus_loss(s->id());
+			lu->ua_add(s->id(), UA_I_T_NEXUS_LOSS);
 		}
 		tmr_put(tmr);
 		return;
@@ -367,7 +367,7 @@ void tmr_submit(Tmr *tmr)
 		break;
 	case TmfType::QueryAsyncEvent:
 		tmr->response =
-		    lu->ua_pending(s->nexus()) ? TmfResponse::Succeeded : TmfResponse::Complete;
+		    lu->ua_pending(s->id()) ? TmfResponse::Succeeded : TmfResponse::Complete;
 		break;
 	default:
 		tmr->response = TmfResponse::NotSupported;

@@ -18,7 +18,7 @@ namespace
 {
 
 // The nexus' queue, created with POWER ON on first sight. Under lu.lock_.
-std::deque<uint16_t> &queue_of(LogicalUnit &lu, const Nexus &n)
+std::deque<uint16_t> &queue_of(LogicalUnit &lu, const NexusId &n)
 {
 	auto [it, fresh] = lu.ua_.try_emplace(n);
 	if (fresh)
@@ -41,13 +41,13 @@ void push(std::deque<uint16_t> &q, uint16_t asc_ascq)
 
 } // namespace
 
-void LogicalUnit::ua_add(const Nexus &n, uint16_t asc_ascq)
+void LogicalUnit::ua_add(const NexusId &n, uint16_t asc_ascq)
 {
 	std::lock_guard g(lock_);
 	push(queue_of(*this, n), asc_ascq);
 }
 
-void LogicalUnit::ua_add_all(uint16_t asc_ascq, const Nexus *except)
+void LogicalUnit::ua_add_all(uint16_t asc_ascq, const NexusId *except)
 {
 	std::lock_guard g(lock_);
 	for (auto &[n, q] : ua_)
@@ -55,7 +55,7 @@ void LogicalUnit::ua_add_all(uint16_t asc_ascq, const Nexus *except)
 			push(q, asc_ascq);
 }
 
-uint16_t LogicalUnit::ua_take(const Nexus &n)
+uint16_t LogicalUnit::ua_take(const NexusId &n)
 {
 	std::lock_guard g(lock_);
 	auto &q = queue_of(*this, n);
@@ -66,13 +66,13 @@ uint16_t LogicalUnit::ua_take(const Nexus &n)
 	return c;
 }
 
-bool LogicalUnit::ua_pending(const Nexus &n)
+bool LogicalUnit::ua_pending(const NexusId &n)
 {
 	std::lock_guard g(lock_);
 	return !queue_of(*this, n).empty();
 }
 
-void LogicalUnit::ua_clear(const Nexus &n, uint16_t asc_ascq)
+void LogicalUnit::ua_clear(const NexusId &n, uint16_t asc_ascq)
 {
 	std::lock_guard g(lock_);
 	auto &q = queue_of(*this, n);
@@ -92,7 +92,7 @@ bool ua_check(Cmd *cmd)
 	const uint8_t op = cmd->cdb[0];
 	if (!cmd->lu || op == OP_INQUIRY || op == OP_REPORT_LUNS || op == OP_REQUEST_SENSE)
 		return false;
-	uint16_t c = cmd->lu->ua_take(cmd->sess->nexus());
+	uint16_t c = cmd->lu->ua_take(cmd->sess->id());
 	if (!c)
 		return false;
 	cmd->status = Status::CheckCondition;

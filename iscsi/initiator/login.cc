@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-namespace ulp::iscsi
+namespace ulp::iscsi::initiator
 {
 
 namespace
@@ -318,4 +318,4 @@ LoginStep InitiatorLogin::finish(uint16_t tsih)
 	return LoginStep::Complete;
 }
 
-} // namespace ulp::iscsi
+} // namespace ulp::iscsi::initiator

@@ -28,7 +28,6 @@
 #pragma once
 
 #include "iscsi/chap.h"
-#include "iscsi/target/login.h"
 #include "iscsi/params.h"
 #include "iscsi/pdu.h"
 #include "iscsi/text.h"
@@ -39,7 +38,7 @@
 #include <utility>
 #include <vector>
 
-namespace ulp::iscsi
+namespace ulp::iscsi::initiator
 {
 
 struct InitiatorLoginConfig {
@@ -156,4 +155,4 @@ private:
 	unsigned pdus_ = 0;      // response PDUs received
 };
 
-} // namespace ulp::iscsi
+} // namespace ulp::iscsi::initiator

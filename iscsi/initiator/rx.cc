@@ -11,7 +11,7 @@
 #include <cstdio>
 #include <cstring>
 
-namespace ulp::iscsi
+namespace ulp::iscsi::initiator
 {
 
 using clock = std::chrono::steady_clock;
@@ -551,4 +551,4 @@ void Session::on_reject(const Pdu &pdu)
 	}
 }
 
-} // namespace ulp::iscsi
+} // namespace ulp::iscsi::initiator

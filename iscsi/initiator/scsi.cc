@@ -5,7 +5,7 @@
 
 #include <cstdio>
 
-namespace ulp::iscsi
+namespace ulp::iscsi::initiator
 {
 
 std::array<uint8_t, 16> cdb_read16(uint64_t lba, uint32_t blocks)
@@ -140,4 +140,4 @@ std::string describe_result(const ScsiResult &r)
 	return buf;
 }
 
-} // namespace ulp::iscsi
+} // namespace ulp::iscsi::initiator

@@ -12,7 +12,7 @@
 #include <span>
 #include <string>
 
-namespace ulp::iscsi
+namespace ulp::iscsi::initiator
 {
 
 std::array<uint8_t, 16> cdb_read16(uint64_t lba, uint32_t blocks);
@@ -42,4 +42,4 @@ SenseKey parse_sense(std::span<const uint8_t> sense);
 // "rejected (reason 0x09)", "connection lost", ...
 std::string describe_result(const ScsiResult &r);
 
-} // namespace ulp::iscsi
+} // namespace ulp::iscsi::initiator

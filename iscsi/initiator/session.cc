@@ -12,7 +12,7 @@
 #include <cerrno>
 #include <cstring>
 
-namespace ulp::iscsi
+namespace ulp::iscsi::initiator
 {
 
 using clock = std::chrono::steady_clock;
@@ -823,4 +823,4 @@ PingResult Session::ping_sync(std::span<const uint8_t> data)
 	                            false);
 }
 
-} // namespace ulp::iscsi
+} // namespace ulp::iscsi::initiator

@@ -41,8 +41,8 @@
 
 #include "iscsi/chap.h"
 #include "iscsi/discovery.h"
-#include "iscsi/initiator/transport.h"
 #include "iscsi/initiator/login.h"
+#include "iscsi/initiator/transport.h"
 #include "iscsi/params.h"
 #include "iscsi/pdu.h"
 
@@ -58,7 +58,7 @@
 #include <string_view>
 #include <vector>
 
-namespace ulp::iscsi
+namespace ulp::iscsi::initiator
 {
 
 // Where to connect: "host", "host:port", "[v6]:port", optionally ",tpgt" (SendTargets form).
@@ -398,4 +398,4 @@ private:
 	SessionStats stats_;
 };
 
-} // namespace ulp::iscsi
+} // namespace ulp::iscsi::initiator

@@ -7,7 +7,7 @@
 
 #include <cstdio>
 
-namespace ulp::iscsi
+namespace ulp::iscsi::initiator
 {
 
 using clock = std::chrono::steady_clock;
@@ -173,4 +173,4 @@ void Session::enter_ffp(const InitiatorLogin &l)
 		         " at " + tp_->peer_address() + " tsih " + std::to_string(sparams_.tsih));
 }
 
-} // namespace ulp::iscsi
+} // namespace ulp::iscsi::initiator

@@ -10,7 +10,7 @@
 
 #include "iscsi/initiator/session.h"
 
-namespace ulp::iscsi
+namespace ulp::iscsi::initiator
 {
 
 constexpr uint32_t kSlotBits = 16;                    // ITT = generation << 16 | slot
@@ -75,4 +75,4 @@ struct Session::Task {
 	TaskOutcome outcome = TaskOutcome::Completed; // set when finished
 };
 
-} // namespace ulp::iscsi
+} // namespace ulp::iscsi::initiator

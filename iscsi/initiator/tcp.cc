@@ -20,7 +20,7 @@
 #include <cstring>
 #include <deque>
 
-namespace ulp::iscsi
+namespace ulp::iscsi::initiator
 {
 
 namespace
@@ -327,4 +327,4 @@ std::unique_ptr<InitiatorTransport> make_tcp_transport(uint32_t hard_cap)
 	return std::make_unique<TcpTransport>(hard_cap);
 }
 
-} // namespace ulp::iscsi
+} // namespace ulp::iscsi::initiator

@@ -9,7 +9,7 @@
 #include <cstring>
 #include <random>
 
-namespace ulp::iscsi
+namespace ulp::iscsi::initiator
 {
 
 using clock = std::chrono::steady_clock;
@@ -229,4 +229,4 @@ bool Session::send_targets(std::string_view value, std::vector<DiscoveryTarget> 
 	return true;
 }
 
-} // namespace ulp::iscsi
+} // namespace ulp::iscsi::initiator

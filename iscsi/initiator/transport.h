@@ -29,7 +29,7 @@
 #include <string>
 #include <vector>
 
-namespace ulp::iscsi
+namespace ulp::iscsi::initiator
 {
 
 // One PDU to send: header part, data segment, trailer, written in that order.
@@ -123,4 +123,4 @@ public:
 // buffer): what we declare as MaxRecvDataSegmentLength must not exceed it.
 std::unique_ptr<InitiatorTransport> make_tcp_transport(uint32_t hard_cap = 1u << 20);
 
-} // namespace ulp::iscsi
+} // namespace ulp::iscsi::initiator

@@ -10,7 +10,7 @@
 #include <cstdio>
 #include <cstring>
 
-namespace ulp::iscsi
+namespace ulp::iscsi::target
 {
 
 using clock = std::chrono::steady_clock;
@@ -168,7 +168,7 @@ public:
 			r.status = LoginStatus::SessionDoesNotExist;
 			return r;
 		}
-		IscsiSession *sess = c_.target_.create_session(&c_, s, &r.status);
+		Session *sess = c_.target_.create_session(&c_, s, &r.status);
 		if (!sess)
 			return r;
 		c_.sess_ = sess;
@@ -185,7 +185,7 @@ private:
 	Conn &c_;
 };
 
-Conn::Conn(IscsiTarget &target, Transport transport, std::string peer, std::string local)
+Conn::Conn(Target &target, Transport transport, std::string peer, std::string local)
     : target_(target), transport_(transport), peer_(std::move(peer)), local_(std::move(local)),
       born_(clock::now())
 {
@@ -1592,4 +1592,4 @@ void Conn::maybe_done()
 	state_ = ConnState::Done;
 }
 
-} // namespace ulp::iscsi
+} // namespace ulp::iscsi::target

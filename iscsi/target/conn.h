@@ -38,8 +38,8 @@
 #pragma once
 
 #include "iscsi/discovery.h"
-#include "iscsi/target/login.h"
 #include "iscsi/pdu.h"
+#include "iscsi/target/login.h"
 #include "iscsi/target/session.h"
 #include "iscsi/target/target.h"
 #include "scsi/cmd.h"
@@ -58,7 +58,7 @@
 #include <thread>
 #include <vector>
 
-namespace ulp::iscsi
+namespace ulp::iscsi::target
 {
 
 class Conn;
@@ -200,7 +200,7 @@ const char *conn_state_str(ConnState s);
 class Conn
 {
 public:
-	Conn(IscsiTarget &target, Transport transport, std::string peer, std::string local);
+	Conn(Target &target, Transport transport, std::string peer, std::string local);
 	virtual ~Conn();
 	Conn(const Conn &) = delete;
 	Conn &operator=(const Conn &) = delete;
@@ -246,7 +246,7 @@ public:
 	// (try_own).
 	void post(ConnEvent ev, void *arg);
 	// The same, but never on this thread: for a caller that holds a lock the event may
-	// take (IscsiTarget's lock_, which closing a session takes). Run inline there, the
+	// take (Target's lock_, which closing a session takes). Run inline there, the
 	// event would deadlock its own thread.
 	void post_deferred(ConnEvent ev, void *arg);
 
@@ -300,10 +300,10 @@ protected:
 	const SessionParams &sess_params() const { return sess_->params; }
 	bool closing() const { return state_ == ConnState::Closing || state_ == ConnState::Done; }
 
-	IscsiTarget &target_;
+	Target &target_;
 
 private:
-	friend class IscsiTarget;
+	friend class Target;
 
 	// Login
 	void on_login_pdu(const Pdu &pdu);
@@ -376,7 +376,7 @@ private:
 	std::vector<uint8_t> login_rsp_;
 
 	// Full feature phase
-	IscsiSession *sess_ = nullptr;     // not to be touched once reaping_ is set
+	Session *sess_ = nullptr;          // not to be touched once reaping_ is set
 	const TargetNode *node_ = nullptr; // its target (the target's config: lives on)
 	ConnParams cparams_;
 	uint32_t max_recv_dsl_ = kDefaultMrdsl; // what we accept in one PDU
@@ -434,4 +434,4 @@ enum : uint8_t {
 	LOGOUT_RSP_RECOVERY_UNSUPPORTED = 2,
 };
 
-} // namespace ulp::iscsi
+} // namespace ulp::iscsi::target

@@ -4,7 +4,7 @@
 
 #include <cassert>
 
-namespace ulp::iscsi
+namespace ulp::iscsi::target
 {
 
 const char *target_login_state_name(TargetLoginState s)
@@ -495,4 +495,4 @@ bool TargetLogin::finalize()
 	return true;
 }
 
-} // namespace ulp::iscsi
+} // namespace ulp::iscsi::target

@@ -62,14 +62,8 @@
 #include <string>
 #include <string_view>
 
-namespace ulp::iscsi
+namespace ulp::iscsi::target
 {
-
-enum class LoginStep : uint8_t {
-	Continue, // send the response, more requests to come
-	Complete, // send the response; full feature phase from the next PDU
-	Failed,   // send the response (if any), then close the connection
-};
 
 // What the session layer tells about a target (normal sessions).
 struct TargetInfo {
@@ -229,4 +223,4 @@ private:
 	std::string redirect_; // TargetAddress for a redirect reject
 };
 
-} // namespace ulp::iscsi
+} // namespace ulp::iscsi::target

@@ -9,34 +9,34 @@
 
 #include "iscsi/params.h"
 #include "iscsi/target/target.h"
-#include "scsi/target.h"
+#include "scsi/tpg.h"
 
 #include <cstdint>
 #include <string>
 
-namespace ulp::iscsi
+namespace ulp::iscsi::target
 {
 
 class Conn;
 
-class IscsiSession
+class Session
 {
 public:
-	IscsiSession(IscsiTarget &t, const SessionParams &p, const TargetNode *node)
+	Session(Target &t, const SessionParams &p, const TargetNode *node)
 	    : target(t), params(p), node(node)
 	{
 	}
 
-	IscsiTarget &target;
-	SessionParams params;          // as negotiated by the leading login (TSIH set)
-	const TargetNode *node;        // null for discovery sessions
-	scsi::Session *scsi = nullptr; // the I_T nexus; null for discovery sessions
-	Conn *conn = nullptr;          // its connection; null once it has gone (reaper)
-	std::string initiator_port;    // TransportID text: "<InitiatorName>,i,0x<ISID>"
-	bool closing = false;          // handed to the reaper (IscsiTarget::lock_)
+	Target &target;
+	SessionParams params;        // as negotiated by the leading login (TSIH set)
+	const TargetNode *node;      // null for discovery sessions
+	scsi::Nexus *scsi = nullptr; // the I_T nexus; null for discovery sessions
+	Conn *conn = nullptr;        // its connection; null once it has gone (reaper)
+	std::string initiator_port;  // TransportID text: "<InitiatorName>,i,0x<ISID>"
+	bool closing = false;        // handed to the reaper (Target::lock_)
 };
 
 // SPC-4 7.6.4.6: the iSCSI initiator port name, "<iSCSI name>,i,0x<ISID in hex>".
 std::string initiator_port_name(const std::string &initiator, const Isid &isid);
 
-} // namespace ulp::iscsi
+} // namespace ulp::iscsi::target

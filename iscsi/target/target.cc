@@ -10,7 +10,7 @@
 #include <algorithm>
 #include <cstdio>
 
-namespace ulp::iscsi
+namespace ulp::iscsi::target
 {
 
 std::string initiator_port_name(const std::string &initiator, const Isid &isid)
@@ -21,14 +21,14 @@ std::string initiator_port_name(const std::string &initiator, const Isid &isid)
 	return initiator + ",i,0x" + hex;
 }
 
-IscsiTarget::IscsiTarget(TargetConfig cfg) : cfg_(std::move(cfg))
+Target::Target(TargetConfig cfg) : cfg_(std::move(cfg))
 {
 	// MaxConnections: one per session (target.h); the login offers no more.
 	cfg_.prefs.max_connections = 1;
 	reaper_ = std::thread([this] { reaper_loop(); });
 }
 
-IscsiTarget::~IscsiTarget()
+Target::~Target()
 {
 	{
 		std::lock_guard g(lock_);
@@ -40,11 +40,11 @@ IscsiTarget::~IscsiTarget()
 	if (!conns_.empty())
 		std::fprintf(stderr, "ulp iscsi: target destroyed with %zu connections\n",
 		             conns_.size());
-	for (IscsiSession *s : sessions_)
+	for (Session *s : sessions_)
 		delete s;
 }
 
-const TargetNode *IscsiTarget::find_node(std::string_view name) const
+const TargetNode *Target::find_node(std::string_view name) const
 {
 	for (const TargetNode &n : cfg_.targets)
 		if (n.name == name)
@@ -52,26 +52,26 @@ const TargetNode *IscsiTarget::find_node(std::string_view name) const
 	return nullptr;
 }
 
-void IscsiTarget::set_portal_addresses(std::vector<std::string> a)
+void Target::set_portal_addresses(std::vector<std::string> a)
 {
 	std::lock_guard g(lock_);
 	cfg_.portal_addresses = std::move(a);
 }
 
-void IscsiTarget::log(const std::string &line) const
+void Target::log(const std::string &line) const
 {
 	if (cfg_.log)
 		cfg_.log(line);
 }
 
-void IscsiTarget::add_conn(Conn *c)
+void Target::add_conn(Conn *c)
 {
 	std::lock_guard g(lock_);
 	conns_.push_back(c);
 	stats_.conns_open++;
 }
 
-void IscsiTarget::remove_conn(Conn *c)
+void Target::remove_conn(Conn *c)
 {
 	std::lock_guard g(lock_);
 	std::erase(conns_, c);
@@ -79,7 +79,7 @@ void IscsiTarget::remove_conn(Conn *c)
 	cv_.notify_all();
 }
 
-uint16_t IscsiTarget::new_tsih()
+uint16_t Target::new_tsih()
 {
 	// RFC 7143 11.12.6: non-zero, unique among this target's live sessions.
 	for (;;) {
@@ -89,13 +89,13 @@ uint16_t IscsiTarget::new_tsih()
 		if (t == 0)
 			continue;
 		bool used = std::any_of(sessions_.begin(), sessions_.end(),
-		                        [&](IscsiSession *s) { return s->params.tsih == t; });
+		                        [&](Session *s) { return s->params.tsih == t; });
 		if (!used)
 			return t;
 	}
 }
 
-IscsiSession *IscsiTarget::create_session(Conn *c, const SessionParams &p, LoginStatus *status)
+Session *Target::create_session(Conn *c, const SessionParams &p, LoginStatus *status)
 {
 	const TargetNode *node = nullptr;
 	if (p.type == SessionType::Normal) {
@@ -107,7 +107,7 @@ IscsiSession *IscsiTarget::create_session(Conn *c, const SessionParams &p, Login
 	}
 	const std::string port = initiator_port_name(p.initiator_name, p.isid);
 	std::vector<uint16_t> old; // TSIHs of the sessions this login reinstates
-	IscsiSession *s;
+	Session *s;
 	{
 		std::lock_guard g(lock_);
 		// RFC 7143 6.3.5 session reinstatement: a leading login (TSIH 0) whose initiator
@@ -115,14 +115,14 @@ IscsiSession *IscsiTarget::create_session(Conn *c, const SessionParams &p, Login
 		// session is closed (its connection dropped, its tasks aborted).
 		// The old session's connection is told under lock_: once the session leaves
 		// sessions_ (close_session, under lock_) the reaper may free it.
-		for (IscsiSession *o : sessions_)
+		for (Session *o : sessions_)
 			if (o->initiator_port == port && o->params.type == p.type &&
 			    o->params.target_name == p.target_name) {
 				old.push_back(o->params.tsih);
 				if (o->conn)
 					o->conn->post_deferred(ConnEvent::Drop, nullptr);
 			}
-		s = new IscsiSession(*this, p, node);
+		s = new Session(*this, p, node);
 		s->initiator_port = port;
 		s->params.tsih = new_tsih();
 		s->conn = c; // before it is in sessions_, where others read it under lock_
@@ -151,7 +151,7 @@ IscsiSession *IscsiTarget::create_session(Conn *c, const SessionParams &p, Login
 	return s;
 }
 
-void IscsiTarget::close_session(IscsiSession *s, std::function<void()> done)
+void Target::close_session(Session *s, std::function<void()> done)
 {
 	std::lock_guard g(lock_);
 	if (s->closing)
@@ -162,7 +162,7 @@ void IscsiTarget::close_session(IscsiSession *s, std::function<void()> done)
 	cv_.notify_all();
 }
 
-void IscsiTarget::reaper_loop()
+void Target::reaper_loop()
 {
 	set_thread_name("ulp-sess-reap");
 	std::unique_lock g(lock_);
@@ -196,7 +196,7 @@ void IscsiTarget::reaper_loop()
 	}
 }
 
-bool IscsiTarget::stop(std::chrono::milliseconds grace, std::chrono::milliseconds timeout)
+bool Target::stop(std::chrono::milliseconds grace, std::chrono::milliseconds timeout)
 {
 	using clk = std::chrono::steady_clock;
 	const auto t0 = clk::now();
@@ -216,13 +216,13 @@ bool IscsiTarget::stop(std::chrono::milliseconds grace, std::chrono::millisecond
 	return cv_.wait_until(g, t0 + timeout, [&] { return conns_.empty() && reap_.empty(); });
 }
 
-void IscsiTarget::drop_sessions(const TargetNode *node, const Conn *except, const char *why)
+void Target::drop_sessions(const TargetNode *node, const Conn *except, const char *why)
 {
 	// Under lock_, as stop() and reinstatement post: a session in sessions_ has a live
 	// connection (it leaves the list, under lock_, before its connection can finish).
 	std::lock_guard g(lock_);
 	size_t n = 0;
-	for (IscsiSession *s : sessions_)
+	for (Session *s : sessions_)
 		if (s->node == node && s->conn && s->conn != except) {
 			s->conn->post_deferred(ConnEvent::Drop, const_cast<char *>(why));
 			n++;
@@ -232,7 +232,7 @@ void IscsiTarget::drop_sessions(const TargetNode *node, const Conn *except, cons
 		    node->name);
 }
 
-TargetStats IscsiTarget::stats()
+TargetStats Target::stats()
 {
 	std::lock_guard g(lock_);
 	return stats_;
@@ -250,44 +250,43 @@ Conn *conn_of(scsi::Cmd *cmd)
 
 } // namespace
 
-void IscsiTarget::write_pending(scsi::Cmd *cmd)
+void Target::write_pending(scsi::Cmd *cmd)
 {
 	conn_of(cmd)->post(ConnEvent::WritePending, cmd->fabric_priv);
 }
 
-void IscsiTarget::abort_write(scsi::Cmd *cmd)
+void Target::abort_write(scsi::Cmd *cmd)
 {
 	conn_of(cmd)->post(ConnEvent::AbortWrite, cmd->fabric_priv);
 }
 
-void IscsiTarget::queue_data_in(scsi::Cmd *cmd)
+void Target::queue_data_in(scsi::Cmd *cmd)
 {
 	conn_of(cmd)->post(ConnEvent::DataIn, cmd->fabric_priv);
 }
 
-void IscsiTarget::queue_status(scsi::Cmd *cmd)
+void Target::queue_status(scsi::Cmd *cmd)
 {
 	conn_of(cmd)->post(ConnEvent::Status, cmd->fabric_priv);
 }
 
-void IscsiTarget::aborted_task(scsi::Cmd *cmd)
+void Target::aborted_task(scsi::Cmd *cmd)
 {
 	conn_of(cmd)->post(ConnEvent::AbortedTask, cmd->fabric_priv);
 }
 
-void IscsiTarget::release_cmd(scsi::Cmd *cmd)
+void Target::release_cmd(scsi::Cmd *cmd)
 {
 	conn_of(cmd)->post(ConnEvent::Release, cmd->fabric_priv);
 }
 
-void IscsiTarget::queue_tm_rsp(scsi::Tmr *tmr)
+void Target::queue_tm_rsp(scsi::Tmr *tmr)
 {
 	// The TMF's connection: the one that sent it.
 	static_cast<IscsiTmr *>(tmr->fabric_priv)->conn->post(ConnEvent::TmRsp, tmr);
 }
 
-void IscsiTarget::visible_targets(std::string_view initiator_name,
-                                  std::vector<DiscoveryTarget> *out)
+void Target::visible_targets(std::string_view initiator_name, std::vector<DiscoveryTarget> *out)
 {
 	std::vector<std::string> portals;
 	{
@@ -305,4 +304,4 @@ void IscsiTarget::visible_targets(std::string_view initiator_name,
 	}
 }
 
-} // namespace ulp::iscsi
+} // namespace ulp::iscsi::target

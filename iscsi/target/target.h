@@ -3,11 +3,11 @@
 // sessions, and the answers the login and discovery engines need (the kernel's
 // iscsi_target_tpg.c and iscsi_target_login.c session half).
 //
-// An IscsiTarget is transport neutral. Transports (TCP: iser/tcp.h; iSER later) accept
-// connections and run a Conn (iser/conn.h) on each; a Conn's login asks the IscsiTarget
+// An Target is transport neutral. Transports (TCP: iser/tcp.h; iSER later) accept
+// connections and run a Conn (iser/conn.h) on each; a Conn's login asks the Target
 // which targets exist, who may log in and how, and finally which session it joins. The
-// session's SCSI side is a scsi::Session on the target's scsi::Tpg, whose fabric is the
-// IscsiTarget's (every SCSI callback is routed to the command's connection).
+// session's SCSI side is a scsi::Nexus on the target's scsi::Tpg, whose fabric is the
+// Target's (every SCSI callback is routed to the command's connection).
 //
 // Sessions here: one connection each (MaxConnections is offered as 1), ERL 0, session
 // reinstatement (a leading login with an ISID and initiator name that already have a
@@ -21,10 +21,10 @@
 
 #include "iscsi/chap.h"
 #include "iscsi/discovery.h"
-#include "iscsi/target/login.h"
 #include "iscsi/params.h"
+#include "iscsi/target/login.h"
 #include "scsi/fabric.h"
-#include "scsi/target.h"
+#include "scsi/tpg.h"
 
 #include <chrono>
 #include <condition_variable>
@@ -38,11 +38,11 @@
 #include <thread>
 #include <vector>
 
-namespace ulp::iscsi
+namespace ulp::iscsi::target
 {
 
 class Conn;
-class IscsiSession;
+class Session;
 
 // One target node.
 struct TargetNode {
@@ -92,13 +92,13 @@ struct TargetStats {
 	uint64_t teardown_timeouts = 0; // sessions left allocated after close_session timed out
 };
 
-class IscsiTarget final : public scsi::Fabric, public DiscoveryHandler
+class Target final : public scsi::Fabric, public DiscoveryHandler
 {
 public:
-	explicit IscsiTarget(TargetConfig cfg);
-	~IscsiTarget() override;
-	IscsiTarget(const IscsiTarget &) = delete;
-	IscsiTarget &operator=(const IscsiTarget &) = delete;
+	explicit Target(TargetConfig cfg);
+	~Target() override;
+	Target(const Target &) = delete;
+	Target &operator=(const Target &) = delete;
 
 	const TargetConfig &cfg() const { return cfg_; }
 	const TargetNode *find_node(std::string_view name) const;
@@ -114,10 +114,10 @@ public:
 	// Sessions (conn.cc's login handler calls these).
 	// A new normal or discovery session for c; reinstates (closes) an existing session
 	// with the same initiator name, ISID and target first. nullptr with *status on failure.
-	IscsiSession *create_session(Conn *c, const SessionParams &p, LoginStatus *status);
+	Session *create_session(Conn *c, const SessionParams &p, LoginStatus *status);
 	// Tear s down on the reaper thread: abort its SCSI commands, wait (bounded), then call
 	// done (on the reaper thread) and free it. Idempotent.
-	void close_session(IscsiSession *s, std::function<void()> done);
+	void close_session(Session *s, std::function<void()> done);
 
 	// Drop the connection of every session on node but except's, as its owner thread
 	// gets to it (ConnEvent::Drop: never blocks the caller), logging why. TARGET COLD
@@ -153,12 +153,12 @@ private:
 	std::mutex lock_;            // guards everything below
 	std::condition_variable cv_; // reaper work, and conns_ / sessions_ changes
 	std::vector<Conn *> conns_;
-	std::vector<IscsiSession *> sessions_; // open, not yet handed to the reaper
-	std::deque<std::pair<IscsiSession *, std::function<void()>>> reap_;
+	std::vector<Session *> sessions_; // open, not yet handed to the reaper
+	std::deque<std::pair<Session *, std::function<void()>>> reap_;
 	bool stopping_ = false; // the reaper exits when reap_ is empty
 	uint16_t next_tsih_ = 1;
 	TargetStats stats_;
 	std::thread reaper_;
 };
 
-} // namespace ulp::iscsi
+} // namespace ulp::iscsi::target

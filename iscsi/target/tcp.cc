@@ -22,7 +22,7 @@
 #include <deque>
 #include <mutex>
 
-namespace ulp::iscsi
+namespace ulp::iscsi::target
 {
 
 namespace
@@ -65,7 +65,7 @@ struct EpollItem {
 class TcpWorker
 {
 public:
-	TcpWorker(IscsiTarget &t, const TcpConfig &cfg, int index);
+	TcpWorker(Target &t, const TcpConfig &cfg, int index);
 	~TcpWorker();
 
 	int start();
@@ -94,7 +94,7 @@ private:
 	void adopt(int fd);
 	void reap();
 
-	IscsiTarget &target_;
+	Target &target_;
 	TcpConfig cfg_;
 	int index_;
 	int epfd_ = -1;
@@ -120,7 +120,7 @@ private:
 class TcpConn final : public Conn, public EpollItem
 {
 public:
-	TcpConn(IscsiTarget &t, TcpWorker &w, int fd, std::string peer, std::string local)
+	TcpConn(Target &t, TcpWorker &w, int fd, std::string peer, std::string local)
 	    : Conn(t, Transport::Tcp, std::move(peer), std::move(local)),
 	      EpollItem{EpollItem::Kind::Conn, fd}, w_(w), fd_(fd), reader_(kReaderCap),
 	      rbuf_(kReadChunk)
@@ -296,7 +296,7 @@ void TcpConn::close_transport()
 
 // ---- TcpWorker ------------------------------------------------------------------------------
 
-TcpWorker::TcpWorker(IscsiTarget &t, const TcpConfig &cfg, int index)
+TcpWorker::TcpWorker(Target &t, const TcpConfig &cfg, int index)
     : target_(t), cfg_(cfg), index_(index)
 {
 }
@@ -529,7 +529,7 @@ void TcpWorker::loop()
 
 // ---- TcpServer ------------------------------------------------------------------------------
 
-TcpServer::TcpServer(IscsiTarget &target, const TcpConfig &cfg) : target_(target), cfg_(cfg)
+TcpServer::TcpServer(Target &target, const TcpConfig &cfg) : target_(target), cfg_(cfg)
 {
 	if (cfg_.workers < 1)
 		cfg_.workers = 1;
@@ -644,4 +644,4 @@ size_t TcpServer::conns() const
 	return n;
 }
 
-} // namespace ulp::iscsi
+} // namespace ulp::iscsi::target

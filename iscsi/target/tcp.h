@@ -21,7 +21,7 @@
 #include <thread>
 #include <vector>
 
-namespace ulp::iscsi
+namespace ulp::iscsi::target
 {
 
 class TcpWorker;
@@ -36,8 +36,8 @@ struct TcpConfig {
 class TcpServer
 {
 public:
-	TcpServer(IscsiTarget &target, const TcpConfig &cfg = {});
-	// Stops the workers (call IscsiTarget::stop first, so that no connection is left).
+	TcpServer(Target &target, const TcpConfig &cfg = {});
+	// Stops the workers (call Target::stop first, so that no connection is left).
 	~TcpServer();
 	TcpServer(const TcpServer &) = delete;
 	TcpServer &operator=(const TcpServer &) = delete;
@@ -57,7 +57,7 @@ public:
 	size_t conns() const;
 
 private:
-	IscsiTarget &target_;
+	Target &target_;
 	TcpConfig cfg_;
 	std::vector<int> listen_fds_; // until start() hands them to worker 0
 	std::vector<uint16_t> ports_; // bound port of each portal
@@ -65,4 +65,4 @@ private:
 	bool started_ = false;
 };
 
-} // namespace ulp::iscsi
+} // namespace ulp::iscsi::target

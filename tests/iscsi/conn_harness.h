@@ -3,7 +3,7 @@
 // one process, shared by tests/iser/conn_test.cc and fuzz/fuzz_iscsi_conn.cc.
 //
 //   Rig          a RAM logical unit (scsi::make_backstore "ram") as LUN 0 of a scsi::Tpg,
-//                behind a real IscsiTarget (sessions, reaper thread)
+//                behind a real Target (sessions, reaper thread)
 //   HarnessConn  a Conn standing in for iser/tcp.cc's TcpConn, on the caller's thread
 //   Initiator    builds PDUs with the iser/pdu.h encoders, logs in with InitiatorLogin,
 //                and reads back what the target sent
@@ -21,13 +21,13 @@
 // for them waits with a bound.
 #pragma once
 
-#include "iscsi/target/conn.h"
 #include "iscsi/initiator/login.h"
 #include "iscsi/pdu.h"
+#include "iscsi/target/conn.h"
 #include "iscsi/target/target.h"
 #include "scsi/backstore.h"
 #include "scsi/lu.h"
-#include "scsi/target.h"
+#include "scsi/tpg.h"
 
 #include <chrono>
 #include <condition_variable>
@@ -46,6 +46,11 @@
 
 namespace ulp::iscsi::harness
 {
+
+using namespace ulp::iscsi::target;
+using ulp::iscsi::initiator::InitiatorLogin;
+using ulp::iscsi::initiator::InitiatorLoginConfig;
+using ulp::iscsi::initiator::InitiatorLoginState;
 
 inline const std::string kTargetName = "iqn.2024-01.com.example:conn";
 inline const std::string kInitiatorName = "iqn.2024-01.com.example:ini";
@@ -95,7 +100,7 @@ public:
 		n.alias = "conn";
 		n.tpg = tpg.get();
 		cfg.targets.push_back(std::move(n));
-		target = std::make_unique<IscsiTarget>(std::move(cfg));
+		target = std::make_unique<Target>(std::move(cfg));
 		// Enough portals that a SendTargets answer spans several 512-byte segments.
 		std::vector<std::string> portals;
 		for (int i = 1; i <= 24; i++)
@@ -147,7 +152,7 @@ public:
 
 	std::unique_ptr<scsi::LogicalUnit> lu;
 	std::unique_ptr<scsi::Tpg> tpg;
-	std::unique_ptr<IscsiTarget> target;
+	std::unique_ptr<Target> target;
 };
 
 // A PDU the connection sent, as its bytes went out, with the digests it was built with.
@@ -168,7 +173,7 @@ class HarnessConn final : public Conn
 {
 public:
 	// hard_cap: the reader's largest data segment (TcpConn's is 1 MiB).
-	explicit HarnessConn(IscsiTarget &t, std::string peer = "192.0.2.1:50000",
+	explicit HarnessConn(Target &t, std::string peer = "192.0.2.1:50000",
 	                     uint32_t hard_cap = 1u << 18)
 	    : Conn(t, Transport::Tcp, std::move(peer), "192.0.2.100:3260"), reader_(hard_cap)
 	{

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // tests/iscsi/conn_test.cc - the target's connection layer (iser/conn.cc, iser/target.cc) in
-// one process: a real Conn behind a real IscsiTarget with the SCSI core and a RAM LU
+// one process: a real Conn behind a real Target with the SCSI core and a RAM LU
 // (tests/iscsi/conn_harness.h), PDUs built with the iser/pdu.h encoders, logins by
 // InitiatorLogin. What libiscsi's conformance suite does not reach: the CmdSN window,
 // every InitialR2T / ImmediateData combination, several R2Ts per command, bursts and
@@ -22,6 +22,7 @@
 
 using namespace ulp;
 using namespace ulp::iscsi;
+using namespace ulp::iscsi::target;
 using namespace ulp::iscsi::harness;
 using namespace std::chrono_literals;
 

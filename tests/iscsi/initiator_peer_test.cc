@@ -6,8 +6,8 @@
 // order, R2Ts the keys forbid, bad sense lengths, short reads answered GOOD, unknown ITTs,
 // malformed Rejects, windows that close and reopen. Each must fail the session with a clear
 // reason (and, under ASan, touch no byte it should not), or be handled as RFC 7143 says.
-#include "iscsi/initiator/session.h"
 #include "iscsi/initiator/scsi.h"
+#include "iscsi/initiator/session.h"
 #include "iscsi/target/login.h"
 
 #include <gtest/gtest.h>
@@ -16,8 +16,10 @@
 #include <deque>
 #include <functional>
 
-namespace ulp::iscsi
+namespace ulp::iscsi::initiator
 {
+
+using namespace ulp::iscsi::target;
 namespace
 {
 
@@ -674,4 +676,4 @@ TEST(InitiatorPeer, ClosedWindowIsProbed)
 }
 
 } // namespace
-} // namespace ulp::iscsi
+} // namespace ulp::iscsi::initiator

@@ -6,8 +6,8 @@
 // integrity across block sizes and queue depths, the write paths (ImmediateData,
 // InitialR2T, R2Ts smaller than the I/O), digests, a target killed mid-run, NOP both ways,
 // task management, logout (ours and the target's), and the ulp-initiator tool.
-#include "iscsi/initiator/session.h"
 #include "iscsi/initiator/scsi.h"
+#include "iscsi/initiator/session.h"
 #include "tests/iscsi/target_process.h"
 
 #include <gtest/gtest.h>
@@ -25,7 +25,7 @@
 #include <random>
 #include <thread>
 
-namespace ulp::iscsi
+namespace ulp::iscsi::initiator
 {
 namespace
 {
@@ -1121,4 +1121,4 @@ TEST(TargetdSighup, GrowsAFileLunAndTellsTheInitiator)
 }
 
 } // namespace
-} // namespace ulp::iscsi
+} // namespace ulp::iscsi::initiator

@@ -3,8 +3,8 @@
 // (PDUs built, framed, read back through PduReader and parse_pdu), plus hand-made requests
 // for the failures a well-behaved initiator never produces.
 #include "iscsi/discovery.h"
-#include "iscsi/target/login.h"
 #include "iscsi/initiator/login.h"
+#include "iscsi/target/login.h"
 
 #include <gtest/gtest.h>
 
@@ -12,6 +12,8 @@
 #include <set>
 
 using namespace ulp::iscsi;
+using namespace ulp::iscsi::target;
+using namespace ulp::iscsi::initiator;
 
 namespace
 {

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 // The iSER header and CM private data against the byte layout Linux uses (struct iser_ctrl,
 // struct iser_cm_hdr in drivers/infiniband/ulp/iser/iscsi_iser.h).
-#include "iser/proto.h"
 #include "iscsi/pdu.h"
+#include "iser/proto.h"
 
 #include <gtest/gtest.h>
 
@@ -10,8 +10,10 @@
 #include <string>
 #include <vector>
 
-namespace ulp::iscsi
+namespace ulp::iser
 {
+
+using namespace ulp::iscsi;
 namespace
 {
 
@@ -108,4 +110,4 @@ TEST(IserProto, MessageIsHeaderThenUnpaddedPdu)
 }
 
 } // namespace
-} // namespace ulp::iscsi
+} // namespace ulp::iser

@@ -13,15 +13,15 @@
 // that did not happen, the target reaps the connection, and what was acknowledged is on
 // the LUN afterwards.
 #include "core/dma_mem.h"
-#include "iscsi/initiator/session.h"
-#include "iser/initiator.h"
 #include "iscsi/initiator/scsi.h"
-#include "iser/target.h"
+#include "iscsi/initiator/session.h"
 #include "iscsi/target/target.h"
+#include "iser/initiator.h"
+#include "iser/target.h"
 #include "providers/soft/soft.h"
 #include "scsi/backstore.h"
 #include "scsi/lu.h"
-#include "scsi/target.h"
+#include "scsi/tpg.h"
 #include "tests/iscsi/target_process.h"
 
 #include <gtest/gtest.h>
@@ -38,8 +38,13 @@
 #include <sstream>
 #include <thread>
 
-namespace ulp::iscsi
+namespace ulp::iser
 {
+
+using namespace ulp::iscsi;
+using namespace ulp::iscsi::target;
+using namespace ulp::iscsi::initiator;
+using iscsi::initiator::Session;
 namespace
 {
 
@@ -65,19 +70,19 @@ bool same(std::span<const uint8_t> a, std::span<const uint8_t> b)
 	return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size()) == 0;
 }
 
-// The target side in this process: a soft device, a RAM LUN, IscsiTarget + IserPortal.
+// The target side in this process: a soft device, a RAM LUN, the iSCSI target + Portal.
 struct Target {
 	Device *dev = nullptr;
 	std::unique_ptr<scsi::LogicalUnit> lu;
 	std::unique_ptr<scsi::Tpg> tpg;
-	std::unique_ptr<IscsiTarget> target;
-	std::unique_ptr<IserPortal> portal;
+	std::unique_ptr<iscsi::target::Target> target;
+	std::unique_ptr<Portal> portal;
 	std::vector<std::string> log;
 	std::mutex log_lock;
 	std::string file; // non-empty: a file LUN there (completions on its reaper thread)
 	bool allow_target_reset = false; // honour TARGET WARM / COLD RESET
 
-	bool start(const IserConfig &xc = {}, uint32_t cmd_window = 128)
+	bool start(const PortalConfig &xc = {}, uint32_t cmd_window = 128)
 	{
 		soft::DeviceConfig dc;
 		dc.ip = "127.0.0.1";
@@ -113,8 +118,8 @@ struct Target {
 			std::lock_guard g(log_lock);
 			log.push_back(l);
 		};
-		target = std::make_unique<IscsiTarget>(tc);
-		portal = std::make_unique<IserPortal>(*target, soft::provider(), xc);
+		target = std::make_unique<iscsi::target::Target>(tc);
+		portal = std::make_unique<Portal>(*target, soft::provider(), xc);
 		std::string w;
 		if (portal->listen(*SockAddr::parse("127.0.0.1:0"), &w) != 0) {
 			ADD_FAILURE() << w;
@@ -164,8 +169,8 @@ struct Target {
 // The initiator side: a session over an iSER transport with an arena of registered
 // buffers.
 struct Initiator {
-	IserInitiatorConfig xc;
-	IserInitiatorStats xs;
+	iser::InitiatorConfig xc;
+	iser::InitiatorStats xs;
 	std::unique_ptr<DmaRegion> arena;
 	std::unique_ptr<Session> s;
 
@@ -185,16 +190,16 @@ struct Initiator {
 	}
 	bool login(uint16_t port)
 	{
-		InitiatorConfig c;
+		iscsi::initiator::InitiatorConfig c;
 		c.initiator_name = kInitiator;
 		c.target_name = kIqn;
 		c.cmd_timeout = 10s;
 		c.login_timeout = 5s;
 		c.connect_timeout = 3s;
 		c.nop_interval = 60s;
-		IserInitiatorConfig x = xc;
-		s = std::make_unique<Session>(c, [x] { return make_iser_transport(x); });
-		if (!s->login(Portal{"127.0.0.1", port, 0})) {
+		iser::InitiatorConfig x = xc;
+		s = std::make_unique<Session>(c, [x] { return make_transport(x); });
+		if (!s->login(iscsi::initiator::Portal{"127.0.0.1", port, 0})) {
 			ADD_FAILURE() << "login: " << s->error();
 			return false;
 		}
@@ -262,7 +267,7 @@ TEST(Iser, WriteReadAcrossSizesRegisteredAndBounced)
 			tag++;
 		}
 	}
-	IserStats ps = t.portal->stats();
+	PortalStats ps = t.portal->stats();
 	EXPECT_EQ(ps.rdma_writes, 2 * sizes.size()); // every read
 	EXPECT_EQ(ps.rdma_reads, 2u * 3u);           // the writes beyond 8 KiB
 	EXPECT_GE(ps.send_inv, 4 * sizes.size());
@@ -280,7 +285,7 @@ TEST(Iser, ImmediateDataThenRdmaReadAroundTheRecvDsl)
 {
 	for (uint32_t dsl : {4096u, 8192u}) {
 		SCOPED_TRACE("TargetRecvDataSegmentLength " + std::to_string(dsl));
-		IserConfig xc;
+		PortalConfig xc;
 		xc.recv_dsl = dsl;
 		Target t;
 		ASSERT_TRUE(t.start(xc));
@@ -385,7 +390,7 @@ TEST(Iser, FileLunResponsesPostedFromTheReaperThread)
 	// A file LUN completes every command on its io_uring reaper thread, which posts the
 	// response to a connection that the CQ's worker may be holding at that moment: the
 	// poster then either takes the connection itself or leaves the event to the holder,
-	// which must run it before it lets go (IserConn::try_own, leave). 32 rounds of 32
+	// which must run it before it lets go (Conn::try_own, leave). 32 rounds of 32
 	// commands in flight: none may be lost or answered twice, and every block must read
 	// back as written.
 	Target t;
@@ -719,7 +724,7 @@ TEST(IserFaults, InitiatorGrantsNoReadCredit)
 // not from its own command timeout.
 TEST(IserFaults, RdmaReadThatNeverCompletes)
 {
-	IserConfig xc;
+	PortalConfig xc;
 	xc.data_timeout = 300ms;
 	Target t;
 	ASSERT_TRUE(t.start(xc));
@@ -887,4 +892,4 @@ TEST(IserProcess, InitiatorKilledTargetCarriesOn)
 }
 
 } // namespace
-} // namespace ulp::iscsi
+} // namespace ulp::iser

@@ -32,7 +32,7 @@ TEST(ScsiCore, WriteThenReadBack)
 {
 	Target t;
 	t.add(0);
-	Session *s = t.login("iqn.init:a");
+	Nexus *s = t.login("iqn.init:a");
 	auto data = pattern(8 * 512, 1);
 	auto w = t.lb.run(s, 0, cdb_rw16(true, 10, 8), DataDir::Write, data);
 	ASSERT_TRUE(w.finished);
@@ -49,7 +49,7 @@ TEST(ScsiCore, FirstCommandOfANexusReportsPowerOn)
 {
 	Target t;
 	t.add(0);
-	Session *s = t.lb.login(t.tpg, "iqn.init:a");
+	Nexus *s = t.lb.login(t.tpg, "iqn.init:a");
 	// INQUIRY is exempt and leaves the condition in place (SPC-4 5.14).
 	auto inq = t.lb.run(s, 0, cdb_inquiry(36), DataDir::Read, std::vector<uint8_t>(36));
 	EXPECT_EQ(inq.status, Status::Good);
@@ -64,7 +64,7 @@ TEST(ScsiCore, RequestSenseReturnsAndClearsTheUnitAttention)
 {
 	Target t;
 	t.add(0);
-	Session *s = t.lb.login(t.tpg, "iqn.init:a");
+	Nexus *s = t.lb.login(t.tpg, "iqn.init:a");
 	auto r = t.lb.run(s, 0, cdb_request_sense(), DataDir::Read, std::vector<uint8_t>(18));
 	ASSERT_EQ(r.status, Status::Good);
 	ASSERT_EQ(r.data.size(), 18u);
@@ -77,7 +77,7 @@ TEST(ScsiCore, MissingLun)
 {
 	Target t;
 	t.add(0);
-	Session *s = t.login("iqn.init:a");
+	Nexus *s = t.login("iqn.init:a");
 	auto r = t.lb.run(s, 5, cdb_tur(), DataDir::None);
 	EXPECT_EQ(r.status, Status::CheckCondition);
 	EXPECT_EQ(r.key(), SenseKey::IllegalRequest);
@@ -98,7 +98,7 @@ TEST(ScsiCore, UnsupportedOpcodeAndBadCdbLength)
 {
 	Target t;
 	t.add(0);
-	Session *s = t.login("iqn.init:a");
+	Nexus *s = t.login("iqn.init:a");
 	std::vector<uint8_t> c(6, 0);
 	c[0] = 0xc7; // vendor specific: not ours
 	auto r = t.lb.run(s, 0, c, DataDir::None);
@@ -112,7 +112,7 @@ TEST(ScsiCore, ReadResidualsAgainstTheExpectedLength)
 {
 	Target t;
 	t.add(0);
-	Session *s = t.login("iqn.init:a");
+	Nexus *s = t.login("iqn.init:a");
 	auto data = pattern(4 * 512, 2);
 	ASSERT_EQ(t.lb.run(s, 0, cdb_rw16(true, 0, 4), DataDir::Write, data).status, Status::Good);
 	// Expected length above the CDB's: underflow, the CDB's bytes move.
@@ -142,7 +142,7 @@ TEST(ScsiCore, WriteResidualsWriteOnlyWhatBothAllow)
 {
 	Target t;
 	t.add(0);
-	Session *s = t.login("iqn.init:a");
+	Nexus *s = t.login("iqn.init:a");
 	auto a = pattern(1024, 1);
 	ASSERT_EQ(t.lb.run(s, 0, cdb_rw16(true, 0, 2), DataDir::Write, a).status, Status::Good);
 	// Two blocks in the CDB, one sent: the first block is written, overflow of one.
@@ -184,7 +184,7 @@ TEST(ScsiCore, DirectionMismatch)
 {
 	Target t;
 	t.add(0);
-	Session *s = t.login("iqn.init:a");
+	Nexus *s = t.login("iqn.init:a");
 	auto r = t.lb.run(s, 0, cdb_rw16(false, 0, 1), DataDir::Write, pattern(512, 5));
 	EXPECT_EQ(r.status, Status::Good);
 	EXPECT_TRUE(r.data.empty());
@@ -197,7 +197,7 @@ TEST(ScsiCore, LbaOutOfRange)
 {
 	Target t;
 	t.add(0, 1 << 20); // 2048 blocks
-	Session *s = t.login("iqn.init:a");
+	Nexus *s = t.login("iqn.init:a");
 	auto r =
 	    t.lb.run(s, 0, cdb_rw16(false, 2047, 2), DataDir::Read, std::vector<uint8_t>(1024));
 	EXPECT_EQ(r.asc(), 0x2100);
@@ -216,7 +216,7 @@ TEST(ScsiCore, WriteProtect)
 	c.read_only = true;
 	t.add(0, 1 << 20, c);
 	t.add(1, 1 << 20, {}, false, /*read_only=*/true);
-	Session *s = t.login("iqn.init:a");
+	Nexus *s = t.login("iqn.init:a");
 	ASSERT_EQ(t.lb.run(s, 1, cdb_tur(), DataDir::None).status, Status::CheckCondition);
 	for (uint64_t lun : {0, 1}) {
 		auto r = t.lb.run(s, lun, cdb_rw16(true, 0, 1), DataDir::Write, pattern(512, 4));
@@ -240,7 +240,7 @@ TEST(ScsiCore, AclsDecideWhoLogsInAndWhatTheySee)
 	ASSERT_EQ(t.tpg.add_acl(a), 0);
 	EXPECT_EQ(t.lb.login(t.tpg, "iqn.init:other"), nullptr);
 	EXPECT_EQ(errno, EACCES);
-	Session *s = t.login("iqn.init:allowed", 7);
+	Nexus *s = t.login("iqn.init:allowed", 7);
 	auto rl = t.lb.run(s, 7, cdb_report_luns(), DataDir::Read, std::vector<uint8_t>(64));
 	ASSERT_EQ(rl.status, Status::Good);
 	EXPECT_EQ(get_be32(&rl.data[0]), 8u);
@@ -256,7 +256,7 @@ TEST(ScsiCore, OrderedWaitsForOlderAndHoldsBackNewer)
 {
 	Target t;
 	t.add(0, 1 << 20, {}, true);
-	Session *s = t.login("iqn.init:a");
+	Nexus *s = t.login("iqn.init:a");
 	GatedBackstore *g = t.gates[0];
 	g->close();
 	auto *r1 = t.lb.start_async(s, 0, cdb_rw16(false, 0, 1), DataDir::Read,
@@ -293,7 +293,7 @@ TEST(ScsiTmf, AbortTaskWaitsForTheBackstore)
 {
 	Target t;
 	t.add(0, 1 << 20, {}, true);
-	Session *s = t.login("iqn.init:a");
+	Nexus *s = t.login("iqn.init:a");
 	GatedBackstore *g = t.gates[0];
 	g->close();
 	auto *r = t.lb.start_async(s, 0, cdb_rw16(false, 0, 8), DataDir::Read,
@@ -316,7 +316,7 @@ TEST(ScsiTmf, AbortTaskInWritePendingStopsTheTransfer)
 {
 	Target t;
 	t.add(0);
-	Session *s = t.login("iqn.init:a");
+	Nexus *s = t.login("iqn.init:a");
 	auto *w = t.lb.start_async(s, 0, cdb_rw16(true, 0, 1), DataDir::Write, pattern(512, 6),
 	                           TaskAttr::Simple, 7, /*hold_write=*/true);
 	EXPECT_EQ(t.lb.state(w), CmdState::WritePending);
@@ -332,7 +332,7 @@ TEST(ScsiTmf, AbortTaskOfADormantCommand)
 {
 	Target t;
 	t.add(0, 1 << 20, {}, true);
-	Session *s = t.login("iqn.init:a");
+	Nexus *s = t.login("iqn.init:a");
 	GatedBackstore *g = t.gates[0];
 	g->close();
 	auto *r1 = t.lb.start_async(s, 0, cdb_rw16(false, 0, 1), DataDir::Read,
@@ -354,8 +354,8 @@ TEST(ScsiTmf, AbortTaskSetIsPerNexusClearTaskSetIsNot)
 		LuConfig c;
 		c.tas = tas;
 		t.add(0, 1 << 20, c, true);
-		Session *a = t.login("iqn.init:a");
-		Session *b = t.login("iqn.init:b");
+		Nexus *a = t.login("iqn.init:a");
+		Nexus *b = t.login("iqn.init:b");
 		GatedBackstore *g = t.gates[0];
 		g->close();
 		auto *ra = t.lb.start_async(a, 0, cdb_rw16(false, 0, 1), DataDir::Read,
@@ -396,8 +396,8 @@ TEST(ScsiTmf, LunResetAbortsAllAndTellsEveryNexus)
 	Target t;
 	t.add(0, 1 << 20, {}, true);
 	t.add(1);
-	Session *a = t.login("iqn.init:a");
-	Session *b = t.login("iqn.init:b");
+	Nexus *a = t.login("iqn.init:a");
+	Nexus *b = t.login("iqn.init:b");
 	ASSERT_EQ(t.lb.run(a, 1, cdb_tur(), DataDir::None).asc(), UA_POWER_ON);
 	GatedBackstore *g = t.gates[0];
 	g->close();
@@ -421,7 +421,7 @@ TEST(ScsiTmf, ITNexusResetCoversEveryLu)
 	Target t;
 	t.add(0, 1 << 20, {}, true);
 	t.add(1, 1 << 20, {}, true);
-	Session *a = t.login("iqn.init:a");
+	Nexus *a = t.login("iqn.init:a");
 	ASSERT_EQ(t.lb.run(a, 1, cdb_tur(), DataDir::None).asc(), UA_POWER_ON);
 	t.gates[0]->close();
 	t.gates[1]->close();
@@ -449,7 +449,7 @@ std::vector<uint8_t> cdb_reserve6()
 	return {0x16, 0, 0, 0, 0, 0};
 }
 
-LoopResult register_key(Target &t, Session *s, uint64_t lun, uint64_t key)
+LoopResult register_key(Target &t, Nexus *s, uint64_t lun, uint64_t key)
 {
 	std::vector<uint8_t> c(10, 0), p(24, 0);
 	c[0] = 0x5f; // PERSISTENT RESERVE OUT, REGISTER
@@ -459,7 +459,7 @@ LoopResult register_key(Target &t, Session *s, uint64_t lun, uint64_t key)
 }
 
 // PRgeneration and the keys registered.
-std::pair<uint32_t, std::vector<uint64_t>> read_keys(Target &t, Session *s, uint64_t lun)
+std::pair<uint32_t, std::vector<uint64_t>> read_keys(Target &t, Nexus *s, uint64_t lun)
 {
 	std::vector<uint8_t> c(10, 0);
 	c[0] = 0x5e; // PERSISTENT RESERVE IN, READ KEYS
@@ -475,7 +475,7 @@ std::pair<uint32_t, std::vector<uint64_t>> read_keys(Target &t, Session *s, uint
 }
 
 // Clear the unit attentions s has pending on lun (TEST UNIT READY until GOOD).
-void drain_ua(Target &t, Session *s, uint64_t lun)
+void drain_ua(Target &t, Nexus *s, uint64_t lun)
 {
 	for (int i = 0; i < 20; i++)
 		if (t.lb.run(s, lun, cdb_tur(), DataDir::None).status == Status::Good)
@@ -503,11 +503,11 @@ TEST(ScsiTmf, TargetWarmResetResetsEveryLuTheNexusSees)
 		all.initiator = n;
 		ASSERT_EQ(t.tpg.add_acl(all), 0);
 	}
-	Session *a = t.login("iqn.init:a");
-	Session *b = t.login("iqn.init:b");
-	Session *c = t.login("iqn.init:c");
+	Nexus *a = t.login("iqn.init:a");
+	Nexus *b = t.login("iqn.init:b");
+	Nexus *c = t.login("iqn.init:c");
 	for (uint64_t l : {1, 2})
-		for (Session *s : {a, b, c})
+		for (Nexus *s : {a, b, c})
 			if (s != a || l != 2)
 				drain_ua(t, s, l);
 	ASSERT_EQ(t.lb.run(b, 0, cdb_reserve6(), DataDir::None).status, Status::Good);
@@ -528,7 +528,7 @@ TEST(ScsiTmf, TargetWarmResetResetsEveryLuTheNexusSees)
 	EXPECT_EQ(t.lb.tmf_wait(tm), TmfResponse::Complete);
 	EXPECT_EQ(t.lb.wait(r0).status, Status::TaskAborted);
 	EXPECT_EQ(t.lb.wait(r1).status, Status::TaskAborted);
-	for (Session *s : {a, b, c})
+	for (Nexus *s : {a, b, c})
 		for (uint64_t l : {0, 1})
 			EXPECT_EQ(t.lb.run(s, l, cdb_tur(), DataDir::None).asc(),
 			          UA_BUS_DEVICE_RESET)
@@ -554,8 +554,8 @@ TEST(ScsiTmf, TargetColdResetIsAPowerOn)
 	// gone with the rest of the volatile state.
 	Target t;
 	LogicalUnit &lu = t.add(0, 1 << 20, {}, true);
-	Session *a = t.login("iqn.init:a");
-	Session *b = t.login("iqn.init:b");
+	Nexus *a = t.login("iqn.init:a");
+	Nexus *b = t.login("iqn.init:b");
 	ASSERT_EQ(register_key(t, a, 0, 0x11).status, Status::Good);
 	ASSERT_EQ(register_key(t, b, 0, 0x22).status, Status::Good);
 	std::vector<uint8_t> prr(10, 0), key(24, 0);
@@ -569,7 +569,7 @@ TEST(ScsiTmf, TargetColdResetIsAPowerOn)
 	          Status::ReservationConflict);
 	lu.set_swp(true);
 	lu.set_wce(false);
-	lu.ua_add(a->nexus(), UA_MODE_PARAMS_CHANGED);
+	lu.ua_add(a->id(), UA_MODE_PARAMS_CHANGED);
 	t.gates[0]->close();
 	auto *r = t.lb.start_async(b, 0, cdb_rw16(false, 0, 1), DataDir::Read,
 	                           std::vector<uint8_t>(512), TaskAttr::Simple, 1);
@@ -581,7 +581,7 @@ TEST(ScsiTmf, TargetColdResetIsAPowerOn)
 	EXPECT_EQ(t.lb.wait(r).status, Status::TaskAborted);
 	EXPECT_FALSE(lu.swp());
 	EXPECT_EQ(lu.wce(), lu.bs().write_cache());
-	for (Session *s : {a, b}) {
+	for (Nexus *s : {a, b}) {
 		EXPECT_EQ(t.lb.run(s, 0, cdb_tur(), DataDir::None).asc(), UA_POWER_ON);
 		EXPECT_EQ(t.lb.run(s, 0, cdb_tur(), DataDir::None).status, Status::Good)
 		    << "nothing queued before the power on is left";
@@ -598,8 +598,8 @@ TEST(ScsiTmf, QueryFunctions)
 {
 	Target t;
 	t.add(0, 1 << 20, {}, true);
-	Session *a = t.login("iqn.init:a");
-	Session *b = t.lb.login(t.tpg, "iqn.init:b");
+	Nexus *a = t.login("iqn.init:a");
+	Nexus *b = t.lb.login(t.tpg, "iqn.init:b");
 	EXPECT_EQ(t.lb.tmf(b, TmfType::QueryAsyncEvent, 0), TmfResponse::Succeeded)
 	    << "b has its POWER ON pending";
 	EXPECT_EQ(t.lb.tmf(a, TmfType::QueryAsyncEvent, 0), TmfResponse::Complete);
@@ -624,7 +624,7 @@ TEST(ScsiTmf, AbortsRacingCompletions)
 {
 	Target t;
 	t.add(0, 4 << 20);
-	Session *s = t.login("iqn.init:a");
+	Nexus *s = t.login("iqn.init:a");
 	std::atomic<bool> stop{false};
 	std::atomic<uint64_t> next_tag{1};
 	std::atomic<int> aborted{0}, good{0}, bad{0};
@@ -686,7 +686,7 @@ TEST(ScsiSession, CloseWaitsForCommandsInFlightThenFrees)
 {
 	Target t;
 	t.add(0, 1 << 20, {}, true);
-	Session *s = t.login("iqn.init:a");
+	Nexus *s = t.login("iqn.init:a");
 	t.gates[0]->close();
 	auto *r = t.lb.start_async(s, 0, cdb_rw16(false, 0, 1), DataDir::Read,
 	                           std::vector<uint8_t>(512), TaskAttr::Simple, 1);
@@ -704,7 +704,7 @@ TEST(ScsiSession, CloseWaitsForCommandsInFlightThenFrees)
 	EXPECT_EQ(t.lb.logout(s), 0);
 	EXPECT_TRUE(t.tpg.sessions().empty());
 	// The nexus comes back: its LU tells it what happened.
-	Session *s2 = t.lb.login(t.tpg, "iqn.init:a");
+	Nexus *s2 = t.lb.login(t.tpg, "iqn.init:a");
 	EXPECT_EQ(t.lb.run(s2, 0, cdb_tur(), DataDir::None).asc(), UA_I_T_NEXUS_LOSS);
 }
 
@@ -712,7 +712,7 @@ TEST(ScsiCore, ManyCommandsInFlight)
 {
 	Target t;
 	t.add(0, 8 << 20);
-	Session *s = t.login("iqn.init:a");
+	Nexus *s = t.login("iqn.init:a");
 	constexpr int kN = 2000;
 	std::vector<Loopback::Pending *> p;
 	for (int i = 0; i < kN; i++)

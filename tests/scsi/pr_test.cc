@@ -69,7 +69,7 @@ constexpr uint64_t K1 = 0x1111222233334444ull;
 constexpr uint64_t K2 = 0x5555666677778888ull;
 constexpr uint64_t K3 = 0x99990000aaaabbbbull;
 
-// Initiator ports as iSCSI names them (name,i,0xISID), as the core's Nexus carries them.
+// Initiator ports as iSCSI names them (name,i,0xISID), as the core's NexusId carries them.
 const std::string kPortA = "iqn.1994-05.com.example:a,i,0x23d000000001";
 const std::string kPortB = "iqn.1994-05.com.example:b,i,0x23d000000002";
 const std::string kPortC = "iqn.1994-05.com.example:c,i,0x23d000000003";
@@ -142,9 +142,9 @@ protected:
 	}
 
 	// A session for an initiator port, its POWER ON unit attention consumed.
-	Session *join(const std::string &port, Tpg *tpg = nullptr)
+	Nexus *join(const std::string &port, Tpg *tpg = nullptr)
 	{
-		Session *s = t.lb.login(tpg ? *tpg : t.tpg, port.substr(0, port.find(',')), port);
+		Nexus *s = t.lb.login(tpg ? *tpg : t.tpg, port.substr(0, port.find(',')), port);
 		EXPECT_TRUE(s);
 		if (s) {
 			EXPECT_EQ(t.lb.run(s, 0, cdb_tur(), DataDir::None).asc(), UA_POWER_ON);
@@ -152,24 +152,24 @@ protected:
 		return s;
 	}
 
-	LoopResult out(Session *s, uint8_t sa, uint64_t key, uint64_t sa_key, uint8_t type = 0,
+	LoopResult out(Nexus *s, uint8_t sa, uint64_t key, uint64_t sa_key, uint8_t type = 0,
 	               uint8_t flags = 0)
 	{
 		return t.lb.run(s, 0, cdb_prout(sa, type), DataDir::Write,
 		                prout_data(key, sa_key, flags));
 	}
-	Status out_st(Session *s, uint8_t sa, uint64_t key, uint64_t sa_key, uint8_t type = 0,
+	Status out_st(Nexus *s, uint8_t sa, uint64_t key, uint64_t sa_key, uint8_t type = 0,
 	              uint8_t flags = 0)
 	{
 		return out(s, sa, key, sa_key, type, flags).status;
 	}
-	LoopResult in(Session *s, uint8_t sa, uint16_t alloc = 4096)
+	LoopResult in(Nexus *s, uint8_t sa, uint16_t alloc = 4096)
 	{
 		return t.lb.run(s, 0, cdb_prin(sa, alloc), DataDir::Read,
 		                std::vector<uint8_t>(alloc));
 	}
 
-	Keys keys(Session *s)
+	Keys keys(Nexus *s)
 	{
 		Keys k;
 		auto r = in(s, SA_READ_KEYS);
@@ -183,7 +183,7 @@ protected:
 			k.keys.push_back(get_be64(&r.data[i]));
 		return k;
 	}
-	Resv resv(Session *s)
+	Resv resv(Nexus *s)
 	{
 		Resv v;
 		auto r = in(s, SA_READ_RESERVATION);
@@ -205,20 +205,20 @@ protected:
 
 	// libiscsi's verify_read_works / verify_write_works: one block at LBA 1 (threads use
 	// blocks of their own: the RAM backstore does not order overlapping I/O).
-	Status read(Session *s, uint32_t lba = 1)
+	Status read(Nexus *s, uint32_t lba = 1)
 	{
 		return t.lb
 		    .run(s, 0, cdb_rw10(false, lba, 1), DataDir::Read, std::vector<uint8_t>(512))
 		    .status;
 	}
-	Status write(Session *s, uint32_t lba = 1)
+	Status write(Nexus *s, uint32_t lba = 1)
 	{
 		return t.lb
 		    .run(s, 0, cdb_rw10(true, lba, 1), DataDir::Write, std::vector<uint8_t>(512))
 		    .status;
 	}
 	// The pending unit attention a TEST UNIT READY reports, or 0.
-	uint16_t ua(Session *s)
+	uint16_t ua(Nexus *s)
 	{
 		auto r = t.lb.run(s, 0, cdb_tur(), DataDir::None);
 		if (r.status == Status::CheckCondition && r.key() == SenseKey::UnitAttention)
@@ -236,7 +236,7 @@ protected:
 // libiscsi test_prout_register_simple, prout_reregister_key_fails.
 TEST_F(PrTest, RegisterAndReadKeys)
 {
-	Session *a = join(kPortA);
+	Nexus *a = join(kPortA);
 	Keys k0 = keys(a);
 	EXPECT_TRUE(k0.keys.empty());
 	EXPECT_EQ(out_st(a, SA_REGISTER_IGNORE, 0, K1), Status::Good);
@@ -268,7 +268,7 @@ TEST_F(PrTest, RegisterAndReadKeys)
 
 TEST_F(PrTest, RegistrationsArePerNexusAndListedInOrder)
 {
-	Session *a = join(kPortA), *b = join(kPortB), *c = join(kPortC);
+	Nexus *a = join(kPortA), *b = join(kPortB), *c = join(kPortC);
 	EXPECT_EQ(out_st(b, SA_REGISTER, 0, K2), Status::Good);
 	EXPECT_EQ(out_st(a, SA_REGISTER, 0, K1), Status::Good);
 	EXPECT_EQ(out_st(c, SA_REGISTER, 0, K2), Status::Good) << "keys need not be unique";
@@ -276,7 +276,7 @@ TEST_F(PrTest, RegistrationsArePerNexusAndListedInOrder)
 	EXPECT_EQ(out_st(b, SA_REGISTER, K2, 0), Status::Good);
 	EXPECT_EQ(keys(a).keys, (std::vector<uint64_t>{K1, K2}));
 	// The same initiator name with another ISID is another I_T nexus.
-	Session *a2 = join("iqn.1994-05.com.example:a,i,0x23d000000009");
+	Nexus *a2 = join("iqn.1994-05.com.example:a,i,0x23d000000009");
 	EXPECT_EQ(out_st(a2, SA_REGISTER, K1, K3), Status::ReservationConflict);
 	EXPECT_EQ(out_st(a2, SA_REGISTER, 0, K3), Status::Good);
 	EXPECT_EQ(keys(a).keys.size(), 3u);
@@ -285,7 +285,7 @@ TEST_F(PrTest, RegistrationsArePerNexusAndListedInOrder)
 // SPC-4 5.13.2: registrations survive I_T nexus loss and LOGICAL UNIT RESET.
 TEST_F(PrTest, RegistrationsAndReservationsSurviveNexusLossAndLunReset)
 {
-	Session *a = join(kPortA), *b = join(kPortB);
+	Nexus *a = join(kPortA), *b = join(kPortB);
 	ASSERT_EQ(out_st(a, SA_REGISTER, 0, K1), Status::Good);
 	ASSERT_EQ(out_st(a, SA_RESERVE, K1, 0, EA), Status::Good);
 	EXPECT_EQ(t.lb.tmf(b, TmfType::LunReset, 0), TmfResponse::Complete);
@@ -293,7 +293,7 @@ TEST_F(PrTest, RegistrationsAndReservationsSurviveNexusLossAndLunReset)
 	EXPECT_EQ(ua(a), UA_BUS_DEVICE_RESET);
 	EXPECT_EQ(resv(b).type, EA);
 	ASSERT_EQ(t.lb.logout(a), 0);
-	Session *a2 = t.lb.login(t.tpg, "iqn.1994-05.com.example:a", kPortA);
+	Nexus *a2 = t.lb.login(t.tpg, "iqn.1994-05.com.example:a", kPortA);
 	EXPECT_EQ(ua(a2), UA_I_T_NEXUS_LOSS);
 	EXPECT_EQ(write(a2), Status::Good) << "the same initiator port holds it still";
 	EXPECT_EQ(read(b), Status::ReservationConflict);
@@ -304,7 +304,7 @@ TEST_F(PrTest, RegistrationsAndReservationsSurviveNexusLossAndLunReset)
 
 TEST_F(PrTest, ParameterListAndCdbErrors)
 {
-	Session *a = join(kPortA);
+	Nexus *a = join(kPortA);
 	// PTPL_C 0: APTPL 1 is refused (SPC-4 6.17.3); SIP_C 0: so is SPEC_I_PT.
 	auto r = out(a, SA_REGISTER, 0, K1, 0, F_APTPL);
 	EXPECT_EQ(r.key(), SenseKey::IllegalRequest);
@@ -350,7 +350,7 @@ TEST_F(PrTest, ParameterListAndCdbErrors)
 // libiscsi test_prin_serviceaction_range: 0..3 work, 4..1Fh are refused.
 TEST_F(PrTest, PrInServiceActionRange)
 {
-	Session *a = join(kPortA);
+	Nexus *a = join(kPortA);
 	for (uint8_t sa = 0; sa < 4; sa++)
 		EXPECT_EQ(in(a, sa).status, Status::Good) << int(sa);
 	for (uint8_t sa = 4; sa < 0x20; sa++) {
@@ -364,7 +364,7 @@ TEST_F(PrTest, PrInServiceActionRange)
 // whatever the allocation length lets through.
 TEST_F(PrTest, ReadKeysTruncated)
 {
-	Session *a = join(kPortA), *b = join(kPortB);
+	Nexus *a = join(kPortA), *b = join(kPortB);
 	ASSERT_EQ(out_st(a, SA_REGISTER, 0, K1), Status::Good);
 	ASSERT_EQ(out_st(b, SA_REGISTER, 0, K2), Status::Good);
 	auto r = in(a, SA_READ_KEYS, 8);
@@ -392,7 +392,7 @@ TEST_F(PrTest, ReadKeysTruncated)
 // the six types (TMV set), and every type it claims works.
 TEST_F(PrTest, ReportCapabilities)
 {
-	Session *a = join(kPortA);
+	Nexus *a = join(kPortA);
 	auto r = in(a, SA_REPORT_CAPABILITIES);
 	ASSERT_EQ(r.status, Status::Good);
 	ASSERT_EQ(r.data.size(), 8u);
@@ -413,7 +413,7 @@ TEST_F(PrTest, ReportCapabilities)
 // same type ends it. Neither changes PRgeneration (test_prout_clear_simple).
 TEST_F(PrTest, ReserveAndReleaseEveryType)
 {
-	Session *a = join(kPortA);
+	Nexus *a = join(kPortA);
 	ASSERT_EQ(out_st(a, SA_REGISTER_IGNORE, 0, K1), Status::Good);
 	const uint32_t gen = keys(a).gen;
 	for (uint8_t type : kAllTypes) {
@@ -444,7 +444,7 @@ TEST_F(PrTest, ReserveAndReleaseEveryType)
 // release, clear or preempt; a non-holder's RESERVE conflicts, its RELEASE does nothing.
 TEST_F(PrTest, KeyRulesForEveryServiceAction)
 {
-	Session *a = join(kPortA), *b = join(kPortB), *c = join(kPortC);
+	Nexus *a = join(kPortA), *b = join(kPortB), *c = join(kPortC);
 	for (uint8_t sa : {SA_RESERVE, SA_RELEASE, SA_CLEAR, SA_PREEMPT, SA_PREEMPT_ABORT})
 		EXPECT_EQ(out_st(a, sa, 0, 0, WE), Status::ReservationConflict)
 		    << "unregistered, sa " << int(sa);
@@ -480,7 +480,7 @@ constexpr AccessCase kAccess[] = {
 
 TEST_F(PrTest, AccessPerTypeForRegisteredAndUnregistered)
 {
-	Session *a = join(kPortA), *b = join(kPortB);
+	Nexus *a = join(kPortA), *b = join(kPortB);
 	for (const AccessCase &x : kAccess) {
 		SCOPED_TRACE(int(x.type));
 		ASSERT_EQ(out_st(a, SA_REGISTER_IGNORE, 0, K1), Status::Good);
@@ -511,7 +511,7 @@ TEST_F(PrTest, AccessPerTypeForRegisteredAndUnregistered)
 // which can release it.
 TEST_F(PrTest, HolderUnregisteringReleasesUnlessAllRegistrants)
 {
-	Session *a = join(kPortA), *b = join(kPortB);
+	Nexus *a = join(kPortA), *b = join(kPortB);
 	for (uint8_t type : kAllTypes) {
 		SCOPED_TRACE(int(type));
 		ASSERT_EQ(out_st(a, SA_REGISTER_IGNORE, 0, K1), Status::Good);
@@ -544,7 +544,7 @@ TEST_F(PrTest, HolderUnregisteringReleasesUnlessAllRegistrants)
 // (RESERVATIONS RELEASED); WE and EA releases tell nobody. Unregistered nexuses never hear.
 TEST_F(PrTest, ReleaseUnitAttentions)
 {
-	Session *a = join(kPortA), *b = join(kPortB), *c = join(kPortC);
+	Nexus *a = join(kPortA), *b = join(kPortB), *c = join(kPortC);
 	ASSERT_EQ(out_st(a, SA_REGISTER, 0, K1), Status::Good);
 	ASSERT_EQ(out_st(b, SA_REGISTER, 0, K2), Status::Good);
 	for (uint8_t type : kAllTypes) {
@@ -570,7 +570,7 @@ TEST_F(PrTest, ReleaseUnitAttentions)
 // PREEMPTED (SPC-4 5.13.11.2.6).
 TEST_F(PrTest, ClearRemovesEverything)
 {
-	Session *a = join(kPortA), *b = join(kPortB), *c = join(kPortC);
+	Nexus *a = join(kPortA), *b = join(kPortB), *c = join(kPortC);
 	ASSERT_EQ(out_st(a, SA_REGISTER_IGNORE, 0, K1), Status::Good);
 	ASSERT_EQ(out_st(b, SA_REGISTER_IGNORE, 0, K2), Status::Good);
 	const uint32_t gen = keys(a).gen;
@@ -593,7 +593,7 @@ TEST_F(PrTest, ClearRemovesEverything)
 // SARK names, bumps PRgeneration once; the preempted nexus hears REGISTRATIONS PREEMPTED.
 TEST_F(PrTest, PreemptRemovesRegistration)
 {
-	Session *a = join(kPortA), *b = join(kPortB);
+	Nexus *a = join(kPortA), *b = join(kPortB);
 	ASSERT_EQ(out_st(a, SA_REGISTER_IGNORE, 0, K1), Status::Good);
 	ASSERT_EQ(out_st(a, SA_CLEAR, K1, 0), Status::Good);
 	ASSERT_EQ(out_st(a, SA_REGISTER_IGNORE, 0, K1), Status::Good);
@@ -620,7 +620,7 @@ TEST_F(PrTest, PreemptRemovesRegistration)
 // but its access changed (RESERVATIONS RELEASED), b holds the new reservation.
 TEST_F(PrTest, PreemptTheHolder)
 {
-	Session *a = join(kPortA), *b = join(kPortB), *c = join(kPortC);
+	Nexus *a = join(kPortA), *b = join(kPortB), *c = join(kPortC);
 	ASSERT_EQ(out_st(a, SA_REGISTER, 0, K1), Status::Good);
 	ASSERT_EQ(out_st(b, SA_REGISTER, 0, K2), Status::Good);
 	ASSERT_EQ(out_st(c, SA_REGISTER, 0, K3), Status::Good);
@@ -658,7 +658,7 @@ TEST_F(PrTest, PreemptTheHolder)
 // else; the issuer holds a reservation of the CDB's type.
 TEST_F(PrTest, PreemptAllRegistrantsWithZeroKey)
 {
-	Session *a = join(kPortA), *b = join(kPortB), *c = join(kPortC);
+	Nexus *a = join(kPortA), *b = join(kPortB), *c = join(kPortC);
 	ASSERT_EQ(out_st(a, SA_REGISTER, 0, K1), Status::Good);
 	ASSERT_EQ(out_st(b, SA_REGISTER, 0, K2), Status::Good);
 	ASSERT_EQ(out_st(c, SA_REGISTER, 0, K3), Status::Good);
@@ -711,7 +711,7 @@ protected:
 // were not preempted run on.
 TEST_F(PrAbortTest, AbortsThePreemptedTasksAndWaitsForThem)
 {
-	Session *a = join(kPortA), *b = join(kPortB), *c = join(kPortC);
+	Nexus *a = join(kPortA), *b = join(kPortB), *c = join(kPortC);
 	GatedBackstore *g = t.gates[0];
 	ASSERT_EQ(out_st(a, SA_REGISTER, 0, K1), Status::Good);
 	ASSERT_EQ(out_st(b, SA_REGISTER, 0, K2), Status::Good);
@@ -750,7 +750,7 @@ TEST_F(PrAbortTest, AbortsThePreemptedTasksAndWaitsForThem)
 // data-out are aborted too.
 TEST_F(PrAbortNoTasTest, AbortsSilentlyWithCommandsCleared)
 {
-	Session *a = join(kPortA), *b = join(kPortB);
+	Nexus *a = join(kPortA), *b = join(kPortB);
 	GatedBackstore *g = t.gates[0];
 	ASSERT_EQ(out_st(a, SA_REGISTER, 0, K1), Status::Good);
 	ASSERT_EQ(out_st(b, SA_REGISTER, 0, K2), Status::Good);
@@ -784,7 +784,7 @@ TEST_F(PrAbortNoTasTest, AbortsSilentlyWithCommandsCleared)
 // A task-management function racing PREEMPT AND ABORT for the same tasks: both answer.
 TEST_F(PrAbortTest, RacesALunReset)
 {
-	Session *a = join(kPortA), *b = join(kPortB);
+	Nexus *a = join(kPortA), *b = join(kPortB);
 	GatedBackstore *g = t.gates[0];
 	ASSERT_EQ(out_st(a, SA_REGISTER, 0, K1), Status::Good);
 	ASSERT_EQ(out_st(b, SA_REGISTER, 0, K2), Status::Good);
@@ -829,10 +829,10 @@ std::vector<uint8_t> move_data(uint64_t key, uint64_t sa_key, bool unreg, uint16
 // registering it; with UNREG it leaves.
 TEST_F(PrTest, RegisterAndMove)
 {
-	Session *a = join(kPortA), *b = join(kPortB), *c = join(kPortC);
+	Nexus *a = join(kPortA), *b = join(kPortB), *c = join(kPortC);
 	ASSERT_EQ(out_st(a, SA_REGISTER, 0, K1), Status::Good);
 	ASSERT_EQ(out_st(c, SA_REGISTER, 0, K3), Status::Good);
-	auto move = [&](Session *s, std::vector<uint8_t> d) {
+	auto move = [&](Nexus *s, std::vector<uint8_t> d) {
 		const uint32_t len = static_cast<uint32_t>(d.size());
 		return t.lb.run(s, 0, cdb_prout(SA_REGISTER_MOVE, 0, len), DataDir::Write, d);
 	};
@@ -919,8 +919,8 @@ std::vector<FullStatus> parse_full_status(const std::vector<uint8_t> &d)
 // terminated, padded to a multiple of 4, at least 24 bytes.
 TEST_F(PrTest, ReadFullStatus)
 {
-	Session *a = join(kPortA);
-	Session *b = join("iqn.2026-01.org.ulp:b");
+	Nexus *a = join(kPortA);
+	Nexus *b = join("iqn.2026-01.org.ulp:b");
 	ASSERT_EQ(out_st(a, SA_REGISTER, 0, K1), Status::Good);
 	ASSERT_EQ(out_st(b, SA_REGISTER, 0, K2), Status::Good);
 	ASSERT_EQ(out_st(a, SA_RESERVE, K1, 0, EA_RO), Status::Good);
@@ -1018,9 +1018,9 @@ TEST_F(PrTest, AllTargetPorts)
 {
 	Tpg tpg2{"iqn.2026-11.org.ulp:test2", 2};
 	ASSERT_EQ(tpg2.add_lun(0, *lu), 0);
-	Session *a1 = join(kPortA);
-	Session *a2 = join(kPortA, &tpg2);
-	Session *b2 = join(kPortB, &tpg2);
+	Nexus *a1 = join(kPortA);
+	Nexus *a2 = join(kPortA, &tpg2);
+	Nexus *b2 = join(kPortB, &tpg2);
 	ASSERT_EQ(out_st(a1, SA_REGISTER, 0, K1, 0, F_ALL_TG_PT), Status::Good);
 	EXPECT_EQ(out_st(a2, SA_REGISTER, 0, K2), Status::ReservationConflict)
 	    << "a2 is registered through a1's registration";
@@ -1051,7 +1051,7 @@ TEST_F(PrTest, AllTargetPorts)
 class PrTableTest : public PrTest
 {
 protected:
-	bool conflicts(Session *s, std::vector<uint8_t> cdb)
+	bool conflicts(Nexus *s, std::vector<uint8_t> cdb)
 	{
 		Cmd c;
 		cmd_init(&c);
@@ -1149,11 +1149,11 @@ TEST_F(PrTableTest, NonHoldersPerTypeAndRegistration)
 	    // Table 67: PERSISTENT RESERVE OUT is decided by its service action where it runs.
 	    {"PERSISTENT RESERVE OUT", cdb_sa(0x5f, SA_CLEAR, 10), kAllowed},
 	};
-	Session *h = join(kPortA), *reg = join(kPortB), *unreg = join(kPortC);
+	Nexus *h = join(kPortA), *reg = join(kPortB), *unreg = join(kPortC);
 	ASSERT_EQ(out_st(h, SA_REGISTER, 0, K1), Status::Good);
 	ASSERT_EQ(out_st(reg, SA_REGISTER, 0, K2), Status::Good);
 	for (const Row &row : rows)
-		for (Session *s : {h, reg, unreg})
+		for (Nexus *s : {h, reg, unreg})
 			EXPECT_FALSE(conflicts(s, row.cdb)) << row.name << ": nothing reserved";
 	for (size_t col = 0; col < std::size(kAllTypes); col++) {
 		const uint8_t type = kAllTypes[col];
@@ -1177,7 +1177,7 @@ TEST_F(PrTableTest, NonHoldersPerTypeAndRegistration)
 // libiscsi test_reserve6_simple and test_reserve6_2initiators.
 TEST_F(PrTest, Reserve6TwoInitiators)
 {
-	Session *a = join(kPortA), *b = join(kPortB);
+	Nexus *a = join(kPortA), *b = join(kPortB);
 	EXPECT_EQ(t.lb.run(a, 0, cdb6(0x16), DataDir::None).status, Status::Good);
 	EXPECT_EQ(t.lb.run(a, 0, cdb6(0x16), DataDir::None).status, Status::Good)
 	    << "the holder may reserve again";
@@ -1218,7 +1218,7 @@ TEST_F(PrTest, Reserve6TwoInitiators)
 // LOGICAL UNIT RESET, the holder's logout, and an I_T NEXUS RESET.
 TEST_F(PrTest, Reserve6ReleasedByResetsAndNexusLoss)
 {
-	Session *a = join(kPortA), *b = join(kPortB);
+	Nexus *a = join(kPortA), *b = join(kPortB);
 	ASSERT_EQ(t.lb.run(a, 0, cdb6(0x16), DataDir::None).status, Status::Good);
 	EXPECT_EQ(t.lb.tmf(a, TmfType::LunReset, 0), TmfResponse::Complete);
 	EXPECT_EQ(ua(b), UA_BUS_DEVICE_RESET);
@@ -1236,7 +1236,7 @@ TEST_F(PrTest, Reserve6ReleasedByResetsAndNexusLoss)
 
 TEST_F(PrTest, Reserve6CdbChecks)
 {
-	Session *a = join(kPortA);
+	Nexus *a = join(kPortA);
 	for (uint8_t b1 : {0x01, 0x02, 0x10}) {
 		EXPECT_EQ(t.lb.run(a, 0, cdb10(0x56, b1), DataDir::None).asc(), 0x2400) << int(b1);
 		EXPECT_EQ(t.lb.run(a, 0, cdb10(0x57, b1), DataDir::None).asc(), 0x2400) << int(b1);
@@ -1247,7 +1247,7 @@ TEST_F(PrTest, Reserve6CdbChecks)
 // SPC-4 5.13.3 (CRH 1): RESERVE and RELEASE against persistent reservations.
 TEST_F(PrTest, Reserve6WithPersistentReservations)
 {
-	Session *a = join(kPortA), *b = join(kPortB), *c = join(kPortC);
+	Nexus *a = join(kPortA), *b = join(kPortB), *c = join(kPortC);
 	ASSERT_EQ(out_st(a, SA_REGISTER, 0, K1), Status::Good);
 	// Someone is registered: RESERVE and RELEASE conflict for everyone else...
 	EXPECT_EQ(t.lb.run(c, 0, cdb6(0x16), DataDir::None).status, Status::ReservationConflict);
@@ -1283,7 +1283,7 @@ TEST_F(PrTest, Reserve6WithPersistentReservations)
 // registration). Mostly for TSan.
 TEST_F(PrTest, ConcurrentServiceActionsAndIo)
 {
-	Session *s[3] = {join(kPortA), join(kPortB), join(kPortC)};
+	Nexus *s[3] = {join(kPortA), join(kPortB), join(kPortC)};
 	const uint64_t key[3] = {K1, K2, K3};
 	std::atomic<bool> stop{false};
 	std::atomic<int> bad{0};

@@ -314,7 +314,7 @@ private:
 struct Env {
 	Target t;
 	LogicalUnit *lu = nullptr;
-	Session *s = nullptr;
+	Nexus *s = nullptr;
 	GatedBackstore *gate = nullptr;
 	FaultyBackstore *faulty = nullptr;
 
@@ -339,7 +339,7 @@ struct Env {
 	}
 
 	LoopResult run(const Bytes &cdb, DataDir dir = DataDir::None, Bytes data = {},
-	               Session *on = nullptr)
+	               Nexus *on = nullptr)
 	{
 		return t.lb.run(on ? on : s, 0, cdb, dir, std::move(data));
 	}
@@ -654,7 +654,7 @@ Bytes cdb_rc10()
 }
 
 // READ CAPACITY (16)'s number of blocks, or 0 when it did not complete GOOD.
-uint64_t rc16_blocks(Env &e, Session *on)
+uint64_t rc16_blocks(Env &e, Nexus *on)
 {
 	auto r = e.run(cdb_rc16(32), DataDir::Read, Bytes(32), on);
 	if (!is_good(r) || r.data.size() < 12)
@@ -694,13 +694,13 @@ INSTANTIATE_TEST_SUITE_P(Backstores, SbcResize, ::testing::Values("null", "ram",
 TEST_P(SbcResize, GrowTellsEveryNexusOnceThenReportsTheNewSize)
 {
 	Env e(bs(1 << 20));
-	Session *b = e.t.login("iqn.init:b");
-	Session *c = e.t.login("iqn.init:c");
+	Nexus *b = e.t.login("iqn.init:b");
+	Nexus *c = e.t.login("iqn.init:c");
 	ASSERT_EQ(e.nr(), 2048u);
 	std::string why;
 	ASSERT_EQ(e.lu->set_capacity(4 << 20, &why), 0) << why;
 	EXPECT_EQ(e.nr(), 8192u);
-	for (Session *on : {e.s, b, c}) {
+	for (Nexus *on : {e.s, b, c}) {
 		// The first command of any kind (here READ (16) past the old end, and READ
 		// CAPACITY) reports the condition instead of executing.
 		const Bytes first = on == b ? cdb_rc16(32) : cdb_rw(0x88, 6000, 1);
@@ -785,10 +785,10 @@ TEST_P(SbcData, ResizeWhileIoRuns)
 {
 	constexpr uint64_t kSmall = 512 << 10, kBig = 2 << 20;
 	Env e(make_bs(GetParam(), kBig));
-	Session *b = e.t.login("iqn.init:b");
+	Nexus *b = e.t.login("iqn.init:b");
 	std::atomic<bool> stop{false};
 	std::atomic<uint64_t> bad{0}, ua{0}, oor{0}, good{0};
-	auto worker = [&](Session *on, unsigned id) {
+	auto worker = [&](Nexus *on, unsigned id) {
 		std::mt19937_64 rng(id);
 		for (int i = 0; i < 200; i++) {
 			// Groups of 8 blocks, even ones to worker 0 and odd ones to worker 1: no

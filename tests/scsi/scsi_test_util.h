@@ -8,7 +8,7 @@
 #include "scsi/backstore.h"
 #include "scsi/loopback.h"
 #include "scsi/lu.h"
-#include "scsi/target.h"
+#include "scsi/tpg.h"
 
 #include <gtest/gtest.h>
 
@@ -190,9 +190,9 @@ struct Target {
 	}
 
 	// A session whose POWER ON unit attention has been consumed on lun.
-	Session *login(const std::string &name, uint64_t lun = 0)
+	Nexus *login(const std::string &name, uint64_t lun = 0)
 	{
-		Session *s = lb.login(tpg, name);
+		Nexus *s = lb.login(tpg, name);
 		EXPECT_TRUE(s);
 		if (s) {
 			auto r = lb.run(s, lun, cdb_tur(), DataDir::None);
@@ -203,7 +203,7 @@ struct Target {
 
 	~Target()
 	{
-		for (Session *s : tpg.sessions())
+		for (Nexus *s : tpg.sessions())
 			EXPECT_EQ(lb.logout(s), 0);
 	}
 };

@@ -146,20 +146,20 @@ private:
 	Loopback &lb_;
 };
 
-LoopResult read_cmd(Target &t, Session *s, uint64_t lun, const std::vector<uint8_t> &cdb,
+LoopResult read_cmd(Target &t, Nexus *s, uint64_t lun, const std::vector<uint8_t> &cdb,
                     size_t alloc)
 {
 	return t.lb.run(s, lun, cdb, alloc ? DataDir::Read : DataDir::None,
 	                std::vector<uint8_t>(alloc));
 }
 
-LoopResult write_cmd(Target &t, Session *s, uint64_t lun, const std::vector<uint8_t> &cdb,
+LoopResult write_cmd(Target &t, Nexus *s, uint64_t lun, const std::vector<uint8_t> &cdb,
                      const std::vector<uint8_t> &data)
 {
 	return t.lb.run(s, lun, cdb, data.empty() ? DataDir::None : DataDir::Write, data);
 }
 
-LoopResult none_cmd(Target &t, Session *s, uint64_t lun, const std::vector<uint8_t> &cdb)
+LoopResult none_cmd(Target &t, Nexus *s, uint64_t lun, const std::vector<uint8_t> &cdb)
 {
 	return t.lb.run(s, lun, cdb, DataDir::None);
 }
@@ -206,7 +206,7 @@ TEST(SpcInquiry, StandardData)
 {
 	Target t;
 	t.add(0);
-	Session *s = t.login("iqn.init:a");
+	Nexus *s = t.login("iqn.init:a");
 	// libiscsi Inquiry.Standard asks with 260 bytes.
 	auto r = read_cmd(t, s, 0, cdb_inquiry(260), 260);
 	ASSERT_EQ(r.status, Status::Good);
@@ -239,7 +239,7 @@ TEST(SpcInquiry, EveryAllocationLength)
 	// libiscsi Inquiry.AllocLength: 0..255 all GOOD, 255 and 256 the same data.
 	Target t;
 	t.add(0);
-	Session *s = t.login("iqn.init:a");
+	Nexus *s = t.login("iqn.init:a");
 	auto full = read_cmd(t, s, 0, cdb_inquiry(256), 256);
 	ASSERT_EQ(full.data.size(), 96u);
 	for (uint16_t a = 0; a <= 256; a++) {
@@ -255,7 +255,7 @@ TEST(SpcInquiry, InvalidCdbFields)
 {
 	Target t;
 	t.add(0);
-	Session *s = t.login("iqn.init:a");
+	Nexus *s = t.login("iqn.init:a");
 	// libiscsi Inquiry.EVPD: a PAGE CODE without EVPD.
 	EXPECT_TRUE(IsInvalidCdb(read_cmd(t, s, 0, cdb_inquiry(256, false, 1), 256)));
 	auto c = cdb_inquiry(96);
@@ -273,7 +273,7 @@ TEST(SpcInquiry, MissingLun)
 {
 	Target t;
 	t.add(0);
-	Session *s = t.login("iqn.init:a");
+	Nexus *s = t.login("iqn.init:a");
 	auto r = read_cmd(t, s, 9, cdb_inquiry(96), 96);
 	ASSERT_EQ(r.status, Status::Good);
 	ASSERT_EQ(r.data.size(), 96u);
@@ -290,7 +290,7 @@ TEST(SpcInquiry, ConfigStringsStayAscii)
 	c.vendor = "v\x01\x7f\xffv";
 	c.product = "a-long-product-name-that-does-not-fit";
 	t.add(0, 1 << 20, c);
-	Session *s = t.login("iqn.init:a");
+	Nexus *s = t.login("iqn.init:a");
 	auto r = read_cmd(t, s, 0, cdb_inquiry(96), 96);
 	ASSERT_EQ(r.data.size(), 96u);
 	EXPECT_EQ(std::string(r.data.begin() + 8, r.data.begin() + 16), "v   v   ");
@@ -299,7 +299,7 @@ TEST(SpcInquiry, ConfigStringsStayAscii)
 
 // ---- INQUIRY: VPD pages ----------------------------------------------------------------
 
-std::vector<uint8_t> vpd(Target &t, Session *s, uint8_t page, uint64_t lun = 0)
+std::vector<uint8_t> vpd(Target &t, Nexus *s, uint8_t page, uint64_t lun = 0)
 {
 	auto r = read_cmd(t, s, lun, cdb_inquiry(1024, true, page), 1024);
 	EXPECT_EQ(r.status, Status::Good) << "page " << int(page);
@@ -319,7 +319,7 @@ TEST(SpcVpd, SupportedPagesAreAllReadable)
 		LuConfig c;
 		c.thin = thin;
 		t.add(0, 1 << 20, c);
-		Session *s = t.login("iqn.init:a");
+		Nexus *s = t.login("iqn.init:a");
 		auto d = vpd(t, s, 0x00);
 		std::vector<uint8_t> want = {0x00, 0x80, 0x83, 0xb0, 0xb1};
 		if (thin)
@@ -342,7 +342,7 @@ TEST(SpcVpd, UnitSerialNumber)
 	c.serial = "SN-0042";
 	t.add(0, 1 << 20, c);
 	auto &lu2 = t.add(1);
-	Session *s = t.login("iqn.init:a");
+	Nexus *s = t.login("iqn.init:a");
 	auto d = vpd(t, s, 0x80);
 	EXPECT_EQ(std::string(d.begin() + 4, d.end()), "SN-0042");
 	ASSERT_EQ(t.lb.run(s, 1, cdb_tur(), DataDir::None).status, Status::CheckCondition);
@@ -381,7 +381,7 @@ TEST(SpcVpd, DeviceIdentification)
 	c.serial = "SER1";
 	c.naa = 0x6001405123456789ull;
 	t.add(0, 1 << 20, c);
-	Session *s = t.login("iqn.init:a");
+	Nexus *s = t.login("iqn.init:a");
 	auto ds = designators(vpd(t, s, 0x83));
 	ASSERT_EQ(ds.size(), 3u);
 	// NAA, binary, associated with the LU.
@@ -416,7 +416,7 @@ TEST(SpcVpd, IscsiTargetPortAndDeviceName)
 	Target t;
 	t.add(0);
 	IscsiNamed fabric(t.lb);
-	Session *s = t.tpg.open_session(fabric, "iqn.init:a", "iqn.init:a,i,0x1");
+	Nexus *s = t.tpg.open_session(fabric, "iqn.init:a", "iqn.init:a,i,0x1");
 	ASSERT_TRUE(s);
 	ASSERT_EQ(t.lb.run(s, 0, cdb_tur(), DataDir::None).status, Status::CheckCondition);
 	auto ds = designators(vpd(t, s, 0x83));
@@ -448,7 +448,7 @@ TEST(SpcVpd, BlockLimits)
 	LuConfig full;
 	full.thin = false;
 	t.add(1, 1 << 20, full);
-	Session *s = t.login("iqn.init:a");
+	Nexus *s = t.login("iqn.init:a");
 	// libiscsi Inquiry.BlockLimits: 64 bytes, PAGE LENGTH 3Ch (SBC-3 claimed).
 	auto d = vpd(t, s, 0xb0);
 	ASSERT_EQ(d.size(), 64u);
@@ -507,7 +507,7 @@ TEST(SpcVpd, BlockLimitsOfA512eLu)
 	c.physical_block_size = 4096;
 	t.add(0, 1 << 20, c);
 	add_lu(t, 1, std::make_unique<FineRam>(), c);
-	Session *s = t.login("iqn.init:a");
+	Nexus *s = t.login("iqn.init:a");
 	auto d = vpd(t, s, 0xb0);
 	EXPECT_EQ(get_be16(&d[6]), 8u) << "OPTIMAL TRANSFER LENGTH GRANULARITY";
 	EXPECT_EQ(get_be32(&d[28]), 65536u / 512);
@@ -521,7 +521,7 @@ TEST(SpcVpd, BlockDeviceCharacteristics)
 {
 	Target t;
 	t.add(0);
-	Session *s = t.login("iqn.init:a");
+	Nexus *s = t.login("iqn.init:a");
 	auto d = vpd(t, s, 0xb1);
 	ASSERT_EQ(d.size(), 64u);
 	EXPECT_EQ(get_be16(&d[4]), 1) << "non-rotating medium";
@@ -532,7 +532,7 @@ TEST(SpcVpd, LogicalBlockProvisioningAgreesWithReadCapacity16)
 {
 	Target t;
 	t.add(0);
-	Session *s = t.login("iqn.init:a");
+	Nexus *s = t.login("iqn.init:a");
 	auto d = vpd(t, s, 0xb2);
 	ASSERT_EQ(d.size(), 8u);
 	EXPECT_EQ(d[4], 0) << "THRESHOLD EXPONENT";
@@ -567,7 +567,7 @@ TEST(SpcModeSense, AllPagesSix)
 {
 	Target t;
 	t.add(0);
-	Session *s = t.login("iqn.init:a");
+	Nexus *s = t.login("iqn.init:a");
 	auto r = read_cmd(t, s, 0, cdb_mode_sense6(0, 0x3f, 0, 255), 255);
 	ASSERT_EQ(r.status, Status::Good);
 	const auto &d = r.data;
@@ -612,7 +612,7 @@ TEST(SpcModeSense, ControlPageAloneEqualsTheOneInAllPages)
 	LuConfig c;
 	c.tas = false;
 	t.add(0, 1 << 20, c);
-	Session *s = t.login("iqn.init:a");
+	Nexus *s = t.login("iqn.init:a");
 	auto all = read_cmd(t, s, 0, cdb_mode_sense6(0, 0x3f, 0, 255), 255);
 	auto one = read_cmd(t, s, 0, cdb_mode_sense6(0, 0x0a, 0, 255), 255);
 	ASSERT_EQ(one.status, Status::Good);
@@ -631,7 +631,7 @@ TEST(SpcModeSense, DbdAndLongLba)
 {
 	Target t;
 	t.add(0);
-	Session *s = t.login("iqn.init:a");
+	Nexus *s = t.login("iqn.init:a");
 	auto r6 = read_cmd(t, s, 0, cdb_mode_sense6(0, 0x08, 0, 255, true), 255);
 	ASSERT_EQ(r6.status, Status::Good);
 	EXPECT_EQ(r6.data[3], 0) << "DBD: no block descriptor";
@@ -665,7 +665,7 @@ TEST(SpcModeSense, Residuals)
 	// underflow of what there was not.
 	Target t;
 	t.add(0);
-	Session *s = t.login("iqn.init:a");
+	Nexus *s = t.login("iqn.init:a");
 	auto r = read_cmd(t, s, 0, cdb_mode_sense6(0, 0x3f, 0, 4), 4);
 	ASSERT_EQ(r.status, Status::Good);
 	EXPECT_EQ(r.data.size(), 4u);
@@ -683,7 +683,7 @@ TEST(SpcModeSense, PageControl)
 	Target t;
 	add_lu(t, 0, std::make_unique<CachedRam>(1 << 20));
 	t.add(1);
-	Session *s = t.login("iqn.init:a");
+	Nexus *s = t.login("iqn.init:a");
 	ASSERT_EQ(t.lb.run(s, 1, cdb_tur(), DataDir::None).status, Status::CheckCondition);
 	// Changeable: SWP; WCE where the backstore has a cache; nothing else.
 	auto ch = read_cmd(t, s, 0, cdb_mode_sense6(1, 0x3f, 0, 255, true), 255);
@@ -717,7 +717,7 @@ TEST(SpcModeSense, InvalidCdbFields)
 {
 	Target t;
 	t.add(0);
-	Session *s = t.login("iqn.init:a");
+	Nexus *s = t.login("iqn.init:a");
 	for (uint8_t page : {0x00, 0x03, 0x07, 0x1a, 0x3e})
 		EXPECT_TRUE(IsInvalidCdb(read_cmd(t, s, 0, cdb_mode_sense6(0, page, 0, 255), 255)))
 		    << int(page);
@@ -746,7 +746,7 @@ TEST(SpcModeSense, WriteProtectBit)
 	t.add(0);
 	t.add(1, 1 << 20, ro);
 	t.add(2, 1 << 20, {}, false, /*read_only=*/true);
-	Session *s = t.login("iqn.init:a");
+	Nexus *s = t.login("iqn.init:a");
 	for (uint64_t lun : {1, 2})
 		ASSERT_EQ(t.lb.run(s, lun, cdb_tur(), DataDir::None).status,
 		          Status::CheckCondition);
@@ -762,7 +762,7 @@ TEST(SpcModeSense, WriteProtectBit)
 // ---- MODE SELECT ---------------------------------------------------------------------------
 
 // The current page of code `page` (without header) from MODE SENSE (6), DBD.
-std::vector<uint8_t> current_page(Target &t, Session *s, uint64_t lun, uint8_t page)
+std::vector<uint8_t> current_page(Target &t, Nexus *s, uint64_t lun, uint8_t page)
 {
 	auto r = read_cmd(t, s, lun, cdb_mode_sense6(0, page, 0, 255, true), 255);
 	EXPECT_EQ(r.status, Status::Good);
@@ -778,7 +778,7 @@ std::vector<uint8_t> params6(const std::vector<uint8_t> &page)
 	return p;
 }
 
-LoopResult select6(Target &t, Session *s, uint64_t lun, const std::vector<uint8_t> &p)
+LoopResult select6(Target &t, Nexus *s, uint64_t lun, const std::vector<uint8_t> &p)
 {
 	return write_cmd(t, s, lun, cdb_mode_select6(uint8_t(p.size())), p);
 }
@@ -788,7 +788,7 @@ TEST(SpcModeSelect, SwpWriteProtectsTheLu)
 	// libiscsi ModeSense6.Control-SWP (set_swp / clear_swp).
 	Target t;
 	t.add(0);
-	Session *s = t.login("iqn.init:a");
+	Nexus *s = t.login("iqn.init:a");
 	auto ch = read_cmd(t, s, 0, cdb_mode_sense6(1, 0x0a, 0, 255, true), 255);
 	ASSERT_EQ(ch.data[4 + 4] & 0x08, 0x08) << "SWP is changeable";
 	auto page = current_page(t, s, 0, 0x0a);
@@ -813,8 +813,8 @@ TEST(SpcModeSelect, AChangeTellsTheOtherNexuses)
 {
 	Target t;
 	t.add(0);
-	Session *a = t.login("iqn.init:a");
-	Session *b = t.login("iqn.init:b");
+	Nexus *a = t.login("iqn.init:a");
+	Nexus *b = t.login("iqn.init:b");
 	auto page = current_page(t, a, 0, 0x0a);
 	// No change: no unit attention.
 	ASSERT_EQ(select6(t, a, 0, params6(page)).status, Status::Good);
@@ -833,7 +833,7 @@ TEST(SpcModeSelect, WceOnACachedBackstore)
 	auto bs = std::make_unique<CachedRam>(1 << 20);
 	CachedRam *cr = bs.get();
 	LogicalUnit &lu = add_lu(t, 0, std::move(bs));
-	Session *s = t.login("iqn.init:a");
+	Nexus *s = t.login("iqn.init:a");
 	ASSERT_TRUE(lu.wce());
 	auto page = current_page(t, s, 0, 0x08);
 	ASSERT_EQ(page[2] & 0x04, 0x04);
@@ -857,7 +857,7 @@ TEST(SpcModeSelect, NonChangeableBitsAreRefused)
 {
 	Target t;
 	t.add(0);
-	Session *s = t.login("iqn.init:a");
+	Nexus *s = t.login("iqn.init:a");
 	struct Case {
 		uint8_t page;
 		size_t byte;
@@ -907,7 +907,7 @@ TEST(SpcModeSelect, ParameterListErrors)
 {
 	Target t;
 	t.add(0);
-	Session *s = t.login("iqn.init:a");
+	Nexus *s = t.login("iqn.init:a");
 	const auto ctl = current_page(t, s, 0, 0x0a);
 	// Cut off: the header, a page's header, a page.
 	EXPECT_TRUE(IsParamLength(select6(t, s, 0, {0, 0, 0})));
@@ -952,7 +952,7 @@ TEST(SpcModeSelect, BlockDescriptor)
 {
 	Target t;
 	t.add(0);
-	Session *s = t.login("iqn.init:a");
+	Nexus *s = t.login("iqn.init:a");
 	// The block descriptor MODE SENSE gave, back: fine; NUMBER OF LOGICAL BLOCKS 0 keeps
 	// the capacity; another capacity or block length is refused.
 	std::vector<uint8_t> p = {0, 0, 0, 8, 0, 0, 0x08, 0x00, 0, 0, 0x02, 0x00};
@@ -987,7 +987,7 @@ TEST(SpcModeSelect, InvalidCdbFields)
 {
 	Target t;
 	t.add(0);
-	Session *s = t.login("iqn.init:a");
+	Nexus *s = t.login("iqn.init:a");
 	auto p = params6(current_page(t, s, 0, 0x0a));
 	const uint8_t len = uint8_t(p.size());
 	// SP: nothing is saveable.
@@ -1012,7 +1012,7 @@ struct RsocDesc {
 	uint16_t to_len = 0;
 };
 
-std::vector<RsocDesc> rsoc_all(Target &t, Session *s, bool rctd, uint64_t lun = 0)
+std::vector<RsocDesc> rsoc_all(Target &t, Nexus *s, bool rctd, uint64_t lun = 0)
 {
 	auto r = read_cmd(t, s, lun, cdb_rsoc(0, 0, 0, 65535, rctd), 65535);
 	EXPECT_EQ(r.status, Status::Good);
@@ -1039,7 +1039,7 @@ TEST(SpcRsoc, AllCommandsMatchTheTable)
 {
 	Target t;
 	t.add(0);
-	Session *s = t.login("iqn.init:a");
+	Nexus *s = t.login("iqn.init:a");
 	auto v = rsoc_all(t, s, false);
 	auto table = opcode_table();
 	ASSERT_EQ(v.size(), table.size()) << "a thin LU offers every command";
@@ -1084,7 +1084,7 @@ TEST(SpcRsoc, TimeoutsDescriptors)
 	// 0Ah-long timeouts descriptor (iscsi-test-cu asks that way at start-up).
 	Target t;
 	t.add(0);
-	Session *s = t.login("iqn.init:a");
+	Nexus *s = t.login("iqn.init:a");
 	auto v = rsoc_all(t, s, true);
 	ASSERT_EQ(v.size(), opcode_table().size());
 	for (auto &d : v) {
@@ -1100,7 +1100,7 @@ TEST(SpcRsoc, OneCommand)
 	// the CDB usage data starts with the opcode.
 	Target t;
 	t.add(0);
-	Session *s = t.login("iqn.init:a");
+	Nexus *s = t.login("iqn.init:a");
 	for (const RsocDesc &d : rsoc_all(t, s, false)) {
 		SCOPED_TRACE(::testing::Message()
 		             << std::hex << "opcode " << int(d.opcode) << " sa " << d.sa);
@@ -1141,7 +1141,7 @@ TEST(SpcRsoc, UnsupportedCommandsAndBadCdbs)
 {
 	Target t;
 	t.add(0);
-	Session *s = t.login("iqn.init:a");
+	Nexus *s = t.login("iqn.init:a");
 	// Not supported: SUPPORT 001b, no CDB.
 	for (auto c : {cdb_rsoc(1, 0xc0), cdb_rsoc(3, 0x04), cdb_rsoc(2, 0x9e, 0x11),
 	               cdb_rsoc(3, 0xa3, 0x05)}) {
@@ -1181,7 +1181,7 @@ TEST(SpcRsoc, FieldPointers)
 {
 	Target t;
 	t.add(0);
-	Session *s = t.login("iqn.init:a");
+	Nexus *s = t.login("iqn.init:a");
 	auto field = [](const LoopResult &r) {
 		EXPECT_GE(r.sense.size(), 18u);
 		return r.sense.size() < 18
@@ -1218,7 +1218,7 @@ TEST(SpcRsoc, FieldPointers)
 // anything but INVALID COMMAND OPERATION CODE is in the table, and every row is answered
 // with something else. A zeroed CDB is enough for that: a known command refuses it for a
 // field, an unknown one for its opcode.
-LoopResult zero_cdb(Target &t, Session *s, uint8_t op, uint8_t sa)
+LoopResult zero_cdb(Target &t, Nexus *s, uint8_t op, uint8_t sa)
 {
 	std::vector<uint8_t> c(16, 0);
 	c[0] = op;
@@ -1236,7 +1236,7 @@ TEST(SpcRsoc, TableMatchesTheParsers)
 {
 	Target t;
 	t.add(0, 4 << 20);
-	Session *s = t.login("iqn.init:a");
+	Nexus *s = t.login("iqn.init:a");
 	std::set<uint8_t> sa_opcodes;
 	for (const OpcodeInfo &e : opcode_table())
 		if (e.has_sa)
@@ -1293,7 +1293,7 @@ TEST(SpcRsoc, UsageDataOfThePrimaryCommands)
 	                                                   0xff, 0xff, 0xff, 0, 0}));
 	Target t;
 	t.add(0);
-	Session *s = t.login("iqn.init:a");
+	Nexus *s = t.login("iqn.init:a");
 	// Reserved (usage 0) bits of byte 1 are refused by the commands that check them: each
 	// CDB below is GOOD without the bit.
 	struct Case {
@@ -1323,7 +1323,7 @@ TEST(SpcRstmf, ReportsWhatTmrDoes)
 {
 	Target t;
 	t.add(0);
-	Session *s = t.login("iqn.init:a");
+	Nexus *s = t.login("iqn.init:a");
 	auto r = read_cmd(t, s, 0, cdb_rstmf(4), 4);
 	ASSERT_EQ(r.status, Status::Good);
 	ASSERT_EQ(r.data.size(), 4u);
@@ -1356,7 +1356,7 @@ TEST(SpcSmall, TestUnitReady)
 	// libiscsi TestUnitReady.Simple.
 	Target t;
 	t.add(0);
-	Session *s = t.login("iqn.init:a");
+	Nexus *s = t.login("iqn.init:a");
 	EXPECT_EQ(none_cmd(t, s, 0, cdb_tur()).status, Status::Good);
 	EXPECT_TRUE(IsSense(none_cmd(t, s, 3, cdb_tur()), SenseKey::IllegalRequest, 0x2500));
 }
@@ -1365,7 +1365,7 @@ TEST(SpcSmall, RequestSense)
 {
 	Target t;
 	t.add(0);
-	Session *s = t.login("iqn.init:a");
+	Nexus *s = t.login("iqn.init:a");
 	// Nothing pending: NO SENSE in fixed format, 18 bytes.
 	auto r = read_cmd(t, s, 0, cdb_request_sense(252), 252);
 	ASSERT_EQ(r.status, Status::Good);
@@ -1392,7 +1392,7 @@ TEST(SpcSmall, ReportLuns)
 	Target t;
 	t.add(0);
 	t.add(300);
-	Session *s = t.login("iqn.init:a");
+	Nexus *s = t.login("iqn.init:a");
 	auto report = [&](uint8_t select, uint32_t alloc) {
 		auto c = cdb_report_luns(alloc);
 		c[2] = select;
@@ -1428,7 +1428,7 @@ TEST(SpcSmall, StartStopUnit)
 	auto bs = std::make_unique<CachedRam>(1 << 20);
 	CachedRam *cr = bs.get();
 	add_lu(t, 0, std::move(bs));
-	Session *s = t.login("iqn.init:a");
+	Nexus *s = t.login("iqn.init:a");
 	// libiscsi StartStopUnit.Simple on a fixed disk (RMB 0): an eject must fail.
 	EXPECT_TRUE(
 	    IsInvalidCdb(none_cmd(t, s, 0, cdb_start_stop(true, 0, 0, false, true, false))));
@@ -1474,7 +1474,7 @@ TEST(SpcSmall, PreventAllowMediumRemoval)
 {
 	Target t;
 	t.add(0);
-	Session *s = t.login("iqn.init:a");
+	Nexus *s = t.login("iqn.init:a");
 	auto cdb = [](uint8_t prevent) { return std::vector<uint8_t>{0x1e, 0, 0, 0, prevent, 0}; };
 	EXPECT_EQ(none_cmd(t, s, 0, cdb(1)).status, Status::Good);
 	EXPECT_EQ(none_cmd(t, s, 0, cdb(0)).status, Status::Good);
@@ -1504,7 +1504,7 @@ TEST(SpcMedium, EjectAndLoad)
 	cfg.removable = true;
 	add_lu(t, 0, std::move(bs), cfg);
 	t.add(1);
-	Session *s = t.login("iqn.init:a");
+	Nexus *s = t.login("iqn.init:a");
 	auto inq = read_cmd(t, s, 0, cdb_inquiry(96), 96);
 	ASSERT_EQ(inq.status, Status::Good);
 	EXPECT_EQ(inq.data[1] & 0x80, 0x80) << "RMB";
@@ -1560,12 +1560,12 @@ TEST(SpcMedium, PreventionPerNexus)
 	LuConfig cfg;
 	cfg.removable = true;
 	t.add(0, 1 << 20, cfg);
-	Session *a = t.login("iqn.init:a");
-	Session *b = t.login("iqn.init:b");
-	auto eject = [&](Session *s) {
+	Nexus *a = t.login("iqn.init:a");
+	Nexus *b = t.login("iqn.init:b");
+	auto eject = [&](Nexus *s) {
 		return none_cmd(t, s, 0, cdb_start_stop(false, 0, 0, false, true, false));
 	};
-	auto load = [&](Session *s) {
+	auto load = [&](Nexus *s) {
 		return none_cmd(t, s, 0, cdb_start_stop(false, 0, 0, false, true, true));
 	};
 	auto prevented = [](const LoopResult &r) {
@@ -1588,7 +1588,7 @@ TEST(SpcMedium, PreventionPerNexus)
 	ASSERT_EQ(none_cmd(t, b, 0, cdb_prevent(true)).status, Status::Good);
 	EXPECT_EQ(t.lb.tmf(b, TmfType::ITNexusReset, 0), TmfResponse::Complete);
 	EXPECT_FALSE(t.lus[0]->medium_prevented());
-	Session *c = t.login("iqn.init:c");
+	Nexus *c = t.login("iqn.init:c");
 	ASSERT_EQ(none_cmd(t, c, 0, cdb_prevent(true)).status, Status::Good);
 	EXPECT_EQ(t.lb.logout(c), 0);
 	EXPECT_FALSE(t.lus[0]->medium_prevented());
@@ -1607,7 +1607,7 @@ TEST(SpcSmall, SendDiagnostic)
 {
 	Target t;
 	t.add(0);
-	Session *s = t.login("iqn.init:a");
+	Nexus *s = t.login("iqn.init:a");
 	auto cdb = [](uint8_t b1, uint16_t len = 0) {
 		std::vector<uint8_t> c = {0x1d, b1, 0, 0, 0, 0};
 		put_be16(&c[3], len);

@@ -17,7 +17,7 @@
 #include "scsi/backstore.h"
 #include "scsi/loopback.h"
 #include "scsi/lu.h"
-#include "scsi/target.h"
+#include "scsi/tpg.h"
 
 #include <benchmark/benchmark.h>
 
@@ -162,7 +162,7 @@ private:
 	Loopback lb_;
 	Tpg tpg_{"iqn.2026-11.org.ulp:bench-target", 1};
 	std::unique_ptr<LogicalUnit> lu_;
-	Session *sess_ = nullptr;
+	Nexus *sess_ = nullptr;
 	uint64_t blocks_ = 0;
 	uint64_t rng_ = 0x9e3779b97f4a7c15ull;
 	std::unique_ptr<LoopReq[]> reqs_; // qd slots (not movable: a Cmd has atomics)

@@ -225,9 +225,9 @@ int main(int argc, char **argv)
 		std::fprintf(stderr, "ulp-initiator: %s\n", m.c_str());
 		return 2;
 	};
-	iscsi::Portal portal;
+	iscsi::initiator::Portal portal;
 	std::string why;
-	if (!iscsi::parse_portal(portal_s, &portal, &why))
+	if (!iscsi::initiator::parse_portal(portal_s, &portal, &why))
 		return usage("--portal: " + why);
 	WorkloadConfig wc;
 	if (!pattern_from_name(workload, &wc.pattern))
@@ -264,7 +264,7 @@ int main(int argc, char **argv)
 	wc.verify_pass = verify_pass;
 	wc.progress = !quiet;
 
-	iscsi::InitiatorConfig ic;
+	iscsi::initiator::InitiatorConfig ic;
 	ic.initiator_name = initiator_name;
 	ic.cmd_timeout = std::chrono::milliseconds(static_cast<int64_t>(cmd_timeout * 1000));
 	if (!iscsi::valid_iscsi_name(initiator_name))
@@ -332,9 +332,9 @@ int main(int argc, char **argv)
 	if (transport != "tcp" && transport != "iser")
 		return usage("--transport must be tcp or iser, not " + transport);
 	const bool iser = transport == "iser";
-	iscsi::TransportFactory make_tp;
-	iscsi::IserInitiatorConfig xc;
-	iscsi::IserInitiatorStats xstats;
+	iscsi::initiator::TransportFactory make_tp;
+	iser::InitiatorConfig xc;
+	iser::InitiatorStats xstats;
 	std::unique_ptr<DmaRegion> arena;
 	Device *soft_dev = nullptr;
 	if (iser) {
@@ -363,7 +363,7 @@ int main(int argc, char **argv)
 		wc.arena = {static_cast<uint8_t *>(arena->addr()), size_t(qd) * wc.bs};
 		xc.regions.push_back(wc.arena);
 		xc.stats = &xstats;
-		make_tp = [&xc] { return iscsi::make_iser_transport(xc); };
+		make_tp = [&xc] { return iser::make_transport(xc); };
 	}
 	struct SoftDevGuard {
 		Device *d;
@@ -376,16 +376,17 @@ int main(int argc, char **argv)
 
 	// Discovery when asked, or to find the target.
 	if (discover || target.empty()) {
-		iscsi::InitiatorConfig dc = ic;
+		iscsi::initiator::InitiatorConfig dc = ic;
 		dc.type = iscsi::SessionType::Discovery;
 		// Discovery sessions are usually open (tgt and ulp-targetd bind CHAP accounts to
 		// targets, not to discovery); the credentials are for the target.
 		dc.chap.reset();
 		dc.mutual.reset();
-		iscsi::Session d(dc, make_tp);
+		iscsi::initiator::Session d(dc, make_tp);
 		if (!d.login(portal)) {
 			std::fprintf(stderr, "ulp-initiator: discovery login to %s: %s\n",
-			             iscsi::portal_str(portal).c_str(), d.error().c_str());
+			             iscsi::initiator::portal_str(portal).c_str(),
+			             d.error().c_str());
 			return 1;
 		}
 		std::vector<iscsi::DiscoveryTarget> found;
@@ -405,24 +406,24 @@ int main(int argc, char **argv)
 		}
 		if (found.empty()) {
 			std::fprintf(stderr, "ulp-initiator: %s reports no target\n",
-			             iscsi::portal_str(portal).c_str());
+			             iscsi::initiator::portal_str(portal).c_str());
 			return 1;
 		}
 		target = found.front().name;
 	}
 
 	ic.target_name = target;
-	iscsi::Session s(ic, make_tp);
+	iscsi::initiator::Session s(ic, make_tp);
 	if (!s.login(portal)) {
 		std::fprintf(stderr, "ulp-initiator: login to %s at %s: %s\n", target.c_str(),
-		             iscsi::portal_str(portal).c_str(), s.error().c_str());
+		             iscsi::initiator::portal_str(portal).c_str(), s.error().c_str());
 		return 1;
 	}
 	RunResult res;
 	if (!run_workload(s, wc, &res, &why)) {
 		std::fprintf(stderr, "ulp-initiator: %s\n", why.c_str());
 		s.logout();
-		return s.state() == iscsi::SessionState::Failed ? 1 : 2;
+		return s.state() == iscsi::initiator::SessionState::Failed ? 1 : 2;
 	}
 	bool logged_out = false;
 	if (res.fatal.empty())
@@ -442,7 +443,7 @@ int main(int argc, char **argv)
 		            ", \"workload\": \"%s\", \"bs\": %u, \"qd\": %u, \"seed\": %" PRIu64
 		            ", \"block_size\": %u, \"lun_blocks\": %" PRIu64 ",\n",
 		            json_escape(target).c_str(),
-		            json_escape(iscsi::portal_str(portal)).c_str(), lun,
+		            json_escape(iscsi::initiator::portal_str(portal)).c_str(), lun,
 		            pattern_name(wc.pattern), wc.bs, wc.qd, seed, res.block_size,
 		            res.lun_blocks);
 		const double sec = res.main.seconds > 0 ? res.main.seconds : 1e-9;
@@ -475,8 +476,8 @@ int main(int argc, char **argv)
 		            " blocks of %u bytes) at %s, "
 		            "%s bs %u qd %u seed %" PRIu64 "\n",
 		            target.c_str(), lun, res.lun_blocks, res.block_size,
-		            iscsi::portal_str(portal).c_str(), pattern_name(wc.pattern), wc.bs,
-		            wc.qd, seed);
+		            iscsi::initiator::portal_str(portal).c_str(), pattern_name(wc.pattern),
+		            wc.bs, wc.qd, seed);
 		print_phase_text(pattern_name(wc.pattern), res.main);
 		if (wc.verify_pass)
 			print_phase_text("verify pass", res.verify_pass);

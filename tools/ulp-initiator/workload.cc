@@ -13,6 +13,7 @@ namespace initiator
 {
 
 using namespace ulp::iscsi;
+using namespace ulp::iscsi::initiator;
 using clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 

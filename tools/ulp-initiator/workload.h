@@ -70,7 +70,7 @@ struct RunResult {
 
 // Run the workload on a logged-in session. Returns false when it could not start (bad
 // geometry: *why); a run that started always fills *out (fatal says if it ended early).
-bool run_workload(ulp::iscsi::Session &s, const WorkloadConfig &cfg, RunResult *out,
+bool run_workload(ulp::iscsi::initiator::Session &s, const WorkloadConfig &cfg, RunResult *out,
                   std::string *why);
 
 } // namespace initiator

@@ -571,7 +571,7 @@ bool build_config(const Flags &f, Config *c, std::string *why)
 
 bool instantiate(const Config &c, Runtime *rt, std::string *why)
 {
-	iscsi::TargetConfig &tc = rt->target_cfg;
+	iscsi::target::TargetConfig &tc = rt->target_cfg;
 	tc.prefs = c.prefs;
 	tc.cmd_window = c.cmd_window;
 	tc.allow_discovery = c.discovery;
@@ -611,7 +611,7 @@ bool instantiate(const Config &c, Runtime *rt, std::string *why)
 			acl.initiator = a;
 			tpg->add_acl(acl);
 		}
-		iscsi::TargetNode node;
+		iscsi::target::TargetNode node;
 		node.name = t.name;
 		node.alias = t.alias;
 		node.tpg = tpg.get();

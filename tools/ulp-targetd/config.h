@@ -48,11 +48,11 @@
 //     write_cache = true
 #pragma once
 
-#include "iser/target.h"
 #include "iscsi/target/target.h"
+#include "iser/target.h"
 #include "scsi/backstore.h"
 #include "scsi/lu.h"
-#include "scsi/target.h"
+#include "scsi/tpg.h"
 
 #include <CLI/CLI.hpp>
 
@@ -120,7 +120,7 @@ struct Config {
 	std::vector<Portal> portals;      // iSCSI/TCP
 	std::vector<Portal> iser_portals; // iSER
 	std::string rdma_device;          // the iSER portals' verbs device; "": soft devices
-	ulp::iscsi::IserConfig iser;
+	ulp::iser::PortalConfig iser;
 	std::vector<TargetCfg> targets;
 	int workers = 1;
 	ulp::iscsi::OperationalPrefs prefs;
@@ -139,7 +139,7 @@ bool build_config(const Flags &f, Config *out, std::string *why);
 struct Runtime {
 	std::vector<std::unique_ptr<ulp::scsi::LogicalUnit>> lus;
 	std::vector<std::unique_ptr<ulp::scsi::Tpg>> tpgs;
-	ulp::iscsi::TargetConfig target_cfg;
+	ulp::iscsi::target::TargetConfig target_cfg;
 };
 
 bool instantiate(const Config &cfg, Runtime *rt, std::string *why);

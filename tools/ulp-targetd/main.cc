@@ -19,11 +19,11 @@
 // grows a LUN with `truncate -s +1G lun.img` (or by growing the device) and `kill -HUP`.
 #include "tools/ulp-targetd/config.h"
 
-#include "iser/target.h"
 #include "iscsi/target/tcp.h"
+#include "iser/target.h"
 #include "providers/soft/soft.h"
 #include "scsi/lu.h"
-#include "scsi/target.h"
+#include "scsi/tpg.h"
 #include "tools/common/named_device.h"
 
 #include <CLI/CLI.hpp>
@@ -218,20 +218,20 @@ int main(int argc, char **argv)
 	}
 	rt.target_cfg.log = log_line;
 	rt.target_cfg.trace = f.trace;
-	iscsi::IscsiTarget target(rt.target_cfg);
-	iscsi::TcpConfig tc;
+	iscsi::target::Target target(rt.target_cfg);
+	iscsi::target::TcpConfig tc;
 	tc.workers = cfg.workers;
-	iscsi::TcpServer server(target, tc);
+	iscsi::target::TcpServer server(target, tc);
 	for (const targetd::Portal &p : cfg.portals) {
 		if (int rc = server.listen(p.host, p.port, &why); rc != 0) {
 			std::fprintf(stderr, "ulp-targetd: %s\n", why.c_str());
 			return 1;
 		}
 	}
-	// iSER portals: one IserPortal each (they share the per-device buffers only within
+	// iSER portals: one Portal each (they share the per-device buffers only within
 	// one portal; a daemon usually has one).
 	IserSetup iser;
-	std::vector<std::unique_ptr<iscsi::IserPortal>> iser_portals;
+	std::vector<std::unique_ptr<iser::Portal>> iser_portals;
 	if (!cfg.iser_portals.empty() && !iser_setup(cfg, &iser, &why)) {
 		std::fprintf(stderr, "ulp-targetd: --rdma-device %s\n", why.c_str());
 		return 1;
@@ -244,7 +244,7 @@ int main(int argc, char **argv)
 			             portal_str(p.host, p.port).c_str());
 			return 1;
 		}
-		auto ip = std::make_unique<iscsi::IserPortal>(target, *iser.provider, cfg.iser);
+		auto ip = std::make_unique<iser::Portal>(target, *iser.provider, cfg.iser);
 		if (ip->listen(*a, &why) != 0) {
 			std::fprintf(stderr, "ulp-targetd: iSER portal %s\n", why.c_str());
 			return 1;

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
-// scsi/target.h - what an initiator logs in to: a target port group with its LUNs and
+// scsi/tpg.h - what an initiator logs in to: a target port group with its LUNs and
 // access control lists, and the sessions (I_T nexuses) on it (the kernel's
 // se_portal_group, se_lun, se_node_acl and se_session).
 //
 // A fabric owns one Tpg per target it serves (an iSCSI target name and its portal group
-// tag, an SRP target port). Logging in asks the Tpg for a Session; the ACLs decide
+// tag, an SRP target port). Logging in asks the Tpg for a Nexus; the ACLs decide
 // whether the initiator may in and which LUNs it sees. Without any ACL the Tpg is open:
 // every initiator sees every LUN (LIO's generate_node_acls, tgt's ALL).
 //
@@ -47,13 +47,13 @@ struct NodeAcl {
 
 // An I_T nexus. Created by Tpg::open_session, destroyed by Tpg::close_session after its
 // commands are gone.
-class Session
+class Nexus
 {
 public:
 	Tpg &tpg() const { return tpg_; }
 	Fabric &fabric() const { return fabric_; }
 	const std::string &initiator() const { return initiator_; } // initiator name
-	const Nexus &nexus() const { return nexus_; }               // initiator port + rtpi
+	const NexusId &id() const { return id_; }                   // initiator port + rtpi
 	void *fabric_priv = nullptr;                                // the fabric's own
 
 	// Resolve a LUN for this initiator (ACL mapping applied); nullptr when it does not
@@ -74,13 +74,13 @@ public:
 
 private:
 	friend class Tpg;
-	Session(Tpg &tpg, Fabric &fabric, std::string initiator, std::string initiator_port,
-	        const NodeAcl *acl);
+	Nexus(Tpg &tpg, Fabric &fabric, std::string initiator, std::string initiator_port,
+	      const NodeAcl *acl);
 
 	Tpg &tpg_;
 	Fabric &fabric_;
 	std::string initiator_;
-	Nexus nexus_;
+	NexusId id_;
 	const NodeAcl *acl_; // null: open Tpg, or an ACL-less initiator on an open Tpg
 };
 
@@ -107,8 +107,8 @@ public:
 
 	// A new I_T nexus for an initiator port (TransportID text) of initiator, or nullptr
 	// when the ACLs refuse it (errno EACCES).
-	Session *open_session(Fabric &fabric, const std::string &initiator,
-	                      const std::string &initiator_port);
+	Nexus *open_session(Fabric &fabric, const std::string &initiator,
+	                    const std::string &initiator_port);
 	// The I_T nexus is lost (SAM-5 6.3.4: its connection died, or it logged out): no new
 	// commands, every command in flight aborted (no responses to this session), and what
 	// the nexus held on each LU let go at once - its SPC-2 reservation, its prevention of
@@ -116,17 +116,17 @@ public:
 	// aborted commands, so a fabric calls it from the thread that notices the loss,
 	// before a new session of the same initiator can log in. Idempotent; close_session
 	// does it too.
-	void session_lost(Session *s);
+	void session_lost(Nexus *s);
 	// Tear a session down (the fabric's connection is gone or logged out): session_lost,
 	// a wait for the commands in flight bounded by timeout with a log line every few
 	// seconds, then the session is freed. Returns 0, or -ETIMEDOUT when commands were still in
 	// flight (the session is then left allocated and intact: freeing it would let a late
 	// completion touch freed memory). Must not be called from a thread those commands need in
 	// order to finish.
-	int close_session(Session *s, std::chrono::milliseconds timeout);
+	int close_session(Nexus *s, std::chrono::milliseconds timeout);
 
 	// Sessions, for I_T NEXUS RESET-like walks and diagnostics.
-	std::vector<Session *> sessions() const;
+	std::vector<Nexus *> sessions() const;
 
 	// Internal: the LUN lookup for a session's ACL.
 	LogicalUnit *lookup(uint64_t lun, const NodeAcl *acl, bool *read_only) const;
@@ -138,7 +138,7 @@ private:
 	mutable std::shared_mutex lock_;
 	std::map<uint64_t, LunEntry> luns_;
 	std::map<std::string, std::unique_ptr<NodeAcl>> acls_;
-	std::vector<std::unique_ptr<Session>> sessions_;
+	std::vector<std::unique_ptr<Nexus>> sessions_;
 };
 
 } // namespace ulp::scsi

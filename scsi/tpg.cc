@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// scsi/target.cc - target port groups, ACLs, sessions and their teardown.
-#include "scsi/target.h"
+// scsi/tpg.cc - target port groups, ACLs, sessions and their teardown.
+#include "scsi/tpg.h"
 
 #include "core/log.h"
 #include "scsi/core_internal.h"
@@ -15,26 +15,26 @@ namespace ulp::scsi
 {
 
 // Defined in core.cc and tmr.cc: abort every command of a session (no responses to it).
-void session_abort_all(Session *s);
+void session_abort_all(Nexus *s);
 
-Session::Session(Tpg &tpg, Fabric &fabric, std::string initiator, std::string initiator_port,
-                 const NodeAcl *acl)
+Nexus::Nexus(Tpg &tpg, Fabric &fabric, std::string initiator, std::string initiator_port,
+             const NodeAcl *acl)
     : tpg_(tpg), fabric_(fabric),
-      initiator_(std::move(initiator)), nexus_{std::move(initiator_port), tpg.rtpi()}, acl_(acl)
+      initiator_(std::move(initiator)), id_{std::move(initiator_port), tpg.rtpi()}, acl_(acl)
 {
 }
 
-LogicalUnit *Session::lookup_lun(uint64_t lun, bool *read_only) const
+LogicalUnit *Nexus::lookup_lun(uint64_t lun, bool *read_only) const
 {
 	return tpg_.lookup(lun, acl_, read_only);
 }
 
-std::vector<uint64_t> Session::luns() const
+std::vector<uint64_t> Nexus::luns() const
 {
 	return tpg_.lun_list(acl_);
 }
 
-size_t Session::cmd_count()
+size_t Nexus::cmd_count()
 {
 	std::lock_guard g(sess_lock_);
 	return cmds_.size();
@@ -120,8 +120,8 @@ std::vector<uint64_t> Tpg::lun_list(const NodeAcl *acl) const
 	return v; // std::map iterates in ascending order
 }
 
-Session *Tpg::open_session(Fabric &fabric, const std::string &initiator,
-                           const std::string &initiator_port)
+Nexus *Tpg::open_session(Fabric &fabric, const std::string &initiator,
+                         const std::string &initiator_port)
 {
 	std::unique_lock g(lock_);
 	const NodeAcl *acl = nullptr;
@@ -134,20 +134,20 @@ Session *Tpg::open_session(Fabric &fabric, const std::string &initiator,
 		acl = it->second.get();
 	}
 	sessions_.push_back(
-	    std::unique_ptr<Session>(new Session(*this, fabric, initiator, initiator_port, acl)));
+	    std::unique_ptr<Nexus>(new Nexus(*this, fabric, initiator, initiator_port, acl)));
 	return sessions_.back().get();
 }
 
-std::vector<Session *> Tpg::sessions() const
+std::vector<Nexus *> Tpg::sessions() const
 {
 	std::shared_lock g(lock_);
-	std::vector<Session *> v;
+	std::vector<Nexus *> v;
 	for (auto &s : sessions_)
 		v.push_back(s.get());
 	return v;
 }
 
-void Tpg::session_lost(Session *s)
+void Tpg::session_lost(Nexus *s)
 {
 	{
 		std::lock_guard g(s->sess_lock_);
@@ -165,19 +165,19 @@ void Tpg::session_lost(Session *s)
 			lus.insert(e.lu);
 	}
 	for (LogicalUnit *lu : lus) {
-		pr_nexus_loss(*lu, s->nexus());
-		lu->medium_nexus_loss(s->nexus());
+		pr_nexus_loss(*lu, s->id());
+		lu->medium_nexus_loss(s->id());
 		bool seen;
 		{
 			std::lock_guard g(lu->lock_);
-			seen = lu->ua_.count(s->nexus()) != 0;
+			seen = lu->ua_.count(s->id()) != 0;
 		}
 		if (seen)
-			lu->ua_add(s->nexus(), UA_I_T_NEXUS_LOSS);
+			lu->ua_add(s->id(), UA_I_T_NEXUS_LOSS);
 	}
 }
 
-int Tpg::close_session(Session *s, std::chrono::milliseconds timeout)
+int Tpg::close_session(Nexus *s, std::chrono::milliseconds timeout)
 {
 	// Stop, abort and let go (session_lost), wait (bounded, logged), free: the teardown
 	// order of DESIGN.md 9.
@@ -197,20 +197,20 @@ int Tpg::close_session(Session *s, std::chrono::milliseconds timeout)
 				    Error, Scsi,
 				    "session {} on {}: {} commands still in flight after {} ms; "
 				    "left allocated",
-				    s->nexus().initiator_port, name_, s->cmds_.size(),
+				    s->id().initiator_port, name_, s->cmds_.size(),
 				    (long long)timeout.count());
 				return -ETIMEDOUT;
 			}
 			if (clock::now() >= next_log) {
 				ULP_LOG(Warn, Scsi, "session {} on {}: waiting for {} commands",
-				        s->nexus().initiator_port, name_, s->cmds_.size());
+				        s->id().initiator_port, name_, s->cmds_.size());
 				next_log = clock::now() + std::chrono::seconds(2);
 			}
 		}
 	}
 	std::unique_lock g(lock_);
 	auto it = std::find_if(sessions_.begin(), sessions_.end(),
-	                       [&](const std::unique_ptr<Session> &p) { return p.get() == s; });
+	                       [&](const std::unique_ptr<Nexus> &p) { return p.get() == s; });
 	if (it != sessions_.end())
 		sessions_.erase(it);
 	return 0;
