@@ -30,6 +30,10 @@
 //   Reject        for unsupported opcodes, bad fields, data digest errors (11.17); at ERL
 //                 0 a data digest error fails the command the data belonged to (7.8).
 //
+// The code is cut as the kernel's is: conn.cc holds the connection itself (login,
+// dispatch, events, output, timers, teardown), cmd.cc the SCSI commands (window, data-out,
+// data-in, responses), mgmt.cc the management PDUs (NOP, TMF, Text, Logout, SNACK).
+//
 // Teardown (transport error, logout, reinstatement, target stop): stop reading, drop what
 // waits to be sent (its commands are put back), hand the session to the target's reaper
 // (which aborts its SCSI commands and waits for them, bounded), keep running events until
