@@ -2,16 +2,17 @@
 // iser/initiator.cc - the initiator's iSER transport (see initiator_iser.h).
 #include "iser/initiator.h"
 
-#include "core/buf_pool.h"
 #include "core/cm.h"
 #include "core/deadline.h"
 #include "core/dma_heap.h"
 #include "core/drain.h"
+#include "core/log.h"
 #include "core/mem_map.h"
 #include "core/registry.h"
 #include "cq_poll/cq_poll.h"
 #include "iser/proto.h"
 #include "mr_pool/mr_pool.h"
+#include "rdma_conn/ring.h"
 
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -100,20 +101,14 @@ private:
 		Closed,     // final: QP drained and destroyed, every registration released
 	};
 
-	struct RecvDesc {
-		Cqe cqe; // the completion leads back here (container_of)
-		RdmaTransport *tp;
-		const Buf *buf;
+	struct RecvDesc : rdma::RecvDesc {
+		RdmaTransport *tp = nullptr;
 	};
-	struct SendDesc {
-		Cqe cqe; // the SEND completion leads back here
-		RdmaTransport *tp;
-		const Buf *buf;
+	struct SendDesc : rdma::SendDesc {
+		RdmaTransport *tp = nullptr;
 		TxPdu *pdu = nullptr; // in the buffer until the SEND completes
 		uint32_t nwr = 0;     // send-queue slots this post used (REG_MR + SEND)
-		Sge sge;
-		SendWr wr;
-		RegWr reg; // the command's REG_MR, chained before wr
+		RegWr reg;            // the command's REG_MR, chained before wr
 	};
 	// One command's data registration, by task slot (ITT & 0xffff).
 	struct Reg {
@@ -177,10 +172,8 @@ private:
 	std::vector<std::unique_ptr<Mr>> user_mrs_;
 	std::unique_ptr<DmaHeap> bounce_;
 	MrPool mrs_;
-	std::unique_ptr<BufPool> recv_pool_, send_pool_;
-	std::vector<RecvDesc> recvs_;
-	std::vector<SendDesc> sends_;
-	std::vector<SendDesc *> send_free_;
+	rdma::RecvRing<RecvDesc> recvs_;
+	rdma::SendRing<SendDesc> sends_;
 	std::deque<TxPdu *> backlog_;   // PDUs waiting for send room, in order
 	std::deque<uint32_t> inv_wait_; // slots whose LOCAL_INV waits for room
 	std::deque<Reg> regs_;          // by slot; a deque: posted LOCAL_INVs point into
@@ -374,12 +367,19 @@ bool RdmaTransport::setup(std::string *why)
 	recv_room_ = std::max(cfg_.recv_dsl, kDefaultMrdsl);
 	send_room_ = std::max(cfg_.send_dsl, kDefaultMrdsl);
 	max_recv_dsl_ = kDefaultMrdsl;
-	recv_pool_ = BufPool::create(*pd_, kIserHdrLen + kBhsLen + kMaxAhsLen + recv_room_, nrecv,
-	                             ACCESS_LOCAL_WRITE);
-	send_pool_ = BufPool::create(*pd_, kIserHdrLen + kBhsLen + kMaxAhsLen + send_room_ + 4,
-	                             nsend, ACCESS_LOCAL_WRITE);
-	if (!recv_pool_ || !send_pool_) {
-		*why = std::string("buffers: ") + std::strerror(errno);
+	int rc = recvs_.init(*pd_, kIserHdrLen + kBhsLen + kMaxAhsLen + recv_room_, nrecv,
+	                     [this](RecvDesc &d) {
+		                     d.cqe.done = recv_done;
+		                     d.tp = this;
+	                     });
+	if (!rc)
+		rc = sends_.init(*pd_, kIserHdrLen + kBhsLen + kMaxAhsLen + send_room_ + 4, nsend,
+		                 [this](SendDesc &d) {
+			                 d.cqe.done = send_done;
+			                 d.tp = this;
+		                 });
+	if (rc) {
+		*why = std::string("buffers: ") + std::strerror(-rc);
 		return false;
 	}
 	// The caller's regions (zero copy) and the bounce heap for everything else.
@@ -432,32 +432,10 @@ bool RdmaTransport::setup(std::string *why)
 		return false;
 	}
 
-	recvs_.resize(nrecv);
-	for (RecvDesc &d : recvs_) {
-		d.cqe.done = recv_done;
-		d.tp = this;
-		d.buf = recv_pool_->get();
-	}
-	sends_.resize(nsend);
-	for (SendDesc &d : sends_) {
-		d.cqe.done = send_done;
-		d.tp = this;
-		d.buf = send_pool_->get();
-		send_free_.push_back(&d);
-	}
-	// RFC 7145 7.2: receives are posted before the login request can be answered.
-	for (RecvDesc &d : recvs_) {
-		Sge sge{reinterpret_cast<uint64_t>(d.buf->addr), uint32_t(recv_pool_->buf_size()),
-		        d.buf->lkey};
-		RecvWr wr;
-		wr.wr_cqe = &d.cqe;
-		wr.sg_list = &sge;
-		wr.num_sge = 1;
-		const RecvWr *bad = nullptr;
-		if (int rc = id_->qp()->post_recv(&wr, &bad); rc != 0) {
-			*why = std::string("post_recv: ") + std::strerror(-rc);
-			return false;
-		}
+	// RFC 7145 5.1.1: receives are posted before the login request can be answered.
+	if (int err = recvs_.post_all(*id_->qp()); err != 0) {
+		*why = std::string("post_recv: ") + std::strerror(-err);
+		return false;
 	}
 	return true;
 }
@@ -490,7 +468,7 @@ void RdmaTransport::close()
 	}
 	// PDUs: those posted were copied into our send buffers at post time, so they can be
 	// handed back now; the flushes that follow find nothing to return.
-	for (SendDesc &d : sends_)
+	for (SendDesc &d : sends_.descs())
 		if (TxPdu *p = std::exchange(d.pdu, nullptr); p && sink_)
 			sink_->on_sent(p, false);
 	while (!backlog_.empty()) {
@@ -516,20 +494,14 @@ void RdmaTransport::teardown()
 		drain_qp(*id_->qp(), cfg_.drain_timeout);
 	if (id_)
 		id_->destroy_qp();
-	for (RecvDesc &d : recvs_)
-		if (d.buf)
-			recv_pool_->put(std::exchange(d.buf, nullptr));
-	for (SendDesc &d : sends_)
-		if (d.buf)
-			send_pool_->put(std::exchange(d.buf, nullptr));
+	recvs_.release();
+	sends_.release();
 	id_.reset(); // waits out a running CM handler
 	if (cq_ && free_cq(cq_) != 0)
 		(void)cq_.release(); // still referenced: leak it rather than free it under a user
 	if (mrs_.size() && mrs_.destroy() != 0)
-		std::fprintf(stderr, "ulp iser initiator: MRs still out at teardown\n");
+		ULP_LOG(Error, Iser, "initiator: MRs still out at teardown");
 	bounce_.reset();
-	recv_pool_.reset();
-	send_pool_.reset();
 	for (auto &mr : user_mrs_)
 		map_.unregister_region(reinterpret_cast<void *>(mr->iova()), mr->length());
 	user_mrs_.clear();
@@ -709,7 +681,7 @@ RdmaTransport::Post RdmaTransport::post_pdu(TxPdu *p)
 {
 	const uint8_t *bhs = p->hdr_len ? p->hdr.data() : p->data.data();
 	const size_t len = size_t(p->hdr_len) + p->data.size();
-	if (len < kBhsLen || len > send_pool_->buf_size() - kIserHdrLen) {
+	if (len < kBhsLen || len > sends_.buf_size() - kIserHdrLen) {
 		fail("a " + std::to_string(len) + "-byte PDU does not fit an iSER send buffer");
 		return Post::Dropped;
 	}
@@ -720,10 +692,9 @@ RdmaTransport::Post RdmaTransport::post_pdu(TxPdu *p)
 	if ((bhs[0] & 0x3f) == kOpScsiCmd)
 		r = reg_of(get_be32(bhs + 16));
 	const uint32_t nwr = r && !r->posted ? 2 : 1;
-	if (send_free_.empty() || sq_used_ + nwr > sq_size_)
+	if (sends_.empty() || sq_used_ + nwr > sq_size_)
 		return Post::NoRoom;
-	SendDesc *d = send_free_.back();
-	send_free_.pop_back();
+	SendDesc *d = sends_.get();
 	if (r) {
 		const uint64_t va = reinterpret_cast<uint64_t>(r->dma);
 		if (r->dir == DataDir::Read) {
@@ -744,16 +715,10 @@ RdmaTransport::Post RdmaTransport::post_pdu(TxPdu *p)
 	if (!p->data.empty())
 		std::memcpy(b + n, p->data.data(), p->data.size());
 	n += p->data.size();
-	// No padding, no digests: RFC 7145 7.3 lets a SEND end after the data segment.
+	// No padding, no digests: RFC 7145 7.2 lets a SEND end after the data segment.
 	d->pdu = p;
 	d->nwr = nwr;
-	d->sge = Sge{reinterpret_cast<uint64_t>(b), uint32_t(n), d->buf->lkey};
-	d->wr = SendWr{};
-	d->wr.wr_cqe = &d->cqe;
-	d->wr.sg_list = &d->sge;
-	d->wr.num_sge = 1;
-	d->wr.opcode = WrOpcode::Send;
-	d->wr.send_flags = SEND_SIGNALED;
+	rdma::prepare_send(*d, uint32_t(n));
 	SendWr *first = &d->wr;
 	if (nwr == 2) {
 		d->reg = RegWr{};
@@ -767,7 +732,7 @@ RdmaTransport::Post RdmaTransport::post_pdu(TxPdu *p)
 	const SendWr *bad = nullptr;
 	if (int rc = id_->qp()->post_send(first, &bad); rc != 0) {
 		d->pdu = nullptr;
-		send_free_.push_back(d);
+		sends_.put(d);
 		fail(std::string("post_send: ") + std::strerror(-rc));
 		return Post::Dropped;
 	}
@@ -801,11 +766,11 @@ void RdmaTransport::run_backlog()
 
 void RdmaTransport::send_done(Cq *, Wc *wc)
 {
-	auto *d = container_of(wc->wr_cqe, &SendDesc::cqe);
+	SendDesc *d = rdma::SendRing<SendDesc>::from(wc);
 	RdmaTransport *tp = d->tp;
 	tp->sq_used_ -= d->nwr;
 	TxPdu *p = std::exchange(d->pdu, nullptr);
-	tp->send_free_.push_back(d);
+	tp->sends_.put(d);
 	const bool ok = wc->status == WcStatus::Success;
 	if (!ok && tp->state_ == State::Up) // a flush while up: the QP left RTS on its own
 		tp->fail(std::string("send: ") + wc_status_str(wc->status));
@@ -818,20 +783,13 @@ void RdmaTransport::send_done(Cq *, Wc *wc)
 
 void RdmaTransport::post_recv(RecvDesc *d)
 {
-	Sge sge{reinterpret_cast<uint64_t>(d->buf->addr), uint32_t(recv_pool_->buf_size()),
-	        d->buf->lkey};
-	RecvWr wr;
-	wr.wr_cqe = &d->cqe;
-	wr.sg_list = &sge;
-	wr.num_sge = 1;
-	const RecvWr *bad = nullptr;
-	if (int rc = id_->qp()->post_recv(&wr, &bad); rc != 0)
+	if (int rc = recvs_.post(*id_->qp(), *d); rc != 0)
 		fail(std::string("post_recv: ") + std::strerror(-rc));
 }
 
 void RdmaTransport::recv_done(Cq *, Wc *wc)
 {
-	auto *d = container_of(wc->wr_cqe, &RecvDesc::cqe);
+	RecvDesc *d = rdma::RecvRing<RecvDesc>::from(wc);
 	d->tp->on_recv(d, *wc);
 }
 

@@ -16,44 +16,29 @@
 //     each is re-posted as soon as its PDU has been taken apart, before the response
 //     that returns the initiator's credit for it.
 //
-// Resources per connection: a QP on the RDMA/CM id, sized by rw_init_qp for cmd_window
-// rw contexts; one CQ from the device's CQ pool (Workqueue context) for both queues; a
-// receive ring and a send ring of registered buffers (BufPool); data buffers come from the
-// portal's per-device DmaHeap (one contiguous registered block per command).
-//
-// Serialisation: a Conn's work must run one piece at a time. Over TCP that is one thread;
-// here completions arrive on the CQ pool's workers and CM events on the provider's CM
-// thread, so Conn serialises by its lock instead: every entry takes it, does its work
-// and runs the events posted meanwhile before leaving. An event posted from any other
-// thread (a backstore completion) runs on that thread when the lock is free (a try-lock:
-// the poster holds the inbox lock); otherwise the holder runs it, since a holder lets go
-// of the lock only under the inbox lock, once the inbox is empty. No event waits for a
-// thread to be woken for it: under TCG each switch costs tens of microseconds. The
-// portal's event thread ticks the connections' timers, drains and frees the connections
-// that are done, and runs the blocking parts of teardown (drain_qp).
+// Built on rdma_conn/: the portal (listen, per-device PD and data heap, CQs from the pool,
+// the event thread with bounded drain and reap) is an rdma::Portal, each connection an
+// rdma::PortalConn (its QP, CQ and rw contexts) and an iscsi::target::Conn (the session
+// layer), serialised by rdma::Serial in Inline mode: completions arrive on the CQ pool's
+// workers, CM events on the provider's CM thread, SCSI completions on backstore threads,
+// and whichever thread brings the work runs it (no thread switch per I/O: each costs tens
+// of microseconds under TCG). Per connection: a receive ring and a send ring of registered
+// buffers (rdma::RecvRing, rdma::SendRing), rw contexts for the CmdSN window, and data
+// buffers from the portal's per-device DmaHeap (one contiguous block per command).
 #pragma once
 
-#include "core/buf_pool.h"
-#include "core/cm.h"
-#include "core/dma_heap.h"
-#include "core/registry.h"
-#include "iscsi/target/conn.h"
 #include "iscsi/target/target.h"
+#include "rdma_conn/portal.h"
 
-#include <atomic>
 #include <chrono>
-#include <condition_variable>
-#include <map>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 namespace ulp::iser
 {
-
-class Conn;
 
 struct PortalConfig {
 	uint32_t recv_dsl = 8192;       // our TargetRecvDataSegmentLength: receive buffer data
@@ -86,64 +71,33 @@ struct PortalStats {
 	uint64_t no_read_credit = 0; // writes failed: the initiator granted no RDMA READ credit
 };
 
-class Portal
+class Portal final : public rdma::Portal
 {
 public:
 	Portal(iscsi::target::Target &target, Provider &provider, const PortalConfig &cfg = {});
-	// Stops (stop()) first.
-	~Portal();
-	Portal(const Portal &) = delete;
-	Portal &operator=(const Portal &) = delete;
+	// Stops (stop()) first. Call Target::stop before: the connections are gone then; any
+	// that are not are left allocated (logged), since freeing them could let a late
+	// completion touch freed memory.
+	~Portal() override;
 
-	// Listen on addr (its device is the one the provider binds the address to). Port 0:
-	// the provider picks (port() tells). 0, or a negative errno with *why.
-	int listen(const SockAddr &addr, std::string *why);
-	uint16_t port() const { return port_; }
-	int start(); // the event thread; 0 or a negative errno
-
-	void stop_accepting(); // destroy the listening id (connections stay)
-	// Stop the event thread and free what is left. Call Target::stop first so that
-	// the connections are gone; any that are not are left allocated (logged): freeing
-	// them could let a late completion touch freed memory.
-	void stop();
-
-	size_t conns();
 	PortalStats stats();
 
 	// For Conn.
-	const PortalConfig &cfg() const { return cfg_; }
-	void schedule_close(Conn *c); // drain and reap c on the event thread
-	void kick(Conn *c);           // run c's events on the event thread (post_deferred)
+	const PortalConfig &iser_cfg() const { return cfg_; }
+	iscsi::target::Target &target() { return target_; }
 	void count(uint64_t PortalStats::*field);
 
+protected:
+	std::unique_ptr<rdma::PortalConn> on_connect_request(CmEvent &ev, rdma::DeviceRes &res,
+	                                                     ConnParam *accept,
+	                                                     std::vector<uint8_t> *reject) override;
+	void accept_failed(rdma::PortalConn *c, int rc) override;
+
 private:
-	// What a device needs once, for every connection on it.
-	struct DeviceRes {
-		std::unique_ptr<Pd> pd;
-		std::unique_ptr<DmaHeap> heap; // data buffers
-	};
-
-	void on_cm_event(CmId *id, CmEvent &ev);
-	void on_connect_request(CmEvent &ev);
-	DeviceRes *device_res(Device &dev); // under lock_
-	void event_loop();
-	void reap(const std::vector<Conn *> &all); // free those done (event thread)
-
 	iscsi::target::Target &target_;
-	Provider &provider_;
 	PortalConfig cfg_;
-	std::unique_ptr<CmId> listen_id_;
-	uint16_t port_ = 0;
-
-	std::mutex lock_;            // guards everything below
-	std::condition_variable cv_; // event thread work
-	std::map<Device *, DeviceRes> devices_;
-	std::vector<std::unique_ptr<Conn>> conns_; // every connection, owned
-	std::vector<Conn *> closing_;              // to drain on the event thread
-	std::vector<Conn *> kicked_;               // events to run on the event thread
-	bool stop_ = false;
-	PortalStats stats_;
-	std::thread thread_;
+	std::mutex lock_;   // guards stats_
+	PortalStats stats_; // accepted and rejected come from rdma::Portal
 };
 
 } // namespace ulp::iser

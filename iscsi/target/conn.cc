@@ -2,6 +2,8 @@
 // iscsi/target/conn.cc - one iSCSI connection, target side (see conn.h).
 #include "iscsi/target/conn.h"
 
+#include "core/log.h"
+
 #include "iscsi/crc32c.h"
 #include "scsi/core.h"
 
@@ -118,9 +120,9 @@ private:
 	Conn &c_;
 };
 
-Conn::Conn(Target &target, Transport transport, std::string peer, std::string local)
-    : target_(target), transport_(transport), peer_(std::move(peer)), local_(std::move(local)),
-      born_(clock::now())
+Conn::Conn(Target &target, Transport transport, std::string peer, std::string local, Mode mode)
+    : Serial(mode), target_(target), transport_(transport), peer_(std::move(peer)),
+      local_(std::move(local)), born_(clock::now())
 {
 	target_.add_conn(this);
 }
@@ -134,9 +136,7 @@ void Conn::detach()
 {
 	// The target's list first: stop() posts to the connections in it, under its lock.
 	target_.remove_conn(this);
-	{
-		std::lock_guard g(inbox_lock_);
-	}
+	quiesce(); // no post() is still inside the inbox: none will come either
 	detached_ = true;
 }
 
@@ -188,7 +188,8 @@ void Conn::on_login_pdu(const Pdu &pdu)
 	p->hdr_len = 0;
 	p->trailer_len = 0;
 	if (step == LoginStep::Failed) {
-		target_.log("login failed: " + peer_ + ": " + login_status_name(login_->status()) +
+		ULP_LOG(Info, Iscsi, "{}",
+		        "login failed: " + peer_ + ": " + login_status_name(login_->status()) +
 		            " (" + login_->why() + ")");
 		p->close_after = true;
 		login_failed_ = true;
@@ -242,7 +243,8 @@ void Conn::login_complete(const TargetLogin &l)
 	char isid[16];
 	std::snprintf(isid, sizeof(isid), "%02x%02x%02x%02x%02x%02x", sp.isid[0], sp.isid[1],
 	              sp.isid[2], sp.isid[3], sp.isid[4], sp.isid[5]);
-	target_.log("login: " + sp.initiator_name + " from " + peer_ +
+	ULP_LOG(Info, Iscsi, "{}",
+	        "login: " + sp.initiator_name + " from " + peer_ +
 	            (sp.type == SessionType::Discovery ? " (discovery)" : " to " + sp.target_name) +
 	            " isid " + isid + " tsih " + std::to_string(sp.tsih) +
 	            (cparams_.auth == AuthMethod::Chap ? " chap" : "") +
@@ -286,7 +288,8 @@ void Conn::on_ffp_pdu(const Pdu &pdu, PduError err)
 {
 	const uint8_t op = pdu.bhs[0] & 0x3f;
 	if (target_.cfg().trace)
-		target_.log(peer_ + " " + describe("<-", pdu.bhs, pdu.data.size()) +
+		ULP_LOG(Info, Iscsi, "{}",
+		        peer_ + " " + describe("<-", pdu.bhs, pdu.data.size()) +
 		            (err != PduError::None ? std::string(" ") + pdu_error_name(err) : ""));
 	const bool discovery = sess_->params.type == SessionType::Discovery;
 	if (err == PduError::DataDigest) {
@@ -355,77 +358,50 @@ void Conn::on_ffp_pdu(const Pdu &pdu, PduError err)
 
 // ---- SCSI core events --------------------------------------------------------------------
 
-void Conn::post(ConnEvent ev, void *arg)
+void Conn::post(scsi::FabricEvent ev, void *arg)
 {
-	// wake() runs under the inbox lock: the owner frees a done connection only after
-	// taking this lock once more, so no poster is still inside post() then. A poster that
-	// try_own() made the owner holds the connection until run_owned() gives it up, and a
-	// connection is freed only after its owner is done with it.
-	std::unique_lock g(inbox_lock_);
-	inbox_.emplace_back(ev, arg);
-	if (!try_own()) {
-		wake(); // on the owner thread: run at the end of its current turn
-		return;
-	}
-	g.unlock(); // run_events() takes it
-	run_owned();
+	// The core hands the scsi::Cmd; the connection's events take its IscsiCmd.
+	if (ev != scsi::FabricEvent::TmRsp)
+		arg = static_cast<scsi::Cmd *>(arg)->fabric_priv;
+	Serial::post(ConnEvent(ev), arg);
 }
 
-void Conn::post_deferred(ConnEvent ev, void *arg)
+void Conn::run_event(ConnEvent ev, void *arg)
 {
-	std::lock_guard g(inbox_lock_);
-	inbox_.emplace_back(ev, arg);
-	kick();
-}
-
-void Conn::run_events()
-{
-	for (;;) {
-		{
-			std::lock_guard g(inbox_lock_);
-			if (inbox_.empty())
-				break;
-			running_.swap(inbox_);
-		}
-		for (auto [ev, arg] : running_) {
-			switch (ev) {
-			case ConnEvent::WritePending:
-				do_write_pending(static_cast<IscsiCmd *>(arg));
-				break;
-			case ConnEvent::AbortWrite:
-				do_abort_write(static_cast<IscsiCmd *>(arg));
-				break;
-			case ConnEvent::DataIn:
-				do_data_in(static_cast<IscsiCmd *>(arg));
-				break;
-			case ConnEvent::Status:
-				do_status(static_cast<IscsiCmd *>(arg));
-				break;
-			case ConnEvent::AbortedTask:
-				do_aborted(static_cast<IscsiCmd *>(arg));
-				break;
-			case ConnEvent::TmRsp:
-				do_tm_rsp(static_cast<scsi::Tmr *>(arg));
-				break;
-			case ConnEvent::Release:
-				do_release(static_cast<IscsiCmd *>(arg));
-				break;
-			case ConnEvent::ReapDone:
-				reaped_ = true; // sess_ is freed (or about to be)
-				if (logout_pending_)
-					maybe_finish_logout();
-				maybe_done();
-				break;
-			case ConnEvent::Logout:
-				send_async_logout();
-				break;
-			case ConnEvent::Drop:
-				start_closing(arg ? static_cast<const char *>(arg)
-				                  : "dropped by the target");
-				break;
-			}
-		}
-		running_.clear();
+	switch (ev) {
+	case ConnEvent::WritePending:
+		do_write_pending(static_cast<IscsiCmd *>(arg));
+		break;
+	case ConnEvent::AbortWrite:
+		do_abort_write(static_cast<IscsiCmd *>(arg));
+		break;
+	case ConnEvent::DataIn:
+		do_data_in(static_cast<IscsiCmd *>(arg));
+		break;
+	case ConnEvent::Status:
+		do_status(static_cast<IscsiCmd *>(arg));
+		break;
+	case ConnEvent::AbortedTask:
+		do_aborted(static_cast<IscsiCmd *>(arg));
+		break;
+	case ConnEvent::TmRsp:
+		do_tm_rsp(static_cast<scsi::Tmr *>(arg));
+		break;
+	case ConnEvent::Release:
+		do_release(static_cast<IscsiCmd *>(arg));
+		break;
+	case ConnEvent::ReapDone:
+		reaped_ = true; // sess_ is freed (or about to be)
+		if (logout_pending_)
+			maybe_finish_logout();
+		maybe_done();
+		break;
+	case ConnEvent::Logout:
+		send_async_logout();
+		break;
+	case ConnEvent::Drop:
+		start_closing(arg ? static_cast<const char *>(arg) : "dropped by the target");
+		break;
 	}
 }
 
@@ -455,7 +431,7 @@ OutPdu *Conn::new_pdu()
 void Conn::finish_pdu(OutPdu *p, std::span<const uint8_t, kBhsLen> bhs)
 {
 	if (target_.cfg().trace)
-		target_.log(peer_ + " " + describe("->", bhs, p->data.size()));
+		ULP_LOG(Info, Iscsi, "{}", peer_ + " " + describe("->", bhs, p->data.size()));
 	const auto dsl = static_cast<uint32_t>(p->data.size());
 	p->hdr_len = static_cast<uint8_t>(build_header(p->hdr, bhs, {}, dsl, digests_.header));
 	uint32_t crc = kCrc32cInit;
@@ -554,7 +530,8 @@ void Conn::start_closing(const std::string &why)
 	state_ = ConnState::Closing;
 	if (was_ffp && why != "logged out" && !answered_logout &&
 	    !reaping_) // reaping: sess_ may be gone
-		target_.log("connection lost: " + sess_->params.initiator_name + " from " + peer_ +
+		ULP_LOG(Warn, Iscsi, "{}",
+		        "connection lost: " + sess_->params.initiator_name + " from " + peer_ +
 		            ": " + why);
 	// Queued PDUs come back through pdu_done(p, false): their commands are put.
 	if (!transport_closed_) {

@@ -46,7 +46,9 @@
 #include "iscsi/target/login.h"
 #include "iscsi/target/session.h"
 #include "iscsi/target/target.h"
+#include "rdma_conn/serial.h"
 #include "scsi/cmd.h"
+#include "scsi/fabric_route.h"
 
 #include <boost/intrusive/list.hpp>
 #include <boost/intrusive/unordered_set.hpp>
@@ -177,19 +179,21 @@ struct OutPdu {
 	size_t total() const { return hdr_len + data.size() + trailer_len; }
 };
 
-// What other threads post to a connection.
+// What other threads post to a connection: the SCSI core's callbacks, one for one with
+// scsi::FabricEvent (scsi/fabric_route.h: arg is the scsi::Cmd, or the Tmr), then iSCSI's
+// own.
 enum class ConnEvent : uint8_t {
-	WritePending, // scsi::Fabric::write_pending
-	AbortWrite,   // ... abort_write
-	DataIn,       // ... queue_data_in
-	Status,       // ... queue_status
-	AbortedTask,  // ... aborted_task
-	TmRsp,        // ... queue_tm_rsp
-	Release,      // ... release_cmd
-	ReapDone,     // the reaper has closed the session
-	Logout,       // the target asks for a logout (stop): send the Async Message
-	Drop,         // drop the connection now (stop's deadline, reinstatement, a cold
-	              // reset); arg: a const char * reason, or null
+	WritePending = uint8_t(scsi::FabricEvent::WritePending),
+	AbortWrite = uint8_t(scsi::FabricEvent::AbortWrite),
+	DataIn = uint8_t(scsi::FabricEvent::DataIn),
+	Status = uint8_t(scsi::FabricEvent::Status),
+	AbortedTask = uint8_t(scsi::FabricEvent::AbortedTask),
+	TmRsp = uint8_t(scsi::FabricEvent::TmRsp),
+	Release = uint8_t(scsi::FabricEvent::Release),
+	ReapDone = scsi::kFabricEvents, // the reaper has closed the session
+	Logout, // the target asks for a logout (stop): send the Async Message
+	Drop,   // drop the connection now (stop's deadline, reinstatement, a cold
+	        // reset); arg: a const char * reason, or null
 };
 
 enum class ConnState : uint8_t {
@@ -201,10 +205,13 @@ enum class ConnState : uint8_t {
 };
 const char *conn_state_str(ConnState s);
 
-class Conn
+// A Conn is serialised by rdma::Serial (rdma_conn/serial.h): over TCP its worker thread owns
+// it (Owner mode: events run on the worker), over iSER whoever brings the work runs it
+// (Inline mode: a backstore's completion sends its own response).
+class Conn : public rdma::Serial<ConnEvent>
 {
 public:
-	Conn(Target &target, Transport transport, std::string peer, std::string local);
+	Conn(Target &target, Transport transport, std::string peer, std::string local, Mode mode);
 	virtual ~Conn();
 	Conn(const Conn &) = delete;
 	Conn &operator=(const Conn &) = delete;
@@ -214,21 +221,10 @@ public:
 	void on_pdu(const Pdu &pdu, PduError err);
 	// The transport cannot go on (peer closed, socket error, a fatal PduError).
 	void on_transport_error(const std::string &why);
-	// Run what other threads posted.
-	void run_events();
-	// run_events() until the inbox stays empty, then give_up() under the inbox lock: a
-	// poster whose try_own() fails then knows that its event is run before the owner
-	// leaves (a transport that lets posters own the connection leaves through this).
-	template <typename F> void run_events_then(F &&give_up)
+	// Run what other threads posted (an Owner-mode transport's loop).
+	void run_events()
 	{
-		for (;;) {
-			run_events();
-			std::lock_guard g(inbox_lock_);
-			if (inbox_.empty()) {
-				give_up();
-				return;
-			}
-		}
+		enter([] {});
 	}
 	// Timers: the login timeout, NOP-In pings.
 	void on_tick(std::chrono::steady_clock::time_point now);
@@ -246,33 +242,18 @@ public:
 	const std::string &peer() const { return peer_; }
 
 	// ---- Any thread -----------------------------------------------------------------------
-	// The event runs on the owner thread, or on this one if it can become the owner now
-	// (try_own).
-	void post(ConnEvent ev, void *arg);
-	// The same, but never on this thread: for a caller that holds a lock the event may
-	// take (Target's lock_, which closing a session takes). Run inline there, the
-	// event would deadlock its own thread.
-	void post_deferred(ConnEvent ev, void *arg);
+	// post and post_deferred (rdma::Serial); and the SCSI core's callbacks routed here by
+	// scsi::FabricRoute (arg: the scsi::Cmd, or the Tmr for TmRsp).
+	using Serial::post;
+	void post(scsi::FabricEvent ev, void *arg);
 
 protected:
 	// ---- Transport hooks (owner thread) ----------------------------------------------------
 	// Take p for sending, in order; pdu_done(p) follows.
 	virtual void queue_pdu(OutPdu *p) = 0;
-	// An event was posted (from any thread, the owner's included): make the owner call
-	// run_events() soon. Called under the inbox lock: must not block.
-	virtual void wake() = 0;
-	// An event was posted by a thread that may become the owner at once and run it there,
-	// instead of waking the owner (a thread switch per I/O: a backstore's completion
-	// thread hands each response over). Called under the inbox lock: must not block (a
-	// try-lock). True: the caller owns the connection, and post() drops the inbox lock and
-	// calls run_owned(). The default keeps events on the owner's loop (TCP).
-	virtual bool try_own() { return false; }
-	// The owner that try_own() made: run the events, then give the connection up. It may be
-	// freed as soon as it is given up: nothing after may touch it.
-	virtual void run_owned() {}
-	// post_deferred: make some thread other than the caller run the events soon. Called
-	// under the inbox lock: must not block. The default is wake() (TCP: the owner's loop).
-	virtual void kick() { wake(); }
+	// (rdma::Serial::kick: make the owner, or some thread, run the events soon.)
+	// One posted event, run holding the connection.
+	void run_event(ConnEvent ev, void *arg) override;
 	// Stop reading and writing; queued PDUs are handed back through pdu_done(p, false).
 	virtual void close_transport() = 0;
 
@@ -417,9 +398,6 @@ private:
 	std::chrono::steady_clock::time_point ping_deadline_;
 
 	// Events from other threads
-	std::mutex inbox_lock_;
-	std::vector<std::pair<ConnEvent, void *>> inbox_;   // under inbox_lock_
-	std::vector<std::pair<ConnEvent, void *>> running_; // owner's copy being run
 	bool reaped_ = false;  // the reaper has closed the session (or there is none)
 	bool reaping_ = false; // handed to the reaper
 	bool transport_closed_ = false;

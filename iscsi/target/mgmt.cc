@@ -4,6 +4,8 @@
 // 11.15), SNACK (11.16), and the target-initiated Async logout (11.9).
 #include "iscsi/target/conn.h"
 
+#include "core/log.h"
+
 #include "scsi/core.h"
 
 #include <algorithm>
@@ -256,7 +258,8 @@ void Conn::on_logout(const Pdu &pdu)
 	state_ = ConnState::LoggingOut;
 	logout_pending_ = true;
 	logout_itt_ = h.itt;
-	target_.log("logout: " + sess_->params.initiator_name + " from " + peer_ +
+	ULP_LOG(Info, Iscsi, "{}",
+	        "logout: " + sess_->params.initiator_name + " from " + peer_ +
 	            (reason == LOGOUT_CLOSE_SESSION ? " (close session)" : " (close connection)"));
 	maybe_finish_logout();
 }

@@ -2,6 +2,8 @@
 // iscsi/target/target.cc - the target node set: sessions, their teardown, and the SCSI fabric
 // callbacks routed to connections (see target.h).
 #include "iscsi/target/target.h"
+
+#include "core/log.h"
 #include "core/thread_name.h"
 
 #include "iscsi/target/conn.h"
@@ -56,12 +58,6 @@ void Target::set_portal_addresses(std::vector<std::string> a)
 {
 	std::lock_guard g(lock_);
 	cfg_.portal_addresses = std::move(a);
-}
-
-void Target::log(const std::string &line) const
-{
-	if (cfg_.log)
-		cfg_.log(line);
 }
 
 void Target::add_conn(Conn *c)
@@ -132,8 +128,9 @@ Session *Target::create_session(Conn *c, const SessionParams &p, LoginStatus *st
 		stats_.reinstatements += old.size();
 	}
 	for (uint16_t tsih : old)
-		log("session reinstatement: " + port + " tsih " + std::to_string(tsih) +
-		    " replaced by tsih " + std::to_string(s->params.tsih));
+		ULP_LOG(Info, Iscsi, "{}",
+		        "session reinstatement: " + port + " tsih " + std::to_string(tsih) +
+		            " replaced by tsih " + std::to_string(s->params.tsih));
 	if (node) {
 		s->scsi = node->tpg->open_session(*this, p.initiator_name, port);
 		if (!s->scsi) {
@@ -185,8 +182,9 @@ void Target::reaper_loop()
 				stats_.teardown_timeouts++;
 			}
 		}
-		log("session closed: " + s->initiator_port + " tsih " +
-		    std::to_string(s->params.tsih));
+		ULP_LOG(Info, Iscsi, "{}",
+		        "session closed: " + s->initiator_port + " tsih " +
+		            std::to_string(s->params.tsih));
 		if (done)
 			done();
 		delete s;
@@ -208,8 +206,9 @@ bool Target::stop(std::chrono::milliseconds grace, std::chrono::milliseconds tim
 	std::unique_lock g(lock_);
 	cv_.wait_until(g, t0 + grace, [&] { return conns_.empty(); });
 	if (!conns_.empty()) {
-		log("stop: " + std::to_string(conns_.size()) +
-		    " connections did not log out in time; dropping them");
+		ULP_LOG(Info, Iscsi, "{}",
+		        "stop: " + std::to_string(conns_.size()) +
+		            " connections did not log out in time; dropping them");
 		for (Conn *c : conns_)
 			c->post_deferred(ConnEvent::Drop, nullptr);
 	}
@@ -228,8 +227,9 @@ void Target::drop_sessions(const TargetNode *node, const Conn *except, const cha
 			n++;
 		}
 	if (n)
-		log(std::string(why) + ": dropping " + std::to_string(n) + " sessions of " +
-		    node->name);
+		ULP_LOG(Info, Iscsi, "{}",
+		        std::string(why) + ": dropping " + std::to_string(n) + " sessions of " +
+		            node->name);
 }
 
 TargetStats Target::stats()
@@ -240,50 +240,15 @@ TargetStats Target::stats()
 
 // ---- scsi::Fabric: route to the command's connection ------------------------------------
 
-namespace
+void Target::route(scsi::Cmd *cmd, scsi::FabricEvent ev)
 {
-
-Conn *conn_of(scsi::Cmd *cmd)
-{
-	return static_cast<IscsiCmd *>(cmd->fabric_priv)->conn;
+	static_cast<IscsiCmd *>(cmd->fabric_priv)->conn->post(ev, cmd);
 }
 
-} // namespace
-
-void Target::write_pending(scsi::Cmd *cmd)
-{
-	conn_of(cmd)->post(ConnEvent::WritePending, cmd->fabric_priv);
-}
-
-void Target::abort_write(scsi::Cmd *cmd)
-{
-	conn_of(cmd)->post(ConnEvent::AbortWrite, cmd->fabric_priv);
-}
-
-void Target::queue_data_in(scsi::Cmd *cmd)
-{
-	conn_of(cmd)->post(ConnEvent::DataIn, cmd->fabric_priv);
-}
-
-void Target::queue_status(scsi::Cmd *cmd)
-{
-	conn_of(cmd)->post(ConnEvent::Status, cmd->fabric_priv);
-}
-
-void Target::aborted_task(scsi::Cmd *cmd)
-{
-	conn_of(cmd)->post(ConnEvent::AbortedTask, cmd->fabric_priv);
-}
-
-void Target::release_cmd(scsi::Cmd *cmd)
-{
-	conn_of(cmd)->post(ConnEvent::Release, cmd->fabric_priv);
-}
-
-void Target::queue_tm_rsp(scsi::Tmr *tmr)
+void Target::route(scsi::Tmr *tmr)
 {
 	// The TMF's connection: the one that sent it.
-	static_cast<IscsiTmr *>(tmr->fabric_priv)->conn->post(ConnEvent::TmRsp, tmr);
+	static_cast<IscsiTmr *>(tmr->fabric_priv)->conn->post(scsi::FabricEvent::TmRsp, tmr);
 }
 
 void Target::visible_targets(std::string_view initiator_name, std::vector<DiscoveryTarget> *out)

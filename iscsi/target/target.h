@@ -23,7 +23,7 @@
 #include "iscsi/discovery.h"
 #include "iscsi/params.h"
 #include "iscsi/target/login.h"
-#include "scsi/fabric.h"
+#include "scsi/fabric_route.h"
 #include "scsi/tpg.h"
 
 #include <chrono>
@@ -77,8 +77,8 @@ struct TargetConfig {
 	std::chrono::milliseconds nop_timeout{15000};      // no answer in this long: drop
 	std::chrono::milliseconds login_timeout{15000};    // a login not done by then: drop
 	std::chrono::milliseconds teardown_timeout{10000}; // close_session's bound
-	// One line per login and logout ("login: iqn.x from 1.2.3.4:5 to iqn.t ...").
-	std::function<void(const std::string &)> log;
+	// Logged (core/log.h, subsystem iscsi): a line per login and logout ("login: iqn.x from
+	// 1.2.3.4:5 to iqn.t ..."), session close, reinstatement, drop.
 	bool trace = false; // also one line per PDU received and sent (diagnostics)
 };
 
@@ -92,7 +92,7 @@ struct TargetStats {
 	uint64_t teardown_timeouts = 0; // sessions left allocated after close_session timed out
 };
 
-class Target final : public scsi::Fabric, public DiscoveryHandler
+class Target final : public scsi::FabricRoute<Target>, public DiscoveryHandler
 {
 public:
 	explicit Target(TargetConfig cfg);
@@ -105,7 +105,6 @@ public:
 	// The portals SendTargets reports ("host:port"), once the transports know their
 	// ports (an ephemeral port is known only after listening).
 	void set_portal_addresses(std::vector<std::string> a);
-	void log(const std::string &line) const;
 
 	// Connections register while they live (stop() walks them).
 	void add_conn(Conn *c);
@@ -131,15 +130,11 @@ public:
 
 	TargetStats stats();
 
-	// scsi::Fabric: each call is routed to the command's connection (Conn::post).
+	// scsi::Fabric
 	const char *name() const override { return "iscsi"; }
-	void write_pending(scsi::Cmd *cmd) override;
-	void abort_write(scsi::Cmd *cmd) override;
-	void queue_data_in(scsi::Cmd *cmd) override;
-	void queue_status(scsi::Cmd *cmd) override;
-	void aborted_task(scsi::Cmd *cmd) override;
-	void queue_tm_rsp(scsi::Tmr *tmr) override;
-	void release_cmd(scsi::Cmd *cmd) override;
+	// scsi::FabricRoute: each callback becomes an event of the command's connection.
+	static void route(scsi::Cmd *cmd, scsi::FabricEvent ev);
+	static void route(scsi::Tmr *tmr);
 
 	// DiscoveryHandler
 	void visible_targets(std::string_view initiator_name,

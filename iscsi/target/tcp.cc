@@ -121,7 +121,7 @@ class TcpConn final : public Conn, public EpollItem
 {
 public:
 	TcpConn(Target &t, TcpWorker &w, int fd, std::string peer, std::string local)
-	    : Conn(t, Transport::Tcp, std::move(peer), std::move(local)),
+	    : Conn(t, Transport::Tcp, std::move(peer), std::move(local), Mode::Owner),
 	      EpollItem{EpollItem::Kind::Conn, fd}, w_(w), fd_(fd), reader_(kReaderCap),
 	      rbuf_(kReadChunk)
 	{
@@ -149,7 +149,7 @@ protected:
 		outq_.push_back(p);
 		w_.mark(this);
 	}
-	void wake() override
+	void kick() override
 	{
 		if (w_.on_thread())
 			w_.mark(this); // run at the end of this loop turn, no eventfd needed

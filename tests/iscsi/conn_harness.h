@@ -14,7 +14,7 @@
 // "sends" it: copies its bytes as the socket would read them at that moment into sent,
 // then calls pdu_done(p, true). close_transport() hands the queue back with
 // pdu_done(p, false), and a PDU queued after the close is handed back at once (TcpConn's
-// behaviour). wake() only raises a flag: the caller runs the events itself (pump), so the
+// behaviour). kick() only raises a flag: the caller runs the events itself (pump), so the
 // connection's work happens on one thread in a fixed order. The other threads are the
 // target's reaper (it aborts a closing session's commands and waits for them) and, with
 // the RAM backstore, nothing else: the SCSI core completes inside submit(). Whatever waits
@@ -175,7 +175,8 @@ public:
 	// hard_cap: the reader's largest data segment (TcpConn's is 1 MiB).
 	explicit HarnessConn(Target &t, std::string peer = "192.0.2.1:50000",
 	                     uint32_t hard_cap = 1u << 18)
-	    : Conn(t, Transport::Tcp, std::move(peer), "192.0.2.100:3260"), reader_(hard_cap)
+	    : Conn(t, Transport::Tcp, std::move(peer), "192.0.2.100:3260", Mode::Owner),
+	      reader_(hard_cap)
 	{
 	}
 	// Conn's destructor checks that teardown() (detach) ran.
@@ -321,7 +322,7 @@ protected:
 		// switches them on.
 		outq_.emplace_back(p, digests());
 	}
-	void wake() override
+	void kick() override
 	{
 		{
 			std::lock_guard g(m_);

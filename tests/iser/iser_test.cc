@@ -13,6 +13,7 @@
 // that did not happen, the target reaps the connection, and what was acknowledged is on
 // the LUN afterwards.
 #include "core/dma_mem.h"
+#include "core/log.h"
 #include "iscsi/initiator/scsi.h"
 #include "iscsi/initiator/session.h"
 #include "iscsi/target/target.h"
@@ -77,9 +78,8 @@ struct Target {
 	std::unique_ptr<scsi::Tpg> tpg;
 	std::unique_ptr<iscsi::target::Target> target;
 	std::unique_ptr<Portal> portal;
-	std::vector<std::string> log;
-	std::mutex log_lock;
-	std::string file; // non-empty: a file LUN there (completions on its reaper thread)
+	log::Capture capture; // the log lines of the test's lifetime (core/log.h)
+	std::string file;     // non-empty: a file LUN there (completions on its reaper thread)
 	bool allow_target_reset = false; // honour TARGET WARM / COLD RESET
 
 	bool start(const PortalConfig &xc = {}, uint32_t cmd_window = 128)
@@ -114,10 +114,6 @@ struct Target {
 		tc.prefs.first_burst_length = 65536;
 		tc.prefs.immediate_data = true;
 		tc.prefs.initial_r2t = false; // the iSER portal insists on Yes anyway
-		tc.log = [this](const std::string &l) {
-			std::lock_guard g(log_lock);
-			log.push_back(l);
-		};
 		target = std::make_unique<iscsi::target::Target>(tc);
 		portal = std::make_unique<Portal>(*target, soft::provider(), xc);
 		std::string w;
@@ -142,14 +138,7 @@ struct Target {
 		return false;
 	}
 
-	std::string logs()
-	{
-		std::lock_guard g(log_lock);
-		std::string s;
-		for (auto &l : log)
-			s += l + "\n";
-		return s;
-	}
+	std::string logs() { return capture.text(); }
 
 	~Target()
 	{

@@ -1,0 +1,192 @@
+// SPDX-License-Identifier: MIT
+// rdma_conn/portal.h - what every RDMA ULP connection shares, from listening to freeing: the
+// portal (an RDMA/CM listener with its per-device resources and its event thread) and the
+// connection's RDMA half (QP, CQ from the pool, rw contexts, bounded drain). iSER and SRP
+// are two protocols over this one mechanism (DESIGN.md section 2); the kernel has no such
+// layer and each ULP repeats it with its own bugs (isert, srpt).
+//
+// A portal:
+//   - listens on HOST:PORT through a Provider (the soft one or rdma-core's);
+//   - on a CONNECT_REQUEST asks the protocol (on_connect_request) with the request's private
+//     data and the device's resources (a PD and a registered data heap, made once per
+//     device): the protocol answers with a connection to accept and the accept's
+//     parameters (private data included), or with the reject's private data;
+//   - runs an event thread that ticks every connection's timers, runs events posted for the
+//     event thread (kick: post_deferred), drains the connections that close
+//     (schedule_close) and frees those that are drained and finished, in that order;
+//   - on stop: stops the thread, frees what is finished, and leaves allocated (logged)
+//     anything that is not: freeing it could let a late completion touch freed memory.
+//
+// A connection (PortalConn, the protocol's connection derives from it) owns its CM id (and
+// through it the QP), its CQ from the device's CQ pool (cq_poll/, Workqueue context), and
+// its rw contexts (RwQp). Teardown is always: the protocol stops new work and disconnects
+// (the QP goes to ERR), schedule_close(); the event thread drains the QP (bounded: every WR
+// posted completes, flushed, through its done()), and once the protocol says finished()
+// (every command released), detach() and release_resources() run and the object is freed.
+// Nothing waits forever: the drain is bounded, and an unfinished connection is logged each
+// time the portal stops.
+#pragma once
+
+#include "core/cm.h"
+#include "core/dma_heap.h"
+#include "core/registry.h"
+#include "rw/rw.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace ulp::rdma
+{
+
+class Portal;
+
+struct PortalConfig {
+	const char *name = "rdma";      // the protocol, for thread names and log lines ("iser")
+	size_t heap_bytes = 256u << 20; // data buffers per device (DmaHeap), bytes
+	size_t max_io = 16u << 20;      // largest data buffer (a power of two), bytes
+	int vector_hint = -1;           // CQ pool completion vector; -1: round robin
+	std::chrono::milliseconds drain_timeout{10000}; // drain_qp's bound per queue
+	std::chrono::milliseconds tick{100};            // the connections' timer period
+};
+
+// What a device needs once, for every connection of a portal on it.
+struct DeviceRes {
+	Device *dev = nullptr;
+	std::unique_ptr<Pd> pd;
+	std::unique_ptr<DmaHeap> heap; // data buffers: the target side of every RDMA transfer
+};
+
+// The RDMA half of one connection, as its portal manages it.
+class PortalConn
+{
+public:
+	virtual ~PortalConn();
+	PortalConn(const PortalConn &) = delete;
+	PortalConn &operator=(const PortalConn &) = delete;
+
+	CmId &id() { return *id_; }
+	Qp *qp() { return id_ ? id_->qp() : nullptr; }
+	Cq *cq() { return cq_; }
+	RwQp *rwqp() { return rwqp_.get(); }
+	Portal &portal() { return portal_; }
+
+	// ---- The protocol's part ------------------------------------------------------------
+	// CM thread: an event on the connection's id (Established, Disconnected, ...).
+	virtual void on_cm_event(CmEvent &ev) = 0;
+	// Event thread, every tick: timers (the protocol takes its own lock).
+	virtual void tick(std::chrono::steady_clock::time_point now) = 0;
+	// Event thread: run the events posted for it (post_deferred's kick).
+	virtual void run_kicked() = 0;
+	// Event thread, once drained: every command released and nothing left to do, under the
+	// protocol's own lock. True: the portal detaches and frees the connection.
+	virtual bool finished() = 0;
+	// Event thread, after finished(): unhook from the protocol's tables (no more posts).
+	virtual void detach() {}
+	// Event thread, after detach(): free everything but the object. The default frees the
+	// RDMA half (rw contexts, then the id with its QP, then the CQ); a protocol frees its own
+	// (rings, buffers) and then calls this.
+	virtual void release_resources();
+	// For log lines ("10.0.0.2:41000 (login)").
+	virtual std::string describe() = 0;
+
+	// ---- The portal's part ---------------------------------------------------------------
+	// Event thread, after the protocol disconnected: every WR posted completes (flushed),
+	// bounded by the portal's drain_timeout per queue. Not under the protocol's lock: the
+	// flushes come back through it.
+	void drain();
+	bool drained() const { return drained_.load(std::memory_order_acquire); }
+
+protected:
+	PortalConn(Portal &portal, std::unique_ptr<CmId> id);
+
+	// The QP on the connection's id: a CQ of max_send_wr + max_recv_wr + 2 (drain) entries
+	// from the device's pool for both queues, rw contexts for qa.cap.max_rdma_ctxs (rw_init_qp
+	// grows the send queue by what they need: pass ro, or null for none). qa's caps must
+	// already count drain's +1 send and +1 receive WR. 0, or a negative errno with *why.
+	int create_qp(Pd &pd, QpInitAttr qa, const RwQpOptions *ro, std::string *why);
+
+	Portal &portal_;
+	std::unique_ptr<CmId> id_;   // owns the QP
+	std::unique_ptr<RwQp> rwqp_; // rw contexts and their MR pool, over id_'s QP
+	Cq *cq_ = nullptr;           // from the device's CQ pool, send and receive
+	unsigned cq_entries_ = 0;    // taken from the pool
+
+private:
+	friend class Portal;
+	std::atomic<bool> drained_{false};
+};
+
+class Portal
+{
+public:
+	Portal(Provider &provider, const PortalConfig &cfg);
+	// Stops (stop()) first.
+	virtual ~Portal();
+	Portal(const Portal &) = delete;
+	Portal &operator=(const Portal &) = delete;
+
+	// Listen on addr (its device is the one the provider binds the address to). Port 0: the
+	// provider picks (port() tells). 0, or a negative errno with *why.
+	int listen(const SockAddr &addr, std::string *why);
+	uint16_t port() const { return port_; }
+	std::string addr() const; // "HOST:PORT" listened on
+	int start();              // the event thread; 0 or a negative errno
+
+	void stop_accepting(); // destroy the listening id (connections stay)
+	// Stop the event thread and free what is finished; the rest is left allocated and
+	// logged. The protocol has closed its connections first (they drain here).
+	void stop();
+
+	size_t conns();
+	uint64_t accepted();
+	uint64_t rejected();
+
+	// For the connections (any thread).
+	const PortalConfig &cfg() const { return cfg_; }
+	void schedule_close(PortalConn *c); // drain and reap c on the event thread
+	void kick(PortalConn *c);           // run c's kicked events on the event thread
+
+protected:
+	// CM thread: a connection request on the listener. The protocol takes ev.new_id and
+	// returns the connection to accept, with the accept's parameters in *accept; or leaves
+	// the id in ev and returns null, with the reject's private data in *reject (empty: a
+	// plain reject). res: the device's PD and data heap.
+	virtual std::unique_ptr<PortalConn> on_connect_request(CmEvent &ev, DeviceRes &res,
+	                                                       ConnParam *accept,
+	                                                       std::vector<uint8_t> *reject) = 0;
+	// CM thread: accept() of c failed with rc: the protocol takes it down the usual way
+	// (receives may be posted: close, drain, reap).
+	virtual void accept_failed(PortalConn *c, int rc) = 0;
+
+private:
+	void on_cm_event(CmId *id, CmEvent &ev);
+	void on_connect_request(CmEvent &ev);
+	DeviceRes *device_res(Device &dev); // under lock_
+	void event_loop();
+	void reap(const std::vector<PortalConn *> &all); // free those done (event thread)
+
+	Provider &provider_;
+	PortalConfig cfg_;
+	std::unique_ptr<CmId> listen_id_;
+	uint16_t port_ = 0;
+	std::string addr_;
+
+	std::mutex lock_;            // guards everything below
+	std::condition_variable cv_; // event thread work
+	std::map<Device *, DeviceRes> devices_;
+	std::vector<std::unique_ptr<PortalConn>> conns_; // every connection, owned
+	std::vector<PortalConn *> closing_;              // to drain on the event thread
+	std::vector<PortalConn *> kicked_;               // to run events for on the event thread
+	bool stop_ = false;
+	uint64_t accepted_ = 0;
+	uint64_t rejected_ = 0;
+	std::thread thread_;
+};
+
+} // namespace ulp::rdma
