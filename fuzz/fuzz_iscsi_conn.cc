@@ -58,6 +58,7 @@
 // ULP_FUZZ_TRACE=1 prints the target's log with a line per PDU (to replay an input).
 // Seeds: ULP_FUZZ_SEEDS=<dir> makes the binary write well-formed conversations there and
 // exit (scripts/fuzz.sh does this).
+#include "core/log.h"
 #include "iscsi/crc32c.h"
 #include "iscsi/target/session.h"
 #include "tests/iscsi/conn_harness.h"
@@ -159,10 +160,7 @@ struct Config {
 		c.teardown_timeout = kCloseSessionBound;
 		if (std::getenv("ULP_FUZZ_TRACE")) {
 			// Replaying an input: the target's log, one line per PDU each way.
-			c.trace = true;
-			c.log = [](const std::string &l) {
-				std::fprintf(stderr, "%s\n", l.c_str());
-			};
+			c.trace = true; // through core/log.h to stderr
 		}
 		return c;
 	}
@@ -1102,6 +1100,9 @@ void write_seeds(const std::string &dir)
 
 extern "C" int LLVMFuzzerInitialize(int *, char ***)
 {
+	// Every input logs in and drops connections: only errors, unless replaying one.
+	if (!std::getenv("ULP_FUZZ_TRACE"))
+		ulp::log::set_level(ulp::log::Level::Error);
 	if (const char *dir = std::getenv("ULP_FUZZ_SEEDS")) {
 		write_seeds(dir);
 		std::exit(0);

@@ -5,6 +5,8 @@
 // Reject. Every field used is checked against what we sent; a target that breaks a rule
 // fails the session (ERL 0).
 #include "iscsi/initiator/session.h"
+
+#include "core/log.h"
 #include "iscsi/initiator/task.h"
 
 #include <algorithm>
@@ -449,9 +451,8 @@ void Session::on_async_msg(const Pdu &pdu)
 		// Event 1: the target asks us to log out within Parameter3 seconds. Tasks in
 		// flight may finish; queued ones are cancelled; poll() sends the Logout when the
 		// last one is done.
-		if (cfg_.log)
-			cfg_.log("target requests logout within " + std::to_string(h.param3) +
-			         " s");
+		ULP_LOG(Info, Iscsi, "{}",
+		        "target requests logout within " + std::to_string(h.param3) + " s");
 		target_logout_ = true;
 		while (!pending_.empty()) {
 			Task *x = tasks_[pending_.front()].get();
@@ -463,15 +464,14 @@ void Session::on_async_msg(const Pdu &pdu)
 	case 3:
 		// Events 2, 3: the target will drop the connection / session (Parameter2:
 		// Time2Wait). At ERL 0 there is nothing to recover: the drop fails the session.
-		if (cfg_.log)
-			cfg_.log(std::string("target announces it drops the ") +
-			         (h.event == 2 ? "connection" : "session"));
+		ULP_LOG(Info, Iscsi, "{}",
+		        std::string("target announces it drops the ") +
+		            (h.event == 2 ? "connection" : "session"));
 		break;
 	case 4:
 		// Event 4: renegotiation requested; we keep the parameters (the target may
 		// drop us after Parameter3 seconds, which ends the session).
-		if (cfg_.log)
-			cfg_.log("target asks to renegotiate parameters; not supported");
+		ULP_LOG(Info, Iscsi, "{}", "target asks to renegotiate parameters; not supported");
 		break;
 	default:
 		break;
@@ -499,8 +499,7 @@ void Session::on_reject(const Pdu &pdu)
 	char why[96];
 	std::snprintf(why, sizeof(why), "target rejected a PDU (opcode 0x%02x, reason 0x%02x)",
 	              q[0] & 0x3f, static_cast<unsigned>(h.reason));
-	if (cfg_.log)
-		cfg_.log(why);
+	ULP_LOG(Info, Iscsi, "{}", why);
 	Task *t = find_task(itt);
 	switch (op) {
 	case Opcode::ScsiCmd:

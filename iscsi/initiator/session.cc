@@ -4,6 +4,8 @@
 // logout.
 #include "iscsi/initiator/session.h"
 
+#include "core/log.h"
+
 #include "iscsi/crc32c.h"
 #include "iscsi/initiator/task.h"
 
@@ -762,8 +764,7 @@ void Session::fail(const std::string &why)
 		return;
 	state_ = SessionState::Failed;
 	error_ = why;
-	if (cfg_.log)
-		cfg_.log("session failed: " + why);
+	ULP_LOG(Debug, Iscsi, "{}", "session failed: " + why); // the caller reports it
 	if (tp_)
 		tp_->close(); // gives back every queued PDU
 	pending_.clear();

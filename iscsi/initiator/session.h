@@ -95,7 +95,6 @@ struct InitiatorConfig {
 	bool window_probe = true;
 	uint32_t max_tasks = 4096; // task slots: commands in flight + queued + TMFs + pings
 	int max_redirects = 4;     // login redirects followed (RFC 7143 11.13, class 1)
-	std::function<void(const std::string &)> log; // diagnostics; may be empty
 
 	// An initiator's proposals: large segments and bursts, ImmediateData=Yes,
 	// InitialR2T=No (the fast path); the target answers what it accepts.

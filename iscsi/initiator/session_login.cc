@@ -3,6 +3,8 @@
 // 11.13): connect, drive InitiatorLogin over the transport (bounded by login_timeout),
 // follow redirects, and enter the full feature phase with the negotiated parameters.
 #include "iscsi/initiator/session.h"
+
+#include "core/log.h"
 #include "iscsi/initiator/task.h"
 
 #include <cstdio>
@@ -38,8 +40,7 @@ bool Session::login(const Portal &portal)
 		if (next.host.empty() || hops >= cfg_.max_redirects)
 			return false;
 		// 11.13 class 1: the target moved; log in again where it says.
-		if (cfg_.log)
-			cfg_.log("login redirected to " + portal_str(next));
+		ULP_LOG(Info, Iscsi, "{}", "login redirected to " + portal_str(next));
 		at = next;
 		state_ = SessionState::Idle;
 		error_.clear();
@@ -166,11 +167,11 @@ void Session::enter_ffp(const InitiatorLogin &l)
 	last_rx_ = clock::now();
 	next_timer_check_ = last_rx_; // timers looked at from the first poll()
 	state_ = SessionState::FullFeature;
-	if (cfg_.log)
-		cfg_.log("logged in to " +
-		         (sparams_.type == SessionType::Discovery ? std::string("discovery")
-		                                                  : sparams_.target_name) +
-		         " at " + tp_->peer_address() + " tsih " + std::to_string(sparams_.tsih));
+	ULP_LOG(Info, Iscsi, "{}",
+	        "logged in to " +
+	            (sparams_.type == SessionType::Discovery ? std::string("discovery")
+	                                                     : sparams_.target_name) +
+	            " at " + tp_->peer_address() + " tsih " + std::to_string(sparams_.tsih));
 }
 
 } // namespace ulp::iscsi::initiator

@@ -11,6 +11,7 @@
 // Exit status: 0 success; 1 the run failed (login refused, lost connection, failed I/O,
 // verify mismatch); 2 bad command line.
 #include "core/dma_mem.h"
+#include "core/log.h"
 #include "iscsi/initiator/session.h"
 #include "iser/initiator.h"
 #include "providers/soft/soft.h"
@@ -321,11 +322,10 @@ int main(int argc, char **argv)
 			return usage("--max-recv-dsl must be 512..1m");
 		ic.prefs.max_recv_dsl = static_cast<uint32_t>(v);
 	}
-	ic.log = [quiet](const std::string &m) {
-		// A failed session is reported once, by whoever ends the run.
-		if (!quiet && m.rfind("session failed: ", 0) != 0)
-			std::fprintf(stderr, "ulp-initiator: %s\n", m.c_str());
-	};
+	// The library's lines (core/log.h): logins, redirects, target requests; --quiet keeps
+	// warnings and errors. A failed session is reported once, by whoever ends the run.
+	log::set_program("ulp-initiator");
+	log::set_level(quiet ? log::Level::Warn : log::Level::Info);
 
 	// iSER: a device (a named verbs one, or a soft one of our own at the source address),
 	// the I/O buffers in one registered arena (zero copy), and a transport per connection.

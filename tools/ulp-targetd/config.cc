@@ -414,7 +414,18 @@ void add_flags(CLI::App &app, Flags &f)
 	app.add_flag("--allow-target-reset", f.allow_target_reset,
 	             "honour TARGET WARM RESET and TARGET COLD RESET from any initiator (they "
 	             "reset every LU for everyone; a cold reset drops every session)");
-	app.add_flag("--quiet,-q", f.quiet, "no log lines");
+	app.add_flag("--quiet,-q", f.quiet, "only warnings and errors in the log");
+	app.add_option("--log-level", f.log_level,
+	               "trace|debug|info|warning|error|critical|off (default info)")
+	    ->transform([](std::string s) {
+		    ulp::log::Level l;
+		    if (!ulp::log::parse_level(s, &l))
+			    throw CLI::ValidationError("--log-level", "no such level: " + s);
+		    return std::to_string(int(l));
+	    });
+	app.add_option("--log-file", f.log_file,
+	               "append the log to this file instead of stderr (systemd's journal takes "
+	               "stderr)");
 	app.add_flag("--trace", f.trace, "log every PDU received and sent (diagnostics; slow)");
 }
 

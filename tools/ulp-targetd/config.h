@@ -48,6 +48,7 @@
 //     write_cache = true
 #pragma once
 
+#include "core/log.h"
 #include "iscsi/target/target.h"
 #include "iser/target.h"
 #include "scsi/backstore.h"
@@ -87,8 +88,10 @@ struct Flags {
 	uint32_t cmd_window = 0;
 	int nop_interval = -1; // seconds
 	int ready_fd = -1;     // write the first portal's port there when up
-	bool quiet = false;
-	bool trace = false; // --trace: log every PDU
+	bool quiet = false;    // --quiet: warnings and errors only
+	ulp::log::Level log_level = ulp::log::Level::Info; // --log-level
+	std::string log_file;                              // --log-file; empty: stderr
+	bool trace = false;                                // --trace: log every PDU
 };
 
 void add_flags(CLI::App &app, Flags &f);

@@ -49,21 +49,10 @@ namespace
 
 using namespace ulp;
 
-std::mutex log_lock;
-bool quiet = false;
-
+// The daemon's own lines: "ulp-targetd: stopped" (core/log.h, without a subsystem tag).
 void log_line(const std::string &s)
 {
-	if (quiet)
-		return;
-	char ts[32];
-	timespec now;
-	clock_gettime(CLOCK_REALTIME, &now);
-	tm t;
-	localtime_r(&now.tv_sec, &t);
-	std::strftime(ts, sizeof(ts), "%Y-%m-%d %H:%M:%S", &t);
-	std::lock_guard g(log_lock);
-	std::fprintf(stderr, "%s.%03ld ulp-targetd: %s\n", ts, now.tv_nsec / 1000000, s.c_str());
+	ULP_LOG(Info, Tool, "{}", s);
 }
 
 std::atomic<int> got_signal{0};   // SIGINT or SIGTERM: shut down
@@ -203,7 +192,15 @@ int main(int argc, char **argv)
 	targetd::Flags f;
 	targetd::add_flags(app, f);
 	CLI11_PARSE(app, argc, argv);
-	quiet = f.quiet;
+	log::set_program("ulp-targetd");
+	if (!f.log_file.empty()) {
+		if (int rc = log::to_file(f.log_file); rc != 0) {
+			std::fprintf(stderr, "ulp-targetd: --log-file %s: %s\n", f.log_file.c_str(),
+			             std::strerror(-rc));
+			return 2;
+		}
+	}
+	log::set_level(f.quiet ? log::Level::Warn : f.log_level);
 
 	targetd::Config cfg;
 	std::string why;
@@ -216,7 +213,6 @@ int main(int argc, char **argv)
 		std::fprintf(stderr, "ulp-targetd: %s\n", why.c_str());
 		return 1;
 	}
-	rt.target_cfg.log = log_line;
 	rt.target_cfg.trace = f.trace;
 	iscsi::target::Target target(rt.target_cfg);
 	iscsi::target::TcpConfig tc;
