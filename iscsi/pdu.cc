@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: MIT
 // iscsi/pdu.cc - the iSCSI PDU codec: BHS field layouts, AHS, framing, digests, the reader.
 #include "iscsi/pdu.h"
+#include "core/check.h"
 
 #include "iscsi/crc32c.h"
 
 #include <algorithm>
-#include <cassert>
 #include <cstring>
 
 namespace ulp::iscsi
@@ -910,7 +910,7 @@ std::span<uint8_t> PduReader::want()
 {
 	if (phase_ == Phase::Stopped)
 		return {};
-	assert(need_ >= have_ && need_ <= buf_.size());
+	ULP_CHECK(need_ >= have_ && need_ <= buf_.size());
 	return {buf_.data() + have_, need_ - have_};
 }
 
@@ -925,7 +925,7 @@ ReadResult PduReader::commit(size_t n, Pdu *out)
 {
 	if (phase_ == Phase::Stopped)
 		return {ReadStatus::Error, fatal_};
-	assert(n <= need_ - have_);
+	ULP_CHECK(n <= need_ - have_, "commit of {} bytes, {} wanted", n, need_ - have_);
 	have_ += n;
 	// One commit can finish at most one phase's bytes, but a phase may need none (no AHS,
 	// no digest, no data): advance until bytes are needed or a PDU is complete.

@@ -26,6 +26,8 @@
 //   task set.
 #pragma once
 
+#include "core/check.h"
+
 #include "scsi/backstore.h"
 #include "scsi/sense.h"
 #include "scsi/types.h"
@@ -55,6 +57,30 @@ enum class CmdState : uint8_t {
 };
 
 const char *cmd_state_str(CmdState s);
+
+// A command's life in the core; change_state checks every step against it.
+//   New -> Parsing (submit)
+//   Parsing -> WritePending (data-out to fetch) | Dormant (older commands first) |
+//     Executing | Complete (answered while parsing: a bad CDB, a reservation conflict) |
+//     Aborted
+//   WritePending -> Parsing (the data is in: on to ordering) | Complete | Aborted
+//   Dormant -> Executing | Complete | Aborted
+//   Executing -> Complete | Aborted
+//   Complete, Aborted -> New (the fabric reuses the command: cmd_init)
+inline constexpr StateTable<CmdState, 7> kCmdStates = {
+    "SCSI command",
+    cmd_state_str,
+    {
+        /* New */ to(CmdState::Parsing, CmdState::New),
+        /* Parsing */
+        to(CmdState::WritePending, CmdState::Dormant, CmdState::Executing, CmdState::Complete,
+           CmdState::Aborted),
+        /* WritePending */ to(CmdState::Parsing, CmdState::Complete, CmdState::Aborted),
+        /* Dormant */ to(CmdState::Executing, CmdState::Complete, CmdState::Aborted),
+        /* Executing */ to(CmdState::Complete, CmdState::Aborted),
+        /* Complete */ to(CmdState::New),
+        /* Aborted */ to(CmdState::New),
+    }};
 
 // Cmd::flags bits (set while parsing; read-only afterwards).
 enum : uint32_t {

@@ -7,6 +7,7 @@
 // aborted flag) and its session's lock (the session's command list). Never both at once,
 // never across a fabric callback, an execute function or a backstore submit.
 #include "scsi/core.h"
+#include "core/check.h"
 
 #include "core/log.h"
 #include "scsi/core_internal.h"
@@ -14,7 +15,6 @@
 #include "scsi/pr.h"
 
 #include <algorithm>
-#include <cassert>
 #include <cerrno>
 #include <cstring>
 #include <vector>
@@ -49,8 +49,9 @@ const char *cmd_state_str(CmdState s)
 
 void cmd_init(Cmd *cmd)
 {
-	assert(!cmd->task_node.is_linked() && !cmd->dormant_node.is_linked() &&
-	       !cmd->sess_node.is_linked());
+	ULP_CHECK(!cmd->task_node.is_linked() && !cmd->dormant_node.is_linked() &&
+	              !cmd->sess_node.is_linked(),
+	          "cmd_init of a command still in a task set or session list");
 	if (cmd->scratch && cmd->scratch_free)
 		cmd->scratch_free(cmd->scratch);
 	cmd->sess = nullptr;
@@ -67,7 +68,7 @@ void cmd_init(Cmd *cmd)
 	cmd->resid = Residual::None;
 	cmd->resid_count = 0;
 	cmd->xfer_len = 0;
-	cmd->state = CmdState::New;
+	change_state(&cmd->state, CmdState::New, kCmdStates);
 	cmd->lu = nullptr;
 	cmd->read_only = false;
 	cmd->aborted = false;
@@ -151,7 +152,7 @@ void restart_dormant(LogicalUnit &lu, CmdDormantList &run)
 			lu.simple_active_++;
 		}
 		c.counted = true;
-		c.state = CmdState::Executing;
+		change_state(&c.state, CmdState::Executing, kCmdStates);
 		lu.dormant_.pop_front();
 		run.push_back(c);
 		if (c.task_attr == TaskAttr::Ordered)
@@ -204,8 +205,9 @@ void cmd_finish(Cmd *cmd)
 		}
 		if (cmd->task_node.is_linked())
 			lu->task_set_.erase(lu->task_set_.iterator_to(*cmd));
-		assert(!cmd->dormant_node.is_linked());
-		cmd->state = aborted ? CmdState::Aborted : CmdState::Complete;
+		ULP_CHECK(!cmd->dormant_node.is_linked());
+		change_state(&cmd->state, aborted ? CmdState::Aborted : CmdState::Complete,
+		             kCmdStates);
 		restart_dormant(*lu, run);
 		if (!lu->tmr_waits_.empty())
 			tmr_cmd_finished(*lu, cmd, tmrs);
@@ -213,7 +215,8 @@ void cmd_finish(Cmd *cmd)
 			lu->idle_cv_.notify_all();
 	} else {
 		aborted = cmd->aborted;
-		cmd->state = aborted ? CmdState::Aborted : CmdState::Complete;
+		change_state(&cmd->state, aborted ? CmdState::Aborted : CmdState::Complete,
+		             kCmdStates);
 	}
 
 	Fabric &f = cmd->sess->fabric();
@@ -254,13 +257,13 @@ void start_exec(Cmd *cmd)
 			return;
 		}
 		if (!may_start(*lu, cmd)) {
-			cmd->state = CmdState::Dormant;
+			change_state(&cmd->state, CmdState::Dormant, kCmdStates);
 			lu->dormant_.push_back(*cmd);
 			return;
 		}
-		cmd->state = CmdState::Executing;
+		change_state(&cmd->state, CmdState::Executing, kCmdStates);
 	} else {
-		cmd->state = CmdState::Executing;
+		change_state(&cmd->state, CmdState::Executing, kCmdStates);
 	}
 	cmd->execute(cmd);
 }
@@ -314,7 +317,7 @@ Sense parse(Cmd *cmd)
 		return Sense::UnitAttention; // status and sense already set
 	if (Sense r = sbc_parse(cmd); r != Sense::None)
 		return r;
-	assert(cmd->execute);
+	ULP_CHECK(cmd->execute, "opcode {:#04x} parsed without an execute step", cmd->cdb[0]);
 	if (cmd->lu) {
 		// An ejected removable medium (medium.cc): a well-formed command that needs it
 		// is not ready.
@@ -384,9 +387,9 @@ void submit_held(Cmd *cmd)
 		std::lock_guard g(lu->lock_);
 		lu->task_set_.push_back(*cmd);
 		if (data_out)
-			cmd->state = CmdState::WritePending;
+			change_state(&cmd->state, CmdState::WritePending, kCmdStates);
 	} else if (data_out) {
-		cmd->state = CmdState::WritePending;
+		change_state(&cmd->state, CmdState::WritePending, kCmdStates);
 	}
 	if (!data_out) {
 		start_exec(cmd);
@@ -409,12 +412,13 @@ void submit_held(Cmd *cmd)
 
 void submit(Cmd *cmd)
 {
-	assert(cmd->state == CmdState::New && cmd->sess);
+	ULP_CHECK(cmd->state == CmdState::New && cmd->sess, "submit of a {} command{}",
+	          cmd_state_str(cmd->state), cmd->sess ? "" : " without a nexus");
 	// The fabric's reference, the core's, and one for submit itself: a fabric may answer
 	// write_pending, queue_status and cmd_put before the call that caused them returns,
 	// and submit still looks at cmd afterwards.
 	cmd->refs.store(3, std::memory_order_relaxed);
-	cmd->state = CmdState::Parsing;
+	change_state(&cmd->state, CmdState::Parsing, kCmdStates);
 	submit_held(cmd);
 	put(cmd);
 }
@@ -429,7 +433,8 @@ void write_done(Cmd *cmd, bool ok)
 			    cmd_state_str(cmd->state), (unsigned long long)cmd->tag);
 			return;
 		}
-		cmd->state = CmdState::Parsing; // between data-out and ordering
+		change_state(&cmd->state, CmdState::Parsing,
+		             kCmdStates); // between data-out and ordering
 		if (cmd->aborted) {
 			g.unlock();
 			cmd_finish(cmd);

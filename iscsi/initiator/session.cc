@@ -706,7 +706,7 @@ void Session::start_logout()
 		fail("no task slot for the logout");
 		return;
 	}
-	state_ = SessionState::LoggingOut;
+	change_state(&state_, SessionState::LoggingOut, kSessionStates);
 	// 11.14: Logout Request, immediate (as open-iscsi sends it), reason "close the
 	// session"; CmdSN is the next one, not advanced.
 	LogoutReq h;
@@ -762,7 +762,7 @@ void Session::fail(const std::string &why)
 {
 	if (state_ == SessionState::Failed || state_ == SessionState::Closed)
 		return;
-	state_ = SessionState::Failed;
+	change_state(&state_, SessionState::Failed, kSessionStates);
 	error_ = why;
 	ULP_LOG(Debug, Iscsi, "{}", "session failed: " + why); // the caller reports it
 	if (tp_)

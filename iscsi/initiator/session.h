@@ -39,6 +39,7 @@
 //    every task then ends with ConnectionLost and the session says why.
 #pragma once
 
+#include "core/check.h"
 #include "iscsi/chap.h"
 #include "iscsi/discovery.h"
 #include "iscsi/initiator/login.h"
@@ -110,6 +111,20 @@ enum class SessionState : uint8_t {
 	Failed,      // connection lost or protocol error (final): error() says why
 };
 const char *session_state_name(SessionState s);
+
+// The transitions drawn above, plus Failed -> Idle: a login redirected (RFC 7143 11.13,
+// class 1) starts over at the new address. change_state checks every one.
+inline constexpr StateTable<SessionState, 6> kSessionStates = {
+    "iSCSI initiator session",
+    session_state_name,
+    {
+        /* Idle */ to(SessionState::LoggingIn, SessionState::Failed),
+        /* LoggingIn */ to(SessionState::FullFeature, SessionState::Failed, SessionState::Idle),
+        /* FullFeature */ to(SessionState::LoggingOut, SessionState::Failed),
+        /* LoggingOut */ to(SessionState::Closed, SessionState::Failed),
+        /* Closed */ 0,
+        /* Failed */ to(SessionState::Idle),
+    }};
 
 // RFC 7143 11.3.1.2 task attributes.
 enum class TaskAttr : uint8_t { Untagged = 0, Simple = 1, Ordered = 2, HeadOfQueue = 3, Aca = 4 };

@@ -13,6 +13,23 @@
 namespace ulp::iscsi::target
 {
 
+const char *cmd_state_str(IscsiCmd::State s)
+{
+	switch (s) {
+	case IscsiCmd::State::Free:
+		return "free";
+	case IscsiCmd::State::Waiting:
+		return "waiting";
+	case IscsiCmd::State::Submitted:
+		return "submitted";
+	case IscsiCmd::State::Responding:
+		return "responding";
+	case IscsiCmd::State::Released:
+		return "released";
+	}
+	return "?";
+}
+
 namespace
 {
 
@@ -95,7 +112,7 @@ void Conn::free_cmd(IscsiCmd *c)
 	return_window_slot(c);
 	if (c->immediate)
 		imm_live_--;
-	c->state = IscsiCmd::State::Free;
+	change_state(&c->state, IscsiCmd::State::Free, kCmdStates);
 	c->r2ts.clear();
 	free_.push_back(c);
 	live_--;
@@ -181,7 +198,7 @@ void Conn::on_scsi_cmd(const Pdu &pdu, bool data_lost)
 		slots_--;
 		c->window_slot = true;
 	}
-	c->state = IscsiCmd::State::Waiting;
+	change_state(&c->state, IscsiCmd::State::Waiting, kCmdStates);
 	c->itt = h.itt;
 	c->lun_raw = h.lun;
 	c->cmdsn = h.cmdsn;
@@ -203,7 +220,7 @@ void Conn::on_scsi_cmd(const Pdu &pdu, bool data_lost)
 		}
 		c->data = nullptr;
 		c->local = true;
-		c->state = IscsiCmd::State::Responding;
+		change_state(&c->state, IscsiCmd::State::Responding, kCmdStates);
 		c->cmd.status = scsi::Status::TaskSetFull;
 		c->cmd.sense_len = 0;
 		c->cmd.resid = scsi::Residual::None;
@@ -312,7 +329,7 @@ void Conn::cmdsn_received(uint32_t sn)
 		return;
 	slots_--;
 	c->window_slot = true; // given back when ExpCmdSN passes it (free_cmd)
-	c->state = IscsiCmd::State::Waiting;
+	change_state(&c->state, IscsiCmd::State::Waiting, kCmdStates);
 	c->cmdsn = sn;
 	c->immediate = false;
 	c->local = false;
@@ -324,7 +341,7 @@ void Conn::cmdsn_received(uint32_t sn)
 
 void Conn::submit_cmd(IscsiCmd *c)
 {
-	c->state = IscsiCmd::State::Submitted;
+	change_state(&c->state, IscsiCmd::State::Submitted, kCmdStates);
 	scsi::submit(&c->cmd);
 }
 
@@ -523,7 +540,7 @@ void Conn::send_response(IscsiCmd *c, bool data_in)
 		return;
 	}
 	c->rsp_held = false;
-	c->state = IscsiCmd::State::Responding;
+	change_state(&c->state, IscsiCmd::State::Responding, kCmdStates);
 	if (data_in)
 		send_read_response(c);
 	else
@@ -638,14 +655,14 @@ void Conn::data_transfer_failed(IscsiCmd *c)
 void Conn::do_aborted(IscsiCmd *c)
 {
 	// No response of its own (the TMF response, or the session's end, covers it).
-	c->state = IscsiCmd::State::Responding;
+	change_state(&c->state, IscsiCmd::State::Responding, kCmdStates);
 	scsi::cmd_put(&c->cmd);
 }
 
 void Conn::do_release(IscsiCmd *c)
 {
 	c->core_released = true;
-	c->state = IscsiCmd::State::Released;
+	change_state(&c->state, IscsiCmd::State::Released, kCmdStates);
 	if (c->pdus_queued == 0)
 		free_cmd(c);
 }

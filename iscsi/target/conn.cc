@@ -8,7 +8,6 @@
 #include "scsi/core.h"
 
 #include <algorithm>
-#include <cassert>
 #include <cstdio>
 #include <cstring>
 
@@ -129,7 +128,7 @@ Conn::Conn(Target &target, Transport transport, std::string peer, std::string lo
 
 Conn::~Conn()
 {
-	assert(detached_);
+	ULP_CHECK(detached_, "a connection freed while still in its target's list");
 }
 
 void Conn::detach()
@@ -211,7 +210,7 @@ void Conn::login_complete(const TargetLogin &l)
 	digests_.header = cparams_.header_digest == Digest::Crc32c;
 	digests_.data = cparams_.data_digest == Digest::Crc32c;
 	statsn_ = l.next_statsn();
-	state_ = ConnState::FullFeature;
+	change_state(&state_, ConnState::FullFeature, kConnStates);
 	const SessionParams &sp = sess_->params; // sess_->conn is this (create_session)
 	node_ = sess_->node;
 
@@ -527,7 +526,7 @@ void Conn::start_closing(const std::string &why)
 	// The Logout Response is out: the initiator may close before our send completes
 	// (over iSER its disconnect can beat the SEND's completion). Not a lost connection.
 	const bool answered_logout = state_ == ConnState::LoggingOut && !logout_pending_;
-	state_ = ConnState::Closing;
+	change_state(&state_, ConnState::Closing, kConnStates);
 	if (was_ffp && why != "logged out" && !answered_logout &&
 	    !reaping_) // reaping: sess_ may be gone
 		ULP_LOG(Warn, Iscsi, "{}",
@@ -578,7 +577,7 @@ void Conn::maybe_done()
 {
 	if (state_ != ConnState::Closing || !reaped_ || live_ || tmrs_out_ || pdus_out_)
 		return;
-	state_ = ConnState::Done;
+	change_state(&state_, ConnState::Done, kConnStates);
 }
 
 } // namespace ulp::iscsi::target

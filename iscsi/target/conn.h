@@ -41,6 +41,7 @@
 // transport frees the Conn.
 #pragma once
 
+#include "core/check.h"
 #include "iscsi/discovery.h"
 #include "iscsi/pdu.h"
 #include "iscsi/target/login.h"
@@ -138,6 +139,28 @@ struct IscsiCmd {
 	boost::intrusive::list_member_hook<> wait_hook;         // in Conn::waiting_ (cmdsn)
 };
 
+const char *cmd_state_str(IscsiCmd::State s);
+
+// A command slot's life; change_state checks every step against it.
+//   Free -> Waiting (a SCSI Command, or a CmdSN held for a task never received)
+//   Waiting -> Submitted (its CmdSN is due) | Responding (answered by the connection:
+//     TASK SET FULL) | Free (a CmdSN passed, or the connection closes)
+//   Submitted -> Responding (its status or data-in, or aborted) | Released (the core let
+//     go of it without either)
+//   Responding -> Released (the core let go) | Free (the connection's own answer went out)
+//   Released -> Free (its last PDU went out)
+inline constexpr StateTable<IscsiCmd::State, 5> kCmdStates = {
+    "iSCSI command",
+    cmd_state_str,
+    {
+        /* Free */ to(IscsiCmd::State::Waiting),
+        /* Waiting */
+        to(IscsiCmd::State::Submitted, IscsiCmd::State::Responding, IscsiCmd::State::Free),
+        /* Submitted */ to(IscsiCmd::State::Responding, IscsiCmd::State::Released),
+        /* Responding */ to(IscsiCmd::State::Released, IscsiCmd::State::Free),
+        /* Released */ to(IscsiCmd::State::Free),
+    }};
+
 struct IttHash {
 	size_t operator()(const IscsiCmd &c) const { return c.itt * 0x9e3779b1u; }
 	size_t operator()(uint32_t itt) const { return itt * 0x9e3779b1u; }
@@ -204,6 +227,18 @@ enum class ConnState : uint8_t {
 	Done,        // everything released: the transport may free the Conn
 };
 const char *conn_state_str(ConnState s);
+
+// A connection's life; change_state checks every step against it, in every build.
+inline constexpr StateTable<ConnState, 5> kConnStates = {
+    "iSCSI connection",
+    conn_state_str,
+    {
+        /* Login */ to(ConnState::FullFeature, ConnState::Closing),
+        /* FullFeature */ to(ConnState::LoggingOut, ConnState::Closing),
+        /* LoggingOut */ to(ConnState::Closing),
+        /* Closing */ to(ConnState::Done),
+        /* Done */ 0,
+    }};
 
 // A Conn is serialised by rdma::Serial (rdma_conn/serial.h): over TCP its worker thread owns
 // it (Owner mode: events run on the worker), over iSER whoever brings the work runs it

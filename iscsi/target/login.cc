@@ -1,8 +1,7 @@
 // SPDX-License-Identifier: MIT
 // iscsi/target/login.cc - target-side login state machine (RFC 7143 6.3, 11.12, 11.13).
 #include "iscsi/target/login.h"
-
-#include <cassert>
+#include "core/check.h"
 
 namespace ulp::iscsi::target
 {
@@ -36,29 +35,6 @@ TargetLoginState state_of(Stage s)
 	return s == Stage::Security ? TargetLoginState::Security : TargetLoginState::Operational;
 }
 
-// The transitions the header comment draws.
-[[maybe_unused]] bool allowed(TargetLoginState from, TargetLoginState to)
-{
-	using S = TargetLoginState;
-	if (to == S::Failed)
-		return from != S::FullFeature && from != S::Failed;
-	switch (from) {
-	case S::Initial:
-		return to == S::Security || to == S::Operational || to == S::RecvText ||
-		       to == S::SendText || to == S::FullFeature;
-	case S::Security:
-	case S::Operational:
-	case S::RecvText:
-	case S::SendText:
-		return to == S::Security || to == S::Operational || to == S::RecvText ||
-		       to == S::SendText || to == S::FullFeature;
-	case S::FullFeature:
-	case S::Failed:
-		return false;
-	}
-	return false;
-}
-
 } // namespace
 
 TargetLogin::TargetLogin(const TargetLoginConfig &cfg, LoginHandler &handler)
@@ -71,8 +47,7 @@ TargetLogin::~TargetLogin() = default;
 
 void TargetLogin::set_state(TargetLoginState s)
 {
-	assert(allowed(state_, s));
-	state_ = s;
+	change_state(&state_, s, kTargetLoginStates);
 }
 
 bool TargetLogin::fail(LoginStatus s, std::string why)
@@ -174,7 +149,7 @@ LoginStep TargetLogin::on_request(const Pdu &req, std::span<uint8_t> rsp, size_t
 {
 	*rsp_len = 0;
 	if (state_ == TargetLoginState::FullFeature || state_ == TargetLoginState::Failed) {
-		assert(!"TargetLogin::on_request after the login ended");
+		ULP_CHECK(false, "TargetLogin::on_request after the login ended");
 		return LoginStep::Failed;
 	}
 	if (req.bhs.size() < kBhsLen)

@@ -53,6 +53,7 @@
 //	0x0300/0x0301/0x0302: whatever the handler reports; 0x0302 for text beyond 64 KiB
 #pragma once
 
+#include "core/check.h"
 #include "iscsi/chap.h"
 #include "iscsi/params.h"
 #include "iscsi/pdu.h"
@@ -151,6 +152,30 @@ enum class TargetLoginState : uint8_t {
 	Failed,      // final: a reject went out
 };
 const char *target_login_state_name(TargetLoginState s);
+
+// The transitions the header comment draws (change_state checks every one).
+inline constexpr StateTable<TargetLoginState, 7> kTargetLoginStates = {
+    "iSCSI target login",
+    target_login_state_name,
+    {
+        /* Initial */ to(TargetLoginState::Security, TargetLoginState::Operational,
+                         TargetLoginState::RecvText, TargetLoginState::SendText,
+                         TargetLoginState::FullFeature, TargetLoginState::Failed),
+        /* Security */
+        to(TargetLoginState::Security, TargetLoginState::Operational, TargetLoginState::RecvText,
+           TargetLoginState::SendText, TargetLoginState::FullFeature, TargetLoginState::Failed),
+        /* Operational */
+        to(TargetLoginState::Security, TargetLoginState::Operational, TargetLoginState::RecvText,
+           TargetLoginState::SendText, TargetLoginState::FullFeature, TargetLoginState::Failed),
+        /* RecvText */
+        to(TargetLoginState::Security, TargetLoginState::Operational, TargetLoginState::RecvText,
+           TargetLoginState::SendText, TargetLoginState::FullFeature, TargetLoginState::Failed),
+        /* SendText */
+        to(TargetLoginState::Security, TargetLoginState::Operational, TargetLoginState::RecvText,
+           TargetLoginState::SendText, TargetLoginState::FullFeature, TargetLoginState::Failed),
+        /* FullFeature */ 0,
+        /* Failed */ 0,
+    }};
 
 class TargetLogin
 {

@@ -255,7 +255,7 @@ void Conn::on_logout(const Pdu &pdu)
 	}
 	// 11.14: the response goes out once the connection's commands have ended; the
 	// initiator sends no new ones meanwhile.
-	state_ = ConnState::LoggingOut;
+	change_state(&state_, ConnState::LoggingOut, kConnStates);
 	logout_pending_ = true;
 	logout_itt_ = h.itt;
 	ULP_LOG(Info, Iscsi, "{}",
