@@ -54,25 +54,6 @@ bool polls_itself(const Cq &cq)
 	       (cq.poll_ctx == PollCtx::Direct || cq.poll_ctx == PollCtx::BusyPoll);
 }
 
-const char *ctx_name(PollCtx c)
-{
-	switch (c) {
-	case PollCtx::None:
-		return "none";
-	case PollCtx::Direct:
-		return "direct";
-	case PollCtx::Softirq:
-		return "softirq";
-	case PollCtx::Workqueue:
-		return "workqueue";
-	case PollCtx::UnboundWorkqueue:
-		return "unbound-workqueue";
-	case PollCtx::BusyPoll:
-		return "busy-poll";
-	}
-	return "?";
-}
-
 // Wait for d's completion on cq until deadline, polling cq ourselves when nobody else will.
 // true when it came; on false d has been handed over to drain_done (do not touch it).
 bool wait_marker(Cq &cq, DrainCqe *d, Clock::time_point deadline)
@@ -162,7 +143,7 @@ int drain_queue(Qp &qp, bool send, Clock::time_point deadline, std::chrono::mill
 		        "{}: qp {:#x}: the marker's flush was not dispatched within {} ms "
 		        "({} CQ); giving up",
 		        who, qp.qp_num(), static_cast<long long>(timeout.count()),
-		        ctx_name(cq->poll_ctx));
+		        poll_ctx_str(cq->poll_ctx));
 		return -ETIMEDOUT;
 	}
 	delete d;

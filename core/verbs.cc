@@ -119,6 +119,25 @@ const char *event_type_str(EventType t)
 	return "unrecognized event";
 }
 
+const char *poll_ctx_str(PollCtx c)
+{
+	switch (c) {
+	case PollCtx::None:
+		return "none";
+	case PollCtx::Direct:
+		return "direct";
+	case PollCtx::Softirq:
+		return "softirq";
+	case PollCtx::Workqueue:
+		return "workqueue";
+	case PollCtx::UnboundWorkqueue:
+		return "unbound-workqueue";
+	case PollCtx::BusyPoll:
+		return "busy-poll";
+	}
+	return "?";
+}
+
 uint32_t rnr_timer_usec(uint8_t enc)
 {
 	// IB spec 1.4 vol 1, table 45 (encoding of the RNR NAK timer field), in microseconds.

@@ -361,4 +361,6 @@ enum class PollCtx : uint8_t {
 	BusyPoll,         // a poll group run to completion on its owner's thread (SPDK)
 };
 
+const char *poll_ctx_str(PollCtx c);
+
 } // namespace ulp

@@ -102,25 +102,6 @@ bool threaded(PollCtx c)
 	return c == PollCtx::Softirq || c == PollCtx::Workqueue || c == PollCtx::UnboundWorkqueue;
 }
 
-const char *ctx_str(PollCtx c)
-{
-	switch (c) {
-	case PollCtx::None:
-		return "none";
-	case PollCtx::Direct:
-		return "direct";
-	case PollCtx::Softirq:
-		return "softirq";
-	case PollCtx::Workqueue:
-		return "workqueue";
-	case PollCtx::UnboundWorkqueue:
-		return "unbound-workqueue";
-	case PollCtx::BusyPoll:
-		return "busy-poll";
-	}
-	return "?";
-}
-
 // A thread whose exit can be waited for with a bound (std::thread has no timed join).
 struct BoundedThread {
 	std::thread thr;
@@ -306,7 +287,7 @@ public:
 				ULP_LOG(Warn, CqPoll,
 				        "free_cq waits for a {} done() callback that does not "
 				        "return",
-				        ctx_str(p.ctx));
+				        poll_ctx_str(p.ctx));
 		return 0;
 	}
 
@@ -798,7 +779,7 @@ int free_cq(Cq *cq)
 			ULP_LOG(Error, CqPoll,
 			        "free_cq refused: CQ {} ({}, vector {}) is still used by QPs ({} "
 			        "uses)",
-			        fmt::ptr(cq), ctx_str(p->ctx), cq->comp_vector(), users);
+			        fmt::ptr(cq), poll_ctx_str(p->ctx), cq->comp_vector(), users);
 			return -EBUSY;
 		}
 		if (p->shared && p->cqe_used > 0) {
@@ -806,7 +787,7 @@ int free_cq(Cq *cq)
 			    Error, CqPoll,
 			    "free_cq refused: pool CQ {} ({}, vector {}) still has {} of {} cqes "
 			    "in use",
-			    fmt::ptr(cq), ctx_str(p->ctx), cq->comp_vector(), p->cqe_used,
+			    fmt::ptr(cq), poll_ctx_str(p->ctx), cq->comp_vector(), p->cqe_used,
 			    cq->cqe());
 			return -EBUSY;
 		}
@@ -1022,7 +1003,7 @@ int cq_pool_destroy(Device &dev)
 					    Error, CqPoll,
 					    "cq_pool_destroy({}) refused: a {} pool CQ on vector "
 					    "{} has {} cqes in use",
-					    dev.name(), ctx_str(p->ctx), p->cq->comp_vector(),
+					    dev.name(), poll_ctx_str(p->ctx), p->cq->comp_vector(),
 					    p->cqe_used);
 					return -EBUSY;
 				}

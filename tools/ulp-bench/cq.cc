@@ -362,6 +362,8 @@ int run_cq(const CqBenchOptions &o)
 		const char *name;
 		PollCtx ctx;
 	};
+	// The bench's own labels, not poll_ctx_str(): they are the JSON's "context" keys, "raw"
+	// is the plain loop rather than a context, and "busypoll" is what past results used.
 	const Desc descs[] = {{"raw", PollCtx::None},
 	                      {"direct", PollCtx::Direct},
 	                      {"busypoll", PollCtx::BusyPoll},
