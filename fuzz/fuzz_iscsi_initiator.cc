@@ -2,27 +2,30 @@
 // fuzz/fuzz_iscsi_initiator.cc - the initiator session (iser/initiator.h) fed an arbitrary
 // byte stream as its target's side of a full feature phase connection.
 //
-// A fake transport logs the session in through the real TargetLogin engine (so every input
-// starts in the full feature phase), the harness puts a 8 KiB read, an 8 KiB write and a
-// ping in flight (ITTs 0x00010000, 0x00010001, 0x00010002: slot | generation << 16), and
-// then the input is what "the target" sends: cut into PDUs by PduReader and handed to the
-// session like a socket's bytes. The session must never read or write outside what it owns,
-// whatever arrives; failing the session is the expected answer to most inputs, and every
-// task must then end exactly once.
+// A fake transport (tests/iscsi/fake_target.h, shared with initiator_peer_test) logs the
+// session in through the real TargetLogin engine (so every input starts in the full feature
+// phase), the harness puts a 8 KiB read, an 8 KiB write and a ping in flight (ITTs
+// 0x00010000, 0x00010001, 0x00010002: slot | generation << 16), and then the input is what
+// "the target" sends: cut into PDUs by PduReader and handed to the session like a socket's
+// bytes. The session must never read or write outside what it owns, whatever arrives;
+// failing the session is the expected answer to most inputs, and every task must then end
+// exactly once.
 //
 // Seeds: ULP_FUZZ_SEEDS=<dir> writes a few well-formed answers (Data-In with status for
 // the read, an R2T and a response for the write, the ping's NOP-In) and exits.
-#include "iscsi/initiator/session.h"
 #include "iscsi/initiator/scsi.h"
-#include "iscsi/target/login.h"
+#include "iscsi/initiator/session.h"
+#include "tests/iscsi/fake_target.h"
 
 #include <cstdio>
 #include <cstdlib>
-#include <deque>
 #include <string>
 #include <vector>
 
 using namespace ulp::iscsi;
+using namespace ulp::iscsi::initiator;
+using ulp::put_be32;
+using ulp::iscsi::harness::FakeTarget;
 
 namespace
 {
@@ -36,128 +39,6 @@ constexpr uint32_t kPingItt = 0x00010002;
 	std::fprintf(stderr, "fuzz_iscsi_initiator: %s\n", what);
 	std::abort();
 }
-
-class Handler final : public LoginHandler
-{
-public:
-	LoginStatus find_target(std::string_view, TargetInfo *info) override
-	{
-		info->tpgt = 1;
-		return LoginStatus::Success;
-	}
-	bool authorize(const LoginIdentity &) override { return true; }
-	AuthPolicy auth_policy(const LoginIdentity &) override { return {true, false}; }
-	bool chap_credentials(const LoginIdentity &, ChapCredentials *) override { return false; }
-	LoginStatus find_session(const LoginIdentity &, SessionParams *) override
-	{
-		return LoginStatus::SessionDoesNotExist;
-	}
-	SessionResult complete_login(const LoginIdentity &id, const SessionParams &,
-	                             const ConnParams &) override
-	{
-		return {LoginStatus::Success, 1, id.cmdsn, id.cmdsn + 15};
-	}
-};
-
-class Fake final : public InitiatorTransport
-{
-public:
-	std::span<const uint8_t> input; // what "the target" sends after the login
-
-	Transport kind() const override { return Transport::Tcp; }
-	void attach(TransportSink *s) override { sink_ = s; }
-	bool connect(const std::string &, uint16_t, std::chrono::milliseconds) override
-	{
-		TargetLoginConfig lc;
-		lc.prefs.initial_r2t = true; // the write needs an R2T from the input
-		lc.prefs.immediate_data = false;
-		login_ = std::make_unique<TargetLogin>(lc, handler_);
-		return true;
-	}
-	void queue(TxPdu *p) override { txq_.push_back(p); }
-	bool poll(std::chrono::milliseconds) override
-	{
-		while (!txq_.empty() && !closed_) {
-			TxPdu *p = txq_.front();
-			txq_.pop_front();
-			std::vector<uint8_t> b(p->hdr.begin(), p->hdr.begin() + p->hdr_len);
-			b.insert(b.end(), p->data.begin(), p->data.end());
-			b.insert(b.end(), p->trailer.begin(), p->trailer.begin() + p->trailer_len);
-			sink_->on_sent(p, true);
-			if (login_->state() != TargetLoginState::FullFeature)
-				login_request(b);
-		}
-		while (!rx_.empty() && !closed_)
-			deliver(rx_, true);
-		if (!input.empty() && !closed_ &&
-		    login_->state() == TargetLoginState::FullFeature) {
-			std::vector<uint8_t> in(input.begin(), input.end());
-			input = {};
-			while (!in.empty() && !closed_)
-				deliver(in, false);
-		}
-		if (closed_)
-			close();
-		return !closed_;
-	}
-	void set_recv(uint32_t dsl, Digests d) override
-	{
-		reader_.set_max_recv_dsl(dsl);
-		reader_.set_digests(d);
-	}
-	void close() override
-	{
-		closed_ = true;
-		while (!txq_.empty()) {
-			TxPdu *p = txq_.front();
-			txq_.pop_front();
-			sink_->on_sent(p, false);
-		}
-	}
-	bool connected() const override { return !closed_; }
-	const std::string &why() const override { return why_; }
-	std::string local_address() const override { return "local"; }
-	std::string peer_address() const override { return "fuzz"; }
-
-private:
-	void login_request(const std::vector<uint8_t> &b)
-	{
-		Pdu pdu;
-		if (parse_pdu(b, ParseOpts{}, &pdu) != PduError::None)
-			die("the session sent a malformed login request");
-		std::vector<uint8_t> rsp(login_->rsp_buf_len());
-		size_t len = 0;
-		login_->on_request(pdu, rsp, &len);
-		rx_.insert(rx_.end(), rsp.begin(), rsp.begin() + static_cast<ptrdiff_t>(len));
-	}
-	void deliver(std::vector<uint8_t> &bytes, bool login)
-	{
-		size_t used = 0;
-		Pdu pdu;
-		ReadResult r = reader_.feed(bytes, &used, &pdu);
-		// The PDU views the reader's buffer; the consumed bytes can go.
-		bytes.erase(bytes.begin(), bytes.begin() + static_cast<ptrdiff_t>(used));
-		if (r.status == ReadStatus::Error) {
-			if (login)
-				die("the login engine's response did not parse");
-			closed_ = true;
-			return;
-		}
-		if (r.status == ReadStatus::Pdu)
-			sink_->on_pdu(pdu, r.error);
-		else if (used == 0)
-			bytes.clear(); // a partial PDU at the end: the "connection" ends here
-	}
-
-	Handler handler_;
-	std::unique_ptr<TargetLogin> login_;
-	TransportSink *sink_ = nullptr;
-	std::deque<TxPdu *> txq_;
-	std::vector<uint8_t> rx_;
-	PduReader reader_{1u << 20};
-	bool closed_ = false;
-	std::string why_ = "closed";
-};
 
 void append(std::vector<uint8_t> &out, Bhs b, std::span<const uint8_t> data = {})
 {
@@ -265,9 +146,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	c.nop_interval = std::chrono::milliseconds(0);
 	c.prefs.initial_r2t = true;
 	c.prefs.immediate_data = false;
-	Fake *fake = nullptr;
+	FakeTarget *fake = nullptr;
 	Session s(c, [&fake] {
-		auto f = std::make_unique<Fake>();
+		OperationalPrefs tp;
+		tp.initial_r2t = true; // the write needs an R2T from the input
+		tp.immediate_data = false;
+		auto f = std::make_unique<FakeTarget>(tp, 1u << 20);
+		f->window = 16;
 		fake = f.get();
 		return f;
 	});
@@ -282,7 +167,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	        kWriteItt ||
 	    s.ping(ping, [&](const PingResult &) { ended[2]++; }) != kPingItt)
 		die("unexpected ITTs");
-	fake->input = {data, size};
+	fake->send_bytes({data, size});
 	for (int i = 0; i < 8; i++)
 		if (s.poll(std::chrono::milliseconds(0)) < 0)
 			break;

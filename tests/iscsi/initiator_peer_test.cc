@@ -1,185 +1,31 @@
 // SPDX-License-Identifier: MIT
 // tests/iscsi/initiator_peer_test.cc - the initiator session against a scripted target in
-// memory: a fake transport logs in through the real TargetLogin engine, then hands every
-// PDU the session sends to the test, which answers with PDUs built byte by byte. This is
+// memory: a fake transport (tests/iscsi/fake_target.h) logs in through the real TargetLogin
+// engine, then hands every PDU the session sends to the test, which answers with PDUs built
+// byte by byte. This is
 // where a target that breaks the rules is played: Data-In outside the buffer or out of
 // order, R2Ts the keys forbid, bad sense lengths, short reads answered GOOD, unknown ITTs,
 // malformed Rejects, windows that close and reopen. Each must fail the session with a clear
 // reason (and, under ASan, touch no byte it should not), or be handled as RFC 7143 says.
 #include "iscsi/initiator/scsi.h"
 #include "iscsi/initiator/session.h"
-#include "iscsi/target/login.h"
+#include "tests/iscsi/fake_target.h"
 
 #include <gtest/gtest.h>
 
 #include <cstring>
-#include <deque>
 #include <functional>
 
 namespace ulp::iscsi::initiator
 {
 
-using namespace ulp::iscsi::target;
+using harness::FakeTarget;
 namespace
 {
 
 using namespace std::chrono_literals;
 
 constexpr char kTarget[] = "iqn.2026-11.org.ulp:fake";
-
-class Handler final : public LoginHandler
-{
-public:
-	uint32_t window = 8;
-	uint32_t login_exp_skew = 0; // final Login Response's ExpCmdSN above the login's CmdSN
-	LoginStatus find_target(std::string_view, TargetInfo *info) override
-	{
-		info->tpgt = 1;
-		return LoginStatus::Success;
-	}
-	bool authorize(const LoginIdentity &) override { return true; }
-	AuthPolicy auth_policy(const LoginIdentity &) override { return {true, false}; }
-	bool chap_credentials(const LoginIdentity &, ChapCredentials *) override { return false; }
-	LoginStatus find_session(const LoginIdentity &, SessionParams *) override
-	{
-		return LoginStatus::SessionDoesNotExist;
-	}
-	SessionResult complete_login(const LoginIdentity &id, const SessionParams &,
-	                             const ConnParams &) override
-	{
-		return {LoginStatus::Success, 1, id.cmdsn + login_exp_skew,
-		        id.cmdsn + login_exp_skew + window - 1};
-	}
-};
-
-// The fake target: the transport the session talks to, and the script's handle on it.
-class FakeTarget final : public InitiatorTransport
-{
-public:
-	explicit FakeTarget(OperationalPrefs prefs) { lc_.prefs = prefs; }
-
-	// The script: called with each full feature phase PDU the session sends.
-	std::function<void(FakeTarget &, const Pdu &)> script;
-	std::vector<std::vector<uint8_t>> sent; // every FFP PDU, as sent
-	uint32_t statsn = 100;                  // next StatSN
-	uint32_t exp_cmdsn = 0;                 // reported ExpCmdSN
-	uint32_t window = 8;                    // MaxCmdSN = ExpCmdSN + window - 1
-	uint32_t login_exp_skew = 0;            // see Handler::login_exp_skew
-	uint32_t login_cmdsn = 0;               // CmdSN of the last Login Request
-
-	// Queue a PDU for the session: bhs (StatSN/ExpCmdSN/MaxCmdSN filled in when sn),
-	// data.
-	void send(Bhs b, std::span<const uint8_t> data = {}, bool sn = true, bool advance = true)
-	{
-		if (sn) {
-			put_be32(b.data() + 24, advance ? statsn++ : statsn);
-			put_be32(b.data() + 28, exp_cmdsn);
-			put_be32(b.data() + 32, exp_cmdsn + window - 1);
-		}
-		std::vector<uint8_t> out(pdu_wire_len(0, data.size(), {}));
-		size_t n = build_pdu(out, b, {}, data, {});
-		rx_.insert(rx_.end(), out.begin(), out.begin() + static_cast<ptrdiff_t>(n));
-	}
-	void drop() { closed_ = true; }
-
-	Transport kind() const override { return Transport::Tcp; }
-	void attach(TransportSink *s) override { sink_ = s; }
-	bool connect(const std::string &, uint16_t, std::chrono::milliseconds) override
-	{
-		login_ = std::make_unique<TargetLogin>(lc_, handler_);
-		return true;
-	}
-	void queue(TxPdu *p) override { txq_.push_back(p); }
-	bool poll(std::chrono::milliseconds) override
-	{
-		while (!txq_.empty() && !closed_) {
-			TxPdu *p = txq_.front();
-			txq_.pop_front();
-			std::vector<uint8_t> bytes(p->hdr.begin(), p->hdr.begin() + p->hdr_len);
-			bytes.insert(bytes.end(), p->data.begin(), p->data.end());
-			bytes.insert(bytes.end(), p->trailer.begin(),
-			             p->trailer.begin() + p->trailer_len);
-			sink_->on_sent(p, true);
-			handle(bytes);
-		}
-		while (!rx_.empty() && !closed_) {
-			size_t used = 0;
-			Pdu pdu;
-			ReadResult r = reader_.feed(rx_, &used, &pdu);
-			std::vector<uint8_t> keep(rx_.begin(),
-			                          rx_.begin() + static_cast<ptrdiff_t>(used));
-			rx_.erase(rx_.begin(), rx_.begin() + static_cast<ptrdiff_t>(used));
-			if (r.status == ReadStatus::Error) {
-				why_ = pdu_error_name(r.error);
-				closed_ = true;
-				break;
-			}
-			if (r.status == ReadStatus::Pdu)
-				sink_->on_pdu(pdu, r.error);
-		}
-		if (closed_)
-			close();
-		return !closed_;
-	}
-	void set_recv(uint32_t dsl, Digests d) override
-	{
-		reader_.set_max_recv_dsl(dsl);
-		reader_.set_digests(d);
-	}
-	void close() override
-	{
-		closed_ = true;
-		while (!txq_.empty()) {
-			TxPdu *p = txq_.front();
-			txq_.pop_front();
-			sink_->on_sent(p, false);
-		}
-	}
-	bool connected() const override { return !closed_; }
-	const std::string &why() const override { return why_; }
-	std::string local_address() const override { return "local"; }
-	std::string peer_address() const override { return "fake"; }
-
-private:
-	void handle(const std::vector<uint8_t> &bytes)
-	{
-		Pdu pdu;
-		ParseOpts o;
-		o.max_recv_dsl = kMaxDsl;
-		ASSERT_EQ(parse_pdu(bytes, o, &pdu), PduError::None);
-		if (login_ && login_->state() != TargetLoginState::FullFeature) {
-			std::vector<uint8_t> rsp(login_->rsp_buf_len());
-			size_t len = 0;
-			handler_.window = window;
-			handler_.login_exp_skew = login_exp_skew;
-			login_cmdsn = get_be32(pdu.bhs.data() + 24);
-			LoginStep st = login_->on_request(pdu, rsp, &len);
-			rx_.insert(rx_.end(), rsp.begin(),
-			           rsp.begin() + static_cast<ptrdiff_t>(len));
-			if (st == LoginStep::Complete) {
-				statsn = login_->next_statsn();
-				exp_cmdsn = get_be32(pdu.bhs.data() + 24);
-			}
-			return;
-		}
-		sent.push_back(bytes);
-		// Non-immediate commands advance ExpCmdSN as a target would.
-		if (!pdu.immediate() && pdu.opcode() != Opcode::DataOut)
-			exp_cmdsn = get_be32(pdu.bhs.data() + 24) + 1;
-		if (script)
-			script(*this, pdu);
-	}
-
-	TargetLoginConfig lc_;
-	Handler handler_;
-	std::unique_ptr<TargetLogin> login_;
-	TransportSink *sink_ = nullptr;
-	std::deque<TxPdu *> txq_;
-	std::vector<uint8_t> rx_;
-	PduReader reader_;
-	bool closed_ = false;
-	std::string why_ = "closed";
-};
 
 // A session logged in to a fresh FakeTarget (fake() is valid while the session lives).
 struct Rig {
