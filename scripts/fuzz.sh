@@ -4,14 +4,17 @@
 #   scripts/fuzz.sh [TARGET] [SECONDS [LIBFUZZER_ARGS...]]
 #
 # TARGET is sock_wire (the default), iscsi_pdu, iscsi_text, iscsi_login, iscsi_initiator
-# (the initiator session fed target PDUs) or iscsi_conn (one target connection with the
-# SCSI core behind it); SECONDS defaults to 60. With no arguments, or a number first, it
-# fuzzes sock_wire as it always did.
+# (the initiator session fed target PDUs), iscsi_conn (one target connection with the
+# SCSI core behind it), or the SRP codec's srp_login (CM private data), srp_cmd (SRP_CMD
+# and task management, as the target reads them) and srp_rsp (what the initiator reads);
+# SECONDS defaults to 60. With no arguments, or a number first, it fuzzes sock_wire as it
+# always did.
 # The build goes to build-fuzz-clang; a run keeps what it learns in
 # build-fuzz-clang/corpus/TARGET, so the checked-in seeds stay small. Seeds: sock_wire's
-# are regenerated into fuzz/corpus/sock_wire by fuzz_sock_wire_corpus; the iSCSI targets
-# write theirs into build-fuzz-clang/seeds/TARGET (ULP_FUZZ_SEEDS=<dir> fuzz_TARGET); inputs
-# that once crashed a target are kept in fuzz/corpus/TARGET and run as seeds too.
+# are regenerated into fuzz/corpus/sock_wire by fuzz_sock_wire_corpus; the iSCSI and SRP
+# targets write theirs into build-fuzz-clang/seeds/TARGET (ULP_FUZZ_SEEDS=<dir>
+# fuzz_TARGET); inputs that once crashed a target are kept in fuzz/corpus/TARGET and run
+# as seeds too.
 # Crash, leak and timeout reproducers land in build-fuzz-clang/artifacts/; replay one with
 #   build-fuzz-clang/fuzz/fuzz_TARGET build-fuzz-clang/artifacts/crash-...
 set -euo pipefail
@@ -24,9 +27,11 @@ if [[ $# -gt 0 && ! $1 =~ ^[0-9]+$ ]]; then
 fi
 case $target in
 sock_wire | iscsi_pdu | iscsi_text | iscsi_login | iscsi_initiator | iscsi_conn) ;;
+srp_login | srp_cmd | srp_rsp) ;;
 *)
 	echo "fuzz.sh: unknown target '$target'" \
-		"(sock_wire, iscsi_pdu, iscsi_text, iscsi_login, iscsi_initiator, iscsi_conn)" >&2
+		"(sock_wire, iscsi_pdu, iscsi_text, iscsi_login, iscsi_initiator, iscsi_conn," \
+		"srp_login, srp_cmd, srp_rsp)" >&2
 	exit 2
 	;;
 esac
@@ -58,8 +63,8 @@ if [[ $target == sock_wire ]]; then
 		"$@" "$build/corpus/sock_wire" fuzz/corpus/sock_wire
 fi
 
-# The iSCSI parsers: pure computation, milliseconds per input. Inputs up to 16 KiB reach
-# split texts and multi-PDU streams; the login target needs room for several requests.
+# The iSCSI and SRP parsers: pure computation, milliseconds per input. Inputs up to 16 KiB
+# reach split texts and multi-PDU streams; the login target needs room for several requests.
 # iscsi_conn bounds its own teardown (6 s at most, then it aborts with a message), well
 # within -timeout.
 ninja -C "$build" -j "$jobs" "fuzz_$target"
