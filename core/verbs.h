@@ -201,6 +201,8 @@ enum class NodeType : uint8_t { Ca, Rnic };
 enum class LinkLayer : uint8_t { InfiniBand, Ethernet, Iwarp };
 
 struct DeviceAttr {
+	uint64_t node_guid = 0; // the device's node GUID, host order (SRP target port ids
+	                        // default to it, as ib_srpt's srpt_service_guid does)
 	uint64_t device_cap_flags = 0;
 	uint64_t max_mr_size = 0;   // bytes
 	uint64_t page_size_cap = 0; // supported page sizes, bit n = 2^n bytes

@@ -150,6 +150,10 @@ Device *create_device(const DeviceConfig &cfg)
 		return nullptr;
 	}
 	uint32_t ip = ntohl(in.s_addr);
+	// An EUI-64 of our own, as rxe makes one from its MAC: locally administered (0x02),
+	// "SF", 0xff, then the device's IPv4 address, so that it is stable across runs and
+	// processes and differs between devices.
+	a.node_guid = (uint64_t{0x025346ff} << 32) | ip;
 	std::string name = cfg.name;
 	SoftDevice *d;
 	{

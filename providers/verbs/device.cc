@@ -5,6 +5,7 @@
 #include "core/thread_name.h"
 #include "providers/verbs/verbs_internal.h"
 
+#include <endian.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -141,6 +142,7 @@ std::unique_ptr<VDevice> open_device(ibv_context *ctx)
 	const bool rxe = o.vendor_id == 0xffffff;
 
 	DeviceAttr a;
+	a.node_guid = be64toh(o.node_guid);
 	a.max_mr_size = o.max_mr_size;
 	a.page_size_cap = o.page_size_cap;
 	a.vendor_id = o.vendor_id;
