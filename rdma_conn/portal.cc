@@ -119,6 +119,11 @@ std::string Portal::addr() const
 	return addr_;
 }
 
+Device *Portal::listen_device() const
+{
+	return listen_id_ ? listen_id_->device() : nullptr;
+}
+
 int Portal::start()
 {
 	thread_ = std::thread([this] { event_loop(); });
@@ -159,6 +164,7 @@ void Portal::stop()
 	conns.clear();
 	std::lock_guard g(lock_);
 	for (auto &[dev, r] : devices_) {
+		release_device(r);
 		r.heap.reset();
 		if (int rc = cq_pool_destroy(*dev); rc != 0)
 			ULP_LOG(Error, Rdma, "{}: CQ pool of {} still in use", cfg_.name,

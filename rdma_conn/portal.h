@@ -136,6 +136,9 @@ public:
 	int listen(const SockAddr &addr, std::string *why);
 	uint16_t port() const { return port_; }
 	std::string addr() const; // "HOST:PORT" listened on
+	// The device the listening address is bound to (null: a wildcard address, or not
+	// listening).
+	Device *listen_device() const;
 	int start();              // the event thread; 0 or a negative errno
 
 	void stop_accepting(); // destroy the listening id (connections stay)
@@ -163,6 +166,9 @@ protected:
 	// CM thread: accept() of c failed with rc: the protocol takes it down the usual way
 	// (receives may be posted: close, drain, reap).
 	virtual void accept_failed(PortalConn *c, int rc) = 0;
+	// stop(), once every connection is gone: free what the protocol made on the device
+	// (an SRQ) before its data heap and PD go.
+	virtual void release_device(DeviceRes &) {}
 
 private:
 	void on_cm_event(CmId *id, CmEvent &ev);

@@ -16,6 +16,17 @@ int post_recv(Qp &qp, RecvDesc &d, uint32_t len)
 	return qp.post_recv(&wr, &bad);
 }
 
+int post_recv(Srq &srq, RecvDesc &d, uint32_t len)
+{
+	Sge sge{reinterpret_cast<uint64_t>(d.buf->addr), len, d.buf->lkey};
+	RecvWr wr;
+	wr.wr_cqe = &d.cqe;
+	wr.sg_list = &sge;
+	wr.num_sge = 1;
+	const RecvWr *bad = nullptr;
+	return srq.post_recv(&wr, &bad);
+}
+
 void prepare_send(SendDesc &d, uint32_t len, WrOpcode op)
 {
 	d.sge = Sge{reinterpret_cast<uint64_t>(d.buf->addr), len, d.buf->lkey};

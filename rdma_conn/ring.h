@@ -44,6 +44,8 @@ struct SendDesc {
 
 // Post one receive of d's whole buffer on qp. 0 or a negative errno.
 int post_recv(Qp &qp, RecvDesc &d, uint32_t len);
+// The same on a shared receive queue (its completions come on the consuming QP's CQ).
+int post_recv(Srq &srq, RecvDesc &d, uint32_t len);
 // Fill d's SGE and WR for a signaled SEND of the first len bytes of its buffer.
 void prepare_send(SendDesc &d, uint32_t len, WrOpcode op = WrOpcode::Send);
 
@@ -66,15 +68,19 @@ public:
 		}
 		return 0;
 	}
-	// Every descriptor posted on qp (a fresh connection). 0 or a negative errno.
-	int post_all(Qp &qp)
+	// Every descriptor posted on q, a QP (a fresh connection) or an SRQ. 0 or a negative
+	// errno.
+	template <typename Q> int post_all(Q &q)
 	{
 		for (D &d : descs_)
-			if (int rc = post(qp, d); rc != 0)
+			if (int rc = post(q, d); rc != 0)
 				return rc;
 		return 0;
 	}
-	int post(Qp &qp, D &d) { return post_recv(qp, d, uint32_t(pool_->buf_size())); }
+	template <typename Q> int post(Q &q, D &d)
+	{
+		return post_recv(q, d, uint32_t(pool_->buf_size()));
+	}
 	// The buffers back and the pool freed: no receive of the ring may be outstanding.
 	void release()
 	{
