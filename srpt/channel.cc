@@ -1,0 +1,595 @@
+// SPDX-License-Identifier: MIT
+// srpt/channel.cc - an SRP channel's life: set-up, receives and the wait list, credits,
+// ioctxs, the zero-length-write close (see channel.h). The commands themselves are in
+// cmd.cc.
+#include "srpt/channel.h"
+
+#include "core/log.h"
+#include "srpt/portal.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace ulp::srpt
+{
+
+const char *ch_state_str(ChState s)
+{
+	switch (s) {
+	case ChState::Connecting:
+		return "connecting";
+	case ChState::Live:
+		return "live";
+	case ChState::Disconnecting:
+		return "disconnecting";
+	case ChState::Draining:
+		return "draining";
+	case ChState::Disconnected:
+		return "disconnected";
+	}
+	return "?";
+}
+
+const char *io_state_str(IoState s)
+{
+	switch (s) {
+	case IoState::Free:
+		return "free";
+	case IoState::New:
+		return "new";
+	case IoState::FetchTable:
+		return "fetch-table";
+	case IoState::Submitted:
+		return "submitted";
+	case IoState::NeedData:
+		return "need-data";
+	case IoState::Responding:
+		return "responding";
+	case IoState::Done:
+		return "done";
+	}
+	return "?";
+}
+
+namespace
+{
+
+// RDMA READ/WRITE SGEs one context may carry: its scatter table is one slice of a
+// contiguous DmaHeap block, so this only matters on the MR path.
+constexpr uint32_t kRwMaxSge = 32;
+// The smallest send queue budget tried when the device refuses a larger one.
+constexpr uint32_t kMinSqSize = 64;
+// How often a closed channel that still waits for its commands says so.
+constexpr auto kWaitLogPeriod = std::chrono::seconds(5);
+
+} // namespace
+
+Channel::Channel(Portal &portal, std::unique_ptr<CmId> id, std::string peer)
+    : rdma::PortalConn(portal, std::move(id)), rdma::Serial<ChEvent>(Mode::Inline),
+      portal_(portal), target_(portal.target()), peer_(std::move(peer))
+{
+	zlw_cqe_.done = zlw_done;
+	target_.add_channel(this);
+}
+
+Channel::~Channel()
+{
+	Channel::release_resources();
+}
+
+int Channel::setup(rdma::DeviceRes &res, const ChannelParams &p,
+                   std::shared_ptr<SrpNexus> nexus, std::string *why)
+{
+	const TargetConfig &cfg = target_.cfg();
+	const DeviceAttr &da = res.dev->attr();
+	heap_ = res.heap.get();
+	p_ = p;
+	cfg_rq_ = std::max<uint32_t>(1, std::min(cfg.rq_size, da.max_qp_wr - kSpareRecvs - 1));
+	const uint32_t nrecv = cfg_rq_ + kSpareRecvs;
+	const uint32_t nio = cfg_rq_ + kSpareIoctxs;
+
+	int rc = 0;
+	if (cfg.use_srq) {
+		srq_ = portal_.srq(res, why);
+		if (!srq_)
+			return -ENOMEM;
+	} else {
+		rc = recvs_.init(*res.pd, p.it_iu_len, nrecv, [this](RecvIoctx &r) {
+			r.cqe.done = recv_done;
+			r.ch = this;
+		});
+	}
+	if (!rc)
+		rc = ioctxs_.init(*res.pd, kMaxTiIuLen, nio, [this](Ioctx &x) {
+			x.cqe.done = send_done;
+			x.rw_cqe.done = rw_done;
+			x.ch = this;
+		});
+	if (!rc)
+		rc = ctl_.init(*res.pd, srp::kCredReqLen, 2, [this](CtlDesc &d) {
+			d.cqe.done = ctl_done;
+			d.ch = this;
+		});
+	if (rc) {
+		*why = std::string("buffers: ") + std::strerror(-rc);
+		return rc;
+	}
+
+	// The QP: sq_size / 2 response SENDs and sq_size / 2 rw contexts (rw_init_qp grows the
+	// queue by what each context may need), + the zero-length WRITE and drain's marker.
+	// A device that cannot take it gets half, and so on (ib_srpt retries the same way).
+	RwQpOptions ro;
+	ro.max_pages = uint32_t(std::min<size_t>(cfg.max_io, heap_->max_alloc()) / kRwPageSize);
+	ro.max_entries = 1; // one remote descriptor's slice of one contiguous block
+	uint32_t sq = std::max(cfg.sq_size, kMinSqSize);
+	for (;;) {
+		QpInitAttr qa;
+		qa.cap.max_send_wr = sq / 2 + 2;
+		qa.cap.max_recv_wr = srq_ ? 0 : nrecv + 1;
+		qa.cap.max_send_sge = std::min(da.max_sge, kRwMaxSge);
+		qa.cap.max_recv_sge = 1;
+		qa.cap.max_rdma_ctxs = sq / 2;
+		qa.srq = srq_;
+		qa.sq_sig_type = SigType::ReqWr;
+		qa.qp_context = static_cast<rdma::PortalConn *>(this);
+		rc = create_qp(*res.pd, qa, &ro, why);
+		if (rc == 0)
+			break;
+		if (cq() || sq / 2 < kMinSqSize) // failed past rw_init_qp, or too small already
+			return rc;
+		ULP_LOG(Info, Srpt, "{}: a send queue of {} WRs does not fit the device ({}); trying {}",
+		        peer_, sq, *why, sq / 2);
+		sq /= 2;
+	}
+	// Every WR is counted: the responses' and the contexts' (their true size, rw_init_qp's
+	// reservation), less the two kept for the close.
+	sq_budget_ = sq / 2 + rwqp()->max_rdma_ctxs() * rwqp()->ctx_bound().wrs;
+	sq_avail_ = sq_budget_;
+	req_lim_ = int32_t(cfg_rq_);
+	if (!srq_) {
+		// SRP r16a 5.5: the credits granted at login are receives posted before the
+		// initiator can send (the accept carries the grant).
+		if (int err = recvs_.post_all(*qp()); err != 0) {
+			*why = std::string("post_recv: ") + std::strerror(-err);
+			return err;
+		}
+	}
+	nexus_ = std::move(nexus);
+	target_.attach(nexus_, this);
+	in_nexus_ = true;
+	return 0;
+}
+
+void Channel::release_resources()
+{
+	for (Ioctx &x : ioctxs_.descs())
+		for (auto &r : x.rw)
+			r->destroy();
+	// The RDMA half first (rw contexts' MR pool, QP, CQ): nothing may complete into the
+	// rings once their buffers go.
+	rdma::PortalConn::release_resources();
+	recvs_.release();
+	ioctxs_.release();
+	ctl_.release();
+}
+
+void Channel::detach()
+{
+	target_.remove_channel(this);
+	quiesce();
+}
+
+std::string Channel::describe()
+{
+	return peer_ + " (" + ch_state_str(state_) + ")";
+}
+
+void Channel::kick()
+{
+	portal_.kick(this);
+}
+
+void Channel::set_state(ChState s)
+{
+	change_state(&state_, s, kChStates);
+}
+
+bool Channel::finished()
+{
+	bool fin = false;
+	enter([&] {
+		fin = state_ == ChState::Disconnected && busy_ == 0 && !reap_wait_ &&
+		      ctl_.free_count() == ctl_.size();
+	});
+	return fin;
+}
+
+// ---- Events --------------------------------------------------------------------------------
+
+void Channel::run_event(ChEvent ev, void *arg)
+{
+	auto *x = static_cast<Ioctx *>(arg);
+	switch (ev) {
+	case ChEvent::WritePending:
+		do_write_pending(x);
+		break;
+	case ChEvent::AbortWrite:
+		do_abort_write(x);
+		break;
+	case ChEvent::DataIn:
+		do_data_in(x);
+		break;
+	case ChEvent::Status:
+		do_status(x);
+		break;
+	case ChEvent::AbortedTask:
+		do_aborted(x);
+		break;
+	case ChEvent::TmRsp:
+		do_tm_rsp(x);
+		break;
+	case ChEvent::Release:
+		do_release(x);
+		break;
+	case ChEvent::ReapDone:
+		reap_wait_ = false;
+		break;
+	case ChEvent::Close:
+		close(static_cast<const char *>(arg));
+		break;
+	}
+}
+
+void Channel::on_cm_event(CmEvent &ev)
+{
+	switch (ev.event) {
+	case CmEventType::Established:
+		enter([&] {
+			if (state_ != ChState::Connecting)
+				return;
+			set_state(ChState::Live);
+			process_wait_list();
+		});
+		break;
+	case CmEventType::Disconnected:
+	case CmEventType::DeviceRemoval:
+	case CmEventType::ConnectError:
+	case CmEventType::Unreachable:
+	case CmEventType::Rejected:
+		enter([&] { close(cm_event_str(ev.event)); });
+		break;
+	default:
+		break; // TimewaitExit and the rest: nothing to do
+	}
+}
+
+void Channel::tick(std::chrono::steady_clock::time_point now)
+{
+	enter([&] {
+		switch (state_) {
+		case ChState::Live:
+			check_transfers(now);
+			break;
+		case ChState::Draining:
+			// The zero-length WRITE's flush is the end of the send queue; a provider that
+			// never returns it must not keep the channel forever.
+			if (now - closed_at_ > target_.cfg().drain_timeout) {
+				ULP_LOG(Error, Srpt,
+				        "{}: the closing zero-length WRITE has not come back after {} ms; "
+				        "going on without it",
+				        peer_, target_.cfg().drain_timeout.count());
+				on_disconnected();
+			}
+			break;
+		case ChState::Disconnected:
+			if (now >= next_wait_log_ && (busy_ || reap_wait_)) {
+				next_wait_log_ = now + kWaitLogPeriod;
+				const auto s = std::chrono::duration_cast<std::chrono::seconds>(
+				    now - closed_at_);
+				ULP_LOG(Warn, Srpt,
+				        "{}: closed {} s ago, still waiting for {} commands{}", peer_,
+				        s.count(), busy_, reap_wait_ ? " and the nexus's teardown" : "");
+			}
+			break;
+		default:
+			break;
+		}
+	});
+}
+
+// ---- Receives --------------------------------------------------------------------------------
+
+void Channel::recv_done(Cq *, Wc *wc)
+{
+	RecvIoctx *r = rdma::RecvRing<RecvIoctx>::from(wc);
+	// A ring's receive knows its channel; an SRQ's is the channel's whose QP consumed it.
+	Channel *ch = r->ch;
+	if (!ch)
+		ch = static_cast<Channel *>(static_cast<rdma::PortalConn *>(wc->qp->qp_context));
+	ch->enter([&] { ch->handle_recv(r, *wc); });
+}
+
+void Channel::repost(RecvIoctx *r)
+{
+	int rc;
+	if (srq_)
+		rc = rdma::post_recv(*srq_, *r, uint32_t(target_.cfg().max_it_iu_len));
+	else if (state_ < ChState::Disconnecting)
+		rc = recvs_.post(*qp(), *r);
+	else
+		return; // a closing channel's own receives are flushed, not reposted
+	if (rc != 0 && state_ < ChState::Disconnecting)
+		close("post_recv failed");
+}
+
+void Channel::handle_recv(RecvIoctx *r, const Wc &wc)
+{
+	if (wc.status != WcStatus::Success) {
+		// A flush we did not cause is a QP that left RTS on its own (a fatal error): the
+		// channel is as dead as after any other error. An SRQ's receive goes back to it.
+		if (srq_)
+			repost(r);
+		if (state_ < ChState::Disconnecting) {
+			ULP_LOG_RATELIMITED(Warn, Srpt, "{}: receive: {}", peer_,
+			                    wc_status_str(wc.status));
+			close("receive failed");
+		}
+		return;
+	}
+	r->byte_len = wc.byte_len;
+	if (state_ >= ChState::Disconnecting) {
+		repost(r);
+		return;
+	}
+	// In order: once anything waits, everything after it waits too.
+	if (state_ == ChState::Connecting || !wait_list_.empty() || !process_iu(r)) {
+		wait_list_.push_back(*r);
+		target_.count(&TargetStats::wait_list);
+	}
+}
+
+void Channel::process_wait_list()
+{
+	// A command taken up here may free an ioctx at once (refused), which calls back here:
+	// the outer loop carries on instead, in order.
+	if (in_wait_list_)
+		return;
+	in_wait_list_ = true;
+	while (state_ == ChState::Live && !wait_list_.empty()) {
+		RecvIoctx &r = wait_list_.front();
+		wait_list_.pop_front();
+		if (!process_iu(&r)) {
+			wait_list_.push_front(r);
+			break;
+		}
+	}
+	in_wait_list_ = false;
+}
+
+// SRP r16a 5.5: SRP_CMD, SRP_TSK_MGMT and SRP_I_LOGOUT each spend a credit.
+static bool spends_credit(int op)
+{
+	return op == srp::CMD || op == srp::TSK_MGMT || op == srp::I_LOGOUT;
+}
+
+bool Channel::process_iu(RecvIoctx *r)
+{
+	const std::span<const uint8_t> iu(static_cast<const uint8_t *>(r->buf->addr), r->byte_len);
+	const int op = srp::iu_opcode(iu);
+	Ioctx *x = nullptr;
+	if (op == srp::CMD || op == srp::TSK_MGMT) {
+		x = get_ioctx();
+		if (!x)
+			return false; // waits for a release
+	}
+	if (spends_credit(op) && --req_lim_ < 0) {
+		// More requests than credits: Linux never does this. What it sends beyond the
+		// spare receives waits in its own queue (RNR), so this is bounded; say so once.
+		target_.count(&TargetStats::credit_overruns);
+		if (!told_overrun_) {
+			told_overrun_ = true;
+			ULP_LOG(Warn, Srpt,
+			        "{}: the initiator sent a request without a credit (SRP r16a 5.5); "
+			        "counting on",
+			        peer_);
+		}
+	}
+	switch (op) {
+	case srp::CMD:
+		handle_cmd(x, iu);
+		break;
+	case srp::TSK_MGMT:
+		handle_tsk_mgmt(x, iu);
+		break;
+	case srp::I_LOGOUT:
+		// SRP r16a 6.6: the initiator ends the channel (ib_srpt ignores it).
+		target_.count(&TargetStats::i_logouts);
+		repost(r);
+		close("the initiator logged out (SRP_I_LOGOUT)");
+		return true;
+	case srp::CRED_RSP:
+	case srp::AER_RSP:
+		// Answers to our requests; they spend no credit.
+		if (op == srp::CRED_RSP)
+			cred_req_out_ = false;
+		break;
+	default:
+		target_.count(&TargetStats::bad_ius);
+		ULP_LOG_RATELIMITED(Warn, Srpt, "{}: an IU with opcode {:#04x} ({} bytes): closing",
+		                    peer_, op < 0 ? 0 : op, iu.size());
+		repost(r);
+		close("unknown information unit");
+		return true;
+	}
+	// Taken apart (what the command needs is copied into its ioctx): the receive goes
+	// back before the response that returns its credit.
+	repost(r);
+	maybe_cred_req();
+	return true;
+}
+
+// ---- Ioctxs and credits ------------------------------------------------------------------
+
+Ioctx *Channel::get_ioctx()
+{
+	Ioctx *x = ioctxs_.get();
+	if (!x)
+		return nullptr;
+	busy_++;
+	change_state(&x->state, IoState::New, kIoStates);
+	x->opcode = 0;
+	x->tag = 0;
+	x->in_core = false;
+	x->data = nullptr;
+	x->data_len = 0;
+	x->immediate = false;
+	x->descs.clear();
+	x->table_buf = nullptr;
+	x->table_entries = 0;
+	x->job = RwJob::None;
+	x->n_rw = 0;
+	x->next_rw = 0;
+	x->wrs_posted = 0;
+	x->rw_len = 0;
+	x->abort_write = false;
+	x->rsp_len = 0;
+	return x;
+}
+
+void Channel::put_ioctx(Ioctx *x)
+{
+	destroy_rw(x);
+	free_data(x);
+	change_state(&x->state, IoState::Free, kIoStates);
+	ioctxs_.put(x);
+	busy_--;
+	process_wait_list();
+	maybe_cred_req();
+}
+
+uint32_t Channel::take_delta()
+{
+	// PROTOCOLS.md: each response returns its own request's credit and whatever is owed.
+	const uint32_t d = 1 + owed_;
+	owed_ = 0;
+	req_lim_ += int32_t(d);
+	return d;
+}
+
+void Channel::maybe_cred_req()
+{
+	// SRP r16a 6.7: credits owed (requests that got no response) go back in an
+	// SRP_CRED_REQ when no response is coming to carry them. One at a time: the initiator
+	// has a receive for it (Linux keeps one beyond its queue for exactly this).
+	if (owed_ == 0 || cred_req_out_ || busy_ != 0 || state_ != ChState::Live ||
+	    sq_avail_ == 0 || !sq_wait_.empty())
+		return;
+	CtlDesc *d = ctl_.get();
+	if (!d)
+		return;
+	srp::CredReq c;
+	c.tag = ++ctl_tag_;
+	c.req_lim_delta = owed_;
+	const size_t n = srp::build_cred_req(
+	    c, std::span<uint8_t>(static_cast<uint8_t *>(d->buf->addr), ctl_.buf_size()));
+	ULP_CHECK(n != 0);
+	rdma::prepare_send(*d, uint32_t(n));
+	const SendWr *bad = nullptr;
+	if (int rc = qp()->post_send(&d->wr, &bad); rc != 0) {
+		ctl_.put(d);
+		close("post_send failed");
+		return;
+	}
+	req_lim_ += int32_t(owed_);
+	owed_ = 0;
+	sq_avail_--;
+	cred_req_out_ = true;
+	target_.count(&TargetStats::cred_reqs);
+}
+
+void Channel::ctl_done(Cq *, Wc *wc)
+{
+	CtlDesc *d = rdma::SendRing<CtlDesc>::from(wc);
+	Channel *ch = d->ch;
+	ch->enter([&] {
+		ch->ctl_.put(d);
+		ch->sq_avail_++;
+		if (wc->status != WcStatus::Success) {
+			if (ch->state_ < ChState::Disconnecting) {
+				ULP_LOG_RATELIMITED(Warn, Srpt, "{}: SRP_CRED_REQ: {}", ch->peer_,
+				                    wc_status_str(wc->status));
+				ch->close("send failed");
+			}
+			return;
+		}
+		ch->run_sq_wait();
+	});
+}
+
+// ---- Close -----------------------------------------------------------------------------------
+
+void Channel::close(const char *why)
+{
+	if (state_ >= ChState::Disconnecting)
+		return;
+	close_why_ = why;
+	ULP_LOG(Info, Srpt, "{}: channel closing: {}", peer_, why);
+	set_state(ChState::Disconnecting);
+	// The DREQ (rdma_disconnect also moves the QP to ERR on IB and RoCE).
+	id().disconnect();
+	set_state(ChState::Draining);
+	closed_at_ = std::chrono::steady_clock::now();
+	// Our own move to ERR, whatever the disconnect did (iWARP, a DREQ that failed), then
+	// the marker: a signaled zero-length WRITE whose flush comes back after every WR posted
+	// before it has completed (IB spec C9-88: a zero-length WRITE checks no key).
+	QpAttr a;
+	a.qp_state = QpState::Err;
+	qp()->modify(a, QP_STATE);
+	zlw_ = RdmaWr{};
+	zlw_.opcode = WrOpcode::RdmaWrite;
+	zlw_.wr_cqe = &zlw_cqe_;
+	zlw_.send_flags = SEND_SIGNALED;
+	const SendWr *bad = nullptr;
+	const bool zlw_posted = qp()->post_send(&zlw_, &bad) == 0;
+	// What waits goes: IUs not taken up (an SRQ's receives go back to it), transfers and
+	// responses waiting for room in the send queue.
+	while (!wait_list_.empty()) {
+		RecvIoctx &r = wait_list_.front();
+		wait_list_.pop_front();
+		repost(&r);
+	}
+	while (!sq_wait_.empty()) {
+		Ioctx &x = sq_wait_.front();
+		sq_wait_.pop_front();
+		fail_job(&x);
+	}
+	// The nexus goes on without this channel; the last one out closes it (on the reaper:
+	// its commands are aborted and waited for).
+	if (in_nexus_) {
+		in_nexus_ = false;
+		reap_wait_ = target_.detach(nexus_, this);
+	}
+	if (!zlw_posted)
+		on_disconnected();
+}
+
+void Channel::zlw_done(Cq *, Wc *wc)
+{
+	Channel *ch = container_of(wc->wr_cqe, &Channel::zlw_cqe_);
+	ch->enter([&] {
+		if (ch->state_ == ChState::Draining)
+			ch->on_disconnected();
+	});
+}
+
+void Channel::on_disconnected()
+{
+	set_state(ChState::Disconnected);
+	closed_at_ = std::chrono::steady_clock::now();
+	next_wait_log_ = closed_at_ + kWaitLogPeriod;
+	// The portal drains the QP (its receives too), bounded, and frees the channel once
+	// finished(): every ioctx back and the nexus closed.
+	portal_.schedule_close(this);
+}
+
+} // namespace ulp::srpt
