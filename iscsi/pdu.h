@@ -677,4 +677,35 @@ private:
 	PduError fatal_ = PduError::None;
 };
 
+// The receive loop of a byte-stream connection: cut in into PDUs with reader and call
+// on_pdu(pdu, error) for each (error None, or the non-fatal BadAhs / DataDigest; pdu views
+// the reader's buffer during the call only). on_pdu returns false to stop: the connection
+// closed under it, and the rest of in is not read. A limit or digests set on reader from
+// on_pdu (the login switched them) apply from the next PDU header on. Returns the fatal
+// error that stopped the stream (the reader takes nothing more), or None; *used, when
+// given, says how many bytes of in were taken. A template: the per-PDU call on the receive
+// path stays a direct one.
+template <typename OnPdu>
+PduError feed_pdus(PduReader &reader, std::span<const uint8_t> in, OnPdu &&on_pdu,
+                   size_t *used = nullptr)
+{
+	size_t off = 0;
+	PduError fatal = PduError::None;
+	while (off < in.size()) {
+		size_t n = 0;
+		Pdu pdu;
+		ReadResult r = reader.feed(in.subspan(off), &n, &pdu);
+		off += n;
+		if (r.status == ReadStatus::Error) {
+			fatal = r.error;
+			break;
+		}
+		if (r.status == ReadStatus::Pdu && !on_pdu(pdu, r.error))
+			break;
+	}
+	if (used)
+		*used = off;
+	return fatal;
+}
+
 } // namespace ulp::iscsi

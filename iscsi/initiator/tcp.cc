@@ -261,22 +261,19 @@ bool TcpTransport::read_some()
 			stage_len_ = static_cast<size_t>(r);
 			budget -= std::min(budget, stage_len_);
 		}
-		while (stage_off_ < stage_len_) {
-			size_t used = 0;
-			Pdu pdu;
-			std::span<const uint8_t> in(stage_.data() + stage_off_,
-			                            stage_len_ - stage_off_);
-			ReadResult rr = reader_.feed(in, &used, &pdu);
-			stage_off_ += used;
-			if (rr.status == ReadStatus::Error)
-				return fail(std::string("bad PDU from the target: ") +
-				            pdu_error_name(rr.error));
-			if (rr.status == ReadStatus::Pdu) {
-				sink_->on_pdu(pdu, rr.error);
-				if (fd_ < 0)
-					return false; // the session closed us from the callback
-			}
-		}
+		size_t used = 0;
+		PduError e = feed_pdus(
+		    reader_, {stage_.data() + stage_off_, stage_len_ - stage_off_},
+		    [this](const Pdu &pdu, PduError err) {
+			    sink_->on_pdu(pdu, err);
+			    return fd_ >= 0;
+		    },
+		    &used);
+		stage_off_ += used;
+		if (e != PduError::None)
+			return fail(std::string("bad PDU from the target: ") + pdu_error_name(e));
+		if (fd_ < 0)
+			return false; // the session closed us from the callback
 	}
 }
 

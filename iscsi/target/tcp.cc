@@ -188,24 +188,18 @@ void TcpConn::on_readable()
 			return;
 		}
 		budget -= size_t(n);
-		std::span<const uint8_t> in(rbuf_.data(), size_t(n));
-		while (!in.empty() && !closed_) {
-			size_t used = 0;
-			Pdu pdu;
-			ReadResult r = reader_.feed(in, &used, &pdu);
-			in = in.subspan(used);
-			if (r.status == ReadStatus::Error) {
-				on_transport_error(std::string("bad PDU: ") +
-				                   pdu_error_name(r.error));
-				return;
-			}
-			if (r.status == ReadStatus::Pdu) {
-				on_pdu(pdu, r.error);
-				// The login may have switched digests and the receive limit: they
-				// apply from the next PDU header on.
-				reader_.set_max_recv_dsl(max_recv_dsl());
-				reader_.set_digests(digests());
-			}
+		// After each PDU the reader takes the receive limit and digests again: the login
+		// may have switched them, and they apply from the next PDU header on.
+		auto pdu_in = [this](const Pdu &pdu, PduError err) {
+			on_pdu(pdu, err);
+			reader_.set_max_recv_dsl(max_recv_dsl());
+			reader_.set_digests(digests());
+			return !closed_;
+		};
+		PduError e = feed_pdus(reader_, {rbuf_.data(), size_t(n)}, pdu_in);
+		if (e != PduError::None) {
+			on_transport_error(std::string("bad PDU: ") + pdu_error_name(e));
+			return;
 		}
 	}
 	if (!closed_ && budget == 0)

@@ -186,24 +186,18 @@ public:
 	// not run: call pump() (a socket read of several PDUs runs them once, at the end).
 	void feed(std::span<const uint8_t> in)
 	{
-		while (!in.empty() && !closed_) {
-			size_t used = 0;
-			Pdu pdu;
-			ReadResult r = reader_.feed(in, &used, &pdu);
-			in = in.subspan(used);
-			if (r.status == ReadStatus::Error) {
-				on_transport_error(std::string("bad PDU: ") +
-				                   pdu_error_name(r.error));
-				return;
-			}
-			if (r.status == ReadStatus::Pdu) {
-				if (on_input)
-					on_input(pdu, r.error);
-				on_pdu(pdu, r.error);
-				reader_.set_max_recv_dsl(max_recv_dsl());
-				reader_.set_digests(digests());
-			}
-		}
+		if (closed_)
+			return; // TcpConn reads nothing more once closed
+		PduError e = feed_pdus(reader_, in, [this](const Pdu &pdu, PduError err) {
+			if (on_input)
+				on_input(pdu, err);
+			on_pdu(pdu, err);
+			reader_.set_max_recv_dsl(max_recv_dsl());
+			reader_.set_digests(digests());
+			return !closed_;
+		});
+		if (e != PduError::None)
+			on_transport_error(std::string("bad PDU: ") + pdu_error_name(e));
 	}
 
 	// Run the posted events and, with auto_flush, send what is queued, until neither

@@ -124,19 +124,21 @@ public:
 			sink_->on_sent(p, true);
 			handle(bytes);
 		}
-		while (!rx_.empty() && !closed_) {
+		if (!closed_) {
+			// The session never reaches rx_ from on_pdu: it can be read in place.
 			size_t used = 0;
-			Pdu pdu;
-			ReadResult r = reader_.feed(rx_, &used, &pdu);
-			// The PDU views the reader's buffer; the consumed bytes can go.
+			PduError e = feed_pdus(
+			    reader_, rx_,
+			    [this](const Pdu &pdu, PduError err) {
+				    sink_->on_pdu(pdu, err);
+				    return !closed_;
+			    },
+			    &used);
 			rx_.erase(rx_.begin(), rx_.begin() + static_cast<ptrdiff_t>(used));
-			if (r.status == ReadStatus::Error) {
-				why_ = pdu_error_name(r.error);
+			if (e != PduError::None) {
+				why_ = pdu_error_name(e);
 				closed_ = true;
-				break;
 			}
-			if (r.status == ReadStatus::Pdu)
-				sink_->on_pdu(pdu, r.error);
 		}
 		if (closed_)
 			close();
