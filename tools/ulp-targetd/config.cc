@@ -5,6 +5,8 @@
 
 #include <toml++/toml.h>
 
+#include <arpa/inet.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
@@ -19,7 +21,8 @@ using namespace ulp;
 namespace
 {
 
-bool parse_portal(const std::string &s, Portal *p, std::string *why)
+// default_port < 0: the port must be given (SRP has no well-known port).
+bool parse_portal(const std::string &s, Portal *p, std::string *why, int default_port = 3260)
 {
 	std::string host, port;
 	if (!s.empty() && s.front() == '[') {
@@ -45,7 +48,11 @@ bool parse_portal(const std::string &s, Portal *p, std::string *why)
 	if (host == "0.0.0.0" || host == "*")
 		host.clear();
 	p->host = host;
-	p->port = 3260;
+	p->port = uint16_t(std::max(default_port, 0));
+	if (port.empty() && default_port < 0) {
+		*why = "portal " + s + ": give a port (HOST:PORT)";
+		return false;
+	}
 	if (!port.empty()) {
 		char *end = nullptr;
 		unsigned long v = std::strtoul(port.c_str(), &end, 10);
@@ -237,8 +244,57 @@ bool load_file(const std::string &path, Config *c, std::string *why)
 			c->iser_portals.push_back(p);
 		}
 	}
+	if (auto *ps = t["srp_portals"].as_array()) {
+		for (auto &e : *ps) {
+			auto s = e.value<std::string>();
+			Portal p;
+			if (!s || !parse_portal(*s, &p, why, -1)) {
+				if (!s)
+					*why = path + ": srp_portals must be strings";
+				return false;
+			}
+			c->srp_portals.push_back(p);
+		}
+	}
 	if (auto v = t["rdma_device"].value<std::string>())
 		c->rdma_device = *v;
+	if (auto *st = t["srp"].as_table()) {
+		auto &x = *st;
+		for (const char *k : {"id_ext", "ioc_guid"}) {
+			if (!x.contains(k))
+				continue;
+			auto v = x[k].value<std::string>();
+			uint64_t n = 0;
+			if (!v || !parse_hex64(*v, &n)) {
+				*why =
+				    path + ": srp." + k + " must be a string of 1 to 16 hex digits";
+				return false;
+			}
+			(std::strcmp(k, "id_ext") == 0 ? c->srp.id_ext : c->srp.ioc_guid) = n;
+		}
+		if (x.contains("srq")) {
+			auto v = x["srq"].value<bool>();
+			if (!v) {
+				*why = path + ": srp.srq must be true or false";
+				return false;
+			}
+			c->srp.srq = *v;
+		}
+		if (auto *as = x["acls"].as_array()) {
+			for (auto &a : *as) {
+				auto v = a.value<std::string>();
+				std::string n;
+				if (!v || !normalize_srp_acl(*v, &n)) {
+					*why = path +
+					       ": srp.acls entries are \"0x\" + 32 hex digits (an "
+					       "initiator port id) or an IP address";
+					return false;
+				}
+				c->srp.acls.push_back(n);
+			}
+		}
+		c->srp.target = x["target"].value_or(std::string());
+	}
 	if (auto *is = t["iser"].as_table()) {
 		auto &x = *is;
 		if (auto v = x["recv_data_segment_length"].value<int64_t>())
@@ -373,6 +429,43 @@ bool parse_size(const std::string &s, uint64_t *out)
 	return true;
 }
 
+bool parse_hex64(const std::string &s, uint64_t *out)
+{
+	std::string d = s;
+	if (d.size() > 2 && d[0] == '0' && (d[1] == 'x' || d[1] == 'X'))
+		d = d.substr(2);
+	if (d.empty() || d.size() > 16 ||
+	    !std::all_of(d.begin(), d.end(), [](char ch) { return std::isxdigit(uint8_t(ch)); }))
+		return false;
+	*out = std::strtoull(d.c_str(), nullptr, 16);
+	return true;
+}
+
+bool normalize_srp_acl(const std::string &s, std::string *out)
+{
+	// srpt::port_id_str's form: "0x" and 32 lowercase hex digits (ib_srpt's RDMA/CM
+	// ACL names too).
+	if (s.size() == 34 && s[0] == '0' && (s[1] == 'x' || s[1] == 'X') &&
+	    std::all_of(s.begin() + 2, s.end(),
+	                [](char ch) { return std::isxdigit(uint8_t(ch)); })) {
+		std::string v = "0x";
+		for (size_t i = 2; i < s.size(); i++)
+			v += char(std::tolower(uint8_t(s[i])));
+		*out = v;
+		return true;
+	}
+	// A source address, in SockAddr::host()'s form (inet_ntop) so that it matches.
+	unsigned char a[sizeof(in6_addr)];
+	char buf[INET6_ADDRSTRLEN] = {};
+	for (int af : {AF_INET, AF_INET6}) {
+		if (inet_pton(af, s.c_str(), a) == 1 && inet_ntop(af, a, buf, sizeof(buf))) {
+			*out = buf;
+			return true;
+		}
+	}
+	return false;
+}
+
 void add_flags(CLI::App &app, Flags &f)
 {
 	app.add_option("--config", f.config,
@@ -383,9 +476,24 @@ void add_flags(CLI::App &app, Flags &f)
 	app.add_option("--iser-portal", f.iser_portals,
 	               "HOST:PORT to listen on for iSER (RDMA/CM), repeatable; on the soft "
 	               "provider unless --rdma-device");
+	app.add_option("--srp-portal", f.srp_portals,
+	               "HOST:PORT to listen on for SRP logins (RDMA/CM; Linux's tests use port "
+	               "5555), repeatable; on the soft provider unless --rdma-device. The "
+	               "add_target line a Linux initiator needs is logged for each");
+	app.add_option("--srp-id-ext", f.srp_id_ext,
+	               "HEX: the SRP target port id's first half, add_target's id_ext (default: "
+	               "the node GUID of the first SRP portal's device)");
+	app.add_option("--srp-ioc-guid", f.srp_ioc_guid,
+	               "HEX: the SRP target port id's second half, add_target's ioc_guid "
+	               "(default: the node GUID of the first SRP portal's device)");
+	app.add_flag("--srp-srq", f.srp_srq,
+	             "SRP channels receive on one shared receive queue per device");
+	app.add_option("--srp-acl", f.srp_acls,
+	               "an SRP initiator allowed in: \"0x\" + the 32 hex digits of its port id, "
+	               "or its source IP (repeatable; none: open)");
 	app.add_option("--rdma-device", f.rdma_device,
-	               "the verbs device for the iSER portals (e.g. rxe0); default: a soft "
-	               "device per portal address");
+	               "the verbs device for the iSER and SRP portals (e.g. rxe0); default: a "
+	               "soft device per portal address");
 	app.add_option("--target", f.target,
 	               "the target's iSCSI name (default iqn.2026-11.org.ulp:target)");
 	app.add_option("--lun", f.luns,
@@ -452,10 +560,46 @@ bool build_config(const Flags &f, Config *c, std::string *why)
 			return false;
 		c->iser_portals.push_back(po);
 	}
+	for (const std::string &p : f.srp_portals) {
+		Portal po;
+		if (!parse_portal(p, &po, why, -1)) {
+			*why = "--srp-portal: " + *why;
+			return false;
+		}
+		c->srp_portals.push_back(po);
+	}
 	if (!f.rdma_device.empty())
 		c->rdma_device = f.rdma_device;
+	if (!f.srp_id_ext.empty()) {
+		uint64_t n = 0;
+		if (!parse_hex64(f.srp_id_ext, &n)) {
+			*why = "--srp-id-ext " + f.srp_id_ext + ": 1 to 16 hex digits expected";
+			return false;
+		}
+		c->srp.id_ext = n;
+	}
+	if (!f.srp_ioc_guid.empty()) {
+		uint64_t n = 0;
+		if (!parse_hex64(f.srp_ioc_guid, &n)) {
+			*why = "--srp-ioc-guid " + f.srp_ioc_guid + ": 1 to 16 hex digits expected";
+			return false;
+		}
+		c->srp.ioc_guid = n;
+	}
+	if (f.srp_srq)
+		c->srp.srq = true;
+	for (const std::string &a : f.srp_acls) {
+		std::string n;
+		if (!normalize_srp_acl(a, &n)) {
+			*why = "--srp-acl " + a +
+			       ": \"0x\" + 32 hex digits (an initiator port id) or an IP address "
+			       "expected";
+			return false;
+		}
+		c->srp.acls.push_back(n);
+	}
 	// No portal at all: iSCSI/TCP on the well-known port.
-	if (c->portals.empty() && c->iser_portals.empty())
+	if (c->portals.empty() && c->iser_portals.empty() && c->srp_portals.empty())
 		c->portals.push_back(Portal{"", 3260});
 	if (f.workers > 0)
 		c->workers = f.workers;
@@ -531,6 +675,12 @@ bool build_config(const Flags &f, Config *c, std::string *why)
 		*why = "cmd_window must be 1..4096";
 		return false;
 	}
+	if (!c->srp.target.empty() &&
+	    std::none_of(c->targets.begin(), c->targets.end(),
+	                 [&](const TargetCfg &t) { return t.name == c->srp.target; })) {
+		*why = "srp.target " + c->srp.target + " is not a [[target]]";
+		return false;
+	}
 	std::set<std::string> names;
 	for (TargetCfg &t : c->targets) {
 		if (!iscsi::valid_iscsi_name(t.name)) {
@@ -591,6 +741,11 @@ bool instantiate(const Config &c, Runtime *rt, std::string *why)
 	tc.max_io_bytes = std::max<uint32_t>(16u << 20, c.prefs.max_burst_length);
 	// portal_addresses: set by main once the portals are bound (ports may be ephemeral).
 	uint16_t rtpi = 1;
+	// The SRP target port exports the LUNs of srp.target (or of the first target).
+	const std::string &srp_of = c.srp.target.empty() ? c.targets.front().name : c.srp.target;
+	if (!c.srp_portals.empty())
+		rt->srp_tpg =
+		    std::make_unique<scsi::Tpg>("srp:" + srp_of, uint16_t(c.targets.size() + 1));
 	for (const TargetCfg &t : c.targets) {
 		auto tpg = std::make_unique<scsi::Tpg>(t.name, rtpi++);
 		for (const LunCfg &l : t.luns) {
@@ -615,6 +770,13 @@ bool instantiate(const Config &c, Runtime *rt, std::string *why)
 				    "add LUN " + std::to_string(l.lun) + ": " + std::strerror(-rc);
 				return false;
 			}
+			if (rt->srp_tpg && t.name == srp_of) {
+				if (int rc = rt->srp_tpg->add_lun(l.lun, *lu); rc != 0) {
+					*why = "SRP: add LUN " + std::to_string(l.lun) + ": " +
+					       std::strerror(-rc);
+					return false;
+				}
+			}
 			rt->lus.push_back(std::move(lu));
 		}
 		for (const std::string &a : t.acls) {
@@ -637,6 +799,13 @@ bool instantiate(const Config &c, Runtime *rt, std::string *why)
 		}
 		tc.targets.push_back(node);
 		rt->tpgs.push_back(std::move(tpg));
+	}
+	if (rt->srp_tpg) {
+		for (const std::string &a : c.srp.acls) {
+			scsi::NodeAcl acl;
+			acl.initiator = a;
+			rt->srp_tpg->add_acl(acl);
+		}
 	}
 	return true;
 }

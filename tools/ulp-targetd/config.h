@@ -8,11 +8,18 @@
 //   workers = 2                         # event-loop threads
 //   portals = ["0.0.0.0:3260"]          # iSCSI/TCP: "host:port", IPv6 as "[::1]:3260"
 //   iser_portals = ["127.0.0.1:3260"]   # iSER (RDMA/CM): on rdma_device, or soft devices
+//   srp_portals = ["10.99.0.1:5555"]    # SRP (RDMA/CM; no well-known port: give one)
 //   rdma_device = "rxe0"                # a verbs device; "" (default): the soft provider,
-//                                       # one soft device per iSER portal address
+//                                       # one soft device per iSER or SRP portal address
 //   [iser]
 //   recv_data_segment_length = 8192     # iSER receive buffers' data room
 //   buffer_pool = "256M"                # registered data buffers per device
+//   [srp]                               # the SRP target port (with srp_portals)
+//   id_ext = "0x0002c90300a1b2c3"       # target port id, bytes 0..7 (hex); default: the
+//   ioc_guid = "0x0002c90300a1b2c3"     # node GUID of the first SRP portal's device (both)
+//   srq = false                         # one shared receive queue per device
+//   acls = ["0x" + 32 hex digits of an initiator port id, or a source IP]  # empty: open
+//   target = "iqn.2026-11.org.ulp:disk1" # whose LUNs SRP exports; default: the first
 //   [iscsi]
 //   max_recv_data_segment_length = 262144
 //   max_burst_length = 1048576
@@ -71,6 +78,11 @@ struct Flags {
 	std::string config;                    // --config FILE
 	std::vector<std::string> portals;      // --portal HOST:PORT
 	std::vector<std::string> iser_portals; // --iser-portal HOST:PORT
+	std::vector<std::string> srp_portals;  // --srp-portal HOST:PORT
+	std::string srp_id_ext;                // --srp-id-ext HEX
+	std::string srp_ioc_guid;              // --srp-ioc-guid HEX
+	bool srp_srq = false;                  // --srp-srq
+	std::vector<std::string> srp_acls;     // --srp-acl PORTID_OR_IP
 	std::string rdma_device;               // --rdma-device NAME ("" = soft provider)
 	std::string target;                    // --target NAME
 	std::vector<std::string> luns;         // --lun N:KIND[:key=value,...]
@@ -119,11 +131,22 @@ struct TargetCfg {
 	bool allow_target_reset = false; // TARGET WARM RESET and TARGET COLD RESET honoured
 };
 
+// The SRP target port (srpt::Target): its identifiers, access, and whose LUNs it serves.
+struct SrpCfg {
+	std::optional<uint64_t> id_ext;   // unset: the first SRP portal's device node GUID
+	std::optional<uint64_t> ioc_guid; // likewise (ib_srpt's srpt_service_guid)
+	bool srq = false;                 // one SRQ per device instead of per-channel rings
+	std::vector<std::string> acls;    // "0x" + 32 lowercase hex digits, or an IP; empty: open
+	std::string target;               // the [[target]] whose LUNs it exports; "": the first
+};
+
 struct Config {
 	std::vector<Portal> portals;      // iSCSI/TCP
 	std::vector<Portal> iser_portals; // iSER
-	std::string rdma_device;          // the iSER portals' verbs device; "": soft devices
+	std::vector<Portal> srp_portals;  // SRP
+	std::string rdma_device; // the iSER and SRP portals' verbs device; "": soft devices
 	ulp::iser::PortalConfig iser;
+	SrpCfg srp;
 	std::vector<TargetCfg> targets;
 	int workers = 1;
 	ulp::iscsi::OperationalPrefs prefs;
@@ -143,11 +166,21 @@ struct Runtime {
 	std::vector<std::unique_ptr<ulp::scsi::LogicalUnit>> lus;
 	std::vector<std::unique_ptr<ulp::scsi::Tpg>> tpgs;
 	ulp::iscsi::target::TargetConfig target_cfg;
+	// With SRP portals: the SRP target port's own group (its own ACLs and relative port
+	// id) over the same logical units as the iSCSI target it exports.
+	std::unique_ptr<ulp::scsi::Tpg> srp_tpg;
 };
 
 bool instantiate(const Config &cfg, Runtime *rt, std::string *why);
 
 // "1G" -> 1073741824 (K, M, G, T: powers of 1024; a bare number is bytes).
 bool parse_size(const std::string &s, uint64_t *out);
+
+// A 64-bit identifier in hex, "0x" optional, 1..16 digits ("0002c90300a1b2c3").
+bool parse_hex64(const std::string &s, uint64_t *out);
+
+// An SRP ACL entry as srpt::Target matches it: "0x" + 32 hex digits (lowercased), or an
+// IPv4/IPv6 address as given. false when it is neither.
+bool normalize_srp_acl(const std::string &s, std::string *out);
 
 } // namespace targetd

@@ -1,15 +1,21 @@
 // SPDX-License-Identifier: MIT
-// tools/ulp-targetd/main.cc - ulp-targetd: serves LUNs over iSCSI/TCP and iSER.
+// tools/ulp-targetd/main.cc - ulp-targetd: serves LUNs over iSCSI/TCP, iSER and SRP.
 //
 //   ulp-targetd --portal 0.0.0.0:3260 --target iqn.2026-11.org.ulp:disk
 //               --lun 0:ram:size=1G --lun 1:file:path=/srv/disk.img,size=10G
 //   ulp-targetd --iser-portal 10.99.0.1:3260 --rdma-device rxe0 --lun 0:ram:size=1G
 //   ulp-targetd --iser-portal 127.0.0.1:3260 --lun 0:ram:size=1G     (soft provider)
+//   ulp-targetd --srp-portal 10.99.0.1:5555 --rdma-device rxe0 --lun 0:ram:size=1G
 //
 // One target from flags (the common case); several from a config file (--config, see
 // config.h). Runs until SIGINT or SIGTERM, then: stop accepting, ask every session to log
 // out and drain it (bounded), flush every backstore, exit. One log line per login and
 // logout, with the initiator's name and address.
+//
+// SRP: one target port (srpt::Target) exporting one iSCSI target's LUNs through its own
+// port group, on every --srp-portal; each portal logs the add_target line a Linux
+// initiator writes to log in. The iSER and SRP portals share the provider set-up (the
+// verbs device, or one soft device per address).
 //
 // SIGHUP re-reads the size of every LUN's storage (a file's length, a block device's
 // size; ram and null LUNs cannot change from outside and stay as they are) and applies a
@@ -24,6 +30,8 @@
 #include "providers/soft/soft.h"
 #include "scsi/lu.h"
 #include "scsi/tpg.h"
+#include "srpt/portal.h"
+#include "srpt/target.h"
 #include "tools/common/named_device.h"
 
 #include <CLI/CLI.hpp>
@@ -122,33 +130,39 @@ void flush_all(const std::vector<std::unique_ptr<scsi::LogicalUnit>> &lus)
 	}
 }
 
-// The iSER portals' provider: the named verbs device's, or the soft provider with one soft
-// device per portal address (a soft device owns one IPv4 address; "any" means loopback).
-struct IserSetup {
+// The RDMA portals' (iSER and SRP) provider: the named verbs device's, or the soft provider
+// with one soft device per portal address (a soft device owns one IPv4 address; "any"
+// means loopback). An iSER and an SRP portal on one address share the device.
+struct RdmaSetup {
 	Provider *provider = nullptr;
 	std::vector<Device *> soft_devices; // ours to destroy
 	std::vector<std::string> soft_ips;  // their addresses
-	~IserSetup()
+	~RdmaSetup()
 	{
 		for (Device *d : soft_devices)
 			soft::destroy_device(d);
 	}
 };
 
-bool iser_setup(targetd::Config &cfg, IserSetup *s, std::string *why)
+bool rdma_setup(targetd::Config &cfg, RdmaSetup *s, std::string *why)
 {
+	std::vector<targetd::Portal *> all;
+	for (auto *v : {&cfg.iser_portals, &cfg.srp_portals})
+		for (targetd::Portal &p : *v)
+			all.push_back(&p);
 	if (!cfg.rdma_device.empty()) {
 		tools::NamedDevice nd;
 		if (!tools::open_named_device(cfg.rdma_device, &nd, why))
 			return false;
 		s->provider = nd.provider;
-		for (targetd::Portal &p : cfg.iser_portals)
-			if (p.host.empty())
-				p.host = nd.ip.empty() ? "0.0.0.0" : nd.ip;
+		for (targetd::Portal *p : all)
+			if (p->host.empty())
+				p->host = nd.ip.empty() ? "0.0.0.0" : nd.ip;
 		return true;
 	}
 	s->provider = &soft::provider();
-	for (targetd::Portal &p : cfg.iser_portals) {
+	for (targetd::Portal *pp : all) {
+		targetd::Portal &p = *pp;
 		if (p.host.empty() || p.host == "0.0.0.0")
 			p.host = "127.0.0.1";
 		if (std::find(s->soft_ips.begin(), s->soft_ips.end(), p.host) != s->soft_ips.end())
@@ -179,8 +193,8 @@ std::string portal_str(const std::string &host, uint16_t port)
 int main(int argc, char **argv)
 {
 	CLI::App app{
-	    "ulp-targetd: an iSCSI target (TCP and iSER) serving LUNs from RAM, files, block "
-	    "devices or nothing (null), with the ulp SCSI target core."};
+	    "ulp-targetd: an iSCSI (TCP and iSER) and SRP target serving LUNs from RAM, files, "
+	    "block devices or nothing (null), with the ulp SCSI target core."};
 	app.footer(
 	    "Signals: SIGINT, SIGTERM: log every session out (bounded), flush, exit.\n"
 	    "SIGHUP: re-read every LUN's storage size - a file's length, a block device's size "
@@ -226,9 +240,10 @@ int main(int argc, char **argv)
 	}
 	// iSER portals: one Portal each (they share the per-device buffers only within
 	// one portal; a daemon usually has one).
-	IserSetup iser;
+	RdmaSetup rdma;
 	std::vector<std::unique_ptr<iser::Portal>> iser_portals;
-	if (!cfg.iser_portals.empty() && !iser_setup(cfg, &iser, &why)) {
+	if ((!cfg.iser_portals.empty() || !cfg.srp_portals.empty()) &&
+	    !rdma_setup(cfg, &rdma, &why)) {
 		std::fprintf(stderr, "ulp-targetd: --rdma-device %s\n", why.c_str());
 		return 1;
 	}
@@ -240,12 +255,41 @@ int main(int argc, char **argv)
 			             portal_str(p.host, p.port).c_str());
 			return 1;
 		}
-		auto ip = std::make_unique<iser::Portal>(target, *iser.provider, cfg.iser);
+		auto ip = std::make_unique<iser::Portal>(target, *rdma.provider, cfg.iser);
 		if (ip->listen(*a, &why) != 0) {
 			std::fprintf(stderr, "ulp-targetd: iSER portal %s\n", why.c_str());
 			return 1;
 		}
 		iser_portals.push_back(std::move(ip));
+	}
+	// SRP: one target port on every SRP portal. Declared after the iSCSI target's pieces
+	// and before its portals: the portals' channels point into it, so it goes after them.
+	std::unique_ptr<srpt::Target> srp;
+	std::vector<std::unique_ptr<srpt::Portal>> srp_portals;
+	if (!cfg.srp_portals.empty()) {
+		srpt::TargetConfig sc;
+		sc.tpg = rt.srp_tpg.get();
+		sc.id_ext = cfg.srp.id_ext;
+		sc.ioc_guid = cfg.srp.ioc_guid;
+		sc.use_srq = cfg.srp.srq;
+		srp = std::make_unique<srpt::Target>(sc);
+	}
+	for (const targetd::Portal &p : cfg.srp_portals) {
+		const std::string ps = portal_str(p.host, p.port);
+		std::optional<SockAddr> a = SockAddr::parse(ps);
+		if (!a) {
+			std::fprintf(stderr, "ulp-targetd: SRP portal %s: not an address\n",
+			             ps.c_str());
+			return 1;
+		}
+		// Portal::listen logs the add_target line (srpt, info).
+		auto sp = std::make_unique<srpt::Portal>(*srp, *rdma.provider);
+		if (sp->listen(*a, &why) != 0) {
+			std::fprintf(stderr, "ulp-targetd: SRP portal %s: %s\n", ps.c_str(),
+			             why.c_str());
+			return 1;
+		}
+		srp_portals.push_back(std::move(sp));
 	}
 	if (::pipe2(sig_pipe, O_CLOEXEC) != 0) {
 		std::perror("ulp-targetd: pipe");
@@ -269,6 +313,11 @@ int main(int argc, char **argv)
 			std::fprintf(stderr, "ulp-targetd: iSER start: %s\n", std::strerror(-rc));
 			return 1;
 		}
+	for (auto &sp : srp_portals)
+		if (int rc = sp->start(); rc != 0) {
+			std::fprintf(stderr, "ulp-targetd: SRP start: %s\n", std::strerror(-rc));
+			return 1;
+		}
 	std::vector<std::string> addrs;
 	for (size_t i = 0; i < server.portals(); i++) {
 		addrs.push_back(portal_str(cfg.portals[i].host, server.port(i)));
@@ -284,6 +333,21 @@ int main(int argc, char **argv)
 			addrs.push_back(a);
 	}
 	target.set_portal_addresses(addrs);
+	for (size_t i = 0; i < srp_portals.size(); i++)
+		log_line(
+		    "listening on " + srp_portals[i]->addr() + " (SRP, " +
+		    (cfg.rdma_device.empty() ? std::string("soft provider") : cfg.rdma_device) +
+		    ")");
+	if (srp) {
+		std::string luns;
+		for (uint64_t l : rt.srp_tpg->lun_list(nullptr))
+			luns += " " + std::to_string(l);
+		log_line("SRP target port exports " + rt.srp_tpg->name().substr(4) + " luns" +
+		         luns +
+		         (cfg.srp.acls.empty() ? " (open)"
+		                               : " acls " + std::to_string(cfg.srp.acls.size())) +
+		         (cfg.srp.srq ? " srq" : ""));
+	}
 	for (const auto &t : cfg.targets) {
 		std::string luns;
 		for (const auto &l : t.luns)
@@ -302,6 +366,9 @@ int main(int argc, char **argv)
 		if (!iser_portals.empty())
 			line += (server.portals() ? "iser " : "") +
 			        std::to_string(iser_portals[0]->port()) + "\n";
+		if (!srp_portals.empty())
+			line += (line.empty() ? "" : "srp ") +
+			        std::to_string(srp_portals[0]->port()) + "\n";
 		(void)!::write(f.ready_fd, line.data(), line.size());
 		::close(f.ready_fd);
 	}
@@ -321,14 +388,30 @@ int main(int argc, char **argv)
 	server.stop_accepting();
 	for (auto &ip : iser_portals)
 		ip->stop_accepting();
+	for (auto &sp : srp_portals)
+		sp->stop_accepting();
 	const auto grace = std::chrono::milliseconds(cfg.shutdown_grace_ms);
 	const auto limit = std::chrono::milliseconds(cfg.shutdown_timeout_ms);
+	const auto deadline = std::chrono::steady_clock::now() + limit;
 	if (!target.stop(grace, limit))
 		log_line("some sessions did not end in time; exiting anyway");
+	// SRP has no logout of the target's own: its channels are disconnected (Linux's
+	// ib_srp then reconnects on its own schedule, to nobody) and drained, within what is
+	// left of the same bound.
+	if (srp) {
+		const auto left = std::max(std::chrono::milliseconds(1000),
+		                           std::chrono::duration_cast<std::chrono::milliseconds>(
+		                               deadline - std::chrono::steady_clock::now()));
+		if (!srp->stop(left))
+			log_line("some SRP channels did not end in time; exiting anyway");
+	}
 	server.stop();
 	for (auto &ip : iser_portals)
 		ip->stop();
 	iser_portals.clear();
+	for (auto &sp : srp_portals)
+		sp->stop();
+	srp_portals.clear();
 	flush_all(rt.lus);
 	log_line("stopped");
 	return 0;

@@ -1,0 +1,137 @@
+#!/usr/bin/env bash
+# tests/srpt/targetd_srp_smoke.sh ULP_TARGETD - ulp-targetd's SRP flags on the soft provider
+# (no VM): an SRP portal starts and logs the add_target line a Linux initiator needs, with
+# the configured or the device's identifiers; SIGTERM ends it in time with status 0; the
+# same from a TOML file; bad values exit 2 with a clear message. Logins are the VM test's
+# (tests/vm/srp_linux.sh) and the srpt suites'.
+set -euo pipefail
+targetd=${1:?usage: targetd_srp_smoke.sh ULP_TARGETD}
+work=$(mktemp -d)
+pid=''
+cleanup() {
+	set +e
+	[[ -n $pid ]] && kill -KILL "$pid" 2>/dev/null
+	rm -rf "$work"
+	return 0
+}
+trap cleanup EXIT
+fail() {
+	echo "targetd_srp_smoke: FAIL: $*"
+	for f in "$work"/*.log; do
+		[[ -e $f ]] && { echo "--- $f"; tail -n 30 "$f"; }
+	done
+	exit 1
+}
+pass() { echo "targetd_srp_smoke: PASS: $*"; }
+
+# $1: a name for the logs; the rest: ulp-targetd's arguments. Sets pid and port.
+start() {
+	local name=$1
+	shift
+	rm -f "$work/port"
+	"$targetd" "$@" --ready-fd 9 9>"$work/port" 2>"$work/$name.log" &
+	pid=$!
+	for _ in $(seq 200); do # bounded: 10 s
+		[[ -s $work/port ]] && break
+		kill -0 "$pid" 2>/dev/null || fail "$name: ulp-targetd exited during start-up"
+		sleep 0.05
+	done
+	port=$(head -n 1 "$work/port")
+	[[ $port =~ ^[0-9]+$ && $port != 0 ]] || fail "$name: no port on --ready-fd ('$port')"
+}
+# SIGTERM: exit 0 within 10 s, with its "stopped" line.
+stop() {
+	local name=$1 rc=0
+	kill -TERM "$pid"
+	for _ in $(seq 200); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.05
+	done
+	kill -0 "$pid" 2>/dev/null && fail "$name: still running 10 s after SIGTERM"
+	wait "$pid" || rc=$?
+	pid=''
+	((rc == 0)) || fail "$name: exit status $rc after SIGTERM"
+	grep -q 'ulp-targetd: stopped' "$work/$name.log" || fail "$name: no 'stopped' line"
+}
+# The add_target line logged for 127.0.0.1:$port, at the default level (info).
+add_target_of() {
+	grep -oE "echo id_ext=[0-9a-f]{16},ioc_guid=[0-9a-f]{16},dest=127\.0\.0\.1:$port " \
+		"$work/$1.log" | head -n 1 | sed 's/^echo //; s/ $//'
+}
+
+# ---- flags: the device's node GUID for both halves ------------------------------------------
+start flags --srp-portal 127.0.0.1:0 --lun 0:ram:size=16M --lun 1:null:size=1G
+line=$(add_target_of flags)
+[[ -n $line ]] || fail "flags: no add_target line for 127.0.0.1:$port in the log"
+ide=$(sed -E 's/^id_ext=([0-9a-f]+),.*/\1/' <<<"$line")
+ioc=$(sed -E 's/.*ioc_guid=([0-9a-f]+),.*/\1/' <<<"$line")
+[[ $ide == "$ioc" && $ide != 0000000000000000 ]] ||
+	fail "flags: id_ext and ioc_guid should both be the node GUID: $line"
+grep -q 'SRP target port exports .* luns 0 1 (open)' "$work/flags.log" ||
+	fail "flags: no 'SRP target port exports ... luns 0 1' line"
+stop flags
+pass "--srp-portal: listens on port $port, logs '$line', SIGTERM ends it"
+
+# ---- flags: given identifiers, an SRQ, ACLs --------------------------------------------------
+start ids --srp-portal 127.0.0.1:0 --srp-id-ext 0x0123456789ABCDEF --srp-ioc-guid fedcba98 \
+	--srp-srq --srp-acl 0xFE800000000000000002C90300A1B2C3 --srp-acl 10.99.0.1 \
+	--lun 0:ram:size=16M
+line=$(add_target_of ids)
+[[ $line == "id_ext=0123456789abcdef,ioc_guid=00000000fedcba98,dest=127.0.0.1:$port" ]] ||
+	fail "ids: add_target line '$line'"
+grep -q 'acls 2 srq' "$work/ids.log" || fail "ids: ACLs or SRQ not in the start-up line"
+stop ids
+pass "--srp-id-ext, --srp-ioc-guid, --srp-srq, --srp-acl: '$line'"
+
+# ---- TOML: srp_portals and [srp] ------------------------------------------------------------
+cat >"$work/t.toml" <<TOML
+srp_portals = ["127.0.0.1:0"]
+[srp]
+id_ext = "0x1122334455667788"
+ioc_guid = "99aabbccddeeff00"
+acls = ["127.0.0.1"]
+target = "iqn.2026-11.org.ulp:second"
+[[target]]
+name = "iqn.2026-11.org.ulp:first"
+  [[target.lun]]
+  lun = 0
+  backstore = "ram"
+  size = "8M"
+[[target]]
+name = "iqn.2026-11.org.ulp:second"
+  [[target.lun]]
+  lun = 3
+  backstore = "ram"
+  size = "8M"
+TOML
+start toml --config "$work/t.toml"
+line=$(add_target_of toml)
+[[ $line == "id_ext=1122334455667788,ioc_guid=99aabbccddeeff00,dest=127.0.0.1:$port" ]] ||
+	fail "toml: add_target line '$line'"
+grep -q 'SRP target port exports iqn.2026-11.org.ulp:second luns 3 acls 1' "$work/toml.log" ||
+	fail "toml: the SRP target port should export the second target's LUN 3"
+stop toml
+pass "TOML srp_portals + [srp]: '$line'"
+
+# ---- bad values: exit 2 and a message naming the problem -------------------------------------
+# $1: what the message must contain; the rest: the arguments.
+bad() {
+	local want=$1 rc=0
+	shift
+	timeout 10 "$targetd" --lun 0:ram:size=1M "$@" >"$work/bad.out" 2>&1 || rc=$?
+	((rc == 2)) || fail "'$*': exit status $rc, expected 2: $(cat "$work/bad.out")"
+	grep -q -- "$want" "$work/bad.out" || fail "'$*': no '$want' in: $(cat "$work/bad.out")"
+}
+bad '--srp-id-ext zz' --srp-portal 127.0.0.1:0 --srp-id-ext zz
+bad '--srp-id-ext 0x' --srp-portal 127.0.0.1:0 --srp-id-ext 0x11223344556677889
+bad '--srp-ioc-guid' --srp-portal 127.0.0.1:0 --srp-ioc-guid 12g4
+bad '--srp-acl' --srp-portal 127.0.0.1:0 --srp-acl 0x1234
+bad '--srp-acl' --srp-portal 127.0.0.1:0 --srp-acl iqn.2026-11.org.ulp:x
+bad 'give a port' --srp-portal 127.0.0.1
+bad 'bad port' --srp-portal 127.0.0.1:99999
+printf '[srp]\nid_ext = 5\n' >"$work/bad.toml"
+bad 'srp.id_ext' --config "$work/bad.toml"
+printf '[srp]\ntarget = "iqn.2026-11.org.ulp:nope"\n' >"$work/bad2.toml"
+bad 'srp.target' --config "$work/bad2.toml"
+pass "bad SRP values exit 2 with a message"
+echo "targetd_srp_smoke: passed"
