@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: MIT
 // tools/ulp-initiator/main.cc - ulp-initiator: logs in to an iSCSI target (TCP or iSER)
-// and runs a verified workload on one LUN.
+// or an SRP target, and runs a verified workload on one LUN.
 //
 //   ulp-initiator --portal 127.0.0.1:3260 --target iqn.2026-11.org.ulp:disk
 //                 --workload randwrite --bs 4k --qd 32 --runtime 10 --verify-only
 //   ulp-initiator --transport iser --portal 127.0.0.1:3260 ...        (soft provider)
 //   ulp-initiator --transport iser --rdma-device rxe0 --portal 10.99.0.1:3260 ...
+//   ulp-initiator --transport srp --srp-target id_ext=..,ioc_guid=..,dest=10.99.0.1:5555
+//                 --rdma-device rxe0 ...           (the add_target line the target logs)
 //
 // Progress once a second on stderr; the final figures on stdout (text, or --json).
 // Exit status: 0 success; 1 the run failed (login refused, lost connection, failed I/O,
@@ -16,6 +18,7 @@
 #include "iser/initiator.h"
 #include "providers/soft/soft.h"
 #include "tools/common/named_device.h"
+#include "tools/ulp-initiator/srp_session.h"
 #include "tools/ulp-initiator/workload.h"
 
 #include <CLI/CLI.hpp>
@@ -147,7 +150,8 @@ void print_phase_text(const char *name, const PhaseStats &p)
 int main(int argc, char **argv)
 {
 	CLI::App app{
-	    "ulp-initiator: logs in to an iSCSI target (TCP or iSER) and runs a workload on one "
+	    "ulp-initiator: logs in to an iSCSI target (TCP or iSER) or an SRP target and runs a "
+	    "workload on one "
 	    "LUN, verifying what it reads back.\n\nEvery block written carries its LBA, "
 	    "a generation number and a CRC32C; reads of blocks written this run must "
 	    "match the latest generation, reads of other blocks that carry a header "
@@ -165,15 +169,28 @@ int main(int argc, char **argv)
 	bool json = false, quiet = false, discover = false;
 	double cmd_timeout = 30;
 	std::string transport = "tcp", rdma_device, src_ip;
+	SrpArgs srp_args;
 
-	app.add_option("--portal,-p", portal_s, "target portal HOST[:PORT] (port 3260 by default)")
-	    ->required();
+	app.add_option("--portal,-p", portal_s,
+	               "target portal HOST[:PORT] (port 3260 by default; SRP: 5555)");
 	app.add_option("--transport", transport,
-	               "tcp or iser (iSCSI over RDMA: the soft provider unless --rdma-device)");
+	               "tcp, iser (iSCSI over RDMA) or srp (SRP over RDMA/CM); RDMA on the soft "
+	               "provider unless --rdma-device");
 	app.add_option("--rdma-device", rdma_device,
-	               "iser: the verbs device to use (e.g. rxe0); default: a soft device");
+	               "iser, srp: the verbs device to use (e.g. rxe0); default: a soft device");
 	app.add_option("--src-ip", src_ip,
-	               "iser: our address (the soft device's; default: the portal's host)");
+	               "iser, srp: our address (the soft device's; default: the portal's host)");
+	app.add_option("--srp-target", srp_args.add_target,
+	               "srp: the target as Linux's add_target names it "
+	               "(id_ext=HEX,ioc_guid=HEX,dest=HOST:PORT), as ulp-targetd logs it");
+	app.add_option("--srp-id-ext", srp_args.id_ext, "srp: the target port id's id_ext (hex)");
+	app.add_option("--srp-ioc-guid", srp_args.ioc_guid,
+	               "srp: the target port id's ioc_guid (hex)");
+	app.add_option("--srp-initiator-ext", srp_args.initiator_ext,
+	               "srp: our port id's high half (hex, default 1)");
+	app.add_option("--srp-channels", srp_args.channels,
+	               "srp: RDMA channels of the nexus, as Linux's ch_count (default 1)")
+	    ->check(CLI::Range(1, 64));
 	app.add_option("--target,-t", target,
 	               "target name (iqn...); without it, the first target SendTargets reports");
 	app.add_option("--lun,-l", lun, "LUN to run on (default 0)");
@@ -226,9 +243,14 @@ int main(int argc, char **argv)
 		std::fprintf(stderr, "ulp-initiator: %s\n", m.c_str());
 		return 2;
 	};
+	if (transport != "tcp" && transport != "iser" && transport != "srp")
+		return usage("--transport must be tcp, iser or srp, not " + transport);
+	const bool srp = transport == "srp";
 	iscsi::initiator::Portal portal;
 	std::string why;
-	if (!iscsi::initiator::parse_portal(portal_s, &portal, &why))
+	if (portal_s.empty() && !(srp && !srp_args.add_target.empty()))
+		return usage("--portal HOST[:PORT] is required");
+	if (!srp && !iscsi::initiator::parse_portal(portal_s, &portal, &why))
 		return usage("--portal: " + why);
 	WorkloadConfig wc;
 	if (!pattern_from_name(workload, &wc.pattern))
@@ -327,11 +349,95 @@ int main(int argc, char **argv)
 	log::set_program("ulp-initiator");
 	log::set_level(quiet ? log::Level::Warn : log::Level::Info);
 
+	const bool iser = transport == "iser";
+	// What every transport reports the same way: the figures, verification, the result.
+	auto report = [&](const std::string &name, const std::string &where, const RunResult &res,
+	                  bool logged_out, const std::string &extra_json,
+	                  const std::string &extra_text) {
+		for (const auto &m : res.error_msgs)
+			std::fprintf(stderr, "ulp-initiator: %s\n", m.c_str());
+		for (const auto &m : res.verify_msgs)
+			std::fprintf(stderr, "ulp-initiator: %s\n", m.c_str());
+		if (!res.fatal.empty())
+			std::fprintf(stderr, "ulp-initiator: run ended early: %s\n",
+			             res.fatal.c_str());
+		const uint64_t errors = res.main.errors + res.verify_pass.errors;
+		const bool ok = res.fatal.empty() && errors == 0 && res.verify_errors == 0;
+
+		if (json) {
+			std::printf(
+			    "{\n  \"target\": \"%s\", \"portal\": \"%s\", \"lun\": %" PRIu64
+			    ", \"workload\": \"%s\", \"bs\": %u, \"qd\": %u, \"seed\": %" PRIu64
+			    ", \"block_size\": %u, \"lun_blocks\": %" PRIu64 ",\n",
+			    json_escape(name).c_str(), json_escape(where).c_str(), lun,
+			    pattern_name(wc.pattern), wc.bs, wc.qd, seed, res.block_size,
+			    res.lun_blocks);
+			const double sec = res.main.seconds > 0 ? res.main.seconds : 1e-9;
+			std::printf("  \"ios\": %" PRIu64 ", \"iops\": %.1f, \"mb_per_s\": %.3f, "
+			            "\"errors\": %" PRIu64 ", \"p50_us\": %.1f, \"p90_us\": %.1f, "
+			            "\"p99_us\": %.1f, \"p99_9_us\": %.1f, \"max_us\": %.1f,\n",
+			            res.main.ios, double(res.main.ios) / sec,
+			            double(res.main.bytes) / sec / 1e6, errors,
+			            us(res.main.lat.percentile(0.5)),
+			            us(res.main.lat.percentile(0.9)),
+			            us(res.main.lat.percentile(0.99)),
+			            us(res.main.lat.percentile(0.999)), us(res.main.lat.max()));
+			std::printf("  \"verify\": %s, \"verified_blocks\": %" PRIu64
+			            ", \"verify_errors\": %" PRIu64 ",\n",
+			            wc.verify ? "true" : "false", res.verified_blocks,
+			            res.verify_errors);
+			print_phase_json("main", res.main, false);
+			if (wc.verify_pass)
+				print_phase_json("verify_pass", res.verify_pass, false);
+			std::printf("  \"transport\": \"%s\",\n", transport.c_str());
+			std::printf("%s", extra_json.c_str());
+			std::printf("  \"logged_out\": %s, \"ok\": %s, \"fatal\": \"%s\"\n}\n",
+			            logged_out ? "true" : "false", ok ? "true" : "false",
+			            json_escape(res.fatal).c_str());
+		} else {
+			std::printf("ulp-initiator: %s LUN %" PRIu64 " (%" PRIu64
+			            " blocks of %u bytes) at %s, "
+			            "%s bs %u qd %u seed %" PRIu64 "\n",
+			            name.c_str(), lun, res.lun_blocks, res.block_size,
+			            where.c_str(), pattern_name(wc.pattern), wc.bs, wc.qd, seed);
+			print_phase_text(pattern_name(wc.pattern), res.main);
+			if (wc.verify_pass)
+				print_phase_text("verify pass", res.verify_pass);
+			std::printf("%s", extra_text.c_str());
+			std::printf("verify: %s, %" PRIu64 " blocks checked, %" PRIu64
+			            " mismatches\n",
+			            wc.verify || wc.verify_pass ? "on" : "off", res.verified_blocks,
+			            res.verify_errors);
+			std::printf("result: %s\n", ok                  ? "ok"
+			                            : res.fatal.empty() ? "FAILED"
+			                                                : "FAILED: ended early");
+		}
+		return ok ? 0 : 1;
+	};
+
+	if (srp) {
+		SrpSession ss;
+		if (!ss.configure(srp_args, portal_s, rdma_device, src_ip, qd, wc.bs, cmd_timeout,
+		                  &wc.arena, &why))
+			return usage(why);
+		if (!ss.login(&why)) {
+			std::fprintf(stderr, "ulp-initiator: SRP login to %s: %s\n",
+			             ss.where().c_str(), why.c_str());
+			return 1;
+		}
+		RunResult res;
+		if (!run_workload(ss.disk(), wc, &res, &why)) {
+			std::fprintf(stderr, "ulp-initiator: %s\n", why.c_str());
+			ss.logout();
+			return 1;
+		}
+		const bool logged_out = res.fatal.empty() && ss.logout();
+		return report("SRP target " + ss.where(), ss.where(), res, logged_out,
+		              ss.stats_json(), ss.stats_text());
+	}
+
 	// iSER: a device (a named verbs one, or a soft one of our own at the source address),
 	// the I/O buffers in one registered arena (zero copy), and a transport per connection.
-	if (transport != "tcp" && transport != "iser")
-		return usage("--transport must be tcp or iser, not " + transport);
-	const bool iser = transport == "iser";
 	iscsi::initiator::TransportFactory make_tp;
 	iser::InitiatorConfig xc;
 	iser::InitiatorStats xstats;
@@ -420,7 +526,8 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	RunResult res;
-	if (!run_workload(s, wc, &res, &why)) {
+	IscsiDisk disk(s);
+	if (!run_workload(disk, wc, &res, &why)) {
 		std::fprintf(stderr, "ulp-initiator: %s\n", why.c_str());
 		s.logout();
 		return s.state() == iscsi::initiator::SessionState::Failed ? 1 : 2;
@@ -429,69 +536,21 @@ int main(int argc, char **argv)
 	if (res.fatal.empty())
 		logged_out = s.logout();
 
-	for (const auto &m : res.error_msgs)
-		std::fprintf(stderr, "ulp-initiator: %s\n", m.c_str());
-	for (const auto &m : res.verify_msgs)
-		std::fprintf(stderr, "ulp-initiator: %s\n", m.c_str());
-	if (!res.fatal.empty())
-		std::fprintf(stderr, "ulp-initiator: run ended early: %s\n", res.fatal.c_str());
-	const uint64_t errors = res.main.errors + res.verify_pass.errors;
-	const bool ok = res.fatal.empty() && errors == 0 && res.verify_errors == 0;
-
-	if (json) {
-		std::printf("{\n  \"target\": \"%s\", \"portal\": \"%s\", \"lun\": %" PRIu64
-		            ", \"workload\": \"%s\", \"bs\": %u, \"qd\": %u, \"seed\": %" PRIu64
-		            ", \"block_size\": %u, \"lun_blocks\": %" PRIu64 ",\n",
-		            json_escape(target).c_str(),
-		            json_escape(iscsi::initiator::portal_str(portal)).c_str(), lun,
-		            pattern_name(wc.pattern), wc.bs, wc.qd, seed, res.block_size,
-		            res.lun_blocks);
-		const double sec = res.main.seconds > 0 ? res.main.seconds : 1e-9;
-		std::printf("  \"ios\": %" PRIu64 ", \"iops\": %.1f, \"mb_per_s\": %.3f, "
-		            "\"errors\": %" PRIu64 ", \"p50_us\": %.1f, \"p90_us\": %.1f, "
-		            "\"p99_us\": %.1f, \"p99_9_us\": %.1f, \"max_us\": %.1f,\n",
-		            res.main.ios, double(res.main.ios) / sec,
-		            double(res.main.bytes) / sec / 1e6, errors,
-		            us(res.main.lat.percentile(0.5)), us(res.main.lat.percentile(0.9)),
-		            us(res.main.lat.percentile(0.99)), us(res.main.lat.percentile(0.999)),
-		            us(res.main.lat.max()));
-		std::printf("  \"verify\": %s, \"verified_blocks\": %" PRIu64
-		            ", \"verify_errors\": %" PRIu64 ",\n",
-		            wc.verify ? "true" : "false", res.verified_blocks, res.verify_errors);
-		print_phase_json("main", res.main, false);
-		if (wc.verify_pass)
-			print_phase_json("verify_pass", res.verify_pass, false);
-		std::printf("  \"transport\": \"%s\",\n", transport.c_str());
-		if (iser)
-			std::printf("  \"iser\": {\"mapped\": %" PRIu64 ", \"bounced\": %" PRIu64
-			            ", \"remote_inv\": %" PRIu64 ", \"local_inv\": %" PRIu64
-			            ", \"backlogged\": %" PRIu64 "},\n",
-			            xstats.mapped, xstats.bounced, xstats.remote_inv,
-			            xstats.local_inv, xstats.backlogged);
-		std::printf("  \"logged_out\": %s, \"ok\": %s, \"fatal\": \"%s\"\n}\n",
-		            logged_out ? "true" : "false", ok ? "true" : "false",
-		            json_escape(res.fatal).c_str());
-	} else {
-		std::printf("ulp-initiator: %s LUN %" PRIu64 " (%" PRIu64
-		            " blocks of %u bytes) at %s, "
-		            "%s bs %u qd %u seed %" PRIu64 "\n",
-		            target.c_str(), lun, res.lun_blocks, res.block_size,
-		            iscsi::initiator::portal_str(portal).c_str(), pattern_name(wc.pattern),
-		            wc.bs, wc.qd, seed);
-		print_phase_text(pattern_name(wc.pattern), res.main);
-		if (wc.verify_pass)
-			print_phase_text("verify pass", res.verify_pass);
-		if (iser)
-			std::printf(
-			    "iser: %" PRIu64 " buffers registered (%" PRIu64 " bounced), %" PRIu64
-			    " invalidated by the target, %" PRIu64 " here\n",
-			    xstats.mapped, xstats.bounced, xstats.remote_inv, xstats.local_inv);
-		std::printf("verify: %s, %" PRIu64 " blocks checked, %" PRIu64 " mismatches\n",
-		            wc.verify || wc.verify_pass ? "on" : "off", res.verified_blocks,
-		            res.verify_errors);
-		std::printf("result: %s\n", ok                  ? "ok"
-		                            : res.fatal.empty() ? "FAILED"
-		                                                : "FAILED: ended early");
+	std::string ij, it;
+	if (iser) {
+		char b[256];
+		std::snprintf(b, sizeof(b),
+		              "  \"iser\": {\"mapped\": %" PRIu64 ", \"bounced\": %" PRIu64
+		              ", \"remote_inv\": %" PRIu64 ", \"local_inv\": %" PRIu64
+		              ", \"backlogged\": %" PRIu64 "},\n",
+		              xstats.mapped, xstats.bounced, xstats.remote_inv, xstats.local_inv,
+		              xstats.backlogged);
+		ij = b;
+		std::snprintf(b, sizeof(b),
+		              "iser: %" PRIu64 " buffers registered (%" PRIu64 " bounced), %" PRIu64
+		              " invalidated by the target, %" PRIu64 " here\n",
+		              xstats.mapped, xstats.bounced, xstats.remote_inv, xstats.local_inv);
+		it = b;
 	}
-	return ok ? 0 : 1;
+	return report(target, iscsi::initiator::portal_str(portal), res, logged_out, ij, it);
 }

@@ -90,6 +90,15 @@ void Tracker::end_write(uint64_t blk, uint32_t n, uint64_t gen, bool good)
 	}
 }
 
+void Tracker::cancel_write(uint64_t blk, uint32_t n)
+{
+	for (uint32_t i = 0; i < n; i++) {
+		Block &b = state_[blk + i];
+		b.inflight--;
+		b.started--;
+	}
+}
+
 void Tracker::start_read(uint64_t blk, uint32_t n, ReadSnapshot *s) const
 {
 	s->first_block = blk;

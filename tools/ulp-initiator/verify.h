@@ -75,6 +75,9 @@ public:
 	// It ended: good means the target acknowledged it; otherwise the blocks' contents
 	// are uncertain from now on (they are not checked again this run).
 	void end_write(uint64_t blk, uint32_t n, uint64_t gen, bool good);
+	// A write started and then never sent (the transport had no credit): as if never
+	// started. Only before anything else ran (no read snapshot can have seen it).
+	void cancel_write(uint64_t blk, uint32_t n);
 
 	// Reads: what to expect, taken at issue.
 	void start_read(uint64_t blk, uint32_t n, ReadSnapshot *snap) const;

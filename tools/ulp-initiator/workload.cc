@@ -5,6 +5,7 @@
 #include "iscsi/initiator/scsi.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cinttypes>
 #include <cstdio>
 #include <random>
@@ -68,7 +69,7 @@ struct Io {
 class Runner
 {
 public:
-	Runner(Session &s, const WorkloadConfig &cfg, RunResult *out)
+	Runner(Disk &s, const WorkloadConfig &cfg, RunResult *out)
 	    : s_(s), cfg_(cfg), out_(out), rng_(cfg.seed)
 	{
 	}
@@ -78,12 +79,12 @@ public:
 
 private:
 	bool pick(Io &io);
-	void submit(Io &io);
+	int submit(Io &io); // 0, -EBUSY (retry after completions), or failed: fatal
 	void completed(Io &io, const ScsiResult &r);
 	void progress(clock::time_point now, bool final);
 	PhaseStats &stats() { return verify_pass_ ? out_->verify_pass : out_->main; }
 
-	Session &s_;
+	Disk &s_;
 	const WorkloadConfig &cfg_;
 	RunResult *out_;
 	std::mt19937_64 rng_;
@@ -218,7 +219,7 @@ bool Runner::pick(Io &io)
 	return false;
 }
 
-void Runner::submit(Io &io)
+int Runner::submit(Io &io)
 {
 	const uint64_t lba = first_lba_ + io.blk;
 	std::span<uint8_t> data(io.buf.data(), size_t(io.n) * block_);
@@ -240,16 +241,25 @@ void Runner::submit(Io &io)
 	req.cdb = io.cdb;
 	req.dir = io.write ? DataDir::Write : DataDir::Read;
 	req.data = data;
-	if (s_.submit(req, [this, &io](const ScsiResult &r) { completed(io, r); }) ==
-	    kReservedTag) {
-		io.busy = false;
-		inflight_--;
+	const int rc = s_.submit(req, [this, &io](const ScsiResult &r) { completed(io, r); });
+	if (rc == 0)
+		return 0;
+	io.busy = false;
+	inflight_--;
+	issued_bytes_ -= data.size();
+	if (rc == -EBUSY) {
+		// No credit (SRP's req_lim) or slot now: as if never picked; retried after the
+		// next completions.
 		if (io.write && tracker_)
-			tracker_->end_write(io.blk, io.n, io.gen, false);
-		if (out_->fatal.empty())
-			out_->fatal = "cannot submit: " + s_.last_error();
-		issuing_ = false;
+			tracker_->cancel_write(io.blk, io.n);
+		return -EBUSY;
 	}
+	if (io.write && tracker_)
+		tracker_->end_write(io.blk, io.n, io.gen, false);
+	if (out_->fatal.empty())
+		out_->fatal = "cannot submit: " + s_.last_error();
+	issuing_ = false;
+	return rc;
 }
 
 void Runner::completed(Io &io, const ScsiResult &r)
@@ -331,12 +341,23 @@ void Runner::phase(bool verify_pass)
 		for (Io &io : ios_) {
 			if (!issuing_ || io.busy)
 				continue;
+			const uint64_t at = cursor_;
 			if (!pick(io)) {
 				if (verify_pass)
 					issuing_ = false;
 				break;
 			}
-			submit(io);
+			if (submit(io) == -EBUSY) {
+				cursor_ = at; // picked again once a completion returns a credit
+				if (inflight_ == 0) {
+					// Nothing out whose response could bring a credit back.
+					if (out_->fatal.empty())
+						out_->fatal =
+						    "the target grants no credit for a command";
+					issuing_ = false;
+				}
+				break;
+			}
 			if (sized && issued_bytes_ >= cfg_.size)
 				issuing_ = false;
 		}
@@ -361,7 +382,7 @@ void Runner::phase(bool verify_pass)
 
 } // namespace
 
-bool run_workload(Session &s, const WorkloadConfig &cfg, RunResult *out, std::string *why)
+bool run_workload(Disk &s, const WorkloadConfig &cfg, RunResult *out, std::string *why)
 {
 	Runner r(s, cfg, out);
 	if (!r.setup(why))

@@ -2,14 +2,14 @@
 // tools/ulp-initiator/workload.h - the I/O generator: keeps qd commands in flight on one
 // session, sequential or random, reads, writes or a mix, for a time or a byte count,
 // verifying what it reads (verify.h), measuring latency (histogram.h), printing progress
-// once a second.
+// once a second. The session is any Disk (disk.h): iSCSI over TCP or iSER, or SRP.
 //
 // Run phases (RunState): Running (issuing) -> Draining (time or size reached, or an
 // error: no new I/O, in-flight I/O completes, bounded by the session's command timeout)
 // -> Verifying (optional read-back pass over the whole range) -> Done.
 #pragma once
 
-#include "iscsi/initiator/session.h"
+#include "tools/ulp-initiator/disk.h"
 #include "tools/ulp-initiator/histogram.h"
 #include "tools/ulp-initiator/verify.h"
 
@@ -70,7 +70,6 @@ struct RunResult {
 
 // Run the workload on a logged-in session. Returns false when it could not start (bad
 // geometry: *why); a run that started always fills *out (fatal says if it ended early).
-bool run_workload(ulp::iscsi::initiator::Session &s, const WorkloadConfig &cfg, RunResult *out,
-                  std::string *why);
+bool run_workload(Disk &s, const WorkloadConfig &cfg, RunResult *out, std::string *why);
 
 } // namespace initiator
