@@ -1,0 +1,738 @@
+// SPDX-License-Identifier: MIT
+// tests/srpt/initiator_test.cc - the SRP initiator (srpt/initiator.h) against the SRP
+// target (srpt/target.h, srpt/portal.h), both in one process on one soft device.
+//
+// What is checked: the login (credits, IU lengths, immediate data, a rejected target port
+// id, four channels on one nexus); data written and read back byte for byte with every
+// descriptor format (direct, indirect inside the IU, an external table the target RDMA
+// READs, immediate data) across sizes, from registered (zero-copy) and unregistered
+// (bounced) buffers, with the counters of both ends; residuals; credits (a target that
+// grants 8 holds the initiator at 7 commands); a SINGLE login taking the nexus over; task
+// management; logout; and the target stopping under I/O: every callback runs.
+#include "core/addr.h"
+#include "core/dma_mem.h"
+#include "core/log.h"
+#include "providers/soft/soft.h"
+#include "scsi/backstore.h"
+#include "scsi/lu.h"
+#include "scsi/tpg.h"
+#include "srpt/initiator.h"
+#include "srpt/portal.h"
+#include "srpt/target.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <map>
+#include <thread>
+
+namespace ulp::srpt
+{
+namespace
+{
+
+using namespace std::chrono_literals;
+using clock = std::chrono::steady_clock;
+
+constexpr uint64_t kIdExt = 0x0002c90300a1b2c3;
+constexpr uint64_t kIocGuid = 0x0002c90300d4e5f6;
+constexpr uint32_t kBlock = 512;
+constexpr uint64_t kLunBytes = 64u << 20;
+
+std::array<uint8_t, 10> cdb_rw10(bool write, uint32_t lba, uint16_t blocks)
+{
+	std::array<uint8_t, 10> c{};
+	c[0] = write ? 0x2a : 0x28;
+	c[2] = uint8_t(lba >> 24);
+	c[3] = uint8_t(lba >> 16);
+	c[4] = uint8_t(lba >> 8);
+	c[5] = uint8_t(lba);
+	c[7] = uint8_t(blocks >> 8);
+	c[8] = uint8_t(blocks);
+	return c;
+}
+
+// A pattern that names its LBA and a generation in every 8 bytes: misplaced, stale or
+// shifted data shows.
+void fill(std::span<uint8_t> b, uint64_t lba, uint32_t gen)
+{
+	for (size_t off = 0; off + 8 <= b.size(); off += 8) {
+		const uint64_t v = (lba + off / kBlock) << 24 ^ uint64_t(gen) << 8 ^ (off % kBlock);
+		std::memcpy(b.data() + off, &v, 8);
+	}
+	for (size_t off = b.size() & ~size_t{7}; off < b.size(); off++)
+		b[off] = uint8_t(gen + off);
+}
+
+// The target side: a soft device, a RAM LUN, the SRP target and its portal.
+struct TargetSide {
+	Device *dev = nullptr;
+	std::unique_ptr<scsi::LogicalUnit> lu;
+	std::unique_ptr<scsi::Tpg> tpg;
+	std::unique_ptr<Target> target;
+	std::unique_ptr<Portal> portal;
+
+	bool start(TargetConfig tc = {})
+	{
+		soft::DeviceConfig dc;
+		dc.ip = "127.0.0.1";
+		dev = soft::create_device(dc);
+		if (!dev)
+			return false;
+		scsi::BackstoreConfig bc;
+		bc.kind = "ram";
+		bc.size = kLunBytes;
+		bc.block_size = kBlock;
+		int err = 0;
+		std::string why;
+		auto bs = scsi::make_backstore(bc, &err, &why);
+		if (!bs)
+			return false;
+		lu = std::make_unique<scsi::LogicalUnit>("srp/0", std::move(bs), scsi::LuConfig{});
+		tpg = std::make_unique<scsi::Tpg>("srp-test", 1);
+		if (tpg->add_lun(0, *lu) != 0)
+			return false;
+		tc.tpg = tpg.get();
+		tc.id_ext = kIdExt;
+		tc.ioc_guid = kIocGuid;
+		tc.heap_bytes = 32u << 20;
+		tc.max_io = 2u << 20;
+		target = std::make_unique<Target>(tc);
+		portal = std::make_unique<Portal>(*target, soft::provider());
+		std::string w;
+		if (portal->listen(*SockAddr::parse("127.0.0.1:0"), &w) != 0) {
+			ADD_FAILURE() << w;
+			return false;
+		}
+		return portal->start() == 0;
+	}
+
+	SockAddr addr() const
+	{
+		return *SockAddr::parse("127.0.0.1:" + std::to_string(portal->port()));
+	}
+
+	bool wait_channels(uint64_t n, std::chrono::milliseconds limit = 10s)
+	{
+		const auto end = clock::now() + limit;
+		while (clock::now() < end) {
+			if (target->stats().channels_open == n)
+				return true;
+			std::this_thread::sleep_for(10ms);
+		}
+		return false;
+	}
+
+	void stop()
+	{
+		if (target)
+			target->stop(5s);
+		if (portal)
+			portal->stop();
+		portal.reset();
+		target.reset();
+		tpg.reset();
+		lu.reset();
+		if (dev)
+			soft::destroy_device(dev);
+		dev = nullptr;
+	}
+	~TargetSide() { stop(); }
+};
+
+InitiatorConfig base_cfg()
+{
+	InitiatorConfig c;
+	c.provider = &soft::provider();
+	c.id_ext = kIdExt;
+	c.ioc_guid = kIocGuid;
+	c.initiator_ext = 0x1000;
+	c.queue_size = 32;
+	c.cmd_timeout = 10s;
+	c.login_timeout = 5s;
+	return c;
+}
+
+class SrpInitiator : public ::testing::Test
+{
+protected:
+	TargetSide ts;
+	std::unique_ptr<DmaRegion> arena; // the zero-copy buffers
+	std::unique_ptr<Initiator> ini;
+
+	void SetUp() override { arena = dma_alloc(8u << 20); }
+	void TearDown() override
+	{
+		ini.reset(); // before the device goes
+		ts.stop();
+	}
+
+	std::span<uint8_t> zc(size_t off, size_t len)
+	{
+		return {static_cast<uint8_t *>(arena->addr()) + off, len};
+	}
+
+	// Log in, then take the unit attention a new I_T nexus reports (POWER ON / RESET).
+	std::unique_ptr<Initiator> connect(InitiatorConfig c, std::string *why = nullptr)
+	{
+		auto i = std::make_unique<Initiator>(c);
+		std::string w;
+		if (i->login(ts.addr(), &w) != 0) {
+			if (why)
+				*why = w;
+			return i;
+		}
+		ready(*i);
+		return i;
+	}
+
+	static void ready(Initiator &i)
+	{
+		const uint8_t tur[6] = {};
+		for (int k = 0; k < 4; k++)
+			if (i.run(Request{0, tur, DataDir::None, {}}).good())
+				return;
+		ADD_FAILURE() << "TEST UNIT READY never came back GOOD";
+	}
+
+	static Result rw(Initiator &i, bool write, uint32_t lba, std::span<uint8_t> buf)
+	{
+		const auto cdb = cdb_rw10(write, lba, uint16_t(buf.size() / kBlock));
+		return i.run(Request{0, cdb, write ? DataDir::Write : DataDir::Read, buf});
+	}
+};
+
+// ---- Login ---------------------------------------------------------------------------------
+
+TEST_F(SrpInitiator, LoginGrantsCreditsAndImmediateData)
+{
+	TargetConfig tc;
+	tc.rq_size = 48;
+	ASSERT_TRUE(ts.start(tc));
+	ini = connect(base_cfg());
+	ASSERT_EQ(ini->channels(), 1u) << ini->error();
+	const ChannelInfo ci = ini->channel_info(0);
+	EXPECT_EQ(ci.granted, 48u);
+	EXPECT_EQ(ci.credits, 48u);                     // every TUR's response gave its credit back
+	EXPECT_EQ(ci.max_it_iu_len, 8260u);             // the target echoes what we asked
+	EXPECT_EQ(ci.max_ti_iu_len, srp::kRspLen + 96); // an SRP_RSP with full sense
+	EXPECT_TRUE(ci.rsp_flags & srp::LOGIN_RSP_IMMED_SUPP);
+	EXPECT_EQ(ci.rsp_flags & 3, srp::LOGIN_RSP_NO_CHAN);
+	EXPECT_EQ(ci.in_flight, 0u);
+	const auto id = ini->initiator_port_id();
+	EXPECT_EQ(srp::port_id_hi(id), 0x1000u);
+	EXPECT_EQ(srp::port_id_lo(id), ts.dev->attr().node_guid);
+	const TargetStats s = ts.target->stats();
+	EXPECT_EQ(s.logins, 1u);
+	EXPECT_EQ(s.nexuses_open, 1u);
+
+	// Without immediate data asked for, none is granted (and writes go by RDMA READ).
+	InitiatorConfig c = base_cfg();
+	c.immediate = false;
+	c.initiator_ext = 0x2000;
+	auto other = connect(c);
+	ASSERT_EQ(other->channels(), 1u);
+	EXPECT_FALSE(other->channel_info(0).rsp_flags & srp::LOGIN_RSP_IMMED_SUPP);
+	std::vector<uint8_t> w(4096), r(4096);
+	fill(w, 8, 1);
+	EXPECT_TRUE(rw(*other, true, 8, w).good());
+	EXPECT_TRUE(rw(*other, false, 8, r).good());
+	EXPECT_EQ(w, r);
+	EXPECT_EQ(other->stats().immediate, 0u);
+}
+
+TEST_F(SrpInitiator, WrongTargetPortIdIsRejected)
+{
+	ASSERT_TRUE(ts.start());
+	InitiatorConfig c = base_cfg();
+	c.id_ext = kIdExt + 1;
+	Initiator i(c);
+	std::string why;
+	EXPECT_LT(i.login(ts.addr(), &why), 0);
+	EXPECT_NE(why.find("SRP_LOGIN_REJ"), std::string::npos) << why;
+	EXPECT_NE(why.find(srp::rej_reason_name(srp::REJ_UNABLE_ASSOCIATE_CHANNEL)),
+	          std::string::npos)
+	    << why;
+	EXPECT_EQ(i.channels(), 0u);
+	EXPECT_TRUE(i.failed());
+	const uint8_t tur[6] = {};
+	EXPECT_EQ(i.submit(Request{0, tur, DataDir::None, {}}, [](const Result &) {}), -ENOTCONN);
+	EXPECT_EQ(ts.target->stats().login_rejects, 1u);
+	EXPECT_EQ(ts.target->stats().nexuses_open, 0u);
+}
+
+TEST_F(SrpInitiator, FourChannelsOneNexus)
+{
+	ASSERT_TRUE(ts.start());
+	InitiatorConfig c = base_cfg();
+	c.channels = 4;
+	c.regions.push_back(zc(0, 8u << 20));
+	ini = connect(c);
+	ASSERT_EQ(ini->channels(), 4u) << ini->error();
+	EXPECT_EQ(ini->channel_info(0).rsp_flags & 3, srp::LOGIN_RSP_NO_CHAN);
+	for (uint32_t ch = 1; ch < 4; ch++)
+		EXPECT_EQ(ini->channel_info(ch).rsp_flags & 3, srp::LOGIN_RSP_MAINTAINED);
+	TargetStats s = ts.target->stats();
+	EXPECT_EQ(s.logins, 4u);
+	EXPECT_EQ(s.nexuses_open, 1u);
+	EXPECT_EQ(s.channels_open, 4u);
+
+	// Many commands at once spread over the channels (the most credits first); each lands
+	// where it should.
+	constexpr int kCmds = 64;
+	constexpr size_t kLen = 64 << 10;
+	int done = 0;
+	for (int k = 0; k < kCmds; k++) {
+		auto b = zc(size_t(k) * kLen, kLen);
+		fill(b, uint64_t(k) * 128, 7);
+		const auto cdb = cdb_rw10(true, uint32_t(k) * 128, kLen / kBlock);
+		ASSERT_EQ(ini->submit(Request{0, cdb, DataDir::Write, b},
+		                      [&](const Result &r) {
+			                      EXPECT_TRUE(r.good()) << outcome_name(r.outcome);
+			                      done++;
+		                      }),
+		          0);
+	}
+	std::vector<uint32_t> busy(4);
+	for (uint32_t ch = 0; ch < 4; ch++)
+		busy[ch] = ini->channel_info(ch).in_flight;
+	for (uint32_t ch = 0; ch < 4; ch++)
+		EXPECT_GT(busy[ch], 0u) << "channel " << ch << " carried nothing";
+	while (done < kCmds && ini->poll(5s) > 0) {
+	}
+	ASSERT_EQ(done, kCmds);
+	std::vector<uint8_t> back(kLen), want(kLen);
+	for (int k = 0; k < kCmds; k++) {
+		ASSERT_TRUE(rw(*ini, false, uint32_t(k) * 128, back).good());
+		fill(want, uint64_t(k) * 128, 7);
+		ASSERT_EQ(back, want) << "command " << k;
+	}
+}
+
+// ---- Data, every descriptor format -----------------------------------------------------------
+
+struct ModeCase {
+	const char *name;
+	DescMode mode;
+	uint32_t max_desc_bytes;
+	uint32_t cmd_sg_entries;
+	bool allow_ext_sg;
+	uint64_t InitiatorStats::*counter;
+};
+
+class SrpData : public SrpInitiator, public ::testing::WithParamInterface<ModeCase>
+{
+};
+
+TEST_P(SrpData, WriteThenReadBack)
+{
+	const ModeCase &mc = GetParam();
+	ASSERT_TRUE(ts.start());
+	InitiatorConfig c = base_cfg();
+	c.desc_mode = mc.mode;
+	c.max_desc_bytes = mc.max_desc_bytes;
+	c.cmd_sg_entries = mc.cmd_sg_entries;
+	c.allow_ext_sg = mc.allow_ext_sg;
+	c.regions.push_back(zc(0, 4u << 20));
+	ini = connect(c);
+	ASSERT_EQ(ini->channels(), 1u) << ini->error();
+
+	const size_t sizes[] = {512, 4096, 8192, 8192 + 512, 64 << 10, 1 << 20};
+	uint32_t lba = 0;
+	uint32_t gen = 1;
+	for (bool bounced : {false, true}) {
+		for (size_t len : sizes) {
+			SCOPED_TRACE(std::string(mc.name) +
+			             (bounced ? " bounced " : " zero-copy ") + std::to_string(len));
+			std::vector<uint8_t> heap_w(len), heap_r(len);
+			std::span<uint8_t> w = bounced ? std::span<uint8_t>(heap_w) : zc(0, len);
+			std::span<uint8_t> r =
+			    bounced ? std::span<uint8_t>(heap_r) : zc(2u << 20, len);
+			fill(w, lba, gen);
+			std::memset(r.data(), 0xee, len);
+			const InitiatorStats before = ini->stats();
+			const TargetStats tbefore = ts.target->stats();
+
+			const bool imm_write = mc.mode == DescMode::Immediate;
+			if (imm_write && len > 8192) {
+				// Larger than the immediate data granted: refused, nothing sent.
+				const auto cdb = cdb_rw10(true, lba, uint16_t(len / kBlock));
+				EXPECT_EQ(ini->submit(Request{0, cdb, DataDir::Write, w},
+				                      [](const Result &) {}),
+				          -E2BIG);
+				EXPECT_EQ(ini->in_flight(), 0u);
+				continue;
+			}
+			Result wr = rw(*ini, true, lba, w);
+			ASSERT_TRUE(wr.good())
+			    << outcome_name(wr.outcome) << " status " << int(wr.status);
+			Result rd = rw(*ini, false, lba, r);
+			ASSERT_TRUE(rd.good())
+			    << outcome_name(rd.outcome) << " status " << int(rd.status);
+			ASSERT_EQ(std::memcmp(w.data(), r.data(), len), 0);
+
+			const InitiatorStats &after = ini->stats();
+			const TargetStats tafter = ts.target->stats();
+			EXPECT_EQ(after.commands - before.commands, 2u);
+			if (imm_write) {
+				// The write in the SEND itself; the read as Auto: one direct
+				// descriptor.
+				EXPECT_EQ(after.immediate - before.immediate, 1u);
+				EXPECT_EQ(after.direct - before.direct, 1u);
+				EXPECT_EQ(tafter.immediate - tbefore.immediate, 1u);
+				EXPECT_EQ(after.bounced - before.bounced, bounced ? 1u : 0u);
+			} else {
+				EXPECT_EQ(after.*mc.counter - before.*mc.counter, 2u);
+				EXPECT_EQ(after.bounced - before.bounced, bounced ? 2u : 0u);
+				EXPECT_EQ(after.immediate, before.immediate);
+				EXPECT_GE(after.local_inv - before.local_inv, 2u);
+			}
+			if (mc.mode == DescMode::External)
+				EXPECT_EQ(tafter.ext_tables - tbefore.ext_tables, 2u);
+			else
+				EXPECT_EQ(tafter.ext_tables, tbefore.ext_tables);
+			lba += uint32_t(len / kBlock) + 8;
+			gen++;
+		}
+	}
+	EXPECT_EQ(ini->in_flight(), 0u);
+	EXPECT_EQ(ini->channel_info(0).in_flight, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Modes, SrpData,
+    ::testing::Values(
+        ModeCase{"direct", DescMode::Direct, 0, 12, false, &InitiatorStats::direct},
+        // 16 KiB per descriptor: up to 64 of them, all inside the IU.
+        ModeCase{"indirect", DescMode::Indirect, 16384, 64, false, &InitiatorStats::indirect},
+        // 4 KiB per descriptor: up to 256, 11 inside the IU, the table fetched by RDMA READ.
+        ModeCase{"external", DescMode::External, 4096, 12, true, &InitiatorStats::external},
+        ModeCase{"immediate", DescMode::Immediate, 0, 12, false, &InitiatorStats::immediate}),
+    [](const auto &info) { return std::string(info.param.name); });
+
+TEST_F(SrpInitiator, AutoPicksTheFormatAndLimitsHold)
+{
+	ASSERT_TRUE(ts.start());
+	InitiatorConfig c = base_cfg();
+	c.max_desc_bytes = 8192;
+	c.cmd_sg_entries = 4;
+	ini = connect(c);
+	ASSERT_EQ(ini->channels(), 1u);
+	std::vector<uint8_t> b(64 << 10);
+	fill(b, 0, 3);
+	const InitiatorStats s0 = ini->stats();
+	// 8 descriptors > cmd_sg_entries without allow_ext_sg: "Could not fit S/G list".
+	const auto cdb = cdb_rw10(false, 0, uint16_t(b.size() / kBlock));
+	EXPECT_EQ(ini->submit(Request{0, cdb, DataDir::Read, b}, [](const Result &) {}), -E2BIG);
+	std::span<uint8_t> small(b.data(), 16384); // two descriptors: indirect
+	EXPECT_TRUE(rw(*ini, true, 0, small).good());
+	std::span<uint8_t> one(b.data(), 8192); // immediate
+	EXPECT_TRUE(rw(*ini, true, 0, one).good());
+	EXPECT_TRUE(rw(*ini, false, 0, one).good()); // one descriptor: direct
+	const InitiatorStats &s = ini->stats();
+	EXPECT_EQ(s.indirect - s0.indirect, 1u);
+	EXPECT_EQ(s.immediate - s0.immediate, 1u);
+	EXPECT_EQ(s.direct - s0.direct, 1u);
+	// Bad requests.
+	const uint8_t cdb5[5] = {};
+	EXPECT_EQ(ini->submit(Request{0, cdb5, DataDir::None, {}}, [](const Result &) {}), -EINVAL);
+	std::vector<uint8_t> huge((1u << 20) + 4096);
+	const auto big = cdb_rw10(false, 0, uint16_t(huge.size() / kBlock));
+	EXPECT_EQ(ini->submit(Request{0, big, DataDir::Read, huge}, [](const Result &) {}), -E2BIG);
+}
+
+TEST_F(SrpInitiator, ResidualsAndSense)
+{
+	ASSERT_TRUE(ts.start());
+	ini = connect(base_cfg());
+	// One block read into a larger buffer: the target moves 512 bytes, DIUNDER the rest.
+	std::vector<uint8_t> b(8193, 0);
+	const auto cdb = cdb_rw10(false, 0, 1);
+	Result r = ini->run(Request{0, cdb, DataDir::Read, b});
+	ASSERT_EQ(r.outcome, Outcome::Completed);
+	EXPECT_EQ(r.status, 0);
+	EXPECT_TRUE(r.underflow);
+	EXPECT_EQ(r.residual, 8193u - 512u);
+	// A LBA past the end: CHECK CONDITION with sense (LBA OUT OF RANGE, 21h/00h).
+	std::vector<uint8_t> one(512);
+	const auto past = cdb_rw10(false, uint32_t(kLunBytes / kBlock), 1);
+	r = ini->run(Request{0, past, DataDir::Read, one});
+	ASSERT_EQ(r.outcome, Outcome::Completed);
+	EXPECT_EQ(r.status, 0x02);
+	ASSERT_GE(r.sense_len, 14);
+	EXPECT_EQ(r.sense[2] & 0x0f, 0x05); // ILLEGAL REQUEST
+	EXPECT_EQ(r.sense[12], 0x21);
+}
+
+// ---- Credits ------------------------------------------------------------------------------
+
+TEST_F(SrpInitiator, CreditsHoldTheInitiator)
+{
+	TargetConfig tc;
+	tc.rq_size = 8;
+	ASSERT_TRUE(ts.start(tc));
+	InitiatorConfig c = base_cfg();
+	c.queue_size = 64;
+	c.regions.push_back(zc(0, 8u << 20));
+	ini = connect(c);
+	ASSERT_EQ(ini->channels(), 1u);
+	ASSERT_EQ(ini->channel_info(0).granted, 8u);
+
+	constexpr int kTotal = 300;
+	constexpr size_t kLen = 4096;
+	int sent = 0, done = 0;
+	uint32_t max_in_flight = 0;
+	bool saw_busy = false;
+	const auto end = clock::now() + 20s;
+	while (done < kTotal && clock::now() < end) {
+		while (sent < kTotal) {
+			auto b = zc(size_t(sent % 512) * kLen, kLen);
+			fill(b, uint64_t(sent) * 8, 11);
+			const auto cdb = cdb_rw10(true, uint32_t(sent) * 8, kLen / kBlock);
+			const int rc =
+			    ini->submit(Request{0, cdb, DataDir::Write, b}, [&](const Result &r) {
+				    EXPECT_TRUE(r.good());
+				    done++;
+			    });
+			if (rc == -EBUSY) {
+				saw_busy = true;
+				break;
+			}
+			ASSERT_EQ(rc, 0);
+			sent++;
+			max_in_flight = std::max(max_in_flight, ini->channel_info(0).in_flight);
+			// SRP r16a 5.5: never more requests than credits.
+			ASSERT_LE(ini->channel_info(0).in_flight, 8u);
+		}
+		ASSERT_GE(ini->poll(1s), 0);
+	}
+	EXPECT_EQ(done, kTotal);
+	EXPECT_TRUE(saw_busy);
+	EXPECT_GT(ini->stats().zero_req_lim, 0u);
+	// req_lim > 1 for a command: the last credit stays for task management.
+	EXPECT_EQ(max_in_flight, 7u);
+	EXPECT_EQ(ini->channel_info(0).credits, 8u);
+	EXPECT_EQ(ts.target->stats().credit_overruns, 0u);
+	// The spare credit still carries a TMF while commands hold the rest.
+	EXPECT_TRUE(ini->task_mgmt(srp::TSK_ABORT_TASK, 0, 0x12345).ok());
+}
+
+// ---- Nexus takeover, task management, logout, loss ------------------------------------------
+
+TEST_F(SrpInitiator, SingleLoginTakesTheNexusOver)
+{
+	ASSERT_TRUE(ts.start());
+	InitiatorConfig c = base_cfg();
+	c.channels = 2;
+	ini = connect(c);
+	ASSERT_EQ(ini->channels(), 2u);
+	// A command in flight on the old nexus while the new login comes.
+	std::vector<uint8_t> b(64 << 10);
+	fill(b, 0, 5);
+	bool called = false;
+	Outcome first{};
+	const auto cdb = cdb_rw10(true, 0, uint16_t(b.size() / kBlock));
+	ASSERT_EQ(ini->submit(Request{0, cdb, DataDir::Write, b},
+	                      [&](const Result &r) {
+		                      called = true;
+		                      first = r.outcome;
+	                      }),
+	          0);
+
+	c.channels = 1; // same initiator_ext: the same initiator port, SINGLE
+	auto second = connect(c);
+	ASSERT_EQ(second->channels(), 1u) << second->error();
+	EXPECT_EQ(second->channel_info(0).rsp_flags & 3, srp::LOGIN_RSP_TERMINATED);
+
+	const auto end = clock::now() + 10s;
+	while ((ini->channels() > 0 || ini->in_flight() > 0) && clock::now() < end)
+		ini->poll(100ms);
+	EXPECT_TRUE(called);
+	EXPECT_TRUE(first == Outcome::ConnectionLost || first == Outcome::Completed)
+	    << outcome_name(first);
+	EXPECT_EQ(ini->channels(), 0u);
+	EXPECT_TRUE(ini->failed());
+	EXPECT_EQ(ini->poll(0ms), -ENOTCONN);
+	EXPECT_EQ(ts.target->stats().takeovers, 1u);
+	EXPECT_TRUE(ts.wait_channels(1));
+	EXPECT_EQ(ts.target->stats().nexuses_open, 1u);
+
+	// The new nexus works.
+	std::vector<uint8_t> w(4096), r(4096);
+	fill(w, 100, 9);
+	EXPECT_TRUE(rw(*second, true, 100, w).good());
+	EXPECT_TRUE(rw(*second, false, 100, r).good());
+	EXPECT_EQ(w, r);
+}
+
+TEST_F(SrpInitiator, TaskManagement)
+{
+	ASSERT_TRUE(ts.start());
+	InitiatorConfig c = base_cfg();
+	c.channels = 2;
+	ini = connect(c);
+	ASSERT_EQ(ini->channels(), 2u);
+	TmfResult t = ini->task_mgmt(srp::TSK_LUN_RESET, 0);
+	EXPECT_TRUE(t.ok()) << outcome_name(t.outcome) << " code " << int(t.rsp_code);
+	// cmd.cc: ABORT TASK of a task the target does not have is FUNCTION COMPLETE (SAM-5
+	// 7.2: the task is gone either way).
+	t = ini->task_mgmt(srp::TSK_ABORT_TASK, 0, 0xdead0001);
+	EXPECT_EQ(t.outcome, Outcome::Completed);
+	EXPECT_EQ(t.rsp_code, srp::TM_COMPLETE);
+	// A LUN the target does not have.
+	t = ini->task_mgmt(srp::TSK_LUN_RESET, 5, 0, 1);
+	EXPECT_EQ(t.outcome, Outcome::Completed);
+	EXPECT_EQ(t.rsp_code, srp::TM_INCORRECT_LUN);
+	EXPECT_EQ(ini->stats().tmfs, 3u);
+	EXPECT_EQ(ts.target->stats().tsk_mgmts, 3u);
+	for (uint32_t ch = 0; ch < 2; ch++)
+		EXPECT_EQ(ini->channel_info(ch).in_flight, 0u);
+	// After the reset the LU reports it once (a unit attention), then works.
+	ready(*ini);
+	std::vector<uint8_t> w(4096), r(4096);
+	fill(w, 40, 2);
+	EXPECT_TRUE(rw(*ini, true, 40, w).good());
+	EXPECT_TRUE(rw(*ini, false, 40, r).good());
+	EXPECT_EQ(w, r);
+}
+
+// A LUN RESET and an ABORT TASK while commands are in flight on two channels: what the
+// target aborted ends Aborted (no SRP_RSP comes for it), the rest Completed, and every
+// credit comes back: with a later response or in an SRP_CRED_REQ (SRP r16a 6.7).
+TEST_F(SrpInitiator, TaskManagementUnderIo)
+{
+	ASSERT_TRUE(ts.start());
+	InitiatorConfig c = base_cfg();
+	c.channels = 2;
+	c.queue_size = 64;
+	c.regions.push_back(zc(0, 8u << 20));
+	ini = connect(c);
+	ASSERT_EQ(ini->channels(), 2u);
+	constexpr size_t kLen = 64 << 10;
+	for (int round = 0; round < 4; round++) {
+		std::map<Outcome, int> outcomes;
+		int sent = 0, done = 0;
+		uint64_t last_tag = 0;
+		for (int k = 0; k < 100; k++) {
+			auto b = zc(size_t(k % 120) * kLen, kLen);
+			fill(b, uint64_t(k) * 128, 20 + round);
+			const auto cdb = cdb_rw10(true, uint32_t(k) * 128, kLen / kBlock);
+			const int rc = ini->submit(
+			    Request{0, cdb, DataDir::Write, b},
+			    [&](const Result &r) {
+				    outcomes[r.outcome]++;
+				    done++;
+			    },
+			    &last_tag);
+			if (rc == -EBUSY)
+				break;
+			ASSERT_EQ(rc, 0);
+			sent++;
+		}
+		TmfResult t = round % 2 ? ini->task_mgmt(srp::TSK_ABORT_TASK, 0, last_tag)
+		                        : ini->task_mgmt(srp::TSK_LUN_RESET, 0);
+		EXPECT_TRUE(t.ok()) << outcome_name(t.outcome) << " code " << int(t.rsp_code);
+		const auto end = clock::now() + 10s;
+		while (done < sent && clock::now() < end)
+			ini->poll(100ms);
+		ASSERT_EQ(done, sent);
+		for (auto &[o, n] : outcomes)
+			EXPECT_TRUE(o == Outcome::Completed || o == Outcome::Aborted)
+			    << outcome_name(o) << " x" << n;
+		// The owed credits come back by SRP_CRED_REQ when nothing else carries them.
+		const auto end2 = clock::now() + 5s;
+		auto settled = [&] {
+			return ini->channel_info(0).credits == ini->channel_info(0).granted &&
+			       ini->channel_info(1).credits == ini->channel_info(1).granted;
+		};
+		while (!settled() && clock::now() < end2)
+			ini->poll(20ms);
+		EXPECT_TRUE(settled())
+		    << ini->channel_info(0).credits << " " << ini->channel_info(1).credits;
+		ready(*ini); // the reset's unit attention
+	}
+	EXPECT_EQ(ts.target->stats().credit_overruns, 0u);
+	EXPECT_EQ(ini->stats().cred_reqs, ts.target->stats().cred_reqs);
+}
+
+TEST_F(SrpInitiator, LogoutEndsEveryChannel)
+{
+	ASSERT_TRUE(ts.start());
+	InitiatorConfig c = base_cfg();
+	c.channels = 3;
+	ini = connect(c);
+	ASSERT_EQ(ini->channels(), 3u);
+	std::vector<uint8_t> w(8192);
+	fill(w, 0, 1);
+	int done = 0;
+	for (int k = 0; k < 6; k++) {
+		const auto cdb = cdb_rw10(true, uint32_t(k) * 16, 16);
+		ASSERT_EQ(ini->submit(Request{0, cdb, DataDir::Write, w},
+		                      [&](const Result &r) {
+			                      EXPECT_TRUE(r.good());
+			                      done++;
+		                      }),
+		          0);
+	}
+	ini->logout();
+	EXPECT_EQ(done, 6); // logout waited for them
+	EXPECT_EQ(ini->in_flight(), 0u);
+	EXPECT_EQ(ini->channels(), 0u);
+	EXPECT_FALSE(ini->failed());
+	EXPECT_EQ(ini->poll(0ms), -ENOTCONN);
+	EXPECT_TRUE(ts.wait_channels(0, 5s)) << ts.target->stats().channels_open;
+	const TargetStats s = ts.target->stats();
+	EXPECT_EQ(s.i_logouts, 3u);
+	EXPECT_EQ(s.nexuses_open, 0u);
+}
+
+TEST_F(SrpInitiator, TargetStopMidIoEndsEveryCommand)
+{
+	ASSERT_TRUE(ts.start());
+	InitiatorConfig c = base_cfg();
+	c.channels = 2;
+	c.queue_size = 64;
+	c.regions.push_back(zc(0, 8u << 20));
+	ini = connect(c);
+	ASSERT_EQ(ini->channels(), 2u);
+	constexpr size_t kLen = 64 << 10;
+	std::map<uint64_t, int> calls; // tag -> callbacks
+	int sent = 0;
+	for (int k = 0; k < 100; k++) {
+		auto b = zc(size_t(k % 120) * kLen, kLen);
+		const bool write = k % 2 == 0;
+		const auto cdb = cdb_rw10(write, uint32_t(k) * 128, kLen / kBlock);
+		uint64_t tag = 0;
+		const int rc = ini->submit(
+		    Request{0, cdb, write ? DataDir::Write : DataDir::Read, b},
+		    [&, k](const Result &r) {
+			    (void)r;
+			    calls[uint64_t(k)]++;
+		    },
+		    &tag);
+		if (rc == -EBUSY)
+			break;
+		ASSERT_EQ(rc, 0);
+		sent++;
+	}
+	ASSERT_GT(sent, 10);
+	std::thread stopper([&] { ts.target->stop(10s); });
+	const auto end = clock::now() + 15s;
+	while (ini->in_flight() > 0 && clock::now() < end)
+		ini->poll(100ms);
+	stopper.join();
+	EXPECT_EQ(ini->in_flight(), 0u);
+	ASSERT_EQ(int(calls.size()), sent);
+	for (auto &[k, n] : calls)
+		EXPECT_EQ(n, 1) << "command " << k;
+	// Every channel is gone, so the initiator is.
+	const auto end2 = clock::now() + 5s;
+	while (ini->channels() > 0 && clock::now() < end2)
+		ini->poll(50ms);
+	EXPECT_EQ(ini->channels(), 0u);
+	EXPECT_TRUE(ini->failed());
+	EXPECT_EQ(ts.target->stats().channels_open, 0u);
+}
+
+} // namespace
+} // namespace ulp::srpt
