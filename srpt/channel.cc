@@ -330,6 +330,13 @@ void Channel::handle_recv(RecvIoctx *r, const Wc &wc)
 		if (srq_)
 			repost(r);
 		if (state_ < ChState::Disconnecting) {
+			// A flush is the normal logout on RoCE: the CM moves the QP to ERR when the
+			// initiator's DREQ arrives and only then reports DISCONNECTED (rxe + Linux's
+			// ib_srp: one channel in four saw its receives flushed first). Not a warning.
+			if (wc.status == WcStatus::WrFlushErr) {
+				close("receives flushed (the initiator disconnected)");
+				return;
+			}
 			ULP_LOG_RATELIMITED(Warn, Srpt, "{}: receive: {}", peer_,
 			                    wc_status_str(wc.status));
 			close("receive failed");
