@@ -23,6 +23,8 @@
 // CAPACITY DATA HAS CHANGED (Linux then re-reads the capacity). One log line per LUN:
 // "capacity OLD -> NEW blocks", "no capacity change", or why it stayed. So an administrator
 // grows a LUN with `truncate -s +1G lun.img` (or by growing the device) and `kill -HUP`.
+// With SRP portals, SIGHUP (and the shutdown) also logs the SRP target's counters ("SRP
+// stats: logins N ... ext_tables N ..."): there is no other window into them.
 #include "tools/ulp-targetd/config.h"
 
 #include "iscsi/target/tcp.h"
@@ -180,6 +182,39 @@ bool rdma_setup(targetd::Config &cfg, RdmaSetup *s, std::string *why)
 	return true;
 }
 
+// The SRP target's counters in one line (SIGHUP and shutdown): what an operator or a test
+// checks that a path was taken (immediate data, external descriptor tables, takeovers).
+std::string srp_stats_line(srpt::Target &t)
+{
+	const srpt::TargetStats s = t.stats();
+	std::string l = "SRP stats:";
+	auto add = [&](const char *k, uint64_t v) {
+		l += std::string(" ") + k + " " + std::to_string(v);
+	};
+	add("logins", s.logins);
+	add("login_rejects", s.login_rejects);
+	add("takeovers", s.takeovers);
+	add("channels_open", s.channels_open);
+	add("nexuses_open", s.nexuses_open);
+	add("cmds", s.cmds);
+	add("tsk_mgmts", s.tsk_mgmts);
+	add("i_logouts", s.i_logouts);
+	add("immediate", s.immediate);
+	add("ext_tables", s.ext_tables);
+	add("rdma_reads", s.rdma_reads);
+	add("rdma_writes", s.rdma_writes);
+	add("cred_reqs", s.cred_reqs);
+	add("wait_list", s.wait_list);
+	add("sq_waits", s.sq_waits);
+	add("credit_overruns", s.credit_overruns);
+	add("bad_ius", s.bad_ius);
+	add("task_set_full", s.task_set_full);
+	add("data_timeouts", s.data_timeouts);
+	add("no_read_credit", s.no_read_credit);
+	add("teardown_timeouts", s.teardown_timeouts);
+	return l;
+}
+
 std::string portal_str(const std::string &host, uint16_t port)
 {
 	return (host.empty()                          ? std::string("0.0.0.0")
@@ -197,7 +232,8 @@ int main(int argc, char **argv)
 	    "block devices or nothing (null), with the ulp SCSI target core."};
 	app.footer(
 	    "Signals: SIGINT, SIGTERM: log every session out (bounded), flush, exit.\n"
-	    "SIGHUP: re-read every LUN's storage size - a file's length, a block device's size "
+	    "SIGHUP: log the SRP target's counters (with SRP portals) and re-read every LUN's "
+	    "storage size - a file's length, a block device's size "
 	    "(ram and null LUNs stay as they are) - and apply a change in whole blocks, growing "
 	    "or shrinking; initiators get UNIT ATTENTION, CAPACITY DATA HAS CHANGED, and a log "
 	    "line per LUN says OLD -> NEW blocks or no capacity change. E.g. `truncate -s +1G "
@@ -380,8 +416,11 @@ int main(int argc, char **argv)
 			continue;
 		if (n <= 0 || got_signal.load())
 			break;
-		if (got_hup.exchange(false))
+		if (got_hup.exchange(false)) {
 			rescan_capacities(rt.lus);
+			if (srp)
+				log_line(srp_stats_line(*srp));
+		}
 	}
 	log_line(std::string("signal ") + strsignal(got_signal.load()) + ": shutting down");
 	// Stop accepting; ask sessions to log out, drop the rest; bounded.
@@ -412,6 +451,8 @@ int main(int argc, char **argv)
 	for (auto &sp : srp_portals)
 		sp->stop();
 	srp_portals.clear();
+	if (srp)
+		log_line(srp_stats_line(*srp));
 	flush_all(rt.lus);
 	log_line("stopped");
 	return 0;

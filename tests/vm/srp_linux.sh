@@ -1,0 +1,485 @@
+#!/usr/bin/env bash
+# tests/vm/srp_linux.sh ULP_TARGETD [CASE...] - ulp-targetd's SRP target against the Linux
+# SRP initiator (ib_srp over RDMA/CM), INSIDE the rxe VM (ctest vm_srp_linux starts it
+# through tools/vm/run). Both ends share rxe0 (MTU 9000) and 10.99.0.1. The cases mirror
+# blktests' srp group (which runs LIO's ib_srpt); each logs in with its own add_target
+# options, is bounded, and prints one PASS or FAIL line:
+#   a  fio 4K randwrite + crc32c verify (iodepth 32) on both LUNs, then a verify-only pass:
+#      the "baseline" regions later cases read back (srp/001-ish)
+#   b  logout (srp_remote_ports/port-*/delete) while fio writes, login again, twice: the
+#      baseline reads back intact, then a verified write pass on the new login (srp/002,
+#      srp/011)
+#   c  large transfers: cmd_sg_entries=255,max_sect=131072; dd and fio bs=1M and 4M direct
+#      with verify (srp/005)
+#   d  cmd_sg_entries=1; the same (srp/007)
+#   e  allow_ext_sg=1,cmd_sg_entries=2: 8M I/O (four 2 MiB fast-reg MRs on rxe, more than
+#      two descriptors) so that the initiator sends an external descriptor table and the
+#      target must fetch it by RDMA READ (neither ib_srpt nor SCST does); the target's
+#      ext_tables counter must grow
+#   f  sg_reset --no-esc -d and -b every second while fio writes with verify (srp/014)
+#   g  sg_reset -H (ib_srp's host reset: every channel disconnects and logs in again,
+#      channel 0 with SINGLE) while fio writes with verify
+#   z  SIGTERM with the initiator logged in: exit 0 within the bound, "stopped", no leak
+#      lines; the guest kernel logged no BUG/WARNING
+# CASE...: a subset (default: all, in order; z always last). On a failure: the reason, the
+# tails of the target's log and dmesg; the script goes on with the next case and exits 1.
+set -euo pipefail
+
+targetd=${1:?usage: srp_linux.sh ULP_TARGETD [CASE...]}
+shift
+cases=${*:-a b c d e f g}
+[[ ${ULP_IN_VM:-} == 1 ]] || { echo "srp_linux: run me inside the VM (tools/vm/run)"; exit 2; }
+for t in fio sg_reset dd cmp; do
+	command -v $t >/dev/null || { echo "srp_linux: $t missing (fio, sg3-utils)"; exit 1; }
+done
+
+portal=10.99.0.1:5555
+add_target=/sys/class/infiniband_srp/srp-rxe0-1/add_target
+work=/tmp/srp-linux # the guest's tmpfs overlay: gone when the VM powers off
+mkdir -p "$work"
+tlog=$work/targetd.log
+t_start=$SECONDS
+tpid='' fpid='' rpid=''
+failed=()
+
+note() { printf 'srp_linux [%3ds]: %s\n' $((SECONDS - t_start)) "$*"; }
+keep_logs() {
+	if [[ -d /run/ulp-vm ]]; then
+		mkdir -p /run/ulp-vm/srp_linux
+		cp "$work"/*.log /run/ulp-vm/srp_linux/ 2>/dev/null || true
+		dmesg >/run/ulp-vm/srp_linux/dmesg.log || true
+	fi
+}
+dump() {
+	echo "--- ulp-targetd log (tail)"
+	tail -n 60 "$tlog" 2>/dev/null || true
+	echo "--- dmesg (tail)"
+	dmesg | tail -n 60
+	keep_logs
+}
+# Inside a case (a subshell): the reason, the logs, and out of the case.
+fail() {
+	echo "srp_linux: FAIL [$((SECONDS - t_start))s]: $*"
+	stop_bg
+	dump
+	exit 1
+}
+# Background jobs of a case, by pid (only what we started).
+stop_bg() {
+	set +e
+	[[ -n $fpid ]] && kill -KILL "$fpid" 2>/dev/null && wait "$fpid" 2>/dev/null
+	[[ -n $rpid ]] && kill -KILL "$rpid" 2>/dev/null && wait "$rpid" 2>/dev/null
+	fpid='' rpid=''
+	set -e
+}
+cleanup() {
+	set +e
+	stop_bg
+	logout_all 2>/dev/null
+	[[ -n $tpid ]] && kill -KILL "$tpid" 2>/dev/null
+	return 0
+}
+trap cleanup EXIT
+
+# ---- the target -----------------------------------------------------------------------------
+
+# Two RAM LUNs: 256 MiB and 64 MiB. Both outlive every login (the process stays).
+start_targetd() {
+	rm -f "$work/port"
+	"$targetd" --srp-portal $portal --rdma-device rxe0 \
+		--lun 0:ram:size=256M --lun 1:ram:size=64M \
+		--ready-fd 9 9>"$work/port" 2>>"$tlog" &
+	tpid=$!
+	for _ in $(seq 300); do # bounded: 30 s (TCG)
+		[[ -s $work/port ]] && break
+		kill -0 $tpid 2>/dev/null || fail "ulp-targetd exited during start-up"
+		sleep 0.1
+	done
+	[[ $(cat "$work/port" 2>/dev/null) == 5555 ]] || fail "ulp-targetd not listening after 30 s"
+	# The line Portal::listen logs, at the default level: what add_target takes.
+	login_line=$(grep -oE 'echo id_ext=[0-9a-f]{16},ioc_guid=[0-9a-f]{16},dest=10\.99\.0\.1:5555 ' \
+		"$tlog" | head -n 1 | sed 's/^echo //; s/ $//')
+	[[ -n $login_line ]] || fail "no add_target line in ulp-targetd's log"
+}
+count_log() { grep -c -- "$1" "$tlog" || true; }
+# One counter of the "SRP stats:" line ulp-targetd logs on SIGHUP (fresh each call).
+stat_of() {
+	local before
+	before=$(count_log 'SRP stats:')
+	kill -HUP $tpid
+	for _ in $(seq 100); do # bounded: 10 s
+		(($(count_log 'SRP stats:') > before)) && break
+		sleep 0.1
+	done
+	grep 'SRP stats:' "$tlog" | tail -n 1 | grep -oE " $1 [0-9]+" | awk '{ print $2 }'
+}
+
+# ---- the initiator --------------------------------------------------------------------------
+
+# The disk of LUN $2 behind SCSI host $1 (no udev: sysfs).
+disk_of() {
+	local d
+	for d in /sys/class/scsi_device/"$1":0:0:"$2"/device/block/*; do
+		[[ -e $d ]] && { basename "$d"; return 0; }
+	done
+	return 1
+}
+srp_hosts() {
+	local p
+	for p in /sys/class/srp_remote_ports/port-*; do
+		[[ -e $p ]] && { p=${p##*/port-}; echo "${p%%:*}"; }
+	done
+	return 0
+}
+# Log in with the logged line + ch_count=4 + $1 (extra options); sets dev0, dev1, host.
+login() {
+	local opts="$login_line,ch_count=4${1:+,$1}" before a='' b=''
+	before=$(count_log 'srpt: login: ')
+	# ib_srp removes a deleted target port from its list only after its remote port is
+	# gone (srp_remove_work): until then the same (id_ext, ioc_guid, initiator_ext) is
+	# "File exists". Bounded: 20 s.
+	for _ in $(seq 100); do
+		echo "$opts" 2>"$work/add_target.err" >"$add_target" && break
+		grep -q 'File exists' "$work/add_target.err" || break
+		sleep 0.2
+	done
+	[[ -s $work/add_target.err ]] && fail "add_target '$opts': $(cat "$work/add_target.err")"
+	host=$(srp_hosts | sort -n | tail -n 1)
+	[[ -n $host ]] || fail "no SRP remote port after add_target '$opts'"
+	for _ in $(seq 300); do # the SCSI scan is asynchronous; bounded: 30 s
+		a=$(disk_of "$host" 0) && b=$(disk_of "$host" 1) && [[ -b /dev/$a && -b /dev/$b ]] && break
+		sleep 0.1
+	done
+	[[ -n $a && -n $b && -b /dev/$a && -b /dev/$b ]] || fail "no disks for LUNs 0 and 1 on host$host"
+	[[ $(cat /sys/block/$a/device/vendor) == ULP* ]] || fail "$a is not a ULP disk"
+	[[ $(cat /sys/block/$a/size) == 524288 ]] || fail "LUN 0 ($a) has $(cat /sys/block/$a/size) sectors"
+	[[ $(cat /sys/block/$b/size) == 131072 ]] || fail "LUN 1 ($b) has $(cat /sys/block/$b/size) sectors"
+	dev0=/dev/$a dev1=/dev/$b
+	note "logged in (${1:-defaults}): host$host, $(($(count_log 'srpt: login: ') - before)) channels, LUN 0 = $dev0, LUN 1 = $dev1, max_sectors_kb $(cat /sys/block/$a/queue/max_sectors_kb)"
+}
+# A case starts from the login the last one left, or makes one: host, dev0, dev1.
+ensure_login() {
+	host=$(srp_hosts | sort -n | tail -n 1)
+	if [[ -n $host ]] && a=$(disk_of "$host" 0) && b=$(disk_of "$host" 1); then
+		dev0=/dev/$a dev1=/dev/$b
+		return 0
+	fi
+	logout_all
+	login ""
+}
+# Every SRP remote port deleted (ib_srp's logout: rdma_disconnect on every channel), and
+# every channel the target accepted closed by it (bounded: 30 s).
+logout_all() {
+	local p logins closed
+	for p in /sys/class/srp_remote_ports/port-*; do
+		[[ -e $p/delete ]] && echo 1 >"$p/delete"
+	done
+	for _ in $(seq 300); do
+		[[ -z $(srp_hosts) ]] && break
+		sleep 0.1
+	done
+	[[ -z $(srp_hosts) ]] || fail "SRP remote ports still there 30 s after delete"
+	for _ in $(seq 300); do
+		logins=$(count_log 'srpt: login: ')
+		closed=$(count_log 'channel closing: ')
+		((logins == closed)) && return 0
+		sleep 0.1
+	done
+	fail "the target logged $logins channel logins but closed $closed"
+}
+
+# ---- fio ------------------------------------------------------------------------------------
+
+# Verified writes (crc32c and each block's own offset, first failure fatal); libaio +
+# O_DIRECT: every I/O reaches the target. --verify_only replays a job's writes (same
+# seeds: randrepeat) and only reads.
+fio_common=(--ioengine=libaio --direct=1 --verify=crc32c --do_verify=1 --verify_fatal=1
+	--randrepeat=1)
+fio_ok() { (($2 == 0)) && grep -q 'err= 0' "$1" && ! grep -qE 'err= *[1-9]' "$1"; }
+# $1: what (for messages), $2: the timeout; the rest: fio's job arguments.
+run_fio() {
+	local what=$1 limit=$2 rc=0
+	shift 2
+	timeout -k 5 "$limit" fio "${fio_common[@]}" "$@" >"$work/fio-$what.log" 2>&1 || rc=$?
+	if ! fio_ok "$work/fio-$what.log" $rc; then
+		tail -n 40 "$work/fio-$what.log"
+		((rc == 124)) && fail "fio $what: still running after $limit s"
+		fail "fio $what: status $rc"
+	fi
+	note "fio $what: ok ($(grep -hoE '(read|write): IOPS=[^,]*, BW=[^ ]*' "$work/fio-$what.log" | tr '\n' ' '))"
+}
+# The baseline: 4K randwrite at iodepth 32, 64 MiB of LUN 0 and 16 MiB of LUN 1.
+baseline_jobs() {
+	jobs=(--name=l0 "--filename=$dev0" --rw=randwrite --bs=4k --iodepth=32 --offset=0 --size=64M
+		--name=l1 "--filename=$dev1" --rw=randwrite --bs=4k --iodepth=32 --offset=0 --size=16M)
+}
+writes_done() { awk '{ print $5 }' "/sys/block/$(basename "$1")/stat"; }
+# Wait until the background fio completed $2 more writes on $1 (bounded: 30 s).
+wait_io_running() {
+	local dev=$1 want=$(($(writes_done "$1") + $2))
+	for _ in $(seq 300); do
+		(($(writes_done "$dev") >= want)) && return 0
+		kill -0 "$fpid" 2>/dev/null || { tail "$work/fio-bg.log"; fail "background fio ended early"; }
+		sleep 0.1
+	done
+	fail "background fio did not write $2 blocks to $dev in 30 s"
+}
+# Unverified writes in the scratch regions ([128M, 256M) of LUN 0, [32M, 64M) of LUN 1)
+# until the disks go away (or 60 s pass).
+start_scratch_io() {
+	timeout -k 5 90 fio --ioengine=libaio --direct=1 --time_based --runtime=60 \
+		--name=s0 --filename=$dev0 --rw=randwrite --bs=$1 --iodepth=16 --offset=128M --size=128M \
+		--name=s1 --filename=$dev1 --rw=randrw --bs=$1 --iodepth=16 --offset=32M --size=32M \
+		>"$work/fio-bg.log" 2>&1 &
+	fpid=$!
+}
+wait_fio_gone() {
+	local rc=0
+	for _ in $(seq 300); do # bounded: 30 s
+		kill -0 "$fpid" 2>/dev/null || break
+		sleep 0.1
+	done
+	kill -0 "$fpid" 2>/dev/null && { tail "$work/fio-bg.log"; fail "fio still running 30 s after $1"; }
+	wait "$fpid" || rc=$?
+	fpid=''
+	note "background fio ended with status $rc after $1 (errors expected: the disks went away)"
+}
+# dd of $2 MiB in blocks of $1 to LUN 0 at 192M and back, direct, compared.
+dd_check() {
+	local bs=$1 mib=$2
+	head -c $((mib << 20)) /dev/urandom >"$work/dd.in"
+	timeout -k 5 120 dd if="$work/dd.in" of=$dev0 bs=$bs seek=$((192 << 20)) oflag=direct,seek_bytes \
+		status=none || fail "dd write bs=$bs"
+	timeout -k 5 120 dd if=$dev0 of="$work/dd.out" bs=$bs skip=$((192 << 20)) count=$((mib << 20)) \
+		iflag=direct,skip_bytes,count_bytes status=none || fail "dd read bs=$bs"
+	cmp -s "$work/dd.in" "$work/dd.out" || fail "dd bs=$bs: what was read back differs"
+	note "dd bs=$bs: $mib MiB written and read back identical"
+}
+
+# ---- the cases ------------------------------------------------------------------------------
+
+case_a() {
+	login ""
+	baseline_jobs
+	run_fio a-write 300 "${jobs[@]}"
+	run_fio a-check 300 --verify_only "${jobs[@]}"
+	touch "$work/baseline.done" # later cases read it back
+	local imm
+	imm=$(stat_of immediate)
+	((imm > 0)) || fail "no command came with immediate data (ib_srp sends 4K writes so)"
+	note "immediate-data commands so far: $imm"
+}
+
+case_b() {
+	local round bs
+	[[ -e $work/baseline.done ]] || fail "case b reads back case a's baseline: run a first"
+	ensure_login
+	for round in 1 2; do
+		bs=$([[ $round == 1 ]] && echo 4k || echo 128k)
+		start_scratch_io $bs
+		wait_io_running $dev0 100
+		wait_io_running $dev1 20
+		kill -0 "$fpid" 2>/dev/null || fail "fio ended before the logout"
+		logout_all
+		note "round $round: logged out while $bs I/O ran"
+		wait_fio_gone "logout"
+		login ""
+		baseline_jobs
+		run_fio "b$round-check" 300 --verify_only "${jobs[@]}"
+		run_fio "b$round-write" 300 \
+			--name=n0 --filename=$dev0 --rw=randwrite --bs=$bs --iodepth=16 --offset=128M --size=16M
+	done
+}
+
+# Let requests grow to what the host and the LU allow: sd caps max_sectors_kb at the LU's
+# OPTIMAL TRANSFER LENGTH (128 KiB for ulp's LUs), below max_sect's and MAXIMUM TRANSFER
+# LENGTH's max_hw_sectors_kb, so large transfers need this as much as the option.
+open_queue() {
+	local q=/sys/block/$(basename "$1")/queue kb
+	# The largest the block layer takes: max_hw_sectors_kb, unless the LU's MAXIMUM
+	# TRANSFER LENGTH (max_dev_sectors, not in sysfs) is lower: halve until accepted.
+	kb=$(cat $q/max_hw_sectors_kb)
+	while ((kb > 128)) && ! echo $kb >$q/max_sectors_kb 2>/dev/null; do
+		kb=$((kb / 2))
+	done
+	note "$(basename "$1"): max_sectors_kb $(cat $q/max_sectors_kb) (max_hw_sectors_kb $(cat $q/max_hw_sectors_kb)), max_segments $(cat $q/max_segments)"
+}
+# $1: the case, $2: add_target options.
+large_io() {
+	logout_all
+	login "$2"
+	open_queue $dev0
+	dd_check 1M 32
+	run_fio "$1-1m" 300 --name=m1 --filename=$dev0 --rw=randwrite --bs=1M --iodepth=4 \
+		--offset=64M --size=64M
+	run_fio "$1-4m" 300 --name=m4 --filename=$dev0 --rw=write --bs=4M --iodepth=2 \
+		--offset=128M --size=64M
+}
+case_c() { large_io c "cmd_sg_entries=255,max_sect=131072"; }
+case_d() { large_io d "cmd_sg_entries=1"; }
+
+case_e() {
+	local before after
+	logout_all
+	# An 8 MiB request is 2048 pages: sg_tablesize must let them through, max_sect be 8 MiB
+	# (the LU's MAXIMUM TRANSFER LENGTH too); rxe's fast-reg MRs cover 2 MiB each, so four
+	# descriptors, of which two fit in the SRP_CMD.
+	login "allow_ext_sg=1,cmd_sg_entries=2,sg_tablesize=2048,max_sect=16384"
+	open_queue $dev0
+	before=$(stat_of ext_tables)
+	dd_check 8M 32
+	run_fio e-8m 300 --name=e8 --filename=$dev0 --rw=randwrite --bs=8M --iodepth=2 \
+		--offset=64M --size=64M
+	after=$(stat_of ext_tables)
+	((after > before)) || fail "8M I/O with cmd_sg_entries=2: no external descriptor table fetched (ext_tables $before -> $after)"
+	note "external descriptor tables fetched: $((after - before))"
+}
+
+# fio with verify (64K randwrite, iodepth 16, sync, as srp/014) in the background for $1 s
+# on [64M, 96M) of LUN 0; sets fpid.
+start_verified_io() {
+	timeout -k 5 $(($1 + 120)) fio "${fio_common[@]}" --rw=randwrite --bs=64K --iodepth=16 \
+		--sync=1 --loops=1000000 --time_based --runtime=$1 \
+		--name=v --filename=$dev0 --offset=64M --size=32M >"$work/fio-verified.log" 2>&1 &
+	fpid=$!
+}
+end_verified_io() {
+	local rc=0
+	wait "$fpid" || rc=$?
+	fpid=''
+	if ! fio_ok "$work/fio-verified.log" $rc; then
+		tail -n 40 "$work/fio-verified.log"
+		fail "fio across $1: status $rc"
+	fi
+	note "fio with verify across $1: ok ($(grep -hoE '(read|write): IOPS=[^,]*' "$work/fio-verified.log" | tr '\n' ' '))"
+}
+scsi_state() { cat /sys/class/scsi_device/"$host":0:0:0/device/state; }
+
+case_f() {
+	local tmf_before tmf_after i=0 d_ok=0 d_bad=0 t rc
+	logout_all
+	login ""
+	tmf_before=$(stat_of tsk_mgmts)
+	start_verified_io 20
+	wait_io_running $dev0 50
+	local deadline=$((SECONDS + 18))
+	while ((SECONDS < deadline)) && kill -0 "$fpid" 2>/dev/null; do
+		sleep 1
+		t=-d
+		((i % 2 == 0)) || t=-b
+		i=$((i + 1))
+		rc=0
+		timeout -k 5 60 sg_reset --no-esc $t $dev0 >>"$work/sg_reset.log" 2>&1 || rc=$?
+		echo "(sg_reset $t: status $rc)" >>"$work/sg_reset.log"
+		# ib_srp has no bus reset handler: -b fails without escalating (--no-esc).
+		if [[ $t == -d ]]; then
+			((rc == 0)) && d_ok=$((d_ok + 1)) || d_bad=$((d_bad + 1))
+		fi
+	done
+	end_verified_io "sg_reset -d/-b"
+	[[ $(scsi_state) == running ]] || fail "LUN 0's SCSI device is $(scsi_state) after the resets"
+	((d_bad == 0)) || { cat "$work/sg_reset.log"; fail "$d_bad of $((d_ok + d_bad)) device resets failed"; }
+	tmf_after=$(stat_of tsk_mgmts)
+	((tmf_after - tmf_before >= d_ok)) || fail "$d_ok device resets, but the target counted $((tmf_after - tmf_before)) SRP_TSK_MGMTs"
+	note "$d_ok device resets (LUN RESET) answered, $((i - d_ok)) bus resets tried"
+}
+
+case_g() {
+	local logins_before logins_after
+	ensure_login
+	logins_before=$(stat_of logins)
+	start_verified_io 20
+	wait_io_running $dev0 50
+	timeout -k 5 90 sg_reset --no-esc -H $dev0 >"$work/sg_reset_host.log" 2>&1 ||
+		{ cat "$work/sg_reset_host.log"; fail "host reset (reconnect) failed"; }
+	note "host reset: the initiator reconnected"
+	end_verified_io "a host reset"
+	[[ $(scsi_state) == running ]] || fail "LUN 0's SCSI device is $(scsi_state) after the host reset"
+	# srp_reconnect_rport disconnects every channel before it logs in again, so the target
+	# usually sees a new nexus (SINGLE onto a nexus still open is a takeover: counted too).
+	logins_after=$(stat_of logins)
+	((logins_after >= logins_before + 4)) || fail "the reconnect logged in $((logins_after - logins_before)) channels, not 4"
+	note "reconnect: $((logins_after - logins_before)) channels, takeovers so far $(stat_of takeovers)"
+	if [[ -e $work/baseline.done ]]; then
+		baseline_jobs
+		run_fio g-check 300 --verify_only "${jobs[@]}"
+	fi
+}
+
+# SIGTERM while logged in: the channels are disconnected, the process exits 0 in time.
+case_z() {
+	local rc=0
+	ensure_login
+	kill -TERM $tpid
+	for _ in $(seq 250); do # ulp-targetd's bound is 15 s; 25 s under TCG
+		kill -0 $tpid 2>/dev/null || break
+		sleep 0.1
+	done
+	kill -0 $tpid 2>/dev/null && fail "ulp-targetd still running 25 s after SIGTERM"
+	wait $tpid || rc=$?
+	tpid=''
+	((rc == 0)) || fail "ulp-targetd exited with status $rc after SIGTERM"
+	grep -q 'ulp-targetd: stopped' "$tlog" || fail "no 'stopped' line after SIGTERM"
+	if grep -E -i 'left allocated|still in use|leak' "$tlog"; then
+		fail "ulp-targetd logged a leak"
+	fi
+	grep 'SRP stats:' "$tlog" | tail -n 1
+	logout_all_quiet
+	if dmesg | grep -E 'BUG:|WARNING:|Oops|general protection|hung_task|blocked for more than'; then
+		fail "the guest kernel complained"
+	fi
+}
+# The initiator reconnects to nobody after the target stopped: delete its port.
+logout_all_quiet() {
+	local p
+	for p in /sys/class/srp_remote_ports/port-*; do
+		[[ -e $p/delete ]] && echo 1 >"$p/delete"
+	done
+	return 0
+}
+
+# ---- run ------------------------------------------------------------------------------------
+
+# ib_srp as blktests loads it (tests/srp/rc): requests of up to 2048 scatter entries,
+# whatever cmd_sg_entries a login asks for (how many fit in the SRP_CMD).
+modprobe ib_srp indirect_sg_entries=2048
+modprobe sd_mod
+[[ -e $add_target ]] || { echo "srp_linux: FAIL: no $add_target (ib_srp on rxe0)"; exit 1; }
+start_targetd
+note "ulp-targetd listening on $portal (rxe0): $login_line"
+
+declare -A what=([a]="fio randwrite+verify (srp/001)" [b]="logout/login under I/O (srp/002, 011)"
+	[c]="large transfers, cmd_sg_entries=255 (srp/005)" [d]="cmd_sg_entries=1 (srp/007)"
+	[e]="external descriptor tables" [f]="sg_reset -d/-b under verified I/O (srp/014)"
+	[g]="host reset (reconnect) under verified I/O"
+	[z]="SIGTERM while logged in")
+for c in $cases z; do
+	[[ -n ${what[$c]:-} ]] || { echo "srp_linux: no case $c"; exit 2; }
+	[[ -n $tpid ]] && kill -0 $tpid 2>/dev/null || { echo "srp_linux: FAIL $c: ${what[$c]}: ulp-targetd is gone"; failed+=($c); continue; }
+	note "case $c: ${what[$c]}"
+	# A subshell per case (its fail ends the case, not the run), with errexit on inside:
+	# not under || (which would switch it off). z runs here: it waits for ulp-targetd.
+	set +e
+	if [[ $c == z ]]; then
+		case_z
+	else
+		(
+			set -e
+			case_$c
+		)
+	fi
+	rc=$?
+	set -e
+	if ((rc == 0)); then
+		echo "srp_linux: PASS $c: ${what[$c]}"
+	else
+		echo "srp_linux: FAIL $c: ${what[$c]}"
+		failed+=($c)
+	fi
+done
+keep_logs
+if ((${#failed[@]})); then
+	echo "srp_linux: FAILED: ${failed[*]}"
+	exit 1
+fi
+note "passed: $cases z"
