@@ -4,7 +4,6 @@
 #include "iscsi/target/target.h"
 
 #include "core/log.h"
-#include "core/thread_name.h"
 
 #include "iscsi/target/conn.h"
 #include "iscsi/target/session.h"
@@ -27,21 +26,16 @@ Target::Target(TargetConfig cfg) : cfg_(std::move(cfg))
 {
 	// MaxConnections: one per session (target.h); the login offers no more.
 	cfg_.prefs.max_connections = 1;
-	reaper_ = std::thread([this] { reaper_loop(); });
+	reaper_ = std::make_unique<scsi::Reaper>("ulp-sess-reap", cfg_.teardown_timeout);
 }
 
 Target::~Target()
 {
-	{
-		std::lock_guard g(lock_);
-		stopping_ = true;
-		cv_.notify_all();
-	}
-	reaper_.join();
+	reaper_.reset(); // closes every session handed to it, then joins
 	std::lock_guard g(lock_);
 	if (!conns_.empty())
-		std::fprintf(stderr, "ulp iscsi: target destroyed with %zu connections\n",
-		             conns_.size());
+		ULP_LOG(Error, Iscsi, "target destroyed with {} connections (stop() first)",
+		        conns_.size());
 	for (Session *s : sessions_)
 		delete s;
 }
@@ -150,48 +144,27 @@ Session *Target::create_session(Conn *c, const SessionParams &p, LoginStatus *st
 
 void Target::close_session(Session *s, std::function<void()> done)
 {
-	std::lock_guard g(lock_);
-	if (s->closing)
-		return;
-	s->closing = true;
-	std::erase(sessions_, s);
-	reap_.emplace_back(s, std::move(done));
-	cv_.notify_all();
-}
-
-void Target::reaper_loop()
-{
-	set_thread_name("ulp-sess-reap");
-	std::unique_lock g(lock_);
-	for (;;) {
-		cv_.wait(g, [&] { return !reap_.empty() || stopping_; });
-		if (reap_.empty()) {
-			if (stopping_)
-				return;
-			continue;
-		}
-		auto [s, done] = std::move(reap_.front());
-		reap_.pop_front();
-		g.unlock();
-		if (s->scsi) {
-			// Abort, wait (bounded, logged), free: retried while commands are still in
-			// flight, because freeing the session then would let a late completion
-			// touch freed memory. Each attempt logs how many remain.
-			while (s->scsi->tpg().close_session(s->scsi, cfg_.teardown_timeout) != 0) {
-				std::lock_guard g2(lock_);
-				stats_.teardown_timeouts++;
-			}
-		}
+	{
+		std::lock_guard g(lock_);
+		if (s->closing)
+			return;
+		s->closing = true;
+		std::erase(sessions_, s);
+	}
+	// On the reaper: abort the session's commands, wait for them (bounded, logged,
+	// retried: freeing the session earlier would let a late completion touch freed
+	// memory), then done and free.
+	reaper_->close(s->scsi, [this, s, done = std::move(done)] {
 		ULP_LOG(Info, Iscsi, "{}",
 		        "session closed: " + s->initiator_port + " tsih " +
 		            std::to_string(s->params.tsih));
 		if (done)
 			done();
 		delete s;
-		g.lock();
+		std::lock_guard g(lock_);
 		stats_.sessions_open--;
 		cv_.notify_all();
-	}
+	});
 }
 
 bool Target::stop(std::chrono::milliseconds grace, std::chrono::milliseconds timeout)
@@ -212,7 +185,10 @@ bool Target::stop(std::chrono::milliseconds grace, std::chrono::milliseconds tim
 		for (Conn *c : conns_)
 			c->post_deferred(ConnEvent::Drop, nullptr);
 	}
-	return cv_.wait_until(g, t0 + timeout, [&] { return conns_.empty() && reap_.empty(); });
+	if (!cv_.wait_until(g, t0 + timeout, [&] { return conns_.empty(); }))
+		return false;
+	g.unlock();
+	return reaper_->wait_idle(t0 + timeout);
 }
 
 void Target::drop_sessions(const TargetNode *node, const Conn *except, const char *why)
@@ -235,7 +211,9 @@ void Target::drop_sessions(const TargetNode *node, const Conn *except, const cha
 TargetStats Target::stats()
 {
 	std::lock_guard g(lock_);
-	return stats_;
+	TargetStats s = stats_;
+	s.teardown_timeouts = reaper_->timeouts();
+	return s;
 }
 
 // ---- scsi::Fabric: route to the command's connection ------------------------------------

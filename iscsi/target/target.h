@@ -24,6 +24,7 @@
 #include "iscsi/params.h"
 #include "iscsi/target/login.h"
 #include "scsi/fabric_route.h"
+#include "scsi/reaper.h"
 #include "scsi/tpg.h"
 
 #include <chrono>
@@ -89,7 +90,7 @@ struct TargetStats {
 	uint64_t sessions_open = 0;     // normal + discovery sessions now
 	uint64_t conns_open = 0;        // connections now (logging in or in full feature)
 	uint64_t reinstatements = 0;    // sessions closed by a new leading login
-	uint64_t teardown_timeouts = 0; // sessions left allocated after close_session timed out
+	uint64_t teardown_timeouts = 0; // close_session attempts that timed out (retried)
 };
 
 class Target final : public scsi::FabricRoute<Target>, public DiscoveryHandler
@@ -141,19 +142,18 @@ public:
 	                     std::vector<DiscoveryTarget> *out) override;
 
 private:
-	void reaper_loop();
 	uint16_t new_tsih(); // under lock_
 
 	TargetConfig cfg_;
 	std::mutex lock_;            // guards everything below
-	std::condition_variable cv_; // reaper work, and conns_ / sessions_ changes
+	std::condition_variable cv_; // conns_ and sessions_open changes
 	std::vector<Conn *> conns_;
 	std::vector<Session *> sessions_; // open, not yet handed to the reaper
-	std::deque<std::pair<Session *, std::function<void()>>> reap_;
-	bool stopping_ = false; // the reaper exits when reap_ is empty
 	uint16_t next_tsih_ = 1;
-	TargetStats stats_;
-	std::thread reaper_;
+	TargetStats stats_; // teardown_timeouts: the reaper's count, filled in by stats()
+	// Closes sessions off the connections' threads (scsi/reaper.h); reset first in the
+	// destructor, so that the sessions it still holds are closed before the rest goes.
+	std::unique_ptr<scsi::Reaper> reaper_;
 };
 
 } // namespace ulp::iscsi::target
