@@ -19,6 +19,7 @@
 #   f  sg_reset --no-esc -d and -b every second while fio writes with verify (srp/014)
 #   g  sg_reset -H (ib_srp's host reset: every channel disconnects and logs in again,
 #      channel 0 with SINGLE) while fio writes with verify
+#   h  ACLs (--srp-acl): a login refused, one admitted by port id, one by address
 #   z  SIGTERM with the initiator logged in: exit 0 within the bound, "stopped", no leak
 #      lines; the guest kernel logged no BUG/WARNING
 # CASE...: a subset (default: all, in order; z always last). On a failure: the reason, the
@@ -34,7 +35,7 @@ targetd=${1:?usage: srp_linux.sh ULP_TARGETD|--lio [CASE...]}
 shift
 peer=ulp
 [[ $targetd == --lio ]] && peer=lio
-cases=${*:-a b c d e f g}
+cases=${*:-a b c d e f g h}
 [[ ${ULP_IN_VM:-} == 1 ]] || { echo "srp_linux: run me inside the VM (tools/vm/run)"; exit 2; }
 for t in fio sg_reset dd cmp; do
 	command -v $t >/dev/null || { echo "srp_linux: $t missing (fio, sg3-utils)"; exit 1; }
@@ -304,6 +305,7 @@ case_a() {
 	run_fio a-write 300 "${jobs[@]}"
 	run_fio a-check 300 --verify_only "${jobs[@]}"
 	touch "$work/baseline.done" # later cases read it back
+	check_credits "after the baseline"
 	local imm
 	[[ $peer == ulp ]] || return 0
 	imm=$(stat_of immediate)
@@ -329,6 +331,7 @@ case_b() {
 		run_fio "b$round-check" 300 --verify_only "${jobs[@]}"
 		run_fio "b$round-write" 300 \
 			--name=n0 --filename=$dev0 --rw=randwrite --bs=$bs --iodepth=16 --offset=128M --size=16M
+		check_credits "round $round"
 	done
 }
 
@@ -355,6 +358,7 @@ large_io() {
 		--offset=64M --size=64M
 	run_fio "$1-4m" 300 --name=m4 --filename=$dev0 --rw=write --bs=4M --iodepth=2 \
 		--offset=128M --size=64M
+	check_credits "after the large transfers"
 }
 case_c() { large_io c "cmd_sg_entries=255,max_sect=131072"; }
 case_d() { large_io d "cmd_sg_entries=1"; }
@@ -376,6 +380,7 @@ case_e() {
 	after=$(stat_of ext_tables)
 	((after > before)) || fail "8M I/O with cmd_sg_entries=2: no external descriptor table fetched (ext_tables $before -> $after)"
 	note "external descriptor tables fetched: $((after - before))"
+	check_credits "after the external tables"
 }
 
 # fio with verify (64K randwrite, iodepth 16, sync, as srp/014) in the background for $1 s
@@ -397,6 +402,22 @@ end_verified_io() {
 	note "fio with verify across $1: ok ($(grep -hoE '(read|write): IOPS=[^,]*' "$work/fio-verified.log" | tr '\n' ' '))"
 }
 scsi_state() { cat /sys/class/scsi_device/"$host":0:0:0/device/state; }
+# Once I/O has stopped, every credit is back with the initiator: ib_srp's req_lim (the
+# least of its channels') equals what the login granted, or credits leaked (a response
+# that did not return its request's credit, an aborted command's never returned by a
+# later response or an SRP_CRED_REQ). Bounded: 15 s.
+check_credits() {
+	local want lim=''
+	[[ $peer == ulp ]] || return 0
+	want=$(grep -oE 'srpt: login: .*: [0-9]+ credits' "$tlog" | tail -n 1 | grep -oE '[0-9]+ credits$' | cut -d' ' -f1)
+	for _ in $(seq 150); do
+		lim=$(cat /sys/class/scsi_host/host"$host"/req_lim)
+		((lim == want)) && break
+		sleep 0.1
+	done
+	((lim == want)) || fail "$1: ib_srp holds $lim credits once idle, the login granted $want (zero_req_lim $(cat /sys/class/scsi_host/host"$host"/zero_req_lim))"
+	note "$1: all $want credits back with the initiator (zero_req_lim $(cat /sys/class/scsi_host/host"$host"/zero_req_lim))"
+}
 
 case_f() {
 	local tmf_before tmf_after i=0 d_ok=0 d_bad=0 t rc aborts
@@ -432,6 +453,7 @@ case_f() {
 	# aborted. Informational: how many.
 	aborts=$(($(dmesg | grep -c 'SRP abort called' || true) - aborts))
 	note "$d_ok device resets (LUN RESET) answered, $((i - d_ok)) bus resets tried, $aborts commands timed out and were aborted by the initiator"
+	check_credits "after the resets"
 }
 
 case_g() {
@@ -457,6 +479,76 @@ case_g() {
 		baseline_jobs
 		run_fio g-check 300 --verify_only "${jobs[@]}"
 	fi
+	check_credits "after the reconnect"
+}
+
+# ACLs (--srp-acl): a second and third ulp-targetd on other ports and target port ids. One
+# that names neither the initiator's port id nor its address refuses the login (LOGIN_REJ,
+# ib_srp's add_target fails); one that names the port id, and one that names the address,
+# accept it and serve the LUN.
+acl_daemon() { # $1: port, $2: log, the rest: --srp-acl values
+	local port=$1 log=$2 a args=()
+	shift 2
+	for a in "$@"; do args+=(--srp-acl "$a"); done
+	rm -f "$work/acl.port"
+	"$targetd" --srp-portal 10.99.0.1:$port --rdma-device rxe0 --srp-id-ext 0x$port \
+		--srp-ioc-guid 0xac1 "${args[@]}" --lun 0:ram:size=16M \
+		--ready-fd 9 9>"$work/acl.port" 2>"$log" &
+	rpid=$!
+	for _ in $(seq 300); do
+		[[ -s $work/acl.port ]] && return 0
+		kill -0 $rpid 2>/dev/null || fail "ulp-targetd (ACLs $*) exited during start-up"
+		sleep 0.1
+	done
+	fail "ulp-targetd (ACLs $*) not listening after 30 s"
+}
+acl_stop() {
+	local rc=0
+	kill -TERM $rpid
+	wait $rpid || rc=$?
+	rpid=''
+	((rc == 0)) || fail "ulp-targetd (ACLs) exited with status $rc"
+}
+case_h() {
+	local gid iport line h d rc
+	[[ $peer == ulp ]] || { note "h: ulp-targetd's flags only"; return 0; }
+	logout_all
+	# ib_srp's initiator port id over RDMA/CM: initiator_ext (0) and the port GID's
+	# interface id (SRP-INTEROP.md 1).
+	gid=$(cat /sys/class/infiniband/rxe0/ports/1/gids/0)
+	iport=0x0000000000000000$(cut -d: -f5- <<<"$gid" | tr -d :)
+	line="id_ext=0000000000005556,ioc_guid=0000000000000ac1,dest=10.99.0.1:5556"
+	acl_daemon 5556 "$work/acl-refuse.log" 10.99.0.9 0x00000000000000000000000000000001
+	rc=0
+	echo "$line" 2>"$work/add_target.err" >"$add_target" || rc=$?
+	((rc != 0)) || fail "a login the ACLs refuse was accepted"
+	grep -q 'rejected' "$work/acl-refuse.log" || fail "no 'rejected' line for the refused login"
+	note "refused by ACLs: add_target: $(cat "$work/add_target.err"); target: $(grep -o 'rejected.*' "$work/acl-refuse.log" | head -n 1)"
+	acl_stop
+	local port
+	for port in 5557 5558; do
+		line="id_ext=000000000000$port,ioc_guid=0000000000000ac1,dest=10.99.0.1:$port"
+		if [[ $port == 5557 ]]; then
+			acl_daemon $port "$work/acl-$port.log" "$iport"
+		else
+			acl_daemon $port "$work/acl-$port.log" 10.99.0.1
+		fi
+		echo "$line" >"$add_target" || fail "login refused with the ACL $( [[ $port == 5557 ]] && echo "$iport" || echo 10.99.0.1): $(tail -n 3 "$work/acl-$port.log")"
+		h=$(srp_hosts | sort -n | tail -n 1)
+		for _ in $(seq 300); do
+			d=$(disk_of "$h" 0) && [[ -b /dev/$d ]] && break
+			sleep 0.1
+		done
+		[[ -n $d && -b /dev/$d ]] || fail "no disk behind the ACL'd login (port $port)"
+		dd if=/dev/$d of=/dev/null bs=64k count=16 iflag=direct status=none || fail "read through the ACL'd login"
+		note "accepted by the ACL $( [[ $port == 5557 ]] && echo "$iport" || echo 10.99.0.1): /dev/$d"
+		logout_all_quiet
+		for _ in $(seq 300); do
+			[[ -z $(srp_hosts) ]] && break
+			sleep 0.1
+		done
+		acl_stop
+	done
 }
 
 # SIGTERM while logged in: the channels are disconnected, the process exits 0 in time.
@@ -509,7 +601,7 @@ declare -A what=([a]="fio randwrite+verify (srp/001)" [b]="logout/login under I/
 	[c]="large transfers, cmd_sg_entries=255 (srp/005)" [d]="cmd_sg_entries=1 (srp/007)"
 	[e]="external descriptor tables" [f]="sg_reset -d/-b under verified I/O (srp/014)"
 	[g]="host reset (reconnect) under verified I/O"
-	[z]="SIGTERM while logged in")
+	[h]="ACLs: refused, by port id, by address" [z]="SIGTERM while logged in")
 last=z
 [[ $peer == lio ]] && last=''
 for c in $cases $last; do
