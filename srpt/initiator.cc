@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cinttypes>
+#include <cstdio>
 #include <cstring>
 
 namespace ulp::srpt
@@ -642,15 +643,16 @@ void Initiator::Impl::check_timers(clock::time_point now)
 		if (c->state != ChanState::Live)
 			continue;
 		for (Req &r : c->reqs.descs()) {
-			if (r.state != ReqState::Active || now < r.deadline)
+			// Ending ones too: a SEND or LOCAL_INV completion that never comes must not
+			// hold a command forever.
+			if (r.state == ReqState::Free || now < r.deadline)
 				continue;
 			// ib_srp leaves this to the SCSI midlayer's timeout (abort, then reset,
 			// then reconnect); here a session drop: the command ends Timeout, the rest
 			// ConnectionLost.
 			char b[96];
-			std::snprintf(b, sizeof(b),
-			              "no SRP_RSP for tag %#" PRIx64 " within %lld ms", r.tag,
-			              static_cast<long long>(cfg.cmd_timeout.count()));
+			std::snprintf(b, sizeof(b), "tag %#" PRIx64 " not ended within %lld ms",
+			              r.tag, static_cast<long long>(cfg.cmd_timeout.count()));
 			fail(b, Outcome::Timeout, &r);
 			return;
 		}

@@ -160,11 +160,11 @@ struct Ctl : rdma::SendDesc {
 // The task management function in flight on a channel (one at a time: ib_srp's
 // SRP_TSK_MGMT_SQ_SIZE).
 struct Tmf {
-	bool busy = false; // sent, not answered (nor lost)
-	bool done = false; // answered or lost: result valid
-	uint64_t tag = 0;  // its tag (kTmfTagBit set)
-	uint8_t func = 0;  // srp::TmFunc
-	uint64_t lun = 0;
+	bool busy = false;     // sent, not answered (nor lost)
+	bool done = false;     // answered or lost: result valid
+	uint64_t tag = 0;      // its tag (kTmfTagBit set)
+	uint8_t func = 0;      // srp::TmFunc
+	uint64_t lun = 0;      // the LUN it covers
 	uint64_t task_tag = 0; // ABORT TASK's
 	TmfResult result;
 };
@@ -173,18 +173,18 @@ struct Chan {
 	Owner *owner = nullptr; // the Initiator::Impl
 	uint32_t idx = 0;       // its place in Impl::chans
 	ChanState state = ChanState::Connecting;
-	std::string why;          // why it failed
-	std::deque<CmRec> cm;     // CM events not yet taken (Impl::cm_lock)
-	std::unique_ptr<CmId> id; // owns the QP
-	std::unique_ptr<Pd> pd;   // its own (see the top of this file)
-	MemMap map;               // the caller's regions, registered on pd
-	std::vector<std::unique_ptr<Mr>> user_mrs;
-	std::unique_ptr<DmaHeap> bounce; // for buffers outside the regions
-	std::unique_ptr<BufPool> tables; // one descriptor table per slot (External)
-	MrPool mrs;                      // fast-registration MRs
-	rdma::SendRing<Req> reqs;        // command slots
-	rdma::SendRing<Ctl> ctl;         // control IUs
-	rdma::RecvRing<Rx> recvs;        // receives (sized by max_ti_iu_len: after login)
+	std::string why;                           // why it failed
+	std::deque<CmRec> cm;                      // CM events not yet taken (Impl::cm_lock)
+	std::unique_ptr<CmId> id;                  // owns the QP
+	std::unique_ptr<Pd> pd;                    // its own (see the top of this file)
+	MemMap map;                                // the caller's regions, registered on pd
+	std::vector<std::unique_ptr<Mr>> user_mrs; // the regions' MRs (on pd)
+	std::unique_ptr<DmaHeap> bounce;           // for buffers outside the regions
+	std::unique_ptr<BufPool> tables;           // one descriptor table per slot (External)
+	MrPool mrs;                                // fast-registration MRs
+	rdma::SendRing<Req> reqs;                  // command slots
+	rdma::SendRing<Ctl> ctl;                   // control IUs
+	rdma::RecvRing<Rx> recvs;                  // receives (sized by max_ti_iu_len: after login)
 	std::deque<std::pair<uint8_t, uint64_t>> ctl_backlog; // CRED_RSP / AER_RSP (opcode,
 	                                                      // tag) waiting for a buffer
 	Tmf tmf;

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cinttypes>
+#include <cstdio>
 #include <cstring>
 
 namespace ulp::srpt
@@ -464,7 +465,9 @@ void Initiator::Impl::ctl_done(Cq *, Wc *wc)
 	c.ctl.put(d);
 	c.ctl_used--;
 	if (wc->status != WcStatus::Success) {
-		Impl::of(c).chan_fail(c, std::string("control send: ") + wc_status_str(wc->status));
+		char b[64];
+		std::snprintf(b, sizeof(b), "send of the IU with opcode %#04x: ", d->op);
+		Impl::of(c).chan_fail(c, b + std::string(wc_status_str(wc->status)));
 		return;
 	}
 	Impl::of(c).run_ctl_backlog(c);

@@ -734,5 +734,205 @@ TEST_F(SrpInitiator, TargetStopMidIoEndsEveryCommand)
 	EXPECT_EQ(ts.target->stats().channels_open, 0u);
 }
 
+// ---- A target that only says what the test makes it say ------------------------------------
+
+// A bare RDMA/CM listener that accepts a login with an SRP_LOGIN_RSP of its own and then
+// answers nothing: the test sends the target-to-initiator IUs (SRP_CRED_REQ, SRP_AER_REQ,
+// SRP_T_LOGOUT) by hand and reads what comes back.
+struct BareTarget {
+	Device *dev = nullptr;
+	std::unique_ptr<Pd> pd;
+	std::unique_ptr<Cq> cq;
+	std::unique_ptr<DmaRegion> mem; // receives, then one send buffer
+	std::unique_ptr<Mr> mr;
+	std::unique_ptr<CmId> listener;
+	std::mutex lock;
+	std::unique_ptr<CmId> conn; // lock
+	Cqe cqe;                    // every WR's (the CQ is polled raw)
+	static constexpr uint32_t kRecvs = 16;
+	static constexpr uint32_t kSends = 8; // one buffer per IU sent (never reused)
+	uint32_t sent = 0;
+	static constexpr uint32_t kBuf = 8448; // > 8260: an SRP_CMD with immediate data
+
+	uint8_t *buf(uint32_t i) { return static_cast<uint8_t *>(mem->addr()) + size_t(i) * kBuf; }
+
+	bool start(Device *d)
+	{
+		dev = d;
+		pd = dev->alloc_pd();
+		CqInitAttr ca;
+		ca.cqe = 256;
+		cq = dev->create_cq(ca);
+		mem = dma_alloc(size_t(kBuf) * (kRecvs + kSends));
+		mr = pd->reg_mr(mem->addr(), mem->length(), ACCESS_LOCAL_WRITE);
+		listener = soft::provider().create_id(
+		    [this](CmId *, CmEvent &ev) {
+			    if (ev.event == CmEventType::ConnectRequest)
+				    on_request(ev);
+		    },
+		    this);
+		return pd && cq && mr && listener &&
+		       listener->bind_addr(*SockAddr::parse("127.0.0.1:0")) == 0 &&
+		       listener->listen(4) == 0;
+	}
+
+	void on_request(CmEvent &ev)
+	{
+		auto id = std::move(ev.new_id);
+		QpInitAttr qa;
+		qa.send_cq = cq.get();
+		qa.recv_cq = cq.get();
+		qa.cap.max_send_wr = 16;
+		qa.cap.max_recv_wr = kRecvs;
+		qa.cap.max_send_sge = 1;
+		qa.cap.max_recv_sge = 1;
+		if (id->create_qp(*pd, qa) != 0)
+			return;
+		for (uint32_t i = 0; i < kRecvs; i++) {
+			Sge s{reinterpret_cast<uint64_t>(buf(i)), kBuf, mr->lkey()};
+			RecvWr w;
+			w.wr_cqe = &cqe;
+			w.sg_list = &s;
+			w.num_sge = 1;
+			const RecvWr *bad = nullptr;
+			id->qp()->post_recv(&w, &bad);
+		}
+		srp::LoginRsp r;
+		r.req_lim_delta = 16;
+		r.max_it_iu_len = 8260;
+		r.max_ti_iu_len = 256;
+		r.buf_fmt = srp::BUF_FMT_DIRECT | srp::BUF_FMT_INDIRECT;
+		r.rsp_flags = srp::LOGIN_RSP_NO_CHAN;
+		uint8_t pd_[srp::kLoginRspLen];
+		srp::build_login_rsp(r, std::span<uint8_t, srp::kLoginRspLen>(pd_, sizeof(pd_)));
+		ConnParam cp;
+		cp.set_private_data(pd_);
+		if (id->accept(cp) != 0)
+			return;
+		std::lock_guard g(lock);
+		conn = std::move(id);
+	}
+
+	SockAddr addr() const { return listener->local_addr(); }
+
+	// Send one IU (a SEND from a buffer of its own).
+	bool send(std::span<const uint8_t> iu)
+	{
+		std::lock_guard g(lock);
+		if (!conn || sent == kSends)
+			return false;
+		uint8_t *b = buf(kRecvs + sent++);
+		std::memcpy(b, iu.data(), iu.size());
+		Sge s{reinterpret_cast<uint64_t>(b), uint32_t(iu.size()), mr->lkey()};
+		SendWr w;
+		w.wr_cqe = &cqe;
+		w.sg_list = &s;
+		w.num_sge = 1;
+		w.send_flags = SEND_SIGNALED;
+		const SendWr *bad = nullptr;
+		return conn->qp()->post_send(&w, &bad) == 0;
+	}
+
+	// The IUs received so far (their bytes), in order.
+	std::vector<std::vector<uint8_t>> received;
+	void reap()
+	{
+		Wc wc[16];
+		int n;
+		while ((n = cq->poll(wc)) > 0)
+			for (int i = 0; i < n; i++)
+				if (wc[i].status == WcStatus::Success &&
+				    wc[i].opcode == WcOpcode::Recv) {
+					// Which buffer: receives complete in posting order, never
+					// reposted.
+					const uint8_t *p = buf(uint32_t(received.size()));
+					received.emplace_back(p, p + wc[i].byte_len);
+				}
+	}
+
+	void stop()
+	{
+		{
+			std::lock_guard g(lock);
+			if (conn) {
+				conn->disconnect();
+				conn->destroy_qp();
+			}
+		}
+		listener.reset();
+		conn.reset();
+		mr.reset();
+		cq.reset();
+		pd.reset();
+	}
+};
+
+TEST_F(SrpInitiator, TargetInitiatedIusAndTimeout)
+{
+	ASSERT_TRUE(ts.start()); // for its device
+	BareTarget bt;
+	ASSERT_TRUE(bt.start(ts.dev));
+	InitiatorConfig c = base_cfg();
+	c.cmd_timeout = 300ms;
+	ini = std::make_unique<Initiator>(c);
+	std::string why;
+	ASSERT_EQ(ini->login(bt.addr(), &why), 0) << why;
+	EXPECT_EQ(ini->channel_info(0).credits, 16u);
+
+	// SRP_CRED_REQ (SRP r16a 6.7): the credits are added, SRP_CRED_RSP echoes its tag.
+	uint8_t iu[64] = {};
+	srp::CredReq cr;
+	cr.tag = 0xc0ffee;
+	cr.req_lim_delta = 5;
+	ASSERT_TRUE(bt.send({iu, srp::build_cred_req(cr, iu)}));
+	// SRP_AER_REQ (6.10): credits too, answered by SRP_AER_RSP.
+	uint8_t aer[srp::kAerReqLen] = {srp::AER_REQ};
+	aer[7] = 2;    // req_lim_delta 2
+	aer[8] = 0x42; // tag 0x42 (tags are opaque bytes, here host order)
+	ASSERT_TRUE(bt.send(aer));
+	// SRP_T_LOGOUT (6.6): counted.
+	ASSERT_TRUE(bt.send({iu, srp::build_t_logout(srp::TLogout{0x77, 1}, iu)}));
+	const auto end = clock::now() + 5s;
+	while ((bt.received.size() < 2 || ini->stats().t_logouts == 0) && clock::now() < end) {
+		ini->poll(10ms);
+		bt.reap();
+	}
+	ASSERT_EQ(bt.received.size(), 2u);
+	uint64_t tag = 0;
+	EXPECT_TRUE(srp::parse_tag_iu(bt.received[0], srp::CRED_RSP, &tag));
+	EXPECT_EQ(tag, 0xc0ffeeu);
+	EXPECT_TRUE(srp::parse_tag_iu(bt.received[1], srp::AER_RSP, &tag));
+	EXPECT_EQ(tag, 0x42u);
+	EXPECT_EQ(ini->stats().cred_reqs, 1u);
+	EXPECT_EQ(ini->stats().aer_reqs, 1u);
+	EXPECT_EQ(ini->stats().t_logouts, 1u);
+	EXPECT_EQ(ini->channel_info(0).credits, 16u + 5 + 2); // the answers spent none
+
+	// A command nobody answers: Timeout after cmd_timeout, and the initiator fails.
+	const uint8_t tur[6] = {};
+	Result got;
+	bool called = false;
+	ASSERT_EQ(ini->submit(Request{0, tur, DataDir::None, {}},
+	                      [&](const Result &r) {
+		                      got = r;
+		                      called = true;
+	                      }),
+	          0);
+	const auto t0 = clock::now();
+	while (!called && clock::now() < t0 + 5s)
+		ini->poll(50ms);
+	ASSERT_TRUE(called);
+	EXPECT_EQ(got.outcome, Outcome::Timeout);
+	EXPECT_GE(clock::now() - t0, 290ms);
+	EXPECT_TRUE(ini->failed());
+	EXPECT_NE(ini->error().find("within 300 ms"), std::string::npos) << ini->error();
+	EXPECT_EQ(ini->channels(), 0u);
+	bt.reap();
+	ASSERT_EQ(bt.received.size(), 3u); // the SRP_CMD did arrive
+	EXPECT_EQ(srp::iu_opcode(bt.received[2]), srp::CMD);
+	ini.reset();
+	bt.stop();
+}
+
 } // namespace
 } // namespace ulp::srpt
