@@ -20,6 +20,8 @@
 #   g  sg_reset -H (ib_srp's host reset: every channel disconnects and logs in again,
 #      channel 0 with SINGLE) while fio writes with verify
 #   h  ACLs (--srp-acl): a login refused, one admitted by port id, one by address
+#   k  ulp-targetd killed (SIGKILL) under I/O and restarted: ib_srp reconnects by itself,
+#      I/O goes on, a verified pass works (main shell: it replaces the daemon)
 #   z  SIGTERM with the initiator logged in: exit 0 within the bound, "stopped", no leak
 #      lines; the guest kernel logged no BUG/WARNING
 # CASE...: a subset (default: all, in order; z always last). On a failure: the reason, the
@@ -35,7 +37,7 @@ targetd=${1:?usage: srp_linux.sh ULP_TARGETD|--lio [CASE...]}
 shift
 peer=ulp
 [[ $targetd == --lio ]] && peer=lio
-cases=${*:-a b c d e f g h}
+cases=${*:-a b c d e f g h k}
 [[ ${ULP_IN_VM:-} == 1 ]] || { echo "srp_linux: run me inside the VM (tools/vm/run)"; exit 2; }
 for t in fio sg_reset dd cmp; do
 	command -v $t >/dev/null || { echo "srp_linux: $t missing (fio, sg3-utils)"; exit 1; }
@@ -83,7 +85,7 @@ stop_bg() {
 cleanup() {
 	set +e
 	stop_bg
-	logout_all 2>/dev/null
+	logout_all_quiet
 	[[ -n $tpid ]] && kill -KILL "$tpid" 2>/dev/null
 	return 0
 }
@@ -407,14 +409,16 @@ scsi_state() { cat /sys/class/scsi_device/"$host":0:0:0/device/state; }
 # that did not return its request's credit, an aborted command's never returned by a
 # later response or an SRP_CRED_REQ). Bounded: 15 s.
 check_credits() {
-	local want lim=''
+	local want lim='' first='' t0=$SECONDS
 	[[ $peer == ulp ]] || return 0
 	want=$(grep -oE 'srpt: login: .*: [0-9]+ credits' "$tlog" | tail -n 1 | grep -oE '[0-9]+ credits$' | cut -d' ' -f1)
-	for _ in $(seq 150); do
-		lim=$(cat /sys/class/scsi_host/host"$host"/req_lim)
+	while ((SECONDS - t0 < 15)); do
+		lim=$(</sys/class/scsi_host/host"$host"/req_lim)
+		first=${first:-$lim}
 		((lim == want)) && break
 		sleep 0.1
 	done
+	((first == want)) || note "$1: ib_srp held $first credits at first, $lim after $((SECONDS - t0)) s"
 	((lim == want)) || fail "$1: ib_srp holds $lim credits once idle, the login granted $want (zero_req_lim $(cat /sys/class/scsi_host/host"$host"/zero_req_lim))"
 	note "$1: all $want credits back with the initiator (zero_req_lim $(cat /sys/class/scsi_host/host"$host"/zero_req_lim))"
 }
@@ -551,6 +555,47 @@ case_h() {
 	done
 }
 
+# The target killed (SIGKILL) under I/O and started again: ib_srp notices, reconnects
+# after reconnect_delay (10 s; SINGLE, then MULTI, to a process that has never seen it)
+# before fast_io_fail_tmo (15 s) fails its I/O; the disks stay, I/O goes on, a verified
+# pass works. RAM LUNs: what was written before is gone. Runs in the main shell (it
+# replaces ulp-targetd, which z then stops).
+case_k() {
+	local logins want
+	[[ $peer == ulp ]] || { note "k: ulp-targetd only"; return 0; }
+	ensure_login
+	start_scratch_io 4k
+	wait_io_running $dev0 100
+	kill -KILL $tpid
+	wait $tpid 2>/dev/null || true
+	# The first process's logins are never closed: its log goes aside (logout_all counts).
+	echo "--- (ulp-targetd killed with SIGKILL; restarted)" >>"$tlog"
+	cp "$tlog" "$work/targetd-first.log"
+	: >"$tlog"
+	rm -f "$work/baseline.done" # the RAM went with the process
+	note "ulp-targetd killed while fio wrote"
+	sleep 2
+	logins=0
+	start_targetd
+	want=$((logins + 4))
+	for _ in $(seq 600); do # bounded: 60 s
+		(($(count_log 'srpt: login: ') >= want)) && break
+		sleep 0.1
+	done
+	(($(count_log 'srpt: login: ') >= want)) || fail "ib_srp did not log in again within 60 s of the restart ($(($(count_log 'srpt: login: ') - logins)) channels)"
+	note "ib_srp reconnected: $(($(count_log 'srpt: login: ') - logins)) channels"
+	# I/O goes on over the new login: the background fio still writes.
+	if kill -0 "$fpid" 2>/dev/null; then
+		wait_io_running $dev0 100
+		note "the background fio writes on after the reconnect"
+	fi
+	stop_bg
+	[[ $(scsi_state) == running ]] || fail "LUN 0's SCSI device is $(scsi_state) after the reconnect"
+	run_fio k-write 300 --name=k0 --filename=$dev0 --rw=randwrite --bs=4k --iodepth=32 \
+		--offset=0 --size=16M
+	check_credits "after the restart"
+}
+
 # SIGTERM while logged in: the channels are disconnected, the process exits 0 in time.
 case_z() {
 	local rc=0
@@ -601,7 +646,8 @@ declare -A what=([a]="fio randwrite+verify (srp/001)" [b]="logout/login under I/
 	[c]="large transfers, cmd_sg_entries=255 (srp/005)" [d]="cmd_sg_entries=1 (srp/007)"
 	[e]="external descriptor tables" [f]="sg_reset -d/-b under verified I/O (srp/014)"
 	[g]="host reset (reconnect) under verified I/O"
-	[h]="ACLs: refused, by port id, by address" [z]="SIGTERM while logged in")
+	[h]="ACLs: refused, by port id, by address"
+	[k]="the target killed under I/O and restarted: ib_srp reconnects" [z]="SIGTERM while logged in")
 last=z
 [[ $peer == lio ]] && last=''
 for c in $cases $last; do
@@ -609,10 +655,11 @@ for c in $cases $last; do
 	[[ $peer == lio ]] || { [[ -n $tpid ]] && kill -0 $tpid 2>/dev/null; } || { echo "srp_linux: FAIL $c: ${what[$c]}: ulp-targetd is gone"; failed+=($c); continue; }
 	note "case $c: ${what[$c]}"
 	# A subshell per case (its fail ends the case, not the run), with errexit on inside:
-	# not under || (which would switch it off). z runs here: it waits for ulp-targetd.
+	# not under || (which would switch it off). k and z run here (their fail ends the
+	# run): they replace or wait for ulp-targetd, which must stay this shell's child.
 	set +e
-	if [[ $c == z ]]; then
-		case_z
+	if [[ $c == z || $c == k ]]; then
+		case_$c
 	else
 		(
 			set -e
