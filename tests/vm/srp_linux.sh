@@ -341,7 +341,8 @@ case_b() {
 # OPTIMAL TRANSFER LENGTH (128 KiB for ulp's LUs), below max_sect's and MAXIMUM TRANSFER
 # LENGTH's max_hw_sectors_kb, so large transfers need this as much as the option.
 open_queue() {
-	local q=/sys/block/$(basename "$1")/queue kb
+	local q kb
+	q=/sys/block/$(basename "$1")/queue
 	# The largest the block layer takes: max_hw_sectors_kb, unless the LU's MAXIMUM
 	# TRANSFER LENGTH (max_dev_sectors, not in sysfs) is lower: halve until accepted.
 	kb=$(cat $q/max_hw_sectors_kb)
@@ -524,7 +525,7 @@ case_h() {
 	line="id_ext=0000000000005556,ioc_guid=0000000000000ac1,dest=10.99.0.1:5556"
 	acl_daemon 5556 "$work/acl-refuse.log" 10.99.0.9 0x00000000000000000000000000000001
 	rc=0
-	echo "$line" 2>"$work/add_target.err" >"$add_target" || rc=$?
+	if ! echo "$line" 2>"$work/add_target.err" >"$add_target"; then rc=1; fi
 	((rc != 0)) || fail "a login the ACLs refuse was accepted"
 	grep -q 'rejected' "$work/acl-refuse.log" || fail "no 'rejected' line for the refused login"
 	note "refused by ACLs: add_target: $(cat "$work/add_target.err"); target: $(grep -o 'rejected.*' "$work/acl-refuse.log" | head -n 1)"
@@ -652,7 +653,7 @@ last=z
 [[ $peer == lio ]] && last=''
 for c in $cases $last; do
 	[[ -n ${what[$c]:-} ]] || { echo "srp_linux: no case $c"; exit 2; }
-	[[ $peer == lio ]] || { [[ -n $tpid ]] && kill -0 $tpid 2>/dev/null; } || { echo "srp_linux: FAIL $c: ${what[$c]}: ulp-targetd is gone"; failed+=($c); continue; }
+	[[ $peer == lio ]] || { [[ -n $tpid ]] && kill -0 $tpid 2>/dev/null; } || { echo "srp_linux: FAIL $c: ${what[$c]}: ulp-targetd is gone"; failed+=("$c"); continue; }
 	note "case $c: ${what[$c]}"
 	# A subshell per case (its fail ends the case, not the run), with errexit on inside:
 	# not under || (which would switch it off). k and z run here (their fail ends the
@@ -672,7 +673,7 @@ for c in $cases $last; do
 		echo "srp_linux: PASS $c: ${what[$c]}"
 	else
 		echo "srp_linux: FAIL $c: ${what[$c]}"
-		failed+=($c)
+		failed+=("$c")
 	fi
 done
 keep_logs
