@@ -200,6 +200,9 @@ int Initiator::Impl::map_data(Chan &c, Req &r, const Request &req, srp::CmdOut *
 void Initiator::Impl::unmap(Req &r, bool copy_out)
 {
 	Chan &c = *r.ch;
+	// Never the keys of a command in flight: they are valid until its LOCAL_INVs complete
+	// (or its QP is in ERR), and a REG_MR of a valid MR fails (its QP to ERR).
+	ULP_CHECK(r.state != ReqState::Active);
 	for (uint32_t i = 0; i < r.nmr; i++) {
 		// Invalidated (or unreachable: the QP is in ERR): the next user registers anew.
 		r.mrs[i]->need_inval = false;
@@ -397,6 +400,9 @@ void Initiator::Impl::send_done(Cq *, Wc *wc)
 		Impl::of(c).chan_fail(c, std::string("SRP_CMD send: ") + wc_status_str(wc->status));
 		return;
 	}
+	// One completion per SEND: a second (a provider's mistake) would finish the slot's
+	// next command early.
+	ULP_CHECK(r.send_pending);
 	r.send_pending = false;
 	Impl::of(c).maybe_finish(r);
 }
@@ -411,6 +417,9 @@ void Initiator::Impl::inv_done(Cq *, Wc *wc)
 		Impl::of(c).chan_fail(c, std::string("LOCAL_INV: ") + wc_status_str(wc->status));
 		return;
 	}
+	// Only for the LOCAL_INVs end_req posted: a stray completion must not hand back the
+	// MRs of the slot's next command, still valid and in flight.
+	ULP_CHECK(r.state == ReqState::Ending && r.inv_pending);
 	r.inv_pending = false;
 	Impl::of(c).unmap(r, r.res.outcome == Outcome::Completed);
 	Impl::of(c).maybe_finish(r);

@@ -111,8 +111,13 @@ void SoftQp::flush_all()
 	flush_pending.store(false, std::memory_order_relaxed);
 	// Send queue: everything not yet completed, in order (in flight first).
 	uint32_t head = sq_head.load(std::memory_order_acquire);
-	for (uint32_t s = sq_acked; s != head; s++)
-		complete_send(s, WcStatus::WrFlushErr, 0);
+	for (uint32_t s = sq_acked; s != head; s++) {
+		SendWqe &w = sq[s % sq_depth];
+		// An executed local WR that failed reports its own error.
+		const bool own = w.local_pending && w.local_st != WcStatus::Success;
+		w.local_pending = false;
+		complete_send(s, own ? w.local_st : WcStatus::WrFlushErr, 0);
+	}
 	sq_next = sq_acked = head;
 	rd_inflight = 0;
 	// Receive queue.
@@ -211,6 +216,50 @@ static uint32_t local_access(const SoftDevice &dev, WrOpcode op)
 	return ACCESS_LOCAL_WRITE | (dev.is_iwarp() ? uint32_t{ACCESS_REMOTE_WRITE} : 0u);
 }
 
+WcStatus SoftQp::exec_local(const SendWqe &w)
+{
+	std::unique_lock g(sdev.mr_lock);
+	if (w.opcode == WrOpcode::LocalInv) {
+		uint32_t idx = key_index(w.inv_rkey);
+		SoftMr *mr = idx < sdev.mrs.size() ? sdev.mrs[idx] : nullptr;
+		// rxe_invalidate_mr: the key must be the MR's current one.
+		if (!mr || mr->user || &mr->spd != &spd || mr->key != w.inv_rkey)
+			return WcStatus::LocQpOpErr;
+		mr->state = MrState::Invalid;
+		return WcStatus::Success;
+	}
+	SoftMr *mr = w.reg_mr;
+	// rxe_reg_fast_mr: only a free (invalid) MR, only the key byte may change.
+	bool bad_access = (w.reg_access & (ACCESS_REMOTE_WRITE | ACCESS_REMOTE_ATOMIC)) &&
+	                  !(w.reg_access & ACCESS_LOCAL_WRITE);
+	if (mr->state != MrState::Invalid || key_index(w.reg_key) != mr->index ||
+	    &mr->spd != &spd || bad_access || w.reg_page_size < 4096 ||
+	    (w.reg_page_size & (w.reg_page_size - 1)))
+		return WcStatus::LocQpOpErr;
+	auto pl = mr->page_list();
+	std::copy(pl.begin(), pl.end(), mr->pages.begin());
+	mr->npages = static_cast<uint32_t>(pl.size());
+	mr->va = w.reg_iova;
+	mr->len = w.reg_len;
+	mr->page_shift = static_cast<uint32_t>(__builtin_ctz(w.reg_page_size));
+	mr->key = w.reg_key;
+	mr->access = w.reg_access;
+	mr->state = MrState::Valid;
+	return WcStatus::Success;
+}
+
+void SoftQp::retire_local()
+{
+	while (sq_acked != sq_next) {
+		SendWqe &w = sq[sq_acked % sq_depth];
+		if (!w.local_pending)
+			break;
+		w.local_pending = false;
+		complete_send(sq_acked, w.local_st, 0);
+		sq_acked++;
+	}
+}
+
 ExecResult SoftQp::exec_one(uint32_t slot)
 {
 	SendWqe &w = sq[slot % sq_depth];
@@ -227,49 +276,21 @@ ExecResult SoftQp::exec_one(uint32_t slot)
 	}
 
 	switch (w.opcode) {
-	case WrOpcode::LocalInv: {
-		WcStatus st = WcStatus::Success;
-		{
-			std::unique_lock g(sdev.mr_lock);
-			uint32_t idx = key_index(w.inv_rkey);
-			SoftMr *mr = idx < sdev.mrs.size() ? sdev.mrs[idx] : nullptr;
-			// rxe_invalidate_mr: the key must be the MR's current one.
-			if (!mr || mr->user || &mr->spd != &spd || mr->key != w.inv_rkey)
-				st = WcStatus::LocQpOpErr;
-			else
-				mr->state = MrState::Invalid;
-		}
-		complete_send(slot, st, 0);
-		if (st != WcStatus::Success)
-			to_error(nullptr);
-		return ExecResult::Done;
-	}
+	case WrOpcode::LocalInv:
 	case WrOpcode::RegMr: {
-		WcStatus st = WcStatus::Success;
-		{
-			std::unique_lock g(sdev.mr_lock);
-			SoftMr *mr = w.reg_mr;
-			// rxe_reg_fast_mr: only a free (invalid) MR, only the key byte may change.
-			bool bad_access =
-			    (w.reg_access & (ACCESS_REMOTE_WRITE | ACCESS_REMOTE_ATOMIC)) &&
-			    !(w.reg_access & ACCESS_LOCAL_WRITE);
-			if (mr->state != MrState::Invalid || key_index(w.reg_key) != mr->index ||
-			    &mr->spd != &spd || bad_access || w.reg_page_size < 4096 ||
-			    (w.reg_page_size & (w.reg_page_size - 1))) {
-				st = WcStatus::LocQpOpErr;
-			} else {
-				auto pl = mr->page_list();
-				std::copy(pl.begin(), pl.end(), mr->pages.begin());
-				mr->npages = static_cast<uint32_t>(pl.size());
-				mr->va = w.reg_iova;
-				mr->len = w.reg_len;
-				mr->page_shift =
-				    static_cast<uint32_t>(__builtin_ctz(w.reg_page_size));
-				mr->key = w.reg_key;
-				mr->access = w.reg_access;
-				mr->state = MrState::Valid;
-			}
+		// Executed once, in order; an RNR NAK's rewind finds it done.
+		const WcStatus st = w.local_pending ? w.local_st : exec_local(w);
+		if (sq_acked != slot) {
+			// Earlier WRs are in flight: this completion waits for theirs
+			// (retire_local), as on hardware; completing it now would also free their
+			// send-queue slots (complete_send's sq_tail) while they are unacked.
+			w.local_pending = true;
+			w.local_st = st;
+			if (st != WcStatus::Success)
+				to_error(nullptr);
+			return ExecResult::Done;
 		}
+		w.local_pending = false;
 		complete_send(slot, st, 0);
 		if (st != WcStatus::Success)
 			to_error(nullptr);

@@ -292,6 +292,7 @@ int SoftQp::post_send(const SendWr *wr, const SendWr **bad_wr)
 			w.rkey = 0;
 			w.inline_len = 0;
 			w.reg_mr = nullptr;
+			w.local_pending = false;
 			w.rnr_left = rnr_retry.load(std::memory_order_relaxed);
 			uint64_t len = 0;
 			for (int i = 0; i < wr->num_sge; i++)

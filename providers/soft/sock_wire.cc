@@ -542,6 +542,7 @@ static bool on_reply(SoftQp &qp, SockConn &c, const PktHdr &h, const uint8_t *pa
 		qp.rd_inflight--;
 		qp.finish_req(slot, Reply::Ack, h.len);
 		qp.sq_acked++;
+		qp.retire_local();
 		return true;
 	}
 	if (op == PktOp::Ack) {
@@ -552,6 +553,9 @@ static bool on_reply(SoftQp &qp, SockConn &c, const PktHdr &h, const uint8_t *pa
 				return false;
 			qp.finish_req(slot, Reply::Ack, w.inline_len ? w.inline_len : w.length);
 			qp.sq_acked++;
+			// The REG_MRs and LOCAL_INVs executed behind it complete now, in order
+			// (a local WR has no psn of its own: never compared).
+			qp.retire_local();
 			if (w.psn == h.psn || qp.state() == QpState::Err)
 				return true;
 			if (qp.sq_acked == qp.sq_next)
@@ -572,8 +576,10 @@ static bool on_reply(SoftQp &qp, SockConn &c, const PktHdr &h, const uint8_t *pa
 		qp.tx_psn = w.psn;
 		qp.rd_inflight = 0;
 		ExecResult r = qp.rnr_wait(slot, rnr_timer_usec(h.rnr_timer));
-		if (r == ExecResult::Done)
+		if (r == ExecResult::Done) {
 			qp.sq_acked++, qp.sq_next = qp.sq_acked;
+			qp.retire_local();
+		}
 		return true;
 	}
 	Reply rep = code == NakCode::InvReq   ? Reply::NakInvReq
@@ -584,6 +590,7 @@ static bool on_reply(SoftQp &qp, SockConn &c, const PktHdr &h, const uint8_t *pa
 		qp.rd_inflight--;
 	qp.finish_req(slot, rep, 0);
 	qp.sq_acked++;
+	qp.retire_local();
 	return true;
 }
 

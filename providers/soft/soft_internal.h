@@ -179,6 +179,11 @@ struct SendWqe {
 	uint32_t rnr_left; // RNR retries left for this WR (rnr_retry 7 = infinite)
 	uint32_t psn;      // socket wire: sequence number it was last sent with
 	bool shm;          // socket wire: the packet named a shared region (READ: the sink)
+	// A REG_MR or LOCAL_INV executed while earlier WRs were still in flight (socket wire):
+	// its completion waits for theirs (a send queue completes in order, as on hardware),
+	// and it is not executed again when an RNR NAK rewinds the queue.
+	bool local_pending;
+	WcStatus local_st;
 };
 
 struct RecvWqe {
@@ -313,7 +318,11 @@ public:
 	bool remote_ok(uint32_t need) const;
 	ExecResult rnr_wait(uint32_t slot, uint32_t usec);
 	ExecResult finish_req(uint32_t slot, Reply reply, uint64_t total);
-	void detach_wire(); // forget the peer (socket: close the connection)
+	// Complete the executed local WRs (local_pending) now at the front of the in-flight
+	// window, in order (called where sq_acked advances, by whoever runs the QP).
+	void retire_local();
+	WcStatus exec_local(const SendWqe &w); // a REG_MR's or LOCAL_INV's effect
+	void detach_wire();                    // forget the peer (socket: close the connection)
 
 	boost::intrusive::list_member_hook<> run_hook; // Engine run queue, under Engine::lock
 	bool queued = false;                           // on the run queue, under Engine::lock

@@ -24,6 +24,8 @@
 
 #include <cstring>
 #include <map>
+#include <numeric>
+#include <random>
 #include <thread>
 
 namespace ulp::srpt
@@ -71,11 +73,13 @@ struct TargetSide {
 	std::unique_ptr<scsi::Tpg> tpg;
 	std::unique_ptr<Target> target;
 	std::unique_ptr<Portal> portal;
+	soft::Wire wire = soft::Wire::Auto; // Socket: the packet path, as between processes
 
 	bool start(TargetConfig tc = {})
 	{
 		soft::DeviceConfig dc;
 		dc.ip = "127.0.0.1";
+		dc.wire = wire;
 		dev = soft::create_device(dc);
 		if (!dev)
 			return false;
@@ -308,6 +312,112 @@ TEST_F(SrpInitiator, FourChannelsOneNexus)
 		ASSERT_EQ(back, want) << "command " << k;
 	}
 }
+
+// ---- Many commands at queue depth 32 --------------------------------------------------------
+
+// Thousands of 4 KiB direct-descriptor writes and reads, 32 at a time, on one channel and
+// on four: every MR goes back to its pool only once its LOCAL_INV has completed, so no
+// REG_MR ever meets a valid MR (it would put the QP in ERR: "SRP_CMD send: WR flushed").
+// On the socket wire the SRP_RSP often overtakes the SEND's ACK, so the LOCAL_INVs run
+// while the SEND is still in flight: their completions must come once, and in order.
+class SrpDeepQueue : public SrpInitiator, public ::testing::WithParamInterface<uint32_t>
+{
+};
+
+TEST_P(SrpDeepQueue, ThousandsOfDirectCommandsAtDepth32)
+{
+	const uint32_t nch = GetParam();
+	ts.wire = soft::Wire::Socket; // SRP_RSPs overtake ACKs only there
+	ASSERT_TRUE(ts.start());
+	InitiatorConfig c = base_cfg();
+	c.channels = nch;
+	c.desc_mode = DescMode::Direct;
+	c.regions.push_back(zc(0, 1u << 20));
+	ini = connect(c);
+	ASSERT_EQ(ini->channels(), nch) << ini->error();
+
+	constexpr uint32_t kDepth = 32;
+	constexpr size_t kLen = 4096;
+	constexpr uint32_t kUnits = 2048; // 8 MiB of the LUN, in 4 KiB units
+	constexpr int kMixed = 8000;      // after every unit is written once
+	std::vector<uint32_t> gen(kUnits, 0);
+	std::vector<bool> busy(kUnits, false);
+	std::vector<uint32_t> free_slots(kDepth);
+	std::iota(free_slots.begin(), free_slots.end(), 0u);
+	std::mt19937 rng(nch);
+	std::vector<uint8_t> want(kLen);
+	int issued = 0, completed = 0, good = 0, bad = 0;
+	const InitiatorStats before = ini->stats();
+
+	for (; completed < int(kUnits) + kMixed;) {
+		while (issued < int(kUnits) + kMixed && !free_slots.empty()) {
+			// First every unit written in order, then random reads and writes, never
+			// two on one unit at once.
+			uint32_t unit;
+			bool write;
+			if (issued < int(kUnits)) {
+				unit = uint32_t(issued);
+				write = true;
+			} else {
+				do
+					unit = uint32_t(rng() % kUnits);
+				while (busy[unit]);
+				write = (rng() & 1) != 0;
+			}
+			const uint32_t slot = free_slots.back();
+			auto b = zc(size_t(slot) * kLen, kLen);
+			const uint32_t lba = unit * uint32_t(kLen / kBlock);
+			const uint32_t g = write ? gen[unit] + 1 : gen[unit];
+			if (write)
+				fill(b, lba, g);
+			else
+				std::memset(b.data(), 0xee, kLen);
+			const auto cdb = cdb_rw10(write, lba, uint16_t(kLen / kBlock));
+			const int rc = ini->submit(
+			    Request{0, cdb, write ? DataDir::Write : DataDir::Read, b},
+			    [&, slot, unit, lba, g, write, b](const Result &r) {
+				    completed++;
+				    busy[unit] = false;
+				    free_slots.push_back(slot);
+				    if (!r.good()) {
+					    if (bad++ == 0) // the first says it; the rest follow it
+						    ADD_FAILURE()
+						        << outcome_name(r.outcome) << " status "
+						        << int(r.status) << ": " << ini->error();
+					    return;
+				    }
+				    if (write) {
+					    gen[unit] = g;
+				    } else {
+					    fill(want, lba, g);
+					    EXPECT_EQ(std::memcmp(b.data(), want.data(), kLen), 0)
+					        << "unit " << unit;
+				    }
+				    good++;
+			    });
+			if (rc == -EBUSY)
+				break; // no credit or MR now: a completion frees one
+			ASSERT_EQ(rc, 0) << ini->error();
+			free_slots.pop_back();
+			busy[unit] = true;
+			issued++;
+		}
+		ASSERT_GT(ini->poll(5s), 0)
+		    << completed << " of " << issued << " completed: " << ini->error();
+		if (HasFailure())
+			break;
+	}
+	EXPECT_EQ(good, int(kUnits) + kMixed);
+	EXPECT_FALSE(ini->failed()) << ini->error();
+	EXPECT_EQ(ini->channels(), nch);
+	const InitiatorStats &after = ini->stats();
+	EXPECT_EQ(after.direct - before.direct, uint64_t(kUnits) + kMixed);
+	EXPECT_GE(after.local_inv - before.local_inv, uint64_t(kUnits) + kMixed);
+	EXPECT_EQ(ini->in_flight(), 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Channels, SrpDeepQueue, ::testing::Values(1u, 4u),
+                         [](const auto &info) { return std::to_string(info.param) + "_channels"; });
 
 // ---- Data, every descriptor format -----------------------------------------------------------
 
