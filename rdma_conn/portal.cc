@@ -10,9 +10,40 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <map>
+#include <mutex>
 
 namespace ulp::rdma
 {
+
+namespace
+{
+
+// The CQ pool is the device's (ib_cq_pool), shared by every portal on it: an iSER and an
+// SRP portal on one address take their CQs from one pool. It is freed when the last portal
+// using the device lets go, not by the first one to stop (the kernel frees it when the
+// device goes away).
+std::mutex g_pool_users_lock;
+std::map<Device *, unsigned> g_pool_users; // portals with DeviceRes on the device
+
+void pool_user_add(Device &dev)
+{
+	std::lock_guard g(g_pool_users_lock);
+	g_pool_users[&dev]++;
+}
+
+// True when the caller was the device's last portal: the pool may be destroyed.
+bool pool_user_drop(Device &dev)
+{
+	std::lock_guard g(g_pool_users_lock);
+	auto it = g_pool_users.find(&dev);
+	if (it == g_pool_users.end() || --it->second > 0)
+		return false;
+	g_pool_users.erase(it);
+	return true;
+}
+
+} // namespace
 
 // ---- PortalConn ----------------------------------------------------------------------------
 
@@ -166,7 +197,7 @@ void Portal::stop()
 	for (auto &[dev, r] : devices_) {
 		release_device(r);
 		r.heap.reset();
-		if (int rc = cq_pool_destroy(*dev); rc != 0)
+		if (pool_user_drop(*dev) && cq_pool_destroy(*dev) != 0)
 			ULP_LOG(Error, Rdma, "{}: CQ pool of {} still in use", cfg_.name,
 			        dev->name());
 		r.pd.reset();
@@ -225,6 +256,7 @@ DeviceRes *Portal::device_res(Device &dev)
 	r.heap = DmaHeap::create(*r.pd, cfg_.heap_bytes, cfg_.max_io, access);
 	if (!r.heap)
 		return nullptr;
+	pool_user_add(dev);
 	return &devices_.emplace(&dev, std::move(r)).first->second;
 }
 
