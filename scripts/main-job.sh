@@ -2,13 +2,15 @@
 # The main job (README): install the dependencies, build, then run the target daemon and
 # the initiator client on the built-in software RDMA provider, with data verification and
 # figures:
-#   1. ulp-targetd with an iSER portal (soft RDMA provider) and a TCP portal on 127.0.0.1,
-#      LUN 0 in RAM and LUN 1 on a file (io_uring);
+#   1. ulp-targetd with an iSER portal and an SRP portal (soft RDMA provider) and a TCP
+#      portal on 127.0.0.1, LUN 0 in RAM and LUN 1 on a file (io_uring);
 #   2. ulp-initiator runs, each checking every block it reads back (LBA, generation and
 #      CRC32C in every block written; exit 1 on any mismatch):
 #        iSER, LUN 0: 4 KiB mixed read/write, queue depth 32, then a read-back pass
 #        iSER, LUN 1: 128 KiB sequential write of the whole range, then a read-back pass
 #        TCP,  LUN 0: 4 KiB mixed read/write, queue depth 32, then a read-back pass
+#        SRP,  LUN 0: 4 KiB mixed read/write, queue depth 32, two channels, read back
+#        SRP,  LUN 1: 128 KiB sequential write of the whole range, then read back
 #   3. the figures, side by side in one run (tools/iscsi-bench/run): ulp-targetd over
 #      iSER and TCP beside tgtd over TCP, with ulp-initiator and libiscsi's iscsi-perf,
 #      IOPS, MB/s, latency and CPU per I/O, and their ratios.
@@ -64,24 +66,29 @@ cleanup() {
 trap cleanup EXIT
 step() { printf '\n==== %s\n' "$*"; }
 
-step "ulp-targetd: iSER and TCP portals on 127.0.0.1, LUN 0 ram, LUN 1 file ($file_size)"
+step "ulp-targetd: iSER, SRP and TCP portals on 127.0.0.1, LUN 0 ram, LUN 1 file ($file_size)"
 mkfifo "$work/ready"
-"$targetd" --portal 127.0.0.1:0 --iser-portal 127.0.0.1:0 --target "$iqn" \
+"$targetd" --portal 127.0.0.1:0 --iser-portal 127.0.0.1:0 --srp-portal 127.0.0.1:0 \
+	--target "$iqn" \
 	--lun "0:ram:size=1G" --lun "1:file:path=$work/lun1.img,size=$file_size" \
 	--ready-fd 3 3>"$work/ready" >"$work/targetd.log" 2>&1 &
 tpid=$!
-# ready-fd: "TCPPORT\n", then "iser PORT\n" once both portals listen.
+# ready-fd: "TCPPORT\n", "iser PORT\n", "srp PORT\n" once the portals listen.
 exec 4<"$work/ready"
-tcp_port='' iser_port=''
+tcp_port='' iser_port='' srp_port=''
 read -r -t 30 tcp_port <&4 || true
 read -r -t 30 _ iser_port <&4 || true
+read -r -t 30 _ srp_port <&4 || true
 exec 4<&-
-if [[ -z $tcp_port || -z $iser_port ]]; then
+# The SRP target port's identifiers, from the add_target line ulp-targetd logs.
+srp_target=$(grep -o 'id_ext=[0-9a-f]*,ioc_guid=[0-9a-f]*' "$work/targetd.log" | head -n 1 || true)
+if [[ -z $tcp_port || -z $iser_port || -z $srp_port || -z $srp_target ]]; then
 	echo "main-job.sh: ulp-targetd did not report its portals within 30 s:" >&2
 	cat "$work/targetd.log" >&2
 	exit 1
 fi
-echo "listening: TCP 127.0.0.1:$tcp_port, iSER 127.0.0.1:$iser_port (soft RDMA provider)"
+echo "listening: TCP 127.0.0.1:$tcp_port, iSER 127.0.0.1:$iser_port, SRP 127.0.0.1:$srp_port" \
+	"($srp_target; soft RDMA provider)"
 
 run() { # NAME ARGS...: one verified ulp-initiator run, its figures on stdout
 	local name=$1
@@ -102,6 +109,12 @@ run "iSER, LUN 1 (file): 128 KiB sequential write of $range, then read back" \
 run "TCP, LUN 0 (ram): 4 KiB mixed 50/50, qd 32, ${runtime}s, verified, then read back" \
 	--transport tcp -p "127.0.0.1:$tcp_port" -l 0 --range "$range" \
 	-w mixed -b 4k -q 32 -r "$runtime" --verify-only
+run "SRP, LUN 0 (ram): 4 KiB mixed 50/50, qd 32, two channels, ${runtime}s, verified, then read back" \
+	--transport srp --srp-target "$srp_target" -p "127.0.0.1:$srp_port" --srp-channels 2 \
+	-l 0 --range "$range" -w mixed -b 4k -q 32 -r "$runtime" --verify-only
+run "SRP, LUN 1 (file): 128 KiB sequential write of $range, then read back" \
+	--transport srp --srp-target "$srp_target" -p "127.0.0.1:$srp_port" \
+	-l 1 --range "$range" -w write -b 128k -q 8 -r 0 -s "$range" --verify-only
 
 step "ulp-targetd: SIGTERM (it must exit 0, every session closed)"
 kill -TERM "$tpid"
