@@ -24,9 +24,11 @@
 // after a restart; an APTPL bit of zero removes the file, just as durably. The write runs on
 // the store's thread (scsi/pr_store.h), not on the fabric's: the command waits without a
 // thread waiting, and the other PERSISTENT RESERVE OUT commands of the LU wait behind it in
-// pr.deferred (the file follows the state in the order of the changes). Should the write
-// fail, the change is undone (the unit attentions it queued stay: spurious ones are
-// harmless, lost ones are not) and the command ends in INTERNAL TARGET FAILURE.
+// pr.deferred (the file follows the state in the order of the changes). Meanwhile the
+// change is in effect (pr_check and PERSISTENT RESERVE IN see it), as any command's effect
+// is while the command is in flight. Should the write fail, the change is undone (the unit
+// attentions it queued stay: spurious ones are harmless, lost ones are not) and the command
+// ends in INTERNAL TARGET FAILURE.
 #include "scsi/pr_internal.h"
 
 #include "core/log.h"
