@@ -38,6 +38,7 @@
 #include "core/log.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstring>
 #include <set>
 #include <utility>
