@@ -3,13 +3,16 @@
 // (scsi/pr_persist.cc pr_decode), which reads what a disk, a crash or an administrator left
 // in the state directory when ulp-targetd starts.
 //
-// Input: the file, whole. Invariants: nothing is read past the input (ASan); a file that
+// Input: the file, whole, and again with its CRC32C trailer made right (so that the body's
+// checks are reached). Invariants: nothing is read past the input (ASan); a file that
 // loads is canonical: installed in a LU and written out again (pr_image) it gives the same
 // bytes, its holder is one of its registrations (or none, for no reservation and the
 // all-registrants types), and no two registrations stand for one I_T nexus.
 //
 // Seeds: ULP_FUZZ_SEEDS=<dir> makes the binary write state files of a few shapes there and
 // exit (scripts/fuzz.sh does this).
+#include "core/byteorder.h"
+#include "core/crc32c.h"
 #include "scsi/backstore.h"
 #include "scsi/lu.h"
 #include "scsi/pr_internal.h"
@@ -111,15 +114,19 @@ extern "C" int LLVMFuzzerInitialize(int *, char ***)
 	return 0;
 }
 
-extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+namespace
 {
-	const std::span<const uint8_t> f(data, size);
+
+void run(std::span<const uint8_t> f)
+{
+	const uint8_t *data = f.data();
+	const size_t size = f.size();
 	PrLoaded l;
 	std::string why;
 	const PrLoad r = pr_decode(f, lu().name(), lu().naa(), &l, &why);
 	if (r != PrLoad::Ok) {
 		check(!why.empty(), "refused without saying why");
-		return 0;
+		return;
 	}
 	for (size_t i = 0; i < l.regs.size(); i++)
 		for (size_t j = i + 1; j < l.regs.size(); j++)
@@ -134,5 +141,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	const std::vector<uint8_t> again = rewrite(std::move(l));
 	check(again.size() == size && std::memcmp(again.data(), data, size) == 0,
 	      "a loaded file is not written back the same");
+}
+
+} // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	run({data, size});
+	// The same bytes with a right checksum, so that mutations of the body reach the body's
+	// checks rather than stopping at the CRC32C.
+	if (size >= 20) {
+		std::vector<uint8_t> f(data, data + size);
+		ulp::put_be32(&f[size - 4],
+		              ulp::crc32c(std::span<const uint8_t>(f).first(size - 4)));
+		run(f);
+	}
 	return 0;
 }
