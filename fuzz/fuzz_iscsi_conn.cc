@@ -59,7 +59,7 @@
 // Seeds: ULP_FUZZ_SEEDS=<dir> makes the binary write well-formed conversations there and
 // exit (scripts/fuzz.sh does this).
 #include "core/log.h"
-#include "iscsi/crc32c.h"
+#include "core/crc32c.h"
 #include "iscsi/target/session.h"
 #include "tests/iscsi/conn_harness.h"
 

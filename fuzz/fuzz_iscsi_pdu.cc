@@ -21,7 +21,7 @@
 //
 // Seeds: ULP_FUZZ_SEEDS=<dir> makes the binary write a few well-formed streams there and
 // exit (scripts/fuzz.sh does this).
-#include "iscsi/crc32c.h"
+#include "core/crc32c.h"
 #include "iscsi/pdu.h"
 
 #include <algorithm>
@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+using namespace ulp;
 using namespace ulp::iscsi;
 
 namespace

@@ -15,8 +15,9 @@
 //   TARGET WARM RESET  each LU as by LOGICAL UNIT RESET: tasks aborted, the SPC-2
 //                      reservation released, BUS DEVICE RESET FUNCTION OCCURRED for every
 //                      nexus (SPI-5's target reset event);
-//   TARGET COLD RESET  each LU as after a power on: tasks aborted, every reservation and
-//                      registration gone (nothing persists: APTPL 1 is refused), the mode
+//   TARGET COLD RESET  each LU as after a power on: tasks aborted, the SPC-2 reservation
+//                      gone, and the persistent reservation and registrations too unless
+//                      APTPL is active (pr_power_on, SPC-4 5.13.5), the mode
 //                      parameters back to their defaults, and the unit attention queues
 //                      emptied so that every nexus hears POWER ON, RESET, OR BUS DEVICE RESET
 //                      OCCURRED first, as after a power on (ua.cc). Dropping the target's

@@ -4,7 +4,7 @@
 
 #include "core/log.h"
 
-#include "iscsi/crc32c.h"
+#include "core/crc32c.h"
 #include "scsi/core.h"
 
 #include <algorithm>

@@ -3,6 +3,8 @@
 // target's parts (see config.h).
 #include "tools/ulp-targetd/config.h"
 
+#include "scsi/pr.h"
+
 #include <toml++/toml.h>
 
 #include <arpa/inet.h>
@@ -220,6 +222,8 @@ bool load_file(const std::string &path, Config *c, std::string *why)
 	}
 	if (auto w = t["workers"].value<int64_t>())
 		c->workers = int(*w);
+	if (auto d = t["state_dir"].value<std::string>())
+		c->state_dir = *d;
 	if (auto *ps = t["portals"].as_array()) {
 		for (auto &e : *ps) {
 			auto s = e.value<std::string>();
@@ -505,6 +509,11 @@ void add_flags(CLI::App &app, Flags &f)
 	app.add_option("--mutual-chap", f.mutual_chap,
 	               "USER:SECRET the target proves to the initiators (mutual CHAP)");
 	app.add_option("--workers", f.workers, "event-loop threads (default 1)");
+	app.add_option("--state-dir", f.state_dir,
+	               "DIR for the persistent reservations initiators ask to keep across "
+	               "restarts (APTPL 1), a file per LUN; created (mode 0700) if missing; "
+	               "when it cannot be used, APTPL 1 is refused (default "
+	               "/var/lib/ulp-targetd)");
 	app.add_option("--max-recv-dsl", f.max_recv_dsl,
 	               "MaxRecvDataSegmentLength we declare (default 262144)");
 	app.add_option("--max-burst", f.max_burst, "MaxBurstLength we accept (default 1048576)");
@@ -603,6 +612,8 @@ bool build_config(const Flags &f, Config *c, std::string *why)
 		c->portals.push_back(Portal{"", 3260});
 	if (f.workers > 0)
 		c->workers = f.workers;
+	if (!f.state_dir.empty())
+		c->state_dir = f.state_dir;
 	if (f.max_recv_dsl)
 		c->prefs.max_recv_dsl = f.max_recv_dsl;
 	if (f.max_burst)
@@ -740,6 +751,14 @@ bool instantiate(const Config &c, Runtime *rt, std::string *why)
 	tc.nop_timeout = std::chrono::seconds(c.nop_timeout);
 	tc.max_io_bytes = std::max<uint32_t>(16u << 20, c.prefs.max_burst_length);
 	// portal_addresses: set by main once the portals are bound (ports may be ephemeral).
+	// The state directory: without it the LUs run, but refuse APTPL 1 (PTPL_C 0).
+	std::string sw;
+	rt->pr_store = scsi::PrStore::open(c.state_dir, &sw);
+	if (!rt->pr_store)
+		ULP_LOG(Warn, Tool,
+		        "state directory {} cannot be used ({}): persistent reservations will not "
+		        "survive a restart, APTPL 1 is refused",
+		        c.state_dir, sw);
 	uint16_t rtpi = 1;
 	// The SRP target port exports the LUNs of srp.target (or of the first target).
 	const std::string &srp_of = c.srp.target.empty() ? c.targets.front().name : c.srp.target;
@@ -765,6 +784,18 @@ bool instantiate(const Config &c, Runtime *rt, std::string *why)
 			lc.product = "ulp " + l.bs.kind;
 			auto lu = std::make_unique<scsi::LogicalUnit>(
 			    t.name + "/" + std::to_string(l.lun), std::move(bs), lc);
+			// Its reservations as the last run left them (APTPL 1), before anyone
+			// can log in; a damaged state file stops the start (the message says
+			// which file, and that moving it aside starts the LUN without them).
+			if (rt->pr_store) {
+				const scsi::PrLoad pl =
+				    scsi::pr_attach_store(*lu, *rt->pr_store, &w);
+				if (pl != scsi::PrLoad::Ok && pl != scsi::PrLoad::NoState) {
+					*why = "target " + t.name + " LUN " +
+					       std::to_string(l.lun) + ": " + w;
+					return false;
+				}
+			}
 			if (int rc = tpg->add_lun(l.lun, *lu); rc != 0) {
 				*why =
 				    "add LUN " + std::to_string(l.lun) + ": " + std::strerror(-rc);

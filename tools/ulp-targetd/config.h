@@ -6,6 +6,8 @@
 // The file (every key optional but target.name and lun.backstore):
 //
 //   workers = 2                         # event-loop threads
+//   state_dir = "/var/lib/ulp-targetd"  # persistent reservations with APTPL 1, a file per
+//                                       # LUN (created 0700; unusable: APTPL 1 refused)
 //   portals = ["0.0.0.0:3260"]          # iSCSI/TCP: "host:port", IPv6 as "[::1]:3260"
 //   iser_portals = ["127.0.0.1:3260"]   # iSER (RDMA/CM): on rdma_device, or soft devices
 //   srp_portals = ["10.99.0.1:5555"]    # SRP (RDMA/CM; no well-known port: give one)
@@ -60,6 +62,7 @@
 #include "iser/target.h"
 #include "scsi/backstore.h"
 #include "scsi/lu.h"
+#include "scsi/pr_store.h"
 #include "scsi/tpg.h"
 
 #include <CLI/CLI.hpp>
@@ -76,6 +79,7 @@ namespace targetd
 // The command line as given.
 struct Flags {
 	std::string config;                    // --config FILE
+	std::string state_dir;                 // --state-dir DIR ("": the file's, or the default)
 	std::vector<std::string> portals;      // --portal HOST:PORT
 	std::vector<std::string> iser_portals; // --iser-portal HOST:PORT
 	std::vector<std::string> srp_portals;  // --srp-portal HOST:PORT
@@ -149,6 +153,7 @@ struct Config {
 	SrpCfg srp;
 	std::vector<TargetCfg> targets;
 	int workers = 1;
+	std::string state_dir = "/var/lib/ulp-targetd"; // reservation state files (APTPL 1)
 	ulp::iscsi::OperationalPrefs prefs;
 	uint32_t cmd_window = 128;
 	int nop_interval = 0; // seconds
@@ -163,6 +168,9 @@ bool build_config(const Flags &f, Config *out, std::string *why);
 
 // What instantiate() made; owns the backstores' logical units and the port groups.
 struct Runtime {
+	// The state directory's store (null when it cannot be used: APTPL 1 is refused). Before
+	// lus: it outlives them.
+	std::unique_ptr<ulp::scsi::PrStore> pr_store;
 	std::vector<std::unique_ptr<ulp::scsi::LogicalUnit>> lus;
 	std::vector<std::unique_ptr<ulp::scsi::Tpg>> tpgs;
 	ulp::iscsi::target::TargetConfig target_cfg;

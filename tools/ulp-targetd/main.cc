@@ -238,7 +238,11 @@ int main(int argc, char **argv)
 	    "or shrinking; initiators get UNIT ATTENTION, CAPACITY DATA HAS CHANGED, and a log "
 	    "line per LUN says OLD -> NEW blocks or no capacity change. E.g. `truncate -s +1G "
 	    "lun.img; kill -HUP <pid>`. A file LUN's size= is where it starts: it follows the file "
-	    "from the first SIGHUP on, also below size=.");
+	    "from the first SIGHUP on, also below size=.\n"
+	    "Persistent reservations: those an initiator registers with APTPL 1 are written to "
+	    "--state-dir (a file per LUN) before the command completes, and are there again "
+	    "after a restart or a crash. A state file found damaged or of another LUN stops the "
+	    "start with its name; moving it aside starts that LUN without its reservations.");
 	targetd::Flags f;
 	targetd::add_flags(app, f);
 	CLI11_PARSE(app, argc, argv);
