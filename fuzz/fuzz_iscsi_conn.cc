@@ -794,10 +794,10 @@ bool Run::control(Link &l, Reader &in)
 		c.tick(std::chrono::seconds(20));
 		break;
 	case 5:
-		c.post(ConnEvent::Logout, nullptr);
+		c.post(ConnEvent::Logout, {});
 		break;
 	case 6:
-		c.post(ConnEvent::Drop, nullptr);
+		c.post(ConnEvent::Drop, {});
 		break;
 	case 7:
 		c.on_transport_error("fuzz: transport failed");

@@ -280,8 +280,7 @@ void Conn::maybe_finish_logout()
 	if (!reaped_) {
 		if (!reaping_) {
 			reaping_ = true;
-			target_.close_session(sess_,
-			                      [this] { post(ConnEvent::ReapDone, nullptr); });
+			target_.close_session(sess_, [this] { post(ConnEvent::ReapDone, {}); });
 		}
 		return;
 	}
@@ -328,7 +327,7 @@ void Conn::do_tm_rsp(scsi::Tmr *t)
 		finish_pdu(p, b);
 		if (cold) {
 			p->close_after = true;
-			close_reason_ = kColdReset;
+			close_why_ = kColdReset;
 		}
 		queue_pdu(p);
 		pdus_out_++;

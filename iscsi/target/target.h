@@ -120,8 +120,9 @@ public:
 	void close_session(Session *s, std::function<void()> done);
 
 	// Drop the connection of every session on node but except's, as its owner thread
-	// gets to it (ConnEvent::Drop: never blocks the caller), logging why. TARGET COLD
-	// RESET (RFC 7143 11.5.1): a power on ends every session of the target.
+	// gets to it (ConnEvent::Drop: never blocks the caller), logging why (a static string:
+	// the events carry it). TARGET COLD RESET (RFC 7143 11.5.1): a power on ends every
+	// session of the target.
 	void drop_sessions(const TargetNode *node, const Conn *except, const char *why);
 
 	// Ask every session to log out (Async Message, RFC 7143 11.9.1 event 1), wait up to

@@ -1201,14 +1201,14 @@ TEST_F(ConnTest, TargetAsksForLogoutThenDrops)
 {
 	start({}, [](InitiatorLoginConfig &ic) { ic.prefs.immediate_data = false; });
 	clear_ua();
-	c_->post(ConnEvent::Logout, nullptr);
+	c_->post(ConnEvent::Logout, {});
 	c_->pump();
 	AsyncMsg a = expect<AsyncMsg>();
 	EXPECT_EQ(a.event, 1);
 	EXPECT_GE(a.param3, 1);
 	send(cmd(write10(0, 8), false, true, 4096));
 	expect<R2t>();
-	c_->post(ConnEvent::Drop, nullptr);
+	c_->post(ConnEvent::Drop, {});
 	c_->pump();
 	EXPECT_TRUE(c_->closed());
 }
