@@ -184,7 +184,8 @@ void TcpConn::on_readable()
 				return;
 			if (errno == EINTR)
 				continue;
-			on_transport_error(std::string("recv: ") + std::strerror(errno));
+			const int err = errno;
+			on_transport_error(std::string("recv: ") + std::strerror(err));
 			return;
 		}
 		budget -= size_t(n);
@@ -244,7 +245,8 @@ void TcpConn::flush()
 				}
 				return;
 			}
-			on_transport_error(std::string("send: ") + std::strerror(errno));
+			const int err = errno;
+			on_transport_error(std::string("send: ") + std::strerror(err));
 			return;
 		}
 		size_t left = size_t(w);
@@ -422,7 +424,8 @@ void TcpWorker::adopt(int fd)
 	ev.events = EPOLLIN;
 	ev.data.ptr = static_cast<EpollItem *>(c.get());
 	if (epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
-		c->on_transport_error(std::string("epoll: ") + std::strerror(errno));
+		const int err = errno;
+		c->on_transport_error(std::string("epoll: ") + std::strerror(err));
 	}
 	conns_.push_back(std::move(c));
 	nconns_ = conns_.size();
@@ -568,8 +571,9 @@ int TcpServer::listen(const std::string &host, uint16_t port, std::string *why)
 	}
 	int fd = ::socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
-		*why = std::string("socket: ") + std::strerror(errno);
-		return -errno;
+		const int err = errno;
+		*why = std::string("socket: ") + std::strerror(err);
+		return -err;
 	}
 	int one = 1;
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
