@@ -2,6 +2,7 @@
 // iscsi/target/tcp.cc - the iSCSI/TCP transport (see tcp.h).
 #include "iscsi/target/tcp.h"
 #include "core/deadline.h"
+#include "core/log.h"
 #include "core/thread_name.h"
 
 #include "iscsi/target/conn.h"
@@ -17,7 +18,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <mutex>
@@ -304,10 +304,9 @@ TcpWorker::~TcpWorker()
 		if (!c->done()) {
 			// Still holding commands the core may call back for: freeing it would be a
 			// use-after-free. Leak it, loudly.
-			std::fprintf(stderr,
-			             "ulp iscsi/tcp: connection %s still %s at shutdown; "
-			             "left allocated\n",
-			             c->peer().c_str(), conn_state_str(c->state()));
+			ULP_LOG(Error, Iscsi,
+			        "tcp: connection {} still {} at shutdown; left allocated",
+			        c->peer(), conn_state_str(c->state()));
 			c.release();
 			continue;
 		}
@@ -394,9 +393,11 @@ void TcpWorker::accept_all(int lfd)
 		if (fd < 0) {
 			if (errno == EINTR)
 				continue;
+			// EMFILE, ENFILE, ENOBUFS, ENOMEM: the listener stays readable, so this
+			// comes back on every pass of the loop until the condition clears.
 			if (errno != EAGAIN && errno != EWOULDBLOCK)
-				std::fprintf(stderr, "ulp iscsi/tcp: accept: %s\n",
-				             std::strerror(errno));
+				ULP_LOG_RATELIMITED(Error, Iscsi, "tcp: accept: {}",
+				                    std::strerror(errno));
 			return;
 		}
 		TcpWorker *w = all_.empty() ? this : all_[next_++ % all_.size()];
