@@ -466,7 +466,7 @@ void RdmaTransport::close()
 	state_ = State::Closed;
 	// The QP to ERR first (disconnect does it, and a QP that never connected gets it
 	// here): from then on the device executes no RDMA of the target's into our memory,
-	// so the registrations can go back to the session at once (RFC 7145 10.1.3.? rules
+	// so the registrations can go back to the session at once (RFC 7145's error handling
 	// aside, an RC QP in ERR answers no request).
 	if (id_ && was == State::Up)
 		id_->disconnect();
@@ -821,8 +821,8 @@ void RdmaTransport::on_recv(RecvDesc *d, const Wc &wc)
 		fail("from the target: " + why);
 		return;
 	}
-	// Remote invalidation (RFC 7145 7.3.?, Linux iser_check_remote_inv): only with the
-	// SCSI Response of the command the key belongs to, and only if we allowed it.
+	// Remote invalidation (RFC 7145's STag invalidation, Linux iser_check_remote_inv): only
+	// with the SCSI Response of the command the key belongs to, and only if we allowed it.
 	if (wc.wc_flags & WC_WITH_INVALIDATE) {
 		const uint8_t op = pdu.bhs[0] & 0x3f;
 		Reg *r = op == kOpScsiRsp ? reg_of(get_be32(pdu.bhs.data() + 16)) : nullptr;

@@ -3,12 +3,13 @@
 // (RFC 7143 sections 3, 4, 11), as a fabric of the SCSI core (the kernel's
 // iscsi_target.c, iscsi_target_erl0.c).
 //
-// A Conn is owned by its transport (iser/tcp.h) and runs on the transport's thread for it
-// (the owner thread): the transport hands it each received PDU (on_pdu), the time
-// (on_tick) and the events other threads posted (run_events); the Conn hands PDUs back to
-// send (the transport's queue_pdu). Everything a Conn holds is touched on the owner thread
-// only, except its event inbox: the SCSI core calls back from backstore threads and the
-// reaper, and those calls are posted (post) and run by the owner.
+// A Conn is owned by its transport (iscsi/target/tcp.h, iser/target.h), which hands it each
+// received PDU (on_pdu), the time (on_tick) and the events other threads posted
+// (run_events); the Conn hands PDUs back to send (the transport's queue_pdu). Everything a
+// Conn holds is touched by one thread at a time, "the owner thread" below: the holder of
+// its serialiser (rdma::Serial: the TCP worker that owns it, or over iSER whichever thread
+// brings the work). The SCSI core calls back from backstore threads and the reaper; those
+// calls are posted (post) and run by the holder.
 //
 // Full feature phase, per PDU:
 //   SCSI Command  CmdSN checked against the window (3.2.2.1: outside it, ignored); a
@@ -25,7 +26,7 @@
 //   Task Mgmt     to the core (scsi::Tmr); ABORT TASK of a command still waiting for its
 //                 CmdSN is answered here (11.5.1).
 //   NOP-Out/In    answered; the target pings when configured and drops a silent peer.
-//   Text          SendTargets and declarations (iser/discovery.h).
+//   Text          SendTargets and declarations (iscsi/discovery.h).
 //   Logout        waits for the connection's commands, answers, closes (11.14).
 //   Reject        for unsupported opcodes, bad fields, data digest errors (11.17); at ERL
 //                 0 a data digest error fails the command the data belonged to (7.8).

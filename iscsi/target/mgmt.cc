@@ -17,7 +17,8 @@ namespace ulp::iscsi::target
 namespace
 {
 
-// RFC 7143 11.5.1 / RFC 7144 4.? function codes, and the responses of 11.6.1.
+// RFC 7143 11.5.1 function codes (and RFC 7144's new task management functions, QUERY TASK
+// and on), and the responses of 11.6.1.
 enum : uint8_t {
 	TMF_ABORT_TASK = 1,
 	TMF_ABORT_TASK_SET = 2,

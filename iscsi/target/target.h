@@ -3,8 +3,8 @@
 // sessions, and the answers the login and discovery engines need (the kernel's
 // iscsi_target_tpg.c and iscsi_target_login.c session half).
 //
-// An Target is transport neutral. Transports (TCP: iser/tcp.h; iSER later) accept
-// connections and run a Conn (iser/conn.h) on each; a Conn's login asks the Target
+// A Target is transport neutral. Transports (TCP: iscsi/target/tcp.h; iSER: iser/target.h)
+// accept connections and run a Conn (iscsi/target/conn.h) on each; a Conn's login asks the Target
 // which targets exist, who may log in and how, and finally which session it joins. The
 // session's SCSI side is a scsi::Nexus on the target's scsi::Tpg, whose fabric is the
 // Target's (every SCSI callback is routed to the command's connection).

@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: MIT
-// tests/iscsi/conn_test.cc - the target's connection layer (iser/conn.cc, iser/target.cc) in
-// one process: a real Conn behind a real Target with the SCSI core and a RAM LU
-// (tests/iscsi/conn_harness.h), PDUs built with the iser/pdu.h encoders, logins by
-// InitiatorLogin. What libiscsi's conformance suite does not reach: the CmdSN window,
-// every InitialR2T / ImmediateData combination, several R2Ts per command, bursts and
-// Data-In splitting, digests and digest errors, task management of waiting commands,
-// NOP-In pings and their timeout, long SendTargets answers, logout with commands in
-// flight, session reinstatement, and teardown in the middle of I/O. Every test ends
-// with the connection torn down, bounded, and nothing left in the target or the core.
+// tests/iscsi/conn_test.cc - the target's connection layer (iscsi/target/conn.cc,
+// iscsi/target/target.cc) in one process: a real Conn behind a real Target with the SCSI
+// core and a RAM LU (tests/iscsi/conn_harness.h), PDUs built with the iscsi/pdu.h encoders,
+// logins by InitiatorLogin. What libiscsi's conformance suite does not reach: the CmdSN
+// window, every InitialR2T / ImmediateData combination, several R2Ts per command, bursts
+// and Data-In splitting, digests and digest errors, task management of waiting commands,
+// NOP-In pings and their timeout, long SendTargets answers, logout with commands in flight,
+// session reinstatement, and teardown in the middle of I/O. Every test ends with the
+// connection torn down, bounded, and nothing left in the target or the core.
 #include "scsi/sense.h"
 #include "tests/iscsi/conn_harness.h"
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// tests/iscsi/initiator_test.cc - the iSCSI initiator (iser/initiator.h) against real
+// tests/iscsi/initiator_test.cc - the iSCSI initiator (iscsi/initiator/session.h) against real
 // targets in child processes: ulp-targetd, and tgtd (the Linux userspace reference target)
 // so the initiator is proven on a second, independent implementation. Login (None, CHAP,
 // mutual CHAP, failures with their status), discovery with Text continuations, data
