@@ -330,6 +330,12 @@ struct IoParam {
 	uint32_t qd;
 };
 
+// gtest prints a parameter (and names its test) with this: "bs4096_qd32".
+void PrintTo(const IoParam &p, std::ostream *os)
+{
+	*os << "bs" << p.bs << "_qd" << p.qd;
+}
+
 class InitiatorIo : public ::testing::TestWithParam<IoParam>
 {
 };
@@ -353,10 +359,7 @@ INSTANTIATE_TEST_SUITE_P(BlockSizesAndDepths, InitiatorIo,
                          ::testing::Values(IoParam{512, 1}, IoParam{4096, 1}, IoParam{4096, 32},
                                            IoParam{65536, 8}, IoParam{131072, 16},
                                            IoParam{1u << 20, 4}),
-                         [](const auto &info) {
-	                         return "bs" + std::to_string(info.param.bs) + "_qd" +
-	                                std::to_string(info.param.qd);
-                         });
+                         ::testing::PrintToStringParamName());
 
 // The four write paths (RFC 7143 13.10, 13.11): data with the command, unsolicited
 // Data-Out, and R2T-solicited data, in every combination the keys allow.
@@ -364,6 +367,12 @@ struct WritePath {
 	const char *initial_r2t;
 	const char *immediate;
 };
+
+// gtest prints a parameter (and names its test) with this: "InitialR2T_yes_ImmediateData_no".
+void PrintTo(const WritePath &p, std::ostream *os)
+{
+	*os << "InitialR2T_" << p.initial_r2t << "_ImmediateData_" << p.immediate;
+}
 
 class InitiatorWritePath : public ::testing::TestWithParam<WritePath>
 {
@@ -399,10 +408,7 @@ TEST_P(InitiatorWritePath, WritesLandWhole)
 INSTANTIATE_TEST_SUITE_P(Keys, InitiatorWritePath,
                          ::testing::Values(WritePath{"yes", "no"}, WritePath{"yes", "yes"},
                                            WritePath{"no", "no"}, WritePath{"no", "yes"}),
-                         [](const auto &info) {
-	                         return std::string("InitialR2T_") + info.param.initial_r2t +
-	                                "_ImmediateData_" + info.param.immediate;
-                         });
+                         ::testing::PrintToStringParamName());
 
 TEST(InitiatorIoPaths, MaxBurstSmallerThanIo)
 {
