@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // fuzz/fuzz_iscsi_pdu.cc - libFuzzer target: the iSCSI PDU codec against arbitrary peer
-// bytes (iser/pdu.cc: PduReader, parse_pdu, parse_ahs, the typed decoders).
+// bytes (iscsi/pdu.cc: PduReader, parse_pdu, parse_ahs, the typed decoders).
 //
 // Input layout: byte 0 selects the mode, the rest is the stream.
 //	bit 0      header digests on

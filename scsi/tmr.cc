@@ -9,9 +9,9 @@
 // each LU keeps the functions waiting on it (TmrWait), and the completion path
 // (core.cc cmd_finish) strikes commands off as they end; the last one sends the response.
 //
-// Target resets (SAM-5 7.?, RFC 7143 11.5.1) act on every logical unit the issuing I_T nexus
-// sees (its ACL's LUNs: "all LUs known by the issuing initiator"), never on LUs hidden from
-// it:
+// Target resets (RFC 7143 11.5.1: TARGET WARM RESET, TARGET COLD RESET) act on every logical
+// unit the issuing I_T nexus sees (its ACL's LUNs: "all LUs known by the issuing initiator"), never
+// on LUs hidden from it:
 //   TARGET WARM RESET  each LU as by LOGICAL UNIT RESET: tasks aborted, the SPC-2
 //                      reservation released, BUS DEVICE RESET FUNCTION OCCURRED for every
 //                      nexus (SPI-5's target reset event);
@@ -22,12 +22,12 @@
 //                      emptied so that every nexus hears POWER ON, RESET, OR BUS DEVICE RESET
 //                      OCCURRED first, as after a power on (ua.cc). Dropping the target's
 //                      sessions, which the power on also means, is the fabric's part once
-//                      the response has gone out (iser/conn.cc).
+//                      the response has gone out (iscsi/target/conn.cc).
 //
 // What an aborted command gets: nothing of its own when it belongs to the nexus that asked
 // (the function's response covers it); TASK ABORTED status when it belongs to another
 // nexus and the LU has TAS set (SAM-5 5.6); otherwise nothing, plus a COMMANDS CLEARED BY
-// ANOTHER INITIATOR unit attention for its nexus (SAM-5 7.? CLEAR TASK SET, TAS 0).
+// ANOTHER INITIATOR unit attention for its nexus (SAM-5 CLEAR TASK SET, TAS 0).
 #include "scsi/core.h"
 #include "scsi/core_internal.h"
 #include "scsi/fabric.h"
@@ -313,7 +313,7 @@ void tmr_submit(Tmr *tmr)
 		tmr_put(tmr);
 		return;
 	case TmfType::ITNexusReset: {
-		// SAM-5 7.? I_T NEXUS RESET: every task of the nexus on every LU is aborted, and
+		// SAM-5 I_T NEXUS RESET: every task of the nexus on every LU is aborted, and
 		// each LU it had used reports I_T NEXUS LOSS OCCURRED to it next.
 		abort_session(s, tmr);
 		std::set<LogicalUnit *> lus;
@@ -350,7 +350,7 @@ void tmr_submit(Tmr *tmr)
 		abort_on_lu(*lu, tmr, Scope::AllSets);
 		break;
 	case TmfType::LunReset:
-		// SAM-5 7.? LOGICAL UNIT RESET: abort every task, release an SPC-2
+		// SAM-5 LOGICAL UNIT RESET: abort every task, release an SPC-2
 		// reservation (persistent ones stay), end medium removal prevention
 		// (SPC-4 6.13), and tell every nexus.
 		abort_on_lu(*lu, tmr, Scope::AllSets);

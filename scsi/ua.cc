@@ -87,7 +87,7 @@ void LogicalUnit::ua_reset()
 
 bool ua_check(Cmd *cmd)
 {
-	// SPC-4 5.14 (and 6.? REPORT LUNS): these report no unit attention; REQUEST SENSE
+	// SPC-4 5.14 (and its REPORT LUNS command): these report no unit attention; REQUEST SENSE
 	// returns it as its data instead (spc.cc).
 	const uint8_t op = cmd->cdb[0];
 	if (!cmd->lu || op == OP_INQUIRY || op == OP_REPORT_LUNS || op == OP_REQUEST_SENSE)

@@ -65,7 +65,7 @@ constexpr auto kWaitLogPeriod = std::chrono::seconds(5);
 } // namespace
 
 Channel::Channel(Portal &portal, std::unique_ptr<CmId> id, std::string peer)
-    : rdma::PortalConn(portal, std::move(id)), rdma::Serial<ChEvent>(Mode::Inline),
+    : rdma::PortalConn(portal, std::move(id)), rdma::Serial<ChEvent, ChArg>(Mode::Inline),
       portal_(portal), target_(portal.target()), peer_(std::move(peer))
 {
 	zlw_cqe_.done = zlw_done;
@@ -206,9 +206,9 @@ bool Channel::finished()
 
 // ---- Events --------------------------------------------------------------------------------
 
-void Channel::run_event(ChEvent ev, void *arg)
+void Channel::run_event(ChEvent ev, ChArg arg)
 {
-	auto *x = static_cast<Ioctx *>(arg);
+	Ioctx *x = arg.x;
 	switch (ev) {
 	case ChEvent::WritePending:
 		do_write_pending(x);
@@ -235,7 +235,7 @@ void Channel::run_event(ChEvent ev, void *arg)
 		reap_wait_ = false;
 		break;
 	case ChEvent::Close:
-		close(static_cast<const char *>(arg));
+		close(arg.why);
 		break;
 	}
 }

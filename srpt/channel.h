@@ -67,6 +67,7 @@ namespace ulp::srpt
 {
 
 class Portal;
+struct Ioctx;
 
 enum class ChState : uint8_t { Connecting, Live, Disconnecting, Draining, Disconnected };
 const char *ch_state_str(ChState s);
@@ -124,8 +125,7 @@ enum class RwJob : uint8_t {
 	DataIn,  // read data, from the buffer (RDMA WRITE), the SRP_RSP chained behind
 };
 
-// Channel events: the SCSI core's callbacks (scsi::FabricEvent, arg = the ioctx), then the
-// channel's own.
+// Channel events: the SCSI core's callbacks (scsi::FabricEvent), then the channel's own.
 enum class ChEvent : uint8_t {
 	WritePending = uint8_t(scsi::FabricEvent::WritePending),
 	AbortWrite = uint8_t(scsi::FabricEvent::AbortWrite),
@@ -135,7 +135,13 @@ enum class ChEvent : uint8_t {
 	TmRsp = uint8_t(scsi::FabricEvent::TmRsp),
 	Release = uint8_t(scsi::FabricEvent::Release),
 	ReapDone = scsi::kFabricEvents, // the reaper closed the nexus this channel left last
-	Close,                          // close (arg: a static reason string)
+	Close,                          // close the channel
+};
+
+// What a ChEvent carries (rdma::Serial's arg), by event; ReapDone carries nothing.
+struct ChArg {
+	Ioctx *x = nullptr;        // the core's callbacks: the command's (or the TMF's) ioctx
+	const char *why = nullptr; // Close: why, a static string
 };
 
 struct RecvIoctx : rdma::RecvDesc {
@@ -191,7 +197,7 @@ struct ChannelParams {
 	std::array<uint8_t, 16> i_port_id{};
 };
 
-class Channel final : public rdma::PortalConn, public rdma::Serial<ChEvent>
+class Channel final : public rdma::PortalConn, public rdma::Serial<ChEvent, ChArg>
 {
 public:
 	// Receives beyond the credits: SRP_CRED_RSP and SRP_AER_RSP spend no credit.
@@ -212,7 +218,8 @@ public:
 	uint32_t credits() const { return cfg_rq_; } // granted at login
 
 	// Any thread: close (the target stops, a SINGLE login takes the nexus over).
-	void close_async(const char *why) { post_deferred(ChEvent::Close, const_cast<char *>(why)); }
+	// why: a static string.
+	void close_async(const char *why) { post_deferred(ChEvent::Close, {.why = why}); }
 
 	// rdma::PortalConn
 	void on_cm_event(CmEvent &ev) override;
@@ -233,7 +240,7 @@ public:
 	const std::string &peer() const { return peer_; }
 
 protected:
-	void run_event(ChEvent ev, void *arg) override;
+	void run_event(ChEvent ev, ChArg arg) override;
 	void kick() override;
 
 private:

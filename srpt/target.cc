@@ -225,7 +225,7 @@ bool Target::detach(const std::shared_ptr<SrpNexus> &n, Channel *ch)
 			std::lock_guard g2(lock_);
 			stats_.nexuses_open--;
 		}
-		ch->post(ChEvent::ReapDone, nullptr);
+		ch->post(ChEvent::ReapDone, {});
 	});
 	return true;
 }
@@ -251,13 +251,13 @@ bool Target::stop(std::chrono::milliseconds timeout)
 void Target::route(scsi::Cmd *cmd, scsi::FabricEvent ev)
 {
 	Ioctx *x = container_of(cmd, &Ioctx::cmd);
-	x->ch->post(ChEvent(ev), x);
+	x->ch->post(ChEvent(ev), {.x = x});
 }
 
 void Target::route(scsi::Tmr *tmr)
 {
 	Ioctx *x = container_of(tmr, &Ioctx::tmr);
-	x->ch->post(ChEvent::TmRsp, x);
+	x->ch->post(ChEvent::TmRsp, {.x = x});
 }
 
 } // namespace ulp::srpt

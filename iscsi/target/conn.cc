@@ -357,37 +357,29 @@ void Conn::on_ffp_pdu(const Pdu &pdu, PduError err)
 
 // ---- SCSI core events --------------------------------------------------------------------
 
-void Conn::post(scsi::FabricEvent ev, void *arg)
-{
-	// The core hands the scsi::Cmd; the connection's events take its IscsiCmd.
-	if (ev != scsi::FabricEvent::TmRsp)
-		arg = static_cast<scsi::Cmd *>(arg)->fabric_priv;
-	Serial::post(ConnEvent(ev), arg);
-}
-
-void Conn::run_event(ConnEvent ev, void *arg)
+void Conn::run_event(ConnEvent ev, ConnArg arg)
 {
 	switch (ev) {
 	case ConnEvent::WritePending:
-		do_write_pending(static_cast<IscsiCmd *>(arg));
+		do_write_pending(arg.cmd);
 		break;
 	case ConnEvent::AbortWrite:
-		do_abort_write(static_cast<IscsiCmd *>(arg));
+		do_abort_write(arg.cmd);
 		break;
 	case ConnEvent::DataIn:
-		do_data_in(static_cast<IscsiCmd *>(arg));
+		do_data_in(arg.cmd);
 		break;
 	case ConnEvent::Status:
-		do_status(static_cast<IscsiCmd *>(arg));
+		do_status(arg.cmd);
 		break;
 	case ConnEvent::AbortedTask:
-		do_aborted(static_cast<IscsiCmd *>(arg));
+		do_aborted(arg.cmd);
 		break;
 	case ConnEvent::TmRsp:
-		do_tm_rsp(static_cast<scsi::Tmr *>(arg));
+		do_tm_rsp(arg.tmr);
 		break;
 	case ConnEvent::Release:
-		do_release(static_cast<IscsiCmd *>(arg));
+		do_release(arg.cmd);
 		break;
 	case ConnEvent::ReapDone:
 		reaped_ = true; // sess_ is freed (or about to be)
@@ -399,7 +391,7 @@ void Conn::run_event(ConnEvent ev, void *arg)
 		send_async_logout();
 		break;
 	case ConnEvent::Drop:
-		start_closing(arg ? static_cast<const char *>(arg) : "dropped by the target");
+		start_closing(arg.why ? arg.why : "dropped by the target");
 		break;
 	}
 }
@@ -472,10 +464,12 @@ void Conn::pdu_done(OutPdu *p, bool sent)
 		else if (c->core_released && c->pdus_queued == 0)
 			free_cmd(c);
 	}
-	if (close)
-		start_closing(state_ == ConnState::Login ? "login failed"
-		              : close_reason_.empty()    ? "logged out"
-		                                         : close_reason_);
+	if (close && state_ == ConnState::Login)
+		start_closing("login failed");
+	else if (close && close_why_)
+		start_closing(close_why_);
+	else if (close)
+		start_closing("logged out", Ending::LoggedOut);
 	maybe_done();
 }
 
@@ -518,7 +512,7 @@ void Conn::on_transport_error(const std::string &why)
 	start_closing(why);
 }
 
-void Conn::start_closing(const std::string &why)
+void Conn::start_closing(const std::string &why, Ending how)
 {
 	if (state_ == ConnState::Closing || state_ == ConnState::Done)
 		return;
@@ -527,7 +521,7 @@ void Conn::start_closing(const std::string &why)
 	// (over iSER its disconnect can beat the SEND's completion). Not a lost connection.
 	const bool answered_logout = state_ == ConnState::LoggingOut && !logout_pending_;
 	change_state(&state_, ConnState::Closing, kConnStates);
-	if (was_ffp && why != "logged out" && !answered_logout &&
+	if (was_ffp && how == Ending::Lost && !answered_logout &&
 	    !reaping_) // reaping: sess_ may be gone
 		ULP_LOG(Warn, Iscsi, "{}",
 		        "connection lost: " + sess_->params.initiator_name + " from " + peer_ +
@@ -566,7 +560,7 @@ void Conn::start_closing(const std::string &why)
 		// (libiscsi PreventAllow.ITNexusLoss). Nothing here waits.
 		if (sess_->scsi)
 			sess_->scsi->tpg().session_lost(sess_->scsi);
-		target_.close_session(sess_, [this] { post(ConnEvent::ReapDone, nullptr); });
+		target_.close_session(sess_, [this] { post(ConnEvent::ReapDone, {}); });
 	} else if (!sess_) {
 		reaped_ = true;
 	}

@@ -110,7 +110,8 @@ Session *Target::create_session(Conn *c, const SessionParams &p, LoginStatus *st
 			    o->params.target_name == p.target_name) {
 				old.push_back(o->params.tsih);
 				if (o->conn)
-					o->conn->post_deferred(ConnEvent::Drop, nullptr);
+					o->conn->post_deferred(ConnEvent::Drop,
+					                       {.why = "session reinstated"});
 			}
 		s = new Session(*this, p, node);
 		s->initiator_port = port;
@@ -174,7 +175,7 @@ bool Target::stop(std::chrono::milliseconds grace, std::chrono::milliseconds tim
 	{
 		std::lock_guard g(lock_);
 		for (Conn *c : conns_)
-			c->post_deferred(ConnEvent::Logout, nullptr);
+			c->post_deferred(ConnEvent::Logout, {});
 	}
 	std::unique_lock g(lock_);
 	cv_.wait_until(g, t0 + grace, [&] { return conns_.empty(); });
@@ -183,7 +184,8 @@ bool Target::stop(std::chrono::milliseconds grace, std::chrono::milliseconds tim
 		        "stop: " + std::to_string(conns_.size()) +
 		            " connections did not log out in time; dropping them");
 		for (Conn *c : conns_)
-			c->post_deferred(ConnEvent::Drop, nullptr);
+			c->post_deferred(ConnEvent::Drop,
+			                 {.why = "no logout before the target stopped"});
 	}
 	if (!cv_.wait_until(g, t0 + timeout, [&] { return conns_.empty(); }))
 		return false;
@@ -199,7 +201,7 @@ void Target::drop_sessions(const TargetNode *node, const Conn *except, const cha
 	size_t n = 0;
 	for (Session *s : sessions_)
 		if (s->node == node && s->conn && s->conn != except) {
-			s->conn->post_deferred(ConnEvent::Drop, const_cast<char *>(why));
+			s->conn->post_deferred(ConnEvent::Drop, {.why = why});
 			n++;
 		}
 	if (n)
@@ -220,13 +222,14 @@ TargetStats Target::stats()
 
 void Target::route(scsi::Cmd *cmd, scsi::FabricEvent ev)
 {
-	static_cast<IscsiCmd *>(cmd->fabric_priv)->conn->post(ev, cmd);
+	auto *c = static_cast<IscsiCmd *>(cmd->fabric_priv);
+	c->conn->post(ConnEvent(ev), {.cmd = c});
 }
 
 void Target::route(scsi::Tmr *tmr)
 {
 	// The TMF's connection: the one that sent it.
-	static_cast<IscsiTmr *>(tmr->fabric_priv)->conn->post(scsi::FabricEvent::TmRsp, tmr);
+	static_cast<IscsiTmr *>(tmr->fabric_priv)->conn->post(ConnEvent::TmRsp, {.tmr = tmr});
 }
 
 void Target::visible_targets(std::string_view initiator_name, std::vector<DiscoveryTarget> *out)

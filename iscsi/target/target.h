@@ -3,8 +3,8 @@
 // sessions, and the answers the login and discovery engines need (the kernel's
 // iscsi_target_tpg.c and iscsi_target_login.c session half).
 //
-// An Target is transport neutral. Transports (TCP: iser/tcp.h; iSER later) accept
-// connections and run a Conn (iser/conn.h) on each; a Conn's login asks the Target
+// A Target is transport neutral. Transports (TCP: iscsi/target/tcp.h; iSER: iser/target.h)
+// accept connections and run a Conn (iscsi/target/conn.h) on each; a Conn's login asks the Target
 // which targets exist, who may log in and how, and finally which session it joins. The
 // session's SCSI side is a scsi::Nexus on the target's scsi::Tpg, whose fabric is the
 // Target's (every SCSI callback is routed to the command's connection).
@@ -120,8 +120,9 @@ public:
 	void close_session(Session *s, std::function<void()> done);
 
 	// Drop the connection of every session on node but except's, as its owner thread
-	// gets to it (ConnEvent::Drop: never blocks the caller), logging why. TARGET COLD
-	// RESET (RFC 7143 11.5.1): a power on ends every session of the target.
+	// gets to it (ConnEvent::Drop: never blocks the caller), logging why (a static string:
+	// the events carry it). TARGET COLD RESET (RFC 7143 11.5.1): a power on ends every
+	// session of the target.
 	void drop_sessions(const TargetNode *node, const Conn *except, const char *why);
 
 	// Ask every session to log out (Async Message, RFC 7143 11.9.1 event 1), wait up to

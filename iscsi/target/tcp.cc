@@ -2,6 +2,7 @@
 // iscsi/target/tcp.cc - the iSCSI/TCP transport (see tcp.h).
 #include "iscsi/target/tcp.h"
 #include "core/deadline.h"
+#include "core/log.h"
 #include "core/thread_name.h"
 
 #include "iscsi/target/conn.h"
@@ -17,7 +18,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <mutex>
@@ -184,7 +184,8 @@ void TcpConn::on_readable()
 				return;
 			if (errno == EINTR)
 				continue;
-			on_transport_error(std::string("recv: ") + std::strerror(errno));
+			const int err = errno;
+			on_transport_error(std::string("recv: ") + std::strerror(err));
 			return;
 		}
 		budget -= size_t(n);
@@ -244,7 +245,8 @@ void TcpConn::flush()
 				}
 				return;
 			}
-			on_transport_error(std::string("send: ") + std::strerror(errno));
+			const int err = errno;
+			on_transport_error(std::string("send: ") + std::strerror(err));
 			return;
 		}
 		size_t left = size_t(w);
@@ -302,10 +304,9 @@ TcpWorker::~TcpWorker()
 		if (!c->done()) {
 			// Still holding commands the core may call back for: freeing it would be a
 			// use-after-free. Leak it, loudly.
-			std::fprintf(stderr,
-			             "ulp iscsi/tcp: connection %s still %s at shutdown; "
-			             "left allocated\n",
-			             c->peer().c_str(), conn_state_str(c->state()));
+			ULP_LOG(Error, Iscsi,
+			        "tcp: connection {} still {} at shutdown; left allocated",
+			        c->peer(), conn_state_str(c->state()));
 			c.release();
 			continue;
 		}
@@ -392,9 +393,11 @@ void TcpWorker::accept_all(int lfd)
 		if (fd < 0) {
 			if (errno == EINTR)
 				continue;
+			// EMFILE, ENFILE, ENOBUFS, ENOMEM: the listener stays readable, so this
+			// comes back on every pass of the loop until the condition clears.
 			if (errno != EAGAIN && errno != EWOULDBLOCK)
-				std::fprintf(stderr, "ulp iscsi/tcp: accept: %s\n",
-				             std::strerror(errno));
+				ULP_LOG_RATELIMITED(Error, Iscsi, "tcp: accept: {}",
+				                    std::strerror(errno));
 			return;
 		}
 		TcpWorker *w = all_.empty() ? this : all_[next_++ % all_.size()];
@@ -422,7 +425,8 @@ void TcpWorker::adopt(int fd)
 	ev.events = EPOLLIN;
 	ev.data.ptr = static_cast<EpollItem *>(c.get());
 	if (epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
-		c->on_transport_error(std::string("epoll: ") + std::strerror(errno));
+		const int err = errno;
+		c->on_transport_error(std::string("epoll: ") + std::strerror(err));
 	}
 	conns_.push_back(std::move(c));
 	nconns_ = conns_.size();
@@ -568,8 +572,9 @@ int TcpServer::listen(const std::string &host, uint16_t port, std::string *why)
 	}
 	int fd = ::socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
-		*why = std::string("socket: ") + std::strerror(errno);
-		return -errno;
+		const int err = errno;
+		*why = std::string("socket: ") + std::strerror(err);
+		return -err;
 	}
 	int one = 1;
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));

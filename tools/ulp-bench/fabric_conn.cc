@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
-#include <cstdarg>
 #include <cstdio>
 #include <cstring>
 
@@ -26,23 +25,10 @@ constexpr uint32_t kRqDepthWant = 512; // receives the responder keeps posted
 void set_peer_pid(pid_t pid)
 {
 	g_peer_pid.store(pid);
-}
-
-void fatal(const char *fmt, ...)
-{
-	std::fflush(stdout);
-	char buf[512];
-	va_list ap;
-	va_start(ap, fmt);
-	std::vsnprintf(buf, sizeof(buf), fmt, ap);
-	va_end(ap);
-	std::fprintf(stderr, "ulp-bench: %s\n", buf);
-	std::fflush(stderr);
-	if (pid_t p = g_peer_pid.load(); p > 0)
-		kill(p, SIGKILL);
-	// _exit: engine and CM threads are still running; static destructors must not race
-	// with them.
-	_exit(1);
+	at_fatal([] {
+		if (pid_t p = g_peer_pid.load(); p > 0)
+			kill(p, SIGKILL);
+	});
 }
 
 // ---------------------------------------------------------------------------------------------

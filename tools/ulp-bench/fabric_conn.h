@@ -9,13 +9,15 @@
 //              (in-process wire) or in a `ulp-bench fabric-peer` child (socket wire).
 //   Requester: resolves, connects and drives the send queue.
 //
-// Every wait is bounded; a failure prints what failed and ends the process (fatal()).
+// Every wait is bounded; a failure prints what failed and ends the process (fatal(),
+// report.h), killing the peer process first.
 #pragma once
 
 #include "core/cm.h"
 #include "core/device.h"
 #include "core/dma_mem.h"
 #include "core/registry.h"
+#include "tools/ulp-bench/report.h"
 
 #include <sys/types.h>
 
@@ -32,9 +34,7 @@
 namespace ulp::bench
 {
 
-// Print "ulp-bench: <msg>" to stderr, kill the peer process if one was started, exit 1.
-[[noreturn]] void fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-// The peer process fatal() kills (0 = none).
+// The peer process fatal() (report.h) kills (0 = none).
 void set_peer_pid(pid_t pid);
 
 constexpr uint32_t kMaxMsg = 1u << 20;      // largest message; buffers are this big
