@@ -282,6 +282,7 @@ void Channel::tick(std::chrono::steady_clock::time_point now)
 			}
 			break;
 		case ChState::Disconnected:
+			reclaim_lost(now);
 			if (now >= next_wait_log_ && (busy_ || reap_wait_)) {
 				next_wait_log_ = now + kWaitLogPeriod;
 				const auto s = std::chrono::duration_cast<std::chrono::seconds>(
@@ -507,6 +508,7 @@ void Channel::maybe_cred_req()
 		close("post_send failed");
 		return;
 	}
+	d->posted = true;
 	req_lim_ += int32_t(owed_);
 	owed_ = 0;
 	sq_avail_--;
@@ -519,6 +521,7 @@ void Channel::ctl_done(Cq *, Wc *wc)
 	CtlDesc *d = rdma::SendRing<CtlDesc>::from(wc);
 	Channel *ch = d->ch;
 	ch->enter([&] {
+		d->posted = false;
 		ch->ctl_.put(d);
 		ch->sq_avail_++;
 		if (wc->status != WcStatus::Success) {
@@ -587,6 +590,45 @@ void Channel::zlw_done(Cq *, Wc *wc)
 		if (ch->state_ == ChState::Draining)
 			ch->on_disconnected();
 	});
+}
+
+void Channel::reclaim_lost(std::chrono::steady_clock::time_point now)
+{
+	// Once the QP is drained, every WR posted before the close has completed or been
+	// flushed (the drain marker's flush comes after them all, in order). A send still
+	// counted as posted lost its completion (a device that dropped it; the soft provider's
+	// DropCompletion): its command would wait with the core for ever, the nexus's teardown
+	// for the command, and the channel for the teardown. A completion that is only late
+	// comes within data_timeout; past it, the send is taken back and its command ended as
+	// if the transfer had failed (its data, if any, never counted as received).
+	if (!drained() || now - closed_at_ <= target_.cfg().data_timeout)
+		return;
+	for (Ioctx &x : ioctxs_.descs()) {
+		if (x.wrs_posted == 0)
+			continue;
+		ULP_LOG(Error, Srpt,
+		        "{}: tag {:#x}: the completion of {} never came ({} ms after the close, "
+		        "the QP drained); ending the command without it",
+		        peer_, x.tag,
+		        x.job == RwJob::DataOut ? "the RDMA READ of its write data"
+		        : x.job == RwJob::Table ? "the RDMA READ of its descriptor table"
+		        : x.job == RwJob::DataIn ? "the RDMA WRITE of its read data"
+		                                 : "its SRP_RSP",
+		        std::chrono::duration_cast<std::chrono::milliseconds>(now - closed_at_)
+		            .count());
+		sq_avail_ += x.wrs_posted;
+		x.wrs_posted = 0;
+		fail_job(&x);
+	}
+	for (CtlDesc &d : ctl_.descs()) {
+		if (!d.posted)
+			continue;
+		ULP_LOG(Error, Srpt,
+		        "{}: the completion of an SRP_CRED_REQ never came; taking it back", peer_);
+		d.posted = false;
+		ctl_.put(&d);
+		sq_avail_++;
+	}
 }
 
 void Channel::on_disconnected()

@@ -38,7 +38,10 @@
 //   came back: every WR before it has completed)
 // then: the nexus is left (the last channel closes it on the target's reaper), the portal
 // drains the QP (bounded) and frees the channel once every ioctx is back, logging every
-// few seconds while commands are still with the backstore.
+// few seconds while commands are still with the backstore. A send whose completion never
+// came (the device lost it) is taken back data_timeout after Disconnected, once the QP is
+// drained, with a log line, and its command ended as a failed transfer: nothing waits for
+// a completion for ever.
 #pragma once
 
 #include "core/check.h"
@@ -245,6 +248,7 @@ private:
 	void close(const char *why);
 	void set_state(ChState s);
 	void on_disconnected();          // the zero-length WRITE's flush is back
+	void reclaim_lost(std::chrono::steady_clock::time_point now); // completions lost
 	void maybe_cred_req();
 	uint32_t take_delta();           // 1 + owed, for a response
 	Ioctx *get_ioctx();
@@ -296,6 +300,7 @@ private:
 	rdma::SendRing<Ioctx> ioctxs_;
 	struct CtlDesc : rdma::SendDesc {
 		Channel *ch = nullptr;
+		bool posted = false; // its SEND is out, its completion not yet come
 	};
 	rdma::SendRing<CtlDesc> ctl_;     // SRP_CRED_REQ buffers
 	RecvWaitList wait_list_;          // IUs waiting (not live yet, or no free ioctx)
