@@ -132,6 +132,7 @@ int Channel::setup(rdma::DeviceRes &res, const ChannelParams &p,
 		qa.srq = srq_;
 		qa.sq_sig_type = SigType::ReqWr;
 		qa.qp_context = static_cast<rdma::PortalConn *>(this);
+		qa.event_handler = [this](const AsyncEvent &e) { on_qp_event(e); };
 		rc = create_qp(*res.pd, qa, &ro, why);
 		if (rc == 0)
 			break;
@@ -267,8 +268,12 @@ void Channel::tick(std::chrono::steady_clock::time_point now)
 {
 	enter([&] {
 		switch (state_) {
+		case ChState::Connecting:
 		case ChState::Live:
-			check_transfers(now);
+			if (check_qp_event())
+				break;
+			if (state_ == ChState::Live)
+				check_transfers(now);
 			break;
 		case ChState::Draining:
 			// The zero-length WRITE's flush is the end of the send queue; a provider that
@@ -629,6 +634,41 @@ void Channel::reclaim_lost(std::chrono::steady_clock::time_point now)
 		ctl_.put(&d);
 		sq_avail_++;
 	}
+}
+
+void Channel::on_qp_event(const AsyncEvent &e)
+{
+	// A provider thread: only note it (the first that ends the QP); tick acts on it.
+	switch (e.event) {
+	case EventType::QpFatal:
+	case EventType::QpReqErr:
+	case EventType::QpAccessErr:
+	case EventType::QpLastWqeReached: {
+		uint8_t none = 0;
+		qp_event_.compare_exchange_strong(none, uint8_t(uint8_t(e.event) + 1));
+		break;
+	}
+	default:
+		break; // COMM_EST and the rest: the CM says what matters
+	}
+}
+
+bool Channel::check_qp_event()
+{
+	// A QP that left RTS on its own says so through a completion only if something is
+	// posted on it: on receive rings its receives are flushed, but a QP on the SRQ has none
+	// of its own, and an idle one would sit in ERR, its channel live, until the initiator
+	// next sent (IB spec 11.6.3.5: LAST_WQE_REACHED is what tells).
+	const uint8_t v = qp_event_.load(std::memory_order_acquire);
+	if (!v)
+		return false;
+	const EventType e = EventType(v - 1);
+	if (e == EventType::QpLastWqeReached)
+		ULP_LOG(Info, Srpt, "{}: its QP left RTS (LAST_WQE_REACHED): closing", peer_);
+	else
+		ULP_LOG(Warn, Srpt, "{}: its QP failed ({}): closing", peer_, event_type_str(e));
+	close(e == EventType::QpLastWqeReached ? "the QP left RTS" : "the QP failed");
+	return true;
 }
 
 void Channel::on_disconnected()

@@ -1001,6 +1001,42 @@ TEST_F(SrpFaults, TargetDeviceFatal)
 	verify(&a2);
 }
 
+// The target's device goes fatal while nothing is in flight. On receive rings the QPs'
+// receives are flushed, which tells; on an SRQ a QP has no receives of its own, and only its
+// async event (LAST_WQE_REACHED) does. Either way the target closes and frees every channel
+// by itself within a bound, not when the initiator next sends; the initiator's next commands
+// then end as lost, and the LUN is served on a second device.
+class SrpIdleFatal : public SrpFaults, public ::testing::WithParamInterface<bool>
+{
+};
+
+TEST_P(SrpIdleFatal, TargetNoticesItsDeadQpsWhileIdle)
+{
+	TargetConfig tc;
+	tc.use_srq = GetParam();
+	ASSERT_NO_FATAL_FAILURE(start(tc, 2, Desc::Direct, 16));
+	soft::force_device_fatal(*ts.dev);
+	EXPECT_TRUE(ts.wait_clean(3s))
+	    << "the target kept channels whose QPs are dead: " << ts.state() << "\n"
+	    << ts.logs();
+	RunOpts o;
+	o.total = 8;
+	const RunResult r = io->run(*in, o);
+	SCOPED_TRACE(r.str());
+	EXPECT_EQ(r.good_writes + r.good_reads, 0u);
+	EXPECT_EQ(r.ended, r.issued);
+	EXPECT_EQ(r.timeouts, 0u);
+	EXPECT_TRUE(in->ini->failed());
+	EXPECT_TRUE(ts.wait_clean()) << ts.state() << "\n" << ts.logs();
+	in.reset();
+	ASSERT_TRUE(ts.start_second("127.0.0.3"));
+	const SockAddr a2 = *SockAddr::parse("127.0.0.3:" + std::to_string(ts.portal2->port()));
+	verify(&a2);
+}
+
+INSTANTIATE_TEST_SUITE_P(Receives, SrpIdleFatal, ::testing::Values(false, true),
+                         [](const auto &info) { return info.param ? "srq" : "rings"; });
+
 // ---- An initiator that never stops sending -------------------------------------------------
 
 // The initiator keeps every slot busy against a target that grants 8 credits, while a
