@@ -1288,14 +1288,16 @@ TEST(SrpProcess, InitiatorKilledTargetCarriesOn)
 {
 	test::TargetdProcess td;
 	ASSERT_TRUE(start_targetd(&td));
+	// Everything the child needs is made before the fork: it only execs.
 	const std::string portal = "127.0.0.1:" + std::to_string(td.srp_port());
+	const std::string id_ext = hex(kIdExt), ioc_guid = hex(kIocGuid);
 	const pid_t pid = ::fork();
 	ASSERT_GE(pid, 0);
 	if (pid == 0) {
 		::execl(ULP_INITIATOR_PATH, ULP_INITIATOR_PATH, "--transport", "srp", "--portal",
-		        portal.c_str(), "--srp-id-ext", hex(kIdExt).c_str(), "--srp-ioc-guid",
-		        hex(kIocGuid).c_str(), "--srp-channels", "4", "--workload", "randwrite",
-		        "--qd", "32", "--runtime", "30", "--quiet", static_cast<char *>(nullptr));
+		        portal.c_str(), "--srp-id-ext", id_ext.c_str(), "--srp-ioc-guid",
+		        ioc_guid.c_str(), "--srp-channels", "4", "--workload", "randwrite", "--qd",
+		        "32", "--runtime", "30", "--quiet", static_cast<char *>(nullptr));
 		::_exit(127);
 	}
 	// Logged in with every channel, and busy: killed with commands in flight.
