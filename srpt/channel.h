@@ -38,7 +38,11 @@
 //   came back: every WR before it has completed)
 // then: the nexus is left (the last channel closes it on the target's reaper), the portal
 // drains the QP (bounded) and frees the channel once every ioctx is back, logging every
-// few seconds while commands are still with the backstore.
+// few seconds while commands are still with the backstore. A QP that leaves RTS on its own
+// (QP fatal; LAST_WQE_REACHED on the SRQ, where an idle QP has no receive to flush) closes
+// the channel at the next tick. A send whose completion never came (the device lost it) is
+// taken back data_timeout after Disconnected, once the QP is drained, with a log line, and
+// its command ended as a failed transfer: nothing waits for a completion for ever.
 #pragma once
 
 #include "core/check.h"
@@ -56,6 +60,7 @@
 #include <boost/intrusive/list.hpp>
 #include <sys/uio.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -252,6 +257,9 @@ private:
 	void close(const char *why);
 	void set_state(ChState s);
 	void on_disconnected();          // the zero-length WRITE's flush is back
+	void reclaim_lost(std::chrono::steady_clock::time_point now); // completions lost
+	void on_qp_event(const AsyncEvent &e); // the QP's async events (a provider thread)
+	bool check_qp_event();                 // tick: true when one ended the QP (closed)
 	void maybe_cred_req();
 	uint32_t take_delta();           // 1 + owed, for a response
 	Ioctx *get_ioctx();
@@ -303,6 +311,7 @@ private:
 	rdma::SendRing<Ioctx> ioctxs_;
 	struct CtlDesc : rdma::SendDesc {
 		Channel *ch = nullptr;
+		bool posted = false; // its SEND is out, its completion not yet come
 	};
 	rdma::SendRing<CtlDesc> ctl_;     // SRP_CRED_REQ buffers
 	RecvWaitList wait_list_;          // IUs waiting (not live yet, or no free ioctx)
@@ -321,6 +330,9 @@ private:
 	bool told_overrun_ = false;       // logged a credit overrun
 	bool told_no_read_credit_ = false;
 	const char *close_why_ = nullptr;
+	// An async event that ended the QP (EventType + 1; 0: none), noted by the provider's
+	// thread and acted on by tick (the event thread).
+	std::atomic<uint8_t> qp_event_{0};
 	std::chrono::steady_clock::time_point closed_at_; // when Disconnected was reached
 	std::chrono::steady_clock::time_point next_wait_log_;
 };

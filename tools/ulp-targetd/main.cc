@@ -50,6 +50,8 @@
 #include <fcntl.h>
 #include <memory>
 #include <mutex>
+#include <pthread.h>
+#include <signal.h>
 #include <string>
 #include <unistd.h>
 #include <vector>
@@ -243,6 +245,17 @@ int main(int argc, char **argv)
 	    "--state-dir (a file per LUN) before the command completes, and are there again "
 	    "after a restart or a crash. A state file found damaged or of another LUN stops the "
 	    "start with its name; moving it aside starts that LUN without its reservations.");
+	// SIGINT, SIGTERM and SIGHUP reach the main thread only: blocked here, before any thread
+	// exists (threads inherit the mask), and unblocked in the main thread once it waits for
+	// them. So no other thread's system call is interrupted, and the main thread's read of
+	// the signal pipe needs no SA_RESTART (under ThreadSanitizer, which runs a handler only
+	// when the interrupted call returns, SA_RESTART kept a SIGHUP from ever being handled).
+	sigset_t handled;
+	sigemptyset(&handled);
+	sigaddset(&handled, SIGINT);
+	sigaddset(&handled, SIGTERM);
+	sigaddset(&handled, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &handled, nullptr);
 	targetd::Flags f;
 	targetd::add_flags(app, f);
 	CLI11_PARSE(app, argc, argv);
@@ -341,7 +354,6 @@ int main(int argc, char **argv)
 	sigemptyset(&sa.sa_mask);
 	sigaction(SIGINT, &sa, nullptr);
 	sigaction(SIGTERM, &sa, nullptr);
-	sa.sa_flags = SA_RESTART; // the threads' system calls carry on through a SIGHUP
 	sigaction(SIGHUP, &sa, nullptr);
 	std::signal(SIGPIPE, SIG_IGN);
 	if (int rc = server.start(); rc != 0) {
@@ -413,6 +425,7 @@ int main(int argc, char **argv)
 		::close(f.ready_fd);
 	}
 
+	pthread_sigmask(SIG_UNBLOCK, &handled, nullptr); // see the top of main
 	for (;;) {
 		char c;
 		const ssize_t n = ::read(sig_pipe[0], &c, 1);
