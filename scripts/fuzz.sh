@@ -6,7 +6,8 @@
 # TARGET is sock_wire (the default), iscsi_pdu, iscsi_text, iscsi_login, iscsi_initiator
 # (the initiator session fed target PDUs), iscsi_conn (one target connection with the
 # SCSI core behind it), or the SRP codec's srp_login (CM private data), srp_cmd (SRP_CMD
-# and task management, as the target reads them) and srp_rsp (what the initiator reads);
+# and task management, as the target reads them) and srp_rsp (what the initiator reads),
+# or admin_rpc (ulp-targetd's admin socket: JSON-RPC request lines);
 # SECONDS defaults to 60. With no arguments, or a number first, it fuzzes sock_wire as it
 # always did.
 # The build goes to build-fuzz-clang; a run keeps what it learns in
@@ -28,10 +29,11 @@ fi
 case $target in
 sock_wire | iscsi_pdu | iscsi_text | iscsi_login | iscsi_initiator | iscsi_conn) ;;
 srp_login | srp_cmd | srp_rsp) ;;
+admin_rpc) ;;
 *)
 	echo "fuzz.sh: unknown target '$target'" \
 		"(sock_wire, iscsi_pdu, iscsi_text, iscsi_login, iscsi_initiator, iscsi_conn," \
-		"srp_login, srp_cmd, srp_rsp)" >&2
+		"srp_login, srp_cmd, srp_rsp, admin_rpc)" >&2
 	exit 2
 	;;
 esac
