@@ -65,8 +65,8 @@ constexpr auto kWaitLogPeriod = std::chrono::seconds(5);
 } // namespace
 
 Channel::Channel(Portal &portal, std::unique_ptr<CmId> id, std::string peer)
-    : rdma::PortalConn(portal, std::move(id)), rdma::Serial<ChEvent>(Mode::Inline),
-      portal_(portal), target_(portal.target()), peer_(std::move(peer))
+    : rdma::PortalConn(portal, std::move(id)), rdma::Serial<ChEvent>(Mode::Inline), portal_(portal),
+      target_(portal.target()), peer_(std::move(peer))
 {
 	zlw_cqe_.done = zlw_done;
 	target_.add_channel(this);
@@ -77,8 +77,8 @@ Channel::~Channel()
 	Channel::release_resources();
 }
 
-int Channel::setup(rdma::DeviceRes &res, const ChannelParams &p,
-                   std::shared_ptr<SrpNexus> nexus, std::string *why)
+int Channel::setup(rdma::DeviceRes &res, const ChannelParams &p, std::shared_ptr<SrpNexus> nexus,
+                   std::string *why)
 {
 	const TargetConfig &cfg = target_.cfg();
 	const DeviceAttr &da = res.dev->attr();
@@ -137,8 +137,9 @@ int Channel::setup(rdma::DeviceRes &res, const ChannelParams &p,
 			break;
 		if (cq() || sq / 2 < kMinSqSize) // failed past rw_init_qp, or too small already
 			return rc;
-		ULP_LOG(Info, Srpt, "{}: a send queue of {} WRs does not fit the device ({}); trying {}",
-		        peer_, sq, *why, sq / 2);
+		ULP_LOG(Info, Srpt,
+		        "{}: a send queue of {} WRs does not fit the device ({}); trying {}", peer_,
+		        sq, *why, sq / 2);
 		sq /= 2;
 	}
 	// Every WR is counted: the responses' and the contexts' (their true size, rw_init_qp's
@@ -237,6 +238,9 @@ void Channel::run_event(ChEvent ev, void *arg)
 	case ChEvent::Close:
 		close(static_cast<const char *>(arg));
 		break;
+	case ChEvent::Logout:
+		send_t_logout();
+		break;
 	}
 }
 
@@ -271,11 +275,12 @@ void Channel::tick(std::chrono::steady_clock::time_point now)
 			check_transfers(now);
 			break;
 		case ChState::Draining:
-			// The zero-length WRITE's flush is the end of the send queue; a provider that
-			// never returns it must not keep the channel forever.
+			// The zero-length WRITE's flush is the end of the send queue; a provider
+			// that never returns it must not keep the channel forever.
 			if (now - closed_at_ > target_.cfg().drain_timeout) {
 				ULP_LOG(Error, Srpt,
-				        "{}: the closing zero-length WRITE has not come back after {} ms; "
+				        "{}: the closing zero-length WRITE has not come back after "
+				        "{} ms; "
 				        "going on without it",
 				        peer_, target_.cfg().drain_timeout.count());
 				on_disconnected();
@@ -287,8 +292,9 @@ void Channel::tick(std::chrono::steady_clock::time_point now)
 				const auto s = std::chrono::duration_cast<std::chrono::seconds>(
 				    now - closed_at_);
 				ULP_LOG(Warn, Srpt,
-				        "{}: closed {} s ago, still waiting for {} commands{}", peer_,
-				        s.count(), busy_, reap_wait_ ? " and the nexus's teardown" : "");
+				        "{}: closed {} s ago, still waiting for {} commands{}",
+				        peer_, s.count(), busy_,
+				        reap_wait_ ? " and the nexus's teardown" : "");
 			}
 			break;
 		default:
@@ -331,8 +337,9 @@ void Channel::handle_recv(RecvIoctx *r, const Wc &wc)
 			repost(r);
 		if (state_ < ChState::Disconnecting) {
 			// A flush is the normal logout on RoCE: the CM moves the QP to ERR when the
-			// initiator's DREQ arrives and only then reports DISCONNECTED (rxe + Linux's
-			// ib_srp: one channel in four saw its receives flushed first). Not a warning.
+			// initiator's DREQ arrives and only then reports DISCONNECTED (rxe +
+			// Linux's ib_srp: one channel in four saw its receives flushed first). Not
+			// a warning.
 			if (wc.status == WcStatus::WrFlushErr) {
 				close("receives flushed (the initiator disconnected)");
 				return;
@@ -514,6 +521,35 @@ void Channel::maybe_cred_req()
 	target_.count(&TargetStats::cred_reqs);
 }
 
+void Channel::send_t_logout()
+{
+	// SRP r16a 6.6: the target asks the initiator to log out; the channel is closed once
+	// the IU has been delivered (its send completed), since nothing obliges the initiator
+	// to answer (Linux's ib_srp only logs it). No buffer or send queue room: close now.
+	if (state_ != ChState::Live || t_logout_)
+		return;
+	CtlDesc *d = sq_avail_ > 0 ? ctl_.get() : nullptr;
+	if (!d) {
+		close("logged out by the target");
+		return;
+	}
+	srp::TLogout t;
+	t.tag = ++ctl_tag_;
+	const size_t n = srp::build_t_logout(
+	    t, std::span<uint8_t>(static_cast<uint8_t *>(d->buf->addr), ctl_.buf_size()));
+	ULP_CHECK(n != 0);
+	rdma::prepare_send(*d, uint32_t(n));
+	const SendWr *bad = nullptr;
+	if (qp()->post_send(&d->wr, &bad) != 0) {
+		ctl_.put(d);
+		close("logged out by the target");
+		return;
+	}
+	sq_avail_--;
+	t_logout_ = d;
+	ULP_LOG(Info, Srpt, "{}: SRP_T_LOGOUT sent (the administrator's logout)", peer_);
+}
+
 void Channel::ctl_done(Cq *, Wc *wc)
 {
 	CtlDesc *d = rdma::SendRing<CtlDesc>::from(wc);
@@ -521,6 +557,11 @@ void Channel::ctl_done(Cq *, Wc *wc)
 	ch->enter([&] {
 		ch->ctl_.put(d);
 		ch->sq_avail_++;
+		if (d == ch->t_logout_) {
+			ch->t_logout_ = nullptr;
+			ch->close("logged out by the target");
+			return;
+		}
 		if (wc->status != WcStatus::Success) {
 			if (ch->state_ < ChState::Disconnecting) {
 				ULP_LOG_RATELIMITED(Warn, Srpt, "{}: SRP_CRED_REQ: {}", ch->peer_,
