@@ -234,9 +234,10 @@ class Reader
 public:
 	Reader(const std::string &path, std::string *why) : path_(path), why_(why) {}
 
-	bool fail(const toml::node &n, const std::string &what)
+	bool fail(const toml::node &n, const std::string &what) { return fail_at(n.source(), what); }
+	bool fail_at(const toml::source_region &src, const std::string &what)
 	{
-		const auto &b = n.source().begin;
+		const auto &b = src.begin;
 		*why_ = path_ + ":" + std::to_string(b.line) + ":" + std::to_string(b.column) +
 		        ": " + what;
 		return false;
@@ -250,7 +251,7 @@ public:
 			for (const char *n : keys)
 				ok = ok || k.str() == n;
 			if (!ok)
-				return fail(v, ctx + std::string(k.str()) + ": unknown key");
+				return fail_at(k.source(), ctx + std::string(k.str()) + ": unknown key");
 		}
 		return true;
 	}

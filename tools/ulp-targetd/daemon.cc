@@ -564,8 +564,8 @@ void Daemon::run()
 				if (!cfg_.source.empty()) {
 					try {
 						reload_locked("SIGHUP");
-					} catch (const MethodError &e) {
-						log_line("reload: " + e.message);
+					} catch (const MethodError &) {
+						// logged by reload_locked, which changed nothing
 					}
 				}
 				rescan_all();

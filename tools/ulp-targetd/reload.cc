@@ -104,17 +104,23 @@ json Daemon::reload_locked(const std::string &who)
 	// ---- 2. Make what is new, unpublished ----------------------------------------------
 	std::map<std::string, std::unique_ptr<TargetRt>> new_targets;
 	std::map<std::pair<std::string, uint64_t>, std::unique_ptr<scsi::LogicalUnit>> new_lus;
-	for (const TargetCfg &t : next.targets) {
-		TargetRt *rt = find_target(t.name);
-		if (!rt) {
-			new_targets[t.name] = make_target(t); // throws: nothing published yet
-			continue;
+	try {
+		for (const TargetCfg &t : next.targets) {
+			TargetRt *rt = find_target(t.name);
+			if (!rt) {
+				new_targets[t.name] = make_target(t); // nothing published yet
+				continue;
+			}
+			for (const LunCfg &l : t.luns) {
+				const LunCfg *old = find_lun(rt->cfg, l.lun);
+				if (!old || !same_lun_but_size(*old, l))
+					new_lus[{t.name, l.lun}] = make_lu(t, l);
+			}
 		}
-		for (const LunCfg &l : t.luns) {
-			const LunCfg *old = find_lun(rt->cfg, l.lun);
-			if (!old || !same_lun_but_size(*old, l))
-				new_lus[{t.name, l.lun}] = make_lu(t, l);
-		}
+	} catch (const MethodError &e) {
+		// What was opened closes as the maps go.
+		ULP_LOG(Error, Tool, "reload: {}: {}; nothing changed", file, e.message);
+		throw MethodError{e.code, file + ": " + e.message + "; nothing changed"};
 	}
 	struct NewPortal {
 		std::string transport;
