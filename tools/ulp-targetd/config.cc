@@ -234,7 +234,10 @@ class Reader
 public:
 	Reader(const std::string &path, std::string *why) : path_(path), why_(why) {}
 
-	bool fail(const toml::node &n, const std::string &what) { return fail_at(n.source(), what); }
+	bool fail(const toml::node &n, const std::string &what)
+	{
+		return fail_at(n.source(), what);
+	}
 	bool fail_at(const toml::source_region &src, const std::string &what)
 	{
 		const auto &b = src.begin;
@@ -251,7 +254,8 @@ public:
 			for (const char *n : keys)
 				ok = ok || k.str() == n;
 			if (!ok)
-				return fail_at(k.source(), ctx + std::string(k.str()) + ": unknown key");
+				return fail_at(k.source(),
+				               ctx + std::string(k.str()) + ": unknown key");
 		}
 		return true;
 	}
@@ -675,6 +679,9 @@ void add_flags(CLI::App &app, Flags &f)
 	                   kDefaultAdminSocket + "; default: none)");
 	app.add_option("--admin-group", f.admin_group,
 	               "a group whose members may use the admin socket too (mode 0660)");
+	app.add_flag("--check", f.check,
+	             "check the configuration (the file and these flags) and exit: 0 when it "
+	             "loads, 2 with the error (file:line:column) when not; opens nothing");
 	app.add_option("--admin-tcp", f.admin_tcp,
 	               "[HOST:]PORT: an admin listener on TCP as well (PORT alone: 127.0.0.1); "
 	               "TCP peers carry no credentials");

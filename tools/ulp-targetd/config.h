@@ -118,6 +118,7 @@ struct Flags {
 	std::string admin_socket;                          // --admin-socket PATH
 	std::string admin_group;                           // --admin-group GROUP
 	std::string admin_tcp;                             // --admin-tcp [HOST:]PORT
+	bool check = false;                                // --check: check the configuration, exit
 };
 
 // Where ulpctl and the unit file look for the admin socket.

@@ -81,6 +81,15 @@ int main(int argc, char **argv)
 		std::fprintf(stderr, "ulp-targetd: %s\n", why.c_str());
 		return 2;
 	}
+	if (f.check) {
+		size_t luns = 0;
+		for (const auto &t : cfg.targets)
+			luns += t.luns.size();
+		std::printf("ulp-targetd: configuration OK: %zu targets, %zu LUNs, %zu portals\n",
+		            cfg.targets.size(), luns,
+		            cfg.portals.size() + cfg.iser_portals.size() + cfg.srp_portals.size());
+		return 0;
+	}
 	targetd::Daemon d(f, std::move(cfg));
 	if (d.start(&why) != 0) {
 		std::fprintf(stderr, "ulp-targetd: %s\n", why.c_str());
