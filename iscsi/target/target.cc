@@ -270,6 +270,16 @@ Session *Target::create_session(Conn *c, const SessionParams &p, LoginStatus *st
 	Session *s;
 	{
 		std::lock_guard g(lock_);
+		// A node removed since the login looked it up: remove_node has unlisted it before
+		// it walks sessions_ under lock_, so a session made after that walk would escape
+		// its logout. Order: lock_, then nodes_lock_.
+		if (node) {
+			std::lock_guard ng(nodes_lock_);
+			if (std::find(nodes_.begin(), nodes_.end(), node) == nodes_.end()) {
+				*status = LoginStatus::NotFound;
+				return nullptr;
+			}
+		}
 		// RFC 7143 6.3.5 session reinstatement: a leading login (TSIH 0) whose initiator
 		// name and ISID match a session to the same target replaces it; at ERL 0 the old
 		// session is closed (its connection dropped, its tasks aborted).
