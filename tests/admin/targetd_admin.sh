@@ -3,12 +3,14 @@
 # service integration and administration with real peers:
 #   - the systemd unit passes `systemd-analyze verify` (skipped, saying so, without it);
 #   - the example configuration passes --check; a bad one names file:line:column, exit 2;
+#   - READY=1 reaches $NOTIFY_SOCKET once the portals listen, STOPPING=1 at SIGTERM;
 #   - libiscsi's iscsi-ls sees a LUN that `ulpctl lun create` added;
 #   - an SRP session (ulp-initiator, two channels, on the soft provider) is listed by
 #     `ulpctl session list` and logged out by `ulpctl session logout` (SRP_T_LOGOUT, then
 #     disconnect), and the initiator hears the logout;
 #   - `ulpctl stats` counts what happened; `ulpctl log set` changes the level at run time;
-#   - a portal added with `ulpctl portal create` accepts logins; SIGTERM exits 0 in time.
+#   - portals added with `ulpctl portal create` (TCP, iSER) accept logins and stop when
+#     deleted; SIGTERM exits 0 in time.
 set -euo pipefail
 targetd=$(realpath "${1:?usage: targetd_admin.sh ULP_TARGETD ULPCTL ULP_INITIATOR UNIT EXAMPLE}")
 ulpctl_bin=${2:?}
@@ -16,9 +18,10 @@ initiator=${3:?}
 unit=${4:?}
 example=${5:?}
 work=$(mktemp -d)
-pid='' ipid=''
+pid='' ipid='' npid=''
 cleanup() {
 	set +e
+	[[ -n $npid ]] && kill -KILL "$npid" 2>/dev/null
 	[[ -n $ipid ]] && kill -KILL "$ipid" 2>/dev/null
 	[[ -n $pid ]] && kill -KILL "$pid" 2>/dev/null
 	rm -rf "$work"
@@ -63,7 +66,27 @@ out=$("$targetd" --config "$work/bad.toml" --check 2>&1) || rc=$?
 pass "--check: the example loads; a bad file names file:line:column"
 
 # ---- a daemon with TCP and SRP portals and an admin socket ----------------------------------
-"$targetd" --portal 127.0.0.1:0 --srp-portal 127.0.0.1:0 --target "$iqn" --lun 0:ram:size=16M \
+# systemd's side of Type=notify: a datagram socket that keeps what the daemon says.
+python3 - "$work/notify.sock" "$work/notify.log" <<'PY' &
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.bind(sys.argv[1])
+s.settimeout(60)
+with open(sys.argv[2], "a") as f:
+    while True:
+        try:
+            m = s.recv(4096).decode()
+        except socket.timeout:
+            break
+        f.write(m.replace("\n", " ") + "\n")
+        f.flush()
+        if "STOPPING=1" in m:
+            break
+PY
+npid=$!
+for _ in $(seq 100); do [[ -S $work/notify.sock ]] && break; sleep 0.05; done
+NOTIFY_SOCKET=$work/notify.sock "$targetd" --portal 127.0.0.1:0 --srp-portal 127.0.0.1:0 \
+	--target "$iqn" --lun 0:ram:size=16M \
 	--admin-socket "$sock" --ready-fd 9 9>"$work/port" 2>"$work/targetd.log" &
 pid=$!
 for _ in $(seq 200); do # bounded: 10 s
@@ -75,6 +98,10 @@ port=$(head -n 1 "$work/port")
 srp_port=$(sed -n 2p "$work/port" | awk '{ print $2 }')
 [[ $port =~ ^[0-9]+$ && $srp_port =~ ^[0-9]+$ ]] || fail "no ports on --ready-fd"
 [[ -S $sock ]] || fail "no admin socket"
+for _ in $(seq 100); do grep -q READY=1 "$work/notify.log" 2>/dev/null && break; sleep 0.05; done
+grep -q "^READY=1 STATUS=serving 1 targets on 2 portals" "$work/notify.log" ||
+	fail "no READY=1 to \$NOTIFY_SOCKET: $(cat "$work/notify.log" 2>/dev/null)"
+pass "READY=1 to \$NOTIFY_SOCKET once the portals listen"
 [[ $(stat -c %a "$sock") == 600 ]] || fail "admin socket mode $(stat -c %a "$sock")"
 
 # libiscsi sees a LUN added while the daemon runs.
@@ -145,7 +172,13 @@ out=$(timeout 20 iscsi-ls "iscsi://127.0.0.1:$p2" 2>&1) || fail "iscsi-ls on the
 grep -q "Target:$iqn" <<<"$out" || fail "SendTargets on the new portal: $out"
 ulpctl portal delete "127.0.0.1:$p2" >/dev/null || fail "portal delete"
 timeout 20 iscsi-ls "iscsi://127.0.0.1:$p2" >/dev/null 2>&1 && fail "the deleted portal still accepts"
-pass "portal created and deleted at run time"
+# iSER too (the soft provider's device for 127.0.0.1 is the SRP portal's): a verified run.
+out=$(ulpctl --json portal create --transport iser 127.0.0.1:0) || fail "iser portal create: $out"
+p3=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["listening"].rsplit(":",1)[1])' "$out")
+timeout 60 "$initiator" --transport iser -p "127.0.0.1:$p3" -t "$iqn" -l 1 -w mixed -b 4k -q 4 \
+	-r 1 --quiet >"$work/iser.log" 2>&1 || fail "ulp-initiator over the new iSER portal"
+ulpctl portal delete --transport iser "127.0.0.1:$p3" >/dev/null || fail "iser portal delete"
+pass "portals (TCP, iSER) created and deleted at run time"
 
 kill -TERM "$pid"
 for _ in $(seq 200); do
@@ -158,4 +191,8 @@ wait "$pid" || rc=$?
 pid=''
 ((rc == 0)) || fail "exit status $rc after SIGTERM"
 [[ -e $sock ]] && fail "the admin socket file is left behind"
+for _ in $(seq 100); do grep -q STOPPING=1 "$work/notify.log" && break; sleep 0.05; done
+grep -q "^STOPPING=1" "$work/notify.log" || fail "no STOPPING=1: $(cat "$work/notify.log")"
+wait "$npid" || true
+npid=''
 echo "targetd_admin: passed"
