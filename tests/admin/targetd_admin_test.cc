@@ -19,6 +19,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <future>
 #include <set>
 #include <thread>
@@ -211,6 +212,66 @@ TEST(TargetdAdmin, LunCreatedIsSeenByALoggedInInitiator)
 	k = tur_sense(s, 1);
 	EXPECT_EQ(k.key, 0x5);
 	EXPECT_EQ(k.asc, 0x25); // LOGICAL UNIT NOT SUPPORTED
+	EXPECT_TRUE(s.logout(5s));
+	EXPECT_EQ(d.t.stop(), 0) << d.t.log();
+}
+
+// A LUN deleted under I/O: commands before it complete, commands after it fail with
+// LOGICAL UNIT NOT SUPPORTED (or hear the inventory change first), none is lost or hangs,
+// and the daemon reports the LUN drained.
+TEST(TargetdAdmin, LunDeletedUnderIo)
+{
+	Daemon d;
+	ASSERT_TRUE(
+	    d.start({"--target", kIqn, "--lun", "0:ram:size=16M", "--lun", "1:ram:size=16M"}));
+	Session s(config());
+	ASSERT_TRUE(s.login(local(d.t.port()))) << s.error();
+	clear_ua(s, 0);
+	clear_ua(s, 1);
+	auto f = std::async(std::launch::async, [&] {
+		std::this_thread::sleep_for(100ms); // I/O is running by then
+		std::string out;
+		const int rc =
+		    ulpctl(d.sock, {"--json", "lun", "delete", "-t", kIqn, "-l", "1"}, &out);
+		return std::make_pair(rc, out);
+	});
+	// Reads kept in flight (queue depth 8) until the LUN is gone.
+	constexpr int kQd = 8;
+	std::vector<std::vector<uint8_t>> bufs(kQd, std::vector<uint8_t>(4096));
+	int inflight = 0, good = 0, gone = 0, other = 0;
+	bool stop = false;
+	const auto cdb = cdb_read16(0, 8);
+	std::function<void(int)> issue = [&](int i) {
+		inflight++;
+		s.submit({1, cdb, DataDir::Read, bufs[i]}, [&, i](const ScsiResult &r) {
+			inflight--;
+			if (r.good())
+				good++;
+			else if (r.outcome == TaskOutcome::Completed &&
+			         parse_sense({r.sense.data(), r.sense_len}).asc == 0x25)
+				gone++, stop = true;
+			else
+				other++;
+			if (!stop)
+				issue(i);
+		});
+	};
+	for (int i = 0; i < kQd; i++)
+		issue(i);
+	const auto deadline = clock::now() + 20s;
+	while ((inflight > 0 || !stop) && clock::now() < deadline &&
+	       s.state() == SessionState::FullFeature)
+		s.poll(20ms);
+	EXPECT_EQ(inflight, 0) << "commands lost";
+	EXPECT_GT(good, 0);
+	EXPECT_GT(gone, 0);
+	auto [rc, out] = f.get();
+	ASSERT_EQ(rc, 0) << out;
+	EXPECT_NE(out.find("\"drained\": true"), std::string::npos) << out;
+	EXPECT_EQ(s.state(), SessionState::FullFeature) << s.error();
+	clear_ua(s, 0);
+	EXPECT_EQ(report_luns(s), std::vector<uint64_t>{0});
+	EXPECT_TRUE(write_read(s, 0, 0, 2));
 	EXPECT_TRUE(s.logout(5s));
 	EXPECT_EQ(d.t.stop(), 0) << d.t.log();
 }
