@@ -37,18 +37,17 @@ void log_line(const std::string &s)
 	throw MethodError{err, msg};
 }
 
-std::atomic<int> got_signal{0};   // SIGINT or SIGTERM: shut down
-std::atomic<bool> got_hup{false}; // SIGHUP: reload
-int sig_pipe[2] = {-1, -1};
-
-void on_signal(int sig)
+// SIGINT, SIGTERM and SIGHUP are blocked in every thread (block_signals, before the first
+// thread starts) and taken synchronously by run() with sigwaitinfo: no handler runs in an
+// arbitrary thread, and no system call of a worker is interrupted by a SIGHUP.
+sigset_t daemon_signals()
 {
-	if (sig == SIGHUP)
-		got_hup = true;
-	else
-		got_signal = sig;
-	char c = 1;
-	(void)!::write(sig_pipe[1], &c, 1);
+	sigset_t s;
+	sigemptyset(&s);
+	sigaddset(&s, SIGINT);
+	sigaddset(&s, SIGTERM);
+	sigaddset(&s, SIGHUP);
+	return s;
 }
 
 // A flush of every LU's backstore before exit (SYNCHRONIZE CACHE for everyone).
@@ -114,6 +113,13 @@ std::string srp_stats_line(srpt::Target &t)
 }
 
 } // namespace
+
+void block_signals()
+{
+	const sigset_t set = daemon_signals();
+	pthread_sigmask(SIG_BLOCK, &set, nullptr);
+	std::signal(SIGPIPE, SIG_IGN);
+}
 
 Daemon::Daemon(const Flags &flags, Config cfg) : flags_(flags), cfg_(std::move(cfg))
 {
@@ -429,18 +435,6 @@ int Daemon::start(std::string *why)
 		else if (p.transport == "srp")
 			cfg_.srp_portals.push_back(p.cfg);
 
-	if (::pipe2(sig_pipe, O_CLOEXEC) != 0) {
-		*why = std::string("pipe: ") + std::strerror(errno);
-		return 1;
-	}
-	struct sigaction sa {
-	};
-	sa.sa_handler = on_signal;
-	sigemptyset(&sa.sa_mask);
-	sigaction(SIGINT, &sa, nullptr);
-	sigaction(SIGTERM, &sa, nullptr);
-	sa.sa_flags = SA_RESTART; // the threads' system calls carry on through a SIGHUP
-	sigaction(SIGHUP, &sa, nullptr);
 	std::signal(SIGPIPE, SIG_IGN);
 	if (int rc = tcp_->start(); rc != 0) {
 		*why = std::string("start: ") + std::strerror(-rc);
@@ -550,32 +544,37 @@ void Daemon::rescan_all()
 
 void Daemon::run()
 {
+	const sigset_t set = daemon_signals();
+	int sig = 0;
 	for (;;) {
-		char c;
-		const ssize_t n = ::read(sig_pipe[0], &c, 1);
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0 || got_signal.load())
+		siginfo_t info{};
+		sig = ::sigwaitinfo(&set, &info);
+		if (sig < 0) {
+			if (errno == EINTR)
+				continue;
+			log_line(std::string("sigwaitinfo: ") + std::strerror(errno));
+			sig = SIGTERM;
 			break;
-		if (got_hup.exchange(false)) {
-			sd_notify("RELOADING=1");
-			{
-				std::lock_guard g(lock_);
-				if (!cfg_.source.empty()) {
-					try {
-						reload_locked("SIGHUP");
-					} catch (const MethodError &) {
-						// logged by reload_locked, which changed nothing
-					}
-				}
-				rescan_all();
-				if (srp_)
-					log_line(srp_stats_line(*srp_));
-			}
-			sd_notify("READY=1");
 		}
+		if (sig != SIGHUP)
+			break;
+		sd_notify("RELOADING=1");
+		{
+			std::lock_guard g(lock_);
+			if (!cfg_.source.empty()) {
+				try {
+					reload_locked("SIGHUP");
+				} catch (const MethodError &) {
+					// logged by reload_locked, which changed nothing
+				}
+			}
+			rescan_all();
+			if (srp_)
+				log_line(srp_stats_line(*srp_));
+		}
+		sd_notify("READY=1");
 	}
-	log_line(std::string("signal ") + strsignal(got_signal.load()) + ": shutting down");
+	log_line(std::string("signal ") + strsignal(sig) + ": shutting down");
 	sd_notify("STOPPING=1");
 	// No more administration while we go; then stop accepting; ask sessions to log out,
 	// drop the rest; bounded.

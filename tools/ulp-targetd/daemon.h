@@ -156,6 +156,10 @@ private:
 	bool started_ = false;
 };
 
+// Block SIGINT, SIGTERM and SIGHUP in the calling thread and every thread it starts later;
+// Daemon::run takes them with sigwaitinfo. Call first in main, before any thread exists.
+void block_signals();
+
 // The RPC method table over a daemon (methods.cc).
 void add_methods(Daemon &d, admin::Methods &m);
 

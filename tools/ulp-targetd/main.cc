@@ -65,6 +65,7 @@ int main(int argc, char **argv)
 	targetd::Flags f;
 	targetd::add_flags(app, f);
 	CLI11_PARSE(app, argc, argv);
+	targetd::block_signals(); // before any thread: run() takes them synchronously
 	log::set_program("ulp-targetd");
 	if (!f.log_file.empty()) {
 		if (int rc = log::to_file(f.log_file); rc != 0) {
