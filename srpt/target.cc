@@ -63,8 +63,8 @@ void Target::set_default_guid(uint64_t guid)
 std::string Target::add_target_line(const std::string &addr)
 {
 	char b[96];
-	std::snprintf(b, sizeof(b), "id_ext=%016" PRIx64 ",ioc_guid=%016" PRIx64 ",dest=", id_ext(),
-	              ioc_guid());
+	std::snprintf(b, sizeof(b), "id_ext=%016" PRIx64 ",ioc_guid=%016" PRIx64 ",dest=",
+	              id_ext(), ioc_guid());
 	return b + addr;
 }
 
@@ -105,9 +105,8 @@ LoginDecision Target::login(const srp::LoginReq &req, const std::string &peer_ip
 	    srp::port_id_lo(req.target_port_id) != ioc_guid()) {
 		d.reject = srp::REJ_UNABLE_ASSOCIATE_CHANNEL;
 		char b[80];
-		std::snprintf(
-		    b, sizeof(b), "target port id %016" PRIx64 ":%016" PRIx64 " is not ours",
-		    srp::port_id_hi(req.target_port_id), srp::port_id_lo(req.target_port_id));
+		std::snprintf(b, sizeof(b), "target port id %016" PRIx64 ":%016" PRIx64 " is not ours",
+		              srp::port_id_hi(req.target_port_id), srp::port_id_lo(req.target_port_id));
 		d.why = b;
 		return d;
 	}
@@ -280,7 +279,7 @@ int Target::logout_nexus(const std::string &i_port, std::chrono::milliseconds ti
 	ULP_LOG(Info, Srpt, "nexus {}: logout requested ({} channels)", i_port, n->channels.size());
 	for (Channel *ch : n->channels)
 		ch->logout_async();
-	// Gone from the table once its last channel left; nexuses_open counts its close.
+	// Gone from the table once its last channel left.
 	if (cv_.wait_for(g, timeout, [&] { return find() != n; }))
 		return 0;
 	return -ETIMEDOUT;
