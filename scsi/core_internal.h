@@ -150,6 +150,10 @@ void tmr_respond(Tmr *tmr);
 // they have all ended. tmr must stay allocated until then.
 void abort_nexus_tasks(LogicalUnit &lu, Tmr *tmr, std::span<const NexusId> which,
                        const Cmd *except);
+// A LUN removal whose commands outlived the grace (lu_quiesce): abort every task on lu
+// (TASK ABORTED where TAS is set, as for another nexus's CLEAR TASK SET) and answer tmr
+// (tmr->sess null, tmr->core_done set) once they have all ended.
+void abort_lu_tasks(LogicalUnit &lu, Tmr *tmr);
 
 // ---- The removable medium (medium.cc) -------------------------------------------------------
 

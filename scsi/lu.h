@@ -149,6 +149,10 @@ public:
 	bool ua_pending(const NexusId &n);
 	// Drop the REPORTED LUNS DATA HAS CHANGED condition for n (REPORT LUNS clears it).
 	void ua_clear(const NexusId &n, uint16_t asc_ascq);
+	// The same two for a nexus this LU has seen only (one it has not will hear POWER ON
+	// first): a change of the LUN inventory (Tpg::add_lun, remove_lun) and REPORT LUNS.
+	void ua_add_if_seen(const NexusId &n, uint16_t asc_ascq);
+	void ua_clear_if_seen(const NexusId &n, uint16_t asc_ascq);
 	// Forget every nexus' conditions, as a power on does: each nexus starts again with
 	// POWER ON, RESET, OR BUS DEVICE RESET OCCURRED (TARGET COLD RESET).
 	void ua_reset();

@@ -260,6 +260,13 @@ void tmr_respond(Tmr *tmr)
 		tmr->sess->fabric().queue_tm_rsp(tmr);
 }
 
+void abort_lu_tasks(LogicalUnit &lu, Tmr *tmr)
+{
+	tmr->pending.store(1, std::memory_order_relaxed);
+	abort_on_lu(lu, tmr, Scope::AllSets);
+	tmr_put(tmr);
+}
+
 void abort_nexus_tasks(LogicalUnit &lu, Tmr *tmr, std::span<const NexusId> which, const Cmd *except)
 {
 	tmr->pending.store(1, std::memory_order_relaxed);
@@ -296,6 +303,9 @@ void session_abort_all(Nexus *s)
 void tmr_submit(Tmr *tmr)
 {
 	Nexus *s = tmr->sess;
+	// The LUs found below stay allocated until this returns, even if a LUN is removed
+	// meanwhile (scsi/tpg.h); what waits for commands after it, they keep alive themselves.
+	auto life = s->tpg().life_guard();
 	// The submitter's guard: the response cannot go out while functions are still
 	// being marked, even if every command ends meanwhile.
 	tmr->pending.store(1, std::memory_order_relaxed);

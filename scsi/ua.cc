@@ -79,6 +79,20 @@ void LogicalUnit::ua_clear(const NexusId &n, uint16_t asc_ascq)
 	q.erase(std::remove(q.begin(), q.end(), asc_ascq), q.end());
 }
 
+void LogicalUnit::ua_add_if_seen(const NexusId &n, uint16_t asc_ascq)
+{
+	std::lock_guard g(lock_);
+	if (auto it = ua_.find(n); it != ua_.end())
+		push(it->second, asc_ascq);
+}
+
+void LogicalUnit::ua_clear_if_seen(const NexusId &n, uint16_t asc_ascq)
+{
+	std::lock_guard g(lock_);
+	if (auto it = ua_.find(n); it != ua_.end())
+		std::erase(it->second, asc_ascq);
+}
+
 void LogicalUnit::ua_reset()
 {
 	std::lock_guard g(lock_);

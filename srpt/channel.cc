@@ -238,6 +238,9 @@ void Channel::run_event(ChEvent ev, ChArg arg)
 	case ChEvent::Close:
 		close(arg.why);
 		break;
+	case ChEvent::Logout:
+		send_t_logout();
+		break;
 	}
 }
 
@@ -521,6 +524,35 @@ void Channel::maybe_cred_req()
 	target_.count(&TargetStats::cred_reqs);
 }
 
+void Channel::send_t_logout()
+{
+	// SRP r16a 6.6: the target asks the initiator to log out; the channel is closed once
+	// the IU has been delivered (its send completed), since nothing obliges the initiator
+	// to answer (Linux's ib_srp only logs it). No buffer or send queue room: close now.
+	if (state_ != ChState::Live || t_logout_)
+		return;
+	CtlDesc *d = sq_avail_ > 0 ? ctl_.get() : nullptr;
+	if (!d) {
+		close("logged out by the target");
+		return;
+	}
+	srp::TLogout t;
+	t.tag = ++ctl_tag_;
+	const size_t n = srp::build_t_logout(
+	    t, std::span<uint8_t>(static_cast<uint8_t *>(d->buf->addr), ctl_.buf_size()));
+	ULP_CHECK(n != 0);
+	rdma::prepare_send(*d, uint32_t(n));
+	const SendWr *bad = nullptr;
+	if (qp()->post_send(&d->wr, &bad) != 0) {
+		ctl_.put(d);
+		close("logged out by the target");
+		return;
+	}
+	sq_avail_--;
+	t_logout_ = d;
+	ULP_LOG(Info, Srpt, "{}: SRP_T_LOGOUT sent (the administrator's logout)", peer_);
+}
+
 void Channel::ctl_done(Cq *, Wc *wc)
 {
 	CtlDesc *d = rdma::SendRing<CtlDesc>::from(wc);
@@ -529,6 +561,11 @@ void Channel::ctl_done(Cq *, Wc *wc)
 		d->posted = false;
 		ch->ctl_.put(d);
 		ch->sq_avail_++;
+		if (d == ch->t_logout_) {
+			ch->t_logout_ = nullptr;
+			ch->close("logged out by the target");
+			return;
+		}
 		if (wc->status != WcStatus::Success) {
 			if (ch->state_ < ChState::Disconnecting) {
 				ULP_LOG_RATELIMITED(Warn, Srpt, "{}: SRP_CRED_REQ: {}", ch->peer_,

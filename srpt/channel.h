@@ -141,9 +141,10 @@ enum class ChEvent : uint8_t {
 	Release = uint8_t(scsi::FabricEvent::Release),
 	ReapDone = scsi::kFabricEvents, // the reaper closed the nexus this channel left last
 	Close,                          // close the channel
+	Logout,                         // SRP_T_LOGOUT, then close (the administrator's)
 };
 
-// What a ChEvent carries (rdma::Serial's arg), by event; ReapDone carries nothing.
+// What a ChEvent carries (rdma::Serial's arg), by event; ReapDone and Logout carry nothing.
 struct ChArg {
 	Ioctx *x = nullptr;        // the core's callbacks: the command's (or the TMF's) ioctx
 	const char *why = nullptr; // Close: why, a static string
@@ -225,6 +226,9 @@ public:
 	// Any thread: close (the target stops, a SINGLE login takes the nexus over).
 	// why: a static string.
 	void close_async(const char *why) { post_deferred(ChEvent::Close, {.why = why}); }
+	// Any thread: log the initiator out (SRP r16a 6.6: SRP_T_LOGOUT), then close once it
+	// has been delivered (or at once when it cannot be sent).
+	void logout_async() { post_deferred(ChEvent::Logout, {}); }
 
 	// rdma::PortalConn
 	void on_cm_event(CmEvent &ev) override;
@@ -261,6 +265,7 @@ private:
 	void on_qp_event(const AsyncEvent &e); // the QP's async events (a provider thread)
 	bool check_qp_event();                 // tick: true when one ended the QP (closed)
 	void maybe_cred_req();
+	void send_t_logout();            // ChEvent::Logout
 	uint32_t take_delta();           // 1 + owed, for a response
 	Ioctx *get_ioctx();
 	void put_ioctx(Ioctx *x);
@@ -320,6 +325,7 @@ private:
 	int32_t req_lim_ = 0;             // credits the initiator holds, as we count them
 	uint32_t owed_ = 0;               // credits to return with the next response
 	bool cred_req_out_ = false;       // an SRP_CRED_REQ awaits its SRP_CRED_RSP
+	CtlDesc *t_logout_ = nullptr;     // the SRP_T_LOGOUT in flight: close when it completes
 	uint32_t sq_avail_ = 0;           // send WRs that may still be posted
 	uint32_t sq_budget_ = 0;          // sq_avail_ when nothing is in flight
 	uint32_t busy_ = 0;               // ioctxs not free

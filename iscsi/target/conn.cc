@@ -43,7 +43,7 @@ public:
 
 	LoginStatus find_target(std::string_view name, TargetInfo *info) override
 	{
-		const TargetNode *n = c_.target_.find_node(name);
+		auto n = c_.target_.find_node(name);
 		if (!n)
 			return LoginStatus::NotFound;
 		info->tpgt = c_.target_.cfg().tpgt;
@@ -54,7 +54,7 @@ public:
 	{
 		if (id.type == SessionType::Discovery)
 			return true; // visibility is filtered in SendTargets
-		const TargetNode *n = c_.target_.find_node(id.target_name);
+		auto n = c_.target_.find_node(id.target_name);
 		return n && n->tpg->allowed(std::string(id.initiator_name));
 	}
 	AuthPolicy auth_policy(const LoginIdentity &id) override
@@ -65,7 +65,7 @@ public:
 			p.allow_none = !c_.target_.cfg().discovery_require_chap;
 			return p;
 		}
-		const TargetNode *n = c_.target_.find_node(id.target_name);
+		auto n = c_.target_.find_node(id.target_name);
 		p.allow_chap = n && !n->chap.empty();
 		p.allow_none = !(n && n->require_chap);
 		return p;
@@ -73,9 +73,10 @@ public:
 	bool chap_credentials(const LoginIdentity &id, ChapCredentials *out) override
 	{
 		const std::map<std::string, ChapCredentials> *m = nullptr;
+		std::shared_ptr<const TargetNode> n; // keeps *m while it is read
 		if (id.type == SessionType::Discovery) {
 			m = &c_.target_.cfg().discovery_chap;
-		} else if (const TargetNode *n = c_.target_.find_node(id.target_name)) {
+		} else if ((n = c_.target_.find_node(id.target_name))) {
 			m = &n->chap;
 		}
 		if (!m)
@@ -212,7 +213,8 @@ void Conn::login_complete(const TargetLogin &l)
 	statsn_ = l.next_statsn();
 	change_state(&state_, ConnState::FullFeature, kConnStates);
 	const SessionParams &sp = sess_->params; // sess_->conn is this (create_session)
-	node_ = sess_->node;
+	node_ = sess_->node.get();
+	target_.login_done(sess_, cparams_);
 
 	TextResponderConfig tc;
 	tc.type = sp.type;

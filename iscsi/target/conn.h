@@ -285,6 +285,8 @@ public:
 	uint32_t max_recv_dsl() const { return max_recv_dsl_; }
 	Digests digests() const { return digests_; }
 	const std::string &peer() const { return peer_; }
+	const std::string &local() const { return local_; }
+	Transport transport() const { return transport_; }
 
 	// ---- Any thread -----------------------------------------------------------------------
 	// post and post_deferred (rdma::Serial): the SCSI core's callbacks, routed here by
@@ -405,7 +407,7 @@ private:
 
 	// Full feature phase
 	Session *sess_ = nullptr;          // not to be touched once reaping_ is set
-	const TargetNode *node_ = nullptr; // its target (the target's config: lives on)
+	const TargetNode *node_ = nullptr; // its target node (the session keeps it alive)
 	ConnParams cparams_;
 	uint32_t max_recv_dsl_ = kDefaultMrdsl; // what we accept in one PDU
 	uint32_t max_send_dsl_ = kDefaultMrdsl; // what the initiator accepts in one PDU

@@ -87,12 +87,19 @@ public:
 	void mark(TcpConn *c);
 	// Any thread: close the listening sockets (the worker does it on its loop).
 	void close_listeners();
+	// Any thread: start accepting on listening socket fd, or stop and close it (a portal
+	// added or removed at run time; the worker does it on its loop).
+	void add_listener_async(int fd);
+	void close_listener_async(int fd);
 
 private:
 	void loop();
 	void accept_all(int lfd);
 	void adopt(int fd);
 	void reap();
+	// Listeners added, closed or all closed as asked; after a batch of events, never in
+	// the middle of one (an event later in the batch may point at a listener).
+	void apply_listener_changes();
 
 	Target &target_;
 	TcpConfig cfg_;
@@ -107,9 +114,11 @@ private:
 	std::vector<TcpWorker *> all_;             // every worker, for dealing accepted sockets
 	size_t next_ = 0;                          // next worker to deal to
 
-	std::mutex lock_; // guards new_fds_ and woken_
+	std::mutex lock_; // guards new_fds_, woken_, add_lfds_, close_lfds_
 	std::vector<int> new_fds_;
 	std::vector<TcpConn *> woken_;
+	std::vector<int> add_lfds_;   // listeners to start watching
+	std::vector<int> close_lfds_; // listeners to close
 
 	std::vector<std::unique_ptr<TcpConn>> conns_; // owned; worker thread only
 	std::vector<TcpConn *> marked_;               // to flush/run this turn
@@ -358,6 +367,62 @@ void TcpWorker::close_listeners()
 	(void)!::write(evfd_, &one, sizeof(one));
 }
 
+void TcpWorker::add_listener_async(int fd)
+{
+	{
+		std::lock_guard g(lock_);
+		add_lfds_.push_back(fd);
+	}
+	uint64_t one = 1;
+	(void)!::write(evfd_, &one, sizeof(one));
+}
+
+void TcpWorker::close_listener_async(int fd)
+{
+	{
+		std::lock_guard g(lock_);
+		close_lfds_.push_back(fd);
+	}
+	uint64_t one = 1;
+	(void)!::write(evfd_, &one, sizeof(one));
+}
+
+void TcpWorker::apply_listener_changes()
+{
+	std::vector<int> add, close;
+	{
+		std::lock_guard g(lock_);
+		add.swap(add_lfds_);
+		close.swap(close_lfds_);
+	}
+	if (close_listeners_.exchange(false)) {
+		for (auto &l : listeners_)
+			close.push_back(l->fd);
+	}
+	for (int fd : add) {
+		auto l = std::make_unique<EpollItem>(EpollItem{EpollItem::Kind::Listener, fd});
+		epoll_event le{};
+		le.events = EPOLLIN;
+		le.data.ptr = l.get();
+		if (epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &le) != 0) {
+			std::fprintf(stderr, "ulp iscsi/tcp: epoll of a new portal: %s\n",
+			             std::strerror(errno));
+			::close(fd);
+			continue;
+		}
+		listeners_.push_back(std::move(l));
+	}
+	for (int fd : close) {
+		auto it = std::find_if(listeners_.begin(), listeners_.end(),
+		                       [&](const auto &l) { return l->fd == fd; });
+		if (it == listeners_.end())
+			continue;
+		epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr);
+		::close(fd);
+		listeners_.erase(it);
+	}
+}
+
 void TcpWorker::give(int fd)
 {
 	{
@@ -465,6 +530,7 @@ void TcpWorker::loop()
 		if (!marked_.empty())
 			timeout = 0;
 		int n = epoll_wait(epfd_, evs, 64, timeout);
+		bool listener_changes = false;
 		for (int i = 0; i < n; i++) {
 			const epoll_event &e = evs[i];
 			auto *item = static_cast<EpollItem *>(e.data.ptr);
@@ -488,13 +554,7 @@ void TcpWorker::loop()
 					mark(c);
 				}
 				woken.clear();
-				if (close_listeners_.exchange(false)) {
-					for (auto &l : listeners_) {
-						epoll_ctl(epfd_, EPOLL_CTL_DEL, l->fd, nullptr);
-						::close(l->fd);
-					}
-					listeners_.clear();
-				}
+				listener_changes = true;
 				continue;
 			}
 			auto *c = static_cast<TcpConn *>(item);
@@ -502,6 +562,8 @@ void TcpWorker::loop()
 				c->on_readable();
 			mark(c);
 		}
+		if (listener_changes)
+			apply_listener_changes();
 		// Run what the input and the other threads produced, then write it out.
 		// A connection marked again while this runs (its own output, or an event posted
 		// by another connection of this worker) is appended and run again.
@@ -590,8 +652,28 @@ int TcpServer::listen(const std::string &host, uint16_t port, std::string *why)
 	uint16_t p = ss.ss_family == AF_INET
 	                 ? ntohs(reinterpret_cast<sockaddr_in *>(&bound)->sin_port)
 	                 : ntohs(reinterpret_cast<sockaddr_in6 *>(&bound)->sin6_port);
-	listen_fds_.push_back(fd);
 	ports_.push_back(p);
+	fds_.push_back(fd);
+	if (started_)
+		workers_[0]->add_listener_async(fd); // a portal added while serving
+	else
+		listen_fds_.push_back(fd);
+	return 0;
+}
+
+int TcpServer::close_portal(size_t i)
+{
+	if (i >= fds_.size() || fds_[i] < 0)
+		return -ENOENT;
+	const int fd = fds_[i];
+	fds_[i] = -1;
+	ports_[i] = 0;
+	if (started_) {
+		workers_[0]->close_listener_async(fd);
+	} else {
+		std::erase(listen_fds_, fd);
+		::close(fd);
+	}
 	return 0;
 }
 
