@@ -107,7 +107,7 @@ int Target::remove_node(const std::string &name, std::chrono::milliseconds grace
 	std::unique_lock g(lock_);
 	for (Session *s : sessions_)
 		if (s->node == n && s->conn)
-			s->conn->post_deferred(ConnEvent::Logout, nullptr);
+			s->conn->post_deferred(ConnEvent::Logout, {});
 	if (size_t k = live())
 		ULP_LOG(Info, Iscsi, "{}",
 		        "target " + name + " removed: asking " + std::to_string(k) +
@@ -182,7 +182,7 @@ int Target::logout_session(uint16_t tsih, std::chrono::milliseconds grace)
 	const std::string who = s->initiator_port;
 	s->logout_requested = true;
 	if (s->conn)
-		s->conn->post_deferred(ConnEvent::Logout, nullptr);
+		s->conn->post_deferred(ConnEvent::Logout, {});
 	ULP_LOG(Info, Iscsi, "{}",
 	        "session " + who + " tsih " + std::to_string(tsih) + ": logout requested");
 	// The same TSIH cannot come back meanwhile: new_tsih skips live ones, and a session

@@ -4,7 +4,6 @@
 #include "tools/ulp-targetd/config.h"
 
 #include "admin/rpc.h"
-#include "scsi/pr.h"
 
 #include <toml++/toml.h>
 

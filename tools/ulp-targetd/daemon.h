@@ -25,6 +25,7 @@
 #include "iscsi/target/tcp.h"
 #include "iser/target.h"
 #include "scsi/lu.h"
+#include "scsi/pr.h"
 #include "scsi/pr_store.h"
 #include "scsi/tpg.h"
 #include "srpt/portal.h"
