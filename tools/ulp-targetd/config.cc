@@ -413,8 +413,9 @@ bool load_file(const std::string &path, Config *c, std::string *why)
 	c->source = path;
 	Reader r(path, why);
 	if (!r.known(t, "",
-	             {"workers", "state_dir", "portals", "iser_portals", "srp_portals", "rdma_device", "iser",
-	              "srp", "iscsi", "target", "admin_socket", "admin_group", "admin_tcp"}))
+	             {"workers", "state_dir", "portals", "iser_portals", "srp_portals",
+	              "rdma_device", "iser", "srp", "iscsi", "target", "admin_socket",
+	              "admin_group", "admin_tcp"}))
 		return false;
 	if (!r.integer(t, "workers", "", &c->workers, 1, 64) ||
 	    !r.portals(t, "portals", &c->portals, 3260) ||

@@ -195,7 +195,8 @@ std::unique_ptr<scsi::LogicalUnit> Daemon::make_lu(const TargetCfg &t, const Lun
 	if (pr_store_) {
 		const scsi::PrLoad pl = scsi::pr_attach_store(*lu, *pr_store_, &w);
 		if (pl != scsi::PrLoad::Ok && pl != scsi::PrLoad::NoState)
-			fail(-EINVAL, "target " + t.name + " LUN " + std::to_string(l.lun) + ": " + w);
+			fail(-EINVAL,
+			     "target " + t.name + " LUN " + std::to_string(l.lun) + ": " + w);
 	}
 	return lu;
 }
