@@ -31,8 +31,8 @@ void target_disconnect(Run &r, Transport t, Row &row)
 	for (uint32_t w = 0; w < workers; w++)
 		th.emplace_back([&, w] {
 			const Identity id = identity("disc", w);
-			const std::string tag = row.scenario + "/" + transport_name(t) + " slot " +
-			                        std::to_string(w);
+			const std::string tag =
+			    row.scenario + "/" + transport_name(t) + " slot " + std::to_string(w);
 			uint32_t seed = w * 104729 + 7;
 			while (!stop.load() && clock::now() < deadline) {
 				std::string why;
@@ -48,17 +48,18 @@ void target_disconnect(Run &r, Transport t, Row &row)
 				}
 				IoStats st;
 				{
-					Watchdog::Step s(*r.wd, tag + ": I/O until dropped", r.prof.scenario + r.prof.step);
-					// A drop may come before the first command: a lost TEST UNIT READY is
-					// not a failure either.
+					Watchdog::Step s(*r.wd, tag + ": I/O until dropped",
+					                 r.prof.scenario + r.prof.step);
+					// A drop may come before the first command: a lost TEST
+					// UNIT READY is not a failure either.
 					if (lun_ready(n->disk(), r.lun, &why)) {
 						IoOptions o;
 						o.io_blocks = r.io_blocks;
 						o.duration = r.prof.scenario;
 						o.stop = &stop;
 						o.seed = seed++;
-						run_io(n->disk(), r.lun, *r.ledger, r.slot(w), r.gens, o, nullptr,
-						       &st);
+						run_io(n->disk(), r.lun, *r.ledger, r.slot(w),
+						       r.gens, o, nullptr, &st);
 					} else if (!n->failed()) {
 						row.fail(tag + ": " + why);
 					}
@@ -67,7 +68,8 @@ void target_disconnect(Run &r, Transport t, Row &row)
 				if (!st.fatal.empty() || n->failed()) {
 					lost_seen++;
 					n.reset();
-					Watchdog::Step s(*r.wd, tag + ": wait for the dropped nexus to go",
+					Watchdog::Step s(*r.wd,
+					                 tag + ": wait for the dropped nexus to go",
 					                 r.prof.step);
 					if (r.wait_gone(who(t, id), r.prof.step / 2, &why) < 0)
 						row.fail(tag + ": " + why);
@@ -92,8 +94,8 @@ void target_disconnect(Run &r, Transport t, Row &row)
 			row.fail("session_list: " + why);
 			break;
 		}
-		// A nexus is known by its id and its peer: a worker's next login may get the same id
-		// (SRP's is the initiator port), never the same connection.
+		// A nexus is known by its id and its peer: a worker's next login may get the same
+		// id (SRP's is the initiator port), never the same connection.
 		auto key = [](const json &s) {
 			return s.value("id", "") + "|" + s.value("peer", "") + "|" +
 			       s.value("initiator_port", "");
@@ -104,8 +106,7 @@ void target_disconnect(Run &r, Transport t, Row &row)
 			const std::string port = s.value("initiator_port", "");
 			if (s.value("transport", "") == std::string(transport_name(t)) &&
 			    (name.rfind(prefix, 0) == 0 || port.rfind(prefix, 0) == 0) &&
-			    s.value("logged_in", false))
-			{
+			    s.value("logged_in", false)) {
 				ids.push_back(s.value("id", ""));
 				keys.push_back(key(s));
 			}
@@ -116,7 +117,8 @@ void target_disconnect(Run &r, Transport t, Row &row)
 		const std::string id = ids[pick], k = keys[pick];
 		const bool logout = done % 3 == 2;
 		Watchdog::Step s(*r.wd,
-		                 row.scenario + ": " + (logout ? "session_logout " : "session_drop ") + id,
+		                 row.scenario + ": " +
+		                     (logout ? "session_logout " : "session_drop ") + id,
 		                 r.prof.step);
 		const auto t0 = clock::now();
 		json res;
@@ -146,7 +148,8 @@ void target_disconnect(Run &r, Transport t, Row &row)
 				break;
 			}
 			if (clock::now() - t0 > r.prof.step / 2) {
-				row.fail(id + " still listed " + std::to_string((r.prof.step / 2).count()) +
+				row.fail(id + " still listed " +
+				         std::to_string((r.prof.step / 2).count()) +
 				         " ms after the " + (logout ? "logout request" : "drop"));
 				break;
 			}

@@ -79,7 +79,8 @@ bool run_io(initiator::Disk &d, uint64_t lun, Ledger &ledger, Region region, Gen
 		inflight--;
 		busy[(s.blk - region.first) / opt.io_blocks] = false;
 		if (!r.good()) {
-			if (r.outcome == TaskOutcome::ConnectionLost || r.outcome == TaskOutcome::Timeout ||
+			if (r.outcome == TaskOutcome::ConnectionLost ||
+			    r.outcome == TaskOutcome::Timeout ||
 			    r.outcome == TaskOutcome::Cancelled) {
 				st->lost++;
 				if (st->fatal.empty())
@@ -87,7 +88,8 @@ bool run_io(initiator::Disk &d, uint64_t lun, Ledger &ledger, Region region, Gen
 			} else {
 				st->errors++;
 				char m[128];
-				std::snprintf(m, sizeof(m), "%s of %u blocks at block %" PRIu64 ": ",
+				std::snprintf(m, sizeof(m),
+				              "%s of %u blocks at block %" PRIu64 ": ",
 				              s.write ? "write" : "read", s.n, s.blk);
 				note(st, m + describe_result(r));
 			}
@@ -97,7 +99,8 @@ bool run_io(initiator::Disk &d, uint64_t lun, Ledger &ledger, Region region, Gen
 		st->ios++;
 		if (s.write) {
 			if (journal && journal->ack)
-				journal->ack(s.blk, s.n, s.gen); // the parent knows before it counts
+				journal->ack(s.blk, s.n,
+				             s.gen); // the parent knows before it counts
 			ledger.ack_write(s.blk, s.n, s.gen);
 			return;
 		}
@@ -131,7 +134,8 @@ bool run_io(initiator::Disk &d, uint64_t lun, Ledger &ledger, Region region, Gen
 			if (s.write) {
 				s.gen = gens.take();
 				if (journal && journal->start)
-					journal->start(s.blk, s.n, s.gen); // before it can reach the target
+					journal->start(s.blk, s.n,
+					               s.gen); // before it can reach the target
 				ledger.start_write(s.blk, s.n, s.gen, data);
 				s.cdb = cdb_write16(lba, s.n);
 			} else {
@@ -146,9 +150,8 @@ bool run_io(initiator::Disk &d, uint64_t lun, Ledger &ledger, Region region, Gen
 			busy[c] = true;
 			inflight++;
 			Slot *sp = &s;
-			const int rc = d.submit(req, [&completed, sp](const ScsiResult &r) {
-				completed(*sp, r);
-			});
+			const int rc = d.submit(
+			    req, [&completed, sp](const ScsiResult &r) { completed(*sp, r); });
 			if (rc == 0)
 				continue;
 			s.busy = false;
@@ -156,7 +159,8 @@ bool run_io(initiator::Disk &d, uint64_t lun, Ledger &ledger, Region region, Gen
 			inflight--;
 			if (rc == -EBUSY && inflight > 0)
 				break; // no credit now: after the next completions
-			// Refused: the write stays uncertain (it may not have gone, it is not known).
+			// Refused: the write stays uncertain (it may not have gone, it is not
+			// known).
 			if (st->fatal.empty())
 				st->fatal = "cannot submit: " + d.last_error() +
 				            (d.error().empty() ? "" : ": " + d.error());

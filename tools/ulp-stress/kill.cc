@@ -42,14 +42,13 @@ namespace
 constexpr int kJournalFd = 3; // the child's end of the pipe
 
 // One child: spawn, let it run up to delay, kill it, apply its journal.
-void one_kill(Run &r, Transport t, Row &row, uint32_t slot, uint64_t gen_base,
-              milliseconds delay, uint32_t seed, std::map<std::string, uint64_t> *phases,
-              std::mutex *plock)
+void one_kill(Run &r, Transport t, Row &row, uint32_t slot, uint64_t gen_base, milliseconds delay,
+              uint32_t seed, std::map<std::string, uint64_t> *phases, std::mutex *plock)
 {
 	const Identity id = identity("kill", slot);
 	const Region reg = r.slot(slot);
-	const std::string tag = "kill/" + std::string(transport_name(t)) + " slot " +
-	                        std::to_string(slot);
+	const std::string tag =
+	    "kill/" + std::string(transport_name(t)) + " slot " + std::to_string(slot);
 	int p[2];
 	if (::pipe2(p, O_CLOEXEC) != 0) {
 		row.fail(tag + ": pipe: " + std::strerror(errno));
@@ -121,11 +120,11 @@ void one_kill(Run &r, Transport t, Row &row, uint32_t slot, uint64_t gen_base,
 			uint32_t cnt = 0;
 			if (line.rfind("P ", 0) == 0) {
 				phase = line.substr(2);
-			} else if (std::sscanf(line.c_str(), "S %" SCNu64 " %u %" SCNu64, &blk, &cnt,
-			                       &gen) == 3) {
+			} else if (std::sscanf(line.c_str(), "S %" SCNu64 " %u %" SCNu64, &blk,
+			                       &cnt, &gen) == 3) {
 				r.ledger->note_write(blk, cnt, gen);
-			} else if (std::sscanf(line.c_str(), "A %" SCNu64 " %u %" SCNu64, &blk, &cnt,
-			                       &gen) == 3) {
+			} else if (std::sscanf(line.c_str(), "A %" SCNu64 " %u %" SCNu64, &blk,
+			                       &cnt, &gen) == 3) {
 				r.ledger->ack_write(blk, cnt, gen);
 				acked++;
 			}
@@ -136,7 +135,8 @@ void one_kill(Run &r, Transport t, Row &row, uint32_t slot, uint64_t gen_base,
 	bool eof = false;
 	int status = -1;
 	while (!eof && clock::now() < kill_at) {
-		const int ms = int(std::chrono::duration_cast<milliseconds>(kill_at - clock::now()).count());
+		const int ms =
+		    int(std::chrono::duration_cast<milliseconds>(kill_at - clock::now()).count());
 		eof = !consume(std::max(1, std::min(ms, 50)));
 	}
 	const std::string at = eof ? "exited" : phase;
@@ -180,7 +180,7 @@ std::map<std::string, std::string> child_args(int argc, char **argv)
 	for (int i = 2; i < argc; i++) {
 		const char *eq = std::strchr(argv[i], '=');
 		if (eq)
-			m[std::string(argv[i], eq)] = eq + 1;
+			m[std::string(argv[i], size_t(eq - argv[i]))] = eq + 1;
 	}
 	return m;
 }
@@ -216,10 +216,13 @@ void kill_scenario(Run &r, Transport t, Row &row)
 		th.emplace_back([&, i] {
 			std::mt19937 rng(i * 31337 + 17);
 			while (left.fetch_sub(1) > 0 && clock::now() < deadline) {
-				// The child's generations: a range of its own, above everything before.
+				// The child's generations: a range of its own, above everything
+				// before.
 				const uint64_t base = r.gens.next.fetch_add(uint64_t(1) << 32);
-				const milliseconds delay(rng() % uint64_t(r.prof.kill_window.count() + 1));
-				one_kill(r, t, row, kKillSlot + i, base, delay, rng(), &phases, &plock);
+				const milliseconds delay(rng() %
+				                         uint64_t(r.prof.kill_window.count() + 1));
+				one_kill(r, t, row, kKillSlot + i, base, delay, rng(), &phases,
+				         &plock);
 			}
 		});
 	for (auto &x : th)
@@ -296,8 +299,10 @@ int kill_child_main(int argc, char **argv)
 		} else {
 			run_io(n->disk(), lun, ledger, reg, gens, o, &j, &st);
 			if (!st.fatal.empty() || st.errors || st.verify_errors) {
-				std::fprintf(stderr, "ulp-stress child: %s, %" PRIu64 " errors, %" PRIu64
-				             " verify errors\n", st.fatal.c_str(), st.errors, st.verify_errors);
+				std::fprintf(stderr,
+				             "ulp-stress child: %s, %" PRIu64 " errors, %" PRIu64
+				             " verify errors\n",
+				             st.fatal.c_str(), st.errors, st.verify_errors);
 				for (auto &m : st.msgs)
 					std::fprintf(stderr, "ulp-stress child: %s\n", m.c_str());
 				rc = 1;

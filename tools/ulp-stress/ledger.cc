@@ -66,7 +66,8 @@ void Ledger::check_read(uint64_t blk, std::span<const uint8_t> data, CheckResult
 		// The acceptable generations: the acknowledged one (none: the block may still be
 		// unwritten) and those still uncertain.
 		const bool acceptable =
-		    found == b.acked || std::find(b.maybe.begin(), b.maybe.end(), found) != b.maybe.end();
+		    found == b.acked ||
+		    std::find(b.maybe.begin(), b.maybe.end(), found) != b.maybe.end();
 		bool ok = false;
 		const char *what = "stale or wrong generation";
 		if (found == 0 && b.acked == 0) {

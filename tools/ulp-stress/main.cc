@@ -23,6 +23,7 @@
 
 #include <unistd.h>
 
+#include <cinttypes>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
@@ -108,7 +109,8 @@ int main(int argc, char **argv)
 	std::string targetd, rdma_device, src_ip, lun_size = "64M";
 	uint64_t lun = 0;
 	bool json_out = false, verbose = false, wrong_gen = false, leak_session = false;
-	app.add_option("--transport", transports_s, "comma-separated: tcp, iser, srp (default all)");
+	app.add_option("--transport", transports_s,
+	               "comma-separated: tcp, iser, srp (default all)");
 	app.add_option("--scenario", scenarios_s,
 	               "comma-separated: login-storm, kill, target-disconnect (default all)");
 	app.add_option("--profile", profile_s,
@@ -127,8 +129,9 @@ int main(int argc, char **argv)
 	app.add_option("--tcp-port", tcp_port, "with --target-address: the iSCSI/TCP port");
 	app.add_option("--iser-port", iser_port, "with --target-address: the iSER port");
 	app.add_option("--srp-port", srp_port, "with --target-address: the SRP port");
-	app.add_option("--target-name", target_name,
-	               "with --target-address: the iSCSI target (default iqn.2026-11.org.ulp:target)");
+	app.add_option(
+	    "--target-name", target_name,
+	    "with --target-address: the iSCSI target (default iqn.2026-11.org.ulp:target)");
 	app.add_option("--srp-target", srp_target,
 	               "with --target-address: the SRP target's add_target line (default: its "
 	               "device's node GUID)");
@@ -175,10 +178,12 @@ int main(int argc, char **argv)
 	}
 	std::vector<std::string> scenarios;
 	for (const auto &s : scenarios_s.empty() ? std::vector<std::string>(std::begin(kScenarios),
-	                                                                     std::end(kScenarios))
+	                                                                    std::end(kScenarios))
 	                                         : split(scenarios_s)) {
-		if (std::find(std::begin(kScenarios), std::end(kScenarios), s) == std::end(kScenarios))
-			return usage("--scenario: login-storm, kill or target-disconnect, not " + s);
+		if (std::find(std::begin(kScenarios), std::end(kScenarios), s) ==
+		    std::end(kScenarios))
+			return usage("--scenario: login-storm, kill or target-disconnect, not " +
+			             s);
 		scenarios.push_back(s);
 	}
 	if (transports.empty())
@@ -212,7 +217,8 @@ int main(int argc, char **argv)
 		}
 		run.say("started " + o.targetd + " (pid " + std::to_string(target.pid()) +
 		        "): iSCSI/TCP port " + std::to_string(run.ep.tcp_port) + ", iSER " +
-		        std::to_string(run.ep.iser_port) + ", SRP " + std::to_string(run.ep.srp_port));
+		        std::to_string(run.ep.iser_port) + ", SRP " +
+		        std::to_string(run.ep.srp_port));
 	} else {
 		TargetOptions o;
 		o.admin_socket = admin_socket;
@@ -237,7 +243,8 @@ int main(int argc, char **argv)
 		sc.ip = src_ip.empty() ? run.ep.host : src_ip;
 		dev = ulp::soft::create_device(sc);
 		if (!dev)
-			return usage("cannot make a soft RDMA device at " + sc.ip + "; give --src-ip");
+			return usage("cannot make a soft RDMA device at " + sc.ip +
+			             "; give --src-ip");
 		run.ep.rdma_device = sc.name;
 	} else {
 		run.ep.rdma_device = rdma_device;
@@ -248,8 +255,10 @@ int main(int argc, char **argv)
 	    [&] {
 		    json s;
 		    std::string w;
-		    if (target.has_admin() && target.call("session_list", json::object(), &s, &w, 2s))
-			    std::fprintf(stderr, "ulp-stress: the target's sessions: %s\n", s.dump().c_str());
+		    if (target.has_admin() &&
+		        target.call("session_list", json::object(), &s, &w, 2s))
+			    std::fprintf(stderr, "ulp-stress: the target's sessions: %s\n",
+			                 s.dump().c_str());
 		    if (target.ours())
 			    std::fprintf(stderr, "ulp-stress: ulp-targetd's log, last lines:\n%s",
 			                 target.log_tail(30).c_str());
@@ -292,11 +301,11 @@ int main(int argc, char **argv)
 				continue;
 			char b[256];
 			std::snprintf(b, sizeof(b),
-			              "[%6.1f s] %s/%s: %" PRIu64 " cycles, %" PRIu64 " I/Os, %" PRIu64
-			              " failures",
+			              "[%6.1f s] %s/%s: %" PRIu64 " cycles, %" PRIu64
+			              " I/Os, %" PRIu64 " failures",
 			              std::chrono::duration<double>(clock_type::now() - t0).count(),
-			              row->scenario.c_str(), row->transport.c_str(), row->cycles.load(),
-			              row->ios.load(), row->failures.load());
+			              row->scenario.c_str(), row->transport.c_str(),
+			              row->cycles.load(), row->ios.load(), row->failures.load());
 			run.say(b);
 		}
 	});
@@ -321,7 +330,8 @@ int main(int argc, char **argv)
 
 	std::unique_ptr<Nexus> leaked;
 	if (leak_session) {
-		leaked = Nexus::login(transports.front(), run.ep, identity("leak", kLeakSlot), &why);
+		leaked =
+		    Nexus::login(transports.front(), run.ep, identity("leak", kLeakSlot), &why);
 		if (!leaked)
 			run.say("--test-leak-session: login: " + why);
 	}
@@ -339,9 +349,11 @@ int main(int argc, char **argv)
 			else
 				target_disconnect(run, t, *row);
 			post_check(run, t, baseline, *row);
-			row->seconds = std::chrono::duration<double>(clock_type::now() - s0).count();
-			run.say(sc + "/" + transport_name(t) + ": " + std::to_string(row->cycles.load()) +
-			        " cycles, " + std::to_string(row->ios.load()) + " I/Os, " +
+			row->seconds =
+			    std::chrono::duration<double>(clock_type::now() - s0).count();
+			run.say(sc + "/" + transport_name(t) + ": " +
+			        std::to_string(row->cycles.load()) + " cycles, " +
+			        std::to_string(row->ios.load()) + " I/Os, " +
 			        std::to_string(row->failures.load()) + " failures");
 			rep.rows.push_back(std::move(row));
 		}

@@ -25,18 +25,18 @@ bool transport_from_name(const std::string &s, Transport *out);
 // Where the target is, for every transport.
 struct Endpoint {
 	std::string host = "127.0.0.1";
-	uint16_t tcp_port = 0;  // iSCSI/TCP portal
-	uint16_t iser_port = 0; // iSER portal
-	uint16_t srp_port = 0;  // SRP portal
-	std::string target;     // the iSCSI target name (iSCSI transports)
-	std::string srp_target; // an add_target line; empty: the device's node GUID (default)
+	uint16_t tcp_port = 0;   // iSCSI/TCP portal
+	uint16_t iser_port = 0;  // iSER portal
+	uint16_t srp_port = 0;   // SRP portal
+	std::string target;      // the iSCSI target name (iSCSI transports)
+	std::string srp_target;  // an add_target line; empty: the device's node GUID (default)
 	std::string rdma_device; // the device name the RDMA transports use (the shared soft one)
 	std::string src_ip;      // our address on it ("" = the device's)
 };
 
 // Who logs in: each worker has its own identity so the target's listings tell them apart.
 struct Identity {
-	std::string initiator_name;  // iSCSI InitiatorName
+	std::string initiator_name;     // iSCSI InitiatorName
 	uint64_t srp_initiator_ext = 1; // SRP: the initiator port id's high half
 	uint32_t srp_channels = 1;      // SRP: channels of the nexus
 	uint32_t qd = 8;                // commands in flight at most
@@ -69,11 +69,11 @@ public:
 private:
 	Nexus() = default;
 	Transport t_ = Transport::Tcp;
-	ulp::iser::InitiatorConfig xc_;                      // iSER: the transport's settings
-	std::unique_ptr<ulp::iscsi::initiator::Session> s_;  // iSCSI (TCP, iSER)
-	std::unique_ptr<initiator::SrpSession> srp_;         // SRP
-	std::unique_ptr<initiator::IscsiDisk> idisk_;        // s_ as a Disk
-	initiator::Disk *disk_ = nullptr;                    // the one in use
+	ulp::iser::InitiatorConfig xc_;                     // iSER: the transport's settings
+	std::unique_ptr<ulp::iscsi::initiator::Session> s_; // iSCSI (TCP, iSER)
+	std::unique_ptr<initiator::SrpSession> srp_;        // SRP
+	std::unique_ptr<initiator::IscsiDisk> idisk_;       // s_ as a Disk
+	initiator::Disk *disk_ = nullptr;                   // the one in use
 };
 
 } // namespace stress

@@ -33,7 +33,8 @@ void print_table(const Report &r)
 	            "cycles", "I/Os", "failures", "teardown p50", "p99 (ms)", "max (ms)", "result");
 	for (const auto &row : r.rows) {
 		const auto &h = row->teardown;
-		std::printf("%-18s %-9s %8" PRIu64 " %10" PRIu64 " %9" PRIu64 " %12.2f %12.2f %12.2f  %s\n",
+		std::printf("%-18s %-9s %8" PRIu64 " %10" PRIu64 " %9" PRIu64
+		            " %12.2f %12.2f %12.2f  %s\n",
 		            row->scenario.c_str(), row->transport.c_str(), row->cycles.load(),
 		            row->ios.load(), row->failures.load(), ms(h.percentile(0.5)),
 		            ms(h.percentile(0.99)), ms(h.max()), row->failures ? "FAILED" : "ok");
@@ -43,15 +44,16 @@ void print_table(const Report &r)
 			std::printf("  %s/%s: %s\n", row->scenario.c_str(), row->transport.c_str(),
 			            n.c_str());
 		for (const auto &m : row->msgs)
-			std::printf("  %s/%s: FAILED: %s\n", row->scenario.c_str(), row->transport.c_str(),
-			            m.c_str());
+			std::printf("  %s/%s: FAILED: %s\n", row->scenario.c_str(),
+			            row->transport.c_str(), m.c_str());
 	}
 	if (r.have_snapshots) {
 		std::printf("resources at the baseline: %s\n", snapshot_str(r.baseline).c_str());
 		std::printf("resources at the end:      %s\n", snapshot_str(r.final).c_str());
 	}
 	if (r.stop_status != 0)
-		std::printf("ulp-targetd did not stop cleanly on SIGTERM: status %d\n", r.stop_status);
+		std::printf("ulp-targetd did not stop cleanly on SIGTERM: status %d\n",
+		            r.stop_status);
 	std::printf("result: %s\n", r.ok() ? "ok" : "FAILED");
 }
 

@@ -85,10 +85,12 @@ int64_t Run::wait_gone(const std::string &w, milliseconds bound, std::string *wh
 			return -1;
 		const auto now = clock::now();
 		if (s.empty())
-			return std::chrono::duration_cast<std::chrono::nanoseconds>(now - start).count();
+			return std::chrono::duration_cast<std::chrono::nanoseconds>(now - start)
+			    .count();
 		if (now - start >= bound) {
-			*why = w + " still has " + std::to_string(s.size()) + " nexus(es) at the target " +
-			       std::to_string(bound.count()) + " ms later: " + s.dump();
+			*why = w + " still has " + std::to_string(s.size()) +
+			       " nexus(es) at the target " + std::to_string(bound.count()) +
+			       " ms later: " + s.dump();
 			return -1;
 		}
 		std::this_thread::sleep_for(5ms);
@@ -128,7 +130,8 @@ void post_check(Run &r, Transport t, const ResourceSnapshot &base, Row &row)
 			o.io_blocks = r.io_blocks;
 			o.duration = r.prof.io;
 			step.note("I/O");
-			run_io(n->disk(), r.lun, *r.ledger, r.slot(kVerifySlot), r.gens, o, nullptr, &st);
+			run_io(n->disk(), r.lun, *r.ledger, r.slot(kVerifySlot), r.gens, o, nullptr,
+			       &st);
 			step.note("read-back of every block written");
 			if (st.fatal.empty())
 				verify_region(n->disk(), r.lun, *r.ledger, r.all(), 64, &st);
@@ -138,10 +141,12 @@ void post_check(Run &r, Transport t, const ResourceSnapshot &base, Row &row)
 			row.add_io(st, true);
 			step.note("logout");
 			if (!n->logout())
-				row.fail("verified session over " + tn + ": logout refused: " + n->error());
+				row.fail("verified session over " + tn +
+				         ": logout refused: " + n->error());
 			if (r.verbose)
-				r.say("verified session over " + tn + ": " + std::to_string(st.checked) +
-				      " blocks checked, " + std::to_string(st.verify_errors) + " wrong");
+				r.say("verified session over " + tn + ": " +
+				      std::to_string(st.checked) + " blocks checked, " +
+				      std::to_string(st.verify_errors) + " wrong");
 		}
 	}
 	if (!r.target.has_admin())
@@ -150,8 +155,9 @@ void post_check(Run &r, Transport t, const ResourceSnapshot &base, Row &row)
 	                    r.prof.baseline + 5s);
 	ResourceSnapshot now;
 	std::string why;
-	if (!wait_for_baseline(r.target, base, r.prof.baseline,
-	                       [&](const std::string &m) { r.say(m); }, &now, &why))
+	if (!wait_for_baseline(
+	        r.target, base, r.prof.baseline, [&](const std::string &m) { r.say(m); }, &now,
+	        &why))
 		row.fail(why);
 }
 

@@ -4,8 +4,11 @@
 #include "tools/ulp-stress/snapshot.h"
 
 #include <dirent.h>
+#include <unistd.h>
 
 #include <fstream>
+#include <set>
+#include <sstream>
 #include <thread>
 
 namespace stress
@@ -26,18 +29,50 @@ constexpr const char *kPortalCounts[] = {"connections", "qps", "cq_entries", "mr
 
 // stats_get fields (section, key) that must return to their baseline.
 constexpr std::pair<const char *, const char *> kStatsCounts[] = {
-    {"iscsi", "sessions_open"}, {"iscsi", "connections_open"}, {"srp", "nexuses_open"},
-    {"srp", "channels_open"},   {"", "sessions"},              {"", "cmds_in_flight"}};
+    {"iscsi", "sessions_open"}, {"iscsi", "connections_open"},
+    {"srp", "nexuses_open"},    {"srp", "channels_open"},
+    {"", "sessions"},           {"", "cmds_in_flight"}};
 
-void proc_counts(pid_t pid, ResourceSnapshot *out)
+// The inodes of the Unix sockets bound to path: the admin socket's listener and the
+// connections it accepted (an accepted socket shows its listener's path in
+// /proc/net/unix). Our own admin calls come and go on those; they are not the daemon's.
+std::set<std::string> admin_inodes(pid_t pid, const std::string &path)
+{
+	std::set<std::string> s;
+	std::ifstream f("/proc/" + std::to_string(pid) + "/net/unix");
+	std::string line;
+	std::getline(f, line); // the header
+	while (std::getline(f, line)) {
+		// Num RefCount Protocol Flags Type St Inode [Path]
+		std::istringstream in(line);
+		std::string num, ref, proto, flags, type, st, inode, p;
+		if (in >> num >> ref >> proto >> flags >> type >> st >> inode >> p && p == path)
+			s.insert(inode);
+	}
+	return s;
+}
+
+void proc_counts(pid_t pid, const std::string &admin_path, ResourceSnapshot *out)
 {
 	const std::string base = "/proc/" + std::to_string(pid);
+	const std::set<std::string> admin = admin_inodes(pid, admin_path);
 	if (DIR *d = ::opendir((base + "/fd").c_str())) {
-		int64_t n = 0;
-		while (dirent *e = ::readdir(d))
-			n += e->d_name[0] != '.';
+		int64_t n = 0, a = 0;
+		while (dirent *e = ::readdir(d)) {
+			if (e->d_name[0] == '.')
+				continue;
+			char link[64] = {};
+			const std::string fd = base + "/fd/" + e->d_name;
+			const ssize_t l = ::readlink(fd.c_str(), link, sizeof(link) - 1);
+			const std::string t(link, l > 0 ? size_t(l) : 0);
+			if (t.rfind("socket:[", 0) == 0 && admin.count(t.substr(8, t.size() - 9)))
+				a++;
+			else
+				n++;
+		}
 		::closedir(d);
 		out->counts["fds"] = n;
+		out->info["admin_fds"] = a;
 	}
 	std::ifstream f(base + "/status");
 	for (std::string line; std::getline(f, line);) {
@@ -60,7 +95,8 @@ bool take_snapshot(const Target &t, ResourceSnapshot *out, std::string *why)
 	for (const auto &[sec, key] : kStatsCounts) {
 		const json &j = *sec ? stats.value(sec, json::object()) : stats;
 		if (j.is_object() && j.contains(key) && j[key].is_number())
-			out->counts[std::string(*sec ? sec : "stats") + "." + key] = j[key].get<int64_t>();
+			out->counts[std::string(*sec ? sec : "stats") + "." + key] =
+			    j[key].get<int64_t>();
 	}
 	for (const char *k : kPortalCounts) {
 		bool seen = false;
@@ -81,9 +117,9 @@ bool take_snapshot(const Target &t, ResourceSnapshot *out, std::string *why)
 	out->counts["sessions"] = int64_t(sessions.size());
 	out->counts["connections"] = conns;
 	out->counts["cmds_in_flight"] = cmds;
-	// Read while no admin connection of ours is open: the daemon's fds are its own.
+	// The daemon's fds without the admin socket's (ours come and go).
 	if (t.pid() > 0)
-		proc_counts(t.pid(), out);
+		proc_counts(t.pid(), t.admin_socket(), out);
 	return true;
 }
 
@@ -116,7 +152,8 @@ std::vector<std::string> snapshot_diff(const ResourceSnapshot &base, const Resou
 		if (it == now.counts.end())
 			d.push_back(k + " " + std::to_string(v) + " -> (gone)");
 		else if (it->second != v)
-			d.push_back(k + " " + std::to_string(v) + " -> " + std::to_string(it->second));
+			d.push_back(k + " " + std::to_string(v) + " -> " +
+			            std::to_string(it->second));
 	}
 	return d;
 }
@@ -133,8 +170,8 @@ std::string snapshot_str(const ResourceSnapshot &s)
 
 bool wait_for_baseline(const Target &t, const ResourceSnapshot &base,
                        std::chrono::milliseconds bound,
-                       const std::function<void(const std::string &)> &say,
-                       ResourceSnapshot *last, std::string *why)
+                       const std::function<void(const std::string &)> &say, ResourceSnapshot *last,
+                       std::string *why)
 {
 	const auto start = clock::now();
 	auto next_line = start + 1s;
@@ -154,15 +191,17 @@ bool wait_for_baseline(const Target &t, const ResourceSnapshot &base,
 			what += (what.empty() ? "" : ", ") + x;
 		if (now - start >= bound) {
 			*why = "resources not back at the baseline after " +
-			       std::to_string(std::chrono::duration_cast<std::chrono::milliseconds>(bound)
-			                          .count()) +
+			       std::to_string(
+			           std::chrono::duration_cast<std::chrono::milliseconds>(bound)
+			               .count()) +
 			       " ms: " + what;
 			return false;
 		}
 		if (now >= next_line) {
 			say("waiting for the daemon's resources to return to the baseline (" +
 			    std::to_string(
-			        std::chrono::duration_cast<std::chrono::milliseconds>(now - start).count()) +
+			        std::chrono::duration_cast<std::chrono::milliseconds>(now - start)
+			            .count()) +
 			    " ms): " + what);
 			next_line = now + 1s;
 		}

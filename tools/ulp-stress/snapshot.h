@@ -11,8 +11,9 @@
 //     "srp.channels_open", and per RDMA portal summed over the portals, every field of
 //     kPortalCounts that the daemon reports ("rdma.connections" on main; the QPs, CQ
 //     entries, MRs in use and heap bytes in use once stats_get has them);
-//   - /proc/PID (a daemon on this machine whose pid is known): "fds" (open descriptors),
-//     "threads", and the reported "vm_rss_kb".
+//   - /proc/PID (a daemon on this machine whose pid is known): "fds" (open descriptors but
+//     the admin socket's, which our own calls open and close), "threads", and the reported
+//     "vm_rss_kb" and "admin_fds".
 // A field the daemon does not report is left out of both snapshots, so a newer daemon's
 // counts join the check without a change here beyond naming them.
 #pragma once
@@ -49,7 +50,7 @@ std::string snapshot_str(const ResourceSnapshot &s);
 // waiting with what still differs. true when back; false with *why (what differs).
 bool wait_for_baseline(const Target &t, const ResourceSnapshot &base,
                        std::chrono::milliseconds bound,
-                       const std::function<void(const std::string &)> &say,
-                       ResourceSnapshot *last, std::string *why);
+                       const std::function<void(const std::string &)> &say, ResourceSnapshot *last,
+                       std::string *why);
 
 } // namespace stress

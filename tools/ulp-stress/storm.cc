@@ -20,8 +20,8 @@ namespace
 // One cycle: login, I/O, logout. The logout's duration is the teardown figure.
 void cycle(Run &r, Transport t, Row &row, uint32_t slot, const Identity &id, uint32_t seed)
 {
-	const std::string tag = row.scenario + "/" + transport_name(t) + " slot " +
-	                        std::to_string(slot);
+	const std::string tag =
+	    row.scenario + "/" + transport_name(t) + " slot " + std::to_string(slot);
 	std::unique_ptr<Nexus> n;
 	std::string why;
 	{
@@ -66,7 +66,8 @@ void srp_takeover(Run &r, Row &row)
 	const Identity id = identity("takeover", kTakeoverSlot);
 	std::string why;
 	json before, after;
-	const bool stats = r.target.has_admin() && r.target.call("stats_get", json::object(), &before, &why);
+	const bool stats =
+	    r.target.has_admin() && r.target.call("stats_get", json::object(), &before, &why);
 	auto a = Nexus::login(Transport::Srp, r.ep, id, &why);
 	if (!a) {
 		row.fail(tag + ": first login: " + why);
@@ -98,7 +99,8 @@ void srp_takeover(Run &r, Row &row)
 	a.reset();
 	IoStats st2;
 	if (lun_ready(b->disk(), r.lun, &why))
-		run_io(b->disk(), r.lun, *r.ledger, r.slot(kTakeoverSlot), r.gens, o, nullptr, &st2);
+		run_io(b->disk(), r.lun, *r.ledger, r.slot(kTakeoverSlot), r.gens, o, nullptr,
+		       &st2);
 	else
 		row.fail(tag + ": new nexus: " + why);
 	row.add_io(st2, true);
@@ -106,7 +108,8 @@ void srp_takeover(Run &r, Row &row)
 		const int64_t d = after["srp"].value("takeovers", int64_t(0)) -
 		                  before["srp"].value("takeovers", int64_t(0));
 		if (d != 1)
-			row.fail(tag + ": the target counted " + std::to_string(d) + " takeovers, not 1");
+			row.fail(tag + ": the target counted " + std::to_string(d) +
+			         " takeovers, not 1");
 	}
 	if (!b->logout())
 		row.fail(tag + ": logout refused: " + b->error());
@@ -131,7 +134,8 @@ void srp_multichannel(Run &r, Row &row)
 	if (r.target.has_admin() && r.target.sessions_of(who(Transport::Srp, id), &mine, &why)) {
 		const int64_t ch = mine.size() == 1 ? mine[0].value("connections", int64_t(0)) : -1;
 		if (ch != 4)
-			row.fail(tag + ": the target lists " + mine.dump() + ", not one nexus of 4 channels");
+			row.fail(tag + ": the target lists " + mine.dump() +
+			         ", not one nexus of 4 channels");
 	}
 	IoStats st;
 	IoOptions o;

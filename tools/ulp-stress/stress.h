@@ -31,28 +31,28 @@ using std::chrono::milliseconds;
 
 struct Profile {
 	std::string name = "short";
-	uint32_t sessions = 4;           // login-storm, target-disconnect: nexuses at once
-	uint32_t cycles = 24;            // login-storm: login/logout cycles per transport
-	uint32_t kills = 6;              // kill: children killed per transport
-	uint32_t kill_parallel = 2;      // kill: children alive at once
-	uint32_t drops = 6;              // target-disconnect: sessions dropped per transport
-	milliseconds io{150};            // verified I/O per cycle
-	milliseconds kill_window{600};   // kill: the kill lands this long after the start at most
-	milliseconds scenario{60000};    // one scenario on one transport, at most
-	milliseconds step{30000};        // one step (login, I/O, logout, a wait), at most
-	milliseconds baseline{10000};    // resources back at the baseline within this
+	uint32_t sessions = 4;         // login-storm, target-disconnect: nexuses at once
+	uint32_t cycles = 24;          // login-storm: login/logout cycles per transport
+	uint32_t kills = 6;            // kill: children killed per transport
+	uint32_t kill_parallel = 2;    // kill: children alive at once
+	uint32_t drops = 6;            // target-disconnect: sessions dropped per transport
+	milliseconds io{150};          // verified I/O per cycle
+	milliseconds kill_window{600}; // kill: the kill lands this long after the start at most
+	milliseconds scenario{60000};  // one scenario on one transport, at most
+	milliseconds step{30000};      // one step (login, I/O, logout, a wait), at most
+	milliseconds baseline{10000};  // resources back at the baseline within this
 };
 bool profile_from_name(const std::string &s, Profile *out);
 
 // Slots of the LUN's first blocks (stress.h's comment).
 constexpr uint32_t kSlots = 32;
-constexpr uint32_t kWorkerSlots = 16;   // 0..15: login-storm and target-disconnect workers
-constexpr uint32_t kTakeoverSlot = 16;  // SRP takeover
-constexpr uint32_t kMultiSlot = 17;     // SRP multichannel
-constexpr uint32_t kLeakSlot = 18;      // --test-leak-session
-constexpr uint32_t kKillSlot = 20;      // 20..27: killed children
+constexpr uint32_t kWorkerSlots = 16;  // 0..15: login-storm and target-disconnect workers
+constexpr uint32_t kTakeoverSlot = 16; // SRP takeover
+constexpr uint32_t kMultiSlot = 17;    // SRP multichannel
+constexpr uint32_t kLeakSlot = 18;     // --test-leak-session
+constexpr uint32_t kKillSlot = 20;     // 20..27: killed children
 constexpr uint32_t kKillSlots = 8;
-constexpr uint32_t kVerifySlot = 31;    // the verified session
+constexpr uint32_t kVerifySlot = 31; // the verified session
 
 // One scenario on one transport.
 struct Row {
@@ -62,9 +62,9 @@ struct Row {
 	std::atomic<uint64_t> ios{0};      // commands completed GOOD
 	std::atomic<uint64_t> failures{0}; // checks that failed
 	std::mutex lock;
-	initiator::Histogram teardown;     // ns: logout, close after kill, close after drop
-	std::vector<std::string> msgs;     // the first failures
-	std::vector<std::string> notes;    // what else it saw (kill phases, takeovers)
+	initiator::Histogram teardown;  // ns: logout, close after kill, close after drop
+	std::vector<std::string> msgs;  // the first failures
+	std::vector<std::string> notes; // what else it saw (kill phases, takeovers)
 	double seconds = 0;
 
 	void fail(const std::string &m);

@@ -59,8 +59,9 @@ std::string find_targetd()
 	if (!ec) {
 		// Beside us; an install's sbin (we are in bin); the build tree's sibling directory.
 		const fs::path up = self.parent_path().parent_path();
-		for (const fs::path &p : {self.parent_path() / "ulp-targetd", up / "sbin" / "ulp-targetd",
-		                          up / "ulp-targetd" / "ulp-targetd"})
+		for (const fs::path &p :
+		     {self.parent_path() / "ulp-targetd", up / "sbin" / "ulp-targetd",
+		      up / "ulp-targetd" / "ulp-targetd"})
 			if (::access(p.c_str(), X_OK) == 0)
 				return p;
 	}
@@ -217,8 +218,8 @@ std::string Target::log_tail(size_t lines) const
 	return out;
 }
 
-bool Target::call(const std::string &method, const json &params, json *result,
-                  std::string *why, std::chrono::milliseconds timeout) const
+bool Target::call(const std::string &method, const json &params, json *result, std::string *why,
+                  std::chrono::milliseconds timeout) const
 {
 	if (socket_.empty()) {
 		*why = "no admin socket";

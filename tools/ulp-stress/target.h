@@ -20,7 +20,7 @@ namespace stress
 using ulp::admin::json;
 
 struct TargetOptions {
-	std::string targetd;      // the ulp-targetd binary (started by us)
+	std::string targetd; // the ulp-targetd binary (started by us)
 	std::string lun_size = "64M";
 	std::string admin_socket; // given target: its admin socket ("" = no resource checks)
 	pid_t pid = 0;            // given target: its pid for /proc (0 = unknown)
@@ -45,6 +45,7 @@ public:
 
 	bool has_admin() const { return !socket_.empty(); }
 	pid_t pid() const { return pid_; }
+	const std::string &admin_socket() const { return socket_; }
 	bool ours() const { return ours_; }
 	std::string log_tail(size_t lines) const; // our daemon's log, its last lines
 

@@ -60,16 +60,18 @@ void Watchdog::run()
 		if (!late)
 			continue;
 		auto ms = [&](clock::time_point a, clock::time_point b) {
-			return long(std::chrono::duration_cast<std::chrono::milliseconds>(b - a).count());
+			return long(
+			    std::chrono::duration_cast<std::chrono::milliseconds>(b - a).count());
 		};
 		std::fprintf(stderr,
 		             "ulp-stress: WATCHDOG: '%s' has run %ld ms, past its bound of %ld ms; "
 		             "steps still running:\n",
-		             late->what.c_str(), ms(late->start, now), ms(late->start, late->deadline));
+		             late->what.c_str(), ms(late->start, now),
+		             ms(late->start, late->deadline));
 		for (auto &[id, e] : steps_)
-			std::fprintf(stderr, "ulp-stress:   %s: %ld ms (bound %ld)%s%s\n", e.what.c_str(),
-			             ms(e.start, now), ms(e.start, e.deadline), e.note.empty() ? "" : ": ",
-			             e.note.c_str());
+			std::fprintf(stderr, "ulp-stress:   %s: %ld ms (bound %ld)%s%s\n",
+			             e.what.c_str(), ms(e.start, now), ms(e.start, e.deadline),
+			             e.note.empty() ? "" : ": ", e.note.c_str());
 		g.unlock();
 		if (dump_)
 			dump_();
