@@ -9,8 +9,11 @@
 #                     (--test-wrong-generation): exit 1, the final row FAILED with the LBA.
 #   leak:             a nexus held open from the first scenario on (--test-leak-session):
 #                     exit 1, the resources not back at the baseline, naming the sessions.
+#   watchdog:         a step bound of 1 ms (--step-bound 1), which a real login and I/O
+#                     exceed: the watchdog names the step, dumps, exits 1, and the daemon it
+#                     started is gone.
 set -euo pipefail
-mode=${1:?usage: ulp_stress.sh pass|wrong-generation|leak ULP_STRESS ULP_TARGETD}
+mode=${1:?usage: ulp_stress.sh pass|wrong-generation|leak|watchdog ULP_STRESS ULP_TARGETD}
 stress=${2:?usage: ulp_stress.sh MODE ULP_STRESS ULP_TARGETD}
 export ULP_TARGETD=${3:?usage: ulp_stress.sh MODE ULP_STRESS ULP_TARGETD}
 work=$(mktemp -d)
@@ -82,6 +85,16 @@ leak)
 		fail "the leak is not named"
 	grep -q 'waiting for the daemon.s resources to return to the baseline' "$work/leak.err" ||
 		fail "no line while waiting"
+	;;
+watchdog)
+	run hang --transport tcp --scenario login-storm --cycles 2 --sessions 1 --step-bound 1
+	((rc == 1)) || fail "exit $rc, expected 1"
+	grep -qE "WATCHDOG: '.*' has run [0-9]+ ms, past its bound of [0-9]+ ms" "$work/hang.err" ||
+		fail "no watchdog line"
+	grep -q 'FAILED: a step hung (watchdog)' "$work/hang.err" || fail "no failure line"
+	pid=$(sed -nE 's/.*started .* \(pid ([0-9]+)\).*/\1/p' "$work/hang.err")
+	[[ -n $pid ]] || fail "no daemon pid in the log"
+	! kill -0 "$pid" 2>/dev/null || fail "ulp-targetd $pid still runs after the watchdog"
 	;;
 *)
 	fail "unknown mode $mode"

@@ -146,6 +146,11 @@ int main(int argc, char **argv)
 	app.add_option("--rdma-device", rdma_device,
 	               "iser, srp: a verbs device (e.g. rxe0); default a soft device");
 	app.add_option("--src-ip", src_ip, "iser, srp: our address (default the target's host)");
+	uint32_t step_ms = 0;
+	app.add_option("--step-bound", step_ms,
+	               "milliseconds one step (a login, an I/O burst, a logout, a wait) may take "
+	               "before the watchdog fails the run (default 30000)")
+	    ->check(CLI::Range(1u, 3600000u));
 	app.add_flag("--json", json_out, "the final table as JSON");
 	app.add_flag("--verbose,-v", verbose, "the libraries' info lines and more progress");
 	// Test hooks: each makes a check fail for real, so that the tests can show the checks
@@ -194,6 +199,8 @@ int main(int argc, char **argv)
 		prof.cycles = prof.kills = prof.drops = cycles;
 	if (sessions)
 		prof.sessions = sessions;
+	if (step_ms)
+		prof.step = milliseconds(step_ms);
 
 	Target target;
 	Run run(target);
@@ -263,13 +270,13 @@ int main(int argc, char **argv)
 			    std::fprintf(stderr, "ulp-stress: ulp-targetd's log, last lines:\n%s",
 			                 target.log_tail(30).c_str());
 	    },
-	    [&] { target.kill_now(); });
+	    [&] { target.abandon(); });
 	run.wd = &wd;
 
 	uint32_t bs = 0;
 	uint64_t blocks = 0;
 	{
-		Watchdog::Step s(wd, "geometry", prof.step);
+		Watchdog::Step s(wd, "geometry", 30s);
 		if (!geometry(run.ep, transports.front(), lun, &bs, &blocks, &why)) {
 			std::fprintf(stderr, "ulp-stress: first login over %s: %s\n",
 			             transport_name(transports.front()), why.c_str());

@@ -203,6 +203,16 @@ void Target::kill_now()
 	pid_ = 0;
 }
 
+void Target::abandon()
+{
+	kill_now();
+	if (!dir_.empty()) {
+		std::error_code ec;
+		std::filesystem::remove_all(dir_, ec);
+		dir_.clear();
+	}
+}
+
 std::string Target::log_tail(size_t lines) const
 {
 	std::ifstream f(log_);

@@ -40,8 +40,11 @@ public:
 	void attach(const TargetOptions &o);
 	// SIGTERM, wait up to bound: its exit status (0: a clean stop), or -1 (killed).
 	int stop(std::chrono::milliseconds bound);
-	// Forget a daemon of ours (SIGKILL) at once: the watchdog's last resort.
+	// Forget a daemon of ours (SIGKILL) at once.
 	void kill_now();
+	// kill_now, and remove our temporary directory: the watchdog's last resort before it
+	// exits without running destructors.
+	void abandon();
 
 	bool has_admin() const { return !socket_.empty(); }
 	pid_t pid() const { return pid_; }
