@@ -27,6 +27,9 @@ namespace
 constexpr const char *kPortalCounts[] = {"connections", "qps", "cq_entries", "mrs_used",
                                          "heap_bytes_used"};
 
+// Summed the same way but only reported: pool capacities, which may grow and stay.
+constexpr const char *kPortalInfo[] = {"mrs", "heap_bytes"};
+
 // stats_get fields (section, key) that must return to their baseline.
 constexpr std::pair<const char *, const char *> kStatsCounts[] = {
     {"iscsi", "sessions_open"}, {"iscsi", "connections_open"},
@@ -109,6 +112,10 @@ bool take_snapshot(const Target &t, ResourceSnapshot *out, std::string *why)
 		if (seen)
 			out->counts[std::string("rdma.") + k] = sum;
 	}
+	for (const char *k : kPortalInfo)
+		for (const json &p : stats.value("rdma_portals", json::array()))
+			if (p.contains(k) && p[k].is_number())
+				out->info[std::string("rdma.") + k] += p[k].get<int64_t>();
 	int64_t conns = 0, cmds = 0;
 	for (const json &s : sessions) {
 		conns += s.value("connections", int64_t(0));
