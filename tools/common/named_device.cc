@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 #include "tools/common/named_device.h"
 
+#include "providers/soft/soft.h"
+
 #ifdef ULP_HAVE_VERBS
 #include "providers/verbs/verbs.h"
 #endif
@@ -86,6 +88,14 @@ bool open_named_device(const std::string &name, NamedDevice *out, std::string *w
 		return true;
 	}
 #endif
+	if (soft::is_soft(*dev)) {
+		// A soft device this process made (ulp-stress shares one between its sessions).
+		out->dev = dev;
+		out->provider = &soft::provider();
+		out->provider_name = "soft";
+		out->ip = gid_ipv4(dev->gid());
+		return true;
+	}
 	*why = "device '" + name +
 	       "' is not a verbs device (for the soft provider, leave out "
 	       "--device)";

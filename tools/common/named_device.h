@@ -12,12 +12,12 @@ namespace ulp::tools
 {
 
 // A registered device by name, with the provider that makes CM ids on it and the IPv4
-// address the CM listens on. A soft device is not one of these: the benchmarks create
-// their own.
+// address the CM listens on. A soft device is found too when this process created it
+// (ulp-stress shares one between its sessions); the benchmarks create their own.
 struct NamedDevice {
 	Device *dev = nullptr;
 	Provider *provider = nullptr;
-	std::string provider_name; // "verbs"
+	std::string provider_name; // "verbs" or "soft"
 	std::string ip;            // "" when none was found (only hand-connected QPs work)
 };
 

@@ -1,0 +1,211 @@
+// SPDX-License-Identifier: MIT
+// tools/ulp-stress/io.cc - verified I/O on one nexus (see io.h).
+#include "tools/ulp-stress/io.h"
+
+#include "iscsi/initiator/scsi.h"
+
+#include <cerrno>
+#include <cinttypes>
+#include <random>
+#include <vector>
+
+namespace stress
+{
+
+using namespace ulp::iscsi::initiator;
+using clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+namespace
+{
+
+constexpr size_t kMaxMsgs = 20;
+
+struct Slot {
+	std::vector<uint8_t> buf;
+	std::array<uint8_t, 16> cdb{};
+	bool busy = false;
+	bool write = false;
+	uint64_t blk = 0; // first block (relative to the ledger's range)
+	uint32_t n = 0;
+	uint64_t gen = 0;
+};
+
+void note(IoStats *st, const std::string &m)
+{
+	if (st->msgs.size() < kMaxMsgs)
+		st->msgs.push_back(m);
+}
+
+} // namespace
+
+bool lun_ready(initiator::Disk &d, uint64_t lun, std::string *why)
+{
+	// The first command of a new I_T nexus may get a UNIT ATTENTION (POWER ON, RESET).
+	const auto tur = cdb_test_unit_ready();
+	ScsiResult r;
+	for (int i = 0; i < 3; i++) {
+		r = d.run({lun, tur, DataDir::None, {}});
+		if (r.good() || r.outcome != TaskOutcome::Completed)
+			break;
+	}
+	if (r.good())
+		return true;
+	*why = "TEST UNIT READY: " + describe_result(r) +
+	       (r.outcome == TaskOutcome::Completed ? "" : ": " + d.error());
+	return false;
+}
+
+bool run_io(initiator::Disk &d, uint64_t lun, Ledger &ledger, Region region, GenSource &gens,
+            const IoOptions &opt, const Journal *journal, IoStats *st)
+{
+	const uint32_t bs = ledger.block_size();
+	const uint64_t chunks = region.count / opt.io_blocks;
+	if (chunks == 0) {
+		st->fatal = "region smaller than one I/O";
+		return false;
+	}
+	std::vector<Slot> slots(std::min<uint64_t>(opt.qd, chunks));
+	for (Slot &s : slots)
+		s.buf.resize(size_t(opt.io_blocks) * bs);
+	std::vector<bool> busy(chunks); // a command in flight on the chunk
+	std::mt19937 rng(opt.seed);
+	uint32_t inflight = 0;
+	bool issuing = true;
+	const auto end = clock::now() + opt.duration;
+
+	auto completed = [&](Slot &s, const ScsiResult &r) {
+		s.busy = false;
+		inflight--;
+		busy[(s.blk - region.first) / opt.io_blocks] = false;
+		if (!r.good()) {
+			if (r.outcome == TaskOutcome::ConnectionLost ||
+			    r.outcome == TaskOutcome::Timeout ||
+			    r.outcome == TaskOutcome::Cancelled) {
+				st->lost++;
+				if (st->fatal.empty())
+					st->fatal = "connection lost: " + d.error();
+			} else {
+				st->errors++;
+				char m[128];
+				std::snprintf(m, sizeof(m),
+				              "%s of %u blocks at block %" PRIu64 ": ",
+				              s.write ? "write" : "read", s.n, s.blk);
+				note(st, m + describe_result(r));
+			}
+			issuing = false;
+			return; // a write not acknowledged stays uncertain in the ledger
+		}
+		st->ios++;
+		if (s.write) {
+			if (journal && journal->ack)
+				journal->ack(s.blk, s.n,
+				             s.gen); // the parent knows before it counts
+			ledger.ack_write(s.blk, s.n, s.gen);
+			return;
+		}
+		CheckResult c;
+		ledger.check_read(s.blk, {s.buf.data(), size_t(s.n) * bs}, &c);
+		st->checked += c.checked;
+		st->verify_errors += c.bad;
+		for (auto &m : c.msgs)
+			note(st, "verify: " + m);
+	};
+
+	for (;;) {
+		if (issuing && (clock::now() >= end || (opt.stop && opt.stop->load())))
+			issuing = false;
+		for (Slot &s : slots) {
+			if (!issuing)
+				break;
+			if (s.busy)
+				continue;
+			uint64_t c = rng() % chunks;
+			for (uint64_t i = 0; i < chunks && busy[c]; i++)
+				c = (c + 1) % chunks;
+			if (busy[c])
+				break;
+			s.blk = region.first + c * opt.io_blocks;
+			s.n = opt.io_blocks;
+			// Reads only where something was written: a read of nothing checks nothing.
+			s.write = (rng() & 1) || !ledger.any_written(s.blk, s.n);
+			std::span<uint8_t> data(s.buf.data(), size_t(s.n) * bs);
+			const uint64_t lba = ledger.first_lba() + s.blk;
+			if (s.write) {
+				s.gen = gens.take();
+				if (journal && journal->start)
+					journal->start(s.blk, s.n,
+					               s.gen); // before it can reach the target
+				ledger.start_write(s.blk, s.n, s.gen, data);
+				s.cdb = cdb_write16(lba, s.n);
+			} else {
+				s.cdb = cdb_read16(lba, s.n);
+			}
+			ScsiRequest req;
+			req.lun = lun;
+			req.cdb = s.cdb;
+			req.dir = s.write ? DataDir::Write : DataDir::Read;
+			req.data = data;
+			s.busy = true;
+			busy[c] = true;
+			inflight++;
+			Slot *sp = &s;
+			const int rc = d.submit(
+			    req, [&completed, sp](const ScsiResult &r) { completed(*sp, r); });
+			if (rc == 0)
+				continue;
+			s.busy = false;
+			busy[c] = false;
+			inflight--;
+			if (rc == -EBUSY && inflight > 0)
+				break; // no credit now: after the next completions
+			// Refused: the write stays uncertain (it may not have gone, it is not
+			// known).
+			if (st->fatal.empty())
+				st->fatal = "cannot submit: " + d.last_error() +
+				            (d.error().empty() ? "" : ": " + d.error());
+			issuing = false;
+			break;
+		}
+		if (!issuing && inflight == 0)
+			break;
+		if (d.poll(milliseconds(50)) < 0) {
+			if (st->fatal.empty())
+				st->fatal = "connection lost: " + d.error();
+			break;
+		}
+	}
+	return st->fatal.empty();
+}
+
+bool verify_region(initiator::Disk &d, uint64_t lun, Ledger &ledger, Region region,
+                   uint32_t io_blocks, IoStats *st)
+{
+	const uint32_t bs = ledger.block_size();
+	std::vector<uint8_t> buf(size_t(io_blocks) * bs);
+	for (uint64_t blk = region.first; blk < region.first + region.count; blk += io_blocks) {
+		const uint32_t n =
+		    uint32_t(std::min<uint64_t>(io_blocks, region.first + region.count - blk));
+		if (!ledger.any_written(blk, n))
+			continue;
+		const auto cdb = cdb_read16(ledger.first_lba() + blk, n);
+		const ScsiResult r = d.run({lun, cdb, DataDir::Read, {buf.data(), size_t(n) * bs}});
+		if (!r.good()) {
+			(r.outcome == TaskOutcome::Completed ? st->errors : st->lost)++;
+			st->fatal = "verify read at block " + std::to_string(blk) + ": " +
+			            describe_result(r) +
+			            (r.outcome == TaskOutcome::Completed ? "" : ": " + d.error());
+			return false;
+		}
+		st->ios++;
+		CheckResult c;
+		ledger.check_read(blk, {buf.data(), size_t(n) * bs}, &c);
+		st->checked += c.checked;
+		st->verify_errors += c.bad;
+		for (auto &m : c.msgs)
+			note(st, "verify: " + m);
+	}
+	return true;
+}
+
+} // namespace stress

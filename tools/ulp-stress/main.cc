@@ -1,0 +1,404 @@
+// SPDX-License-Identifier: MIT
+// tools/ulp-stress/main.cc - ulp-stress: drain and teardown stress for iSCSI/TCP, iSER and
+// SRP against ulp-targetd (issue 17, phase 1).
+//
+//   ulp-stress                                  (its own ulp-targetd, every transport and
+//                                                scenario, the short profile)
+//   ulp-stress --transport srp --scenario kill --profile long
+//   ulp-stress --target-address 10.99.0.1 --tcp-port 3260 --iser-port 3260 --srp-port 5555
+//              --target-name iqn... --admin-socket /run/ulp-targetd.sock --target-pid PID
+//
+// Scenarios (stress.h): login-storm, kill, target-disconnect. After each, on each
+// transport, and at the end: a verified session succeeds and reads back every block the
+// run acknowledged with its last generation; the daemon's resource counts return to their
+// baseline within a bound (snapshot.h). A watchdog bounds every step (watchdog.h). Progress
+// once a second on stderr; the table (or --json) on stdout. Exit status 0 only when every
+// check passed; 1 when one failed; 2 on a bad command line.
+#include "core/log.h"
+#include "iscsi/initiator/scsi.h"
+#include "providers/soft/soft.h"
+#include "tools/ulp-stress/report.h"
+
+#include <CLI/CLI.hpp>
+
+#include <unistd.h>
+
+#include <cinttypes>
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <random>
+#include <sstream>
+#include <thread>
+
+using namespace stress;
+using namespace std::chrono_literals;
+using clock_type = std::chrono::steady_clock;
+
+namespace
+{
+
+const char *const kScenarios[] = {"login-storm", "kill", "target-disconnect"};
+
+std::vector<std::string> split(const std::string &s)
+{
+	std::vector<std::string> v;
+	std::stringstream ss(s);
+	for (std::string x; std::getline(ss, x, ',');)
+		if (!x.empty())
+			v.push_back(x);
+	return v;
+}
+
+// The LUN's block size, from a first session (READ CAPACITY(16)).
+bool geometry(const Endpoint &ep, Transport t, uint64_t lun, uint32_t *bs, uint64_t *blocks,
+              std::string *why)
+{
+	auto n = Nexus::login(t, ep, identity("setup", 0), why);
+	if (!n)
+		return false;
+	if (!lun_ready(n->disk(), lun, why))
+		return false;
+	using namespace ulp::iscsi::initiator;
+	std::array<uint8_t, 32> cap{};
+	const auto cdb = cdb_read_capacity16(cap.size());
+	const ScsiResult r = n->disk().run({lun, cdb, DataDir::Read, cap});
+	Capacity c;
+	if (!r.good() || !parse_read_capacity16(cap, &c)) {
+		*why = "READ CAPACITY(16): " + describe_result(r);
+		return false;
+	}
+	*bs = c.block_size;
+	*blocks = c.blocks;
+	n->logout();
+	return true;
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+	if (argc > 1 && std::string(argv[1]) == "--child-kill")
+		return kill_child_main(argc, argv);
+
+	CLI::App app{
+	    "ulp-stress: drain and teardown stress for iSCSI/TCP, iSER and SRP against "
+	    "ulp-targetd.\n\n"
+	    "Scenarios, each bounded in count and in time:\n"
+	    "  login-storm        S nexuses at once, each: login, verified I/O, logout, repeated "
+	    "(SRP: also a SINGLE takeover and a 4-channel login)\n"
+	    "  kill               initiators in child processes killed with SIGKILL at random "
+	    "moments (during login, I/O, logout); every write they had acknowledged must "
+	    "read back\n"
+	    "  target-disconnect  the admin socket drops (or asks to log out) one nexus at a "
+	    "time during I/O\n"
+	    "After each scenario on each transport, and at the end: a verified session reads "
+	    "back every acknowledged block with its last generation, and the daemon's "
+	    "resources (sessions, connections, commands in flight, fds, threads, and the RDMA "
+	    "resource counts its stats_get reports) return to their baseline. A watchdog fails "
+	    "the run with a dump when any step exceeds its bound.\n\n"
+	    "Without --target-address it starts its own ulp-targetd ($ULP_TARGETD, else beside "
+	    "this program, else from PATH) on the soft RDMA provider with a RAM LUN. Progress on "
+	    "stderr once a second; the table (or --json) on stdout. Exit status 0: every check "
+	    "passed; 1: a check failed; 2: bad command line."};
+	std::string transports_s = "tcp,iser,srp", scenarios_s, profile_s = "short";
+	uint32_t cycles = 0, sessions = 0;
+	std::string address, target_name = "iqn.2026-11.org.ulp:target", srp_target, admin_socket;
+	uint16_t tcp_port = 3260, iser_port = 3260, srp_port = 5555;
+	pid_t target_pid = 0;
+	std::string targetd, rdma_device, src_ip, lun_size = "64M";
+	uint64_t lun = 0;
+	bool json_out = false, verbose = false, wrong_gen = false, leak_session = false;
+	app.add_option("--transport", transports_s,
+	               "comma-separated: tcp, iser, srp (default all)");
+	app.add_option("--scenario", scenarios_s,
+	               "comma-separated: login-storm, kill, target-disconnect (default all)");
+	app.add_option("--profile", profile_s,
+	               "short (seconds per scenario: CI) or long (10,000 login/logout cycles and "
+	               "1,000 kills per transport: the figures)")
+	    ->check(CLI::IsMember({"short", "long"}));
+	app.add_option("--cycles", cycles,
+	               "override the profile's counts: login/logout cycles, kills and drops per "
+	               "scenario and transport")
+	    ->check(CLI::Range(1u, 1000000u));
+	app.add_option("--sessions", sessions, "override the profile's nexuses at once (1..16)")
+	    ->check(CLI::Range(1u, 16u));
+	app.add_option("--target-address", address,
+	               "stress a running target at this host instead of starting one (give its "
+	               "ports, target name and admin socket)");
+	app.add_option("--tcp-port", tcp_port, "with --target-address: the iSCSI/TCP port");
+	app.add_option("--iser-port", iser_port, "with --target-address: the iSER port");
+	app.add_option("--srp-port", srp_port, "with --target-address: the SRP port");
+	app.add_option(
+	    "--target-name", target_name,
+	    "with --target-address: the iSCSI target (default iqn.2026-11.org.ulp:target)");
+	app.add_option("--srp-target", srp_target,
+	               "with --target-address: the SRP target's add_target line (default: its "
+	               "device's node GUID)");
+	app.add_option("--admin-socket", admin_socket,
+	               "with --target-address: its admin socket (resource checks, "
+	               "target-disconnect, the close-after-kill figure)");
+	app.add_option("--target-pid", target_pid,
+	               "with --target-address: its pid, for fds and threads from /proc");
+	app.add_option("--targetd", targetd, "the ulp-targetd to start (default: see above)");
+	app.add_option("--lun", lun, "the LUN to use (default 0; its first 8 MiB are written)");
+	app.add_option("--lun-size", lun_size, "our own daemon's RAM LUN size (default 64M)");
+	app.add_option("--rdma-device", rdma_device,
+	               "iser, srp: a verbs device (e.g. rxe0); default a soft device");
+	app.add_option("--src-ip", src_ip, "iser, srp: our address (default the target's host)");
+	uint32_t step_ms = 0;
+	app.add_option("--step-bound", step_ms,
+	               "milliseconds one step (a login, an I/O burst, a logout, a wait) may take "
+	               "before the watchdog fails the run (default 30000)")
+	    ->check(CLI::Range(1u, 3600000u));
+	app.add_flag("--json", json_out, "the final table as JSON");
+	app.add_flag("--verbose,-v", verbose, "the libraries' info lines and more progress");
+	// Test hooks: each makes a check fail for real, so that the tests can show the checks
+	// are not blind. Not for users.
+	app.add_flag("--test-wrong-generation", wrong_gen,
+	             "(tests) before the final check, expect a generation no write carried")
+	    ->group("");
+	app.add_flag("--test-leak-session", leak_session,
+	             "(tests) hold one extra nexus open from the first scenario to the end")
+	    ->group("");
+	try {
+		app.parse(argc, argv);
+	} catch (const CLI::ParseError &e) {
+		return app.exit(e) == 0 ? 0 : 2;
+	}
+	std::signal(SIGPIPE, SIG_IGN);
+	ulp::log::set_program("ulp-stress");
+	ulp::log::set_level(verbose ? ulp::log::Level::Info : ulp::log::Level::Error);
+	auto usage = [](const std::string &m) {
+		std::fprintf(stderr, "ulp-stress: %s\n", m.c_str());
+		return 2;
+	};
+
+	std::vector<Transport> transports;
+	for (const auto &s : split(transports_s)) {
+		Transport t;
+		if (!transport_from_name(s, &t))
+			return usage("--transport: tcp, iser or srp, not " + s);
+		transports.push_back(t);
+	}
+	std::vector<std::string> scenarios;
+	for (const auto &s : scenarios_s.empty() ? std::vector<std::string>(std::begin(kScenarios),
+	                                                                    std::end(kScenarios))
+	                                         : split(scenarios_s)) {
+		if (std::find(std::begin(kScenarios), std::end(kScenarios), s) ==
+		    std::end(kScenarios))
+			return usage("--scenario: login-storm, kill or target-disconnect, not " +
+			             s);
+		scenarios.push_back(s);
+	}
+	if (transports.empty())
+		return usage("--transport: none given");
+	Profile prof;
+	profile_from_name(profile_s, &prof);
+	if (cycles)
+		prof.cycles = prof.kills = prof.drops = cycles;
+	if (sessions)
+		prof.sessions = sessions;
+	if (step_ms)
+		prof.step = milliseconds(step_ms);
+
+	Target target;
+	Run run(target);
+	run.prof = prof;
+	run.lun = lun;
+	run.verbose = verbose;
+	{
+		std::error_code ec;
+		run.self_exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+		if (ec)
+			return usage("cannot find this program's path (/proc/self/exe)");
+	}
+	std::string why;
+	if (address.empty()) {
+		TargetOptions o;
+		o.targetd = targetd.empty() ? find_targetd() : targetd;
+		o.lun_size = lun_size;
+		if (!target.start(o, &run.ep, &why)) {
+			std::fprintf(stderr, "ulp-stress: %s\n", why.c_str());
+			return 1;
+		}
+		run.say("started " + o.targetd + " (pid " + std::to_string(target.pid()) +
+		        "): iSCSI/TCP port " + std::to_string(run.ep.tcp_port) + ", iSER " +
+		        std::to_string(run.ep.iser_port) + ", SRP " +
+		        std::to_string(run.ep.srp_port));
+	} else {
+		TargetOptions o;
+		o.admin_socket = admin_socket;
+		o.pid = target_pid;
+		target.attach(o);
+		run.ep.host = address;
+		run.ep.tcp_port = tcp_port;
+		run.ep.iser_port = iser_port;
+		run.ep.srp_port = srp_port;
+		run.ep.target = target_name;
+		run.ep.srp_target = srp_target;
+		if (!target.has_admin())
+			run.say("no --admin-socket: the resource checks, target-disconnect and the "
+			        "close-after-kill figure are left out");
+	}
+	run.ep.src_ip = src_ip;
+	// The RDMA transports of this process share one device (named_device.h finds it).
+	ulp::Device *dev = nullptr;
+	if (rdma_device.empty()) {
+		ulp::soft::DeviceConfig sc;
+		sc.name = "stress0";
+		sc.ip = src_ip.empty() ? run.ep.host : src_ip;
+		dev = ulp::soft::create_device(sc);
+		if (!dev)
+			return usage("cannot make a soft RDMA device at " + sc.ip +
+			             "; give --src-ip");
+		run.ep.rdma_device = sc.name;
+	} else {
+		run.ep.rdma_device = rdma_device;
+	}
+
+	// Watchdog: on a hang, the daemon's sessions and log, then stop everything.
+	Watchdog wd(
+	    [&] {
+		    json s;
+		    std::string w;
+		    if (target.has_admin() &&
+		        target.call("session_list", json::object(), &s, &w, 2s))
+			    std::fprintf(stderr, "ulp-stress: the target's sessions: %s\n",
+			                 s.dump().c_str());
+		    if (target.ours())
+			    std::fprintf(stderr, "ulp-stress: ulp-targetd's log, last lines:\n%s",
+			                 target.log_tail(30).c_str());
+	    },
+	    [&] { target.abandon(); });
+	run.wd = &wd;
+
+	uint32_t bs = 0;
+	uint64_t blocks = 0;
+	{
+		Watchdog::Step s(wd, "geometry", 30s);
+		if (!geometry(run.ep, transports.front(), lun, &bs, &blocks, &why)) {
+			std::fprintf(stderr, "ulp-stress: first login over %s: %s\n",
+			             transport_name(transports.front()), why.c_str());
+			return 1;
+		}
+	}
+	run.io_blocks = std::max<uint32_t>(1, 4096 / bs);
+	run.slot_blocks = (256 * 1024) / bs;
+	if (blocks < uint64_t(kSlots) * run.slot_blocks)
+		return usage("LUN " + std::to_string(lun) + " is too small: it needs " +
+		             std::to_string(kSlots * 256 / 1024) + " MiB");
+	std::random_device rd;
+	Ledger ledger(rd(), bs, 0, uint64_t(kSlots) * run.slot_blocks);
+	run.ledger = &ledger;
+
+	Report rep;
+	rep.profile = prof.name;
+	const auto t0 = clock_type::now();
+	// Progress once a second.
+	std::atomic<bool> done{false};
+	std::thread progress([&] {
+		while (!done.load()) {
+			for (int i = 0; i < 10 && !done.load(); i++)
+				std::this_thread::sleep_for(100ms);
+			if (done.load())
+				break;
+			Row *row = run.current.load();
+			if (!row)
+				continue;
+			char b[256];
+			std::snprintf(b, sizeof(b),
+			              "[%6.1f s] %s/%s: %" PRIu64 " cycles, %" PRIu64
+			              " I/Os, %" PRIu64 " failures",
+			              std::chrono::duration<double>(clock_type::now() - t0).count(),
+			              row->scenario.c_str(), row->transport.c_str(),
+			              row->cycles.load(), row->ios.load(), row->failures.load());
+			run.say(b);
+		}
+	});
+
+	// Warm-up and the baseline: one verified session per transport (what a first login
+	// makes and keeps is not a leak), then the resources as they settle.
+	auto warm = std::make_unique<Row>();
+	warm->scenario = "warm-up";
+	warm->transport = "all";
+	run.current = warm.get();
+	ResourceSnapshot baseline;
+	for (Transport t : transports)
+		post_check(run, t, baseline, *warm); // baseline empty: only the verified session
+	if (target.has_admin()) {
+		if (!stable_snapshot(target, &baseline, &why))
+			warm->fail(why);
+		rep.baseline = baseline;
+		rep.have_snapshots = true;
+		run.say("baseline: " + snapshot_str(baseline));
+	}
+	rep.rows.push_back(std::move(warm));
+
+	std::unique_ptr<Nexus> leaked;
+	if (leak_session) {
+		leaked =
+		    Nexus::login(transports.front(), run.ep, identity("leak", kLeakSlot), &why);
+		if (!leaked)
+			run.say("--test-leak-session: login: " + why);
+	}
+	for (const auto &sc : scenarios)
+		for (Transport t : transports) {
+			auto row = std::make_unique<Row>();
+			row->scenario = sc;
+			row->transport = transport_name(t);
+			run.current = row.get();
+			const auto s0 = clock_type::now();
+			if (sc == "login-storm")
+				login_storm(run, t, *row);
+			else if (sc == "kill")
+				kill_scenario(run, t, *row);
+			else
+				target_disconnect(run, t, *row);
+			post_check(run, t, baseline, *row);
+			row->seconds =
+			    std::chrono::duration<double>(clock_type::now() - s0).count();
+			run.say(sc + "/" + transport_name(t) + ": " +
+			        std::to_string(row->cycles.load()) + " cycles, " +
+			        std::to_string(row->ios.load()) + " I/Os, " +
+			        std::to_string(row->failures.load()) + " failures");
+			rep.rows.push_back(std::move(row));
+		}
+
+	// The end: every transport once more, then a clean stop of our daemon.
+	auto fin = std::make_unique<Row>();
+	fin->scenario = "final";
+	fin->transport = "all";
+	run.current = fin.get();
+	if (wrong_gen) {
+		const uint64_t lba = ledger.corrupt_expectation();
+		run.say("--test-wrong-generation: expecting a generation nobody wrote at LBA " +
+		        std::to_string(lba));
+	}
+	for (Transport t : transports)
+		post_check(run, t, baseline, *fin);
+	if (ledger.uncertain_blocks())
+		fin->note(std::to_string(ledger.uncertain_blocks()) +
+		          " blocks still uncertain after the read-back");
+	if (target.has_admin())
+		take_snapshot(target, &rep.final, &why);
+	leaked.reset();
+	rep.rows.push_back(std::move(fin));
+	done = true;
+	progress.join();
+	if (target.ours()) {
+		Watchdog::Step s(wd, "ulp-targetd's stop", 40s);
+		rep.stop_status = target.stop(30s);
+		if (rep.stop_status != 0)
+			std::fprintf(stderr, "ulp-stress: ulp-targetd's log, last lines:\n%s",
+			             target.log_tail(30).c_str());
+	}
+	rep.seconds = std::chrono::duration<double>(clock_type::now() - t0).count();
+	if (dev)
+		ulp::soft::destroy_device(dev);
+	if (json_out)
+		print_json(rep);
+	else
+		print_table(rep);
+	return rep.ok() ? 0 : 1;
+}

@@ -1,0 +1,116 @@
+// SPDX-License-Identifier: MIT
+// tools/ulp-stress/stress.h - what every scenario shares: the profile (how many, how
+// long), the run (target, endpoint, ledger, generations, watchdog) and one result row per
+// scenario and transport.
+//
+// The LUN's first blocks are cut into slots, one per worker, killed child or verified
+// session, so that no two writers ever share a block: each worker's blocks have one
+// writer at a time, and a block is written again only after the nexus that last wrote it
+// is gone from the target.
+#pragma once
+
+#include "tools/ulp-initiator/histogram.h"
+#include "tools/ulp-stress/io.h"
+#include "tools/ulp-stress/ledger.h"
+#include "tools/ulp-stress/nexus.h"
+#include "tools/ulp-stress/snapshot.h"
+#include "tools/ulp-stress/target.h"
+#include "tools/ulp-stress/watchdog.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace stress
+{
+
+using std::chrono::milliseconds;
+
+struct Profile {
+	std::string name = "short";
+	uint32_t sessions = 4;         // login-storm, target-disconnect: nexuses at once
+	uint32_t cycles = 24;          // login-storm: login/logout cycles per transport
+	uint32_t kills = 6;            // kill: children killed per transport
+	uint32_t kill_parallel = 2;    // kill: children alive at once
+	uint32_t drops = 6;            // target-disconnect: sessions dropped per transport
+	milliseconds io{150};          // verified I/O per cycle
+	milliseconds kill_window{600}; // kill: the kill lands this long after the start at most
+	milliseconds scenario{60000};  // one scenario on one transport, at most
+	milliseconds step{30000};      // one step (login, I/O, logout, a wait), at most
+	milliseconds baseline{10000};  // resources back at the baseline within this
+};
+bool profile_from_name(const std::string &s, Profile *out);
+
+// Slots of the LUN's first blocks (stress.h's comment).
+constexpr uint32_t kSlots = 32;
+constexpr uint32_t kWorkerSlots = 16;  // 0..15: login-storm and target-disconnect workers
+constexpr uint32_t kTakeoverSlot = 16; // SRP takeover
+constexpr uint32_t kMultiSlot = 17;    // SRP multichannel
+constexpr uint32_t kLeakSlot = 18;     // --test-leak-session
+constexpr uint32_t kKillSlot = 20;     // 20..27: killed children
+constexpr uint32_t kKillSlots = 8;
+constexpr uint32_t kVerifySlot = 31; // the verified session
+
+// One scenario on one transport.
+struct Row {
+	std::string scenario;
+	std::string transport;
+	std::atomic<uint64_t> cycles{0};   // logins/logouts, kills, drops
+	std::atomic<uint64_t> ios{0};      // commands completed GOOD
+	std::atomic<uint64_t> failures{0}; // checks that failed
+	std::mutex lock;
+	initiator::Histogram teardown;  // ns: logout, close after kill, close after drop
+	std::vector<std::string> msgs;  // the first failures
+	std::vector<std::string> notes; // what else it saw (kill phases, takeovers)
+	double seconds = 0;
+
+	void fail(const std::string &m);
+	void note(const std::string &m);
+	void add_teardown(std::chrono::nanoseconds d);
+	void add_io(const IoStats &st, bool lost_is_failure);
+};
+
+struct Run {
+	Target &target;
+	Endpoint ep;
+	Profile prof;
+	Ledger *ledger = nullptr;
+	GenSource gens;
+	Watchdog *wd = nullptr;
+	uint64_t lun = 0;
+	uint32_t io_blocks = 8;     // blocks per command (4 KiB of 512-byte blocks)
+	uint32_t slot_blocks = 512; // blocks per slot
+	std::string self_exe;       // for the kill scenario's children
+	bool verbose = false;
+	std::atomic<Row *> current{nullptr}; // the row under way (progress)
+	std::mutex say_lock;
+
+	explicit Run(Target &t) : target(t) {}
+	Region slot(uint32_t i) const { return {uint64_t(i) * slot_blocks, slot_blocks}; }
+	Region all() const { return {0, uint64_t(kSlots) * slot_blocks}; }
+	void say(const std::string &m); // a line on stderr
+	// Wait until the target lists no nexus of who (an iSCSI name or SRP port prefix), up to
+	// bound: the time it took, or -1 (still there: *why).
+	int64_t wait_gone(const std::string &who, milliseconds bound, std::string *why);
+};
+
+// A worker's identity: iSCSI name and SRP initiator_ext from its scenario and slot.
+Identity identity(const std::string &scenario, uint32_t slot);
+// What Run::wait_gone and Target::sessions_of take for it on transport t.
+std::string who(Transport t, const Identity &id);
+
+// The scenarios (each fills its row; checks after it are check.h's).
+void login_storm(Run &r, Transport t, Row &row);
+void kill_scenario(Run &r, Transport t, Row &row);
+void target_disconnect(Run &r, Transport t, Row &row);
+// A killed child's main (the hidden --child-kill mode).
+int kill_child_main(int argc, char **argv);
+
+// After every scenario and at the end: a verified session succeeds and reads back every
+// acknowledged block; the daemon's resources return to base. Failures go to row.
+void post_check(Run &r, Transport t, const ResourceSnapshot &base, Row &row);
+
+} // namespace stress

@@ -1,0 +1,73 @@
+// SPDX-License-Identifier: MIT
+// tools/ulp-stress/target.h - the ulp-targetd under stress: one this tool starts (on the
+// soft provider: a RAM LUN, iSCSI/TCP, iSER and SRP portals on 127.0.0.1, an admin socket
+// in a temporary directory) or one it is given by address, and its admin socket
+// (JSON-RPC, admin/client.h).
+#pragma once
+
+#include "admin/rpc.h"
+#include "tools/ulp-stress/nexus.h"
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <mutex>
+#include <string>
+
+namespace stress
+{
+
+using ulp::admin::json;
+
+struct TargetOptions {
+	std::string targetd; // the ulp-targetd binary (started by us)
+	std::string lun_size = "64M";
+	std::string admin_socket; // given target: its admin socket ("" = no resource checks)
+	pid_t pid = 0;            // given target: its pid for /proc (0 = unknown)
+};
+
+class Target
+{
+public:
+	Target() = default;
+	~Target(); // kills a daemon of ours still running
+	Target(const Target &) = delete;
+	Target &operator=(const Target &) = delete;
+
+	// Start our own ulp-targetd and wait (bounded) until its portals listen; fills *ep.
+	bool start(const TargetOptions &o, Endpoint *ep, std::string *why);
+	// A target started by someone else.
+	void attach(const TargetOptions &o);
+	// SIGTERM, wait up to bound: its exit status (0: a clean stop), or -1 (killed).
+	int stop(std::chrono::milliseconds bound);
+	// Forget a daemon of ours (SIGKILL) at once.
+	void kill_now();
+	// kill_now, and remove our temporary directory: the watchdog's last resort before it
+	// exits without running destructors.
+	void abandon();
+
+	bool has_admin() const { return !socket_.empty(); }
+	pid_t pid() const { return pid_; }
+	const std::string &admin_socket() const { return socket_; }
+	bool ours() const { return ours_; }
+	std::string log_tail(size_t lines) const; // our daemon's log, its last lines
+
+	// One JSON-RPC call (a connection of its own, bounded): the result, or false + *why.
+	bool call(const std::string &method, const json &params, json *result, std::string *why,
+	          std::chrono::milliseconds timeout = std::chrono::seconds(10)) const;
+	// The sessions whose initiator (iSCSI name, or SRP port id prefix) is who.
+	bool sessions_of(const std::string &who, json *out, std::string *why) const;
+
+private:
+	bool ours_ = false;
+	pid_t pid_ = 0;
+	std::string dir_;    // our temporary directory (admin socket, log)
+	std::string socket_; // the admin socket
+	std::string log_;    // our daemon's stderr
+};
+
+// The ulp-targetd to start: $ULP_TARGETD, else beside our own executable (an install puts
+// them together; the build tree has ../ulp-targetd/), else the build's, else from PATH.
+std::string find_targetd();
+
+} // namespace stress
