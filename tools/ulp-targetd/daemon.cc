@@ -131,6 +131,8 @@ Daemon::~Daemon()
 	// In dependency order (run() has stopped everything when it ran): the admin thread,
 	// the portals (their connections point into the targets), the SRP target, the TCP
 	// transport, the iSCSI target, then the port groups and logical units.
+	if (admin_)
+		admin_->stop(); // joined before admin_ changes (its methods read admin_)
 	admin_.reset();
 	for (PortalRt &p : portals_)
 		if (p.rdma)
@@ -602,7 +604,10 @@ void Daemon::run()
 	log_line(std::string("signal ") + strsignal(sig) + ": shutting down");
 	sd_notify("STOPPING=1");
 	// No more administration while we go; then stop accepting; ask sessions to log out,
-	// drop the rest; bounded.
+	// drop the rest; bounded. The admin thread is joined before admin_ changes: a method
+	// running on it (stats) reads admin_.
+	if (admin_)
+		admin_->stop();
 	admin_.reset();
 	std::lock_guard g(lock_);
 	tcp_->stop_accepting();
