@@ -139,6 +139,8 @@ int Engine::poll_conns(int timeout_ms)
 			if (tag & 1) { // a ring doorbell: reset it
 				uint64_t v;
 				(void)!read(c->link->my_efd(), &v, sizeof(v));
+			} else {
+				c->rx_ready.store(true, std::memory_order_relaxed);
 			}
 			if (SoftQp *qp = c->qp; qp && !qp->queued && !qp->parked && !stop_) {
 				qp->queued = true;

@@ -487,13 +487,17 @@ void shm_service(SoftQp &qp)
 		return;
 	}
 	ShmLink &l = *c->link;
-	{
-		std::lock_guard g(c->tx_lock);
-		conn_flush_locked(*c);
+	// The socket only when the engine saw it readable (Region packets, DISCONNECT, EOF)
+	// or has a backlog to write: no system call per turn.
+	if (c->rx_ready.exchange(false, std::memory_order_relaxed)) {
+		{
+			std::lock_guard g(c->tx_lock);
+			conn_flush_locked(*c);
+		}
+		update_pollout(*c);
+		if (!conn_read(qp, *c, no_packets))
+			return;
 	}
-	update_pollout(*c);
-	if (!conn_read(qp, *c, no_packets))
-		return;
 	const uint32_t seen = l.rsp_seen, rx = l.rx;
 	if (!take_answers(qp, *c, l))
 		return;
@@ -574,9 +578,15 @@ void shm_flush(SoftQp &qp)
 		l.dirty = false;
 		l.kick();
 	}
-	std::lock_guard g(c->tx_lock);
-	if (c->txbuf.size() != c->tx_off)
-		conn_flush_locked(*c);
+	bool backlog;
+	{
+		std::lock_guard g(c->tx_lock);
+		backlog = c->txbuf.size() != c->tx_off;
+		if (backlog)
+			conn_flush_locked(*c);
+	}
+	if (backlog || c->want_out)
+		update_pollout(*c); // EPOLLOUT while a Region or DISCONNECT waits
 }
 
 } // namespace ulp::soft

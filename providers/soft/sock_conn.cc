@@ -175,6 +175,17 @@ const DmaRegion *shm_of(SoftDevice &dev, const Sge *sge, uint32_t n, uint64_t le
 {
 	if (len < min_len || !len)
 		return nullptr;
+	// The common case, one SGE in a user MR on shared memory: the MR knows its region.
+	for (uint32_t i = 0; i < n; i++) {
+		if (!sge[i].length)
+			continue;
+		const SoftMr *mr = sge[i].length == len ? dev.mr_lookup(sge[i].lkey) : nullptr;
+		if (mr && mr->user && mr->dma) {
+			*off = sge[i].addr - reinterpret_cast<uint64_t>(mr->dma->addr());
+			return mr->dma;
+		}
+		break;
+	}
 	Cursor cur = Cursor::sges(dev, sge, n);
 	uint8_t *p;
 	uint64_t l;

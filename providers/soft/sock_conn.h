@@ -40,7 +40,10 @@ public:
 	SoftDevice *dev = nullptr;     // engine that watches us, once established
 	SoftQp *qp = nullptr;          // QP carried (engine lock)
 	std::atomic<bool> dead{false}; // EOF, error or protocol violation (any thread)
-	bool lost = false;             // conn_lost has run (engine)
+	// Ring wire: the socket has something to read (the engine's epoll saw it readable);
+	// the ring wire reads the socket only then, not on every turn.
+	std::atomic<bool> rx_ready{true};
+	bool lost = false; // conn_lost has run (engine)
 
 	std::mutex tx_lock;         // txbuf and writes
 	std::vector<uint8_t> txbuf; // bytes not yet written
