@@ -23,6 +23,8 @@ bool Stage::take(uint64_t n, uint64_t *off, uint64_t *end)
 	n = (n + 63) & ~uint64_t{63}; // slots stay cache-line aligned
 	if (!n || n > size)
 		return false;
+	if (head == tail)
+		head = tail = 0; // idle: from the start, so that any n up to size fits
 	const uint64_t pos = head % size;
 	const uint64_t skip = pos + n > size ? size - pos : 0; // never wrap inside a payload
 	if (head + skip + n - tail > size)
