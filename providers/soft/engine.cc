@@ -183,8 +183,7 @@ bool Engine::arm_rings()
 	if (!any)
 		return true;
 	rings_armed_ = true;
-	std::atomic_thread_fence(std::memory_order_seq_cst);
-	if (!poll_rings())
+	if (!poll_rings()) // loads ordered after the sleep stores (ring_load, ring_store)
 		return true;
 	disarm_rings();
 	return false;

@@ -53,6 +53,9 @@ std::unique_ptr<ShmLink> ShmLink::create()
 	l->me->version = kRingVersion;
 	l->me->slots = kRingSlots;
 	l->me->inl = kRingInline;
+	struct stat sb;
+	if (fstat(l->mine_->fd(), &sb) == 0)
+		l->sync_mine_ = ring_sync(sb.st_ino);
 	return l;
 }
 
@@ -99,6 +102,7 @@ bool ShmLink::attach(int region_fd, int doorbell_fd, std::string *why)
 	void *p = mmap(nullptr, kRingBytes, PROT_READ, MAP_SHARED, region_fd, 0);
 	if (p == MAP_FAILED)
 		return fail("cannot map the link region");
+	sync_peer_ = ring_sync(sb.st_ino);
 	close(region_fd);
 	RingHdr h;
 	std::memcpy(&h, p, sizeof(h));
@@ -123,9 +127,9 @@ void ShmLink::kick()
 {
 	if (!peer)
 		return;
-	// Publish-then-look against the peer's sleep-then-look (Engine::loop): one of the two
-	// sees the other's store, so a doorbell is never lost.
-	std::atomic_thread_fence(std::memory_order_seq_cst);
+	// Publish-then-look against the peer's sleep-then-look (Engine::arm_rings), all
+	// sequentially consistent: one of the two sees the other's store, so a doorbell is
+	// never lost.
 	const uint32_t s = ring_load(peer->sleep);
 	if (!s || s == kicked_)
 		return;
@@ -138,15 +142,15 @@ bool ShmLink::has_work() const
 {
 	if (!peer)
 		return false;
-	if (!hold && ring_load(peer->req_prod) != rx)
+	if (!hold && peek(peer->req_prod) != rx)
 		return true;
-	if (ring_load(peer->done) != rsp_seen || ring_load(peer->rnr_naks) != rnr_seen)
+	if (peek(peer->done) != rsp_seen || peek(peer->rnr_naks) != rnr_seen)
 		return true;
-	if (hold && ring_load(peer->rnr_retries) != naks - 1)
+	if (hold && peek(peer->rnr_retries) != naks - 1)
 		return true; // the retry (or garbage)
-	if (!peer_err && ring_load(peer->err))
+	if (!peer_err && peek(peer->err))
 		return true;
-	return err_wait && ring_load(peer->err_ack);
+	return err_wait && peek(peer->err_ack);
 }
 
 } // namespace ulp::soft

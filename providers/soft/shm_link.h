@@ -55,6 +55,19 @@ public:
 	void kick();
 	// Our engine is about to sleep (gen != 0) or is awake (0).
 	void set_sleep(uint32_t gen) { ring_store(me->sleep, gen); }
+	// Store a field of our header / load one of the peer's (ring_store, ring_load, and
+	// the happens-before edge ThreadSanitizer needs: shm_ring.h, ring_sync).
+	void publish(uint32_t &field, uint32_t v)
+	{
+		ring_release(sync_mine_);
+		ring_store(field, v);
+	}
+	uint32_t peek(const uint32_t &field) const
+	{
+		const uint32_t v = ring_load(field);
+		ring_acquire(sync_peer_);
+		return v;
+	}
 	// Does the peer's side hold anything for us to do? Cheap; engine thread.
 	bool has_work() const;
 
@@ -98,6 +111,8 @@ private:
 	void *peer_map_ = nullptr;        // the peer's link region (read-only mapping)
 	int peer_efd_ = -1;               // the peer's doorbell
 	uint32_t kicked_ = 0;             // the peer's sleep we last rang for
+	void *sync_mine_ = nullptr;       // TSan: our region's synchronisation object
+	void *sync_peer_ = nullptr;       // TSan: the peer's region's
 };
 
 constexpr uint64_t kStageBytes = 4u << 20; // the staging ring; larger messages use `big`

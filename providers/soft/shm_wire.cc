@@ -216,8 +216,8 @@ ExecResult shm_exec(SoftQp &qp, uint32_t slot)
 static bool take_answers(SoftQp &qp, SockConn &c, ShmLink &l)
 {
 	// The NAK count first: the responder publishes done before it (shm_ring.h, step 3).
-	const uint32_t naks = ring_load(l.peer->rnr_naks);
-	const uint32_t done = ring_load(l.peer->done);
+	const uint32_t naks = l.peek(l.peer->rnr_naks);
+	const uint32_t done = l.peek(l.peer->done);
 	if (done - l.rsp_seen > l.published - l.rsp_seen)
 		return protocol_error(qp, c, "answers to requests never sent");
 	while (l.rsp_seen != done) {
@@ -401,13 +401,13 @@ static bool execute(SoftQp &qp, ShmLink &l, const RingReq &d, uint8_t *src, uint
 static bool serve_requests(SoftQp &qp, SockConn &c, ShmLink &l, int budget)
 {
 	// The peer's QP is in ERR: none of its requests executes any more, and it hears so.
-	if (!l.peer_err && ring_load(l.peer->err)) {
+	if (!l.peer_err && l.peek(l.peer->err)) {
 		l.peer_err = true;
-		ring_store(l.me->err_ack, 1);
+		l.publish(l.me->err_ack, 1);
 		l.dirty = true;
 	}
 	if (l.hold) {
-		const uint32_t r = ring_load(l.peer->rnr_retries);
+		const uint32_t r = l.peek(l.peer->rnr_retries);
 		if (r == l.naks)
 			l.hold = false; // execute the NAKed request again
 		else if (r != l.naks - 1)
@@ -416,7 +416,7 @@ static bool serve_requests(SoftQp &qp, SockConn &c, ShmLink &l, int budget)
 			return true;
 		l.hold = false; // the peer gave up: what waits is answered "gone"
 	}
-	const uint32_t prod = ring_load(l.peer->req_prod);
+	const uint32_t prod = l.peek(l.peer->req_prod);
 	if (prod - l.rx > kRingSlots)
 		return protocol_error(qp, c, "request index out of range");
 	for (int n = 0; l.rx != prod; n++) {
@@ -458,15 +458,15 @@ static bool serve_requests(SoftQp &qp, SockConn &c, ShmLink &l, int budget)
 		}
 		if (!execute(qp, l, d, mem, mem)) {
 			// RNR: hold here until the requester's retry (shm_ring.h, step 3).
-			ring_store(l.me->done, l.rx);
+			l.publish(l.me->done, l.rx);
 			l.done_pub = l.rx;
-			ring_store(l.me->rnr_naks, ++l.naks);
+			l.publish(l.me->rnr_naks, ++l.naks);
 			l.hold = true;
 			l.dirty = true;
 			break;
 		}
 		if (d.len >= kPublishEarly) {
-			ring_store(l.me->done, l.rx); // large copies: the requester moves on now
+			l.publish(l.me->done, l.rx); // large copies: the requester moves on now
 			l.done_pub = l.rx;
 			l.kick();
 		}
@@ -504,7 +504,7 @@ void shm_service(SoftQp &qp)
 	// The RNR timer has passed: ask for the NAKed request again.
 	if (l.rnr_pending && Clock::now() >= qp.rnr_until) {
 		l.rnr_pending = false;
-		ring_store(l.me->rnr_retries, ++l.retries);
+		l.publish(l.me->rnr_retries, ++l.retries);
 		l.dirty = true;
 	}
 	if (!serve_requests(qp, *c, l, 64))
@@ -521,7 +521,7 @@ bool shm_quiesced(SoftQp &qp)
 	ShmLink &l = *c->link;
 	if (!l.err_sent) {
 		l.err_sent = true;
-		ring_store(l.me->err, 1);
+		l.publish(l.me->err, 1);
 		l.kick();
 		if (!qp.rd_inflight)
 			return true; // nothing of ours the peer could still write
@@ -532,7 +532,7 @@ bool shm_quiesced(SoftQp &qp)
 	}
 	if (!l.err_wait)
 		return true;
-	if (ring_load(l.peer->err_ack)) {
+	if (l.peek(l.peer->err_ack)) {
 		l.err_wait = false;
 		return true;
 	}
@@ -565,12 +565,12 @@ void shm_flush(SoftQp &qp)
 		return;
 	ShmLink &l = *c->link;
 	if (l.published != qp.tx_psn) {
-		ring_store(l.me->req_prod, qp.tx_psn);
+		l.publish(l.me->req_prod, qp.tx_psn);
 		l.published = qp.tx_psn;
 		l.dirty = true;
 	}
 	if (l.done_pub != l.rx) {
-		ring_store(l.me->done, l.rx);
+		l.publish(l.me->done, l.rx);
 		l.done_pub = l.rx;
 		l.dirty = true;
 	}

@@ -156,10 +156,11 @@ TEST_P(SoftRingWire, ScatteredSgeListsAreStaged)
 TEST_P(SoftRingWire, StagingRingWrapsUnderLoad)
 {
 	constexpr uint32_t kLen = 300000, kN = 40; // 12 MB through a 4 MiB ring
+	constexpr size_t kStride = 5 * 65536;      // > kLen: eight WRs in flight never overlap
 	const size_t hi = kBuf / 2;
 	std::vector<Cqe> cqe(kN);
 	for (uint32_t i = 0; i < kN; i++) {
-		const size_t src = (i % 8) * 4 * 65536;
+		const size_t src = (i % 8) * kStride;
 		fill(a.p(src), kLen, i);
 		Sge s = a.sg(src, kLen);
 		RdmaWr wr;
@@ -168,7 +169,7 @@ TEST_P(SoftRingWire, StagingRingWrapsUnderLoad)
 		wr.sg_list = &s;
 		wr.num_sge = 1;
 		wr.send_flags = SEND_SIGNALED;
-		wr.remote_addr = b.va(hi + (i % 8) * 4 * 65536);
+		wr.remote_addr = b.va(hi + (i % 8) * kStride);
 		wr.rkey = b.mr->rkey();
 		const SendWr *bad = nullptr;
 		ASSERT_EQ(a.qp->post_send(&wr, &bad), 0);
@@ -178,8 +179,8 @@ TEST_P(SoftRingWire, StagingRingWrapsUnderLoad)
 			for (auto &w : wc)
 				ASSERT_EQ(w.status, WcStatus::Success);
 			for (uint32_t k = 0; k < 8; k++)
-				ASSERT_EQ(0, std::memcmp(b.p(hi + k * 4 * 65536),
-				                         a.p(k * 4 * 65536), kLen))
+				ASSERT_EQ(
+				    0, std::memcmp(b.p(hi + k * kStride), a.p(k * kStride), kLen))
 				    << "WR " << i - 7 + k;
 		}
 	}

@@ -13,6 +13,7 @@
 #include "tests/soft_wire/wire_peer.h"
 
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 
 namespace wire
 {
@@ -133,6 +134,9 @@ public:
 		int rfd = sock.kept[0], dfd = sock.kept[1];
 		sock.kept.pop_front();
 		sock.kept.pop_front();
+		struct stat sb;
+		if (fstat(rfd, &sb) == 0)
+			sync_theirs_ = ulp::soft::ring_sync(sb.st_ino);
 		void *t = mmap(nullptr, kRingBytes, PROT_READ, MAP_SHARED, rfd, 0);
 		::close(rfd);
 		their_efd = dfd;
@@ -156,9 +160,16 @@ public:
 	{
 		return ring_rsp(const_cast<uint8_t *>(theirs))[i % kRingSlots];
 	}
-	uint32_t t_done() const { return ring_load(thdr().done); }
-	uint32_t t_prod() const { return ring_load(thdr().req_prod); }
-	uint32_t t_naks() const { return ring_load(thdr().rnr_naks); }
+	// A field of the target's header (with ThreadSanitizer's edge: shm_ring.h).
+	uint32_t peek(const uint32_t &f) const
+	{
+		const uint32_t v = ring_load(f);
+		ulp::soft::ring_acquire(sync_theirs_);
+		return v;
+	}
+	uint32_t t_done() const { return peek(thdr().done); }
+	uint32_t t_prod() const { return peek(thdr().req_prod); }
+	uint32_t t_naks() const { return peek(thdr().rnr_naks); }
 
 	void kick()
 	{
@@ -167,14 +178,11 @@ public:
 			(void)!write(their_efd, &one, sizeof(one));
 	}
 	// Publish requests below n (default: all written) and ring.
-	void publish(uint32_t n)
-	{
-		ring_store(hdr().req_prod, n);
-		kick();
-	}
+	void publish(uint32_t n) { set(&RingHdr::req_prod, n); }
 	void publish() { publish(tx); }
 	void set(uint32_t RingHdr::*field, uint32_t v)
 	{
+		ulp::soft::ring_release(sync_mine_);
 		ring_store(hdr().*field, v);
 		kick();
 	}
@@ -266,6 +274,9 @@ private:
 		if (m == MAP_FAILED)
 			return false;
 		mine = static_cast<uint8_t *>(m);
+		struct stat sb;
+		if (fstat(memfd_, &sb) == 0)
+			sync_mine_ = ulp::soft::ring_sync(sb.st_ino);
 		if (o.size >= sizeof(RingHdr)) {
 			RingHdr &h = *ring_hdr(mine);
 			h.magic = o.magic;
@@ -286,6 +297,7 @@ private:
 	}
 
 	int memfd_ = -1, efd_ = -1, pipe_w_ = -1;
+	void *sync_mine_ = nullptr, *sync_theirs_ = nullptr; // TSan (shm_ring.h, ring_sync)
 	uint64_t map_len_ = 0;
 	std::vector<Region> own_;
 };

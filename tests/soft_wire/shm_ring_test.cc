@@ -290,7 +290,7 @@ TEST_F(SoftRingRequester, TargetRetriesAfterRnr)
 	a.status = uint8_t(RingStatus::Rnr);
 	a.rnr_timer = 1; // 0.01 ms
 	p.set(&RingHdr::rnr_naks, 1);
-	ASSERT_TRUE(p.wait([&] { return ring_load(p.thdr().rnr_retries) == 1; }, kReplyMs))
+	ASSERT_TRUE(p.wait([&] { return p.peek(p.thdr().rnr_retries) == 1; }, kReplyMs))
 	    << "no retry";
 	answer(0, RingStatus::Ack);
 	answer(1, RingStatus::Ack, Target::kTargetReadLen);
@@ -657,7 +657,7 @@ TEST_F(SoftRingRequester, ErrWaitsForPeerToStopReads)
 	              }(),
 	              QP_STATE),
 	          0);
-	ASSERT_TRUE(p.wait([&] { return ring_load(p.thdr().err) == 1; }, kReplyMs));
+	ASSERT_TRUE(p.wait([&] { return p.peek(p.thdr().err) == 1; }, kReplyMs));
 	std::this_thread::sleep_for(50ms);
 	EXPECT_TRUE(Target::drain(t.scq.get()).empty()) << "flushed before the peer stopped";
 	p.set(&RingHdr::err_ack, 1);
