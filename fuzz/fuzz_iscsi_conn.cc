@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
-// fuzz/fuzz_iscsi_conn.cc - libFuzzer target: one target-side iSCSI connection (iser/conn.cc,
-// iser/target.cc) with the real SCSI core and a RAM LU behind it, fed a byte stream cut into
-// PDUs by the real PduReader: a login, then the full feature phase, then teardown.
+// fuzz/fuzz_iscsi_conn.cc - libFuzzer target: one target-side iSCSI connection
+// (iscsi/target/conn.cc, iscsi/target/target.cc) with the real SCSI core and a RAM LU
+// behind it, fed a byte stream cut into PDUs by the real PduReader: a login, then the full
+// feature phase, then teardown.
 //
-// The harness (tests/iser/conn_harness.h) runs the connection on this thread: every PDU is
+// The harness (tests/iscsi/conn_harness.h) runs the connection on this thread: every PDU is
 // handed over as TcpConn would, events are run and output "sent" in a fixed order, so an
 // input replays the same way. After the input the connection is torn down as a lost
 // transport would end it, and the harness checks that this ends within a bound and leaves
@@ -59,7 +60,7 @@
 // Seeds: ULP_FUZZ_SEEDS=<dir> makes the binary write well-formed conversations there and
 // exit (scripts/fuzz.sh does this).
 #include "core/log.h"
-#include "iscsi/crc32c.h"
+#include "core/crc32c.h"
 #include "iscsi/target/session.h"
 #include "tests/iscsi/conn_harness.h"
 
@@ -794,10 +795,10 @@ bool Run::control(Link &l, Reader &in)
 		c.tick(std::chrono::seconds(20));
 		break;
 	case 5:
-		c.post(ConnEvent::Logout, nullptr);
+		c.post(ConnEvent::Logout, {});
 		break;
 	case 6:
-		c.post(ConnEvent::Drop, nullptr);
+		c.post(ConnEvent::Drop, {});
 		break;
 	case 7:
 		c.on_transport_error("fuzz: transport failed");

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // fuzz/fuzz_iscsi_login.cc - libFuzzer target: the target-side login state machine
-// (iser/login.cc with params.cc, chap.cc) fed arbitrary Login Request PDUs, then, once a
-// login completes, the full-feature text exchange (discovery.cc) fed Text Requests.
+// (iscsi/target/login.cc with iscsi/params.cc, iscsi/chap.cc) fed arbitrary Login Request
+// PDUs, then, once a login completes, the full-feature text exchange (discovery.cc) fed
+// Text Requests.
 //
 // Input layout: byte 0 configures the target, byte 1 how many requests a real initiator
 // (InitiatorLogin) sends first, then records until the input ends or the login ends.

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // fuzz/fuzz_iscsi_pdu.cc - libFuzzer target: the iSCSI PDU codec against arbitrary peer
-// bytes (iser/pdu.cc: PduReader, parse_pdu, parse_ahs, the typed decoders).
+// bytes (iscsi/pdu.cc: PduReader, parse_pdu, parse_ahs, the typed decoders).
 //
 // Input layout: byte 0 selects the mode, the rest is the stream.
 //	bit 0      header digests on
@@ -21,7 +21,7 @@
 //
 // Seeds: ULP_FUZZ_SEEDS=<dir> makes the binary write a few well-formed streams there and
 // exit (scripts/fuzz.sh does this).
-#include "iscsi/crc32c.h"
+#include "core/crc32c.h"
 #include "iscsi/pdu.h"
 
 #include <algorithm>
@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+using namespace ulp;
 using namespace ulp::iscsi;
 
 namespace

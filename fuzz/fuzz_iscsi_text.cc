@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // fuzz/fuzz_iscsi_text.cc - libFuzzer target: iSCSI key=value text against arbitrary
-// peer bytes (iser/text.cc parsing and value decoders, iser/params.cc negotiation,
-// iser/chap.cc's parsing of CHAP values, iser/discovery.cc's text exchange).
+// peer bytes (iscsi/text.cc parsing and value decoders, iscsi/params.cc negotiation,
+// iscsi/chap.cc's parsing of CHAP values, iscsi/discovery.cc's text exchange).
 //
 // Input layout: byte 0 selects the mode, the rest is one logical text data segment.
 //	bits 0-1   who answers: 0 target in the operational stage, 1 target in the security

@@ -16,7 +16,8 @@
 //  - 6.2.2 simple values: numerical keys answer min/max(offered, own), booleans AND/OR.
 //    A response is optional only for AND + "No" and OR + "Yes"; we answer anyway (allowed).
 //  - 6.2: Reject for a value outside the key's domain (syntax, range); Irrelevant for a key
-//    that does not apply (13.x "Irrelevant when", LO keys on a non-leading connection);
+//    that does not apply (a key's "Irrelevant when" in section 13, LO keys on a non-leading
+//    connection);
 //    NotUnderstood for a key we do not know, X- and X# extension keys included.
 //  - 6.2 "Neither the initiator nor the target should attempt to declare or negotiate a
 //    parameter more than once during login": a repeated key is a protocol error (target:

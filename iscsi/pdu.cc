@@ -3,7 +3,7 @@
 #include "iscsi/pdu.h"
 #include "core/check.h"
 
-#include "iscsi/crc32c.h"
+#include "core/crc32c.h"
 
 #include <algorithm>
 #include <cstring>

@@ -262,8 +262,10 @@ bool RdmaTransport::connect(const std::string &host, uint16_t port,
 	if (!cfg_.src_ip.empty() && !(src = SockAddr::parse(cfg_.src_ip, 0)))
 		return fail("iSER: bad source address " + cfg_.src_ip);
 	evfd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (evfd_ < 0)
-		return fail(std::string("eventfd: ") + std::strerror(errno));
+	if (evfd_ < 0) {
+		const int err = errno;
+		return fail(std::string("eventfd: ") + std::strerror(err));
+	}
 	id_ = cfg_.provider->create_id(
 	    [this](CmId *, CmEvent &ev) {
 		    {
@@ -274,8 +276,10 @@ bool RdmaTransport::connect(const std::string &host, uint16_t port,
 		    (void)!::write(evfd_, &one, sizeof(one));
 	    },
 	    this);
-	if (!id_)
-		return fail(std::string("rdma_create_id: ") + std::strerror(errno));
+	if (!id_) {
+		const int err = errno;
+		return fail(std::string("rdma_create_id: ") + std::strerror(err));
+	}
 	const int cm_ms = std::max(1, remaining_ms(deadline));
 	CmRec ev;
 	if (int rc = id_->resolve_addr(src ? &*src : nullptr, *dst, cm_ms); rc != 0)
@@ -333,7 +337,8 @@ bool RdmaTransport::setup(std::string *why)
 	}
 	pd_ = dev_->alloc_pd();
 	if (!pd_) {
-		*why = std::string("alloc_pd: ") + std::strerror(errno);
+		const int err = errno;
+		*why = std::string("alloc_pd: ") + std::strerror(err);
 		return false;
 	}
 
@@ -386,7 +391,8 @@ bool RdmaTransport::setup(std::string *why)
 	for (std::span<uint8_t> r : cfg_.regions) {
 		auto mr = pd_->reg_mr(r.data(), r.size(), ACCESS_LOCAL_WRITE);
 		if (!mr) {
-			*why = std::string("register a buffer region: ") + std::strerror(errno);
+			const int err = errno;
+			*why = std::string("register a buffer region: ") + std::strerror(err);
 			return false;
 		}
 		if (int rc = map_.register_mr(*mr); rc != 0) {
@@ -401,21 +407,24 @@ bool RdmaTransport::setup(std::string *why)
 	bounce_ = DmaHeap::create(*pd_, std::max(cfg_.bounce_bytes, max_alloc), max_alloc,
 	                          ACCESS_LOCAL_WRITE);
 	if (!bounce_) {
-		*why = std::string("bounce heap: ") + std::strerror(errno);
+		const int err = errno;
+		*why = std::string("bounce heap: ") + std::strerror(err);
 		return false;
 	}
 
 	// One CQ for both queues, polled by this thread and slept on through its channel.
 	ch_ = dev_->create_comp_channel();
 	if (!ch_) {
-		*why = std::string("completion channel: ") + std::strerror(errno);
+		const int err = errno;
+		*why = std::string("completion channel: ") + std::strerror(err);
 		return false;
 	}
 	CqOptions co;
 	co.channel = ch_.get();
 	cq_ = alloc_cq(*dev_, int(sq_size_ + 1 + nrecv + 1 + 2), 0, PollCtx::Direct, nullptr, co);
 	if (!cq_) {
-		*why = std::string("CQ: ") + std::strerror(errno);
+		const int err = errno;
+		*why = std::string("CQ: ") + std::strerror(err);
 		return false;
 	}
 	QpInitAttr qa;
@@ -457,7 +466,7 @@ void RdmaTransport::close()
 	state_ = State::Closed;
 	// The QP to ERR first (disconnect does it, and a QP that never connected gets it
 	// here): from then on the device executes no RDMA of the target's into our memory,
-	// so the registrations can go back to the session at once (RFC 7145 10.1.3.? rules
+	// so the registrations can go back to the session at once (RFC 7145's error handling
 	// aside, an RC QP in ERR answers no request).
 	if (id_ && was == State::Up)
 		id_->disconnect();
@@ -812,8 +821,8 @@ void RdmaTransport::on_recv(RecvDesc *d, const Wc &wc)
 		fail("from the target: " + why);
 		return;
 	}
-	// Remote invalidation (RFC 7145 7.3.?, Linux iser_check_remote_inv): only with the
-	// SCSI Response of the command the key belongs to, and only if we allowed it.
+	// Remote invalidation (RFC 7145's STag invalidation, Linux iser_check_remote_inv): only
+	// with the SCSI Response of the command the key belongs to, and only if we allowed it.
 	if (wc.wc_flags & WC_WITH_INVALIDATE) {
 		const uint8_t op = pdu.bhs[0] & 0x3f;
 		Reg *r = op == kOpScsiRsp ? reg_of(get_be32(pdu.bhs.data() + 16)) : nullptr;
@@ -897,8 +906,10 @@ bool RdmaTransport::poll(std::chrono::milliseconds timeout)
 		const int ms = remaining_ms(deadline);
 		pollfd pfd[2] = {{ch_->fd(), POLLIN, 0}, {evfd_, POLLIN, 0}};
 		int n = ::poll(pfd, 2, ms);
-		if (n < 0 && errno != EINTR)
-			return fail(std::string("poll: ") + std::strerror(errno));
+		if (n < 0 && errno != EINTR) {
+			const int err = errno;
+			return fail(std::string("poll: ") + std::strerror(err));
+		}
 		if (n > 0 && (pfd[0].revents & POLLIN)) {
 			Cq *ev = nullptr;
 			while (ch_->get_cq_event(&ev, 0) == 0) {

@@ -52,8 +52,8 @@ struct IserHdr {
 	bool operator==(const IserHdr &) const = default;
 };
 
-// Why a received iSER header is refused (the connection is then dropped: RFC 7145 7.? -
-// an iSER-level protocol error cannot be answered with an iSCSI Reject).
+// Why a received iSER header is refused (the connection is then dropped: RFC 7145's error
+// handling - an iSER-level protocol error cannot be answered with an iSCSI Reject).
 enum class IserError : uint8_t {
 	None,
 	Short,        // fewer than 28 bytes

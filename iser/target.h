@@ -12,7 +12,7 @@
 //   - SCSI WRITE data beyond the immediate and unsolicited data comes by RDMA READ from
 //     the initiator's buffer (write STag) (fetch_data_out); no R2T, no Data-In PDU;
 //   - receive buffers are posted before the connection is accepted (so before the final
-//     login response: RFC 7145 7.? "the target must post receive buffers before ...") and
+//     login response, as RFC 7145's connection setup rules ask of the target) and
 //     each is re-posted as soon as its PDU has been taken apart, before the response
 //     that returns the initiator's credit for it.
 //
@@ -42,7 +42,7 @@ namespace ulp::iser
 
 struct PortalConfig {
 	uint32_t recv_dsl = 8192;       // our TargetRecvDataSegmentLength: receive buffer data
-	                                // room (RFC 7145 6.? default 8192)
+	                                // room (RFC 7145's key: default 8192)
 	uint32_t send_dsl = 8192;       // the largest data segment we send in one SEND
 	uint32_t extra_recvs = 32;      // receive buffers beyond cmd_window + immediate slots:
 	                                // NOP-Out, TMF, Text, Logout, unsolicited Data-Out

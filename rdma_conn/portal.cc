@@ -237,7 +237,7 @@ void Portal::schedule_close(PortalConn *c)
 	cv_.notify_all();
 }
 
-DeviceRes *Portal::device_res(Device &dev)
+DeviceRes *Portal::device_res(Device &dev, int *err)
 {
 	auto it = devices_.find(&dev);
 	if (it != devices_.end())
@@ -245,8 +245,10 @@ DeviceRes *Portal::device_res(Device &dev)
 	DeviceRes r;
 	r.dev = &dev;
 	r.pd = dev.alloc_pd();
-	if (!r.pd)
+	if (!r.pd) {
+		*err = errno ? errno : ENOMEM;
 		return nullptr;
+	}
 	// We READ into the data buffers and WRITE from them: local write access is what they
 	// need, except on iWARP, where a READ sink must allow remote write (rdma_rw on iWARP:
 	// the kernel's rule, RFC 5040 4.4).
@@ -254,8 +256,10 @@ DeviceRes *Portal::device_res(Device &dev)
 	if (dev.is_iwarp())
 		access |= ACCESS_REMOTE_WRITE;
 	r.heap = DmaHeap::create(*r.pd, cfg_.heap_bytes, cfg_.max_io, access);
-	if (!r.heap)
+	if (!r.heap) {
+		*err = errno ? errno : ENOMEM; // before the PD goes (its destructor may set errno)
 		return nullptr;
+	}
 	pool_user_add(dev);
 	return &devices_.emplace(&dev, std::move(r)).first->second;
 }
@@ -287,12 +291,13 @@ void Portal::on_connect_request(CmEvent &ev)
 		return;
 	}
 	DeviceRes *r;
+	int err = 0;
 	{
 		std::lock_guard g(lock_);
-		r = device_res(*dev);
+		r = device_res(*dev, &err);
 	}
 	if (!r) {
-		refuse(std::string("device resources: ") + std::strerror(errno), {});
+		refuse(std::string("device resources: ") + std::strerror(err), {});
 		return;
 	}
 	ConnParam accept;

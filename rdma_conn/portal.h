@@ -173,7 +173,7 @@ protected:
 private:
 	void on_cm_event(CmId *id, CmEvent &ev);
 	void on_connect_request(CmEvent &ev);
-	DeviceRes *device_res(Device &dev); // under lock_
+	DeviceRes *device_res(Device &dev, int *err); // under lock_; null: *err an errno
 	void event_loop();
 	void reap(const std::vector<PortalConn *> &all); // free those done (event thread)
 

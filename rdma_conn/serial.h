@@ -12,7 +12,8 @@
 //     meanwhile, and gives the connection up under the inbox lock once the inbox is empty:
 //     an event posted while someone holds the connection is never left behind, and nobody
 //     needs waking for it.
-//   - post(ev, arg) from any thread queues the event; in Inline mode a poster that finds the
+//   - post(ev, arg) from any thread queues the event (arg: what it is about, typed by the
+//     connection: a command, or a close reason); in Inline mode a poster that finds the
 //     connection free takes it (a try-lock, under the inbox lock) and runs the events
 //     itself, so a backstore's completion sends its response from its own thread; when the
 //     connection is held (by another thread, or by this one further up its stack) the
@@ -37,7 +38,7 @@
 namespace ulp::rdma
 {
 
-template <typename Event> class Serial
+template <typename Event, typename Arg> class Serial
 {
 public:
 	enum class Mode : uint8_t {
@@ -64,7 +65,7 @@ public:
 	}
 
 	// Any thread: run (ev, arg) holding the connection, soon (see above).
-	void post(Event ev, void *arg)
+	void post(Event ev, Arg arg)
 	{
 		std::unique_lock g(inbox_lock_);
 		inbox_.emplace_back(ev, arg);
@@ -78,7 +79,7 @@ public:
 	}
 
 	// Any thread, holding a lock an event may take: never run here.
-	void post_deferred(Event ev, void *arg)
+	void post_deferred(Event ev, Arg arg)
 	{
 		std::lock_guard g(inbox_lock_);
 		inbox_.emplace_back(ev, arg);
@@ -94,7 +95,7 @@ public:
 
 protected:
 	// One posted event, run by the holder.
-	virtual void run_event(Event ev, void *arg) = 0;
+	virtual void run_event(Event ev, Arg arg) = 0;
 	// Make some thread enter() soon (post in Owner mode, post_deferred in both). Called under
 	// the inbox lock: must not block, and must not call back into this object.
 	virtual void kick() = 0;
@@ -139,12 +140,12 @@ private:
 	}
 
 	const Mode mode_;
-	std::mutex mu_;                                 // held by the connection's one holder
-	std::atomic<std::thread::id> holder_;           // who holds mu_ (none: default id)
-	std::mutex inbox_lock_;                         // guards inbox_ and held_
-	bool held_ = false;                             // someone holds mu_ and has not left
-	std::vector<std::pair<Event, void *>> inbox_;   // posted, not yet run
-	std::vector<std::pair<Event, void *>> running_; // the holder's batch being run
+	std::mutex mu_;                              // held by the connection's one holder
+	std::atomic<std::thread::id> holder_;        // who holds mu_ (none: default id)
+	std::mutex inbox_lock_;                      // guards inbox_ and held_
+	bool held_ = false;                          // someone holds mu_ and has not left
+	std::vector<std::pair<Event, Arg>> inbox_;   // posted, not yet run
+	std::vector<std::pair<Event, Arg>> running_; // the holder's batch being run
 };
 
 } // namespace ulp::rdma

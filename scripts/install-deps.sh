@@ -14,11 +14,13 @@ build_dir=${1:-}
 
 build=(build-essential cmake ninja-build pkg-config git)
 libs=(libgtest-dev libgmock-dev libbenchmark-dev libboost-dev libcli11-dev libspdlog-dev
-	liburing-dev libssl-dev libtomlplusplus-dev)
+	liburing-dev libssl-dev libtomlplusplus-dev nlohmann-json3-dev)
 # real peers: fio (ulp-bench scsi's reference on the same file); libiscsi's tools and its
 # conformance suite iscsi-test-cu (tests/iscsi), tgt (the userspace reference target), and
 # open-iscsi (Linux's iSCSI/iSER initiator, driven in the rxe VM: tests/vm)
 peers=(fio libiscsi-bin tgt open-iscsi sg3-utils)
+# systemd-analyze verify checks ulp-targetd.service (tests/admin)
+service=(systemd)
 # libiscsi 1.20.0 built from trixie's upstream tarball (scripts/libiscsi-1.20.sh)
 libiscsi_build=(autoconf automake libtool libcunit1-dev librdmacm-dev)
 # clang + its runtimes: scripts/fuzz.sh (libFuzzer, ASan, UBSan)
@@ -29,7 +31,7 @@ tools=(clang libclang-rt-14-dev clang-format python3)
 vm=(qemu-system-x86 busybox-static cpio kmod iproute2 xz-utils
 	rdma-core ibverbs-providers ibverbs-utils rdmacm-utils perftest libibverbs-dev librdmacm-dev)
 
-pkgs=("${build[@]}" "${libs[@]}" "${peers[@]}" "${libiscsi_build[@]}" "${tools[@]}" "${vm[@]}")
+pkgs=("${build[@]}" "${libs[@]}" "${peers[@]}" "${service[@]}" "${libiscsi_build[@]}" "${tools[@]}" "${vm[@]}")
 
 missing=()
 for p in "${pkgs[@]}"; do

@@ -120,7 +120,11 @@ struct Cmd {
 
 	// ---- The core's (scsi/core.cc and the command families); fabrics do not touch -------
 	CmdState state = CmdState::New;
-	LogicalUnit *lu = nullptr;       // null when the LUN does not exist
+	LogicalUnit *lu = nullptr; // null when the LUN does not exist
+	// lu as the LUN lookup found it, stored under the Tpg's lock: what a LUN removal
+	// (Tpg::lu_users, under the session's lock) counts as the commands still holding the
+	// LU. The command's own memory, so no line shared between workers is written.
+	std::atomic<LogicalUnit *> lu_pin{nullptr};
 	bool read_only = false;          // the LUN is mapped read-only for this initiator
 	bool aborted = false;            // aborted by a TMF or teardown (under lu lock)
 	bool send_tas = false;           // aborted: answer TASK ABORTED (TAS, another nexus)

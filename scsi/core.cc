@@ -70,6 +70,7 @@ void cmd_init(Cmd *cmd)
 	cmd->xfer_len = 0;
 	change_state(&cmd->state, CmdState::New, kCmdStates);
 	cmd->lu = nullptr;
+	cmd->lu_pin.store(nullptr, std::memory_order_relaxed);
 	cmd->read_only = false;
 	cmd->aborted = false;
 	cmd->send_tas = false;
@@ -357,7 +358,7 @@ void submit_held(Cmd *cmd)
 		return;
 	}
 	bool ro = false;
-	cmd->lu = s->lookup_lun(cmd->lun, &ro);
+	cmd->lu = s->lookup_lun(cmd->lun, &ro, &cmd->lu_pin);
 	cmd->read_only = ro;
 
 	Sense r = parse(cmd);

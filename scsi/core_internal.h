@@ -144,12 +144,16 @@ void bs_submit(Cmd *cmd, BsOp op, uint64_t offset, uint64_t len, std::span<const
 
 // Answer tmr: its core_done when set, else the fabric's queue_tm_rsp.
 void tmr_respond(Tmr *tmr);
-// PREEMPT AND ABORT (SPC-4 5.13.11.2.?): abort every task on lu of the nexuses in which
-// (TASK ABORTED for them where TAS is set, as for another nexus's CLEAR TASK SET), except
-// `except`, and answer tmr (set tmr->sess to the issuing session and tmr->core_done) once
+// PREEMPT AND ABORT (SPC-4, preempting persistent reservations): abort every task on lu of the
+// nexuses in which (TASK ABORTED for them where TAS is set, as for another nexus's CLEAR TASK SET),
+// except `except`, and answer tmr (set tmr->sess to the issuing session and tmr->core_done) once
 // they have all ended. tmr must stay allocated until then.
 void abort_nexus_tasks(LogicalUnit &lu, Tmr *tmr, std::span<const NexusId> which,
                        const Cmd *except);
+// A LUN removal whose commands outlived the grace (lu_quiesce): abort every task on lu
+// (TASK ABORTED where TAS is set, as for another nexus's CLEAR TASK SET) and answer tmr
+// (tmr->sess null, tmr->core_done set) once they have all ended.
+void abort_lu_tasks(LogicalUnit &lu, Tmr *tmr);
 
 // ---- The removable medium (medium.cc) -------------------------------------------------------
 

@@ -70,7 +70,8 @@ LogicalUnit::LogicalUnit(std::string name, std::unique_ptr<Backstore> bs, const 
 	} else {
 		serial_ = cfg_.serial;
 	}
-	// SPC-4 7.8.6.6.? NAA 3h: locally assigned, 60 bits of our choosing.
+	// SPC-4 device identification VPD page, NAA Locally Assigned designator (NAA 3h): 60
+	// bits of our choosing.
 	naa_ = cfg_.naa ? cfg_.naa : (uint64_t(3) << 60) | (h & 0x0fffffffffffffffull);
 }
 

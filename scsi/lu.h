@@ -94,8 +94,8 @@ public:
 	const LuConfig &cfg() const { return cfg_; }
 	Backstore &bs() const { return *bs_; }
 	uint32_t block_size() const { return cfg_.block_size; }
-	// The caching mode page's WCE (SBC-3 6.5.?): writes may stay in a volatile cache
-	// until SYNCHRONIZE CACHE. Starts as the backstore reports; MODE SELECT may clear it,
+	// The caching mode page's WCE (SBC-3, Caching mode page): writes may stay in a volatile
+	// cache until SYNCHRONIZE CACHE. Starts as the backstore reports; MODE SELECT may clear it,
 	// and then every write is made durable before GOOD (as with FUA).
 	bool wce() const { return wce_.load(std::memory_order_relaxed); }
 	void set_wce(bool on) { wce_.store(on && bs_->write_cache(), std::memory_order_relaxed); }
@@ -149,13 +149,17 @@ public:
 	bool ua_pending(const NexusId &n);
 	// Drop the REPORTED LUNS DATA HAS CHANGED condition for n (REPORT LUNS clears it).
 	void ua_clear(const NexusId &n, uint16_t asc_ascq);
+	// The same two for a nexus this LU has seen only (one it has not will hear POWER ON
+	// first): a change of the LUN inventory (Tpg::add_lun, remove_lun) and REPORT LUNS.
+	void ua_add_if_seen(const NexusId &n, uint16_t asc_ascq);
+	void ua_clear_if_seen(const NexusId &n, uint16_t asc_ascq);
 	// Forget every nexus' conditions, as a power on does: each nexus starts again with
 	// POWER ON, RESET, OR BUS DEVICE RESET OCCURRED (TARGET COLD RESET).
 	void ua_reset();
 
-	// A removable medium (medium.cc; SBC-3 4.?, 5.13, 5.25). Always present on a LU that
-	// is not removable. Prevention of its removal is held per I_T nexus (SPC-4 6.13):
-	// removal is prevented while any nexus prevents it.
+	// A removable medium (medium.cc; SBC-3's removable medium model, 5.13, 5.25). Always
+	// present on a LU that is not removable. Prevention of its removal is held per I_T nexus
+	// (SPC-4 6.13): removal is prevented while any nexus prevents it.
 	bool removable() const { return cfg_.removable; }
 	bool medium_present() const { return !medium_out_.load(std::memory_order_acquire); }
 	// START STOP UNIT with LOEJ: load or eject, unless removal is prevented (then

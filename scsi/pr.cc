@@ -97,15 +97,22 @@ void pr_nexus_loss(LogicalUnit &lu, const NexusId &n)
 }
 
 // SPC-4 5.13.5: registrations and the persistent reservation outlast a power loss only
-// with APTPL 1, which this device server refuses; the SPC-2 reservation never does. The
-// PRgeneration counter starts again at 0, as after any power on (SPC-4 6.16.2).
+// while the last valid APTPL bit is one; the SPC-2 reservation never does (SPC-2 5.5.1).
+// "Regardless of the APTPL bit value" the PRgeneration counter starts again at 0 (SPC-4
+// 6.16.2). With APTPL active the state kept is the one the state file holds: every change
+// is in it before its command completed (pr_out.cc), and one still being written is the
+// command's, in flight across this reset as across a power loss.
 void pr_power_on(LogicalUnit &lu)
 {
 	PrState &pr = pr_of(lu);
 	std::lock_guard g(pr.lock);
-	pr.regs.clear();
 	pr.spc2.reset();
 	pr.generation = 0;
+	if (pr.aptpl) {
+		pr.sync();
+		return;
+	}
+	pr.regs.clear();
 	pr.release();
 }
 

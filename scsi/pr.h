@@ -12,15 +12,18 @@
 // Offered (PERSISTENT RESERVE IN REPORT CAPABILITIES says so): every service action of
 // SPC-4 but REPLACE LOST RESERVATION, every reservation type, ALL_TG_PT, REGISTER AND MOVE
 // to the target port the command came through, the SPC-4 5.13.3 exceptions for RESERVE and
-// RELEASE (CRH). Refused: SPEC_I_PT and APTPL 1 (nothing here persists through power
-// loss). The files: pr.cc (state, resets), pr_check.cc (conflict tables), pr_in.cc,
-// pr_out.cc, pr_spc2.cc (the commands), pr_transport_id.cc; pr_internal.h is what they share.
+// RELEASE (CRH), and APTPL 1 (persist through power loss: PTPL_C) on a LU with a state
+// store (pr_attach_store; scsi/pr_store.h). Refused: SPEC_I_PT, and APTPL 1 on a LU
+// without a store. The files: pr.cc (state, resets), pr_check.cc (conflict tables),
+// pr_in.cc, pr_out.cc, pr_spc2.cc (the commands), pr_transport_id.cc, pr_persist.cc (the
+// state file); pr_internal.h is what they share.
 #pragma once
 
 #include "scsi/cmd.h"
 #include "scsi/lu.h"
 
 #include <memory>
+#include <string>
 
 namespace ulp::scsi
 {
@@ -42,9 +45,39 @@ Sense pr_check(Cmd *cmd);
 void pr_lun_reset(LogicalUnit &lu);
 // I_T nexus loss: an SPC-2 reservation held by n is released; persistent ones survive.
 void pr_nexus_loss(LogicalUnit &lu, const NexusId &n);
-// Power on (TARGET COLD RESET): nothing survives. APTPL 1 is refused, so no persistent
-// reservation or registration was meant to outlast a power loss (SPC-4 5.13.5).
+// Power on (TARGET COLD RESET): the SPC-2 reservation goes, PRgeneration starts again at 0;
+// registrations and the persistent reservation survive only with APTPL active (SPC-4
+// 5.13.5), as they do a restart of the target.
 void pr_power_on(LogicalUnit &lu);
+
+// ---- Persist through power loss (pr_persist.cc) -------------------------------------------
+
+class PrStore;
+
+// What loading a LU's state file found.
+enum class PrLoad : uint8_t {
+	Ok,          // a valid file: its registrations and reservation are the LU's now
+	NoState,     // no file: APTPL was not active; the LU starts with no registrations
+	Unreadable,  // the file exists but cannot be read (I/O error, not a regular file, huge)
+	Truncated,   // shorter than its header, or than the length it records (torn)
+	BadMagic,    // not a ulp reservation state file
+	BadVersion,  // a format version this build does not know
+	BadChecksum, // the CRC32C does not match the contents (corrupt)
+	WrongLu,     // a valid file of another logical unit (name or NAA differ)
+	Malformed,   // checksum right, contents inconsistent (bad lengths, types, holder)
+};
+const char *pr_load_name(PrLoad r);
+
+// The state file's name for lu in a store's directory: its name with every byte but
+// [A-Za-z0-9._-] written %XX (so that distinct names give distinct files), then ".pr".
+std::string pr_state_file(const LogicalUnit &lu);
+
+// Give lu a state store, before it is exported (no command may run on it yet): load its
+// state file and make APTPL 1 possible (PTPL_C 1). Ok and NoState attach; anything else
+// leaves lu without a store and its reservation state untouched, and *why names the file,
+// what is wrong with it, and the way out (move the file aside: the LU then starts without
+// registrations). The store must outlive lu.
+PrLoad pr_attach_store(LogicalUnit &lu, PrStore &store, std::string *why);
 
 // Parse functions for spc_parse (same contract as the families', core_internal.h).
 Sense pr_in_parse(Cmd *cmd);   // PERSISTENT RESERVE IN

@@ -18,7 +18,7 @@ namespace
 
 // SPC-4 6.16.4 table 166 (REPORT CAPABILITIES), bytes 2 and 3.
 enum : uint8_t {
-	CAP_PTPL_C = 1u << 0, // persist through power loss capable: no (APTPL 1 is refused)
+	CAP_PTPL_C = 1u << 0, // persist through power loss capable: with a state store
 	CAP_ATP_C = 1u << 2,  // ALL_TG_PT supported
 	CAP_SIP_C = 1u << 3,  // SPEC_I_PT supported: no
 	CAP_CRH = 1u << 4,    // SPC-4 5.13.3 exceptions to RESERVE/RELEASE: yes
@@ -29,6 +29,8 @@ enum : uint8_t {
 	// Exclusive ones (pr_check.cc, PrAccess::Read).
 	CAP_ALLOW_COMMANDS = 0x3 << 4,
 };
+// Byte 3 bit 0: PTPL_A, persist through power loss activated (the last valid APTPL bit).
+constexpr uint8_t CAP_PTPL_A = 1u << 0;
 // Byte 4 and 5: PERSISTENT RESERVATION TYPE MASK, every type.
 constexpr uint8_t kTypeMask4 = 0x80 /* WR_EX_AR */ | 0x40 /* EX_AC_RO */ | 0x20 /* WR_EX_RO */ |
                                0x08 /* EX_AC */ | 0x02 /* WR_EX */;
@@ -75,13 +77,14 @@ std::vector<uint8_t> read_reservation(const PrState &pr)
 	return d;
 }
 
-// SPC-4 6.16.4.
-std::vector<uint8_t> report_capabilities()
+// SPC-4 6.16.4: PTPL_C when the LU has a state store (APTPL 1 is accepted), PTPL_A when
+// the last valid APTPL bit was one (pr_persist.cc).
+std::vector<uint8_t> report_capabilities(const PrState &pr)
 {
 	std::vector<uint8_t> d(8, 0);
 	put_be16(&d[0], 8);
-	d[2] = CAP_CRH | CAP_ATP_C;
-	d[3] = CAP_TMV | CAP_ALLOW_COMMANDS;
+	d[2] = CAP_CRH | CAP_ATP_C | (pr.store ? CAP_PTPL_C : 0);
+	d[3] = CAP_TMV | CAP_ALLOW_COMMANDS | (pr.aptpl ? CAP_PTPL_A : 0);
 	d[4] = kTypeMask4;
 	d[5] = kTypeMask5;
 	return d;
@@ -121,7 +124,7 @@ void exec_pr_in(Cmd *cmd)
 			d = read_reservation(pr);
 			break;
 		case PrInSa::ReportCapabilities:
-			d = report_capabilities();
+			d = report_capabilities(pr);
 			break;
 		case PrInSa::ReadFullStatus:
 			d = read_full_status(pr);

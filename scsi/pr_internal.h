@@ -19,6 +19,7 @@
 #include "scsi/core_internal.h"
 #include "scsi/lu.h"
 #include "scsi/pr.h"
+#include "scsi/pr_store.h"
 
 #include <atomic>
 #include <cstdint>
@@ -130,6 +131,16 @@ struct PrState {
 	unsigned scanning = 0;
 	std::vector<Cmd *> deferred;
 
+	// Persist through power loss (SPC-4 5.13.5, pr_persist.cc). store and file are set
+	// before the LU is exported (pr_attach_store) and never change: read without lock.
+	PrStore *store = nullptr;     // where the state file lives; null: PTPL_C 0, APTPL 1 refused
+	std::string file;             // the state file's name in store
+	bool aptpl = false;           // PTPL_A: the last valid APTPL bit received was one
+	bool persisting = false;      // a PERSISTENT RESERVE OUT's change is being written; the
+	                              // others wait in deferred meanwhile
+	std::vector<uint8_t> durable; // what the state file holds now; empty: there is none
+	bool durable_unknown = false; // a write failed: the file may hold anything, rewrite it
+
 	Registration *find(const NexusId &n)
 	{
 		for (Registration &r : regs)
@@ -164,6 +175,37 @@ inline PrState &pr_of(LogicalUnit &lu)
 {
 	return *lu.pr_;
 }
+
+// What a PERSISTENT RESERVE OUT may change: kept before it changes anything, and put back
+// when the change could not be made durable (pr_out.cc).
+struct PrUndo {
+	std::vector<Registration> regs;
+	PrType type = PrType::None;
+	uint64_t holder = 0;
+	uint64_t next_id = 1;
+	uint32_t generation = 0;
+	bool aptpl = false;
+};
+PrUndo pr_undo_save(const PrState &pr);
+void pr_undo_restore(PrState &pr, PrUndo &&u); // under pr.lock
+
+// ---- pr_persist.cc -----------------------------------------------------------------------
+
+// The state file's contents for lu's current state (SPC-4 5.13.5: the registrations with
+// their initiator ports and relative target port identifiers, the reservation's holder and
+// type), or an empty vector when APTPL is not active (there is to be no file). Under pr.lock.
+std::vector<uint8_t> pr_image(const LogicalUnit &lu, const PrState &pr);
+
+// A state file read back: its registrations (ids 1..n, in order) and reservation.
+struct PrLoaded {
+	std::vector<Registration> regs;
+	PrType type = PrType::None;
+	uint64_t holder = 0; // the holder's id (not for the all-registrants types)
+};
+// Check and decode state file bytes for the LU named lu_name with NAA naa. PrLoad::Ok, or
+// what is wrong (*why says where).
+PrLoad pr_decode(std::span<const uint8_t> file, const std::string &lu_name, uint64_t naa,
+                 PrLoaded *out, std::string *why);
 
 // ---- pr.cc -------------------------------------------------------------------------------
 

@@ -12,15 +12,32 @@
 //
 // What we offer (REPORT CAPABILITIES, pr_in.cc): ALL_TG_PT (one registration standing for
 // the initiator port through every target port), every reservation type, REGISTER AND MOVE
-// to a target port we can name (the one the command came through). Refused as SPC-4
-// allows: SPEC_I_PT (SIP_C 0) and APTPL 1 (PTPL_C 0: nothing here survives a restart),
-// with INVALID FIELD IN PARAMETER LIST; REPLACE LOST RESERVATION (RLR_C 0) with INVALID
-// FIELD IN CDB.
+// to a target port we can name (the one the command came through), APTPL 1 on a LU with a
+// state store (PTPL_C 1). Refused as SPC-4 allows: SPEC_I_PT (SIP_C 0), and APTPL 1 on a
+// LU without a store (PTPL_C 0), with INVALID FIELD IN PARAMETER LIST; REPLACE LOST
+// RESERVATION (RLR_C 0) with INVALID FIELD IN CDB.
+//
+// Persist through power loss (SPC-4 5.13.5): while the last valid APTPL bit (of a REGISTER,
+// REGISTER AND IGNORE EXISTING KEY or REGISTER AND MOVE that did something) is one, every
+// change a service action makes is written to the LU's state file (pr_persist.cc) before
+// the command's GOOD status goes out, so that whatever an initiator was told is there
+// after a restart; an APTPL bit of zero removes the file, just as durably. The write runs on
+// the store's thread (scsi/pr_store.h), not on the fabric's: the command waits without a
+// thread waiting, and the other PERSISTENT RESERVE OUT commands of the LU wait behind it in
+// pr.deferred (the file follows the state in the order of the changes). Meanwhile the
+// change is in effect (pr_check and PERSISTENT RESERVE IN see it), as any command's effect
+// is while the command is in flight. Should the write fail, the change is undone (the unit
+// attentions it queued stay: spurious ones are harmless, lost ones are not) and the command
+// ends in INTERNAL TARGET FAILURE.
 #include "scsi/pr_internal.h"
 
+#include "core/log.h"
+
 #include <algorithm>
+#include <cstring>
 #include <memory>
 #include <new>
+#include <optional>
 
 namespace ulp::scsi
 {
@@ -58,12 +75,22 @@ struct MoveParams {
 struct Outcome {
 	Sense sense = Sense::None;
 	std::vector<NexusId> abort; // PREEMPT AND ABORT: the preempted I_T nexuses
+	bool noop = false; // a REGISTER that did nothing (table 62): its APTPL bit is not valid
 };
 
 // The state PREEMPT AND ABORT keeps while the preempted tasks end (Cmd::scratch).
 struct PreemptAbort {
 	Tmr tmr;
 	std::vector<NexusId> which;
+};
+
+// A command whose change is being written to the state file (the store's done callback).
+struct Persisting {
+	Cmd *cmd = nullptr;
+	Outcome out;                      // what is left to do once it is durable
+	std::unique_ptr<PreemptAbort> pa; // PREEMPT AND ABORT's state
+	PrUndo undo;                      // the state before the change, should the write fail
+	std::vector<uint8_t> image;       // what is written (empty: the file is removed)
 };
 
 PrOutSa sa_of(const Cmd *cmd)
@@ -104,9 +131,10 @@ Outcome do_register(LogicalUnit &lu, PrState &pr, const Cmd *cmd, const BasicPar
 			pr.regs.push_back(std::move(nr));
 		}
 		// A zero SERVICE ACTION RESERVATION KEY from an unregistered I_T nexus: "do
-		// nothing except return GOOD" (table 62), PRgeneration included.
-		if (p.sa_key != 0)
-			pr.generation++;
+		// nothing except return GOOD" (table 62), PRgeneration and APTPL included.
+		if (p.sa_key == 0)
+			return {Sense::None, {}, true};
+		pr.generation++;
 		return {};
 	}
 	// A registered I_T nexus: REGISTER must name its key (REGISTER AND IGNORE EXISTING KEY
@@ -312,12 +340,14 @@ Sense read_basic(Cmd *cmd, BasicParams *p)
 	if (cmd->xfer_len != kBasicLen)
 		return Sense::ParamListLengthError;
 	// APTPL and ALL_TG_PT count for the registering service actions only (ignored for the
-	// others). PTPL_C 0: APTPL 1 is refused.
+	// others). Without a state store (PTPL_C 0) APTPL 1 is refused (SPC-4 6.17.3).
 	const PrOutSa sa = sa_of(cmd);
 	const bool registering = sa == PrOutSa::Register || sa == PrOutSa::RegisterAndIgnore;
-	if (!registering)
+	if (!registering) {
 		p->all_tg_pt = false;
-	if (registering && p->aptpl)
+		p->aptpl = false;
+	}
+	if (p->aptpl && !pr_of(*cmd->lu).store)
 		return Sense::InvalidParamListField;
 	return Sense::None;
 }
@@ -336,7 +366,7 @@ Sense read_move(Cmd *cmd, MoveParams *p)
 	// SPC-4 6.17.4: the TransportID must fit the parameter list, and be one TransportID.
 	if (tid_len > b.size() - kBasicLen)
 		return Sense::ParamListLengthError;
-	if (p->aptpl)
+	if (p->aptpl && !pr_of(*cmd->lu).store)
 		return Sense::InvalidParamListField; // PTPL_C 0
 	std::span<const uint8_t> tid(&b[kBasicLen], tid_len);
 	const size_t used = transport_id_parse(tid, &p->dest_proto, &p->dest.initiator_port);
@@ -399,55 +429,12 @@ void scan_done(LogicalUnit &lu)
 		exec_pr_out(c);
 }
 
-void exec_pr_out(Cmd *cmd)
+// The change cmd made is in effect (and durable where it has to be): complete it, or, for a
+// PREEMPT AND ABORT that preempted someone (pr.scanning counted already), abort the
+// preempted tasks first.
+void finish(Cmd *cmd, Outcome &out, std::unique_ptr<PreemptAbort> pa)
 {
 	LogicalUnit &lu = *cmd->lu;
-	PrState &pr = pr_of(lu);
-	const PrOutSa sa = sa_of(cmd);
-	BasicParams p;
-	MoveParams mp;
-	Sense s = sa == PrOutSa::RegisterAndMove ? read_move(cmd, &mp) : read_basic(cmd, &p);
-	if (s != Sense::None) {
-		complete_sense(cmd, s);
-		return;
-	}
-	// PREEMPT AND ABORT's state, allocated before anything changes.
-	std::unique_ptr<PreemptAbort> pa;
-	if (sa == PrOutSa::PreemptAndAbort) {
-		pa.reset(new (std::nothrow) PreemptAbort);
-		if (!pa) {
-			complete_sense(cmd, Sense::InsufficientResources);
-			return;
-		}
-	}
-
-	Outcome out;
-	{
-		std::lock_guard g(pr.lock);
-		// Between a PREEMPT AND ABORT's change and the end of its marking the preempted
-		// tasks (abort_nexus_tasks, outside this lock), no other PERSISTENT RESERVE OUT
-		// changes anything: it waits in pr.deferred and runs when the marking is done.
-		// Together with the check below this makes a preempted nexus's PERSISTENT RESERVE
-		// OUT in flight never take effect after the preemption (it is one of the aborted
-		// tasks), and so no PREEMPT AND ABORT can end up waiting for one that waits for
-		// it in turn.
-		if (pr.scanning > 0) {
-			pr.deferred.push_back(cmd);
-			return;
-		}
-		// An aborted command (a task management function, a PREEMPT AND ABORT) changes
-		// nothing; its status goes nowhere (or is TASK ABORTED).
-		if (aborted(lu, cmd))
-			out.sense = Sense::ReservationConflict;
-		else
-			out = apply(lu, pr, cmd, p, mp);
-		if (out.sense == Sense::None && pa && !out.abort.empty())
-			pr.scanning++;
-	}
-	if (out.sense != Sense::None) {
-		complete_sense(cmd, out.sense);
-		return;
-	}
 	if (!pa || out.abort.empty()) {
 		complete_good(cmd);
 		return;
@@ -471,6 +458,131 @@ void exec_pr_out(Cmd *cmd)
 	// done when abort_nexus_tasks returns.
 	abort_nexus_tasks(lu, &x->tmr, x->which, cmd);
 	scan_done(lu);
+}
+
+// The state file write of w has ended (on the store's thread): the command completes, or
+// on failure its change is undone; then the PERSISTENT RESERVE OUT commands that waited run.
+void persisted(LogicalUnit &lu, Persisting &w, int err)
+{
+	PrState &pr = pr_of(lu);
+	std::vector<Cmd *> run;
+	bool scanning = false;
+	{
+		std::lock_guard g(pr.lock);
+		pr.persisting = false;
+		if (err != 0) {
+			pr_undo_restore(pr, std::move(w.undo));
+			// The file may hold the old state or, if only the directory's fsync
+			// failed, the new one: the next change rewrites it whatever it is.
+			pr.durable_unknown = true;
+		} else {
+			pr.durable = std::move(w.image);
+			pr.durable_unknown = false;
+			scanning = w.pa && !w.out.abort.empty();
+			if (scanning)
+				pr.scanning++; // scan_done runs the deferred commands
+		}
+		if (!scanning)
+			run.swap(pr.deferred);
+	}
+	if (err != 0) {
+		ULP_LOG(Error, Scsi,
+		        "LU {}: PERSISTENT RESERVE OUT undone: its state could not be written to "
+		        "{}: {}",
+		        lu.name(), pr.store->path(pr.file), std::strerror(-err));
+		complete_sense(w.cmd, Sense::InternalTargetFailure);
+	} else {
+		finish(w.cmd, w.out, std::move(w.pa));
+	}
+	for (Cmd *c : run)
+		exec_pr_out(c);
+}
+
+void exec_pr_out(Cmd *cmd)
+{
+	LogicalUnit &lu = *cmd->lu;
+	PrState &pr = pr_of(lu);
+	const PrOutSa sa = sa_of(cmd);
+	BasicParams p;
+	MoveParams mp;
+	Sense s = sa == PrOutSa::RegisterAndMove ? read_move(cmd, &mp) : read_basic(cmd, &p);
+	if (s != Sense::None) {
+		complete_sense(cmd, s);
+		return;
+	}
+	// PREEMPT AND ABORT's state, allocated before anything changes.
+	std::unique_ptr<PreemptAbort> pa;
+	if (sa == PrOutSa::PreemptAndAbort) {
+		pa.reset(new (std::nothrow) PreemptAbort);
+		if (!pa) {
+			complete_sense(cmd, Sense::InsufficientResources);
+			return;
+		}
+	}
+	// SPC-4 6.17.3, 6.17.4: the APTPL bit of these is valid; the others' is ignored.
+	const bool sets_aptpl = sa == PrOutSa::Register || sa == PrOutSa::RegisterAndIgnore ||
+	                        sa == PrOutSa::RegisterAndMove;
+	const bool aptpl = sa == PrOutSa::RegisterAndMove ? mp.aptpl : p.aptpl;
+
+	Outcome out;
+	std::unique_ptr<Persisting> w;
+	{
+		std::lock_guard g(pr.lock);
+		// Between a PREEMPT AND ABORT's change and the end of its marking the preempted
+		// tasks (abort_nexus_tasks, outside this lock), no other PERSISTENT RESERVE OUT
+		// changes anything: it waits in pr.deferred and runs when the marking is done.
+		// Together with the check below this makes a preempted nexus's PERSISTENT RESERVE
+		// OUT in flight never take effect after the preemption (it is one of the aborted
+		// tasks), and so no PREEMPT AND ABORT can end up waiting for one that waits for
+		// it in turn. The same while a change is being written to the state file: the
+		// changes reach the file in the order they were made, and an undone one (its
+		// write failed) was the last.
+		if (pr.scanning > 0 || pr.persisting) {
+			pr.deferred.push_back(cmd);
+			return;
+		}
+		// An aborted command (a task management function, a PREEMPT AND ABORT) changes
+		// nothing; its status goes nowhere (or is TASK ABORTED).
+		if (aborted(lu, cmd)) {
+			out.sense = Sense::ReservationConflict;
+		} else if (!pr.store) {
+			out = apply(lu, pr, cmd, p, mp);
+		} else {
+			PrUndo undo = pr_undo_save(pr);
+			out = apply(lu, pr, cmd, p, mp);
+			// SPC-4 5.13.5: the last valid APTPL bit decides what a power loss keeps;
+			// with it set, the state file must hold this change before GOOD.
+			if (out.sense == Sense::None && sets_aptpl && !out.noop)
+				pr.aptpl = aptpl;
+			std::vector<uint8_t> image;
+			if (out.sense == Sense::None)
+				image = pr_image(lu, pr);
+			if (out.sense == Sense::None &&
+			    (pr.durable_unknown || image != pr.durable)) {
+				w.reset(
+				    new Persisting{cmd, {}, {}, std::move(undo), std::move(image)});
+				pr.persisting = true;
+			}
+		}
+		if (out.sense == Sense::None && !w && pa && !out.abort.empty())
+			pr.scanning++;
+	}
+	if (out.sense != Sense::None) {
+		complete_sense(cmd, out.sense);
+		return;
+	}
+	if (w) {
+		w->out = std::move(out);
+		w->pa = std::move(pa);
+		std::optional<std::vector<uint8_t>> data;
+		if (!w->image.empty())
+			data = w->image;
+		std::shared_ptr<Persisting> sp(w.release());
+		pr.store->put(pr.file, std::move(data),
+		              [&lu, sp](int err) { persisted(lu, *sp, err); });
+		return;
+	}
+	finish(cmd, out, std::move(pa));
 }
 
 } // namespace

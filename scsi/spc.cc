@@ -92,8 +92,11 @@ void exec_report_luns(Cmd *cmd)
 	put_be32(d.data(), static_cast<uint32_t>(8 * luns.size()));
 	for (size_t i = 0; i < luns.size(); i++)
 		lun_to_wire(luns[i], d.data() + 8 + 8 * i);
+	// SPC-4 6.33: the condition goes for the nexus with the inventory it was about, on
+	// every LU that queued it (a LUN added or removed queues it on all of them).
 	if (cmd->lu)
 		cmd->lu->ua_clear(cmd->sess->id(), UA_REPORTED_LUNS_CHANGED);
+	cmd->sess->ua_clear_everywhere(UA_REPORTED_LUNS_CHANGED);
 	complete_data_in(cmd, d);
 }
 

@@ -9,24 +9,25 @@
 // each LU keeps the functions waiting on it (TmrWait), and the completion path
 // (core.cc cmd_finish) strikes commands off as they end; the last one sends the response.
 //
-// Target resets (SAM-5 7.?, RFC 7143 11.5.1) act on every logical unit the issuing I_T nexus
-// sees (its ACL's LUNs: "all LUs known by the issuing initiator"), never on LUs hidden from
-// it:
+// Target resets (RFC 7143 11.5.1: TARGET WARM RESET, TARGET COLD RESET) act on every logical
+// unit the issuing I_T nexus sees (its ACL's LUNs: "all LUs known by the issuing initiator"), never
+// on LUs hidden from it:
 //   TARGET WARM RESET  each LU as by LOGICAL UNIT RESET: tasks aborted, the SPC-2
 //                      reservation released, BUS DEVICE RESET FUNCTION OCCURRED for every
 //                      nexus (SPI-5's target reset event);
-//   TARGET COLD RESET  each LU as after a power on: tasks aborted, every reservation and
-//                      registration gone (nothing persists: APTPL 1 is refused), the mode
+//   TARGET COLD RESET  each LU as after a power on: tasks aborted, the SPC-2 reservation
+//                      gone, and the persistent reservation and registrations too unless
+//                      APTPL is active (pr_power_on, SPC-4 5.13.5), the mode
 //                      parameters back to their defaults, and the unit attention queues
 //                      emptied so that every nexus hears POWER ON, RESET, OR BUS DEVICE RESET
 //                      OCCURRED first, as after a power on (ua.cc). Dropping the target's
 //                      sessions, which the power on also means, is the fabric's part once
-//                      the response has gone out (iser/conn.cc).
+//                      the response has gone out (iscsi/target/conn.cc).
 //
 // What an aborted command gets: nothing of its own when it belongs to the nexus that asked
 // (the function's response covers it); TASK ABORTED status when it belongs to another
 // nexus and the LU has TAS set (SAM-5 5.6); otherwise nothing, plus a COMMANDS CLEARED BY
-// ANOTHER INITIATOR unit attention for its nexus (SAM-5 7.? CLEAR TASK SET, TAS 0).
+// ANOTHER INITIATOR unit attention for its nexus (SAM-5 CLEAR TASK SET, TAS 0).
 #include "scsi/core.h"
 #include "scsi/core_internal.h"
 #include "scsi/fabric.h"
@@ -259,6 +260,13 @@ void tmr_respond(Tmr *tmr)
 		tmr->sess->fabric().queue_tm_rsp(tmr);
 }
 
+void abort_lu_tasks(LogicalUnit &lu, Tmr *tmr)
+{
+	tmr->pending.store(1, std::memory_order_relaxed);
+	abort_on_lu(lu, tmr, Scope::AllSets);
+	tmr_put(tmr);
+}
+
 void abort_nexus_tasks(LogicalUnit &lu, Tmr *tmr, std::span<const NexusId> which, const Cmd *except)
 {
 	tmr->pending.store(1, std::memory_order_relaxed);
@@ -295,6 +303,9 @@ void session_abort_all(Nexus *s)
 void tmr_submit(Tmr *tmr)
 {
 	Nexus *s = tmr->sess;
+	// The LUs found below stay allocated until this returns, even if a LUN is removed
+	// meanwhile (scsi/tpg.h); what waits for commands after it, they keep alive themselves.
+	auto life = s->tpg().life_guard();
 	// The submitter's guard: the response cannot go out while functions are still
 	// being marked, even if every command ends meanwhile.
 	tmr->pending.store(1, std::memory_order_relaxed);
@@ -312,7 +323,7 @@ void tmr_submit(Tmr *tmr)
 		tmr_put(tmr);
 		return;
 	case TmfType::ITNexusReset: {
-		// SAM-5 7.? I_T NEXUS RESET: every task of the nexus on every LU is aborted, and
+		// SAM-5 I_T NEXUS RESET: every task of the nexus on every LU is aborted, and
 		// each LU it had used reports I_T NEXUS LOSS OCCURRED to it next.
 		abort_session(s, tmr);
 		std::set<LogicalUnit *> lus;
@@ -349,7 +360,7 @@ void tmr_submit(Tmr *tmr)
 		abort_on_lu(*lu, tmr, Scope::AllSets);
 		break;
 	case TmfType::LunReset:
-		// SAM-5 7.? LOGICAL UNIT RESET: abort every task, release an SPC-2
+		// SAM-5 LOGICAL UNIT RESET: abort every task, release an SPC-2
 		// reservation (persistent ones stay), end medium removal prevention
 		// (SPC-4 6.13), and tell every nexus.
 		abort_on_lu(*lu, tmr, Scope::AllSets);

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <set>
+#include <thread>
 
 namespace ulp::scsi
 {
@@ -18,20 +19,26 @@ namespace ulp::scsi
 void session_abort_all(Nexus *s);
 
 Nexus::Nexus(Tpg &tpg, Fabric &fabric, std::string initiator, std::string initiator_port,
-             const NodeAcl *acl)
+             std::shared_ptr<const NodeAcl> acl)
     : tpg_(tpg), fabric_(fabric),
-      initiator_(std::move(initiator)), id_{std::move(initiator_port), tpg.rtpi()}, acl_(acl)
+      initiator_(std::move(initiator)), id_{std::move(initiator_port), tpg.rtpi()},
+      acl_(std::move(acl))
 {
 }
 
-LogicalUnit *Nexus::lookup_lun(uint64_t lun, bool *read_only) const
+LogicalUnit *Nexus::lookup_lun(uint64_t lun, bool *read_only, std::atomic<LogicalUnit *> *pin) const
 {
-	return tpg_.lookup(lun, acl_, read_only);
+	return tpg_.lookup(lun, acl_.get(), read_only, pin);
 }
 
 std::vector<uint64_t> Nexus::luns() const
 {
-	return tpg_.lun_list(acl_);
+	return tpg_.lun_list(acl_.get());
+}
+
+void Nexus::ua_clear_everywhere(uint16_t asc_ascq)
+{
+	tpg_.ua_clear_all(acl_.get(), id_, asc_ascq);
 }
 
 size_t Nexus::cmd_count()
@@ -57,7 +64,91 @@ int Tpg::add_lun(uint64_t lun, LogicalUnit &lu, bool read_only)
 	if (luns_.count(lun))
 		return -EEXIST;
 	luns_[lun] = LunEntry{&lu, read_only};
+	luns_changed_locked(&lu);
 	return 0;
+}
+
+int Tpg::remove_lun(uint64_t lun, LogicalUnit **lu)
+{
+	std::unique_lock life(life_lock_);
+	std::unique_lock g(lock_);
+	auto it = luns_.find(lun);
+	if (it == luns_.end())
+		return -ENOENT;
+	LogicalUnit *was = it->second.lu;
+	luns_.erase(it);
+	luns_changed_locked(was);
+	if (lu)
+		*lu = was;
+	return 0;
+}
+
+void Tpg::luns_changed_locked(const LogicalUnit *skip)
+{
+	// SPC-4 5.14 (the logical unit inventory changed): every I_T nexus hears REPORTED LUNS
+	// DATA HAS CHANGED. A nexus whose ACL maps LUNs of its own sees no change. It is queued
+	// on the LUs the nexus has used (ua_add_if_seen): one it has not used reports POWER ON
+	// first, which already tells it to forget what it knew.
+	std::set<LogicalUnit *> lus;
+	for (auto &[l, e] : luns_)
+		if (e.lu != skip)
+			lus.insert(e.lu);
+	for (auto &s : sessions_) {
+		if (s->acl_ && !s->acl_->luns.empty())
+			continue;
+		for (LogicalUnit *lu : lus)
+			lu->ua_add_if_seen(s->id(), UA_REPORTED_LUNS_CHANGED);
+	}
+}
+
+int Tpg::remove_acl(const std::string &initiator)
+{
+	std::unique_lock g(lock_);
+	return acls_.erase(initiator) ? 0 : -ENOENT;
+}
+
+std::map<uint64_t, LunEntry> Tpg::lun_entries() const
+{
+	std::shared_lock g(lock_);
+	return luns_;
+}
+
+std::vector<std::string> Tpg::acl_names() const
+{
+	std::shared_lock g(lock_);
+	std::vector<std::string> v;
+	for (auto &[name, a] : acls_)
+		v.push_back(name);
+	return v;
+}
+
+size_t Tpg::lu_users(const LogicalUnit *lu) const
+{
+	std::shared_lock g(lock_);
+	size_t n = 0;
+	for (auto &s : sessions_) {
+		std::lock_guard sg(s->sess_lock_);
+		for (const Cmd &c : s->cmds_)
+			if (c.lu_pin.load(std::memory_order_relaxed) == lu)
+				n++;
+	}
+	return n;
+}
+
+void Tpg::ua_clear_all(const NodeAcl *acl, const NexusId &n, uint16_t asc_ascq) const
+{
+	std::shared_lock g(lock_);
+	std::set<LogicalUnit *> lus;
+	if (acl && !acl->luns.empty()) {
+		for (auto &[mapped, tl] : acl->luns)
+			if (auto it = luns_.find(tl.first); it != luns_.end())
+				lus.insert(it->second.lu);
+	} else {
+		for (auto &[l, e] : luns_)
+			lus.insert(e.lu);
+	}
+	for (LogicalUnit *lu : lus)
+		lu->ua_clear_if_seen(n, asc_ascq);
 }
 
 int Tpg::add_acl(const NodeAcl &acl)
@@ -70,7 +161,7 @@ int Tpg::add_acl(const NodeAcl &acl)
 	for (auto &[mapped, tl] : acl.luns)
 		if (mapped > 16383 || !luns_.count(tl.first))
 			return -ENOENT;
-	acls_[acl.initiator] = std::make_unique<NodeAcl>(acl);
+	acls_[acl.initiator] = std::make_shared<const NodeAcl>(acl);
 	return 0;
 }
 
@@ -86,7 +177,8 @@ bool Tpg::allowed(const std::string &initiator) const
 	return acls_.empty() || acls_.count(initiator);
 }
 
-LogicalUnit *Tpg::lookup(uint64_t lun, const NodeAcl *acl, bool *read_only) const
+LogicalUnit *Tpg::lookup(uint64_t lun, const NodeAcl *acl, bool *read_only,
+                         std::atomic<LogicalUnit *> *pin) const
 {
 	std::shared_lock g(lock_);
 	bool ro = false;
@@ -102,6 +194,8 @@ LogicalUnit *Tpg::lookup(uint64_t lun, const NodeAcl *acl, bool *read_only) cons
 		return nullptr;
 	if (read_only)
 		*read_only = ro || it->second.read_only;
+	if (pin)
+		pin->store(it->second.lu, std::memory_order_relaxed); // under lock_: see lu_users
 	return it->second.lu;
 }
 
@@ -124,14 +218,14 @@ Nexus *Tpg::open_session(Fabric &fabric, const std::string &initiator,
                          const std::string &initiator_port)
 {
 	std::unique_lock g(lock_);
-	const NodeAcl *acl = nullptr;
+	std::shared_ptr<const NodeAcl> acl;
 	if (!acls_.empty()) {
 		auto it = acls_.find(initiator);
 		if (it == acls_.end()) {
 			errno = EACCES;
 			return nullptr;
 		}
-		acl = it->second.get();
+		acl = it->second;
 	}
 	sessions_.push_back(
 	    std::unique_ptr<Nexus>(new Nexus(*this, fabric, initiator, initiator_port, acl)));
@@ -149,6 +243,7 @@ std::vector<Nexus *> Tpg::sessions() const
 
 void Tpg::session_lost(Nexus *s)
 {
+	auto life = life_guard(); // the LUs below stay while this runs
 	{
 		std::lock_guard g(s->sess_lock_);
 		if (s->lost_)
@@ -214,6 +309,61 @@ int Tpg::close_session(Nexus *s, std::chrono::milliseconds timeout)
 	if (it != sessions_.end())
 		sessions_.erase(it);
 	return 0;
+}
+
+} // namespace ulp::scsi
+
+namespace ulp::scsi
+{
+
+int lu_quiesce(LogicalUnit &lu, const std::vector<Tpg *> &tpgs, std::chrono::milliseconds grace,
+               std::chrono::milliseconds timeout)
+{
+	using clock = std::chrono::steady_clock;
+	auto users = [&] {
+		size_t n = 0;
+		for (Tpg *t : tpgs)
+			n += t->lu_users(&lu);
+		return n;
+	};
+	// Removal is rare and slow-path: a poll of the sessions' command lists every few ms
+	// instead of a count every command would have to keep (nothing per I/O, DESIGN.md 11).
+	auto wait_until = [&](clock::time_point deadline) {
+		auto next_log = clock::now() + std::chrono::seconds(2);
+		for (;;) {
+			const size_t n = users();
+			if (n == 0)
+				return true;
+			const auto now = clock::now();
+			if (now >= deadline)
+				return false;
+			if (now >= next_log) {
+				ULP_LOG(Warn, Scsi,
+				        "LU {} removed: waiting for {} commands in flight",
+				        lu.name(), n);
+				next_log = now + std::chrono::seconds(2);
+			}
+			std::this_thread::sleep_for(std::chrono::milliseconds(5));
+		}
+	};
+	const auto t0 = clock::now();
+	if (wait_until(t0 + grace))
+		return 0;
+	// Past the grace: abort what is left, as a CLEAR TASK SET from elsewhere would (TASK
+	// ABORTED to each nexus where TAS is set). The Tmr answers itself once they have ended
+	// (core_done frees it); if they never do, it stays with the LU, which stays too.
+	ULP_LOG(Warn, Scsi, "LU {} removed: aborting {} commands still in flight after {} ms",
+	        lu.name(), users(), (long long)grace.count());
+	auto *tmr = new Tmr;
+	tmr->function = TmfType::ClearTaskSet;
+	tmr->core_done = [](Tmr *t) { delete t; };
+	abort_lu_tasks(lu, tmr);
+	if (wait_until(t0 + grace + timeout))
+		return 0;
+	ULP_LOG(Error, Scsi,
+	        "LU {} removed: {} commands still in flight after {} ms; left allocated", lu.name(),
+	        users(), (long long)(grace + timeout).count());
+	return -ETIMEDOUT;
 }
 
 } // namespace ulp::scsi

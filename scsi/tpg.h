@@ -9,12 +9,22 @@
 // every initiator sees every LUN (LIO's generate_node_acls, tgt's ALL).
 //
 // Locking: lock_ (shared for lookups on the data path, exclusive for changes) guards the
-// LUN table, the ACLs and the session list.
+// LUN table, the ACLs and the session list. life_lock_ keeps a removed LU from being freed
+// under the slow paths that use LUs found in the table outside lock_ (task management,
+// session loss): they hold it shared (LuLifeGuard), remove_lun exclusive. Order: life_lock_,
+// lock_, then a session's sess_lock_ or an LU's lock_.
+//
+// Run-time changes (ulp-targetd's admin interface, SPC-4 5.14 / 6.33): adding or removing a
+// LUN queues REPORTED LUNS DATA HAS CHANGED for every nexus whose view changed, on each LU
+// it still sees and has used (one it has not used reports POWER ON first anyway). A removed
+// LU may still have commands in flight that found it before: lu_quiesce() waits for them
+// (and aborts them after a grace period), bounded, before the owner may free it.
 #pragma once
 
 #include "scsi/cmd.h"
 #include "scsi/lu.h"
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -57,13 +67,18 @@ public:
 	void *fabric_priv = nullptr;                                // the fabric's own
 
 	// Resolve a LUN for this initiator (ACL mapping applied); nullptr when it does not
-	// exist for it. *read_only tells whether it is mapped read-only.
-	LogicalUnit *lookup_lun(uint64_t lun, bool *read_only) const;
+	// exist for it. *read_only tells whether it is mapped read-only. pin (a command's
+	// lu_pin): set to the result under the Tpg's lock, for lu_users.
+	LogicalUnit *lookup_lun(uint64_t lun, bool *read_only,
+	                        std::atomic<LogicalUnit *> *pin = nullptr) const;
 	// The LUNs this initiator sees, ascending (REPORT LUNS).
 	std::vector<uint64_t> luns() const;
 
 	// Commands submitted on this session and not yet released by the core.
 	size_t cmd_count();
+	// Clear condition asc_ascq for this nexus on every LU it sees (REPORT LUNS clears
+	// REPORTED LUNS DATA HAS CHANGED for the whole inventory it reports).
+	void ua_clear_everywhere(uint16_t asc_ascq);
 
 	// The core's: the commands in flight (sess_lock_), for I_T NEXUS RESET and teardown.
 	std::mutex sess_lock_;
@@ -75,13 +90,15 @@ public:
 private:
 	friend class Tpg;
 	Nexus(Tpg &tpg, Fabric &fabric, std::string initiator, std::string initiator_port,
-	      const NodeAcl *acl);
+	      std::shared_ptr<const NodeAcl> acl);
 
 	Tpg &tpg_;
 	Fabric &fabric_;
 	std::string initiator_;
 	NexusId id_;
-	const NodeAcl *acl_; // null: open Tpg, or an ACL-less initiator on an open Tpg
+	// The ACL it logged in under (kept while it lives, also once removed from the Tpg);
+	// null: an open Tpg.
+	std::shared_ptr<const NodeAcl> acl_;
 };
 
 class Tpg
@@ -101,6 +118,25 @@ public:
 	int add_lun(uint64_t lun, LogicalUnit &lu, bool read_only = false);
 	int add_acl(const NodeAcl &acl);
 	bool open_access() const; // no ACL configured: everyone in, every LUN
+	// Unmap lun: commands submitted from now on do not find it; *lu (may be null) is what
+	// it was. The LU may still be mapped elsewhere and have commands in flight (lu_quiesce).
+	// -ENOENT.
+	int remove_lun(uint64_t lun, LogicalUnit **lu);
+	// An ACL removed: new logins of that initiator are refused (or, when it was the last
+	// ACL, everyone is admitted: the Tpg is open again). Its sessions stay, with the LUN
+	// view they logged in with. -ENOENT.
+	int remove_acl(const std::string &initiator);
+	std::map<uint64_t, LunEntry> lun_entries() const; // the LUN table (a copy)
+	std::vector<std::string> acl_names() const;
+	// Commands of this Tpg's sessions whose LUN lookup found lu and that the core has not
+	// released yet.
+	size_t lu_users(const LogicalUnit *lu) const;
+
+	// Held (shared) by the slow paths that use LUs found through the table outside lock_.
+	std::shared_lock<std::shared_mutex> life_guard() const
+	{
+		return std::shared_lock<std::shared_mutex>(life_lock_);
+	}
 
 	// Whether initiator may log in (ACL, or open access).
 	bool allowed(const std::string &initiator) const;
@@ -129,16 +165,31 @@ public:
 	std::vector<Nexus *> sessions() const;
 
 	// Internal: the LUN lookup for a session's ACL.
-	LogicalUnit *lookup(uint64_t lun, const NodeAcl *acl, bool *read_only) const;
+	LogicalUnit *lookup(uint64_t lun, const NodeAcl *acl, bool *read_only,
+	                    std::atomic<LogicalUnit *> *pin = nullptr) const;
 	std::vector<uint64_t> lun_list(const NodeAcl *acl) const;
+	void ua_clear_all(const NodeAcl *acl, const NexusId &n, uint16_t asc_ascq) const;
 
 private:
+	// REPORTED LUNS DATA HAS CHANGED for the nexuses (not mapped by an ACL of their own)
+	// on every LU but skip they have used. Under lock_.
+	void luns_changed_locked(const LogicalUnit *skip);
+
 	std::string name_;
 	uint16_t rtpi_;
+	mutable std::shared_mutex life_lock_;
 	mutable std::shared_mutex lock_;
 	std::map<uint64_t, LunEntry> luns_;
-	std::map<std::string, std::unique_ptr<NodeAcl>> acls_;
+	std::map<std::string, std::shared_ptr<const NodeAcl>> acls_;
 	std::vector<std::unique_ptr<Nexus>> sessions_;
 };
+
+// Wait until no command of any session of tpgs holds lu (it has been removed from all of
+// them), at most grace; then abort what is left on it (TASK ABORTED to the nexuses, as a
+// CLEAR TASK SET by another initiator would) and wait up to timeout more, with a log line
+// every few seconds. 0: the LU may be freed; -ETIMEDOUT: it must be left allocated (a
+// late completion would touch freed memory), logged.
+int lu_quiesce(LogicalUnit &lu, const std::vector<Tpg *> &tpgs, std::chrono::milliseconds grace,
+               std::chrono::milliseconds timeout);
 
 } // namespace ulp::scsi

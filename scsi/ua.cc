@@ -79,6 +79,20 @@ void LogicalUnit::ua_clear(const NexusId &n, uint16_t asc_ascq)
 	q.erase(std::remove(q.begin(), q.end(), asc_ascq), q.end());
 }
 
+void LogicalUnit::ua_add_if_seen(const NexusId &n, uint16_t asc_ascq)
+{
+	std::lock_guard g(lock_);
+	if (auto it = ua_.find(n); it != ua_.end())
+		push(it->second, asc_ascq);
+}
+
+void LogicalUnit::ua_clear_if_seen(const NexusId &n, uint16_t asc_ascq)
+{
+	std::lock_guard g(lock_);
+	if (auto it = ua_.find(n); it != ua_.end())
+		std::erase(it->second, asc_ascq);
+}
+
 void LogicalUnit::ua_reset()
 {
 	std::lock_guard g(lock_);
@@ -87,7 +101,7 @@ void LogicalUnit::ua_reset()
 
 bool ua_check(Cmd *cmd)
 {
-	// SPC-4 5.14 (and 6.? REPORT LUNS): these report no unit attention; REQUEST SENSE
+	// SPC-4 5.14 (and its REPORT LUNS command): these report no unit attention; REQUEST SENSE
 	// returns it as its data instead (spc.cc).
 	const uint8_t op = cmd->cdb[0];
 	if (!cmd->lu || op == OP_INQUIRY || op == OP_REPORT_LUNS || op == OP_REQUEST_SENSE)

@@ -65,7 +65,7 @@ constexpr auto kWaitLogPeriod = std::chrono::seconds(5);
 } // namespace
 
 Channel::Channel(Portal &portal, std::unique_ptr<CmId> id, std::string peer)
-    : rdma::PortalConn(portal, std::move(id)), rdma::Serial<ChEvent>(Mode::Inline),
+    : rdma::PortalConn(portal, std::move(id)), rdma::Serial<ChEvent, ChArg>(Mode::Inline),
       portal_(portal), target_(portal.target()), peer_(std::move(peer))
 {
 	zlw_cqe_.done = zlw_done;
@@ -132,6 +132,7 @@ int Channel::setup(rdma::DeviceRes &res, const ChannelParams &p,
 		qa.srq = srq_;
 		qa.sq_sig_type = SigType::ReqWr;
 		qa.qp_context = static_cast<rdma::PortalConn *>(this);
+		qa.event_handler = [this](const AsyncEvent &e) { on_qp_event(e); };
 		rc = create_qp(*res.pd, qa, &ro, why);
 		if (rc == 0)
 			break;
@@ -206,9 +207,9 @@ bool Channel::finished()
 
 // ---- Events --------------------------------------------------------------------------------
 
-void Channel::run_event(ChEvent ev, void *arg)
+void Channel::run_event(ChEvent ev, ChArg arg)
 {
-	auto *x = static_cast<Ioctx *>(arg);
+	Ioctx *x = arg.x;
 	switch (ev) {
 	case ChEvent::WritePending:
 		do_write_pending(x);
@@ -235,7 +236,10 @@ void Channel::run_event(ChEvent ev, void *arg)
 		reap_wait_ = false;
 		break;
 	case ChEvent::Close:
-		close(static_cast<const char *>(arg));
+		close(arg.why);
+		break;
+	case ChEvent::Logout:
+		send_t_logout();
 		break;
 	}
 }
@@ -267,8 +271,12 @@ void Channel::tick(std::chrono::steady_clock::time_point now)
 {
 	enter([&] {
 		switch (state_) {
+		case ChState::Connecting:
 		case ChState::Live:
-			check_transfers(now);
+			if (check_qp_event())
+				break;
+			if (state_ == ChState::Live)
+				check_transfers(now);
 			break;
 		case ChState::Draining:
 			// The zero-length WRITE's flush is the end of the send queue; a provider that
@@ -282,6 +290,7 @@ void Channel::tick(std::chrono::steady_clock::time_point now)
 			}
 			break;
 		case ChState::Disconnected:
+			reclaim_lost(now);
 			if (now >= next_wait_log_ && (busy_ || reap_wait_)) {
 				next_wait_log_ = now + kWaitLogPeriod;
 				const auto s = std::chrono::duration_cast<std::chrono::seconds>(
@@ -507,6 +516,7 @@ void Channel::maybe_cred_req()
 		close("post_send failed");
 		return;
 	}
+	d->posted = true;
 	req_lim_ += int32_t(owed_);
 	owed_ = 0;
 	sq_avail_--;
@@ -514,13 +524,48 @@ void Channel::maybe_cred_req()
 	target_.count(&TargetStats::cred_reqs);
 }
 
+void Channel::send_t_logout()
+{
+	// SRP r16a 6.6: the target asks the initiator to log out; the channel is closed once
+	// the IU has been delivered (its send completed), since nothing obliges the initiator
+	// to answer (Linux's ib_srp only logs it). No buffer or send queue room: close now.
+	if (state_ != ChState::Live || t_logout_)
+		return;
+	CtlDesc *d = sq_avail_ > 0 ? ctl_.get() : nullptr;
+	if (!d) {
+		close("logged out by the target");
+		return;
+	}
+	srp::TLogout t;
+	t.tag = ++ctl_tag_;
+	const size_t n = srp::build_t_logout(
+	    t, std::span<uint8_t>(static_cast<uint8_t *>(d->buf->addr), ctl_.buf_size()));
+	ULP_CHECK(n != 0);
+	rdma::prepare_send(*d, uint32_t(n));
+	const SendWr *bad = nullptr;
+	if (qp()->post_send(&d->wr, &bad) != 0) {
+		ctl_.put(d);
+		close("logged out by the target");
+		return;
+	}
+	sq_avail_--;
+	t_logout_ = d;
+	ULP_LOG(Info, Srpt, "{}: SRP_T_LOGOUT sent (the administrator's logout)", peer_);
+}
+
 void Channel::ctl_done(Cq *, Wc *wc)
 {
 	CtlDesc *d = rdma::SendRing<CtlDesc>::from(wc);
 	Channel *ch = d->ch;
 	ch->enter([&] {
+		d->posted = false;
 		ch->ctl_.put(d);
 		ch->sq_avail_++;
+		if (d == ch->t_logout_) {
+			ch->t_logout_ = nullptr;
+			ch->close("logged out by the target");
+			return;
+		}
 		if (wc->status != WcStatus::Success) {
 			if (ch->state_ < ChState::Disconnecting) {
 				ULP_LOG_RATELIMITED(Warn, Srpt, "{}: SRP_CRED_REQ: {}", ch->peer_,
@@ -587,6 +632,80 @@ void Channel::zlw_done(Cq *, Wc *wc)
 		if (ch->state_ == ChState::Draining)
 			ch->on_disconnected();
 	});
+}
+
+void Channel::reclaim_lost(std::chrono::steady_clock::time_point now)
+{
+	// Once the QP is drained, every WR posted before the close has completed or been
+	// flushed (the drain marker's flush comes after them all, in order). A send still
+	// counted as posted lost its completion (a device that dropped it; the soft provider's
+	// DropCompletion): its command would wait with the core for ever, the nexus's teardown
+	// for the command, and the channel for the teardown. A completion that is only late
+	// comes within data_timeout; past it, the send is taken back and its command ended as
+	// if the transfer had failed (its data, if any, never counted as received).
+	if (!drained() || now - closed_at_ <= target_.cfg().data_timeout)
+		return;
+	for (Ioctx &x : ioctxs_.descs()) {
+		if (x.wrs_posted == 0)
+			continue;
+		ULP_LOG(Error, Srpt,
+		        "{}: tag {:#x}: the completion of {} never came ({} ms after the close, "
+		        "the QP drained); ending the command without it",
+		        peer_, x.tag,
+		        x.job == RwJob::DataOut ? "the RDMA READ of its write data"
+		        : x.job == RwJob::Table ? "the RDMA READ of its descriptor table"
+		        : x.job == RwJob::DataIn ? "the RDMA WRITE of its read data"
+		                                 : "its SRP_RSP",
+		        std::chrono::duration_cast<std::chrono::milliseconds>(now - closed_at_)
+		            .count());
+		sq_avail_ += x.wrs_posted;
+		x.wrs_posted = 0;
+		fail_job(&x);
+	}
+	for (CtlDesc &d : ctl_.descs()) {
+		if (!d.posted)
+			continue;
+		ULP_LOG(Error, Srpt,
+		        "{}: the completion of an SRP_CRED_REQ never came; taking it back", peer_);
+		d.posted = false;
+		ctl_.put(&d);
+		sq_avail_++;
+	}
+}
+
+void Channel::on_qp_event(const AsyncEvent &e)
+{
+	// A provider thread: only note it (the first that ends the QP); tick acts on it.
+	switch (e.event) {
+	case EventType::QpFatal:
+	case EventType::QpReqErr:
+	case EventType::QpAccessErr:
+	case EventType::QpLastWqeReached: {
+		uint8_t none = 0;
+		qp_event_.compare_exchange_strong(none, uint8_t(uint8_t(e.event) + 1));
+		break;
+	}
+	default:
+		break; // COMM_EST and the rest: the CM says what matters
+	}
+}
+
+bool Channel::check_qp_event()
+{
+	// A QP that left RTS on its own says so through a completion only if something is
+	// posted on it: on receive rings its receives are flushed, but a QP on the SRQ has none
+	// of its own, and an idle one would sit in ERR, its channel live, until the initiator
+	// next sent (IB spec 11.6.3.5: LAST_WQE_REACHED is what tells).
+	const uint8_t v = qp_event_.load(std::memory_order_acquire);
+	if (!v)
+		return false;
+	const EventType e = EventType(v - 1);
+	if (e == EventType::QpLastWqeReached)
+		ULP_LOG(Info, Srpt, "{}: its QP left RTS (LAST_WQE_REACHED): closing", peer_);
+	else
+		ULP_LOG(Warn, Srpt, "{}: its QP failed ({}): closing", peer_, event_type_str(e));
+	close(e == EventType::QpLastWqeReached ? "the QP left RTS" : "the QP failed");
+	return true;
 }
 
 void Channel::on_disconnected()

@@ -38,7 +38,11 @@
 //   came back: every WR before it has completed)
 // then: the nexus is left (the last channel closes it on the target's reaper), the portal
 // drains the QP (bounded) and frees the channel once every ioctx is back, logging every
-// few seconds while commands are still with the backstore.
+// few seconds while commands are still with the backstore. A QP that leaves RTS on its own
+// (QP fatal; LAST_WQE_REACHED on the SRQ, where an idle QP has no receive to flush) closes
+// the channel at the next tick. A send whose completion never came (the device lost it) is
+// taken back data_timeout after Disconnected, once the QP is drained, with a log line, and
+// its command ended as a failed transfer: nothing waits for a completion for ever.
 #pragma once
 
 #include "core/check.h"
@@ -56,6 +60,7 @@
 #include <boost/intrusive/list.hpp>
 #include <sys/uio.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -67,6 +72,7 @@ namespace ulp::srpt
 {
 
 class Portal;
+struct Ioctx;
 
 enum class ChState : uint8_t { Connecting, Live, Disconnecting, Draining, Disconnected };
 const char *ch_state_str(ChState s);
@@ -124,8 +130,7 @@ enum class RwJob : uint8_t {
 	DataIn,  // read data, from the buffer (RDMA WRITE), the SRP_RSP chained behind
 };
 
-// Channel events: the SCSI core's callbacks (scsi::FabricEvent, arg = the ioctx), then the
-// channel's own.
+// Channel events: the SCSI core's callbacks (scsi::FabricEvent), then the channel's own.
 enum class ChEvent : uint8_t {
 	WritePending = uint8_t(scsi::FabricEvent::WritePending),
 	AbortWrite = uint8_t(scsi::FabricEvent::AbortWrite),
@@ -135,7 +140,14 @@ enum class ChEvent : uint8_t {
 	TmRsp = uint8_t(scsi::FabricEvent::TmRsp),
 	Release = uint8_t(scsi::FabricEvent::Release),
 	ReapDone = scsi::kFabricEvents, // the reaper closed the nexus this channel left last
-	Close,                          // close (arg: a static reason string)
+	Close,                          // close the channel
+	Logout,                         // SRP_T_LOGOUT, then close (the administrator's)
+};
+
+// What a ChEvent carries (rdma::Serial's arg), by event; ReapDone and Logout carry nothing.
+struct ChArg {
+	Ioctx *x = nullptr;        // the core's callbacks: the command's (or the TMF's) ioctx
+	const char *why = nullptr; // Close: why, a static string
 };
 
 struct RecvIoctx : rdma::RecvDesc {
@@ -191,7 +203,7 @@ struct ChannelParams {
 	std::array<uint8_t, 16> i_port_id{};
 };
 
-class Channel final : public rdma::PortalConn, public rdma::Serial<ChEvent>
+class Channel final : public rdma::PortalConn, public rdma::Serial<ChEvent, ChArg>
 {
 public:
 	// Receives beyond the credits: SRP_CRED_RSP and SRP_AER_RSP spend no credit.
@@ -212,7 +224,11 @@ public:
 	uint32_t credits() const { return cfg_rq_; } // granted at login
 
 	// Any thread: close (the target stops, a SINGLE login takes the nexus over).
-	void close_async(const char *why) { post_deferred(ChEvent::Close, const_cast<char *>(why)); }
+	// why: a static string.
+	void close_async(const char *why) { post_deferred(ChEvent::Close, {.why = why}); }
+	// Any thread: log the initiator out (SRP r16a 6.6: SRP_T_LOGOUT), then close once it
+	// has been delivered (or at once when it cannot be sent).
+	void logout_async() { post_deferred(ChEvent::Logout, {}); }
 
 	// rdma::PortalConn
 	void on_cm_event(CmEvent &ev) override;
@@ -233,7 +249,7 @@ public:
 	const std::string &peer() const { return peer_; }
 
 protected:
-	void run_event(ChEvent ev, void *arg) override;
+	void run_event(ChEvent ev, ChArg arg) override;
 	void kick() override;
 
 private:
@@ -245,7 +261,11 @@ private:
 	void close(const char *why);
 	void set_state(ChState s);
 	void on_disconnected();          // the zero-length WRITE's flush is back
+	void reclaim_lost(std::chrono::steady_clock::time_point now); // completions lost
+	void on_qp_event(const AsyncEvent &e); // the QP's async events (a provider thread)
+	bool check_qp_event();                 // tick: true when one ended the QP (closed)
 	void maybe_cred_req();
+	void send_t_logout();            // ChEvent::Logout
 	uint32_t take_delta();           // 1 + owed, for a response
 	Ioctx *get_ioctx();
 	void put_ioctx(Ioctx *x);
@@ -296,6 +316,7 @@ private:
 	rdma::SendRing<Ioctx> ioctxs_;
 	struct CtlDesc : rdma::SendDesc {
 		Channel *ch = nullptr;
+		bool posted = false; // its SEND is out, its completion not yet come
 	};
 	rdma::SendRing<CtlDesc> ctl_;     // SRP_CRED_REQ buffers
 	RecvWaitList wait_list_;          // IUs waiting (not live yet, or no free ioctx)
@@ -304,6 +325,7 @@ private:
 	int32_t req_lim_ = 0;             // credits the initiator holds, as we count them
 	uint32_t owed_ = 0;               // credits to return with the next response
 	bool cred_req_out_ = false;       // an SRP_CRED_REQ awaits its SRP_CRED_RSP
+	CtlDesc *t_logout_ = nullptr;     // the SRP_T_LOGOUT in flight: close when it completes
 	uint32_t sq_avail_ = 0;           // send WRs that may still be posted
 	uint32_t sq_budget_ = 0;          // sq_avail_ when nothing is in flight
 	uint32_t busy_ = 0;               // ioctxs not free
@@ -314,6 +336,9 @@ private:
 	bool told_overrun_ = false;       // logged a credit overrun
 	bool told_no_read_credit_ = false;
 	const char *close_why_ = nullptr;
+	// An async event that ended the QP (EventType + 1; 0: none), noted by the provider's
+	// thread and acted on by tick (the event thread).
+	std::atomic<uint8_t> qp_event_{0};
 	std::chrono::steady_clock::time_point closed_at_; // when Disconnected was reached
 	std::chrono::steady_clock::time_point next_wait_log_;
 };

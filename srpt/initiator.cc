@@ -136,7 +136,8 @@ int Initiator::Impl::setup_device(std::string *w)
 
 	comp = dev->create_comp_channel();
 	if (!comp) {
-		*w = std::string("completion channel: ") + std::strerror(errno);
+		const int err = errno;
+		*w = std::string("completion channel: ") + std::strerror(err);
 		return -ENOMEM;
 	}
 	// One CQ for every channel's queues: commands' WRs, control sends, receives and drain's
@@ -149,7 +150,8 @@ int Initiator::Impl::setup_device(std::string *w)
 		n = da.max_cqe;
 	cq = alloc_cq(*dev, int(n), 0, PollCtx::Direct, nullptr, co);
 	if (!cq) {
-		*w = std::string("CQ: ") + std::strerror(errno);
+		const int err = errno;
+		*w = std::string("CQ: ") + std::strerror(err);
 		return -ENOMEM;
 	}
 	// SRP r16a 5.2.1 / Linux's add_target: initiator_ext, then the port's 64-bit id (here
@@ -163,7 +165,8 @@ int Initiator::Impl::setup_chan(Chan &c, std::string *w)
 	const DeviceAttr &da = dev->attr();
 	c.pd = dev->alloc_pd();
 	if (!c.pd) {
-		*w = std::string("alloc_pd: ") + std::strerror(errno);
+		const int err = errno;
+		*w = std::string("alloc_pd: ") + std::strerror(err);
 		return -ENOMEM;
 	}
 	// MRs: every slot a direct command, and one command with the most descriptors and its
@@ -175,7 +178,8 @@ int Initiator::Impl::setup_chan(Chan &c, std::string *w)
 	for (std::span<uint8_t> r : cfg.regions) {
 		auto mr = c.pd->reg_mr(r.data(), r.size(), ACCESS_LOCAL_WRITE);
 		if (!mr) {
-			*w = std::string("register a buffer region: ") + std::strerror(errno);
+			const int err = errno;
+			*w = std::string("register a buffer region: ") + std::strerror(err);
 			return -ENOMEM;
 		}
 		if (int rc = c.map.register_mr(*mr); rc != 0) {
@@ -191,13 +195,15 @@ int Initiator::Impl::setup_chan(Chan &c, std::string *w)
 	    std::max(cfg.bounce_bytes / std::max<uint32_t>(1, cfg.channels), max_alloc);
 	c.bounce = DmaHeap::create(*c.pd, bytes, max_alloc, ACCESS_LOCAL_WRITE);
 	if (!c.bounce) {
-		*w = std::string("bounce heap: ") + std::strerror(errno);
+		const int err = errno;
+		*w = std::string("bounce heap: ") + std::strerror(err);
 		return -ENOMEM;
 	}
 	c.tables =
 	    BufPool::create(*c.pd, size_t{max_descs} * srp::kDescLen, slots, ACCESS_LOCAL_WRITE);
 	if (!c.tables) {
-		*w = std::string("descriptor tables: ") + std::strerror(errno);
+		const int err = errno;
+		*w = std::string("descriptor tables: ") + std::strerror(err);
 		return -ENOMEM;
 	}
 	int rc = c.reqs.init(*c.pd, cfg.max_it_iu_len, slots, [&](Req &r) {
@@ -300,8 +306,10 @@ int Initiator::Impl::login_one(uint32_t idx, const SockAddr &dst,
 		rc = e;
 		return e;
 	};
-	if (!c.id)
-		return failed_with(-ENOMEM, std::string("rdma_create_id: ") + std::strerror(errno));
+	if (!c.id) {
+		const int err = errno;
+		return failed_with(-ENOMEM, std::string("rdma_create_id: ") + std::strerror(err));
+	}
 	if (rc =
 	        c.id->resolve_addr(src ? &*src : nullptr, dst, std::max(1, remaining_ms(deadline)));
 	    rc != 0)
@@ -422,8 +430,10 @@ int Initiator::login(const SockAddr &dst, std::string *why)
 	if (!m.cfg.src_ip.empty() && !(src = SockAddr::parse(m.cfg.src_ip, 0)))
 		return refuse(-EINVAL, "login: bad source address " + m.cfg.src_ip);
 	m.evfd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (m.evfd < 0)
-		return refuse(-errno, std::string("eventfd: ") + std::strerror(errno));
+	if (m.evfd < 0) {
+		const int err = errno;
+		return refuse(-err, std::string("eventfd: ") + std::strerror(err));
+	}
 	m.set_state(IniState::LoggingIn);
 	int rc = 0;
 	// ib_srp's add_target: channel 0 SINGLE (ends whatever nexus this initiator port had),

@@ -631,10 +631,10 @@ void Initiator::Impl::on_tmf_rsp(Chan &c, const srp::Rsp &rsp)
 	t.result.rsp_code = rsp.resp_data.size() >= 4 ? rsp.resp_data[3] : uint8_t(srp::TM_FAILED);
 	if (t.result.rsp_code != srp::TM_COMPLETE && t.result.rsp_code != srp::TM_SUCCEEDED)
 		return;
-	// The target sends no SRP_RSP for what the function aborted (SAM-5 7.x; it owes their
-	// credits back instead): those commands end here, Aborted. ABORT TASK covers one task on
-	// this channel (its SRP_RSP, had it come, would have come first: one RC queue); the
-	// others cover the LUN across the nexus, every channel of ours.
+	// The target sends no SRP_RSP for what the function aborted (SAM-5's task management
+	// functions; it owes their credits back instead): those commands end here, Aborted. ABORT
+	// TASK covers one task on this channel (its SRP_RSP, had it come, would have come first:
+	// one RC queue); the others cover the LUN across the nexus, every channel of ours.
 	for (auto &cp : chans) {
 		Chan &x = *cp;
 		if (x.state != ChanState::Live || (t.func == srp::TSK_ABORT_TASK && &x != &c))

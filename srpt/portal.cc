@@ -73,7 +73,8 @@ Srq *Portal::srq(rdma::DeviceRes &res, std::string *why)
 	sa.max_sge = 1;
 	r->srq = res.pd->create_srq(sa);
 	if (!r->srq) {
-		*why = std::string("create_srq: ") + std::strerror(errno ? errno : ENOMEM);
+		const int err = errno;
+		*why = std::string("create_srq: ") + std::strerror(err ? err : ENOMEM);
 		return nullptr;
 	}
 	int rc = r->ring.init(*res.pd, cfg.max_it_iu_len, sa.max_wr, [](RecvIoctx &d) {

@@ -49,7 +49,7 @@
 namespace ulp::srp
 {
 
-// ---- Constants (SRP r16a 5.x tables, Linux srp.h) ------------------------------------------
+// ---- Constants (SRP r16a's information unit tables, Linux srp.h) ---------------------------
 
 enum Opcode : uint8_t {
 	LOGIN_REQ = 0x00,

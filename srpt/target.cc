@@ -217,6 +217,7 @@ bool Target::detach(const std::shared_ptr<SrpNexus> &n, Channel *ch)
 	if (it != nexuses_.end() && it->second == n)
 		nexuses_.erase(it);
 	lose(*n);
+	cv_.notify_all(); // logout_nexus waits for the nexus to leave the table
 	g.unlock();
 	// The nexus's commands are aborted; the reaper waits for them (bounded, logged) and
 	// frees the scsi::Nexus, then tells the channel, which is freed only after.
@@ -225,7 +226,7 @@ bool Target::detach(const std::shared_ptr<SrpNexus> &n, Channel *ch)
 			std::lock_guard g2(lock_);
 			stats_.nexuses_open--;
 		}
-		ch->post(ChEvent::ReapDone, nullptr);
+		ch->post(ChEvent::ReapDone, {});
 	});
 	return true;
 }
@@ -246,18 +247,69 @@ bool Target::stop(std::chrono::milliseconds timeout)
 	return reaper_.wait_idle(deadline) && gone;
 }
 
+std::vector<NexusInfo> Target::nexus_info()
+{
+	std::lock_guard g(lock_);
+	std::vector<NexusInfo> v;
+	for (auto &[key, n] : nexuses_) {
+		NexusInfo i;
+		i.initiator_port = port_id_str(n->i_port_id);
+		i.target_port = port_id_str(n->t_port_id);
+		i.initiator = n->initiator;
+		for (Channel *ch : n->channels)
+			i.channels.push_back(ch->peer());
+		i.cmds_in_flight = n->scsi && !n->lost ? n->scsi->cmd_count() : 0;
+		v.push_back(std::move(i));
+	}
+	return v;
+}
+
+int Target::logout_nexus(const std::string &i_port, std::chrono::milliseconds timeout)
+{
+	std::unique_lock g(lock_);
+	auto find = [&]() -> std::shared_ptr<SrpNexus> {
+		for (auto &[key, n] : nexuses_)
+			if (port_id_str(n->i_port_id) == i_port)
+				return n;
+		return nullptr;
+	};
+	std::shared_ptr<SrpNexus> n = find();
+	if (!n)
+		return -ENOENT;
+	ULP_LOG(Info, Srpt, "nexus {}: logout requested ({} channels)", i_port, n->channels.size());
+	for (Channel *ch : n->channels)
+		ch->logout_async();
+	// Gone from the table once its last channel left.
+	if (cv_.wait_for(g, timeout, [&] { return find() != n; }))
+		return 0;
+	return -ETIMEDOUT;
+}
+
+int Target::drop_nexus(const std::string &i_port)
+{
+	std::lock_guard g(lock_);
+	for (auto &[key, n] : nexuses_)
+		if (port_id_str(n->i_port_id) == i_port) {
+			ULP_LOG(Info, Srpt, "nexus {}: dropped by the administrator", i_port);
+			for (Channel *ch : n->channels)
+				ch->close_async("dropped by the administrator");
+			return 0;
+		}
+	return -ENOENT;
+}
+
 // ---- scsi::Fabric: to the command's channel ---------------------------------------------
 
 void Target::route(scsi::Cmd *cmd, scsi::FabricEvent ev)
 {
 	Ioctx *x = container_of(cmd, &Ioctx::cmd);
-	x->ch->post(ChEvent(ev), x);
+	x->ch->post(ChEvent(ev), {.x = x});
 }
 
 void Target::route(scsi::Tmr *tmr)
 {
 	Ioctx *x = container_of(tmr, &Ioctx::tmr);
-	x->ch->post(ChEvent::TmRsp, x);
+	x->ch->post(ChEvent::TmRsp, {.x = x});
 }
 
 } // namespace ulp::srpt

@@ -114,6 +114,15 @@ struct SrpNexus {
 	bool lost = false;                   // session_lost ran: closing, takes no channel
 };
 
+// One I_T nexus as an administrator sees it (ulpctl session list).
+struct NexusInfo {
+	std::string initiator_port;        // "0x" + 32 hex digits (port_id_str)
+	std::string target_port;           // likewise, the target port id it logged in to
+	std::string initiator;             // the name its ACL matched (or the port id)
+	std::vector<std::string> channels; // each channel's initiator address "ip:port"
+	size_t cmds_in_flight = 0;         // SCSI commands not yet released by the core
+};
+
 // What a login asks of the target, and what it gets (Target::login).
 struct LoginDecision {
 	uint32_t reject = 0;                  // a RejReason, or 0: accepted
@@ -151,6 +160,15 @@ public:
 
 	TargetStats stats();
 
+	// ---- For the administrator -------------------------------------------------------
+	std::vector<NexusInfo> nexus_info();
+	// Log out the nexus of initiator port i_port ("0x" + 32 hex digits): SRP_T_LOGOUT and a
+	// disconnect on each of its channels; wait up to timeout for it to be gone. 0, -ENOENT,
+	// -ETIMEDOUT (channels still closing).
+	int logout_nexus(const std::string &i_port, std::chrono::milliseconds timeout);
+	// Close its channels at once (no SRP_T_LOGOUT). 0 or -ENOENT.
+	int drop_nexus(const std::string &i_port);
+
 	// ---- For Portal and Channel --------------------------------------------------------
 	// CM thread: decide a login (ACL, target port id, multichannel action). On acceptance
 	// the caller makes the channel and then attaches it (attach) or gives up (abandon).
@@ -175,7 +193,7 @@ private:
 
 	TargetConfig cfg_;
 	std::mutex lock_;
-	std::condition_variable cv_; // channels_ emptied
+	std::condition_variable cv_; // channels_ emptied, a nexus left nexuses_
 	std::optional<uint64_t> default_guid_;
 	// Live nexuses by (initiator port id, target port id).
 	std::map<std::pair<std::array<uint8_t, 16>, std::array<uint8_t, 16>>,

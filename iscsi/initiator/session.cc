@@ -6,7 +6,7 @@
 
 #include "core/log.h"
 
-#include "iscsi/crc32c.h"
+#include "core/crc32c.h"
 #include "iscsi/initiator/task.h"
 
 #include <algorithm>

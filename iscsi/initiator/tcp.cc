@@ -120,7 +120,8 @@ bool TcpTransport::connect(const std::string &host, uint16_t port,
 		int fd = ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
 		                  ai->ai_protocol);
 		if (fd < 0) {
-			last = std::string("socket: ") + std::strerror(errno);
+			const int err = errno;
+			last = std::string("socket: ") + std::strerror(err);
 			continue;
 		}
 		int one = 1;
@@ -145,7 +146,8 @@ bool TcpTransport::connect(const std::string &host, uint16_t port,
 			errno = err;
 		}
 		if (rc != 0) {
-			last = "connect to " + host + ":" + svc + ": " + std::strerror(errno);
+			const int err = errno;
+			last = "connect to " + host + ":" + svc + ": " + std::strerror(err);
 			::close(fd);
 			if (clock::now() >= deadline)
 				break;
@@ -219,7 +221,8 @@ bool TcpTransport::flush()
 				continue;
 			if (errno == EAGAIN || errno == EWOULDBLOCK)
 				return true;
-			return fail(std::string("send: ") + std::strerror(errno));
+			const int err = errno;
+			return fail(std::string("send: ") + std::strerror(err));
 		}
 		auto left = static_cast<size_t>(w);
 		while (left && !txq_.empty()) {
@@ -253,7 +256,8 @@ bool TcpTransport::read_some()
 					continue;
 				if (errno == EAGAIN || errno == EWOULDBLOCK)
 					return true;
-				return fail(std::string("receive: ") + std::strerror(errno));
+				const int err = errno;
+				return fail(std::string("receive: ") + std::strerror(err));
 			}
 			if (r == 0)
 				return fail("connection closed by the target");
@@ -302,7 +306,8 @@ bool TcpTransport::poll(std::chrono::milliseconds timeout)
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
-			return fail(std::string("poll: ") + std::strerror(errno));
+			const int err = errno;
+			return fail(std::string("poll: ") + std::strerror(err));
 		}
 		if (n == 0)
 			return true;

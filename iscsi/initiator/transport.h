@@ -2,11 +2,11 @@
 // iscsi/initiator/transport.h - what an iSCSI initiator session needs from its transport:
 // connect, send whole PDUs in order, hand back received PDUs, fail cleanly.
 //
-// The session (iser/initiator.h) speaks PDUs; a transport moves them. TCP (this issue,
-// iser/initiator_tcp.cc) writes them to a byte stream and cuts the incoming stream into
-// PDUs with PduReader; iSER (later) will carry control PDUs in SEND messages and move SCSI
-// data by RDMA, which is why the interface is at the PDU level and the session never
-// touches a socket.
+// The session (iscsi/initiator/session.h) speaks PDUs; a transport moves them. TCP
+// (iscsi/initiator/tcp.cc) writes them to a byte stream and cuts the incoming stream into
+// PDUs with PduReader; iSER (iser/initiator.h) carries control PDUs in SEND messages and
+// moves SCSI data by RDMA, which is why the interface is at the PDU level and the session
+// never touches a socket.
 //
 // Ownership: the session owns every TxPdu. queue() lends it to the transport, which hands
 // it back through TransportSink::on_sent() once its last byte is written, or with

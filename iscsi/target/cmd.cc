@@ -380,7 +380,7 @@ void Conn::on_data_out(const Pdu &pdu, bool data_lost)
 			std::memcpy(c->data + h.buffer_offset, pdu.data.data(), len);
 	};
 	if (h.ttt == kReservedTag) {
-		// Unsolicited data (11.7.?): in order (DataPDUInOrder=Yes), DataSN from 0,
+		// Unsolicited data (11.7.4, 11.7.5): in order (DataPDUInOrder=Yes), DataSN from 0,
 		// within the first burst, before the F bit.
 		if (c->unsol_done || h.datasn != c->unsol_next_datasn ||
 		    h.buffer_offset != c->unsol_received ||

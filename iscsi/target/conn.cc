@@ -4,7 +4,7 @@
 
 #include "core/log.h"
 
-#include "iscsi/crc32c.h"
+#include "core/crc32c.h"
 #include "scsi/core.h"
 
 #include <algorithm>
@@ -43,7 +43,7 @@ public:
 
 	LoginStatus find_target(std::string_view name, TargetInfo *info) override
 	{
-		const TargetNode *n = c_.target_.find_node(name);
+		auto n = c_.target_.find_node(name);
 		if (!n)
 			return LoginStatus::NotFound;
 		info->tpgt = c_.target_.cfg().tpgt;
@@ -54,7 +54,7 @@ public:
 	{
 		if (id.type == SessionType::Discovery)
 			return true; // visibility is filtered in SendTargets
-		const TargetNode *n = c_.target_.find_node(id.target_name);
+		auto n = c_.target_.find_node(id.target_name);
 		return n && n->tpg->allowed(std::string(id.initiator_name));
 	}
 	AuthPolicy auth_policy(const LoginIdentity &id) override
@@ -65,7 +65,7 @@ public:
 			p.allow_none = !c_.target_.cfg().discovery_require_chap;
 			return p;
 		}
-		const TargetNode *n = c_.target_.find_node(id.target_name);
+		auto n = c_.target_.find_node(id.target_name);
 		p.allow_chap = n && !n->chap.empty();
 		p.allow_none = !(n && n->require_chap);
 		return p;
@@ -73,9 +73,10 @@ public:
 	bool chap_credentials(const LoginIdentity &id, ChapCredentials *out) override
 	{
 		const std::map<std::string, ChapCredentials> *m = nullptr;
+		std::shared_ptr<const TargetNode> n; // keeps *m while it is read
 		if (id.type == SessionType::Discovery) {
 			m = &c_.target_.cfg().discovery_chap;
-		} else if (const TargetNode *n = c_.target_.find_node(id.target_name)) {
+		} else if ((n = c_.target_.find_node(id.target_name))) {
 			m = &n->chap;
 		}
 		if (!m)
@@ -212,7 +213,8 @@ void Conn::login_complete(const TargetLogin &l)
 	statsn_ = l.next_statsn();
 	change_state(&state_, ConnState::FullFeature, kConnStates);
 	const SessionParams &sp = sess_->params; // sess_->conn is this (create_session)
-	node_ = sess_->node;
+	node_ = sess_->node.get();
+	target_.login_done(sess_, cparams_);
 
 	TextResponderConfig tc;
 	tc.type = sp.type;
@@ -357,37 +359,29 @@ void Conn::on_ffp_pdu(const Pdu &pdu, PduError err)
 
 // ---- SCSI core events --------------------------------------------------------------------
 
-void Conn::post(scsi::FabricEvent ev, void *arg)
-{
-	// The core hands the scsi::Cmd; the connection's events take its IscsiCmd.
-	if (ev != scsi::FabricEvent::TmRsp)
-		arg = static_cast<scsi::Cmd *>(arg)->fabric_priv;
-	Serial::post(ConnEvent(ev), arg);
-}
-
-void Conn::run_event(ConnEvent ev, void *arg)
+void Conn::run_event(ConnEvent ev, ConnArg arg)
 {
 	switch (ev) {
 	case ConnEvent::WritePending:
-		do_write_pending(static_cast<IscsiCmd *>(arg));
+		do_write_pending(arg.cmd);
 		break;
 	case ConnEvent::AbortWrite:
-		do_abort_write(static_cast<IscsiCmd *>(arg));
+		do_abort_write(arg.cmd);
 		break;
 	case ConnEvent::DataIn:
-		do_data_in(static_cast<IscsiCmd *>(arg));
+		do_data_in(arg.cmd);
 		break;
 	case ConnEvent::Status:
-		do_status(static_cast<IscsiCmd *>(arg));
+		do_status(arg.cmd);
 		break;
 	case ConnEvent::AbortedTask:
-		do_aborted(static_cast<IscsiCmd *>(arg));
+		do_aborted(arg.cmd);
 		break;
 	case ConnEvent::TmRsp:
-		do_tm_rsp(static_cast<scsi::Tmr *>(arg));
+		do_tm_rsp(arg.tmr);
 		break;
 	case ConnEvent::Release:
-		do_release(static_cast<IscsiCmd *>(arg));
+		do_release(arg.cmd);
 		break;
 	case ConnEvent::ReapDone:
 		reaped_ = true; // sess_ is freed (or about to be)
@@ -399,7 +393,7 @@ void Conn::run_event(ConnEvent ev, void *arg)
 		send_async_logout();
 		break;
 	case ConnEvent::Drop:
-		start_closing(arg ? static_cast<const char *>(arg) : "dropped by the target");
+		start_closing(arg.why ? arg.why : "dropped by the target");
 		break;
 	}
 }
@@ -472,10 +466,12 @@ void Conn::pdu_done(OutPdu *p, bool sent)
 		else if (c->core_released && c->pdus_queued == 0)
 			free_cmd(c);
 	}
-	if (close)
-		start_closing(state_ == ConnState::Login ? "login failed"
-		              : close_reason_.empty()    ? "logged out"
-		                                         : close_reason_);
+	if (close && state_ == ConnState::Login)
+		start_closing("login failed");
+	else if (close && close_why_)
+		start_closing(close_why_);
+	else if (close)
+		start_closing("logged out", Ending::LoggedOut);
 	maybe_done();
 }
 
@@ -518,7 +514,7 @@ void Conn::on_transport_error(const std::string &why)
 	start_closing(why);
 }
 
-void Conn::start_closing(const std::string &why)
+void Conn::start_closing(const std::string &why, Ending how)
 {
 	if (state_ == ConnState::Closing || state_ == ConnState::Done)
 		return;
@@ -527,7 +523,7 @@ void Conn::start_closing(const std::string &why)
 	// (over iSER its disconnect can beat the SEND's completion). Not a lost connection.
 	const bool answered_logout = state_ == ConnState::LoggingOut && !logout_pending_;
 	change_state(&state_, ConnState::Closing, kConnStates);
-	if (was_ffp && why != "logged out" && !answered_logout &&
+	if (was_ffp && how == Ending::Lost && !answered_logout &&
 	    !reaping_) // reaping: sess_ may be gone
 		ULP_LOG(Warn, Iscsi, "{}",
 		        "connection lost: " + sess_->params.initiator_name + " from " + peer_ +
@@ -566,7 +562,7 @@ void Conn::start_closing(const std::string &why)
 		// (libiscsi PreventAllow.ITNexusLoss). Nothing here waits.
 		if (sess_->scsi)
 			sess_->scsi->tpg().session_lost(sess_->scsi);
-		target_.close_session(sess_, [this] { post(ConnEvent::ReapDone, nullptr); });
+		target_.close_session(sess_, [this] { post(ConnEvent::ReapDone, {}); });
 	} else if (!sess_) {
 		reaped_ = true;
 	}

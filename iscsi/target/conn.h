@@ -3,12 +3,13 @@
 // (RFC 7143 sections 3, 4, 11), as a fabric of the SCSI core (the kernel's
 // iscsi_target.c, iscsi_target_erl0.c).
 //
-// A Conn is owned by its transport (iser/tcp.h) and runs on the transport's thread for it
-// (the owner thread): the transport hands it each received PDU (on_pdu), the time
-// (on_tick) and the events other threads posted (run_events); the Conn hands PDUs back to
-// send (the transport's queue_pdu). Everything a Conn holds is touched on the owner thread
-// only, except its event inbox: the SCSI core calls back from backstore threads and the
-// reaper, and those calls are posted (post) and run by the owner.
+// A Conn is owned by its transport (iscsi/target/tcp.h, iser/target.h), which hands it each
+// received PDU (on_pdu), the time (on_tick) and the events other threads posted
+// (run_events); the Conn hands PDUs back to send (the transport's queue_pdu). Everything a
+// Conn holds is touched by one thread at a time, "the owner thread" below: the holder of
+// its serialiser (rdma::Serial: the TCP worker that owns it, or over iSER whichever thread
+// brings the work). The SCSI core calls back from backstore threads and the reaper; those
+// calls are posted (post) and run by the holder.
 //
 // Full feature phase, per PDU:
 //   SCSI Command  CmdSN checked against the window (3.2.2.1: outside it, ignored); a
@@ -25,7 +26,7 @@
 //   Task Mgmt     to the core (scsi::Tmr); ABORT TASK of a command still waiting for its
 //                 CmdSN is answered here (11.5.1).
 //   NOP-Out/In    answered; the target pings when configured and drops a silent peer.
-//   Text          SendTargets and declarations (iser/discovery.h).
+//   Text          SendTargets and declarations (iscsi/discovery.h).
 //   Logout        waits for the connection's commands, answers, closes (11.14).
 //   Reject        for unsupported opcodes, bad fields, data digest errors (11.17); at ERL
 //                 0 a data digest error fails the command the data belonged to (7.8).
@@ -203,8 +204,7 @@ struct OutPdu {
 };
 
 // What other threads post to a connection: the SCSI core's callbacks, one for one with
-// scsi::FabricEvent (scsi/fabric_route.h: arg is the scsi::Cmd, or the Tmr), then iSCSI's
-// own.
+// scsi::FabricEvent (scsi/fabric_route.h), then iSCSI's own.
 enum class ConnEvent : uint8_t {
 	WritePending = uint8_t(scsi::FabricEvent::WritePending),
 	AbortWrite = uint8_t(scsi::FabricEvent::AbortWrite),
@@ -216,8 +216,18 @@ enum class ConnEvent : uint8_t {
 	ReapDone = scsi::kFabricEvents, // the reaper has closed the session
 	Logout, // the target asks for a logout (stop): send the Async Message
 	Drop,   // drop the connection now (stop's deadline, reinstatement, a cold
-	        // reset); arg: a const char * reason, or null
+	        // reset)
 };
+
+// What a ConnEvent carries (rdma::Serial's arg), by event; the others carry nothing.
+struct ConnArg {
+	IscsiCmd *cmd = nullptr;   // WritePending, AbortWrite, DataIn, Status, AbortedTask, Release
+	scsi::Tmr *tmr = nullptr;  // TmRsp
+	const char *why = nullptr; // Drop: why, a static string (null: "dropped by the target")
+};
+
+// How a connection ends: lost (logged, once in the full feature phase), or logged out.
+enum class Ending : uint8_t { Lost, LoggedOut };
 
 enum class ConnState : uint8_t {
 	Login,       // login requests until Complete or Failed
@@ -243,7 +253,7 @@ inline constexpr StateTable<ConnState, 5> kConnStates = {
 // A Conn is serialised by rdma::Serial (rdma_conn/serial.h): over TCP its worker thread owns
 // it (Owner mode: events run on the worker), over iSER whoever brings the work runs it
 // (Inline mode: a backstore's completion sends its own response).
-class Conn : public rdma::Serial<ConnEvent>
+class Conn : public rdma::Serial<ConnEvent, ConnArg>
 {
 public:
 	Conn(Target &target, Transport transport, std::string peer, std::string local, Mode mode);
@@ -275,12 +285,12 @@ public:
 	uint32_t max_recv_dsl() const { return max_recv_dsl_; }
 	Digests digests() const { return digests_; }
 	const std::string &peer() const { return peer_; }
+	const std::string &local() const { return local_; }
+	Transport transport() const { return transport_; }
 
 	// ---- Any thread -----------------------------------------------------------------------
-	// post and post_deferred (rdma::Serial); and the SCSI core's callbacks routed here by
-	// scsi::FabricRoute (arg: the scsi::Cmd, or the Tmr for TmRsp).
-	using Serial::post;
-	void post(scsi::FabricEvent ev, void *arg);
+	// post and post_deferred (rdma::Serial): the SCSI core's callbacks, routed here by
+	// Target (scsi::FabricRoute), and the target's own events.
 
 protected:
 	// ---- Transport hooks (owner thread) ----------------------------------------------------
@@ -288,7 +298,7 @@ protected:
 	virtual void queue_pdu(OutPdu *p) = 0;
 	// (rdma::Serial::kick: make the owner, or some thread, run the events soon.)
 	// One posted event, run holding the connection.
-	void run_event(ConnEvent ev, void *arg) override;
+	void run_event(ConnEvent ev, ConnArg arg) override;
 	// Stop reading and writing; queued PDUs are handed back through pdu_done(p, false).
 	virtual void close_transport() = 0;
 
@@ -380,7 +390,7 @@ private:
 
 	// Teardown
 	void fail(const std::string &why);
-	void start_closing(const std::string &why);
+	void start_closing(const std::string &why, Ending how = Ending::Lost);
 	void maybe_done();
 
 	const Transport transport_;
@@ -397,7 +407,7 @@ private:
 
 	// Full feature phase
 	Session *sess_ = nullptr;          // not to be touched once reaping_ is set
-	const TargetNode *node_ = nullptr; // its target (the target's config: lives on)
+	const TargetNode *node_ = nullptr; // its target node (the session keeps it alive)
 	ConnParams cparams_;
 	uint32_t max_recv_dsl_ = kDefaultMrdsl; // what we accept in one PDU
 	uint32_t max_send_dsl_ = kDefaultMrdsl; // what the initiator accepts in one PDU
@@ -436,9 +446,9 @@ private:
 	bool reaped_ = false;  // the reaper has closed the session (or there is none)
 	bool reaping_ = false; // handed to the reaper
 	bool transport_closed_ = false;
-	bool detached_ = false;     // detach() has run
-	bool login_failed_ = false; // a login reject is queued: input is ignored
-	std::string close_reason_;  // why close_after closes, when not a logout
+	bool detached_ = false;           // detach() has run
+	bool login_failed_ = false;       // a login reject is queued: input is ignored
+	const char *close_why_ = nullptr; // why close_after closes, when not a logout (static)
 };
 
 // The reason codes of a Logout Request and Response (11.14.1, 11.15.1), and TMF codes.

@@ -17,7 +17,8 @@ namespace ulp::iscsi::target
 namespace
 {
 
-// RFC 7143 11.5.1 / RFC 7144 4.? function codes, and the responses of 11.6.1.
+// RFC 7143 11.5.1 function codes (and RFC 7144's new task management functions, QUERY TASK
+// and on), and the responses of 11.6.1.
 enum : uint8_t {
 	TMF_ABORT_TASK = 1,
 	TMF_ABORT_TASK_SET = 2,
@@ -280,8 +281,7 @@ void Conn::maybe_finish_logout()
 	if (!reaped_) {
 		if (!reaping_) {
 			reaping_ = true;
-			target_.close_session(sess_,
-			                      [this] { post(ConnEvent::ReapDone, nullptr); });
+			target_.close_session(sess_, [this] { post(ConnEvent::ReapDone, {}); });
 		}
 		return;
 	}
@@ -328,7 +328,7 @@ void Conn::do_tm_rsp(scsi::Tmr *t)
 		finish_pdu(p, b);
 		if (cold) {
 			p->close_after = true;
-			close_reason_ = kColdReset;
+			close_why_ = kColdReset;
 		}
 		queue_pdu(p);
 		pdus_out_++;

@@ -12,6 +12,7 @@
 #include "scsi/tpg.h"
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 namespace ulp::iscsi::target
@@ -22,18 +23,23 @@ class Conn;
 class Session
 {
 public:
-	Session(Target &t, const SessionParams &p, const TargetNode *node)
-	    : target(t), params(p), node(node)
+	Session(Target &t, const SessionParams &p, std::shared_ptr<const TargetNode> node)
+	    : target(t), params(p), node(std::move(node))
 	{
 	}
 
 	Target &target;
-	SessionParams params;        // as negotiated by the leading login (TSIH set)
-	const TargetNode *node;      // null for discovery sessions
-	scsi::Nexus *scsi = nullptr; // the I_T nexus; null for discovery sessions
-	Conn *conn = nullptr;        // its connection; null once it has gone (reaper)
-	std::string initiator_port;  // TransportID text: "<InitiatorName>,i,0x<ISID>"
-	bool closing = false;        // handed to the reaper (Target::lock_)
+	SessionParams params; // as negotiated by the leading login (TSIH set)
+	// Its target node as it was at login (kept while the session lives, also once the node
+	// is changed or removed); null for discovery sessions.
+	std::shared_ptr<const TargetNode> node;
+	scsi::Nexus *scsi = nullptr;   // the I_T nexus; null for discovery sessions
+	Conn *conn = nullptr;          // its connection; null once it has gone (reaper)
+	std::string initiator_port;    // TransportID text: "<InitiatorName>,i,0x<ISID>"
+	bool closing = false;          // handed to the reaper (Target::lock_)
+	bool full_feature = false;     // the login completed (Target::lock_)
+	ConnParams conn_params;        // its connection's values, once full_feature (Target::lock_)
+	bool logout_requested = false; // the administrator asked it to log out (Target::lock_)
 };
 
 // SPC-4 7.6.4.6: the iSCSI initiator port name, "<iSCSI name>,i,0x<ISID in hex>".

@@ -24,6 +24,8 @@ std::string initiator_port_name(const std::string &initiator, const Isid &isid)
 
 Target::Target(TargetConfig cfg) : cfg_(std::move(cfg))
 {
+	for (const TargetNode &n : cfg_.targets)
+		nodes_.push_back(std::make_shared<const TargetNode>(n));
 	// MaxConnections: one per session (target.h); the login offers no more.
 	cfg_.prefs.max_connections = 1;
 	reaper_ = std::make_unique<scsi::Reaper>("ulp-sess-reap", cfg_.teardown_timeout);
@@ -40,12 +42,180 @@ Target::~Target()
 		delete s;
 }
 
-const TargetNode *Target::find_node(std::string_view name) const
+std::shared_ptr<const TargetNode> Target::find_node(std::string_view name) const
 {
-	for (const TargetNode &n : cfg_.targets)
-		if (n.name == name)
-			return &n;
+	std::lock_guard g(nodes_lock_);
+	for (const auto &n : nodes_)
+		if (n->name == name)
+			return n;
 	return nullptr;
+}
+
+std::vector<std::shared_ptr<const TargetNode>> Target::nodes() const
+{
+	std::lock_guard g(nodes_lock_);
+	return nodes_;
+}
+
+int Target::add_node(TargetNode n)
+{
+	if (!n.tpg || n.name.empty())
+		return -EINVAL;
+	std::lock_guard g(nodes_lock_);
+	for (const auto &o : nodes_)
+		if (o->name == n.name)
+			return -EEXIST;
+	nodes_.push_back(std::make_shared<const TargetNode>(std::move(n)));
+	return 0;
+}
+
+int Target::replace_node(TargetNode n)
+{
+	std::lock_guard g(nodes_lock_);
+	for (auto &o : nodes_)
+		if (o->name == n.name) {
+			if (!n.tpg)
+				n.tpg = o->tpg;
+			o = std::make_shared<const TargetNode>(std::move(n));
+			return 0;
+		}
+	return -ENOENT;
+}
+
+int Target::remove_node(const std::string &name, std::chrono::milliseconds grace,
+                        std::chrono::milliseconds timeout)
+{
+	std::shared_ptr<const TargetNode> n;
+	{
+		std::lock_guard g(nodes_lock_);
+		auto it = std::find_if(nodes_.begin(), nodes_.end(),
+		                       [&](const auto &o) { return o->name == name; });
+		if (it == nodes_.end())
+			return -ENOENT;
+		n = *it;
+		nodes_.erase(it);
+	}
+	using clk = std::chrono::steady_clock;
+	const auto t0 = clk::now();
+	auto live = [&] {
+		size_t k = 0;
+		for (Session *s : sessions_)
+			if (s->node == n)
+				k++;
+		return k;
+	};
+	std::unique_lock g(lock_);
+	for (Session *s : sessions_)
+		if (s->node == n && s->conn)
+			s->conn->post_deferred(ConnEvent::Logout, {});
+	if (size_t k = live())
+		ULP_LOG(Info, Iscsi, "{}",
+		        "target " + name + " removed: asking " + std::to_string(k) +
+		            " sessions to log out");
+	cv_.wait_until(g, t0 + grace, [&] { return live() == 0; });
+	if (size_t k = live()) {
+		ULP_LOG(Info, Iscsi, "{}",
+		        "target " + name + " removed: " + std::to_string(k) +
+		            " sessions did not log out in time; dropping them");
+		for (Session *s : sessions_)
+			if (s->node == n && s->conn)
+				s->conn->post_deferred(
+				    ConnEvent::Drop, {.why = "its target was removed"});
+	}
+	// Gone from sessions_ is not yet closed: the reaper closes the nexus (waiting for its
+	// commands). The Tpg is free to go once it has no nexus left.
+	auto closed = [&] { return live() == 0 && n->tpg->sessions().empty(); };
+	while (!closed()) {
+		if (clk::now() >= t0 + timeout) {
+			ULP_LOG(Error, Iscsi, "{}",
+			        "target " + name + " removed: sessions still closing after " +
+			            std::to_string(timeout.count()) + " ms");
+			return -ETIMEDOUT;
+		}
+		cv_.wait_for(g, std::chrono::milliseconds(20));
+	}
+	return 0;
+}
+
+std::vector<SessionInfo> Target::session_info()
+{
+	std::lock_guard g(lock_);
+	std::vector<SessionInfo> v;
+	for (Session *s : sessions_) {
+		SessionInfo i;
+		i.tsih = s->params.tsih;
+		i.params = s->params;
+		i.initiator_port = s->initiator_port;
+		if (s->conn) {
+			i.transport = s->conn->transport();
+			i.peer = s->conn->peer();
+			i.local = s->conn->local();
+		}
+		i.full_feature = s->full_feature;
+		i.conn = s->conn_params;
+		i.cmds_in_flight = s->scsi ? s->scsi->cmd_count() : 0;
+		i.logout_requested = s->logout_requested;
+		v.push_back(std::move(i));
+	}
+	return v;
+}
+
+void Target::login_done(Session *s, const ConnParams &cp)
+{
+	std::lock_guard g(lock_);
+	s->conn_params = cp;
+	s->full_feature = true;
+}
+
+int Target::logout_session(uint16_t tsih, std::chrono::milliseconds grace)
+{
+	std::unique_lock g(lock_);
+	auto find = [&]() -> Session * {
+		for (Session *s : sessions_)
+			if (s->params.tsih == tsih)
+				return s;
+		return nullptr;
+	};
+	Session *s = find();
+	if (!s)
+		return -ENOENT;
+	const std::string who = s->initiator_port;
+	s->logout_requested = true;
+	if (s->conn)
+		s->conn->post_deferred(ConnEvent::Logout, {});
+	ULP_LOG(Info, Iscsi, "{}",
+	        "session " + who + " tsih " + std::to_string(tsih) + ": logout requested");
+	// The same TSIH cannot come back meanwhile: new_tsih skips live ones, and a session
+	// that left sessions_ is closing.
+	if (cv_.wait_for(g, grace, [&] { return find() == nullptr; }))
+		return 0;
+	s = find();
+	if (!s)
+		return 0;
+	ULP_LOG(Info, Iscsi, "{}",
+	        "session " + who + " tsih " + std::to_string(tsih) + ": no logout in " +
+	            std::to_string(grace.count()) + " ms; dropping it");
+	if (s->conn)
+		s->conn->post_deferred(ConnEvent::Drop,
+		                       {.why = "did not log out when asked to"});
+	return 1;
+}
+
+int Target::drop_session(uint16_t tsih)
+{
+	std::lock_guard g(lock_);
+	for (Session *s : sessions_)
+		if (s->params.tsih == tsih) {
+			ULP_LOG(Info, Iscsi, "{}",
+			        "session " + s->initiator_port + " tsih " + std::to_string(tsih) +
+			            ": dropped by the administrator");
+			if (s->conn)
+				s->conn->post_deferred(
+				    ConnEvent::Drop,
+				    {.why = "dropped by the administrator"});
+			return 0;
+		}
+	return -ENOENT;
 }
 
 void Target::set_portal_addresses(std::vector<std::string> a)
@@ -87,7 +257,7 @@ uint16_t Target::new_tsih()
 
 Session *Target::create_session(Conn *c, const SessionParams &p, LoginStatus *status)
 {
-	const TargetNode *node = nullptr;
+	std::shared_ptr<const TargetNode> node;
 	if (p.type == SessionType::Normal) {
 		node = find_node(p.target_name);
 		if (!node) {
@@ -100,6 +270,16 @@ Session *Target::create_session(Conn *c, const SessionParams &p, LoginStatus *st
 	Session *s;
 	{
 		std::lock_guard g(lock_);
+		// A node removed since the login looked it up: remove_node has unlisted it before
+		// it walks sessions_ under lock_, so a session made after that walk would escape
+		// its logout. Order: lock_, then nodes_lock_.
+		if (node) {
+			std::lock_guard ng(nodes_lock_);
+			if (std::find(nodes_.begin(), nodes_.end(), node) == nodes_.end()) {
+				*status = LoginStatus::NotFound;
+				return nullptr;
+			}
+		}
 		// RFC 7143 6.3.5 session reinstatement: a leading login (TSIH 0) whose initiator
 		// name and ISID match a session to the same target replaces it; at ERL 0 the old
 		// session is closed (its connection dropped, its tasks aborted).
@@ -110,7 +290,8 @@ Session *Target::create_session(Conn *c, const SessionParams &p, LoginStatus *st
 			    o->params.target_name == p.target_name) {
 				old.push_back(o->params.tsih);
 				if (o->conn)
-					o->conn->post_deferred(ConnEvent::Drop, nullptr);
+					o->conn->post_deferred(ConnEvent::Drop,
+					                       {.why = "session reinstated"});
 			}
 		s = new Session(*this, p, node);
 		s->initiator_port = port;
@@ -174,7 +355,7 @@ bool Target::stop(std::chrono::milliseconds grace, std::chrono::milliseconds tim
 	{
 		std::lock_guard g(lock_);
 		for (Conn *c : conns_)
-			c->post_deferred(ConnEvent::Logout, nullptr);
+			c->post_deferred(ConnEvent::Logout, {});
 	}
 	std::unique_lock g(lock_);
 	cv_.wait_until(g, t0 + grace, [&] { return conns_.empty(); });
@@ -183,7 +364,8 @@ bool Target::stop(std::chrono::milliseconds grace, std::chrono::milliseconds tim
 		        "stop: " + std::to_string(conns_.size()) +
 		            " connections did not log out in time; dropping them");
 		for (Conn *c : conns_)
-			c->post_deferred(ConnEvent::Drop, nullptr);
+			c->post_deferred(ConnEvent::Drop,
+			                 {.why = "no logout before the target stopped"});
 	}
 	if (!cv_.wait_until(g, t0 + timeout, [&] { return conns_.empty(); }))
 		return false;
@@ -198,8 +380,8 @@ void Target::drop_sessions(const TargetNode *node, const Conn *except, const cha
 	std::lock_guard g(lock_);
 	size_t n = 0;
 	for (Session *s : sessions_)
-		if (s->node == node && s->conn && s->conn != except) {
-			s->conn->post_deferred(ConnEvent::Drop, const_cast<char *>(why));
+		if (s->node.get() == node && s->conn && s->conn != except) {
+			s->conn->post_deferred(ConnEvent::Drop, {.why = why});
 			n++;
 		}
 	if (n)
@@ -220,13 +402,14 @@ TargetStats Target::stats()
 
 void Target::route(scsi::Cmd *cmd, scsi::FabricEvent ev)
 {
-	static_cast<IscsiCmd *>(cmd->fabric_priv)->conn->post(ev, cmd);
+	auto *c = static_cast<IscsiCmd *>(cmd->fabric_priv);
+	c->conn->post(ConnEvent(ev), {.cmd = c});
 }
 
 void Target::route(scsi::Tmr *tmr)
 {
 	// The TMF's connection: the one that sent it.
-	static_cast<IscsiTmr *>(tmr->fabric_priv)->conn->post(scsi::FabricEvent::TmRsp, tmr);
+	static_cast<IscsiTmr *>(tmr->fabric_priv)->conn->post(ConnEvent::TmRsp, {.tmr = tmr});
 }
 
 void Target::visible_targets(std::string_view initiator_name, std::vector<DiscoveryTarget> *out)
@@ -236,7 +419,8 @@ void Target::visible_targets(std::string_view initiator_name, std::vector<Discov
 		std::lock_guard g(lock_);
 		portals = cfg_.portal_addresses;
 	}
-	for (const TargetNode &n : cfg_.targets) {
+	for (const auto &np : nodes()) {
+		const TargetNode &n = *np;
 		if (!n.tpg->allowed(std::string(initiator_name)))
 			continue;
 		DiscoveryTarget t;

@@ -3,8 +3,8 @@
 // sessions, and the answers the login and discovery engines need (the kernel's
 // iscsi_target_tpg.c and iscsi_target_login.c session half).
 //
-// An Target is transport neutral. Transports (TCP: iser/tcp.h; iSER later) accept
-// connections and run a Conn (iser/conn.h) on each; a Conn's login asks the Target
+// A Target is transport neutral. Transports (TCP: iscsi/target/tcp.h; iSER: iser/target.h)
+// accept connections and run a Conn (iscsi/target/conn.h) on each; a Conn's login asks the Target
 // which targets exist, who may log in and how, and finally which session it joins. The
 // session's SCSI side is a scsi::Nexus on the target's scsi::Tpg, whose fabric is the
 // Target's (every SCSI callback is routed to the command's connection).
@@ -83,6 +83,20 @@ struct TargetConfig {
 	bool trace = false; // also one line per PDU received and sent (diagnostics)
 };
 
+// One session as an administrator sees it (ulpctl session list).
+struct SessionInfo {
+	uint16_t tsih = 0;
+	SessionParams params;       // as negotiated (initiator and target names, ISID, ...)
+	std::string initiator_port; // TransportID text "<name>,i,0x<ISID>"
+	Transport transport = Transport::Tcp;
+	std::string peer;              // the initiator's "ip:port"
+	std::string local;             // our portal's "ip:port"
+	bool full_feature = false;     // the login has completed (conn is valid)
+	ConnParams conn;               // the connection's negotiated values
+	size_t cmds_in_flight = 0;     // SCSI commands not yet released by the core
+	bool logout_requested = false; // the target asked it to log out (Async Message)
+};
+
 // Counters (diagnostics, tests).
 struct TargetStats {
 	uint64_t logins = 0;            // completed logins
@@ -101,8 +115,35 @@ public:
 	Target(const Target &) = delete;
 	Target &operator=(const Target &) = delete;
 
+	// The configuration it started with (cfg().targets: the first node table only; nodes()
+	// is the live one).
 	const TargetConfig &cfg() const { return cfg_; }
-	const TargetNode *find_node(std::string_view name) const;
+
+	// ---- Target nodes, changed at run time (ulp-targetd's admin interface) -------------
+	// The node table is copied on write: a login looks its node up and the session keeps
+	// it (shared) for its life, so a change applies to new logins and never to a session
+	// in progress (LIO's ACL and CHAP changes behave so too).
+	std::shared_ptr<const TargetNode> find_node(std::string_view name) const;
+	std::vector<std::shared_ptr<const TargetNode>> nodes() const;
+	int add_node(TargetNode n);     // 0, -EEXIST, -EINVAL (no Tpg)
+	int replace_node(TargetNode n); // by name: CHAP, alias, resets; 0 or -ENOENT
+	// Remove a node: new logins to it fail (target not found); its sessions are asked to
+	// log out (Async Message, RFC 7143 11.9.1 event 1), dropped after grace, and closed
+	// within timeout. 0 once no nexus of it is left on its Tpg (the Tpg may then be freed);
+	// -ENOENT; -ETIMEDOUT (nexuses still closing: the Tpg must stay).
+	int remove_node(const std::string &name, std::chrono::milliseconds grace,
+	                std::chrono::milliseconds timeout);
+
+	// ---- Sessions, for the administrator ----------------------------------------------
+	std::vector<SessionInfo> session_info();
+	// Ask session tsih to log out and wait up to grace for it to go; drop its connection
+	// if it has not. 0 (logged out), 1 (dropped), -ENOENT.
+	int logout_session(uint16_t tsih, std::chrono::milliseconds grace);
+	// Drop session tsih's connection now (no logout: the initiator sees the connection
+	// end and recovers as from a failure). 0 or -ENOENT.
+	int drop_session(uint16_t tsih);
+	// The connection's login completed with cp (Conn: what session_info reports).
+	void login_done(Session *s, const ConnParams &cp);
 	// The portals SendTargets reports ("host:port"), once the transports know their
 	// ports (an ephemeral port is known only after listening).
 	void set_portal_addresses(std::vector<std::string> a);
@@ -120,8 +161,9 @@ public:
 	void close_session(Session *s, std::function<void()> done);
 
 	// Drop the connection of every session on node but except's, as its owner thread
-	// gets to it (ConnEvent::Drop: never blocks the caller), logging why. TARGET COLD
-	// RESET (RFC 7143 11.5.1): a power on ends every session of the target.
+	// gets to it (ConnEvent::Drop: never blocks the caller), logging why (a static string:
+	// the events carry it). TARGET COLD RESET (RFC 7143 11.5.1): a power on ends every
+	// session of the target.
 	void drop_sessions(const TargetNode *node, const Conn *except, const char *why);
 
 	// Ask every session to log out (Async Message, RFC 7143 11.9.1 event 1), wait up to
@@ -145,8 +187,10 @@ private:
 	uint16_t new_tsih(); // under lock_
 
 	TargetConfig cfg_;
-	std::mutex lock_;            // guards everything below
-	std::condition_variable cv_; // conns_ and sessions_open changes
+	mutable std::mutex nodes_lock_;                        // guards nodes_ (after lock_ when both)
+	std::vector<std::shared_ptr<const TargetNode>> nodes_; // the live node table
+	std::mutex lock_;                                      // guards everything below
+	std::condition_variable cv_;                           // conns_ and sessions_open changes
 	std::vector<Conn *> conns_;
 	std::vector<Session *> sessions_; // open, not yet handed to the reaper
 	uint16_t next_tsih_ = 1;

@@ -2,6 +2,7 @@
 // iscsi/target/tcp.cc - the iSCSI/TCP transport (see tcp.h).
 #include "iscsi/target/tcp.h"
 #include "core/deadline.h"
+#include "core/log.h"
 #include "core/thread_name.h"
 
 #include "iscsi/target/conn.h"
@@ -17,7 +18,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <mutex>
@@ -87,12 +87,19 @@ public:
 	void mark(TcpConn *c);
 	// Any thread: close the listening sockets (the worker does it on its loop).
 	void close_listeners();
+	// Any thread: start accepting on listening socket fd, or stop and close it (a portal
+	// added or removed at run time; the worker does it on its loop).
+	void add_listener_async(int fd);
+	void close_listener_async(int fd);
 
 private:
 	void loop();
 	void accept_all(int lfd);
 	void adopt(int fd);
 	void reap();
+	// Listeners added, closed or all closed as asked; after a batch of events, never in
+	// the middle of one (an event later in the batch may point at a listener).
+	void apply_listener_changes();
 
 	Target &target_;
 	TcpConfig cfg_;
@@ -107,9 +114,11 @@ private:
 	std::vector<TcpWorker *> all_;             // every worker, for dealing accepted sockets
 	size_t next_ = 0;                          // next worker to deal to
 
-	std::mutex lock_; // guards new_fds_ and woken_
+	std::mutex lock_; // guards new_fds_, woken_, add_lfds_, close_lfds_
 	std::vector<int> new_fds_;
 	std::vector<TcpConn *> woken_;
+	std::vector<int> add_lfds_;   // listeners to start watching
+	std::vector<int> close_lfds_; // listeners to close
 
 	std::vector<std::unique_ptr<TcpConn>> conns_; // owned; worker thread only
 	std::vector<TcpConn *> marked_;               // to flush/run this turn
@@ -184,7 +193,8 @@ void TcpConn::on_readable()
 				return;
 			if (errno == EINTR)
 				continue;
-			on_transport_error(std::string("recv: ") + std::strerror(errno));
+			const int err = errno;
+			on_transport_error(std::string("recv: ") + std::strerror(err));
 			return;
 		}
 		budget -= size_t(n);
@@ -244,7 +254,8 @@ void TcpConn::flush()
 				}
 				return;
 			}
-			on_transport_error(std::string("send: ") + std::strerror(errno));
+			const int err = errno;
+			on_transport_error(std::string("send: ") + std::strerror(err));
 			return;
 		}
 		size_t left = size_t(w);
@@ -302,10 +313,9 @@ TcpWorker::~TcpWorker()
 		if (!c->done()) {
 			// Still holding commands the core may call back for: freeing it would be a
 			// use-after-free. Leak it, loudly.
-			std::fprintf(stderr,
-			             "ulp iscsi/tcp: connection %s still %s at shutdown; "
-			             "left allocated\n",
-			             c->peer().c_str(), conn_state_str(c->state()));
+			ULP_LOG(Error, Iscsi,
+			        "tcp: connection {} still {} at shutdown; left allocated",
+			        c->peer(), conn_state_str(c->state()));
 			c.release();
 			continue;
 		}
@@ -357,6 +367,62 @@ void TcpWorker::close_listeners()
 	(void)!::write(evfd_, &one, sizeof(one));
 }
 
+void TcpWorker::add_listener_async(int fd)
+{
+	{
+		std::lock_guard g(lock_);
+		add_lfds_.push_back(fd);
+	}
+	uint64_t one = 1;
+	(void)!::write(evfd_, &one, sizeof(one));
+}
+
+void TcpWorker::close_listener_async(int fd)
+{
+	{
+		std::lock_guard g(lock_);
+		close_lfds_.push_back(fd);
+	}
+	uint64_t one = 1;
+	(void)!::write(evfd_, &one, sizeof(one));
+}
+
+void TcpWorker::apply_listener_changes()
+{
+	std::vector<int> add, close;
+	{
+		std::lock_guard g(lock_);
+		add.swap(add_lfds_);
+		close.swap(close_lfds_);
+	}
+	if (close_listeners_.exchange(false)) {
+		for (auto &l : listeners_)
+			close.push_back(l->fd);
+	}
+	for (int fd : add) {
+		auto l = std::make_unique<EpollItem>(EpollItem{EpollItem::Kind::Listener, fd});
+		epoll_event le{};
+		le.events = EPOLLIN;
+		le.data.ptr = l.get();
+		if (epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &le) != 0) {
+			std::fprintf(stderr, "ulp iscsi/tcp: epoll of a new portal: %s\n",
+			             std::strerror(errno));
+			::close(fd);
+			continue;
+		}
+		listeners_.push_back(std::move(l));
+	}
+	for (int fd : close) {
+		auto it = std::find_if(listeners_.begin(), listeners_.end(),
+		                       [&](const auto &l) { return l->fd == fd; });
+		if (it == listeners_.end())
+			continue;
+		epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr);
+		::close(fd);
+		listeners_.erase(it);
+	}
+}
+
 void TcpWorker::give(int fd)
 {
 	{
@@ -392,9 +458,11 @@ void TcpWorker::accept_all(int lfd)
 		if (fd < 0) {
 			if (errno == EINTR)
 				continue;
+			// EMFILE, ENFILE, ENOBUFS, ENOMEM: the listener stays readable, so this
+			// comes back on every pass of the loop until the condition clears.
 			if (errno != EAGAIN && errno != EWOULDBLOCK)
-				std::fprintf(stderr, "ulp iscsi/tcp: accept: %s\n",
-				             std::strerror(errno));
+				ULP_LOG_RATELIMITED(Error, Iscsi, "tcp: accept: {}",
+				                    std::strerror(errno));
 			return;
 		}
 		TcpWorker *w = all_.empty() ? this : all_[next_++ % all_.size()];
@@ -422,7 +490,8 @@ void TcpWorker::adopt(int fd)
 	ev.events = EPOLLIN;
 	ev.data.ptr = static_cast<EpollItem *>(c.get());
 	if (epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
-		c->on_transport_error(std::string("epoll: ") + std::strerror(errno));
+		const int err = errno;
+		c->on_transport_error(std::string("epoll: ") + std::strerror(err));
 	}
 	conns_.push_back(std::move(c));
 	nconns_ = conns_.size();
@@ -461,6 +530,7 @@ void TcpWorker::loop()
 		if (!marked_.empty())
 			timeout = 0;
 		int n = epoll_wait(epfd_, evs, 64, timeout);
+		bool listener_changes = false;
 		for (int i = 0; i < n; i++) {
 			const epoll_event &e = evs[i];
 			auto *item = static_cast<EpollItem *>(e.data.ptr);
@@ -484,13 +554,7 @@ void TcpWorker::loop()
 					mark(c);
 				}
 				woken.clear();
-				if (close_listeners_.exchange(false)) {
-					for (auto &l : listeners_) {
-						epoll_ctl(epfd_, EPOLL_CTL_DEL, l->fd, nullptr);
-						::close(l->fd);
-					}
-					listeners_.clear();
-				}
+				listener_changes = true;
 				continue;
 			}
 			auto *c = static_cast<TcpConn *>(item);
@@ -498,6 +562,8 @@ void TcpWorker::loop()
 				c->on_readable();
 			mark(c);
 		}
+		if (listener_changes)
+			apply_listener_changes();
 		// Run what the input and the other threads produced, then write it out.
 		// A connection marked again while this runs (its own output, or an event posted
 		// by another connection of this worker) is appended and run again.
@@ -568,8 +634,9 @@ int TcpServer::listen(const std::string &host, uint16_t port, std::string *why)
 	}
 	int fd = ::socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
-		*why = std::string("socket: ") + std::strerror(errno);
-		return -errno;
+		const int err = errno;
+		*why = std::string("socket: ") + std::strerror(err);
+		return -err;
 	}
 	int one = 1;
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
@@ -585,8 +652,28 @@ int TcpServer::listen(const std::string &host, uint16_t port, std::string *why)
 	uint16_t p = ss.ss_family == AF_INET
 	                 ? ntohs(reinterpret_cast<sockaddr_in *>(&bound)->sin_port)
 	                 : ntohs(reinterpret_cast<sockaddr_in6 *>(&bound)->sin6_port);
-	listen_fds_.push_back(fd);
 	ports_.push_back(p);
+	fds_.push_back(fd);
+	if (started_)
+		workers_[0]->add_listener_async(fd); // a portal added while serving
+	else
+		listen_fds_.push_back(fd);
+	return 0;
+}
+
+int TcpServer::close_portal(size_t i)
+{
+	if (i >= fds_.size() || fds_[i] < 0)
+		return -ENOENT;
+	const int fd = fds_[i];
+	fds_[i] = -1;
+	ports_[i] = 0;
+	if (started_) {
+		workers_[0]->close_listener_async(fd);
+	} else {
+		std::erase(listen_fds_, fd);
+		::close(fd);
+	}
 	return 0;
 }
 

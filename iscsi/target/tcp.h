@@ -43,9 +43,14 @@ public:
 	TcpServer &operator=(const TcpServer &) = delete;
 
 	// Listen on host:port (IPv4 or IPv6 literal, or "" / "0.0.0.0" for any; port 0: an
-	// ephemeral one). Before start(). 0, or a negative errno with *why set.
+	// ephemeral one), as portal number portals() - 1. Before start(), or after it (a portal
+	// added while serving: worker 0 starts accepting on it). 0, or a negative errno with
+	// *why set. Not thread safe against itself or close_portal (one caller configures).
 	int listen(const std::string &host, uint16_t port, std::string *why);
-	// The port of the i-th portal (after listen, useful with port 0).
+	// Stop accepting on portal i and close its socket; its connections stay (they belong
+	// to their sessions). 0 or -ENOENT (no such portal, or closed already).
+	int close_portal(size_t i);
+	// The port of the i-th portal (after listen, useful with port 0); 0 once closed.
 	uint16_t port(size_t i) const;
 	size_t portals() const { return ports_.size(); }
 
@@ -60,7 +65,8 @@ private:
 	Target &target_;
 	TcpConfig cfg_;
 	std::vector<int> listen_fds_; // until start() hands them to worker 0
-	std::vector<uint16_t> ports_; // bound port of each portal
+	std::vector<uint16_t> ports_; // bound port of each portal (0: closed)
+	std::vector<int> fds_;        // its socket (-1: closed); worker 0's once started
 	std::vector<std::unique_ptr<TcpWorker>> workers_;
 	bool started_ = false;
 };

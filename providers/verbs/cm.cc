@@ -131,7 +131,8 @@ void VCmId::refresh()
 
 void VCmId::on_disconnected()
 {
-	// The passive side of a DREQ: IB spec 12.9.? - the QP stops (ERR, flushing all
+	// The passive side of a DREQ (IB spec, communication management: connection
+	// release): the QP stops (ERR, flushing all
 	// outstanding work, IB 10.3.1) and the DREP goes out at once, as the kernel's ULPs
 	// do by calling rdma_disconnect() from their DISCONNECTED handler; librdmacm does
 	// neither for a userspace QP.

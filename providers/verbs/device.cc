@@ -793,8 +793,8 @@ std::unique_ptr<Srq> VPd::create_srq(const SrqInitAttr &attr)
 	ibv_srq_init_attr ia{};
 	ia.attr.max_wr = attr.max_wr;
 	ia.attr.max_sge = attr.max_sge;
-	// The limit is armed separately: IB spec 11.2.3.? ignores it at creation and some
-	// drivers refuse a non-zero one there.
+	// The limit is armed separately: the IB spec's Create SRQ verb ignores it (Modify SRQ
+	// arms it) and some drivers refuse a non-zero one at creation.
 	ibv_srq *srq = ibv_create_srq(pd_, &ia);
 	if (!srq)
 		return nullptr;

@@ -365,8 +365,8 @@ int VQp::translate(const SendWr &wr, ibv_send_wr *out) const
 		out->invalidate_rkey = wr.invalidate_rkey;
 		return 0;
 	case WrOpcode::LocalInv:
-		// Invalidates the window a REG_MR bound (IB spec 10.6.7.2.? / o10-37: a type-2
-		// window goes back to Free and its rkey stops working).
+		// Invalidates the window a REG_MR bound (IB spec o10-37, invalidation of a type-2
+		// memory window: it goes back to Free and its rkey stops working).
 		if (!vdev_.mw_reg())
 			return -EOPNOTSUPP;
 		out->opcode = IBV_WR_LOCAL_INV;

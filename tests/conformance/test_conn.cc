@@ -114,7 +114,7 @@ TEST_P(ConfTest, PeerCutFlushesLocal)
 
 // The peer process dies (SIGKILL) with work outstanding. Every outstanding WR of the
 // survivor completes in error: receives flush; a SEND in flight ends with RETRY_EXC_ERR
-// (the transport timer, IB spec 9.7.6.1.?) or WR_FLUSH_ERR when the provider learns of the
+// (the IB spec's transport timer) or WR_FLUSH_ERR when the provider learns of the
 // death first, as the soft socket wire does (DISCONNECTED at once).
 TEST_P(ConfTest, PeerDeathFlushesLocal)
 {

@@ -76,7 +76,7 @@ int drain(Cq &cq, int want, int ms = kTimeoutMs)
 	return got;
 }
 
-// IB spec 11.4.2.1 / 10.2.? (CQ overrun): more completions than the CQ holds is a CQ
+// IB spec 11.4.2.1 (CQ overrun): more completions than the CQ holds is a CQ
 // error; the consumer learns of it through the affiliated asynchronous event CQ_ERR
 // (Linux IB_EVENT_CQ_ERR on the CQ's event handler).
 TEST_P(LocalTest, CqOverflowRaisesCqErr)

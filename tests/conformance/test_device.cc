@@ -79,7 +79,7 @@ TEST_P(LocalTest, CreateBeyondLimitsFails)
 	EXPECT_GE(qp->cap().max_send_wr, 8u);
 	EXPECT_GE(qp->cap().max_recv_wr, 8u);
 	EXPECT_GE(qp->cap().max_send_sge, 1u);
-	EXPECT_NE(qp->qp_num(), 0u) << "QP numbers 0 and 1 are special (IB spec 3.5.?)";
+	EXPECT_NE(qp->qp_num(), 0u) << "QP numbers 0 and 1 are special (IB spec: QP0 and QP1)";
 	EXPECT_NE(qp->qp_num(), 1u);
 	qp.reset();
 }
@@ -126,11 +126,11 @@ TEST_P(LocalTest, IwarpProfileLimits)
 }
 
 // iWARP: an RDMA READ Response is a tagged DDP message placed at the requester under the
-// sink STag (RFC 5040 4.4, 6.?), i.e. a remote write into the sink; iWARP RNICs (cxgb4,
-// irdma) require the sink to be registered with REMOTE_WRITE, which is why Linux
-// rdma_rw registers READ sinks with IB_ACCESS_REMOTE_WRITE on iWARP. The soft iWARP
-// profile enforces it: the READ fails with a local protection error. (siw is lenient:
-// siw_proc_rresp() checks only IB_ACCESS_LOCAL_WRITE, so on siw the READ succeeds.)
+// sink STag (RFC 5040 4.4, and its RDMA Read Response rules), i.e. a remote write into the sink;
+// iWARP RNICs (cxgb4, irdma) require the sink to be registered with REMOTE_WRITE, which is why
+// Linux rdma_rw registers READ sinks with IB_ACCESS_REMOTE_WRITE on iWARP. The soft iWARP profile
+// enforces it: the READ fails with a local protection error. (siw is lenient: siw_proc_rresp()
+// checks only IB_ACCESS_LOCAL_WRITE, so on siw the READ succeeds.)
 TEST_P(ConfTest, IwarpReadSinkNeedsRemoteWrite)
 {
 	CONNECT(EpConfig{}, EpConfig{}, true);

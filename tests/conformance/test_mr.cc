@@ -92,7 +92,7 @@ protected:
 	std::unique_ptr<Mr> frmr_;
 };
 
-// IB spec 10.6.3.6 / 11.6.? (Fast Register Physical MR), Linux ib_map_mr_sg(): the MR's
+// IB spec 10.6.3.6 (Fast Register Physical MR), Linux ib_map_mr_sg(): the MR's
 // iova is the first byte of the first SG entry (after sg_offset) and its length the sum of
 // the entries; after REG_MR the peer's RDMA through (iova, key) lands in the mapped pages,
 // starting at the unaligned offset of the first one.
@@ -176,7 +176,7 @@ TEST_P(MrTest, RegMrScatteredPages)
 	EXPECT_EQ(got, data);
 }
 
-// IB spec 10.6.3.? (key rotation), Linux ib_inc_rkey()/ib_update_fast_reg_key(): after
+// IB spec, memory region keys (key rotation), Linux ib_inc_rkey()/ib_update_fast_reg_key(): after
 // LOCAL_INV and re-registration under the next key, the new key works and the old one is
 // refused with REM_ACCESS_ERR (the point of rotation: a stale key cannot reach the pages).
 TEST_P(MrTest, KeyRotationOldRkeyFails)
@@ -253,7 +253,7 @@ TEST_P(MrTest, RegMrAccessIsEnforced)
 	          WcStatus::RemAccessErr);
 }
 
-// IB spec 10.6.5 / 9.4.? (Send with Invalidate): the responder invalidates the named
+// IB spec 10.6.5 (Send with Invalidate): the responder invalidates the named
 // R_Key before completing the receive, whose WC carries IB_WC_WITH_INVALIDATE and the
 // key; a later access with that key fails with REM_ACCESS_ERR.
 TEST_P(MrTest, SendWithInvalidate)

@@ -236,6 +236,21 @@ const char *ctx_name(PollCtx c)
 	}
 }
 
+} // namespace
+
+// gtest prints a PollCtx parameter (and names its test) with this; in PollCtx's namespace,
+// where gtest looks for it.
+namespace ulp
+{
+void PrintTo(PollCtx c, std::ostream *os)
+{
+	*os << ctx_name(c);
+}
+} // namespace ulp
+
+namespace
+{
+
 // ---------------------------------------------------------------------------------------------
 // Every context, both execution modes: each completion dispatched once, in CQ order.
 
@@ -243,6 +258,12 @@ struct Param {
 	PollCtx ctx;
 	Exec exec;
 };
+
+// gtest prints a parameter (and names its test) with this: "Softirq_Engine".
+void PrintTo(const Param &p, std::ostream *os)
+{
+	*os << ctx_name(p.ctx) << (p.exec == Exec::Engine ? "_Engine" : "_Inline");
+}
 
 class Dispatch : public ::testing::TestWithParam<Param>
 {
@@ -300,10 +321,7 @@ INSTANTIATE_TEST_SUITE_P(Contexts, Dispatch,
                                            Param{PollCtx::UnboundWorkqueue, Exec::Inline},
                                            Param{PollCtx::BusyPoll, Exec::Engine},
                                            Param{PollCtx::BusyPoll, Exec::Inline}),
-                         [](const auto &info) {
-	                         return std::string(ctx_name(info.param.ctx)) +
-	                                (info.param.exec == Exec::Engine ? "_Engine" : "_Inline");
-                         });
+                         ::testing::PrintToStringParamName());
 
 // ---------------------------------------------------------------------------------------------
 // A flushed WR without a cqe is dropped; a flushed WR with one is dispatched (with its error).
@@ -356,7 +374,7 @@ TEST_P(NullCqe, FlushWithoutCqeDropped)
 INSTANTIATE_TEST_SUITE_P(Contexts, NullCqe,
                          ::testing::Values(PollCtx::Direct, PollCtx::Softirq,
                                            PollCtx::UnboundWorkqueue),
-                         [](const auto &info) { return std::string(ctx_name(info.param)); });
+                         ::testing::PrintToStringParamName());
 
 // ---------------------------------------------------------------------------------------------
 // Re-arm race: one completion at a time, each arriving while the poller is (or has just
@@ -394,7 +412,7 @@ TEST_P(Rearm, CompletionsDuringArmNeverLost)
 INSTANTIATE_TEST_SUITE_P(Contexts, Rearm,
                          ::testing::Values(PollCtx::Softirq, PollCtx::Workqueue,
                                            PollCtx::UnboundWorkqueue),
-                         [](const auto &info) { return std::string(ctx_name(info.param)); });
+                         ::testing::PrintToStringParamName());
 
 // ---------------------------------------------------------------------------------------------
 // Budget fairness: a flooded CQ does not starve another CQ on the same poller.
@@ -532,7 +550,7 @@ TEST_P(FreeThreaded, NoCallbackAfterFree)
 INSTANTIATE_TEST_SUITE_P(Contexts, FreeThreaded,
                          ::testing::Values(PollCtx::Softirq, PollCtx::Workqueue,
                                            PollCtx::UnboundWorkqueue),
-                         [](const auto &info) { return std::string(ctx_name(info.param)); });
+                         ::testing::PrintToStringParamName());
 
 TEST(CqPoll, FreeFromOwnDoneRefused)
 {

@@ -43,10 +43,11 @@ struct Case {
 	uint32_t len; // bytes per WRITE
 };
 
-std::string case_name(const ::testing::TestParamInfo<Case> &i)
+// gtest prints a parameter (and names its test) with this: "Softirq_65536".
+void PrintTo(const Case &c, std::ostream *os)
 {
 	const char *n = "";
-	switch (i.param.ctx) {
+	switch (c.ctx) {
 	case ulp::PollCtx::Direct:
 		n = "Direct";
 		break;
@@ -65,7 +66,7 @@ std::string case_name(const ::testing::TestParamInfo<Case> &i)
 	default:
 		n = "Other";
 	}
-	return std::string(n) + "_" + std::to_string(i.param.len);
+	*os << n << "_" << c.len;
 }
 
 struct DrainCtx : ::testing::TestWithParam<Case> {
@@ -160,7 +161,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{ulp::PollCtx::Workqueue, 4096},
                       Case{ulp::PollCtx::UnboundWorkqueue, 4096}, Case{ulp::PollCtx::BusyPoll, 0},
                       Case{ulp::PollCtx::BusyPoll, 65536}),
-    case_name);
+    ::testing::PrintToStringParamName());
 
 TEST(DrainCtxTeardown, DrainFreeRepeat)
 {

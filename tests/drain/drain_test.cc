@@ -161,7 +161,8 @@ TEST_P(SqDrainLen, WaitsForEveryEarlierWr)
 	expect_quiet(48);
 }
 
-INSTANTIATE_TEST_SUITE_P(Len, SqDrainLen, ::testing::Values(0u, 4096u, 65536u));
+INSTANTIATE_TEST_SUITE_P(Len, SqDrainLen, ::testing::Values(0u, 4096u, 65536u),
+                         ::testing::PrintToStringParamName());
 
 TEST_F(DrainPair, SqDrainOnRnrStalledQueue)
 {

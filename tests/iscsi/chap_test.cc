@@ -2,6 +2,7 @@
 // tests/iscsi/chap_test.cc - CHAP (RFC 7143 12.1.3): responses against independently
 // computed vectors, the target and initiator exchanges, and the 9.2.1 rules.
 #include "iscsi/chap.h"
+#include "tests/iscsi/chap_print.h"
 
 #include <gtest/gtest.h>
 
@@ -160,7 +161,8 @@ TEST_P(ChapAlgs, OneWayAndMutual)
 
 INSTANTIATE_TEST_SUITE_P(Chap, ChapAlgs,
                          ::testing::Values(ChapAlg::Md5, ChapAlg::Sha1, ChapAlg::Sha256,
-                                           ChapAlg::Sha3_256));
+                                           ChapAlg::Sha3_256),
+                         ::testing::PrintToStringParamName());
 
 TEST(Chap, ChallengeShapeAndAlgorithmChoice)
 {

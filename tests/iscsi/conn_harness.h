@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: MIT
-// tests/iscsi/conn_harness.h - a real target-side iSCSI connection (iser/conn.h) driven in
-// one process, shared by tests/iser/conn_test.cc and fuzz/fuzz_iscsi_conn.cc.
+// tests/iscsi/conn_harness.h - a real target-side iSCSI connection (iscsi/target/conn.h)
+// driven in one process, shared by tests/iscsi/conn_test.cc and fuzz/fuzz_iscsi_conn.cc.
 //
 //   Rig          a RAM logical unit (scsi::make_backstore "ram") as LUN 0 of a scsi::Tpg,
 //                behind a real Target (sessions, reaper thread)
-//   HarnessConn  a Conn standing in for iser/tcp.cc's TcpConn, on the caller's thread
-//   Initiator    builds PDUs with the iser/pdu.h encoders, logs in with InitiatorLogin,
+//   HarnessConn  a Conn standing in for iscsi/target/tcp.cc's TcpConn, on the caller's thread
+//   Initiator    builds PDUs with the iscsi/pdu.h encoders, logs in with InitiatorLogin,
 //                and reads back what the target sent
 //
 // HarnessConn does what TcpConn does, without a socket: bytes go through a real PduReader

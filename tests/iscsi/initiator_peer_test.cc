@@ -118,6 +118,12 @@ struct BadRead {
 	const char *error; // a substring of Session::error()
 };
 
+// gtest prints a parameter (and names its test) with this: its name.
+void PrintTo(const BadRead &c, std::ostream *os)
+{
+	*os << c.name;
+}
+
 class InitiatorPeerBadRead : public ::testing::TestWithParam<BadRead>
 {
 };
@@ -224,7 +230,7 @@ INSTANTIATE_TEST_SUITE_P(
                 },
                 "unexpected opcode 0x3c"},
         BadRead{"DroppedConnection", [](FakeTarget &f, uint32_t) { f.drop(); }, "closed"}),
-    [](const auto &info) { return std::string(info.param.name); });
+    ::testing::PrintToStringParamName());
 
 TEST(InitiatorPeer, UnderflowAndSense)
 {
@@ -333,6 +339,12 @@ struct BadR2t {
 	const char *error;
 };
 
+// gtest prints a parameter (and names its test) with this: its name.
+void PrintTo(const BadR2t &c, std::ostream *os)
+{
+	*os << c.name;
+}
+
 class InitiatorPeerBadR2t : public ::testing::TestWithParam<BadR2t>
 {
 };
@@ -378,7 +390,7 @@ INSTANTIATE_TEST_SUITE_P(
                       BadR2t{"ZeroLength", 0, 0, 0, 1, "R2T for 0+0"},
                       BadR2t{"R2tsnOutOfOrder", 1, 0, 4096, 1, "R2TSN 1, expected 0"},
                       BadR2t{"ReservedTtt", 0, 0, 4096, kReservedTag, "reserved Target"}),
-    [](const auto &info) { return std::string(info.param.name); });
+    ::testing::PrintToStringParamName());
 
 TEST(InitiatorPeer, TargetPingAnswered)
 {

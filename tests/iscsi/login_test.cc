@@ -5,6 +5,7 @@
 #include "iscsi/discovery.h"
 #include "iscsi/initiator/login.h"
 #include "iscsi/target/login.h"
+#include "tests/iscsi/chap_print.h"
 
 #include <gtest/gtest.h>
 
@@ -345,7 +346,8 @@ TEST_P(LoginChap, EachAlgorithm)
 
 INSTANTIATE_TEST_SUITE_P(Login, LoginChap,
                          ::testing::Values(ChapAlg::Md5, ChapAlg::Sha1, ChapAlg::Sha256,
-                                           ChapAlg::Sha3_256));
+                                           ChapAlg::Sha3_256),
+                         ::testing::PrintToStringParamName());
 
 TEST_F(Login, MutualChap)
 {

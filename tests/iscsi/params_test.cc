@@ -98,7 +98,8 @@ TEST(Params, ResultFunctions)
 {
 	Negotiator n(Role::Target, Transport::Tcp, target_prefs());
 	Feed f(n);
-	// Minimum, Maximum, AND, OR (13.x), each against the target's own value.
+	// Minimum, Maximum, AND, OR (the keys' result functions in section 13), each against the
+	// target's own value.
 	EXPECT_EQ(f("MaxBurstLength=262144\nFirstBurstLength=262144\nMaxOutstandingR2T=1\n"
 	            "DefaultTime2Wait=2\nDefaultTime2Retain=20\nImmediateData=Yes\nInitialR2T=No\n"
 	            "DataPDUInOrder=No\nDataSequenceInOrder=Yes\nErrorRecoveryLevel=2\n"
@@ -179,7 +180,7 @@ TEST(Params, DeclarationsAreNotAnswered)
 
 TEST(Params, Irrelevant)
 {
-	// Discovery sessions (13.x "Irrelevant when: SessionType=Discovery").
+	// Discovery sessions (section 13's "Irrelevant when: SessionType=Discovery").
 	Negotiator d(Role::Target, Transport::Tcp, target_prefs());
 	Feed f(d);
 	EXPECT_EQ(f("SessionType=Discovery\nMaxConnections=1\nInitialR2T=Yes\nImmediateData=No\n"

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // tests/iscsi/pdu_test.cc - the PDU codec: field layouts against RFC 7143 section 11, round
 // trips of every PDU type, AHS, digests, malformed input, and the stream reader.
-#include "iscsi/crc32c.h"
+#include "core/crc32c.h"
 #include "iscsi/pdu.h"
 
 #include <gtest/gtest.h>

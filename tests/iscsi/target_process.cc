@@ -191,6 +191,9 @@ bool TargetdProcess::start(const std::vector<std::string> &args, std::string *wh
 	// "iser PORT" follows when there are iSER portals beside the TCP one.
 	if (auto at = line.find("iser "); at != std::string::npos)
 		iser_port_ = static_cast<uint16_t>(std::atoi(line.c_str() + at + 5));
+	// And "srp PORT" for the first SRP portal.
+	if (auto at = line.find("srp "); at != std::string::npos)
+		srp_port_ = static_cast<uint16_t>(std::atoi(line.c_str() + at + 4));
 	if (port_ == 0) {
 		kill();
 		*why = "ulp-targetd did not come up: " + log();

@@ -33,6 +33,7 @@ public:
 	           std::chrono::milliseconds timeout = 10s);
 	uint16_t port() const { return port_; }
 	uint16_t iser_port() const { return iser_port_; } // with --iser-portal in args
+	uint16_t srp_port() const { return srp_port_; }   // with --srp-portal in args
 
 	pid_t pid() const { return pid_; }
 	bool running() const { return pid_ > 0; }
@@ -47,6 +48,7 @@ private:
 	pid_t pid_ = -1;
 	uint16_t port_ = 0;
 	uint16_t iser_port_ = 0;
+	uint16_t srp_port_ = 0;
 	std::string log_path_;
 };
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // tests/iser/iser_test.cc - iSCSI over RDMA on the soft provider: the iSER target
-// (iser/iser_target.h) and the initiator's iSER transport (iser/initiator_iser.h) in one
+// (iser/target.h) and the initiator's iSER transport (iser/initiator.h) in one
 // process, then ulp-targetd and ulp-initiator in two.
 //
 // In one process both ends share one soft device (the in-process wire). What is checked:

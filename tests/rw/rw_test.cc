@@ -125,6 +125,12 @@ struct Config {
 	}
 };
 
+// gtest prints a parameter (and names its test) with this: its name.
+void PrintTo(const Config &c, std::ostream *os)
+{
+	*os << c.name;
+}
+
 // The WRs posted on qp so far, where the device can tell (soft counters); nullopt elsewhere.
 std::optional<uint64_t> posted(Qp &qp)
 {
@@ -518,7 +524,7 @@ TEST_P(RwMatrix, DataIntegrity)
 }
 
 INSTANTIATE_TEST_SUITE_P(Profiles, RwMatrix, ::testing::ValuesIn(configs()),
-                         [](const auto &info) { return info.param.name; });
+                         ::testing::PrintToStringParamName());
 
 // The same on engine threads (asynchronous execution, as on a NIC), a few shapes.
 TEST(Rw, EngineMode)

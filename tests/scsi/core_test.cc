@@ -548,7 +548,7 @@ TEST(ScsiTmf, TargetWarmResetResetsEveryLuTheNexusSees)
 TEST(ScsiTmf, TargetColdResetIsAPowerOn)
 {
 	// RFC 7143 11.5.1: a cold reset is a power on. Registrations and reservations of
-	// every kind are gone (APTPL 1 is refused: nothing persists), PRgeneration starts
+	// every kind are gone (the LU has no state store: nothing persists), PRgeneration starts
 	// again at 0, the mode parameters are the defaults again, and each nexus first hears
 	// POWER ON, RESET, OR BUS DEVICE RESET OCCURRED - the conditions queued before are
 	// gone with the rest of the volatile state.

@@ -287,6 +287,12 @@ struct BadCase {
 	std::function<void(RawPeer &, Target &)> send;
 };
 
+// gtest prints a parameter (and names its test) with this: its name.
+void PrintTo(const BadCase &c, std::ostream *os)
+{
+	*os << c.name;
+}
+
 void send_region(RawPeer &p, uint64_t id, uint64_t len, uint64_t file_size)
 {
 	int f = make_memfd(file_size);
@@ -503,9 +509,7 @@ TEST_P(SoftWireBad, DropsConnection)
 }
 
 INSTANTIATE_TEST_SUITE_P(Hostile, SoftWireBad, ::testing::ValuesIn(kBad),
-                         [](const ::testing::TestParamInfo<BadCase> &i) {
-	                         return std::string(i.param.name);
-                         });
+                         ::testing::PrintToStringParamName());
 
 // ---------------------------------------------------------------------------------------------
 // The peer goes away.

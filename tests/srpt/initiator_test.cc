@@ -430,6 +430,12 @@ struct ModeCase {
 	uint64_t InitiatorStats::*counter;
 };
 
+// gtest prints a parameter (and names its test) with this: its name.
+void PrintTo(const ModeCase &c, std::ostream *os)
+{
+	*os << c.name;
+}
+
 class SrpData : public SrpInitiator, public ::testing::WithParamInterface<ModeCase>
 {
 };
@@ -518,7 +524,7 @@ INSTANTIATE_TEST_SUITE_P(
         // 4 KiB per descriptor: up to 256, 11 inside the IU, the table fetched by RDMA READ.
         ModeCase{"external", DescMode::External, 4096, 12, true, &InitiatorStats::external},
         ModeCase{"immediate", DescMode::Immediate, 0, 12, false, &InitiatorStats::immediate}),
-    [](const auto &info) { return std::string(info.param.name); });
+    ::testing::PrintToStringParamName());
 
 TEST_F(SrpInitiator, AutoPicksTheFormatAndLimitsHold)
 {

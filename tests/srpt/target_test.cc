@@ -557,6 +557,15 @@ struct FmtCase {
 	bool srq;
 };
 
+// gtest prints a parameter (and names its test) with this: "Immediate_Indirect_8192_1024",
+// "_srq" when on an SRQ.
+void PrintTo(const FmtCase &c, std::ostream *os)
+{
+	static constexpr const char *kNames[] = {"Direct", "Indirect", "External", "Immediate"};
+	*os << kNames[int(c.write)] << "_" << kNames[int(c.read)] << "_" << c.len << "_" << c.piece
+	    << (c.srq ? "_srq" : "");
+}
+
 class SrptData : public ::testing::TestWithParam<FmtCase>
 {
 };
@@ -614,7 +623,8 @@ INSTANTIATE_TEST_SUITE_P(
                       FmtCase{Fmt::Immediate, Fmt::Indirect, 8192, 1024, false},
                       FmtCase{Fmt::Direct, Fmt::Direct, 65536, 0, true},
                       FmtCase{Fmt::Immediate, Fmt::External, 8192, 512, true},
-                      FmtCase{Fmt::External, Fmt::Indirect, 131072, 8192, true}));
+                      FmtCase{Fmt::External, Fmt::Indirect, 131072, 8192, true}),
+    ::testing::PrintToStringParamName());
 
 // ---- Refused commands --------------------------------------------------------------------
 

@@ -1,11 +1,14 @@
 #!/usr/bin/env bash
-# tests/srpt/targetd_srp_smoke.sh ULP_TARGETD - ulp-targetd's SRP flags on the soft provider
-# (no VM): an SRP portal starts and logs the add_target line a Linux initiator needs, with
-# the configured or the device's identifiers; SIGTERM ends it in time with status 0; the
-# same from a TOML file; bad values exit 2 with a clear message. Logins are the VM test's
-# (tests/vm/srp_linux.sh) and the srpt suites'.
+# tests/srpt/targetd_srp_smoke.sh ULP_TARGETD ULP_INITIATOR - ulp-targetd's SRP flags on the
+# soft provider (no VM): an SRP portal starts and logs the add_target line a Linux initiator
+# needs, with the configured or the device's identifiers; SIGTERM ends it in time with
+# status 0; the same from a TOML file; bad values exit 2 with a clear message. ulp-initiator
+# finds a target on its own address without being told its identifiers when they are the
+# default (the device's node GUID), and says what to give when they are not. Logins in
+# depth are the VM test's (tests/vm/srp_linux.sh) and the srpt suites'.
 set -euo pipefail
-targetd=${1:?usage: targetd_srp_smoke.sh ULP_TARGETD}
+targetd=${1:?usage: targetd_srp_smoke.sh ULP_TARGETD ULP_INITIATOR}
+initiator=${2:?usage: targetd_srp_smoke.sh ULP_TARGETD ULP_INITIATOR}
 work=$(mktemp -d)
 pid=''
 cleanup() {
@@ -69,8 +72,16 @@ ioc=$(sed -E 's/.*ioc_guid=([0-9a-f]+),.*/\1/' <<<"$line")
 	fail "flags: id_ext and ioc_guid should both be the node GUID: $line"
 grep -q 'SRP target port exports .* luns 0 1 (open)' "$work/flags.log" ||
 	fail "flags: no 'SRP target port exports ... luns 0 1' line"
+# No identifiers given: the target listens on the initiator's own (soft) device address,
+# so its default port id, the node GUID, is known to the initiator.
+rc=0
+timeout 60 "$initiator" --transport srp -p "127.0.0.1:$port" -w randwrite -b 4k -q 4 -r 0 \
+	-s 1M --verify-only --quiet >"$work/init-default.log" 2>&1 || rc=$?
+((rc == 0)) || fail "ulp-initiator without --srp-target: exit $rc: $(tail -n 5 "$work/init-default.log")"
+grep -q "SRP target $ide:$ioc at 127.0.0.1:$port" "$work/init-default.log" ||
+	fail "ulp-initiator without --srp-target did not log in to $ide:$ioc: $(head -n 3 "$work/init-default.log")"
 stop flags
-pass "--srp-portal: listens on port $port, logs '$line', SIGTERM ends it"
+pass "--srp-portal: listens on port $port, logs '$line', ulp-initiator finds it without ids, SIGTERM ends it"
 
 # ---- flags: given identifiers, an SRQ, ACLs --------------------------------------------------
 start ids --srp-portal 127.0.0.1:0 --srp-id-ext 0x0123456789ABCDEF --srp-ioc-guid fedcba98 \
@@ -80,6 +91,21 @@ line=$(add_target_of ids)
 [[ $line == "id_ext=0123456789abcdef,ioc_guid=00000000fedcba98,dest=127.0.0.1:$port" ]] ||
 	fail "ids: add_target line '$line'"
 grep -q 'acls 2 srq' "$work/ids.log" || fail "ids: ACLs or SRQ not in the start-up line"
+# Identifiers other than the node GUID: a login without them is refused, and the message
+# says what to give.
+rc=0
+timeout 60 "$initiator" --transport srp -p "127.0.0.1:$port" -w read -b 4k -q 1 -r 0 -s 4k \
+	--quiet >"$work/init-ids.log" 2>&1 || rc=$?
+((rc == 1)) || fail "ulp-initiator without ids against other ids: exit $rc, expected 1"
+grep -q 'unable to associate.*give --srp-target' "$work/init-ids.log" ||
+	fail "ulp-initiator's refusal does not say what to give: $(tail -n 3 "$work/init-ids.log")"
+# Not on our address: nothing to derive from.
+rc=0
+timeout 60 "$initiator" --transport srp -p "127.0.0.1:$port" --src-ip 127.0.0.2 -w read -b 4k \
+	-q 1 -r 0 -s 4k --quiet >"$work/init-other.log" 2>&1 || rc=$?
+((rc == 2)) || fail "ulp-initiator without ids, other address: exit $rc, expected 2"
+grep -q 'SRP needs the target port id' "$work/init-other.log" ||
+	fail "ulp-initiator without ids, other address: $(tail -n 3 "$work/init-other.log")"
 stop ids
 pass "--srp-id-ext, --srp-ioc-guid, --srp-srq, --srp-acl: '$line'"
 

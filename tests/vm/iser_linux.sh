@@ -101,7 +101,9 @@ mkdir -p /etc/iscsi /var/lib/iscsi /run/lock/iscsi
 echo "InitiatorName=iqn.2026-11.org.ulp:vm-init" >/etc/iscsi/initiatorname.iscsi
 start_targetd
 note "ulp-targetd listening on $portal (rxe0)"
-iscsid -f -n >"$ilog" 2>&1 &
+# A session of its own: iscsid signals its process group on the way out (SIGTERM in
+# cleanup), which ended this script with status 143 after it had passed.
+setsid iscsid -f -n >"$ilog" 2>&1 &
 ipid=$!
 adm() { timeout -k 5 60 iscsiadm "$@"; }
 node() { adm -m node -T $iqn -p $portal "$@"; }

@@ -78,22 +78,8 @@ run() {
 		((rc == 124)) && fail "$name: ulp-initiator still running after 90 s"
 		fail "$name: ulp-initiator exited $rc"
 	fi
-	python3 - "$work/$name.json" "$name" <<'EOF' || fail "$2: bad figures"
-import json, sys
-j = json.load(open(sys.argv[1]))
-name = sys.argv[2]
-bad = (not j["ok"] or j["errors"] or j["verify_errors"] or j["fatal"]
-       or not j["logged_out"] or j["transport"] != "iser" or j["ios"] == 0)
-if bad:
-    print(f"iser_lio: {name}: ok {j['ok']} ios {j['ios']} errors {j['errors']} verify_errors "
-          f"{j['verify_errors']} logged_out {j['logged_out']} fatal {j['fatal']!r}")
-    sys.exit(1)
-v = j.get("verify_pass")
-extra = f", verify pass {v['ios']} reads" if v else ""
-ver = f", {j['verified_blocks']} blocks verified" if j["verified_blocks"] else ""
-print(f"iser_lio: {name}: {j['ios']} I/Os, {j['iops']:.0f} IOPS, {j['mb_per_s']:.2f} MB/s"
-      f"{ver}{extra}, 0 errors")
-EOF
+	python3 "$(dirname "${BASH_SOURCE[0]}")/initiator_result.py" iser_lio "$name" iser \
+		"$work/$name.json" || fail "$name: bad result"
 }
 # The same four runs against each target: 4K random writes verified (and a verify pass
 # over their range), 128K sequential writes, 4K random reads of what the writes left

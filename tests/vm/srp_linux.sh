@@ -43,6 +43,8 @@ for t in fio sg_reset dd cmp; do
 	command -v $t >/dev/null || { echo "srp_linux: $t missing (fio, sg3-utils)"; exit 1; }
 done
 
+# shellcheck source=tests/vm/lio_srpt.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lio_srpt.sh"
 portal=10.99.0.1:5555
 add_target=/sys/class/infiniband_srp/srp-rxe0-1/add_target
 work=/tmp/srp-linux # the guest's tmpfs overlay: gone when the VM powers off
@@ -113,34 +115,11 @@ start_targetd() {
 	[[ -n $login_line ]] || fail "no add_target line in ulp-targetd's log"
 }
 count_log() { grep -c -- "$1" "$tlog" || true; }
-# LIO: the kernel's ib_srpt on rxe0, as blktests' start_lio_srpt sets it up: target port
-# named by the port GID's interface id, ACL by the initiator's address, LUNs 0 and 1.
+# LIO: the kernel's ib_srpt on rxe0 (tests/vm/lio_srpt.sh), the same LUN sizes as ours.
 start_lio() {
-	local cfs=/sys/kernel/config/target guid tp
-	modprobe target_core_mod
-	modprobe ib_srpt srp_max_req_size=8260
-	mkdir -p $cfs/core/rd_mcp_0/r0 $cfs/core/rd_mcp_1/r1
-	echo rd_pages=65536 >$cfs/core/rd_mcp_0/r0/control
-	echo rd_pages=16384 >$cfs/core/rd_mcp_1/r1/control
-	echo 1 >$cfs/core/rd_mcp_0/r0/enable
-	echo 1 >$cfs/core/rd_mcp_1/r1/enable
-	mkdir -p $cfs/srpt
-	echo 5555 >$cfs/srpt/discovery_auth/rdma_cm_port
-	guid=$(cat /sys/class/infiniband/rxe0/node_guid) # "5054:00ff:fe12:3456"
-	tp=$cfs/srpt/$guid/$guid
-	mkdir -p $tp
-	mkdir $tp/lun/lun_0 $tp/lun/lun_1
-	ln -s $cfs/core/rd_mcp_0/r0 $tp/lun/lun_0/
-	ln -s $cfs/core/rd_mcp_1/r1 $tp/lun/lun_1/
-	mkdir $tp/acls/10.99.0.1 $tp/acls/10.99.0.1/lun_0 $tp/acls/10.99.0.1/lun_1
-	ln -s $tp/lun/lun_0 $tp/acls/10.99.0.1/lun_0/
-	ln -s $tp/lun/lun_1 $tp/acls/10.99.0.1/lun_1/
-	echo 1 >$tp/enable
-	# ib_srpt checks both halves of the target port id against srpt_service_guid, the
-	# node GUID of the first HCA (SRP-INTEROP.md 3).
-	guid=${guid//:/}
-	login_line="id_ext=$guid,ioc_guid=$guid,dest=$portal"
-	echo "(LIO ib_srpt, target port $tp)" >"$tlog"
+	lio_srpt_start || fail "LIO ib_srpt set-up failed"
+	login_line=$lio_srpt_login
+	echo "(LIO ib_srpt, target port $lio_srpt_port)" >"$tlog"
 }
 # One counter of the "SRP stats:" line ulp-targetd logs on SIGHUP (fresh each call).
 stat_of() {

@@ -16,19 +16,19 @@
 //             from an idle sleep (that is the event path's latency, not dispatch cost).
 // Every done() is the same function: one add to a counter.
 #include "tools/ulp-bench/cq.h"
+#include "tools/ulp-bench/report.h"
 
 #include "cq_poll/cq_poll.h"
 #include "providers/soft/soft.h"
 
 #include <benchmark/benchmark.h>
+#include <fmt/format.h>
 
 #include <array>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
-#include <cstdarg>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -47,19 +47,6 @@ constexpr auto kRoundTimeout = 10s; // a round that does not finish is fatal
 constexpr double kAimRatio = 1.3;   // direct and busy-poll: at most this times raw
 
 using Clock = std::chrono::steady_clock;
-using namespace std::chrono_literals;
-
-[[noreturn]] void die(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-void die(const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	std::fprintf(stderr, "ulp-bench cq: ");
-	std::vfprintf(stderr, fmt, ap);
-	std::fprintf(stderr, "\n");
-	va_end(ap);
-	std::exit(1);
-}
 
 // The done() target: a counter, and for the threaded contexts the end of the round.
 struct Sink {
@@ -154,7 +141,7 @@ struct Fabric {
 		c.ip = "127.0.0.2";
 		db = soft::create_device(c);
 		if (!da || !db)
-			die("create_device: %s", std::strerror(errno));
+			fatal("create_device: %s", std::strerror(errno));
 		pa = da->alloc_pd();
 		pb = db->alloc_pd();
 		CqInitAttr ca;
@@ -162,7 +149,7 @@ struct Fabric {
 		peer_cq = db->create_cq(ca);
 		recv_cq = da->create_cq(ca);
 		if (!pa || !pb || !peer_cq || !recv_cq)
-			die("alloc_pd/create_cq: %s", std::strerror(errno));
+			fatal("alloc_pd/create_cq: %s", std::strerror(errno));
 	}
 
 	Lane &add(const char *name, PollCtx ctx)
@@ -183,7 +170,7 @@ struct Fabric {
 			l->cq = alloc_cq(*da, kFill + 1, 0, ctx, l->group, opts);
 		}
 		if (!l->the_cq())
-			die("%s: CQ: %s", name, std::strerror(errno));
+			fatal("%s: CQ: %s", name, std::strerror(errno));
 		QpInitAttr a;
 		a.send_cq = l->the_cq();
 		a.recv_cq = recv_cq.get();
@@ -197,10 +184,10 @@ struct Fabric {
 		a.cap.max_send_wr = 1;
 		l->peer_qp = pb->create_qp(a);
 		if (!l->qp || !l->peer_qp)
-			die("%s: create_qp: %s", name, std::strerror(errno));
+			fatal("%s: create_qp: %s", name, std::strerror(errno));
 		if (connect_qp(*l->qp, *db, l->peer_qp->qp_num()) ||
 		    connect_qp(*l->peer_qp, *da, l->qp->qp_num()))
-			die("%s: connect", name);
+			fatal("%s: connect", name);
 		lanes.push_back(std::move(l));
 		return *lanes.back();
 	}
@@ -233,7 +220,7 @@ void post_write(Lane &l, Cqe *cqe)
 	const SendWr *bad = nullptr;
 	int rc = l.qp->post_send(&wr, &bad);
 	if (rc)
-		die("%s: post_send: %s", l.name.c_str(), std::strerror(-rc));
+		fatal("%s: post_send: %s", l.name.c_str(), std::strerror(-rc));
 }
 
 void fill(Lane &l)
@@ -255,18 +242,18 @@ double round_once(Lane &l)
 		post_write(l, &l.gate.cqe);
 		while (!l.gate.entered.load(std::memory_order_acquire))
 			if (Clock::now() > deadline)
-				die("%s: the context never ran the gate completion",
-				    l.name.c_str());
+				fatal("%s: the context never ran the gate completion",
+				      l.name.c_str());
 		fill(l);
 		auto t0 = Clock::now();
 		l.gate.open.store(true, std::memory_order_release);
 		// Bounded wait for the last done(): atomic wait has no timeout, so poll it.
 		while (!s.finished.load(std::memory_order_acquire)) {
 			if (Clock::now() > deadline)
-				die("%s: %llu of %d completions dispatched in %lld s",
-				    l.name.c_str(),
-				    static_cast<unsigned long long>(s.n - (s.target - kFill)),
-				    kFill, static_cast<long long>(kRoundTimeout.count()));
+				fatal("%s: %llu of %d completions dispatched in %lld s",
+				      l.name.c_str(),
+				      static_cast<unsigned long long>(s.n - (s.target - kFill)),
+				      kFill, static_cast<long long>(kRoundTimeout.count()));
 			std::this_thread::sleep_for(20us);
 		}
 		return std::chrono::duration<double>(s.t_end - t0).count();
@@ -310,51 +297,20 @@ void bm_lane(benchmark::State &st, Lane *l)
 	st.SetItemsProcessed(st.iterations() * kFill);
 }
 
-struct Row {
-	std::string name;
-	double ns_per_completion = 0;
-	bool have = false;
-};
-
-class Reporter : public benchmark::BenchmarkReporter
+// Direct and busy-poll dispatch in the caller's loop: they should cost little over it.
+Aim aim_of(PollCtx ctx)
 {
-public:
-	explicit Reporter(std::vector<Row> &rows) : rows_(rows) {}
-	bool ReportContext(const Context &) override { return true; }
-	void ReportRuns(const std::vector<Run> &runs) override
-	{
-		for (const Run &run : runs) {
-			if (run.run_type != Run::RT_Iteration)
-				continue;
-			for (Row &r : rows_) {
-				if (r.name != run.run_name.function_name)
-					continue;
-				if (run.error_occurred)
-					die("%s: %s", r.name.c_str(), run.error_message.c_str());
-				double secs = run.real_accumulated_time; // manual time
-				if (secs <= 0 || run.iterations <= 0)
-					die("%s: no time measured", r.name.c_str());
-				r.ns_per_completion = secs * 1e9 / (double(run.iterations) * kFill);
-				r.have = true;
-				std::fprintf(stderr, "ulp-bench: %-18s %8.2f ns/completion\n",
-				             r.name.c_str(), r.ns_per_completion);
-			}
-		}
-	}
-
-private:
-	std::vector<Row> &rows_;
-};
-
-bool has_aim(const std::string &name)
-{
-	return name == "direct" || name == "busypoll";
+	if (ctx != PollCtx::Direct && ctx != PollCtx::BusyPoll)
+		return {};
+	return Aim{"max_ratio", false, kAimRatio, 1};
 }
 
 } // namespace
 
 int run_cq(const CqBenchOptions &o)
 {
+	set_bench("cq");
+	const double load = loadavg_1m();
 	const int rounds = o.rounds > 0 ? o.rounds : (o.quick ? 200 : 2000);
 	Fabric fab;
 	fab.init();
@@ -370,65 +326,49 @@ int run_cq(const CqBenchOptions &o)
 	                      {"softirq", PollCtx::Softirq},
 	                      {"workqueue", PollCtx::Workqueue},
 	                      {"unbound-workqueue", PollCtx::UnboundWorkqueue}};
-	std::vector<Row> rows;
 	for (const Desc &d : descs) {
 		Lane &l = fab.add(d.name, d.ctx);
-		rows.push_back(Row{d.name});
 		benchmark::RegisterBenchmark(d.name,
 		                             [&l](benchmark::State &st) { bm_lane(st, &l); })
 		    ->Iterations(rounds)
 		    ->UseManualTime();
 	}
-	int bargc = 1;
-	char arg0[] = "ulp-bench";
-	char *bargv[] = {arg0, nullptr};
-	benchmark::Initialize(&bargc, bargv);
-	Reporter reporter(rows);
-	benchmark::RunSpecifiedBenchmarks(&reporter);
+	benchmark_init();
+	// Manual time: the dispatch of kFill completions per iteration.
+	auto ns_per_completion = [](const Measured &m) {
+		return m.seconds * 1e9 / (m.iterations * kFill);
+	};
+	const Runs runs = run_benchmarks([&](const std::string &name, const Measured &m) {
+		std::fprintf(stderr, "ulp-bench: %-18s %8.2f ns/completion\n", name.c_str(),
+		             ns_per_completion(m));
+	});
 	benchmark::Shutdown();
-	for (const Row &r : rows)
-		if (!r.have)
-			die("%s: not reported", r.name.c_str());
 
-	const double raw = rows[0].ns_per_completion;
-	if (o.json) {
-		std::printf("{\n  \"bench\": \"cq\",\n  \"provider\": \"soft\",\n  \"exec\": "
-		            "\"inline\",\n  \"cpus\": %u,\n  \"quick\": %s,\n  \"fill\": %d,\n"
-		            "  \"rounds\": %d,\n  \"rows\": [",
-		            std::thread::hardware_concurrency(), o.quick ? "true" : "false", kFill,
-		            rounds);
-		bool first = true;
-		for (const Row &r : rows) {
-			double ratio = r.ns_per_completion / raw;
-			std::printf("%s\n    {\"context\": \"%s\", \"ns_per_completion\": %.3f, "
-			            "\"ratio_to_raw\": %.4f",
-			            first ? "" : ",", r.name.c_str(), r.ns_per_completion, ratio);
-			if (has_aim(r.name))
-				std::printf(", \"aim\": {\"max_ratio\": %.2f, \"met\": %s}",
-				            kAimRatio, ratio <= kAimRatio ? "true" : "false");
-			std::printf("}");
-			first = false;
-		}
-		std::printf("\n  ]\n}\n");
-	} else {
-		std::printf("ulp-bench cq: soft provider (Exec::Inline), %s run: %d rounds of %d "
-		            "pre-filled completions per context\n",
-		            o.quick ? "quick" : "full", rounds, kFill);
-		std::printf("  %u CPUs; done() adds to a counter; ratio = ns/completion / raw "
-		            "loop's (poll 16 + done)\n\n",
-		            std::thread::hardware_concurrency());
-		std::printf("%-18s  %14s  %8s  %s\n", "context", "ns/completion", "ratio", "aim");
-		for (const Row &r : rows) {
-			double ratio = r.ns_per_completion / raw;
-			char aim[48] = "";
-			if (has_aim(r.name))
-				std::snprintf(aim, sizeof(aim), "<= %.1fx: %s", kAimRatio,
-				              ratio <= kAimRatio ? "met" : "MISSED");
-			std::printf("%-18s  %14.2f  %7.3fx  %s\n", r.name.c_str(),
-			            r.ns_per_completion, ratio, aim);
-		}
+	Report rep("cq");
+	rep.title(fmt::format("soft provider (Exec::Inline), {} run: {} rounds of {} pre-filled "
+	                      "completions per context",
+	                      o.quick ? "quick" : "full", rounds, kFill));
+	rep.note("done() adds to a counter; ratio = ns/completion / raw loop's (poll 16 + done)");
+	rep.machine(load);
+	rep.meta("provider", json_str("soft"));
+	rep.meta("exec", json_str("inline"));
+	rep.meta("quick", json_bool(o.quick));
+	rep.meta("fill", json_int(kFill));
+	rep.meta("rounds", json_int(rounds));
+	rep.columns({{"context", "context", Align::Left},
+	             {"ns/completion", "ns_per_completion"},
+	             {"ratio", "ratio_to_raw"},
+	             {"aim", "aim", Align::Left}});
+	const double raw = ns_per_completion(runs["raw"]);
+	for (const Desc &d : descs) {
+		const double ns = ns_per_completion(runs[d.name]);
+		rep.row()
+		    .text(d.name)
+		    .num(ns, 2, 3)
+		    .ratio(ns, raw, 3, 4)
+		    .aim(aim_of(d.ctx), ns / raw);
 	}
-	std::fflush(stdout);
+	rep.print(o.json);
 	return 0;
 }
 

@@ -16,12 +16,14 @@
 #include "tools/ulp-bench/fabric.h"
 #include "tools/common/named_device.h"
 #include "tools/ulp-bench/fabric_conn.h"
+#include "tools/ulp-bench/report.h"
 
 #include "providers/soft/soft.h"
 
 #include <arpa/inet.h>
 #include <benchmark/benchmark.h>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <poll.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -36,7 +38,6 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
-#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -264,55 +265,15 @@ void bm_memcpy(benchmark::State &st, uint8_t *dst, const uint8_t *src, uint32_t 
 // ---------------------------------------------------------------------------------------------
 // Results
 
-struct Row {
+// One benchmark: a figure of the table, or a memcpy baseline.
+struct Bench {
 	std::string name; // the Google Benchmark name, "inproc/WRITE/131072"
 	std::string wire; // "inproc", "xproc", "xpkt", "" for memcpy
 	std::string op;   // "WRITE", "READ", "SEND", "WRITE rate", "SEND rate", "memcpy"
 	uint32_t size = 0;
-	bool rate = false;
-	bool have = false;
-	double bytes_per_s = 0;
-	double msgs_per_s = 0;
-	// Aims, printed beside the figures (not asserted).
-	double aim_ratio = 0; // >= this times memcpy
-	double aim_mmsgs = 0; // >= this many million messages per second
+	bool rate = false; // a message rate (Mmsg/s), not a bandwidth
+	Aim aim;           // printed beside the figure (not asserted)
 };
-
-struct Results {
-	std::vector<Row> rows;
-	std::map<std::string, size_t> by_name;
-	std::map<uint32_t, size_t> memcpy_by_size;
-	std::vector<std::string> skipped; // rows the device cannot run, and why
-	size_t reported = 0;
-
-	Row &add(Row r)
-	{
-		by_name[r.name] = rows.size();
-		if (r.op == "memcpy")
-			memcpy_by_size[r.size] = rows.size();
-		rows.push_back(std::move(r));
-		return rows.back();
-	}
-	double memcpy_bps(uint32_t size) const
-	{
-		auto it = memcpy_by_size.find(size);
-		return it == memcpy_by_size.end() ? 0 : rows[it->second].bytes_per_s;
-	}
-};
-
-// The 1-minute load average when the run started: software RDMA shares the CPUs with
-// everything else, so figures from a busy machine mean little (an engine thread that waits
-// for a time slice stalls its whole queue).
-double loadavg_1m()
-{
-	double l = -1;
-	if (FILE *f = std::fopen("/proc/loadavg", "r")) {
-		if (std::fscanf(f, "%lf", &l) != 1)
-			l = -1;
-		std::fclose(f);
-	}
-	return l;
-}
 
 std::string size_str(uint32_t s)
 {
@@ -323,174 +284,11 @@ std::string size_str(uint32_t s)
 	return std::to_string(s);
 }
 
-// Captures the runs; prints one progress line per benchmark to stderr.
-class Reporter : public benchmark::BenchmarkReporter
-{
-public:
-	explicit Reporter(Results &r) : res_(r) {}
-	bool ReportContext(const Context &) override { return true; }
-	void ReportRuns(const std::vector<Run> &runs) override
-	{
-		for (const Run &run : runs) {
-			if (run.run_type != Run::RT_Iteration)
-				continue;
-			auto it = res_.by_name.find(run.run_name.function_name);
-			if (it == res_.by_name.end())
-				continue;
-			Row &row = res_.rows[it->second];
-			if (run.error_occurred)
-				fatal("%s: %s", row.name.c_str(), run.error_message.c_str());
-			double secs = run.real_accumulated_time;
-			if (secs <= 0 || run.iterations <= 0)
-				fatal("%s: no time measured", row.name.c_str());
-			double iters = static_cast<double>(run.iterations);
-			row.msgs_per_s = iters / secs;
-			row.bytes_per_s = iters * row.size / secs;
-			row.have = true;
-			res_.reported++;
-			if (row.rate)
-				std::fprintf(stderr,
-				             "ulp-bench: [%zu/%zu] %-6s %-10s %5s  %8.3f Mmsg/s\n",
-				             res_.reported, res_.rows.size(), row.wire.c_str(),
-				             row.op.c_str(), size_str(row.size).c_str(),
-				             row.msgs_per_s / 1e6);
-			else
-				std::fprintf(stderr,
-				             "ulp-bench: [%zu/%zu] %-6s %-10s %5s  %8.3f GB/s\n",
-				             res_.reported, res_.rows.size(), row.wire.c_str(),
-				             row.op.c_str(), size_str(row.size).c_str(),
-				             row.bytes_per_s / 1e9);
-		}
-	}
-
-private:
-	Results &res_;
-};
-
-std::string aim_text(const Row &r, double ratio, bool *met)
-{
-	char buf[64];
-	if (r.aim_ratio > 0) {
-		*met = ratio >= r.aim_ratio;
-		std::snprintf(buf, sizeof(buf), ">= %.2fx: %s", r.aim_ratio,
-		              *met ? "met" : "MISSED");
-		return buf;
-	}
-	if (r.aim_mmsgs > 0) {
-		*met = r.msgs_per_s / 1e6 >= r.aim_mmsgs;
-		std::snprintf(buf, sizeof(buf), ">= %.1f M/s: %s", r.aim_mmsgs,
-		              *met ? "met" : "MISSED");
-		return buf;
-	}
-	return "";
-}
-
 std::string where(const FabricOptions &o)
 {
 	if (o.device.empty())
 		return "soft provider";
 	return "verbs device " + o.device + " (both ends on it, " + o.ip + ")";
-}
-
-void print_table(const Results &res, const FabricOptions &o, bool huge, bool inline_rate,
-                 double load)
-{
-	std::printf("ulp-bench fabric: %s, %s run, %.2f s per figure\n", where(o).c_str(),
-	            o.quick ? "quick" : "full", o.min_time);
-	unsigned cpus = std::thread::hardware_concurrency();
-	std::printf("  %u CPUs, load average %.2f at the start%s\n", cpus, load,
-	            load > cpus / 2.0 ? " (busy: the figures understate the provider)" : "");
-	std::printf("  bandwidth: %u WRs outstanding, every %uth signaled; message rate: %u "
-	            "outstanding, every %uth signaled%s\n",
-	            kDepth, kSignal, kRateDepth, kRateSignal,
-	            inline_rate ? ", payload inline" : "");
-	std::printf("  buffers: dma_alloc (memfd%s), one registered region per side; memcpy: "
-	            "single thread, same sizes, same run\n",
-	            huge ? ", 2 MiB hugepages" : ", 4 KiB pages");
-	std::printf("  ratio = fabric bytes/s / memcpy bytes/s\n\n");
-	std::printf("  wires: inproc (one process), xproc (peer process; soft: the ring wire), "
-	            "xpkt (peer process, the soft packet wire)\n\n");
-	std::printf("%6s  %-10s  %-6s  %14s  %11s  %7s  %s\n", "size", "op", "wire", "fabric",
-	            "memcpy GB/s", "ratio", "aim");
-	// The wires side by side: each op and size on consecutive lines.
-	std::vector<const Row *> order;
-	for (const Row &r : res.rows)
-		order.push_back(&r);
-	auto op_rank = [](const Row *r) {
-		static const char *ops[] = {"WRITE", "READ", "SEND", "WRITE rate", "SEND rate"};
-		for (int i = 0; i < 5; i++)
-			if (r->op == ops[i])
-				return i;
-		return 5;
-	};
-	std::stable_sort(order.begin(), order.end(), [&](const Row *a, const Row *b) {
-		return std::pair(op_rank(a), a->size) < std::pair(op_rank(b), b->size);
-	});
-	for (const Row *rp : order) {
-		const Row &r = *rp;
-		if (r.op == "memcpy" || !r.have)
-			continue;
-		double mc = res.memcpy_bps(r.size);
-		double ratio = mc > 0 ? r.bytes_per_s / mc : 0;
-		bool met = false;
-		std::string aim = aim_text(r, ratio, &met);
-		char fig[32];
-		if (r.rate)
-			std::snprintf(fig, sizeof(fig), "%8.3f Mmsg/s", r.msgs_per_s / 1e6);
-		else
-			std::snprintf(fig, sizeof(fig), "%8.3f GB/s", r.bytes_per_s / 1e9);
-		std::printf("%6s  %-10s  %-6s  %14s  %11.3f  %6.3fx  %s\n",
-		            size_str(r.size).c_str(), r.op.c_str(), r.wire.c_str(), fig, mc / 1e9,
-		            ratio, aim.c_str());
-	}
-	for (const std::string &n : res.skipped)
-		std::printf("  skipped: %s\n", n.c_str());
-	std::fflush(stdout);
-}
-
-void print_json(const Results &res, const FabricOptions &o, bool huge, bool inline_rate,
-                double load)
-{
-	std::printf("{\n  \"bench\": \"fabric\",\n  \"provider\": \"%s\",\n",
-	            o.device.empty() ? "soft" : "verbs");
-	if (!o.device.empty())
-		std::printf("  \"device\": \"%s\",\n", o.device.c_str());
-	std::printf("  \"cpus\": %u,\n  \"loadavg_1m\": %.2f,\n",
-	            std::thread::hardware_concurrency(), load);
-	std::printf("  \"quick\": %s,\n"
-	            "  \"min_time_s\": %.3f,\n  \"queue_depth\": %u,\n  \"signal_every\": %u,\n"
-	            "  \"rate_queue_depth\": %u,\n  \"rate_signal_every\": %u,\n"
-	            "  \"rate_inline\": %s,\n  \"hugepages\": %s,\n  \"rows\": [",
-	            o.quick ? "true" : "false", o.min_time, kDepth, kSignal, kRateDepth,
-	            kRateSignal, inline_rate ? "true" : "false", huge ? "true" : "false");
-	bool first = true;
-	for (const Row &r : res.rows) {
-		if (r.op == "memcpy" || !r.have)
-			continue;
-		double mc = res.memcpy_bps(r.size);
-		double ratio = mc > 0 ? r.bytes_per_s / mc : 0;
-		bool met = false;
-		std::string aim = aim_text(r, ratio, &met);
-		std::printf("%s\n    {\"size\": %u, \"op\": \"%s\", \"kind\": \"%s\", \"wire\": "
-		            "\"%s\", \"gbps\": %.4f, \"mmsgs\": %.4f, \"memcpy_gbps\": %.4f, "
-		            "\"ratio\": %.4f",
-		            first ? "" : ",", r.size, r.op.c_str(), r.rate ? "rate" : "bandwidth",
-		            r.wire.c_str(), r.bytes_per_s / 1e9, r.msgs_per_s / 1e6, mc / 1e9,
-		            ratio);
-		if (r.aim_ratio > 0)
-			std::printf(", \"aim\": {\"min_ratio\": %.2f, \"met\": %s}", r.aim_ratio,
-			            met ? "true" : "false");
-		else if (r.aim_mmsgs > 0)
-			std::printf(", \"aim\": {\"min_mmsgs\": %.2f, \"met\": %s}", r.aim_mmsgs,
-			            met ? "true" : "false");
-		std::printf("}");
-		first = false;
-	}
-	std::printf("\n  ],\n  \"skipped\": [");
-	for (size_t i = 0; i < res.skipped.size(); i++)
-		std::printf("%s\"%s\"", i ? ", " : "", res.skipped[i].c_str());
-	std::printf("]\n}\n");
-	std::fflush(stdout);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -614,6 +412,7 @@ int reap_peer(Peer &peer)
 
 int run_fabric(const FabricOptions &opts)
 {
+	set_bench("fabric");
 	FabricOptions o = opts;
 	const bool on_device = !o.device.empty();
 	if (o.min_time <= 0)
@@ -715,7 +514,8 @@ int run_fabric(const FabricOptions &opts)
 
 	// Registration order is run order and table order: memcpy first, then per wire the
 	// bandwidth sweeps and the message rates.
-	Results res;
+	std::vector<Bench> benches;
+	std::vector<std::string> skipped; // rows the device cannot run, and why
 	std::vector<uint32_t> sizes(kSizes.begin(), kSizes.end());
 	if (on_device && o.quick)
 		sizes.assign(kDeviceQuickSizes.begin(), kDeviceQuickSizes.end());
@@ -724,21 +524,21 @@ int run_fabric(const FabricOptions &opts)
 	// What the device cannot do: those rows are left out, with a note.
 	const bool can_read = dev->attr().max_qp_init_rd_atom > 0 && dev->attr().max_qp_rd_atom > 0;
 	if (!can_read)
-		res.skipped.push_back("READ: the device accepts no outstanding RDMA READs "
-		                      "(max_qp_rd_atom / max_qp_init_rd_atom 0)");
+		skipped.push_back("READ: the device accepts no outstanding RDMA READs "
+		                  "(max_qp_rd_atom / max_qp_init_rd_atom 0)");
 	auto *src = static_cast<const uint8_t *>(mc_src->addr());
 	auto *dst = static_cast<uint8_t *>(mc_dst->addr());
 	std::vector<uint32_t> mc_sizes = sizes; // and the message-rate size
 	if (std::find(mc_sizes.begin(), mc_sizes.end(), kRateSize) == mc_sizes.end())
 		mc_sizes.insert(mc_sizes.begin(), kRateSize);
 	for (uint32_t size : mc_sizes) {
-		Row r;
-		r.name = "memcpy/" + std::to_string(size);
-		r.op = "memcpy";
-		r.size = size;
-		res.add(r);
+		Bench b;
+		b.name = "memcpy/" + std::to_string(size);
+		b.op = "memcpy";
+		b.size = size;
+		benches.push_back(b);
 		benchmark::RegisterBenchmark(
-		    r.name.c_str(), [=](benchmark::State &st) { bm_memcpy(st, dst, src, size); })
+		    b.name.c_str(), [=](benchmark::State &st) { bm_memcpy(st, dst, src, size); })
 		    ->MinTime(o.min_time)
 		    ->UseRealTime();
 	}
@@ -756,23 +556,24 @@ int run_fabric(const FabricOptions &opts)
 			if (od.op == WrOpcode::RdmaRead && !can_read)
 				continue;
 			for (uint32_t size : sizes) {
-				Row r;
-				r.name = wire + "/" + od.name + "/" + std::to_string(size);
-				r.wire = wire;
-				r.op = od.name;
-				r.size = size;
+				Bench b;
+				b.name = wire + "/" + od.name + "/" + std::to_string(size);
+				b.wire = wire;
+				b.op = od.name;
+				b.size = size;
 				// The aims are the soft provider's (docs/architecture.md).
 				if (!on_device &&
 				    (od.op == WrOpcode::RdmaWrite ||
 				     (od.op == WrOpcode::RdmaRead && wire == "xproc")) &&
 				    size == 128 * 1024)
-					r.aim_ratio = wire == "inproc"  ? 0.7
-					              : wire == "xproc" ? 0.5
-					                                : 0.35;
-				res.add(r);
+					b.aim = Aim{"min_ratio", true,
+					            wire == "inproc"  ? 0.7
+					            : wire == "xproc" ? 0.5
+					                              : 0.35};
+				benches.push_back(b);
 				WrOpcode op = od.op;
 				benchmark::RegisterBenchmark(
-				    r.name.c_str(),
+				    b.name.c_str(),
 				    [=](benchmark::State &st) {
 					    bm_fabric(st, s, op, size, kDepth, kSignal, false);
 				    })
@@ -783,25 +584,25 @@ int run_fabric(const FabricOptions &opts)
 		uint32_t depth = std::min(kRateDepth, s->req->sq_depth());
 		depth -= depth % kRateSignal;
 		if (depth == 0) {
-			res.skipped.push_back(wire + " WRITE/SEND rate: send queue of " +
-			                      std::to_string(s->req->sq_depth()) +
-			                      " is shorter than one signal interval (" +
-			                      std::to_string(kRateSignal) + ")");
+			skipped.push_back(wire + " WRITE/SEND rate: send queue of " +
+			                  std::to_string(s->req->sq_depth()) +
+			                  " is shorter than one signal interval (" +
+			                  std::to_string(kRateSignal) + ")");
 			continue;
 		}
 		for (const OpDesc &od : {ops[0], ops[2]}) {
-			Row r;
-			r.name = wire + "/" + od.name + "-rate/" + std::to_string(kRateSize);
-			r.wire = wire;
-			r.op = std::string(od.name) + " rate";
-			r.size = kRateSize;
-			r.rate = true;
+			Bench b;
+			b.name = wire + "/" + od.name + "-rate/" + std::to_string(kRateSize);
+			b.wire = wire;
+			b.op = std::string(od.name) + " rate";
+			b.size = kRateSize;
+			b.rate = true;
 			if ((wire == "inproc" || wire == "xproc") && !on_device)
-				r.aim_mmsgs = 2.0;
-			res.add(r);
+				b.aim = Aim{"min_mmsgs", true, 2.0, 1, " M/s"};
+			benches.push_back(b);
 			WrOpcode op = od.op;
 			bool inl = s->req->max_inline() >= kRateSize;
-			benchmark::RegisterBenchmark(r.name.c_str(),
+			benchmark::RegisterBenchmark(b.name.c_str(),
 			                             [=](benchmark::State &st) {
 				                             bm_fabric(st, s, op, kRateSize, depth,
 				                                       kRateSignal, inl);
@@ -811,20 +612,104 @@ int run_fabric(const FabricOptions &opts)
 		}
 	}
 
-	int bargc = 1;
-	char arg0[] = "ulp-bench";
-	char *bargv[] = {arg0, nullptr};
-	benchmark::Initialize(&bargc, bargv);
-	Reporter reporter(res);
-	benchmark::RunSpecifiedBenchmarks(&reporter);
+	benchmark_init();
+	std::map<std::string, const Bench *> by_name;
+	for (const Bench &b : benches)
+		by_name[b.name] = &b;
+	size_t reported = 0;
+	const Runs runs = run_benchmarks([&](const std::string &name, const Measured &m) {
+		auto it = by_name.find(name);
+		if (it == by_name.end())
+			return;
+		const Bench &b = *it->second;
+		reported++;
+		if (b.rate)
+			std::fprintf(stderr, "ulp-bench: [%zu/%zu] %-6s %-10s %5s  %8.3f Mmsg/s\n",
+			             reported, benches.size(), b.wire.c_str(), b.op.c_str(),
+			             size_str(b.size).c_str(), m.iterations / m.seconds / 1e6);
+		else
+			std::fprintf(stderr, "ulp-bench: [%zu/%zu] %-6s %-10s %5s  %8.3f GB/s\n",
+			             reported, benches.size(), b.wire.c_str(), b.op.c_str(),
+			             size_str(b.size).c_str(),
+			             m.iterations * b.size / m.seconds / 1e9);
+	});
 	benchmark::Shutdown();
-	if (res.reported != res.rows.size())
-		fatal("only %zu of %zu benchmarks reported", res.reported, res.rows.size());
 
-	if (o.json)
-		print_json(res, o, huge, inline_rate, load);
-	else
-		print_table(res, o, huge, inline_rate, load);
+	Report rep("fabric");
+	rep.title(fmt::format("{}, {} run, {:.2f} s per figure", where(o),
+	                      o.quick ? "quick" : "full", o.min_time));
+	rep.machine(load);
+	rep.note(fmt::format("bandwidth: {} WRs outstanding, every {}th signaled; message rate: {} "
+	                     "outstanding, every {}th signaled{}",
+	                     kDepth, kSignal, kRateDepth, kRateSignal,
+	                     inline_rate ? ", payload inline" : ""));
+	rep.note(
+	    fmt::format("buffers: dma_alloc (memfd{}), one registered region per side; memcpy: "
+	                "single thread, same sizes, same run",
+	                huge ? ", 2 MiB hugepages" : ", 4 KiB pages"));
+	rep.note("ratio = fabric bytes/s / memcpy bytes/s");
+	rep.note("wires: inproc (one process), xproc (peer process; soft: the ring wire), xpkt "
+	         "(peer process, the soft packet wire)");
+	rep.meta("provider", json_str(on_device ? "verbs" : "soft"));
+	if (on_device)
+		rep.meta("device", json_str(o.device));
+	rep.meta("quick", json_bool(o.quick));
+	rep.meta("min_time_s", json_num(o.min_time, 3));
+	rep.meta("queue_depth", json_int(kDepth));
+	rep.meta("signal_every", json_int(kSignal));
+	rep.meta("rate_queue_depth", json_int(kRateDepth));
+	rep.meta("rate_signal_every", json_int(kRateSignal));
+	rep.meta("rate_inline", json_bool(inline_rate));
+	rep.meta("hugepages", json_bool(huge));
+	rep.columns({{"size", "size"},
+	             {"op", "op", Align::Left},
+	             {"", "kind"},
+	             {"wire", "wire", Align::Left},
+	             {"fabric", ""},
+	             {"", "gbps"},
+	             {"", "mmsgs"},
+	             {"memcpy GB/s", "memcpy_gbps"},
+	             {"ratio", "ratio"},
+	             {"aim", "aim", Align::Left}});
+	// The wires side by side: each op and size on consecutive rows.
+	std::vector<const Bench *> order;
+	for (const Bench &b : benches)
+		if (b.op != "memcpy")
+			order.push_back(&b);
+	auto op_rank = [](const Bench *b) {
+		static const char *ops[] = {"WRITE", "READ", "SEND", "WRITE rate", "SEND rate"};
+		for (int i = 0; i < 5; i++)
+			if (b->op == ops[i])
+				return i;
+		return 5;
+	};
+	std::stable_sort(order.begin(), order.end(), [&](const Bench *a, const Bench *b) {
+		return std::pair(op_rank(a), a->size) < std::pair(op_rank(b), b->size);
+	});
+	for (const Bench *bp : order) {
+		const Bench &b = *bp;
+		const Measured &m = runs[b.name];
+		const Measured &mc = runs["memcpy/" + std::to_string(b.size)];
+		const double msgs_per_s = m.iterations / m.seconds;
+		const double bytes_per_s = msgs_per_s * b.size;
+		const double memcpy_bps = mc.iterations * b.size / mc.seconds;
+		rep.row()
+		    .cell(size_str(b.size), json_int(b.size))
+		    .text(b.op)
+		    .text(b.rate ? "rate" : "bandwidth")
+		    .text(b.wire)
+		    .cell(b.rate ? fmt::format("{:.3f} Mmsg/s", msgs_per_s / 1e6)
+		                 : fmt::format("{:.3f} GB/s", bytes_per_s / 1e9),
+		          "")
+		    .num(bytes_per_s / 1e9, 3, 4)
+		    .num(msgs_per_s / 1e6, 3, 4)
+		    .num(memcpy_bps / 1e9, 3, 4)
+		    .ratio(bytes_per_s, memcpy_bps, 3, 4)
+		    .aim(b.aim, b.rate ? msgs_per_s / 1e6 : bytes_per_s / memcpy_bps);
+	}
+	for (const std::string &why : skipped)
+		rep.skipped(why);
+	rep.print(o.json);
 
 	// Teardown, every step bounded.
 	int rc = 0;
@@ -848,13 +733,14 @@ int run_fabric(const FabricOptions &opts)
 
 int run_fabric_peer(const PeerOptions &o)
 {
+	set_bench("fabric-peer");
 	Device *dev = nullptr;
 	Provider *prov = nullptr;
 	if (!o.device.empty()) {
 		NamedDevice nd;
 		std::string why;
 		if (!open_named_device(o.device, &nd, &why))
-			fatal("fabric-peer: --device %s: %s", o.device.c_str(), why.c_str());
+			fatal("--device %s: %s", o.device.c_str(), why.c_str());
 		dev = nd.dev;
 		prov = nd.provider;
 	} else {
@@ -862,15 +748,14 @@ int run_fabric_peer(const PeerOptions &o)
 		cfg.ip = o.ip;
 		dev = soft::create_device(cfg);
 		if (!dev)
-			fatal("fabric-peer: soft::create_device(ip %s): %s", o.ip.c_str(),
-			      std::strerror(errno));
+			fatal("soft::create_device(ip %s): %s", o.ip.c_str(), std::strerror(errno));
 		prov = &soft::provider();
 	}
 	Responder resp;
 	resp.start(dev, prov, o.ip, true);
 	std::string line = std::to_string(resp.port()) + "\n";
 	if (write(o.ready_fd, line.data(), line.size()) != static_cast<ssize_t>(line.size()))
-		fatal("fabric-peer: write to fd %d: %s", o.ready_fd, std::strerror(errno));
+		fatal("write to fd %d: %s", o.ready_fd, std::strerror(errno));
 	close(o.ready_fd);
 	int rc = resp.serve(o.max_seconds);
 	resp.stop();

@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
-#include <cstdarg>
 #include <cstdio>
 #include <cstring>
 #include <optional>
@@ -29,26 +28,13 @@ void set_peer_pid(pid_t pid, bool alive)
 	for (auto &p : g_peer_pids) {
 		pid_t want = alive ? 0 : pid;
 		if (p.compare_exchange_strong(want, alive ? pid : 0))
-			return;
+			break;
 	}
-}
-
-void fatal(const char *fmt, ...)
-{
-	std::fflush(stdout);
-	char buf[512];
-	va_list ap;
-	va_start(ap, fmt);
-	std::vsnprintf(buf, sizeof(buf), fmt, ap);
-	va_end(ap);
-	std::fprintf(stderr, "ulp-bench: %s\n", buf);
-	std::fflush(stderr);
-	for (auto &pp : g_peer_pids)
-		if (pid_t p = pp.load(); p > 0)
-			kill(p, SIGKILL);
-	// _exit: engine and CM threads are still running; static destructors must not race
-	// with them.
-	_exit(1);
+	at_fatal([] {
+		for (auto &pp : g_peer_pids)
+			if (pid_t p = pp.load(); p > 0)
+				kill(p, SIGKILL);
+	});
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -10,13 +10,15 @@
 //              wire, as the requester's device asks).
 //   Requester: resolves, connects and drives the send queue.
 //
-// Every wait is bounded; a failure prints what failed and ends the process (fatal()).
+// Every wait is bounded; a failure prints what failed and ends the process (fatal(),
+// report.h), killing the peer process first.
 #pragma once
 
 #include "core/cm.h"
 #include "core/device.h"
 #include "core/dma_mem.h"
 #include "core/registry.h"
+#include "tools/ulp-bench/report.h"
 
 #include <sys/types.h>
 
@@ -33,9 +35,7 @@
 namespace ulp::bench
 {
 
-// Print "ulp-bench: <msg>" to stderr, kill the peer processes started, exit 1.
-[[noreturn]] void fatal(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-// A peer process fatal() kills (alive), or no longer (reaped).
+// A peer process fatal() (report.h) kills (alive), or no longer (reaped).
 void set_peer_pid(pid_t pid, bool alive);
 
 constexpr uint32_t kMaxMsg = 1u << 20;      // largest message; buffers are this big

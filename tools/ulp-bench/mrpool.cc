@@ -5,15 +5,17 @@
 // pointer, i.e. the least a locked free list can cost. One iteration is one get and one
 // put; ns/op is half of that.
 #include "tools/ulp-bench/mrpool.h"
+#include "tools/ulp-bench/report.h"
 
 #include "mr_pool/mr_pool.h"
 #include "providers/soft/soft.h"
 
 #include <benchmark/benchmark.h>
+#include <fmt/format.h>
 
 #include <cerrno>
 #include <cstdio>
-#include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -27,12 +29,6 @@ namespace
 constexpr int kPoolMrs = 256; // MRs in the pool
 constexpr int kHeld = 8;      // MRs held at once in the "depth" rows (rw contexts in flight)
 
-[[noreturn]] void die(const char *what, int rc)
-{
-	std::fprintf(stderr, "ulp-bench mrpool: %s failed (%d)\n", what, rc);
-	std::exit(1);
-}
-
 void bm_pool(benchmark::State &st, MrPool *pool, int held)
 {
 	std::vector<Mr *> out(held);
@@ -40,7 +36,7 @@ void bm_pool(benchmark::State &st, MrPool *pool, int held)
 		for (int i = 0; i < held; i++) {
 			out[i] = pool->get();
 			if (!out[i])
-				die("MrPool::get", -EAGAIN);
+				fatal("MrPool::get: the pool is empty");
 		}
 		for (int i = 0; i < held; i++)
 			pool->put(out[i]);
@@ -69,122 +65,84 @@ void bm_baseline(benchmark::State &st, int held)
 	}
 }
 
-struct Row {
-	std::string name; // benchmark name
-	std::string what; // mrpool / baseline
-	int held = 1;     // get/put pairs per iteration
-	double ns_per_op = 0;
-	bool have = false;
-};
-
-class Reporter : public benchmark::BenchmarkReporter
-{
-public:
-	explicit Reporter(std::vector<Row> &rows) : rows_(rows) {}
-	bool ReportContext(const Context &) override { return true; }
-	void ReportRuns(const std::vector<Run> &runs) override
-	{
-		for (const Run &run : runs) {
-			if (run.run_type != Run::RT_Iteration)
-				continue;
-			for (Row &r : rows_) {
-				if (r.name != run.run_name.function_name)
-					continue;
-				if (run.error_occurred || run.iterations <= 0)
-					die(r.name.c_str(), -EIO);
-				// get + put per held MR per iteration.
-				r.ns_per_op = run.real_accumulated_time * 1e9 /
-				              (static_cast<double>(run.iterations) * 2 * r.held);
-				r.have = true;
-				std::fprintf(stderr, "ulp-bench mrpool: %-20s %8.2f ns/op\n",
-				             r.name.c_str(), r.ns_per_op);
-			}
-		}
-	}
-
-private:
-	std::vector<Row> &rows_;
-};
-
 } // namespace
 
 int run_mrpool(const MrPoolOptions &o)
 {
+	set_bench("mrpool");
+	const double load = loadavg_1m();
 	const double min_time = o.min_time > 0 ? o.min_time : o.quick ? 0.03 : 0.3;
 	soft::DeviceConfig c;
 	c.ip = "127.0.0.21";
 	Device *dev = soft::create_device(c);
 	if (!dev)
-		die("create_device", -errno);
+		fatal("create_device: %s", std::strerror(errno));
 	auto pd = dev->alloc_pd();
 	auto pool = std::make_unique<MrPool>();
 	if (int rc = pool->init(*pd, kPoolMrs, 256))
-		die("MrPool::init", rc);
+		fatal("MrPool::init: %s", std::strerror(-rc));
 
-	std::vector<Row> rows;
+	// Each held count: the baseline, then the pool, in the same run.
+	struct Bench {
+		std::string name; // "mrpool/8"
+		bool pool;        // MrPool, or the baseline
+		int held;         // get/put pairs per iteration
+	};
+	std::vector<Bench> benches;
 	for (int held : {1, kHeld})
-		for (const char *what : {"baseline", "mrpool"}) {
-			Row r;
-			r.what = what;
-			r.held = held;
-			r.name = std::string(what) + "/" + std::to_string(held);
-			rows.push_back(r);
-		}
+		for (bool is_pool : {false, true})
+			benches.push_back({std::string(is_pool ? "mrpool" : "baseline") + "/" +
+			                       std::to_string(held),
+			                   is_pool, held});
 	MrPool *p = pool.get();
-	for (const Row &r : rows) {
-		const int held = r.held;
-		if (r.what == "mrpool")
-			benchmark::RegisterBenchmark(r.name.c_str(), [=](benchmark::State &st) {
+	for (const Bench &b : benches) {
+		const int held = b.held;
+		if (b.pool)
+			benchmark::RegisterBenchmark(b.name.c_str(), [=](benchmark::State &st) {
 				bm_pool(st, p, held);
 			})->MinTime(min_time);
 		else
-			benchmark::RegisterBenchmark(r.name.c_str(), [=](benchmark::State &st) {
+			benchmark::RegisterBenchmark(b.name.c_str(), [=](benchmark::State &st) {
 				bm_baseline(st, held);
 			})->MinTime(min_time);
 	}
-	int bargc = 1;
-	char arg0[] = "ulp-bench";
-	char *bargv[] = {arg0, nullptr};
-	benchmark::Initialize(&bargc, bargv);
-	Reporter rep(rows);
-	benchmark::RunSpecifiedBenchmarks(&rep);
+	benchmark_init();
+	// ns per get or per put: each iteration is a get and a put per held MR.
+	auto ns_per_op = [&](const Bench &b, const Measured &m) {
+		return m.seconds * 1e9 / (m.iterations * 2 * b.held);
+	};
+	const Runs runs = run_benchmarks([&](const std::string &name, const Measured &m) {
+		for (const Bench &b : benches)
+			if (b.name == name)
+				std::fprintf(stderr, "ulp-bench mrpool: %-20s %8.2f ns/op\n",
+				             name.c_str(), ns_per_op(b, m));
+	});
 	benchmark::Shutdown();
 
-	auto base_of = [&](const Row &r) {
-		for (const Row &x : rows)
-			if (x.what == "baseline" && x.held == r.held && x.have)
-				return x.ns_per_op;
-		return 0.0;
-	};
-	if (o.json) {
-		std::printf("{\n  \"bench\": \"mrpool\",\n  \"pool_mrs\": %d,\n  \"quick\": %s,\n"
-		            "  \"rows\": [",
-		            kPoolMrs, o.quick ? "true" : "false");
-		const char *sep = "";
-		for (const Row &r : rows) {
-			double b = base_of(r);
-			std::printf("%s\n    {\"what\": \"%s\", \"held\": %d, \"ns_per_op\": %.3f, "
-			            "\"ratio_to_baseline\": %.3f}",
-			            sep, r.what.c_str(), r.held, r.ns_per_op,
-			            b > 0 ? r.ns_per_op / b : 0);
-			sep = ",";
-		}
-		std::printf("\n  ]\n}\n");
-	} else {
-		std::printf(
-		    "ulp-bench mrpool: MrPool get+put (%d fast-reg MRs on a soft device), one "
-		    "thread, %.2f s per figure\n",
-		    kPoolMrs, min_time);
-		std::printf(
-		    "  baseline = uncontended std::mutex + std::vector pop/push of a pointer; "
-		    "ns/op = per get or put; held = MRs taken before they are put back\n\n");
-		std::printf("%-9s %5s %10s %8s\n", "what", "held", "ns/op", "ratio");
-		for (const Row &r : rows) {
-			double b = base_of(r);
-			std::printf("%-9s %5d %10.2f %7.2fx\n", r.what.c_str(), r.held, r.ns_per_op,
-			            b > 0 ? r.ns_per_op / b : 0);
-		}
+	Report rep("mrpool");
+	rep.title(fmt::format("MrPool get+put ({} fast-reg MRs on a soft device), one thread, "
+	                      "{:.2f} s per figure",
+	                      kPoolMrs, min_time));
+	rep.note("baseline = uncontended std::mutex + std::vector pop/push of a pointer; ns/op = "
+	         "per get or put; held = MRs taken before they are put back");
+	rep.machine(load);
+	rep.meta("pool_mrs", json_int(kPoolMrs));
+	rep.meta("quick", json_bool(o.quick));
+	rep.columns({{"what", "what", Align::Left},
+	             {"held", "held"},
+	             {"ns/op", "ns_per_op"},
+	             {"ratio", "ratio_to_baseline"}});
+	for (const Bench &b : benches) {
+		const double ns = ns_per_op(b, runs[b.name]);
+		const std::string base = "baseline/" + std::to_string(b.held);
+		const double base_ns = ns_per_op(b, runs[base]);
+		rep.row()
+		    .text(b.pool ? "mrpool" : "baseline")
+		    .integer(b.held)
+		    .num(ns, 2, 3)
+		    .ratio(ns, base_ns, 2, 3);
 	}
+	rep.print(o.json);
 	pool.reset();
 	pd.reset();
 	soft::destroy_device(dev);

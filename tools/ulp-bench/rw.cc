@@ -16,6 +16,7 @@
 // skipped with a note.
 #include "tools/ulp-bench/rw.h"
 #include "tools/common/named_device.h"
+#include "tools/ulp-bench/report.h"
 
 #include "core/dma_mem.h"
 #include "core/mem_map.h"
@@ -23,14 +24,13 @@
 #include "rw/rw.h"
 
 #include <benchmark/benchmark.h>
+#include <fmt/format.h>
 
 #include <array>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
-#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -49,12 +49,6 @@ constexpr uint32_t kDepth = 8;        // contexts in flight
 constexpr uint32_t kMaxIo = 1u << 20; // largest I/O
 constexpr uint32_t kPage = 4096;      // scatter entries are pages
 constexpr std::array<uint32_t, 3> kSizes = {4096, 128 * 1024, kMaxIo};
-
-[[noreturn]] void die(const char *what, int rc)
-{
-	std::fprintf(stderr, "ulp-bench rw: %s failed (%d)\n", what, rc);
-	std::exit(1);
-}
 
 // Two soft devices (or one verbs device twice), the rw QP on a, a plain peer QP on b,
 // connected by hand.
@@ -78,11 +72,11 @@ struct Conn {
 		c.ip = ipb;
 		db = soft::create_device(c);
 		if (!da || !db)
-			die("create_device", -errno);
+			fatal("create_device: %s", std::strerror(errno));
 		own = true;
 		int err = init(force_mr);
 		if (err)
-			die("RwQp::create", err);
+			fatal("RwQp::create: %s", std::strerror(-err));
 	}
 
 	// Both ends on dev. Returns 0, or RwQp::create's error (the caller skips the path).
@@ -97,23 +91,23 @@ struct Conn {
 		pa = da->alloc_pd();
 		pb = db->alloc_pd();
 		if (!pa || !pb)
-			die("alloc_pd", -errno);
+			fatal("alloc_pd: %s", std::strerror(errno));
 		pb = db->alloc_pd();
 		CqInitAttr ca;
 		ca.cqe = 4096;
 		cqa = da->create_cq(ca);
 		cqb = db->create_cq(ca);
 		if (!cqa || !cqb)
-			die("create_cq", -errno);
+			fatal("create_cq: %s", std::strerror(errno));
 		ma = dma_alloc(size_t{kDepth} * kMaxIo);
 		mb = dma_alloc(kMaxIo);
 		if (!ma || !mb)
-			die("dma_alloc", -errno);
+			fatal("dma_alloc: %s", std::strerror(errno));
 		const uint32_t acc = ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ;
 		mra = pa->reg_mr(ma->addr(), ma->length(), acc);
 		mrb = pb->reg_mr(mb->addr(), mb->length(), acc);
 		if (!mra || !mrb || map.register_mr(*mra))
-			die("reg_mr", -errno);
+			fatal("reg_mr: %s", std::strerror(errno));
 		QpInitAttr qa;
 		qa.send_cq = qa.recv_cq = cqa.get();
 		qa.cap.max_send_wr = 4;
@@ -134,7 +128,7 @@ struct Conn {
 		qb_attr.cap.max_send_sge = qb_attr.cap.max_recv_sge = 1;
 		qb = pb->create_qp(qb_attr);
 		if (!qb)
-			die("create_qp", -errno);
+			fatal("create_qp: %s", std::strerror(errno));
 		connect(rq->qp(), *db, qb->qp_num());
 		connect(*qb, *da, rq->qp().qp_num());
 		tables.resize(kDepth);
@@ -164,7 +158,7 @@ struct Conn {
 			rc = qp.modify(rts, QP_STATE | QP_SQ_PSN | QP_TIMEOUT | QP_RETRY_CNT |
 			                        QP_RNR_RETRY | QP_MAX_QP_RD_ATOMIC);
 		if (rc)
-			die("modify_qp", rc);
+			fatal("modify_qp: %s", std::strerror(-rc));
 	}
 
 	void set_size(uint32_t size)
@@ -176,7 +170,7 @@ struct Conn {
 			auto *base = static_cast<uint8_t *>(ma->addr()) + size_t{s} * kMaxIo;
 			for (uint32_t off = 0; off < size; off += kPage)
 				if (int rc = t.add(map, base + off, kPage))
-					die("SgTable::add", rc);
+					fatal("SgTable::add: %s", std::strerror(-rc));
 		}
 	}
 
@@ -218,10 +212,8 @@ struct Slot {
 			return;
 		}
 		if (wc->status != WcStatus::Success) {
-			std::fprintf(stderr,
-			             "ulp-bench rw: completion failed: %s (vendor_err %u)\n",
-			             wc_status_str(wc->status), wc->vendor_err);
-			std::exit(1);
+			fatal("completion failed: %s (vendor_err %u)", wc_status_str(wc->status),
+			      wc->vendor_err);
 		}
 		s->busy = false;
 	}
@@ -239,7 +231,7 @@ void wait_slot(Cq &cq, Slot &s)
 	while (s.busy) {
 		int n = cq.poll(wc);
 		if (n < 0)
-			die("poll", n);
+			fatal("poll: %s", std::strerror(-n));
 		for (int i = 0; i < n; i++)
 			wc[i].wr_cqe->done(&cq, &wc[i]);
 		if (n > 0) {
@@ -254,7 +246,7 @@ void wait_slot(Cq &cq, Slot &s)
 			if (empty == 4096)
 				idle_since = now;
 			else if (std::chrono::duration<double>(now - idle_since).count() > kStallS)
-				die("waiting for a completion (none for 10 s)", -ETIMEDOUT);
+				fatal("waiting for a completion: none for %.0f s", kStallS);
 		}
 	}
 }
@@ -299,10 +291,10 @@ void bm_rw(benchmark::State &st, Conn *c, uint32_t size, RwDir dir)
 		}
 		int n = ctx[s].init(*c->rq, c->tables[s], 0, raddr, c->mrb->rkey(), dir);
 		if (n < 0)
-			die("RwCtx::init", n);
+			fatal("RwCtx::init: %s", std::strerror(-n));
 		slot[s].busy = true;
 		if (int rc = ctx[s].post(&slot[s].cqe, nullptr))
-			die("RwCtx::post", rc);
+			fatal("RwCtx::post: %s", std::strerror(-rc));
 	}
 	for (uint32_t s = 0; s < kDepth; s++) {
 		wait_slot(*c->cqa, slot[s]);
@@ -347,61 +339,18 @@ void bm_raw(benchmark::State &st, Conn *c, uint32_t size, RwDir dir)
 		slot[s].busy = true;
 		const SendWr *bad = nullptr;
 		if (int rc = c->rq->qp().post_send(&wrs[s][0], &bad))
-			die("post_send", rc);
+			fatal("post_send: %s", std::strerror(-rc));
 	}
 	for (uint32_t s = 0; s < kDepth; s++)
 		wait_slot(*c->cqa, slot[s]);
-}
-
-struct Row {
-	std::string name; // benchmark name
-	std::string op;   // READ / WRITE
-	std::string path; // raw / sge / mr
-	uint32_t size = 0;
-	double ctx_per_s = 0;
-	bool have = false;
-};
-
-class Reporter : public benchmark::BenchmarkReporter
-{
-public:
-	explicit Reporter(std::vector<Row> &rows) : rows_(rows) {}
-	bool ReportContext(const Context &) override { return true; }
-	void ReportRuns(const std::vector<Run> &runs) override
-	{
-		for (const Run &run : runs) {
-			if (run.run_type != Run::RT_Iteration)
-				continue;
-			for (Row &r : rows_) {
-				if (r.name != run.run_name.function_name)
-					continue;
-				if (run.error_occurred || run.real_accumulated_time <= 0)
-					die(r.name.c_str(), -EIO);
-				r.ctx_per_s =
-				    static_cast<double>(run.iterations) / run.real_accumulated_time;
-				r.have = true;
-				std::fprintf(stderr, "ulp-bench rw: %-28s %10.0f ctx/s\n",
-				             r.name.c_str(), r.ctx_per_s);
-			}
-		}
-	}
-
-private:
-	std::vector<Row> &rows_;
-};
-
-double raw_of(const std::vector<Row> &rows, const Row &r)
-{
-	for (const Row &x : rows)
-		if (x.path == "raw" && x.op == r.op && x.size == r.size && x.have)
-			return x.ctx_per_s;
-	return 0;
 }
 
 } // namespace
 
 int run_rw(const RwOptions &o)
 {
+	set_bench("rw");
+	const double load = loadavg_1m();
 	const bool on_device = !o.device.empty();
 	const double min_time = o.min_time > 0 ? o.min_time
 	                        : on_device    ? (o.quick ? 0.1 : 0.5)
@@ -413,16 +362,11 @@ int run_rw(const RwOptions &o)
 	if (on_device) {
 		NamedDevice nd;
 		std::string why;
-		if (!open_named_device(o.device, &nd, &why)) {
-			std::fprintf(stderr, "ulp-bench rw: --device %s: %s\n", o.device.c_str(),
-			             why.c_str());
-			return 1;
-		}
-		if (int err = sge.init_device(false, nd.dev)) {
-			std::fprintf(stderr, "ulp-bench rw: %s: RwQp::create (SGE path): %s\n",
-			             o.device.c_str(), std::strerror(-err));
-			return 1;
-		}
+		if (!open_named_device(o.device, &nd, &why))
+			fatal("--device %s: %s", o.device.c_str(), why.c_str());
+		if (int err = sge.init_device(false, nd.dev))
+			fatal("%s: RwQp::create (SGE path): %s", o.device.c_str(),
+			      std::strerror(-err));
 		if (!(nd.dev->attr().device_cap_flags & DEVICE_MEM_MGT_EXTENSIONS)) {
 			have_mr = false;
 			skipped = "mr: " + o.device + " has no fast registration (REG_MR)";
@@ -443,11 +387,8 @@ int run_rw(const RwOptions &o)
 			}
 		}
 		if (std::string why = probe(sge, RwDir::Write) + probe(sge, RwDir::Read);
-		    !why.empty()) {
-			std::fprintf(stderr, "ulp-bench rw: %s: the SGE path fails: %s\n",
-			             o.device.c_str(), why.c_str());
-			return 1;
-		}
+		    !why.empty())
+			fatal("%s: the SGE path fails: %s", o.device.c_str(), why.c_str());
 		if (!have_mr)
 			mr.fini();
 	} else {
@@ -455,28 +396,32 @@ int run_rw(const RwOptions &o)
 		mr.init_soft(true, "127.0.0.13", "127.0.0.14");
 	}
 
-	std::vector<Row> rows;
+	// Per op and size: the raw loop, then the SGE and MR paths beside it, in the same run.
+	struct Bench {
+		std::string name; // "WRITE/sge/4096"
+		RwDir dir;
+		const char *path; // raw / sge / mr
+		uint32_t size;
+	};
+	std::vector<Bench> benches;
 	for (RwDir dir : {RwDir::Write, RwDir::Read}) {
 		const char *op = dir == RwDir::Write ? "WRITE" : "READ";
 		for (uint32_t size : kSizes) {
 			for (const char *path : {"raw", "sge", "mr"}) {
 				if (!have_mr && std::string(path) == "mr")
 					continue;
-				Row r;
-				r.op = op;
-				r.path = path;
-				r.size = size;
-				r.name = std::string(op) + "/" + path + "/" + std::to_string(size);
-				rows.push_back(r);
+				benches.push_back(
+				    {std::string(op) + "/" + path + "/" + std::to_string(size), dir,
+				     path, size});
 			}
 		}
 	}
-	for (const Row &r : rows) {
-		const RwDir dir = r.op == "WRITE" ? RwDir::Write : RwDir::Read;
-		const uint32_t size = r.size;
-		Conn *c = r.path == "mr" ? &mr : &sge;
-		const bool raw = r.path == "raw";
-		benchmark::RegisterBenchmark(r.name.c_str(),
+	for (const Bench &b : benches) {
+		const RwDir dir = b.dir;
+		const uint32_t size = b.size;
+		Conn *c = std::string(b.path) == "mr" ? &mr : &sge;
+		const bool raw = std::string(b.path) == "raw";
+		benchmark::RegisterBenchmark(b.name.c_str(),
 		                             [=](benchmark::State &st) {
 			                             if (raw)
 				                             bm_raw(st, c, size, dir);
@@ -486,55 +431,55 @@ int run_rw(const RwOptions &o)
 		    ->MinTime(min_time)
 		    ->UseRealTime();
 	}
-	int bargc = 1;
-	char arg0[] = "ulp-bench";
-	char *bargv[] = {arg0, nullptr};
-	benchmark::Initialize(&bargc, bargv);
-	Reporter rep(rows);
-	benchmark::RunSpecifiedBenchmarks(&rep);
+	benchmark_init();
+	const Runs runs = run_benchmarks([](const std::string &name, const Measured &m) {
+		std::fprintf(stderr, "ulp-bench rw: %-28s %10.0f ctx/s\n", name.c_str(),
+		             m.iterations / m.seconds);
+	});
 	benchmark::Shutdown();
 
-	if (o.json) {
-		std::printf("{\n  \"bench\": \"rw\",\n  \"provider\": \"%s\",\n",
-		            on_device ? "verbs" : "soft");
-		if (on_device)
-			std::printf("  \"device\": \"%s\",\n", o.device.c_str());
-		std::printf("  \"depth\": %u,\n  \"quick\": %s,\n  \"min_time_s\": %.3f,\n"
-		            "  \"skipped\": [%s%s%s],\n  \"rows\": [",
-		            kDepth, o.quick ? "true" : "false", min_time,
-		            skipped.empty() ? "" : "\"", skipped.c_str(),
-		            skipped.empty() ? "" : "\"");
-		const char *sep = "";
-		for (const Row &r : rows) {
-			const double raw = raw_of(rows, r);
-			std::printf(
-			    "%s\n    {\"op\": \"%s\", \"path\": \"%s\", \"size\": %u, "
-			    "\"ctx_per_s\": %.1f, \"bytes_per_s\": %.1f, \"ratio_to_raw\": %.4f}",
-			    sep, r.op.c_str(), r.path.c_str(), r.size, r.ctx_per_s,
-			    r.ctx_per_s * r.size, raw > 0 ? r.ctx_per_s / raw : 0.0);
-			sep = ",";
-		}
-		std::printf("\n  ]\n}\n");
-	} else {
-		const std::string where =
-		    on_device ? "verbs device " + o.device + " (both QPs on it, connected by hand)"
-		              : std::string("soft provider (engine threads, in-process)");
-		std::printf("ulp-bench rw: %s, %u contexts in flight, page-sized scatter entries, "
-		            "%.2f s per figure\n",
-		            where.c_str(), kDepth, min_time);
-		std::printf(
-		    "  raw = the same RDMA WRs posted directly; ratio = ctx/s / raw ctx/s\n\n");
-		std::printf("%-6s %8s %-4s %12s %10s %8s\n", "op", "size", "path", "ctx/s", "GB/s",
-		            "ratio");
-		for (const Row &r : rows) {
-			const double raw = raw_of(rows, r);
-			std::printf("%-6s %8u %-4s %12.0f %10.3f %7.3fx\n", r.op.c_str(), r.size,
-			            r.path.c_str(), r.ctx_per_s, r.ctx_per_s * r.size / 1e9,
-			            raw > 0 ? r.ctx_per_s / raw : 0.0);
-		}
-		if (!skipped.empty())
-			std::printf("  skipped: %s\n", skipped.c_str());
+	Report rep("rw");
+	const std::string where =
+	    on_device ? "verbs device " + o.device + " (both QPs on it, connected by hand)"
+	              : std::string("soft provider (engine threads, in-process)");
+	rep.title(fmt::format("{}, {} contexts in flight, page-sized scatter entries, {:.2f} s "
+	                      "per figure",
+	                      where, kDepth, min_time));
+	rep.note("raw = the same RDMA WRs posted directly; ratio = ctx/s / raw ctx/s");
+	rep.machine(load);
+	rep.meta("provider", json_str(on_device ? "verbs" : "soft"));
+	if (on_device)
+		rep.meta("device", json_str(o.device));
+	rep.meta("depth", json_int(kDepth));
+	rep.meta("quick", json_bool(o.quick));
+	rep.meta("min_time_s", json_num(min_time, 3));
+	if (!skipped.empty())
+		rep.skipped(skipped);
+	rep.columns({{"op", "op", Align::Left},
+	             {"size", "size"},
+	             {"path", "path", Align::Left},
+	             {"ctx/s", "ctx_per_s"},
+	             {"GB/s", ""},
+	             {"", "bytes_per_s"},
+	             {"ratio", "ratio_to_raw"}});
+	for (const Bench &b : benches) {
+		const auto ctx_per_s = [&](const std::string &name) {
+			const Measured &m = runs[name];
+			return m.iterations / m.seconds;
+		};
+		const double ctx = ctx_per_s(b.name);
+		const double raw = ctx_per_s(std::string(b.dir == RwDir::Write ? "WRITE" : "READ") +
+		                             "/raw/" + std::to_string(b.size));
+		rep.row()
+		    .text(b.dir == RwDir::Write ? "WRITE" : "READ")
+		    .integer(b.size)
+		    .text(b.path)
+		    .num(ctx, 0, 1)
+		    .num(ctx * b.size / 1e9, 3, 3)
+		    .num(ctx * b.size, 1, 1)
+		    .ratio(ctx, raw, 3, 4);
 	}
+	rep.print(o.json);
 	sge.fini();
 	mr.fini();
 	return 0;

@@ -13,6 +13,7 @@
 // starts it; a slot returns to the free list when the core releases its command (inline
 // for null and ram, from the io_uring thread for file).
 #include "tools/ulp-bench/scsi.h"
+#include "tools/ulp-bench/report.h"
 
 #include "scsi/backstore.h"
 #include "scsi/loopback.h"
@@ -20,6 +21,7 @@
 #include "scsi/tpg.h"
 
 #include <benchmark/benchmark.h>
+#include <fmt/format.h>
 
 #include <atomic>
 #include <cerrno>
@@ -47,12 +49,6 @@ using namespace ulp::scsi;
 
 constexpr uint32_t kBlock = 4096; // the I/O size, and the LU's logical block size
 
-[[noreturn]] void die(const std::string &what)
-{
-	std::fprintf(stderr, "ulp-bench scsi: %s\n", what.c_str());
-	std::exit(1);
-}
-
 // A target with one LU on the given backstore, one session, qd command slots.
 class Driver
 {
@@ -63,12 +59,12 @@ public:
 		std::string why;
 		auto bs = make_backstore(bc, &err, &why);
 		if (!bs)
-			die("backstore " + bc.kind + ": " + why);
+			fatal("backstore %s: %s", bc.kind.c_str(), why.c_str());
 		LuConfig lc;
 		lc.block_size = kBlock;
 		lu_ = std::make_unique<LogicalUnit>("bench-" + bc.kind, std::move(bs), lc);
 		if (tpg_.add_lun(0, *lu_) != 0)
-			die("add_lun");
+			fatal("add_lun failed");
 		sess_ = lb_.login(tpg_, "iqn.2026-11.org.ulp:bench");
 		blocks_ = lu_->nr_blocks();
 		reqs_ = std::make_unique<LoopReq[]>(size_t(qd));
@@ -173,17 +169,8 @@ private:
 	std::atomic<uint64_t> errors_{0};
 };
 
-struct Row {
-	std::string backstore; // null, ram, file
-	std::string op;        // read, write
-	double iops = 0;       // ulp: commands per second
-	double ref = 0;        // reference ops per second (memcpy, fio); 0 = none
-	std::string ref_name;
-};
-
 double bench_driver(Driver &d, bool write, double min_time)
 {
-	double iops = 0;
 	auto *b = benchmark::RegisterBenchmark("scsi", [&](benchmark::State &st) {
 		for (auto _ : st)
 			d.issue(write);
@@ -192,28 +179,17 @@ double bench_driver(Driver &d, bool write, double min_time)
 		    benchmark::Counter(double(st.iterations()), benchmark::Counter::kIsRate);
 	});
 	b->MinTime(min_time)->UseRealTime();
-	struct Rep : benchmark::BenchmarkReporter {
-		double *out;
-		bool ReportContext(const Context &) override { return true; }
-		void ReportRuns(const std::vector<Run> &runs) override
-		{
-			for (const Run &r : runs)
-				if (r.run_type == Run::RT_Iteration && r.iterations > 0)
-					*out = double(r.iterations) / r.real_accumulated_time;
-		}
-	} rep;
-	rep.out = &iops;
-	benchmark::RunSpecifiedBenchmarks(&rep);
+	const Measured m = run_benchmarks()["scsi"];
 	benchmark::ClearRegisteredBenchmarks();
 	if (d.errors())
-		die("commands failed during the run: " + std::to_string(d.errors()));
-	return iops;
+		fatal("%llu commands failed during the run",
+		      static_cast<unsigned long long>(d.errors()));
+	return m.iterations / m.seconds;
 }
 
 // memcpy of 4 KiB, ops per second: what a RAM backstore's data movement alone costs.
 double bench_memcpy(double min_time)
 {
-	double ops = 0;
 	std::vector<uint8_t> a(64 << 20), b(kBlock);
 	benchmark::RegisterBenchmark("memcpy",
 	                             [&](benchmark::State &st) {
@@ -226,20 +202,9 @@ double bench_memcpy(double min_time)
 	                             })
 	    ->MinTime(min_time)
 	    ->UseRealTime();
-	struct Rep : benchmark::BenchmarkReporter {
-		double *out;
-		bool ReportContext(const Context &) override { return true; }
-		void ReportRuns(const std::vector<Run> &runs) override
-		{
-			for (const Run &r : runs)
-				if (r.run_type == Run::RT_Iteration && r.iterations > 0)
-					*out = double(r.iterations) / r.real_accumulated_time;
-		}
-	} rep;
-	rep.out = &ops;
-	benchmark::RunSpecifiedBenchmarks(&rep);
+	const Measured m = run_benchmarks()["memcpy"];
 	benchmark::ClearRegisteredBenchmarks();
-	return ops;
+	return m.iterations / m.seconds;
 }
 
 // fio on the same file: --minimal (terse v3) gives read IOPS in field 8, write in 49.
@@ -247,10 +212,10 @@ double run_fio(const std::string &path, uint64_t size, bool write, int qd, doubl
 {
 	int pipefd[2];
 	if (pipe(pipefd) != 0)
-		die("pipe");
+		fatal("pipe: %s", std::strerror(errno));
 	pid_t pid = fork();
 	if (pid < 0)
-		die("fork");
+		fatal("fork: %s", std::strerror(errno));
 	if (pid == 0) {
 		dup2(pipefd[1], 1);
 		close(pipefd[0]);
@@ -296,11 +261,11 @@ void make_file(const std::string &path, uint64_t size)
 {
 	int fd = ::open(path.c_str(), O_CREAT | O_TRUNC | O_WRONLY, 0600);
 	if (fd < 0)
-		die("create " + path + ": " + std::strerror(errno));
+		fatal("create %s: %s", path.c_str(), std::strerror(errno));
 	std::vector<uint8_t> chunk(1 << 20, 0xa5);
 	for (uint64_t off = 0; off < size; off += chunk.size())
 		if (::write(fd, chunk.data(), chunk.size()) != ssize_t(chunk.size()))
-			die("write " + path);
+			fatal("write %s: %s", path.c_str(), std::strerror(errno));
 	fsync(fd);
 	::close(fd);
 }
@@ -309,16 +274,33 @@ void make_file(const std::string &path, uint64_t size)
 
 int run_scsi(const ScsiBenchOptions &o)
 {
+	set_bench("scsi");
+	const double load = loadavg_1m();
 	const double min_time = o.min_time > 0 ? o.min_time : o.quick ? 0.3 : 2.0;
 	const uint64_t mib = o.file_mib ? o.file_mib : o.quick ? 64 : 256;
 	const std::string dir = o.dir.empty() ? "/var/tmp" : o.dir;
 	const std::string path = dir + "/ulp-bench-scsi." + std::to_string(getpid());
-	int bargc = 1;
-	char arg0[] = "ulp-bench";
-	char *bargv[] = {arg0, nullptr};
-	benchmark::Initialize(&bargc, bargv);
+	benchmark_init();
 
-	std::vector<Row> rows;
+	Report rep("scsi");
+	rep.title(fmt::format("4 KiB READ(16)/WRITE(16) through the target core and the loopback "
+	                      "fabric, {} in flight, {:.1f} s per figure",
+	                      o.qd, min_time));
+	rep.note(fmt::format("null: no storage (ns/cmd is the core's cost); ram: beside memcpy of "
+	                     "4 KiB; file: {} MiB in {}, O_DIRECT, random, beside fio (io_uring, "
+	                     "same file, qd, bs)",
+	                     mib, dir));
+	rep.machine(load);
+	rep.meta("block", json_int(kBlock));
+	rep.meta("qd", json_int(o.qd));
+	rep.meta("quick", json_bool(o.quick));
+	rep.columns({{"store", "backstore", Align::Left},
+	             {"op", "op", Align::Left},
+	             {"commands/s", "iops"},
+	             {"ns/cmd", ""},
+	             {"ref", "ref", Align::Left},
+	             {"ref ops/s", "ref_ops"},
+	             {"ratio", "ratio"}});
 	const double memcpy_ops = bench_memcpy(min_time);
 	for (const char *kind : {"null", "ram", "file"}) {
 		BackstoreConfig bc;
@@ -339,60 +321,36 @@ int run_scsi(const ScsiBenchOptions &o)
 			d.drain();
 		}
 		for (bool write : {false, true}) {
-			Row r;
-			r.backstore = kind;
-			r.op = write ? "write" : "read";
-			r.iops = bench_driver(d, write, min_time);
+			const char *op = write ? "write" : "read";
+			const double iops = bench_driver(d, write, min_time);
 			std::fprintf(stderr, "ulp-bench scsi: %-4s %-5s %10.0f commands/s\n", kind,
-			             r.op.c_str(), r.iops);
+			             op, iops);
+			double ref = 0; // reference ops per second (memcpy, fio); 0 = none
+			std::string ref_name;
 			if (bc.kind == "ram") {
-				r.ref = memcpy_ops;
-				r.ref_name = "memcpy";
+				ref = memcpy_ops;
+				ref_name = "memcpy";
 			} else if (bc.kind == "file" && o.fio) {
-				r.ref = run_fio(path, bc.size, write, o.qd, min_time);
-				r.ref_name = "fio";
-				if (r.ref == 0)
+				ref = run_fio(path, bc.size, write, o.qd, min_time);
+				ref_name = "fio";
+				if (ref == 0)
 					std::fprintf(
 					    stderr,
 					    "ulp-bench scsi: fio did not run; no reference\n");
 			}
-			rows.push_back(r);
+			rep.row()
+			    .text(kind)
+			    .text(op)
+			    .num(iops, 0, 0)
+			    .num(1e9 / iops, 0, 0)
+			    .text(ref_name.empty() ? "-" : ref_name, ref_name)
+			    .num(ref, 0, 0)
+			    .ratio(iops, ref, 2, 3);
 		}
 	}
 	::unlink(path.c_str());
 	benchmark::Shutdown();
-
-	if (o.json) {
-		std::printf(
-		    "{\n  \"bench\": \"scsi\",\n  \"block\": %u,\n  \"qd\": %d,\n  \"quick\": %s,\n"
-		    "  \"rows\": [",
-		    kBlock, o.qd, o.quick ? "true" : "false");
-		const char *sep = "";
-		for (const Row &r : rows) {
-			std::printf(
-			    "%s\n    {\"backstore\": \"%s\", \"op\": \"%s\", \"iops\": %.0f, "
-			    "\"ref\": \"%s\", \"ref_ops\": %.0f, \"ratio\": %.3f}",
-			    sep, r.backstore.c_str(), r.op.c_str(), r.iops, r.ref_name.c_str(),
-			    r.ref, r.ref > 0 ? r.iops / r.ref : 0);
-			sep = ",";
-		}
-		std::printf("\n  ]\n}\n");
-		return 0;
-	}
-	std::printf("ulp-bench scsi: 4 KiB READ(16)/WRITE(16) through the target core and the "
-	            "loopback fabric, %d in flight, %.1f s per figure\n",
-	            o.qd, min_time);
-	std::printf("  null: no storage (ns/cmd is the core's cost); ram: beside memcpy of 4 KiB; "
-	            "file: %llu MiB in %s, O_DIRECT, random, beside fio (io_uring, same file, "
-	            "qd, bs)\n\n",
-	            (unsigned long long)mib, dir.c_str());
-	std::printf("%-5s %-6s %12s %9s %-7s %12s %7s\n", "store", "op", "commands/s", "ns/cmd",
-	            "ref", "ref ops/s", "ratio");
-	for (const Row &r : rows)
-		std::printf("%-5s %-6s %12.0f %9.0f %-7s %12.0f %6.2fx\n", r.backstore.c_str(),
-		            r.op.c_str(), r.iops, 1e9 / r.iops,
-		            r.ref_name.empty() ? "-" : r.ref_name.c_str(), r.ref,
-		            r.ref > 0 ? r.iops / r.ref : 0);
+	rep.print(o.json);
 	return 0;
 }
 

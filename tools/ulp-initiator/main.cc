@@ -182,7 +182,10 @@ int main(int argc, char **argv)
 	               "iser, srp: our address (the soft device's; default: the portal's host)");
 	app.add_option("--srp-target", srp_args.add_target,
 	               "srp: the target as Linux's add_target names it "
-	               "(id_ext=HEX,ioc_guid=HEX,dest=HOST:PORT), as ulp-targetd logs it");
+	               "(id_ext=HEX,ioc_guid=HEX,dest=HOST:PORT), as ulp-targetd logs it; "
+	               "without it (and without --srp-id-ext/--srp-ioc-guid), a target on our "
+	               "own device's address is taken to use that device's node GUID, "
+	               "ulp-targetd's default");
 	app.add_option("--srp-id-ext", srp_args.id_ext, "srp: the target port id's id_ext (hex)");
 	app.add_option("--srp-ioc-guid", srp_args.ioc_guid,
 	               "srp: the target port id's ioc_guid (hex)");

@@ -82,12 +82,16 @@ bool SrpSession::configure(const SrpArgs &a, const std::string &portal,
 	}
 	std::string id_ext = a.id_ext.empty() ? kv["id_ext"] : a.id_ext;
 	std::string ioc_guid = a.ioc_guid.empty() ? kv["ioc_guid"] : a.ioc_guid;
-	if (id_ext.empty() || ioc_guid.empty()) {
-		*why = "SRP needs the target port id: --srp-id-ext and --srp-ioc-guid, or "
-		       "--srp-target with the add_target line ulp-targetd (or ib_srpt) logs";
+	// Only one half given: the other is missing, not guessed.
+	const bool derive = id_ext.empty() && ioc_guid.empty();
+	if (!derive && (id_ext.empty() || ioc_guid.empty())) {
+		*why = "SRP needs both halves of the target port id: --srp-id-ext and "
+		       "--srp-ioc-guid, or --srp-target with the add_target line ulp-targetd (or "
+		       "ib_srpt) logs";
 		return false;
 	}
-	if (!parse_hex64(id_ext, &cfg_.id_ext) || !parse_hex64(ioc_guid, &cfg_.ioc_guid)) {
+	if (!derive &&
+	    (!parse_hex64(id_ext, &cfg_.id_ext) || !parse_hex64(ioc_guid, &cfg_.ioc_guid))) {
 		*why =
 		    "id_ext and ioc_guid are 64-bit hex numbers, not " + id_ext + ", " + ioc_guid;
 		return false;
@@ -116,6 +120,8 @@ bool SrpSession::configure(const SrpArgs &a, const std::string &portal,
 		return false;
 	}
 	const std::string host = dest_.substr(0, dest_.rfind(':'));
+	Device *local = nullptr; // our device
+	std::string local_ip;    // and its address
 	if (!rdma_device.empty()) {
 		tools::NamedDevice nd;
 		if (!tools::open_named_device(rdma_device, &nd, why)) {
@@ -123,16 +129,38 @@ bool SrpSession::configure(const SrpArgs &a, const std::string &portal,
 			return false;
 		}
 		cfg_.provider = nd.provider;
+		local = nd.dev;
+		local_ip = src_ip.empty() ? nd.ip : src_ip;
 	} else {
 		soft::DeviceConfig sc;
 		sc.ip = src_ip.empty() ? host : src_ip;
 		soft_dev_ = soft::create_device(sc);
 		if (!soft_dev_) {
+			const int err = errno;
 			*why = "cannot make a soft RDMA device at " + sc.ip + " (" +
-			       std::strerror(errno) + "); give --src-ip an IPv4 address";
+			       std::strerror(err) + "); give --src-ip an IPv4 address";
 			return false;
 		}
 		cfg_.provider = &soft::provider();
+		local = soft_dev_;
+		local_ip = sc.ip;
+	}
+	if (derive) {
+		// ulp-targetd (and ib_srpt) name their target port by the node GUID of the device
+		// the portal listens on, in both halves. When that device is ours (the target
+		// listens on our own address: one rxe device, or a soft device at the same
+		// address, whose GUID follows from the address), we know it; otherwise only the
+		// admin does.
+		if (host != local_ip || !local || !local->attr().node_guid) {
+			*why = "SRP needs the target port id when the target is not on this "
+			       "device's address (" +
+			       (local_ip.empty() ? std::string("unknown") : local_ip) +
+			       "): --srp-target with the add_target line the target logs, or "
+			       "--srp-id-ext and --srp-ioc-guid";
+			return false;
+		}
+		cfg_.id_ext = cfg_.ioc_guid = local->attr().node_guid;
+		guessed_id_ = true;
 	}
 	cfg_.src_ip = src_ip;
 	cfg_.channels = a.channels;
@@ -157,9 +185,14 @@ bool SrpSession::login(std::string *why)
 	if (int rc = in_->login(*SockAddr::parse(dest_), why); rc != 0) {
 		if (why->empty())
 			*why = std::strerror(-rc);
+		if (guessed_id_)
+			*why += " (target port id " + where() +
+			        " taken from the device's node GUID, ulp-targetd's default: give "
+			        "--srp-target if the target names its port otherwise)";
 		return false;
 	}
 	disk_ = std::make_unique<SrpDisk>(*in_);
+	channels_ = in_->channels();
 	return true;
 }
 
@@ -188,7 +221,7 @@ std::string SrpSession::stats_text() const
 	              "srp: %u channels, %" PRIu64 " commands (%" PRIu64 " immediate, %" PRIu64
 	              " direct, %" PRIu64 " indirect, %" PRIu64 " external table), %" PRIu64
 	              " bounced, %" PRIu64 " waits for a credit, %" PRIu64 " SRP_CRED_REQs\n",
-	              in_->channels(), s.commands, s.immediate, s.direct, s.indirect, s.external,
+	              channels_, s.commands, s.immediate, s.direct, s.indirect, s.external,
 	              s.bounced, s.zero_req_lim, s.cred_reqs);
 	return b;
 }
@@ -205,7 +238,7 @@ std::string SrpSession::stats_json() const
 	              ", \"indirect\": %" PRIu64 ", \"external\": %" PRIu64
 	              ", \"bounced\": %" PRIu64 ", \"zero_req_lim\": %" PRIu64
 	              ", \"cred_reqs\": %" PRIu64 "},\n",
-	              in_->channels(), s.commands, s.immediate, s.direct, s.indirect, s.external,
+	              channels_, s.commands, s.immediate, s.direct, s.indirect, s.external,
 	              s.bounced, s.zero_req_lim, s.cred_reqs);
 	return b;
 }

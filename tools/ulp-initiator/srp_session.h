@@ -52,6 +52,8 @@ public:
 
 private:
 	ulp::srpt::InitiatorConfig cfg_;
+	uint32_t channels_ = 0;   // channels logged in (the stats are printed after logout)
+	bool guessed_id_ = false; // the target port id is our device's node GUID (none given)
 	std::string dest_;
 	ulp::Device *soft_dev_ = nullptr;
 	std::unique_ptr<ulp::DmaRegion> arena_;

@@ -3,7 +3,7 @@
 // verify.h).
 #include "tools/ulp-initiator/verify.h"
 
-#include "iscsi/crc32c.h"
+#include "core/crc32c.h"
 #include "iscsi/pdu.h"
 
 #include <cinttypes>
@@ -25,10 +25,10 @@ uint32_t block_crc(std::span<const uint8_t> b)
 {
 	// CRC32C over the block with the CRC field (bytes 24..27) taken as zero.
 	static const uint8_t zero[4] = {};
-	uint32_t r = ulp::iscsi::crc32c_update(ulp::iscsi::kCrc32cInit, b.first(24));
-	r = ulp::iscsi::crc32c_update(r, zero);
-	r = ulp::iscsi::crc32c_update(r, b.subspan(28));
-	return ulp::iscsi::crc32c_final(r);
+	uint32_t r = ulp::crc32c_update(ulp::kCrc32cInit, b.first(24));
+	r = ulp::crc32c_update(r, zero);
+	r = ulp::crc32c_update(r, b.subspan(28));
+	return ulp::crc32c_final(r);
 }
 
 } // namespace

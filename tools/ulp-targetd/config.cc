@@ -3,6 +3,8 @@
 // target's parts (see config.h).
 #include "tools/ulp-targetd/config.h"
 
+#include "admin/rpc.h"
+
 #include <toml++/toml.h>
 
 #include <arpa/inet.h>
@@ -18,11 +20,8 @@ namespace targetd
 
 using namespace ulp;
 
-namespace
-{
-
 // default_port < 0: the port must be given (SRP has no well-known port).
-bool parse_portal(const std::string &s, Portal *p, std::string *why, int default_port = 3260)
+bool parse_portal(const std::string &s, Portal *p, std::string *why, int default_port)
 {
 	std::string host, port;
 	if (!s.empty() && s.front() == '[') {
@@ -65,6 +64,32 @@ bool parse_portal(const std::string &s, Portal *p, std::string *why, int default
 	return true;
 }
 
+std::string portal_str(const Portal &p)
+{
+	return (p.host.empty()                          ? std::string("0.0.0.0")
+	        : p.host.find(':') != std::string::npos ? "[" + p.host + "]"
+	                                                : p.host) +
+	       ":" + std::to_string(p.port);
+}
+
+bool check_chap(const iscsi::ChapSecret &s, std::string *why)
+{
+	if (s.user.empty() || s.secret.empty()) {
+		*why = "CHAP credentials need a user and a secret";
+		return false;
+	}
+	// RFC 7143 12.1.3: secrets of at least 12 bytes (96 bits) where CHAP may be used
+	// outside IPsec; the login engine refuses shorter ones too.
+	if (s.secret.size() < 12) {
+		*why = "CHAP secret of " + s.user + " is shorter than 12 characters";
+		return false;
+	}
+	return true;
+}
+
+namespace
+{
+
 bool parse_chap(const std::string &s, iscsi::ChapSecret *out, std::string *why)
 {
 	auto colon = s.find(':');
@@ -74,13 +99,7 @@ bool parse_chap(const std::string &s, iscsi::ChapSecret *out, std::string *why)
 	}
 	out->user = s.substr(0, colon);
 	out->secret = s.substr(colon + 1);
-	// RFC 7143 12.1.3: secrets of at least 12 bytes (96 bits) where CHAP may be used
-	// outside IPsec; the login engine refuses shorter ones too.
-	if (out->secret.size() < 12) {
-		*why = "CHAP secret of " + out->user + " is shorter than 12 characters";
-		return false;
-	}
-	return true;
+	return check_chap(*out, why);
 }
 
 bool parse_bool_word(const std::string &s, bool *out)
@@ -208,192 +227,335 @@ bool parse_lun_flag(const std::string &s, LunCfg *out, std::string *why)
 	return true;
 }
 
+// The file's reader: every key checked against the names it may have, every value against
+// its type, and every error located ("path:line:column: key: what").
+class Reader
+{
+public:
+	Reader(const std::string &path, std::string *why) : path_(path), why_(why) {}
+
+	bool fail(const toml::node &n, const std::string &what)
+	{
+		return fail_at(n.source(), what);
+	}
+	bool fail_at(const toml::source_region &src, const std::string &what)
+	{
+		const auto &b = src.begin;
+		*why_ = path_ + ":" + std::to_string(b.line) + ":" + std::to_string(b.column) +
+		        ": " + what;
+		return false;
+	}
+	// Every key of t is one of keys.
+	bool known(const toml::table &t, const std::string &ctx,
+	           std::initializer_list<const char *> keys)
+	{
+		for (auto &[k, v] : t) {
+			bool ok = false;
+			for (const char *n : keys)
+				ok = ok || k.str() == n;
+			if (!ok)
+				return fail_at(k.source(),
+				               ctx + std::string(k.str()) + ": unknown key");
+		}
+		return true;
+	}
+	bool str(const toml::table &t, const char *k, const std::string &ctx, std::string *out)
+	{
+		const toml::node *n = t.get(k);
+		if (!n)
+			return true;
+		if (!n->is_string())
+			return fail(*n, ctx + k + ": must be a string");
+		*out = *n->value<std::string>();
+		return true;
+	}
+	bool boolean(const toml::table &t, const char *k, const std::string &ctx, bool *out)
+	{
+		const toml::node *n = t.get(k);
+		if (!n)
+			return true;
+		if (!n->is_boolean())
+			return fail(*n, ctx + k + ": must be true or false");
+		*out = *n->value<bool>();
+		return true;
+	}
+	template <typename T>
+	bool integer(const toml::table &t, const char *k, const std::string &ctx, T *out,
+	             int64_t lo, int64_t hi)
+	{
+		const toml::node *n = t.get(k);
+		if (!n)
+			return true;
+		if (!n->is_integer())
+			return fail(*n, ctx + k + ": must be an integer");
+		const int64_t v = *n->value<int64_t>();
+		if (v < lo || v > hi)
+			return fail(*n, ctx + k + ": must be " + std::to_string(lo) + ".." +
+			                    std::to_string(hi));
+		*out = T(v);
+		return true;
+	}
+	// Bytes: an integer, or a string with K M G T.
+	bool size(const toml::table &t, const char *k, const std::string &ctx, uint64_t *out)
+	{
+		const toml::node *n = t.get(k);
+		if (!n)
+			return true;
+		if (n->is_integer() && *n->value<int64_t>() >= 0) {
+			*out = uint64_t(*n->value<int64_t>());
+			return true;
+		}
+		if (n->is_string() && parse_size(*n->value<std::string>(), out))
+			return true;
+		return fail(*n, ctx + k + ": must be a size (bytes, or a string such as \"10G\")");
+	}
+	bool strings(const toml::table &t, const char *k, const std::string &ctx,
+	             std::vector<std::string> *out, const toml::node **where = nullptr)
+	{
+		const toml::node *n = t.get(k);
+		if (!n)
+			return true;
+		const toml::array *a = n->as_array();
+		if (!a)
+			return fail(*n, ctx + k + ": must be an array of strings");
+		for (const toml::node &e : *a) {
+			if (!e.is_string())
+				return fail(e, ctx + k + ": must be an array of strings");
+			out->push_back(*e.value<std::string>());
+		}
+		if (where)
+			*where = n;
+		return true;
+	}
+	bool portals(const toml::table &t, const char *k, std::vector<Portal> *out, int def_port)
+	{
+		const toml::node *n = t.get(k);
+		if (!n)
+			return true;
+		const toml::array *a = n->as_array();
+		if (!a)
+			return fail(*n, std::string(k) + ": must be an array of strings");
+		for (const toml::node &e : *a) {
+			Portal p;
+			std::string w;
+			if (!e.is_string())
+				return fail(e, std::string(k) + ": must be an array of strings");
+			if (!parse_portal(*e.value<std::string>(), &p, &w, def_port))
+				return fail(e, std::string(k) + ": " + w);
+			out->push_back(p);
+		}
+		return true;
+	}
+	bool chap(const toml::table &t, const char *k, const std::string &ctx,
+	          std::optional<iscsi::ChapSecret> *out)
+	{
+		const toml::node *n = t.get(k);
+		if (!n)
+			return true;
+		const toml::table *ct = n->as_table();
+		if (!ct)
+			return fail(
+			    *n, ctx + k + ": must be a table { user = \"...\", secret = \"...\" }");
+		const std::string c2 = ctx + k + ".";
+		iscsi::ChapSecret s;
+		if (!known(*ct, c2, {"user", "secret"}) || !str(*ct, "user", c2, &s.user) ||
+		    !str(*ct, "secret", c2, &s.secret))
+			return false;
+		std::string w;
+		if (!check_chap(s, &w))
+			return fail(*n, ctx + k + ": " + w);
+		*out = s;
+		return true;
+	}
+
+private:
+	const std::string &path_;
+	std::string *why_;
+};
+
+bool load_lun(Reader &r, const toml::table &lt, const std::string &ctx, LunCfg *l)
+{
+	if (!r.known(lt, ctx,
+	             {"lun", "backstore", "path", "size", "block_size", "physical_block_size",
+	              "read_only", "removable", "direct", "write_cache", "queue_depth"}))
+		return false;
+	if (!lt.get("backstore"))
+		return r.fail(lt, ctx + "backstore: missing (ram, file, block or null)");
+	if (!r.integer(lt, "lun", ctx, &l->lun, 0, 16383) ||
+	    !r.str(lt, "backstore", ctx, &l->bs.kind) || !r.str(lt, "path", ctx, &l->bs.path) ||
+	    !r.size(lt, "size", ctx, &l->bs.size) ||
+	    !r.integer(lt, "block_size", ctx, &l->bs.block_size, 1, 65536) ||
+	    !r.integer(lt, "physical_block_size", ctx, &l->physical_block_size, 0, 1ll << 31) ||
+	    !r.boolean(lt, "read_only", ctx, &l->read_only) ||
+	    !r.boolean(lt, "removable", ctx, &l->removable) ||
+	    !r.boolean(lt, "direct", ctx, &l->bs.direct) ||
+	    !r.boolean(lt, "write_cache", ctx, &l->bs.write_cache) ||
+	    !r.integer(lt, "queue_depth", ctx, &l->bs.queue_depth, 1, 4096))
+		return false;
+	l->bs.read_only = l->read_only;
+	std::string w;
+	if (!check_lun("", *l, &w))
+		return r.fail(lt, ctx.substr(0, ctx.size() - 1) + ": " + w);
+	return true;
+}
+
 bool load_file(const std::string &path, Config *c, std::string *why)
 {
 	toml::table t;
 	try {
 		t = toml::parse_file(path);
 	} catch (const toml::parse_error &e) {
-		*why = path + ":" + std::to_string(e.source().begin.line) + ": " +
+		*why = path + ":" + std::to_string(e.source().begin.line) + ":" +
+		       std::to_string(e.source().begin.column) + ": " +
 		       std::string(e.description());
 		return false;
 	}
-	if (auto w = t["workers"].value<int64_t>())
-		c->workers = int(*w);
-	if (auto *ps = t["portals"].as_array()) {
-		for (auto &e : *ps) {
-			auto s = e.value<std::string>();
-			Portal p;
-			if (!s || !parse_portal(*s, &p, why)) {
-				if (!s)
-					*why = path + ": portals must be strings";
-				return false;
-			}
-			c->portals.push_back(p);
-		}
-	}
-	if (auto *ps = t["iser_portals"].as_array()) {
-		for (auto &e : *ps) {
-			auto s = e.value<std::string>();
-			Portal p;
-			if (!s || !parse_portal(*s, &p, why)) {
-				if (!s)
-					*why = path + ": iser_portals must be strings";
-				return false;
-			}
-			c->iser_portals.push_back(p);
-		}
-	}
-	if (auto *ps = t["srp_portals"].as_array()) {
-		for (auto &e : *ps) {
-			auto s = e.value<std::string>();
-			Portal p;
-			if (!s || !parse_portal(*s, &p, why, -1)) {
-				if (!s)
-					*why = path + ": srp_portals must be strings";
-				return false;
-			}
-			c->srp_portals.push_back(p);
-		}
-	}
-	if (auto v = t["rdma_device"].value<std::string>())
-		c->rdma_device = *v;
-	if (auto *st = t["srp"].as_table()) {
-		auto &x = *st;
+	c->source = path;
+	Reader r(path, why);
+	if (!r.known(t, "",
+	             {"workers", "state_dir", "portals", "iser_portals", "srp_portals", "rdma_device", "iser",
+	              "srp", "iscsi", "target", "admin_socket", "admin_group", "admin_tcp"}))
+		return false;
+	if (!r.integer(t, "workers", "", &c->workers, 1, 64) ||
+	    !r.portals(t, "portals", &c->portals, 3260) ||
+	    !r.portals(t, "iser_portals", &c->iser_portals, 3260) ||
+	    !r.portals(t, "srp_portals", &c->srp_portals, -1) ||
+	    !r.str(t, "rdma_device", "", &c->rdma_device) ||
+	    !r.str(t, "state_dir", "", &c->state_dir) ||
+	    !r.str(t, "admin_socket", "", &c->admin_socket) ||
+	    !r.str(t, "admin_group", "", &c->admin_group) ||
+	    !r.str(t, "admin_tcp", "", &c->admin_tcp))
+		return false;
+	if (const toml::node *n = t.get("srp")) {
+		const toml::table *st = n->as_table();
+		if (!st)
+			return r.fail(*n, "srp: must be a table");
+		const std::string ctx = "srp.";
+		if (!r.known(*st, ctx, {"id_ext", "ioc_guid", "srq", "acls", "target"}))
+			return false;
 		for (const char *k : {"id_ext", "ioc_guid"}) {
-			if (!x.contains(k))
+			const toml::node *v = st->get(k);
+			if (!v)
 				continue;
-			auto v = x[k].value<std::string>();
-			uint64_t n = 0;
-			if (!v || !parse_hex64(*v, &n)) {
-				*why =
-				    path + ": srp." + k + " must be a string of 1 to 16 hex digits";
-				return false;
-			}
-			(std::strcmp(k, "id_ext") == 0 ? c->srp.id_ext : c->srp.ioc_guid) = n;
+			uint64_t x = 0;
+			if (!v->is_string() || !parse_hex64(*v->value<std::string>(), &x))
+				return r.fail(*v,
+				              ctx + k + " must be a string of 1 to 16 hex digits");
+			(std::strcmp(k, "id_ext") == 0 ? c->srp.id_ext : c->srp.ioc_guid) = x;
 		}
-		if (x.contains("srq")) {
-			auto v = x["srq"].value<bool>();
-			if (!v) {
-				*why = path + ": srp.srq must be true or false";
-				return false;
-			}
-			c->srp.srq = *v;
-		}
-		if (auto *as = x["acls"].as_array()) {
-			for (auto &a : *as) {
-				auto v = a.value<std::string>();
-				std::string n;
-				if (!v || !normalize_srp_acl(*v, &n)) {
-					*why = path +
-					       ": srp.acls entries are \"0x\" + 32 hex digits (an "
-					       "initiator port id) or an IP address";
-					return false;
-				}
-				c->srp.acls.push_back(n);
-			}
-		}
-		c->srp.target = x["target"].value_or(std::string());
-	}
-	if (auto *is = t["iser"].as_table()) {
-		auto &x = *is;
-		if (auto v = x["recv_data_segment_length"].value<int64_t>())
-			c->iser.recv_dsl = uint32_t(*v);
-		if (auto v = x["buffer_pool"].value<std::string>()) {
-			uint64_t n = 0;
-			if (!parse_size(*v, &n)) {
-				*why = path + ": bad iser.buffer_pool " + *v;
-				return false;
-			}
-			c->iser.heap_bytes = n;
+		std::vector<std::string> acls;
+		const toml::node *an = nullptr;
+		if (!r.boolean(*st, "srq", ctx, &c->srp.srq) ||
+		    !r.strings(*st, "acls", ctx, &acls, &an) ||
+		    !r.str(*st, "target", ctx, &c->srp.target))
+			return false;
+		for (const std::string &a : acls) {
+			std::string x;
+			if (!normalize_srp_acl(a, &x))
+				return r.fail(*an,
+				              "srp.acls entries are \"0x\" + 32 hex digits (an "
+				              "initiator port id) or an IP address, not " +
+				                  a);
+			c->srp.acls.push_back(x);
 		}
 	}
-	if (auto *is = t["iscsi"].as_table()) {
-		auto &x = *is;
+	if (const toml::node *n = t.get("iser")) {
+		const toml::table *it = n->as_table();
+		if (!it)
+			return r.fail(*n, "iser: must be a table");
+		uint64_t heap = c->iser.heap_bytes;
+		if (!r.known(*it, "iser.", {"recv_data_segment_length", "buffer_pool"}) ||
+		    !r.integer(*it, "recv_data_segment_length", "iser.", &c->iser.recv_dsl, 512,
+		               1 << 20) ||
+		    !r.size(*it, "buffer_pool", "iser.", &heap))
+			return false;
+		c->iser.heap_bytes = heap;
+	}
+	if (const toml::node *n = t.get("iscsi")) {
+		const toml::table *it = n->as_table();
+		if (!it)
+			return r.fail(*n, "iscsi: must be a table");
 		auto &pr = c->prefs;
-		if (auto v = x["max_recv_data_segment_length"].value<int64_t>())
-			pr.max_recv_dsl = uint32_t(*v);
-		if (auto v = x["max_burst_length"].value<int64_t>())
-			pr.max_burst_length = uint32_t(*v);
-		if (auto v = x["first_burst_length"].value<int64_t>())
-			pr.first_burst_length = uint32_t(*v);
-		if (auto v = x["immediate_data"].value<bool>())
-			pr.immediate_data = *v;
-		if (auto v = x["initial_r2t"].value<bool>())
-			pr.initial_r2t = *v;
-		if (auto v = x["max_outstanding_r2t"].value<int64_t>())
-			pr.max_outstanding_r2t = uint16_t(*v);
-		if (auto v = x["digests"].value<std::string>())
-			if (!set_digests(*v, &pr, why))
-				return false;
-		if (auto v = x["cmd_window"].value<int64_t>())
-			c->cmd_window = uint32_t(*v);
-		if (auto v = x["nop_interval"].value<int64_t>())
-			c->nop_interval = int(*v);
-		if (auto v = x["nop_timeout"].value<int64_t>())
-			c->nop_timeout = int(*v);
-		if (auto v = x["discovery"].value<bool>())
-			c->discovery = *v;
+		const std::string ctx = "iscsi.";
+		std::string digests;
+		if (!r.known(*it, ctx,
+		             {"max_recv_data_segment_length", "max_burst_length",
+		              "first_burst_length", "immediate_data", "initial_r2t",
+		              "max_outstanding_r2t", "digests", "cmd_window", "nop_interval",
+		              "nop_timeout", "discovery"}) ||
+		    !r.integer(*it, "max_recv_data_segment_length", ctx, &pr.max_recv_dsl, 512,
+		               1 << 24) ||
+		    !r.integer(*it, "max_burst_length", ctx, &pr.max_burst_length, 512, 1 << 24) ||
+		    !r.integer(*it, "first_burst_length", ctx, &pr.first_burst_length, 512,
+		               1 << 24) ||
+		    !r.boolean(*it, "immediate_data", ctx, &pr.immediate_data) ||
+		    !r.boolean(*it, "initial_r2t", ctx, &pr.initial_r2t) ||
+		    !r.integer(*it, "max_outstanding_r2t", ctx, &pr.max_outstanding_r2t, 1,
+		               65535) ||
+		    !r.str(*it, "digests", ctx, &digests) ||
+		    !r.integer(*it, "cmd_window", ctx, &c->cmd_window, 1, 4096) ||
+		    !r.integer(*it, "nop_interval", ctx, &c->nop_interval, 0, 3600) ||
+		    !r.integer(*it, "nop_timeout", ctx, &c->nop_timeout, 1, 3600) ||
+		    !r.boolean(*it, "discovery", ctx, &c->discovery))
+			return false;
+		std::string w;
+		if (!digests.empty() && !set_digests(digests, &pr, &w))
+			return r.fail(*it->get("digests"), "iscsi.digests: " + w);
 	}
-	if (auto *ts = t["target"].as_array()) {
-		for (auto &te : *ts) {
-			auto *tt = te.as_table();
-			if (!tt) {
-				*why = path + ": [[target]] entries must be tables";
-				return false;
-			}
+	if (const toml::node *n = t.get("target")) {
+		const toml::array *ts = n->as_array();
+		if (!ts)
+			return r.fail(*n, "target: must be an array of tables ([[target]])");
+		for (const toml::node &te : *ts) {
+			const toml::table *tt = te.as_table();
+			if (!tt)
+				return r.fail(te, "[[target]] entries must be tables");
 			TargetCfg tc;
-			tc.name = (*tt)["name"].value_or(std::string());
-			tc.alias = (*tt)["alias"].value_or(std::string());
-			for (const char *k : {"chap", "mutual_chap"}) {
-				if (auto *ch = (*tt)[k].as_table()) {
-					iscsi::ChapSecret s;
-					s.user = (*ch)["user"].value_or(std::string());
-					s.secret = (*ch)["secret"].value_or(std::string());
-					if (!parse_chap(s.user + ":" + s.secret, &s, why))
-						return false;
-					(std::strcmp(k, "chap") == 0 ? tc.chap : tc.mutual_chap) =
-					    s;
-				}
-			}
-			tc.allow_target_reset = (*tt)["allow_target_reset"].value_or(false);
-			if (auto *as = (*tt)["acls"].as_array())
-				for (auto &a : *as)
-					if (auto s = a.value<std::string>())
-						tc.acls.push_back(*s);
-			if (auto *ls = (*tt)["lun"].as_array()) {
-				for (auto &le : *ls) {
-					auto *lt = le.as_table();
-					if (!lt) {
-						*why = path +
-						       ": [[target.lun]] entries must be tables";
-						return false;
-					}
+			const std::string ctx = "target.";
+			if (!r.known(*tt, ctx,
+			             {"name", "alias", "chap", "mutual_chap", "acls",
+			              "allow_target_reset", "lun"}))
+				return false;
+			if (!tt->get("name"))
+				return r.fail(te, "target.name: missing");
+			const toml::node *an = nullptr;
+			if (!r.str(*tt, "name", ctx, &tc.name) ||
+			    !r.str(*tt, "alias", ctx, &tc.alias) ||
+			    !r.chap(*tt, "chap", ctx, &tc.chap) ||
+			    !r.chap(*tt, "mutual_chap", ctx, &tc.mutual_chap) ||
+			    !r.strings(*tt, "acls", ctx, &tc.acls, &an) ||
+			    !r.boolean(*tt, "allow_target_reset", ctx, &tc.allow_target_reset))
+				return false;
+			if (const toml::node *ln = tt->get("lun")) {
+				const toml::array *ls = ln->as_array();
+				if (!ls)
+					return r.fail(*ln, "target.lun: must be an array of tables "
+					                   "([[target.lun]])");
+				for (const toml::node &le : *ls) {
+					const toml::table *lt = le.as_table();
+					if (!lt)
+						return r.fail(
+						    le, "[[target.lun]] entries must be tables");
 					LunCfg l;
-					l.lun = uint64_t(
-					    (*lt)["lun"].value_or(int64_t(tc.luns.size())));
-					l.bs.kind = (*lt)["backstore"].value_or(std::string());
-					l.bs.path = (*lt)["path"].value_or(std::string());
-					if (auto sz = (*lt)["size"].value<std::string>()) {
-						if (!parse_size(*sz, &l.bs.size)) {
-							*why = path + ": bad size " + *sz;
-							return false;
-						}
-					} else if (auto n = (*lt)["size"].value<int64_t>()) {
-						l.bs.size = uint64_t(*n);
-					}
-					l.bs.block_size =
-					    uint32_t((*lt)["block_size"].value_or(int64_t(512)));
-					l.physical_block_size = uint32_t(
-					    (*lt)["physical_block_size"].value_or(int64_t(0)));
-					l.read_only = (*lt)["read_only"].value_or(false);
-					l.bs.read_only = l.read_only;
-					l.removable = (*lt)["removable"].value_or(false);
-					l.bs.direct = (*lt)["direct"].value_or(true);
-					l.bs.write_cache = (*lt)["write_cache"].value_or(true);
+					l.lun = tc.luns.size();
+					if (!load_lun(r, *lt, "target.lun.", &l))
+						return false;
+					for (const LunCfg &o : tc.luns)
+						if (o.lun == l.lun)
+							return r.fail(
+							    *lt, "target " + tc.name + ": LUN " +
+							             std::to_string(l.lun) +
+							             " twice");
 					tc.luns.push_back(l);
 				}
 			}
+			std::string w;
+			if (!check_target(tc, &w))
+				return r.fail(te, w);
+			for (const TargetCfg &o : c->targets)
+				if (o.name == tc.name)
+					return r.fail(te,
+					              "target " + tc.name + " is defined twice");
 			c->targets.push_back(std::move(tc));
 		}
 	}
@@ -404,29 +566,7 @@ bool load_file(const std::string &path, Config *c, std::string *why)
 
 bool parse_size(const std::string &s, uint64_t *out)
 {
-	if (s.empty())
-		return false;
-	char *end = nullptr;
-	errno = 0;
-	unsigned long long v = std::strtoull(s.c_str(), &end, 10);
-	if (errno || end == s.c_str())
-		return false;
-	uint64_t mul = 1;
-	std::string suf(end);
-	if (suf == "K" || suf == "k" || suf == "KiB")
-		mul = 1ull << 10;
-	else if (suf == "M" || suf == "m" || suf == "MiB")
-		mul = 1ull << 20;
-	else if (suf == "G" || suf == "g" || suf == "GiB")
-		mul = 1ull << 30;
-	else if (suf == "T" || suf == "t" || suf == "TiB")
-		mul = 1ull << 40;
-	else if (!suf.empty())
-		return false;
-	if (v > UINT64_MAX / mul)
-		return false;
-	*out = v * mul;
-	return true;
+	return ulp::admin::parse_size(s, out); // one parser of sizes, the admin socket's too
 }
 
 bool parse_hex64(const std::string &s, uint64_t *out)
@@ -505,6 +645,11 @@ void add_flags(CLI::App &app, Flags &f)
 	app.add_option("--mutual-chap", f.mutual_chap,
 	               "USER:SECRET the target proves to the initiators (mutual CHAP)");
 	app.add_option("--workers", f.workers, "event-loop threads (default 1)");
+	app.add_option("--state-dir", f.state_dir,
+	               "DIR for the persistent reservations initiators ask to keep across "
+	               "restarts (APTPL 1), a file per LUN; created (mode 0700) if missing; "
+	               "when it cannot be used, APTPL 1 is refused (default "
+	               "/var/lib/ulp-targetd)");
 	app.add_option("--max-recv-dsl", f.max_recv_dsl,
 	               "MaxRecvDataSegmentLength we declare (default 262144)");
 	app.add_option("--max-burst", f.max_burst, "MaxBurstLength we accept (default 1048576)");
@@ -535,6 +680,93 @@ void add_flags(CLI::App &app, Flags &f)
 	               "append the log to this file instead of stderr (systemd's journal takes "
 	               "stderr)");
 	app.add_flag("--trace", f.trace, "log every PDU received and sent (diagnostics; slow)");
+	app.add_option("--admin-socket", f.admin_socket,
+	               std::string("the JSON-RPC admin socket ulpctl talks to (e.g. ") +
+	                   kDefaultAdminSocket + "; default: none)");
+	app.add_option("--admin-group", f.admin_group,
+	               "a group whose members may use the admin socket too (mode 0660)");
+	app.add_flag("--check", f.check,
+	             "check the configuration (the file and these flags) and exit: 0 when it "
+	             "loads, 2 with the error (file:line:column) when not; opens nothing");
+	app.add_option("--admin-tcp", f.admin_tcp,
+	               "[HOST:]PORT: an admin listener on TCP as well (PORT alone: 127.0.0.1); "
+	               "TCP peers carry no credentials");
+}
+
+bool check_lun(const std::string &target, const LunCfg &l, std::string *why)
+{
+	const std::string who = (target.empty() ? std::string() : "target " + target + " ") +
+	                        "LUN " + std::to_string(l.lun) + ": ";
+	if (l.lun > 16383) {
+		*why = "LUN numbers go up to 16383";
+		return false;
+	}
+	const std::string &k = l.bs.kind;
+	if (k != "ram" && k != "file" && k != "block" && k != "null") {
+		*why = who + "backstore must be ram, file, block or null, not \"" + k + "\"";
+		return false;
+	}
+	if ((k == "file" || k == "block") && l.bs.path.empty()) {
+		*why = who + "a " + k + " backstore needs a path";
+		return false;
+	}
+	if ((k == "ram" || k == "null") && l.bs.size == 0) {
+		*why = who + "a " + k + " backstore needs a size";
+		return false;
+	}
+	if (l.bs.queue_depth == 0 || l.bs.queue_depth > 4096) {
+		*why = who + "queue_depth must be 1..4096";
+		return false;
+	}
+	scsi::LuConfig lc;
+	lc.block_size = l.bs.block_size;
+	lc.physical_block_size = l.physical_block_size;
+	if (const char *bad = scsi::lu_config_check(lc)) {
+		*why = who + bad;
+		return false;
+	}
+	return true;
+}
+
+bool check_target(const TargetCfg &t, std::string *why)
+{
+	if (!iscsi::valid_iscsi_name(t.name)) {
+		*why = "target name " + t.name + " is not a valid iSCSI name (iqn./eui./naa.)";
+		return false;
+	}
+	std::set<uint64_t> ids;
+	for (const LunCfg &l : t.luns) {
+		if (!ids.insert(l.lun).second) {
+			*why = "target " + t.name + ": LUN " + std::to_string(l.lun) + " twice";
+			return false;
+		}
+		if (!check_lun(t.name, l, why))
+			return false;
+	}
+	if (t.mutual_chap && !t.chap) {
+		*why = "target " + t.name + ": mutual CHAP needs CHAP";
+		return false;
+	}
+	for (const auto *c : {&t.chap, &t.mutual_chap})
+		if (*c && !check_chap(**c, why))
+			return false;
+	for (const std::string &a : t.acls)
+		if (!iscsi::valid_iscsi_name(a)) {
+			*why = "ACL entry " + a + " is not a valid iSCSI name";
+			return false;
+		}
+	return true;
+}
+
+bool load_config_file(const std::string &path, Config *c, std::string *why)
+{
+	// The defaults build_config starts from, then the file alone.
+	c->prefs.max_recv_dsl = 262144;
+	c->prefs.max_burst_length = 1048576;
+	c->prefs.first_burst_length = 65536;
+	c->prefs.immediate_data = true;
+	c->prefs.initial_r2t = false;
+	return load_file(path, c, why);
 }
 
 bool build_config(const Flags &f, Config *c, std::string *why)
@@ -548,6 +780,12 @@ bool build_config(const Flags &f, Config *c, std::string *why)
 	c->prefs.initial_r2t = false;
 	if (!f.config.empty() && !load_file(f.config, c, why))
 		return false;
+	if (!f.admin_socket.empty())
+		c->admin_socket = f.admin_socket;
+	if (!f.admin_group.empty())
+		c->admin_group = f.admin_group;
+	if (!f.admin_tcp.empty())
+		c->admin_tcp = f.admin_tcp;
 	for (const std::string &p : f.portals) {
 		Portal po;
 		if (!parse_portal(p, &po, why))
@@ -603,6 +841,8 @@ bool build_config(const Flags &f, Config *c, std::string *why)
 		c->portals.push_back(Portal{"", 3260});
 	if (f.workers > 0)
 		c->workers = f.workers;
+	if (!f.state_dir.empty())
+		c->state_dir = f.state_dir;
 	if (f.max_recv_dsl)
 		c->prefs.max_recv_dsl = f.max_recv_dsl;
 	if (f.max_burst)
@@ -634,6 +874,11 @@ bool build_config(const Flags &f, Config *c, std::string *why)
 			if (!parse_lun_flag(l, &lc, why))
 				return false;
 			t.luns.push_back(lc);
+		}
+		if (t.luns.empty()) {
+			*why = "target " + t.name +
+			       " has no LUN (add --lun 0:ram:size=1G, for example)";
+			return false;
 		}
 		t.acls = f.acls;
 		t.allow_target_reset = f.allow_target_reset;
@@ -683,128 +928,11 @@ bool build_config(const Flags &f, Config *c, std::string *why)
 	}
 	std::set<std::string> names;
 	for (TargetCfg &t : c->targets) {
-		if (!iscsi::valid_iscsi_name(t.name)) {
-			*why =
-			    "target name " + t.name + " is not a valid iSCSI name (iqn./eui./naa.)";
+		if (!check_target(t, why))
 			return false;
-		}
 		if (!names.insert(t.name).second) {
 			*why = "target " + t.name + " is defined twice";
 			return false;
-		}
-		if (t.luns.empty()) {
-			*why = "target " + t.name +
-			       " has no LUN (add --lun 0:ram:size=1G, for example)";
-			return false;
-		}
-		std::set<uint64_t> ids;
-		for (const LunCfg &l : t.luns) {
-			if (!ids.insert(l.lun).second) {
-				*why = "target " + t.name + ": LUN " + std::to_string(l.lun) +
-				       " twice";
-				return false;
-			}
-			if (l.lun > 16383) {
-				*why = "LUN numbers go up to 16383";
-				return false;
-			}
-			scsi::LuConfig lc;
-			lc.block_size = l.bs.block_size;
-			lc.physical_block_size = l.physical_block_size;
-			if (const char *bad = scsi::lu_config_check(lc)) {
-				*why = "target " + t.name + " LUN " + std::to_string(l.lun) + ": " +
-				       bad;
-				return false;
-			}
-		}
-		if (t.mutual_chap && !t.chap) {
-			*why = "target " + t.name + ": mutual CHAP needs CHAP";
-			return false;
-		}
-		for (const std::string &a : t.acls)
-			if (!iscsi::valid_iscsi_name(a)) {
-				*why = "ACL entry " + a + " is not a valid iSCSI name";
-				return false;
-			}
-	}
-	return true;
-}
-
-bool instantiate(const Config &c, Runtime *rt, std::string *why)
-{
-	iscsi::target::TargetConfig &tc = rt->target_cfg;
-	tc.prefs = c.prefs;
-	tc.cmd_window = c.cmd_window;
-	tc.allow_discovery = c.discovery;
-	tc.nop_interval = std::chrono::seconds(c.nop_interval);
-	tc.nop_timeout = std::chrono::seconds(c.nop_timeout);
-	tc.max_io_bytes = std::max<uint32_t>(16u << 20, c.prefs.max_burst_length);
-	// portal_addresses: set by main once the portals are bound (ports may be ephemeral).
-	uint16_t rtpi = 1;
-	// The SRP target port exports the LUNs of srp.target (or of the first target).
-	const std::string &srp_of = c.srp.target.empty() ? c.targets.front().name : c.srp.target;
-	if (!c.srp_portals.empty())
-		rt->srp_tpg =
-		    std::make_unique<scsi::Tpg>("srp:" + srp_of, uint16_t(c.targets.size() + 1));
-	for (const TargetCfg &t : c.targets) {
-		auto tpg = std::make_unique<scsi::Tpg>(t.name, rtpi++);
-		for (const LunCfg &l : t.luns) {
-			int err = 0;
-			std::string w;
-			auto bs = scsi::make_backstore(l.bs, &err, &w);
-			if (!bs) {
-				*why =
-				    "target " + t.name + " LUN " + std::to_string(l.lun) + ": " + w;
-				return false;
-			}
-			scsi::LuConfig lc;
-			lc.block_size = l.bs.block_size;
-			lc.physical_block_size = l.physical_block_size;
-			lc.removable = l.removable;
-			lc.read_only = l.read_only;
-			lc.product = "ulp " + l.bs.kind;
-			auto lu = std::make_unique<scsi::LogicalUnit>(
-			    t.name + "/" + std::to_string(l.lun), std::move(bs), lc);
-			if (int rc = tpg->add_lun(l.lun, *lu); rc != 0) {
-				*why =
-				    "add LUN " + std::to_string(l.lun) + ": " + std::strerror(-rc);
-				return false;
-			}
-			if (rt->srp_tpg && t.name == srp_of) {
-				if (int rc = rt->srp_tpg->add_lun(l.lun, *lu); rc != 0) {
-					*why = "SRP: add LUN " + std::to_string(l.lun) + ": " +
-					       std::strerror(-rc);
-					return false;
-				}
-			}
-			rt->lus.push_back(std::move(lu));
-		}
-		for (const std::string &a : t.acls) {
-			scsi::NodeAcl acl;
-			acl.initiator = a;
-			tpg->add_acl(acl);
-		}
-		iscsi::target::TargetNode node;
-		node.name = t.name;
-		node.alias = t.alias;
-		node.tpg = tpg.get();
-		node.allow_target_reset = t.allow_target_reset;
-		if (t.chap) {
-			iscsi::ChapCredentials cr;
-			cr.incoming = *t.chap;
-			if (t.mutual_chap)
-				cr.outgoing = *t.mutual_chap;
-			node.chap[""] = cr;
-			node.require_chap = true;
-		}
-		tc.targets.push_back(node);
-		rt->tpgs.push_back(std::move(tpg));
-	}
-	if (rt->srp_tpg) {
-		for (const std::string &a : c.srp.acls) {
-			scsi::NodeAcl acl;
-			acl.initiator = a;
-			rt->srp_tpg->add_acl(acl);
 		}
 	}
 	return true;

@@ -6,6 +6,14 @@
 // The file (every key optional but target.name and lun.backstore):
 //
 //   workers = 2                         # event-loop threads
+//   state_dir = "/var/lib/ulp-targetd"  # persistent reservations with APTPL 1, a file per
+//                                       # LUN (created 0700; unusable: APTPL 1 refused)
+//   admin_socket = "/run/ulp-targetd/admin.sock"  # JSON-RPC admin socket (ulpctl); "":
+//                                       # none (the default without this key)
+//   admin_group = "ulp"                 # also admit this group's members (mode 0660)
+//   admin_tcp = "127.0.0.1:5261"        # a TCP admin listener too (PORT alone: loopback);
+//                                       # no credentials on TCP: whoever reaches it may
+//                                       # administer the daemon
 //   portals = ["0.0.0.0:3260"]          # iSCSI/TCP: "host:port", IPv6 as "[::1]:3260"
 //   iser_portals = ["127.0.0.1:3260"]   # iSER (RDMA/CM): on rdma_device, or soft devices
 //   srp_portals = ["10.99.0.1:5555"]    # SRP (RDMA/CM; no well-known port: give one)
@@ -53,6 +61,11 @@
 //     read_only = false
 //     direct = true                     # O_DIRECT where aligned (file, block)
 //     write_cache = true
+//     queue_depth = 64                  # backstore requests at once (file, block)
+//
+// Every key is checked: a key this list does not name, or a value of the wrong type, is an
+// error naming the file, line and column ("/etc/ulp-targetd.toml:12:1: target.lun.sise:
+// unknown key"), and the daemon does not start (at SIGHUP: nothing changes).
 #pragma once
 
 #include "core/log.h"
@@ -91,6 +104,7 @@ struct Flags {
 	std::string mutual_chap;               // --mutual-chap USER:SECRET
 	bool allow_target_reset = false;       // --allow-target-reset
 	int workers = 0;                       // --workers (0: from the file, else 1)
+	std::string state_dir;                 // --state-dir DIR ("": the file's, or the default)
 	uint32_t max_recv_dsl = 0;             // 0: the default (262144)
 	uint32_t max_burst = 0;
 	uint32_t first_burst = 0;
@@ -104,7 +118,14 @@ struct Flags {
 	ulp::log::Level log_level = ulp::log::Level::Info; // --log-level
 	std::string log_file;                              // --log-file; empty: stderr
 	bool trace = false;                                // --trace: log every PDU
+	std::string admin_socket;                          // --admin-socket PATH
+	std::string admin_group;                           // --admin-group GROUP
+	std::string admin_tcp;                             // --admin-tcp [HOST:]PORT
+	bool check = false;                                // --check: check the configuration, exit
 };
+
+// Where ulpctl and the unit file look for the admin socket.
+inline constexpr const char *kDefaultAdminSocket = "/run/ulp-targetd/admin.sock";
 
 void add_flags(CLI::App &app, Flags &f);
 
@@ -141,6 +162,7 @@ struct SrpCfg {
 };
 
 struct Config {
+	std::string source;               // the TOML file it was read from ("": flags only)
 	std::vector<Portal> portals;      // iSCSI/TCP
 	std::vector<Portal> iser_portals; // iSER
 	std::vector<Portal> srp_portals;  // SRP
@@ -149,6 +171,7 @@ struct Config {
 	SrpCfg srp;
 	std::vector<TargetCfg> targets;
 	int workers = 1;
+	std::string state_dir = "/var/lib/ulp-targetd"; // reservation state files (APTPL 1)
 	ulp::iscsi::OperationalPrefs prefs;
 	uint32_t cmd_window = 128;
 	int nop_interval = 0; // seconds
@@ -156,22 +179,32 @@ struct Config {
 	bool discovery = true;
 	int shutdown_grace_ms = 5000;    // how long sessions get to log out
 	int shutdown_timeout_ms = 15000; // after that, dropped; this is the whole bound
+	std::string admin_socket;        // the admin socket's path ("": none)
+	std::string admin_group;         // a group admitted besides the daemon's uid and root
+	std::string admin_tcp;           // "[HOST:]PORT" of a TCP admin listener ("": none)
 };
+
+// One target's settings and LUNs as a run-time change would set them: the checks
+// build_config makes of every target (name, LUN numbers and geometry, CHAP, ACLs). The
+// admin methods run the same ones. false with *why.
+bool check_target(const TargetCfg &t, std::string *why);
+bool check_lun(const std::string &target, const LunCfg &l, std::string *why);
+bool check_chap(const ulp::iscsi::ChapSecret &s, std::string *why);
+bool parse_portal(const std::string &s, Portal *p, std::string *why, int default_port = 3260);
+std::string portal_str(const Portal &p); // "0.0.0.0:3260", "[::1]:3260"
+
+// The configuration as the TOML file it would be read from (config_save.cc): every
+// target, LUN, portal and setting, CHAP secrets included. load(save(c)) == c.
+std::string to_toml(const Config &c);
+// Write it to path atomically (a temporary file in the same directory, fsync, rename,
+// fsync of the directory), mode 0600 (it holds secrets). 0 or a negative errno with *why.
+int save_config(const Config &c, const std::string &path, std::string *why);
+// Read a TOML file alone (no flags): what SIGHUP re-reads. false with *why naming
+// file:line:column.
+bool load_config_file(const std::string &path, Config *out, std::string *why);
 
 // The flags (and the file they name) as one checked Config; false with *why.
 bool build_config(const Flags &f, Config *out, std::string *why);
-
-// What instantiate() made; owns the backstores' logical units and the port groups.
-struct Runtime {
-	std::vector<std::unique_ptr<ulp::scsi::LogicalUnit>> lus;
-	std::vector<std::unique_ptr<ulp::scsi::Tpg>> tpgs;
-	ulp::iscsi::target::TargetConfig target_cfg;
-	// With SRP portals: the SRP target port's own group (its own ACLs and relative port
-	// id) over the same logical units as the iSCSI target it exports.
-	std::unique_ptr<ulp::scsi::Tpg> srp_tpg;
-};
-
-bool instantiate(const Config &cfg, Runtime *rt, std::string *why);
 
 // "1G" -> 1073741824 (K, M, G, T: powers of 1024; a bare number is bytes).
 bool parse_size(const std::string &s, uint64_t *out);

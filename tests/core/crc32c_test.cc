@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
-// tests/iscsi/crc32c_test.cc - CRC32C against RFC 3720 appendix B.4 and between the table
+// tests/core/crc32c_test.cc - CRC32C against RFC 3720 appendix B.4 and between the table
 // and SSE4.2 implementations.
-#include "iscsi/crc32c.h"
+#include "core/crc32c.h"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include <random>
 #include <vector>
 
-using namespace ulp::iscsi;
+using namespace ulp;
 
 namespace
 {

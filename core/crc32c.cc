@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// iscsi/crc32c.cc - CRC32C: SSE4.2 crc32 instruction when present, slicing-by-8 otherwise.
-#include "iscsi/crc32c.h"
+// core/crc32c.cc - CRC32C: SSE4.2 crc32 instruction when present, slicing-by-8 otherwise.
+#include "core/crc32c.h"
 
 #include <array>
 #include <cstring>
@@ -9,7 +9,7 @@
 #include <nmmintrin.h>
 #endif
 
-namespace ulp::iscsi
+namespace ulp
 {
 
 namespace
@@ -117,4 +117,4 @@ uint32_t crc32c_update(uint32_t reg, std::span<const uint8_t> data)
 	return fn(reg, data);
 }
 
-} // namespace ulp::iscsi
+} // namespace ulp

@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: MIT
-// iscsi/crc32c.h - CRC32C (Castagnoli), the iSCSI header and data digest.
+// core/crc32c.h - CRC32C (Castagnoli): the iSCSI header and data digest, and the checksum
+// of what the SCSI core keeps on disk (scsi/pr_persist.cc). Shared by both, so it lives
+// below them.
 //
 // RFC 7143 13.1: the only digest besides None is CRC32C, generator 0x11edc6f41, computed
 // over the BHS and AHS (header digest) or the data segment and its padding (data digest).
@@ -15,7 +17,7 @@
 #include <cstdint>
 #include <span>
 
-namespace ulp::iscsi
+namespace ulp
 {
 
 constexpr uint32_t kCrc32cInit = 0xffffffffu; // register value before the first byte
@@ -56,4 +58,4 @@ uint32_t crc32c_update_sw(uint32_t reg, std::span<const uint8_t> data);
 uint32_t crc32c_update_hw(uint32_t reg, std::span<const uint8_t> data);
 bool crc32c_have_hw();
 
-} // namespace ulp::iscsi
+} // namespace ulp

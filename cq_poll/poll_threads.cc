@@ -1,0 +1,271 @@
+// SPDX-License-Identifier: MIT
+// cq_poll/poll_threads.cc - the threaded poll contexts: the poller threads, which take a
+// device's completion events and run its Softirq CQs (irq_poll), and the completion work
+// pool that runs Workqueue and UnboundWorkqueue CQs (ib_comp_wq, ib_comp_unbound_wq).
+#include "core/log.h"
+#include "core/thread_name.h"
+#include "cq_poll/cq_poll_internal.h"
+
+#include <poll.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+namespace ulp
+{
+
+using namespace cqp;
+
+void cqp::BoundedThread::join(const char *what)
+{
+	if (!thr.joinable())
+		return;
+	if (exited.wait_for(kStopTimeout) != std::future_status::ready)
+		ULP_LOG(Warn, CqPoll,
+		        "{} did not stop within {} s (a done() callback blocked?); still "
+		        "waiting",
+		        what, static_cast<long long>(kStopTimeout.count()));
+	thr.join();
+}
+
+// ---------------------------------------------------------------------------------------------
+// The completion work pool
+
+WorkPool::WorkPool(int nworkers)
+    : cvs_(static_cast<size_t>(nworkers)), bound_(static_cast<size_t>(nworkers))
+{
+	workers_.resize(static_cast<size_t>(nworkers));
+	for (int i = 0; i < nworkers; i++)
+		workers_[static_cast<size_t>(i)].start([this, i] { work(i); });
+}
+
+WorkPool::~WorkPool()
+{
+	{
+		std::lock_guard g(lock);
+		stop_ = true;
+	}
+	notify_all();
+	for (auto &w : workers_)
+		w.join("completion worker");
+}
+
+void WorkPool::kick(PollCq &p)
+{
+	{
+		std::lock_guard g(lock);
+		if (p.dying)
+			return;
+		if (p.state == RunState::Running) {
+			p.again = true;
+			return;
+		}
+		if (p.state == RunState::Queued)
+			return;
+		p.state = RunState::Queued;
+		queue_of(p).push_back(p);
+	}
+	// A bound CQ wakes its own worker only: waking them all cost a thread switch
+	// per completion event for nothing (tools/iscsi-bench/vm-iser counts them).
+	if (p.worker >= 0)
+		cvs_[static_cast<size_t>(p.worker)].notify_one();
+	else
+		notify_all();
+}
+
+int WorkPool::kill(PollCq &p)
+{
+	std::unique_lock g(lock);
+	if (p.state == RunState::Running && p.runner == std::this_thread::get_id())
+		return -EDEADLK;
+	p.dying = true;
+	p.abort.store(true, std::memory_order_relaxed);
+	if (p.state == RunState::Queued) {
+		queue_of(p).erase(queue_of(p).iterator_to(p));
+		p.state = RunState::Idle;
+	}
+	while (p.state == RunState::Running)
+		if (!done_cv_.wait_for(g, kStopTimeout,
+		                       [&] { return p.state != RunState::Running; }))
+			ULP_LOG(Warn, CqPoll,
+			        "free_cq waits for a {} done() callback that does not "
+			        "return",
+			        poll_ctx_str(p.ctx));
+	return 0;
+}
+
+ReadyList &WorkPool::queue_of(PollCq &p)
+{
+	return p.worker >= 0 ? bound_[static_cast<size_t>(p.worker)] : unbound_;
+}
+
+void WorkPool::work(int i)
+{
+	set_thread_name("ulp-cq-work");
+	const auto self = std::this_thread::get_id();
+	std::unique_lock g(lock);
+	for (;;) {
+		ReadyList &mine = bound_[static_cast<size_t>(i)];
+		ReadyList *q = !mine.empty() ? &mine : !unbound_.empty() ? &unbound_ : nullptr;
+		if (!q) {
+			if (stop_)
+				return;
+			cvs_[static_cast<size_t>(i)].wait(g);
+			continue;
+		}
+		PollCq &p = q->front();
+		q->pop_front();
+		p.state = RunState::Running;
+		p.runner = self;
+		p.again = false;
+		g.unlock();
+		bool more = threaded_pass(p, kPollBudgetWorkqueue, false);
+		g.lock();
+		p.runner = {};
+		if (p.dying) {
+			p.state = RunState::Idle;
+			done_cv_.notify_all();
+			continue;
+		}
+		if (more || p.again) {
+			p.state = RunState::Queued;
+			queue_of(p).push_back(p); // requeue_work: behind the others
+		} else {
+			p.state = RunState::Idle;
+		}
+		p.again = false;
+	}
+}
+
+void WorkPool::notify_all()
+{
+	for (auto &cv : cvs_)
+		cv.notify_one(); // one waiter each: its worker
+}
+
+// ---------------------------------------------------------------------------------------------
+// Pollers
+
+Poller::Poller(Device &d, std::unique_ptr<CompChannel> c, int wfd, WorkPool *wp)
+    : ch(std::move(c)), wake_fd(wfd), pool(wp)
+{
+	(void)d;
+}
+
+Poller::~Poller()
+{
+	{
+		std::lock_guard g(lock);
+		stop = true;
+	}
+	wake();
+	thr.join("poller thread");
+	close(wake_fd);
+}
+
+void Poller::wake()
+{
+	uint64_t one = 1;
+	(void)!write(wake_fd, &one, sizeof(one));
+}
+
+void Poller::on_event_locked(Cq *c)
+{
+	auto it = cqs.find(c);
+	if (it == cqs.end())
+		return; // freed since the event was raised
+	PollCq &p = *it->second;
+	if (p.ctx != PollCtx::Softirq) {
+		pool->kick(p);
+		return;
+	}
+	if (p.dying)
+		return;
+	if (p.state == RunState::Running)
+		p.again = true; // the pass may already have polled past it
+	else if (p.state == RunState::Idle) {
+		p.state = RunState::Queued;
+		ready.push_back(p);
+	}
+}
+
+void Poller::take_events()
+{
+	Cq *c = nullptr;
+	while (ch->get_cq_event(&c, 0) == 0) {
+		std::lock_guard g(lock);
+		on_event_locked(c);
+	}
+}
+
+void Poller::wait_events()
+{
+	pollfd fds[2] = {{ch->fd(), POLLIN, 0}, {wake_fd, POLLIN, 0}};
+	if (::poll(fds, 2, kIdleSliceMs) > 0 && (fds[1].revents & POLLIN)) {
+		uint64_t v;
+		(void)!read(wake_fd, &v, sizeof(v));
+	}
+}
+
+void Poller::run()
+{
+	const auto self = std::this_thread::get_id();
+	std::unique_lock g(lock);
+	while (!stop) {
+		g.unlock();
+		take_events();
+		g.lock();
+		if (ready.empty()) {
+			g.unlock();
+			wait_events();
+			g.lock();
+			continue;
+		}
+		PollCq &p = ready.front();
+		ready.pop_front();
+		p.state = RunState::Running;
+		p.runner = self;
+		p.again = false;
+		g.unlock();
+		bool more = threaded_pass(p, kPollBudgetIrq, true);
+		g.lock();
+		p.runner = {};
+		if (p.dying) {
+			p.state = RunState::Idle;
+			done_cv.notify_all();
+			continue;
+		}
+		if (more || p.again) {
+			p.state = RunState::Queued;
+			ready.push_back(p); // budget used up: the other CQs go first
+		} else {
+			p.state = RunState::Idle;
+		}
+		p.again = false;
+	}
+}
+
+int Poller::kill(PollCq &p)
+{
+	std::unique_lock g(lock);
+	if (p.ctx == PollCtx::Softirq) {
+		if (p.state == RunState::Running && p.runner == std::this_thread::get_id())
+			return -EDEADLK;
+		p.dying = true;
+		p.abort.store(true, std::memory_order_relaxed);
+		if (p.state == RunState::Queued) {
+			ready.erase(ready.iterator_to(p));
+			p.state = RunState::Idle;
+		}
+		while (p.state == RunState::Running)
+			if (!done_cv.wait_for(g, kStopTimeout,
+			                      [&] { return p.state != RunState::Running; }))
+				ULP_LOG(Warn, CqPoll,
+				        "free_cq waits for a softirq done() callback "
+				        "that does not return");
+	}
+	cqs.erase(p.cq.get());
+	return 0;
+}
+
+} // namespace ulp

@@ -1,0 +1,208 @@
+// SPDX-License-Identifier: MIT
+// tools/ulp-targetd/config_save.cc - the running configuration written back as the TOML file
+// the daemon reads (config.h's format), atomically: what `ulpctl save` does, as targetcli's
+// saveconfig does for LIO.
+//
+// Every value is written, defaults included, so that the file says what the daemon ran with
+// (a default that changes in a later version does not silently change a saved target).
+#include "tools/ulp-targetd/config.h"
+
+#include <toml++/toml.h>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <sstream>
+
+namespace targetd
+{
+
+using namespace ulp;
+
+namespace
+{
+
+toml::array portal_array(const std::vector<Portal> &ps)
+{
+	toml::array a;
+	for (const Portal &p : ps)
+		a.push_back(portal_str(p));
+	return a;
+}
+
+toml::array string_array(const std::vector<std::string> &v)
+{
+	toml::array a;
+	for (const std::string &s : v)
+		a.push_back(s);
+	return a;
+}
+
+std::string hex64(uint64_t v)
+{
+	char b[24];
+	std::snprintf(b, sizeof(b), "0x%016llx", (unsigned long long)v);
+	return b;
+}
+
+std::string digests_word(const iscsi::OperationalPrefs &p)
+{
+	using iscsi::Digest;
+	if (p.header_digests == std::vector<Digest>{Digest::Crc32c})
+		return "crc32c";
+	if (p.header_digests == std::vector<Digest>{Digest::Crc32c, Digest::None})
+		return "both";
+	return "none";
+}
+
+} // namespace
+
+std::string to_toml(const Config &c)
+{
+	toml::table t;
+	t.insert("workers", c.workers);
+	t.insert("state_dir", c.state_dir);
+	t.insert("portals", portal_array(c.portals));
+	t.insert("iser_portals", portal_array(c.iser_portals));
+	t.insert("srp_portals", portal_array(c.srp_portals));
+	t.insert("rdma_device", c.rdma_device);
+	if (!c.admin_socket.empty())
+		t.insert("admin_socket", c.admin_socket);
+	if (!c.admin_group.empty())
+		t.insert("admin_group", c.admin_group);
+	if (!c.admin_tcp.empty())
+		t.insert("admin_tcp", c.admin_tcp);
+
+	toml::table iser;
+	iser.insert("recv_data_segment_length", int64_t(c.iser.recv_dsl));
+	iser.insert("buffer_pool", int64_t(c.iser.heap_bytes));
+	t.insert("iser", std::move(iser));
+
+	toml::table srp;
+	if (c.srp.id_ext)
+		srp.insert("id_ext", hex64(*c.srp.id_ext));
+	if (c.srp.ioc_guid)
+		srp.insert("ioc_guid", hex64(*c.srp.ioc_guid));
+	srp.insert("srq", c.srp.srq);
+	srp.insert("acls", string_array(c.srp.acls));
+	if (!c.srp.target.empty())
+		srp.insert("target", c.srp.target);
+	t.insert("srp", std::move(srp));
+
+	toml::table is;
+	const auto &p = c.prefs;
+	is.insert("max_recv_data_segment_length", int64_t(p.max_recv_dsl));
+	is.insert("max_burst_length", int64_t(p.max_burst_length));
+	is.insert("first_burst_length", int64_t(p.first_burst_length));
+	is.insert("immediate_data", p.immediate_data);
+	is.insert("initial_r2t", p.initial_r2t);
+	is.insert("max_outstanding_r2t", int64_t(p.max_outstanding_r2t));
+	is.insert("digests", digests_word(p));
+	is.insert("cmd_window", int64_t(c.cmd_window));
+	is.insert("nop_interval", int64_t(c.nop_interval));
+	is.insert("nop_timeout", int64_t(c.nop_timeout));
+	is.insert("discovery", c.discovery);
+	t.insert("iscsi", std::move(is));
+
+	toml::array targets;
+	for (const TargetCfg &tc : c.targets) {
+		toml::table tt;
+		tt.insert("name", tc.name);
+		if (!tc.alias.empty())
+			tt.insert("alias", tc.alias);
+		tt.insert("acls", string_array(tc.acls));
+		tt.insert("allow_target_reset", tc.allow_target_reset);
+		if (tc.chap)
+			tt.insert("chap", toml::table{{"user", tc.chap->user},
+			                              {"secret", tc.chap->secret}});
+		if (tc.mutual_chap)
+			tt.insert("mutual_chap", toml::table{{"user", tc.mutual_chap->user},
+			                                     {"secret", tc.mutual_chap->secret}});
+		toml::array luns;
+		for (const LunCfg &l : tc.luns) {
+			toml::table lt;
+			lt.insert("lun", int64_t(l.lun));
+			lt.insert("backstore", l.bs.kind);
+			if (!l.bs.path.empty())
+				lt.insert("path", l.bs.path);
+			lt.insert("size", int64_t(l.bs.size));
+			lt.insert("block_size", int64_t(l.bs.block_size));
+			if (l.physical_block_size)
+				lt.insert("physical_block_size", int64_t(l.physical_block_size));
+			lt.insert("read_only", l.read_only);
+			lt.insert("removable", l.removable);
+			lt.insert("direct", l.bs.direct);
+			lt.insert("write_cache", l.bs.write_cache);
+			lt.insert("queue_depth", int64_t(l.bs.queue_depth));
+			luns.push_back(std::move(lt));
+		}
+		tt.insert("lun", std::move(luns));
+		targets.push_back(std::move(tt));
+	}
+	t.insert("target", std::move(targets));
+
+	std::ostringstream os;
+	os << "# ulp-targetd configuration, written by `ulpctl save` (the running configuration).\n"
+	      "# Format: tools/ulp-targetd/config.h. Read at start (--config) and on SIGHUP.\n\n"
+	   << t << "\n";
+	return os.str();
+}
+
+int save_config(const Config &c, const std::string &path, std::string *why)
+{
+	const std::string text = to_toml(c);
+	const auto slash = path.rfind('/');
+	const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
+	std::string tmp = path + ".tmp.XXXXXX";
+	int fd = ::mkstemp(tmp.data());
+	if (fd < 0) {
+		const int e = errno;
+		*why = "save to " + path + ": " + std::strerror(e);
+		return -e;
+	}
+	auto fail = [&](const char *what) {
+		const int e = errno;
+		*why = "save to " + path + ": " + what + ": " + std::strerror(e);
+		::close(fd);
+		::unlink(tmp.c_str());
+		return -e;
+	};
+	if (::fchmod(fd, 0600) != 0)
+		return fail("chmod");
+	size_t off = 0;
+	while (off < text.size()) {
+		const ssize_t n = ::write(fd, text.data() + off, text.size() - off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return fail("write");
+		off += size_t(n);
+	}
+	if (::fsync(fd) != 0)
+		return fail("fsync");
+	if (::close(fd) != 0) {
+		fd = -1;
+		const int e = errno;
+		*why = "save to " + path + ": close: " + std::strerror(e);
+		::unlink(tmp.c_str());
+		return -e;
+	}
+	if (::rename(tmp.c_str(), path.c_str()) != 0) {
+		const int e = errno;
+		*why = "save to " + path + ": rename: " + std::strerror(e);
+		::unlink(tmp.c_str());
+		return -e;
+	}
+	// The rename itself durable: the directory's entry.
+	if (int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC); dfd >= 0) {
+		::fsync(dfd);
+		::close(dfd);
+	}
+	return 0;
+}
+
+} // namespace targetd

@@ -1,0 +1,171 @@
+// SPDX-License-Identifier: MIT
+// tools/ulp-targetd/daemon.h - ulp-targetd as it runs: the configuration made real (logical
+// units, port groups, the iSCSI and SRP targets, their portals), and every change an
+// administrator can make to it while it serves. The admin socket's methods (methods.cc)
+// and SIGHUP's reload (reload.cc) both change it through the operations below, so there is
+// one way to add a LUN, whoever asks.
+//
+// Rules every operation keeps:
+//   - it checks everything before it changes anything: a refused request changes nothing
+//     (a backstore is opened before the LUN table learns of it; a portal is bound before it
+//     is listed);
+//   - it runs under lock_ (one change at a time, also against SIGHUP); the data path never
+//     takes lock_ (a session logout waits without it: listing sessions goes on meanwhile);
+//   - it leaves the sessions it does not touch alone, and treats those it does by the SCSI
+//     rules: a LUN added or removed raises REPORTED LUNS DATA HAS CHANGED (scsi/tpg.h), a
+//     removed LUN's commands complete within a grace period or are aborted, a removed
+//     target's sessions are asked to log out and dropped after a grace period - each bounded,
+//     with a log line while it waits;
+//   - it keeps cfg_ (the running configuration, what `save` writes) in step.
+// A failure is thrown as admin::MethodError {negative errno, message}.
+#pragma once
+
+#include "admin/rpc.h"
+#include "admin/server.h"
+#include "iscsi/target/tcp.h"
+#include "iser/target.h"
+#include "scsi/lu.h"
+#include "scsi/pr.h"
+#include "scsi/pr_store.h"
+#include "scsi/tpg.h"
+#include "srpt/portal.h"
+#include "srpt/target.h"
+#include "tools/ulp-targetd/config.h"
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace targetd
+{
+
+namespace admin = ulp::admin;
+using ulp::admin::json;
+
+// One iSCSI target as it runs.
+struct TargetRt {
+	TargetCfg cfg;                       // as configured (its LUNs too); what save writes
+	std::unique_ptr<ulp::scsi::Tpg> tpg; // its LUN table, ACLs and nexuses
+	std::map<uint64_t, std::unique_ptr<ulp::scsi::LogicalUnit>> lus; // by LUN
+};
+
+// A listening portal of any transport.
+struct PortalRt {
+	std::string transport;                   // "tcp", "iser", "srp"
+	Portal cfg;                              // as configured (port 0: ephemeral)
+	uint16_t port = 0;                       // as bound
+	size_t tcp_index = 0;                    // tcp: TcpServer's portal number
+	std::unique_ptr<ulp::rdma::Portal> rdma; // iser, srp
+};
+
+class Daemon
+{
+public:
+	Daemon(const Flags &flags, Config cfg);
+	~Daemon();
+	Daemon(const Daemon &) = delete;
+	Daemon &operator=(const Daemon &) = delete;
+
+	// Make the configuration real, listen on every portal, start the admin socket; READY=1
+	// to systemd once all of it listens. 0, or the exit status (1) with *why.
+	int start(std::string *why);
+	// Until SIGINT or SIGTERM; SIGHUP: reload() and rescan_all(). Then shutdown().
+	void run();
+
+	// ---- Operations (each under lock_; throws admin::MethodError) ----------------------
+	json show();
+	json stats();
+	json session_list();
+	void target_create(const TargetCfg &t, const std::string &who);
+	json target_delete(const std::string &name, std::chrono::milliseconds grace,
+	                   std::chrono::milliseconds timeout, const std::string &who);
+	void lun_create(const std::string &target, const LunCfg &l, const std::string &who);
+	json lun_delete(const std::string &target, uint64_t lun, std::chrono::milliseconds grace,
+	                std::chrono::milliseconds timeout, const std::string &who);
+	json lun_resize(const std::string &target, uint64_t lun, uint64_t bytes,
+	                const std::string &who);
+	json lun_rescan(const std::string &target, int64_t lun); // lun < 0: every LUN of it
+	void acl_add(const std::string &target, const std::string &initiator,
+	             const std::string &who);
+	void acl_delete(const std::string &target, const std::string &initiator,
+	                const std::string &who);
+	void chap_set(const std::string &target, const std::optional<ulp::iscsi::ChapSecret> &chap,
+	              const std::optional<ulp::iscsi::ChapSecret> &mutual, const std::string &who);
+	json portal_create(const std::string &transport, const std::string &address,
+	                   const std::string &who);
+	void portal_delete(const std::string &transport, const std::string &address,
+	                   const std::string &who);
+	void srp_acl_add(const std::string &initiator, const std::string &who);
+	void srp_acl_delete(const std::string &initiator, const std::string &who);
+	json session_logout(const std::string &id, std::chrono::milliseconds grace,
+	                    const std::string &who);
+	void session_drop(const std::string &id, const std::string &who);
+	json save(const std::string &path, const std::string &who);
+	// Re-read the configuration file and apply the difference (SIGHUP, config_reload). A
+	// file that does not load changes nothing. The changes made, as text lines.
+	json reload(const std::string &who);
+	const admin::Methods &methods() const { return methods_; }
+	admin::Server *admin_server() { return admin_.get(); }
+
+private:
+	friend void add_methods(Daemon &d, admin::Methods &m); // methods.cc
+
+	// Under lock_.
+	TargetRt *find_target(const std::string &name);
+	TargetRt &need_target(const std::string &name);
+	std::unique_ptr<ulp::scsi::LogicalUnit> make_lu(const TargetCfg &t, const LunCfg &l);
+	std::unique_ptr<TargetRt> make_target(const TargetCfg &t); // with its LUNs
+	ulp::iscsi::target::TargetNode node_of(const TargetRt &t);
+	bool exported_by_srp(const TargetRt &t) const;
+	void ensure_srp();
+	std::vector<ulp::scsi::Tpg *> tpgs_of(const TargetRt &t);
+	void drop_lu(std::unique_ptr<ulp::scsi::LogicalUnit> lu,
+	             const std::vector<ulp::scsi::Tpg *> &tpgs, std::chrono::milliseconds grace,
+	             std::chrono::milliseconds timeout, json *out);
+	PortalRt open_portal(const std::string &transport, Portal p); // throws
+	void refresh_portal_addresses();
+	void rescan_all();
+	json reload_locked(const std::string &who);
+	std::string srp_exports_line();
+
+	Flags flags_;
+	Config cfg_; // the running configuration
+	// One change at a time. Recursive: a reload applies its difference through the same
+	// operations the admin methods call, each of which takes it.
+	std::recursive_mutex lock_;
+	// The state directory's store (null when it cannot be used: APTPL 1 is refused). Before
+	// targets_ and zombie_lus_: it outlives their logical units.
+	std::unique_ptr<ulp::scsi::PrStore> pr_store_;
+	std::vector<std::unique_ptr<TargetRt>> targets_;
+	uint16_t next_rtpi_ = 1;
+	std::unique_ptr<ulp::iscsi::target::Target> iscsi_;
+	std::unique_ptr<ulp::iscsi::target::TcpServer> tcp_;
+	std::vector<PortalRt> portals_;
+	std::vector<std::unique_ptr<ulp::rdma::Portal>> retired_; // removed RDMA portals
+	// The RDMA provider (the named device's, or soft devices made per address).
+	ulp::Provider *provider_ = nullptr;
+	std::vector<ulp::Device *> soft_devices_;
+	std::vector<std::string> soft_ips_;
+	std::string rdma_host_; // the named device's address (portals with no host)
+	std::unique_ptr<ulp::scsi::Tpg> srp_tpg_;
+	std::unique_ptr<ulp::srpt::Target> srp_;
+	// Removed but still busy after their bound: left allocated (freeing them could let a
+	// late completion touch freed memory), logged.
+	std::vector<std::unique_ptr<ulp::scsi::LogicalUnit>> zombie_lus_;
+	std::vector<std::unique_ptr<ulp::scsi::Tpg>> zombie_tpgs_;
+	admin::Methods methods_;
+	std::unique_ptr<admin::Server> admin_;
+	bool started_ = false;
+};
+
+// Block SIGINT, SIGTERM and SIGHUP in the calling thread and every thread it starts later;
+// Daemon::run takes them with sigwaitinfo. Call first in main, before any thread exists.
+void block_signals();
+
+// The RPC method table over a daemon (methods.cc).
+void add_methods(Daemon &d, admin::Methods &m);
+
+} // namespace targetd

@@ -1,0 +1,671 @@
+// SPDX-License-Identifier: MIT
+// tools/ulp-targetd/ops.cc - what an administrator can change while ulp-targetd serves, and
+// what it can look at (daemon.h states the rules each of these keeps).
+#include "tools/ulp-targetd/daemon.h"
+
+#include "iscsi/target/session.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace targetd
+{
+
+using namespace ulp;
+using admin::MethodError;
+
+namespace
+{
+
+[[noreturn]] void fail(int err, const std::string &msg)
+{
+	throw MethodError{err, msg};
+}
+
+void log_change(const std::string &who, const std::string &what)
+{
+	ULP_LOG(Info, Tool, "admin ({}): {}", who.empty() ? "?" : who, what);
+}
+
+const char *digest_str(iscsi::Digest d)
+{
+	return d == iscsi::Digest::Crc32c ? "CRC32C" : "None";
+}
+
+json lun_json(const LunCfg &l, const scsi::LogicalUnit *lu)
+{
+	json j = {{"lun", l.lun},
+	          {"backstore", l.bs.kind},
+	          {"block_size", l.bs.block_size},
+	          {"read_only", l.read_only},
+	          {"removable", l.removable},
+	          {"direct", l.bs.direct},
+	          {"write_cache", l.bs.write_cache},
+	          {"queue_depth", l.bs.queue_depth}};
+	if (!l.bs.path.empty())
+		j["path"] = l.bs.path;
+	if (l.physical_block_size)
+		j["physical_block_size"] = l.physical_block_size;
+	if (lu) {
+		j["size"] = lu->bs().size();
+		j["blocks"] = lu->nr_blocks();
+		j["name"] = lu->name();
+	} else {
+		j["size"] = l.bs.size;
+	}
+	return j;
+}
+
+// "iscsi:12" / "srp:0x...": which fabric, and the session's key in it.
+void split_id(const std::string &id, std::string *fabric, std::string *key)
+{
+	const auto c = id.find(':');
+	if (c == std::string::npos)
+		fail(-EINVAL,
+		     "session id " + id + ": expected iscsi:TSIH or srp:PORTID (session list)");
+	*fabric = id.substr(0, c);
+	*key = id.substr(c + 1);
+	if (*fabric != "iscsi" && *fabric != "srp")
+		fail(-EINVAL, "session id " + id + ": expected iscsi:TSIH or srp:PORTID");
+}
+
+uint16_t tsih_of(const std::string &key)
+{
+	char *end = nullptr;
+	const unsigned long v = std::strtoul(key.c_str(), &end, 10);
+	if (key.empty() || *end || v == 0 || v > 65535)
+		fail(-EINVAL, "iscsi session id: a TSIH is 1..65535, not " + key);
+	return uint16_t(v);
+}
+
+} // namespace
+
+// ---- Looking ---------------------------------------------------------------------------------
+
+json Daemon::show()
+{
+	std::lock_guard g(lock_);
+	json portals = json::array();
+	for (const PortalRt &p : portals_) {
+		Portal b = p.cfg;
+		b.port = p.port;
+		portals.push_back(
+		    {{"transport", p.transport},
+		     {"address", portal_str(p.cfg)},
+		     {"listening", p.transport == "srp" ? p.rdma->addr() : portal_str(b)}});
+	}
+	std::map<std::string, size_t> nsess;
+	for (const auto &s : iscsi_->session_info())
+		if (s.params.type == iscsi::SessionType::Normal)
+			nsess[s.params.target_name]++;
+	json targets = json::array();
+	for (auto &t : targets_) {
+		json luns = json::array();
+		for (const LunCfg &l : t->cfg.luns) {
+			auto it = t->lus.find(l.lun);
+			luns.push_back(
+			    lun_json(l, it == t->lus.end() ? nullptr : it->second.get()));
+		}
+		json tj = {{"name", t->cfg.name},
+		           {"alias", t->cfg.alias},
+		           {"acls", t->cfg.acls},
+		           {"open", t->cfg.acls.empty()},
+		           {"allow_target_reset", t->cfg.allow_target_reset},
+		           {"chap", t->cfg.mutual_chap ? "mutual"
+		                    : t->cfg.chap      ? "chap"
+		                                       : "none"},
+		           {"sessions", nsess[t->cfg.name]},
+		           {"luns", luns}};
+		if (t->cfg.chap)
+			tj["chap_user"] = t->cfg.chap->user; // never the secret
+		if (t->cfg.mutual_chap)
+			tj["mutual_chap_user"] = t->cfg.mutual_chap->user;
+		if (exported_by_srp(*t))
+			tj["srp_exported"] = true;
+		targets.push_back(tj);
+	}
+	json out = {{"config_file", cfg_.source},
+	            {"log_level", log::level_name(log::level())},
+	            {"workers", cfg_.workers},
+	            {"portals", portals},
+	            {"targets", targets}};
+	if (srp_) {
+		json lines = json::array();
+		for (const PortalRt &p : portals_)
+			if (p.transport == "srp" && srp_->has_ids())
+				lines.push_back(srp_->add_target_line(p.rdma->addr()));
+		out["srp"] = {{"exports", srp_tpg_->name().substr(4)},
+		              {"acls", cfg_.srp.acls},
+		              {"srq", cfg_.srp.srq},
+		              {"add_target", lines}};
+	}
+	return out;
+}
+
+json Daemon::session_list()
+{
+	std::lock_guard g(lock_);
+	json out = json::array();
+	for (const iscsi::target::SessionInfo &s : iscsi_->session_info()) {
+		const bool disc = s.params.type == iscsi::SessionType::Discovery;
+		json j = {{"id", "iscsi:" + std::to_string(s.tsih)},
+		          {"fabric", "iscsi"},
+		          {"transport", s.transport == iscsi::Transport::Iser ? "iser" : "tcp"},
+		          {"type", disc ? "discovery" : "normal"},
+		          {"initiator", s.params.initiator_name},
+		          {"initiator_alias", s.params.initiator_alias},
+		          {"initiator_port", s.initiator_port},
+		          {"target", s.params.target_name},
+		          {"portal", s.local},
+		          {"peer", s.peer},
+		          {"connections", 1},
+		          {"logged_in", s.full_feature},
+		          {"logout_requested", s.logout_requested},
+		          {"cmds_in_flight", s.cmds_in_flight}};
+		if (s.full_feature) {
+			j["params"] = {{"header_digest", digest_str(s.conn.header_digest)},
+			               {"data_digest", digest_str(s.conn.data_digest)},
+			               {"max_recv_data_segment_length", s.conn.target_recv_dsl},
+			               {"max_send_data_segment_length", s.conn.initiator_recv_dsl},
+			               {"max_burst_length", s.params.max_burst_length},
+			               {"first_burst_length", s.params.first_burst_length},
+			               {"immediate_data", s.params.immediate_data},
+			               {"initial_r2t", s.params.initial_r2t},
+			               {"max_outstanding_r2t", s.params.max_outstanding_r2t},
+			               {"error_recovery_level", s.params.error_recovery_level},
+			               {"auth", s.conn.auth == iscsi::AuthMethod::Chap
+			                            ? (s.conn.mutual_auth ? "mutual CHAP" : "CHAP")
+			                            : "None"}};
+		}
+		out.push_back(j);
+	}
+	if (srp_)
+		for (const srpt::NexusInfo &n : srp_->nexus_info())
+			out.push_back(
+			    {{"id", "srp:" + n.initiator_port},
+			     {"fabric", "srp"},
+			     {"transport", "srp"},
+			     {"type", "normal"},
+			     {"initiator", n.initiator},
+			     {"initiator_port", n.initiator_port},
+			     {"target_port", n.target_port},
+			     {"target", srp_tpg_->name().substr(4)},
+			     {"peer", n.channels.empty() ? std::string() : n.channels.front()},
+			     {"channels", n.channels},
+			     {"connections", n.channels.size()},
+			     {"logged_in", true},
+			     {"cmds_in_flight", n.cmds_in_flight}});
+	return out;
+}
+
+json Daemon::stats()
+{
+	std::lock_guard g(lock_);
+	const iscsi::target::TargetStats is = iscsi_->stats();
+	size_t cmds = 0, sessions = 0;
+	for (const auto &s : iscsi_->session_info()) {
+		cmds += s.cmds_in_flight;
+		sessions++;
+	}
+	json out = {{"iscsi",
+	             {{"logins", is.logins},
+	              {"login_failures", is.login_failures},
+	              {"sessions_open", is.sessions_open},
+	              {"connections_open", is.conns_open},
+	              {"reinstatements", is.reinstatements},
+	              {"teardown_timeouts", is.teardown_timeouts}}}};
+	if (srp_) {
+		const srpt::TargetStats s = srp_->stats();
+		out["srp"] = {{"logins", s.logins},
+		              {"login_rejects", s.login_rejects},
+		              {"takeovers", s.takeovers},
+		              {"channels_open", s.channels_open},
+		              {"nexuses_open", s.nexuses_open},
+		              {"cmds", s.cmds},
+		              {"tsk_mgmts", s.tsk_mgmts},
+		              {"i_logouts", s.i_logouts},
+		              {"immediate", s.immediate},
+		              {"ext_tables", s.ext_tables},
+		              {"rdma_reads", s.rdma_reads},
+		              {"rdma_writes", s.rdma_writes},
+		              {"task_set_full", s.task_set_full},
+		              {"data_timeouts", s.data_timeouts},
+		              {"teardown_timeouts", s.teardown_timeouts}};
+		for (const auto &n : srp_->nexus_info()) {
+			cmds += n.cmds_in_flight;
+			sessions++;
+		}
+	}
+	json portals = json::array();
+	for (const PortalRt &p : portals_)
+		if (p.rdma)
+			portals.push_back({{"transport", p.transport},
+			                   {"address", p.rdma->addr()},
+			                   {"accepted", p.rdma->accepted()},
+			                   {"rejected", p.rdma->rejected()},
+			                   {"connections", p.rdma->conns()}});
+	out["rdma_portals"] = portals;
+	size_t luns = 0;
+	for (auto &t : targets_)
+		luns += t->lus.size();
+	out["targets"] = targets_.size();
+	out["luns"] = luns;
+	out["sessions"] = sessions;
+	out["cmds_in_flight"] = cmds;
+	if (admin_) {
+		const admin::ServerStats a = admin_->stats();
+		out["admin"] = {{"accepted", a.accepted}, {"denied", a.denied},
+		                {"busy", a.busy},         {"requests", a.requests},
+		                {"timeouts", a.timeouts}, {"oversized", a.oversized}};
+	}
+	return out;
+}
+
+// ---- Targets -----------------------------------------------------------------------------------
+
+void Daemon::target_create(const TargetCfg &t, const std::string &who)
+{
+	std::lock_guard g(lock_);
+	std::string why;
+	if (!check_target(t, &why))
+		fail(-EINVAL, why);
+	if (find_target(t.name))
+		fail(-EEXIST, "target " + t.name + " exists");
+	std::unique_ptr<TargetRt> rt = make_target(t); // backstores opened: may throw
+	if (int rc = iscsi_->add_node(node_of(*rt)); rc != 0)
+		fail(rc, "target " + t.name + ": " + std::strerror(-rc));
+	targets_.push_back(std::move(rt));
+	cfg_.targets.push_back(t);
+	log_change(who,
+	           "target " + t.name + " created (" + std::to_string(t.luns.size()) + " LUNs, " +
+	               (t.acls.empty() ? "open" : std::to_string(t.acls.size()) + " ACLs") + ")");
+}
+
+json Daemon::target_delete(const std::string &name, std::chrono::milliseconds grace,
+                           std::chrono::milliseconds timeout, const std::string &who)
+{
+	std::lock_guard g(lock_);
+	TargetRt &t = need_target(name);
+	if (exported_by_srp(t))
+		fail(-EBUSY, "target " + name +
+		                 " is the one the SRP target port exports (srp.target); it stays");
+	const size_t sessions = t.tpg->sessions().size();
+	log_change(who, "target " + name + " deleted (" + std::to_string(sessions) + " sessions)");
+	const int rc = iscsi_->remove_node(name, grace, timeout);
+	auto it = std::find_if(targets_.begin(), targets_.end(),
+	                       [&](const auto &p) { return p.get() == &t; });
+	std::unique_ptr<TargetRt> rt = std::move(*it);
+	targets_.erase(it);
+	std::erase_if(cfg_.targets, [&](const TargetCfg &c) { return c.name == name; });
+	json out = {{"sessions", sessions}, {"sessions_closed", rc == 0}};
+	if (rc == 0) {
+		// No nexus is left on its Tpg: nothing can reach its LUs.
+		rt->tpg.reset();
+		rt->lus.clear();
+	} else {
+		for (auto &[n, lu] : rt->lus)
+			zombie_lus_.push_back(std::move(lu));
+		zombie_tpgs_.push_back(std::move(rt->tpg));
+	}
+	return out;
+}
+
+// ---- LUNs --------------------------------------------------------------------------------------
+
+void Daemon::lun_create(const std::string &target, const LunCfg &l, const std::string &who)
+{
+	std::lock_guard g(lock_);
+	TargetRt &t = need_target(target);
+	std::string why;
+	if (!check_lun(target, l, &why))
+		fail(-EINVAL, why);
+	if (t.lus.count(l.lun))
+		fail(-EEXIST, "target " + target + " has a LUN " + std::to_string(l.lun));
+	std::unique_ptr<scsi::LogicalUnit> lu = make_lu(t.cfg, l); // opens it: may throw
+	// Published on every port group that exports the target; each raises REPORTED LUNS
+	// DATA HAS CHANGED for the nexuses it has (scsi/tpg.h).
+	for (scsi::Tpg *tpg : tpgs_of(t))
+		if (int rc = tpg->add_lun(l.lun, *lu); rc != 0)
+			fail(rc, "add LUN " + std::to_string(l.lun) + ": " + std::strerror(-rc));
+	log_change(who, "target " + target + " LUN " + std::to_string(l.lun) + " created (" +
+	                    l.bs.kind + (l.bs.path.empty() ? "" : " " + l.bs.path) + ", " +
+	                    std::to_string(lu->bs().size()) + " bytes)");
+	t.lus[l.lun] = std::move(lu);
+	t.cfg.luns.push_back(l);
+	std::sort(t.cfg.luns.begin(), t.cfg.luns.end(),
+	          [](const LunCfg &a, const LunCfg &b) { return a.lun < b.lun; });
+	for (TargetCfg &c : cfg_.targets)
+		if (c.name == target)
+			c.luns = t.cfg.luns;
+}
+
+json Daemon::lun_delete(const std::string &target, uint64_t lun, std::chrono::milliseconds grace,
+                        std::chrono::milliseconds timeout, const std::string &who)
+{
+	std::lock_guard g(lock_);
+	TargetRt &t = need_target(target);
+	auto it = t.lus.find(lun);
+	if (it == t.lus.end())
+		fail(-ENOENT, "target " + target + " has no LUN " + std::to_string(lun));
+	const std::vector<scsi::Tpg *> tpgs = tpgs_of(t);
+	for (scsi::Tpg *tpg : tpgs)
+		tpg->remove_lun(lun, nullptr);
+	std::unique_ptr<scsi::LogicalUnit> lu = std::move(it->second);
+	t.lus.erase(it);
+	std::erase_if(t.cfg.luns, [&](const LunCfg &l) { return l.lun == lun; });
+	for (TargetCfg &c : cfg_.targets)
+		if (c.name == target)
+			c.luns = t.cfg.luns;
+	const size_t users = [&] {
+		size_t n = 0;
+		for (scsi::Tpg *tpg : tpgs)
+			n += tpg->lu_users(lu.get());
+		return n;
+	}();
+	log_change(who, "target " + target + " LUN " + std::to_string(lun) + " deleted (" +
+	                    std::to_string(users) + " commands in flight)");
+	json out = {{"cmds_in_flight", users}};
+	drop_lu(std::move(lu), tpgs, grace, timeout, &out);
+	return out;
+}
+
+json Daemon::lun_resize(const std::string &target, uint64_t lun, uint64_t bytes,
+                        const std::string &who)
+{
+	std::lock_guard g(lock_);
+	TargetRt &t = need_target(target);
+	auto it = t.lus.find(lun);
+	if (it == t.lus.end())
+		fail(-ENOENT, "target " + target + " has no LUN " + std::to_string(lun));
+	scsi::LogicalUnit &lu = *it->second;
+	const uint64_t was = lu.nr_blocks();
+	std::string why;
+	if (int rc = lu.set_capacity(bytes, &why); rc < 0)
+		fail(rc, "target " + target + " LUN " + std::to_string(lun) + ": " + why);
+	for (LunCfg &l : t.cfg.luns)
+		if (l.lun == lun)
+			l.bs.size = bytes;
+	for (TargetCfg &c : cfg_.targets)
+		if (c.name == target)
+			c.luns = t.cfg.luns;
+	log_change(who, "target " + target + " LUN " + std::to_string(lun) +
+	                    " resized: " + std::to_string(was) + " -> " +
+	                    std::to_string(lu.nr_blocks()) + " blocks");
+	return {{"old_blocks", was}, {"blocks", lu.nr_blocks()}, {"block_size", lu.block_size()}};
+}
+
+json Daemon::lun_rescan(const std::string &target, int64_t lun)
+{
+	std::lock_guard g(lock_);
+	TargetRt &t = need_target(target);
+	json out = json::array();
+	for (auto &[n, lu] : t.lus) {
+		if (lun >= 0 && uint64_t(lun) != n)
+			continue;
+		uint64_t was = 0, now = 0;
+		std::string why;
+		json j = {{"lun", n}};
+		if (lu->rescan_capacity(&was, &now, &why) < 0)
+			j["error"] = why;
+		j["old_blocks"] = was;
+		j["blocks"] = now;
+		if (was != now)
+			ULP_LOG(Info, Tool, "LUN {}: capacity {} -> {} blocks (rescan)", lu->name(),
+			        was, now);
+		out.push_back(j);
+	}
+	if (lun >= 0 && out.empty())
+		fail(-ENOENT, "target " + target + " has no LUN " + std::to_string(lun));
+	return out;
+}
+
+// ---- ACLs and CHAP -----------------------------------------------------------------------------
+
+void Daemon::acl_add(const std::string &target, const std::string &initiator,
+                     const std::string &who)
+{
+	std::lock_guard g(lock_);
+	TargetRt &t = need_target(target);
+	if (!iscsi::valid_iscsi_name(initiator))
+		fail(-EINVAL, "ACL entry " + initiator + " is not a valid iSCSI name");
+	scsi::NodeAcl acl;
+	acl.initiator = initiator;
+	if (int rc = t.tpg->add_acl(acl); rc != 0)
+		fail(rc, rc == -EEXIST ? "target " + target + " already admits " + initiator
+		                       : std::string(std::strerror(-rc)));
+	t.cfg.acls.push_back(initiator);
+	for (TargetCfg &c : cfg_.targets)
+		if (c.name == target)
+			c.acls = t.cfg.acls;
+	log_change(who, "target " + target + " ACL " + initiator + " added (new logins only)");
+}
+
+void Daemon::acl_delete(const std::string &target, const std::string &initiator,
+                        const std::string &who)
+{
+	std::lock_guard g(lock_);
+	TargetRt &t = need_target(target);
+	if (int rc = t.tpg->remove_acl(initiator); rc != 0)
+		fail(rc, "target " + target + " has no ACL " + initiator);
+	std::erase(t.cfg.acls, initiator);
+	for (TargetCfg &c : cfg_.targets)
+		if (c.name == target)
+			c.acls = t.cfg.acls;
+	log_change(who, "target " + target + " ACL " + initiator + " deleted" +
+	                    (t.cfg.acls.empty() ? " (no ACL left: open to every initiator)" : "") +
+	                    "; its sessions stay");
+}
+
+void Daemon::chap_set(const std::string &target, const std::optional<iscsi::ChapSecret> &chap,
+                      const std::optional<iscsi::ChapSecret> &mutual, const std::string &who)
+{
+	std::lock_guard g(lock_);
+	TargetRt &t = need_target(target);
+	TargetCfg c = t.cfg;
+	c.chap = chap;
+	c.mutual_chap = mutual;
+	std::string why;
+	if (!check_target(c, &why))
+		fail(-EINVAL, why);
+	t.cfg = c;
+	if (int rc = iscsi_->replace_node(node_of(t)); rc != 0)
+		fail(rc, std::strerror(-rc));
+	for (TargetCfg &x : cfg_.targets)
+		if (x.name == target) {
+			x.chap = chap;
+			x.mutual_chap = mutual;
+		}
+	log_change(who, "target " + target + " CHAP " +
+	                    (mutual ? "and mutual CHAP set"
+	                     : chap ? "set"
+	                            : "cleared") +
+	                    " (new logins only)");
+}
+
+void Daemon::srp_acl_add(const std::string &initiator, const std::string &who)
+{
+	std::lock_guard g(lock_);
+	std::string n;
+	if (!normalize_srp_acl(initiator, &n))
+		fail(-EINVAL, initiator +
+		                  ": an SRP ACL is \"0x\" + 32 hex digits (an initiator port id) "
+		                  "or an IP address");
+	if (std::find(cfg_.srp.acls.begin(), cfg_.srp.acls.end(), n) != cfg_.srp.acls.end())
+		fail(-EEXIST, "the SRP target already admits " + n);
+	if (srp_tpg_) {
+		scsi::NodeAcl acl;
+		acl.initiator = n;
+		srp_tpg_->add_acl(acl);
+	}
+	cfg_.srp.acls.push_back(n);
+	log_change(who, "SRP ACL " + n + " added (new logins only)");
+}
+
+void Daemon::srp_acl_delete(const std::string &initiator, const std::string &who)
+{
+	std::lock_guard g(lock_);
+	std::string n;
+	if (!normalize_srp_acl(initiator, &n) ||
+	    std::find(cfg_.srp.acls.begin(), cfg_.srp.acls.end(), n) == cfg_.srp.acls.end())
+		fail(-ENOENT, "the SRP target has no ACL " + initiator);
+	if (srp_tpg_)
+		srp_tpg_->remove_acl(n);
+	std::erase(cfg_.srp.acls, n);
+	log_change(who, "SRP ACL " + n + " deleted; its sessions stay");
+}
+
+// ---- Portals -----------------------------------------------------------------------------------
+
+json Daemon::portal_create(const std::string &transport, const std::string &address,
+                           const std::string &who)
+{
+	std::lock_guard g(lock_);
+	Portal p;
+	std::string why;
+	if (transport != "tcp" && transport != "iser" && transport != "srp")
+		fail(-EINVAL, "transport must be tcp, iser or srp, not " + transport);
+	if (!parse_portal(address, &p, &why, transport == "srp" ? -1 : 3260))
+		fail(-EINVAL, why);
+	for (const PortalRt &o : portals_)
+		if (o.transport == transport && portal_str(o.cfg) == portal_str(p) && p.port != 0)
+			fail(-EEXIST, transport + " portal " + portal_str(p) + " exists");
+	PortalRt pr = open_portal(transport, p); // binds and listens: may throw
+	Portal b = pr.cfg;
+	b.port = pr.port;
+	const std::string listening = transport == "srp" ? pr.rdma->addr() : portal_str(b);
+	json out = {{"listening", listening}};
+	if (transport == "srp" && srp_->has_ids())
+		out["add_target"] = srp_->add_target_line(listening);
+	(transport == "tcp"    ? cfg_.portals
+	 : transport == "iser" ? cfg_.iser_portals
+	                       : cfg_.srp_portals)
+	    .push_back(pr.cfg);
+	portals_.push_back(std::move(pr));
+	refresh_portal_addresses();
+	log_change(who, transport + " portal " + listening + " added");
+	return out;
+}
+
+void Daemon::portal_delete(const std::string &transport, const std::string &address,
+                           const std::string &who)
+{
+	std::lock_guard g(lock_);
+	Portal p;
+	std::string why;
+	if (!parse_portal(address, &p, &why, transport == "srp" ? -1 : 3260))
+		fail(-EINVAL, why);
+	auto same = [&](const PortalRt &o) {
+		if (o.transport != transport)
+			return false;
+		Portal b = o.cfg;
+		b.port = o.port;
+		Portal q = p;
+		if (transport != "tcp" && (q.host.empty() || q.host == "0.0.0.0") &&
+		    cfg_.rdma_device.empty())
+			q.host = "127.0.0.1";
+		return portal_str(o.cfg) == portal_str(q) || portal_str(b) == portal_str(q);
+	};
+	auto it = std::find_if(portals_.begin(), portals_.end(), same);
+	if (it == portals_.end())
+		fail(-ENOENT, "no " + transport + " portal " + address);
+	// Stop accepting; the connections it accepted stay with their sessions.
+	if (it->transport == "tcp") {
+		tcp_->close_portal(it->tcp_index);
+	} else {
+		it->rdma->stop_accepting();
+		retired_.push_back(std::move(it->rdma));
+	}
+	auto &list = transport == "tcp"    ? cfg_.portals
+	             : transport == "iser" ? cfg_.iser_portals
+	                                   : cfg_.srp_portals;
+	const std::string cfgs = portal_str(it->cfg);
+	auto ci = std::find_if(list.begin(), list.end(),
+	                       [&](const Portal &x) { return portal_str(x) == cfgs; });
+	if (ci != list.end())
+		list.erase(ci);
+	portals_.erase(it);
+	refresh_portal_addresses();
+	log_change(who, transport + " portal " + address + " deleted (its connections stay)");
+}
+
+// ---- Sessions ----------------------------------------------------------------------------------
+
+json Daemon::session_logout(const std::string &id, std::chrono::milliseconds grace,
+                            const std::string &who)
+{
+	std::string fabric, key;
+	split_id(id, &fabric, &key);
+	// Not under lock_ while it waits: a logout takes up to grace, and other administration
+	// (and the session list) goes on meanwhile. The targets outlive every method.
+	srpt::Target *srp;
+	{
+		std::lock_guard g(lock_);
+		srp = srp_.get();
+	}
+	log_change(who, "session " + id + " logout requested");
+	if (fabric == "iscsi") {
+		const int rc = iscsi_->logout_session(tsih_of(key), grace);
+		if (rc < 0)
+			fail(rc, "no iSCSI session " + key);
+		return {{"id", id}, {"outcome", rc == 0 ? "logged out" : "dropped"}};
+	}
+	if (!srp)
+		fail(-ENOENT, "no SRP session " + key + " (no SRP portal)");
+	const int rc = srp->logout_nexus(key, grace);
+	if (rc == -ENOENT)
+		fail(rc, "no SRP session " + key);
+	if (rc == 0)
+		return {{"id", id}, {"outcome", "logged out"}};
+	srp->drop_nexus(key);
+	return {{"id", id}, {"outcome", "dropped"}};
+}
+
+void Daemon::session_drop(const std::string &id, const std::string &who)
+{
+	std::string fabric, key;
+	split_id(id, &fabric, &key);
+	std::lock_guard g(lock_);
+	log_change(who, "session " + id + " dropped");
+	const int rc = fabric == "iscsi" ? iscsi_->drop_session(tsih_of(key))
+	               : srp_            ? srp_->drop_nexus(key)
+	                                 : -ENOENT;
+	if (rc < 0)
+		fail(rc, "no session " + id);
+}
+
+// ---- Saving ------------------------------------------------------------------------------------
+
+json Daemon::save(const std::string &path, const std::string &who)
+{
+	std::lock_guard g(lock_);
+	const std::string to = path.empty() ? cfg_.source : path;
+	if (to.empty())
+		fail(-EINVAL, "no configuration file to save to (the daemon was started without "
+		              "--config): give a path");
+	// A file LUN's size is where it starts: save what it is now (it may have been grown
+	// and rescanned), so that a restart does not extend or cut it back.
+	Config c = cfg_;
+	for (TargetCfg &tc : c.targets)
+		if (TargetRt *t = find_target(tc.name))
+			for (LunCfg &l : tc.luns)
+				if (auto it = t->lus.find(l.lun);
+				    it != t->lus.end() && l.bs.kind == "file")
+					l.bs.size = it->second->bs().size();
+	std::string why;
+	if (int rc = save_config(c, to, &why); rc != 0)
+		fail(rc, why);
+	log_change(who, "configuration saved to " + to);
+	return {{"path", to}};
+}
+
+json Daemon::reload(const std::string &who)
+{
+	std::lock_guard g(lock_);
+	if (cfg_.source.empty())
+		fail(-EINVAL,
+		     "no configuration file to reload (the daemon was started without --config)");
+	return reload_locked(who);
+}
+
+} // namespace targetd

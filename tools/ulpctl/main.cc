@@ -1,0 +1,535 @@
+// SPDX-License-Identifier: MIT
+// tools/ulpctl/main.cc - ulpctl: ulp-targetd's administration from the command line, in the
+// manner of targetcli and tgtadm, over the daemon's JSON-RPC admin socket (admin/).
+//
+//   ulpctl [--socket PATH] [--json] NOUN VERB [options]
+//   ulpctl show                      portals, targets, LUNs, ACLs, the SRP target port
+//   ulpctl session list              who is logged in, how, and what is in flight
+//   ulpctl lun create --target IQN --lun 1 --backstore ram --size 32M
+//   ulpctl session logout iscsi:3
+//   ulpctl save
+//
+// Each NOUN VERB is one method (`ulpctl methods` lists them; `ulpctl call METHOD JSON`
+// calls any). --json prints the method's result as JSON for scripts; otherwise tables.
+// Exit status: 0 done, 1 the daemon refused (its message on stderr), 2 usage, 3 no daemon.
+#include "admin/client.h"
+
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <string>
+#include <vector>
+
+using ulp::admin::json;
+
+namespace
+{
+
+constexpr const char *kDefaultSocket = "/run/ulp-targetd/admin.sock";
+
+std::string human_size(uint64_t b)
+{
+	const char *u[] = {"B", "K", "M", "G", "T"};
+	int i = 0;
+	double v = double(b);
+	while (v >= 1024 && i < 4 && (uint64_t(v) % 1024 == 0 || v >= 10240)) {
+		v /= 1024;
+		i++;
+	}
+	char buf[32];
+	if (v == double(uint64_t(v)))
+		std::snprintf(buf, sizeof(buf), "%llu%s", (unsigned long long)v, u[i]);
+	else
+		std::snprintf(buf, sizeof(buf), "%.1f%s", v, u[i]);
+	return buf;
+}
+
+std::string str(const json &j)
+{
+	if (j.is_string())
+		return j.get<std::string>();
+	if (j.is_null())
+		return "-";
+	return j.dump();
+}
+
+// A table: columns as wide as their widest cell.
+void table(const std::vector<std::string> &head, const std::vector<std::vector<std::string>> &rows)
+{
+	std::vector<size_t> w(head.size());
+	for (size_t i = 0; i < head.size(); i++)
+		w[i] = head[i].size();
+	for (auto &r : rows)
+		for (size_t i = 0; i < r.size() && i < w.size(); i++)
+			w[i] = std::max(w[i], r[i].size());
+	auto line = [&](const std::vector<std::string> &r) {
+		std::string l;
+		for (size_t i = 0; i < r.size(); i++) {
+			l += r[i];
+			if (i + 1 < r.size())
+				l += std::string(w[i] - r[i].size() + 2, ' ');
+		}
+		std::cout << l << "\n";
+	};
+	line(head);
+	for (auto &r : rows)
+		line(r);
+}
+
+void print_show(const json &r)
+{
+	std::cout << "ulp-targetd"
+	          << (str(r["config_file"]).empty() || r["config_file"] == ""
+	                  ? std::string()
+	                  : " (" + str(r["config_file"]) + ")")
+	          << ", log level " << str(r["log_level"]) << "\n";
+	std::cout << "o- portals\n";
+	for (const json &p : r["portals"])
+		std::cout << "|  o- " << str(p["transport"]) << " " << str(p["listening"]) << "\n";
+	std::cout << "o- targets\n";
+	for (const json &t : r["targets"]) {
+		std::string attrs =
+		    t["open"].get<bool>() ? "open" : std::to_string(t["acls"].size()) + " ACLs";
+		attrs += ", CHAP " + str(t["chap"]);
+		attrs += ", " + std::to_string(t["sessions"].get<uint64_t>()) + " sessions";
+		if (t.contains("srp_exported"))
+			attrs += ", exported over SRP";
+		std::cout << "   o- " << str(t["name"]) << " [" << attrs << "]\n";
+		std::cout << "   |  o- luns\n";
+		for (const json &l : t["luns"]) {
+			std::string d = str(l["backstore"]);
+			if (l.contains("path"))
+				d += " " + str(l["path"]);
+			d += " " + human_size(l["size"].get<uint64_t>());
+			if (l.contains("blocks"))
+				d += " (" + std::to_string(l["blocks"].get<uint64_t>()) +
+				     " blocks of " +
+				     std::to_string(l["block_size"].get<uint64_t>()) + ")";
+			if (l["read_only"].get<bool>())
+				d += " read-only";
+			if (l["removable"].get<bool>())
+				d += " removable";
+			std::cout << "   |  |  o- lun " << l["lun"].get<uint64_t>() << ": " << d
+			          << "\n";
+		}
+		std::cout << "   |  o- acls\n";
+		for (const json &a : t["acls"])
+			std::cout << "   |     o- " << str(a) << "\n";
+	}
+	if (r.contains("srp")) {
+		const json &s = r["srp"];
+		std::cout << "o- srp target port: exports " << str(s["exports"])
+		          << (s["acls"].empty() ? " (open)" : "") << "\n";
+		for (const json &a : s["acls"])
+			std::cout << "   o- acl " << str(a) << "\n";
+		for (const json &l : s["add_target"])
+			std::cout << "   o- add_target: " << str(l) << "\n";
+	}
+}
+
+void print_sessions(const json &r)
+{
+	std::vector<std::vector<std::string>> rows;
+	for (const json &s : r) {
+		std::string params;
+		if (s.contains("params")) {
+			const json &p = s["params"];
+			params = "digests " + str(p["header_digest"]) + "/" +
+			         str(p["data_digest"]) + " mrdsl " +
+			         std::to_string(p["max_recv_data_segment_length"].get<uint64_t>()) +
+			         " burst " + std::to_string(p["max_burst_length"].get<uint64_t>()) +
+			         (p["immediate_data"].get<bool>() ? " immdata" : "") + " auth " +
+			         str(p["auth"]);
+		}
+		rows.push_back({str(s["id"]), str(s["transport"]), str(s["type"]),
+		                str(s["initiator"]), str(s["target"]), str(s["peer"]),
+		                s.contains("portal") ? str(s["portal"]) : "-",
+		                std::to_string(s["connections"].get<uint64_t>()),
+		                std::to_string(s["cmds_in_flight"].get<uint64_t>()), params});
+	}
+	table({"ID", "TRANSPORT", "TYPE", "INITIATOR", "TARGET", "PEER", "PORTAL", "CONNS", "CMDS",
+	       "NEGOTIATED"},
+	      rows);
+}
+
+void print_flat(const json &j, const std::string &prefix = "")
+{
+	if (j.is_object()) {
+		for (auto &[k, v] : j.items())
+			print_flat(v, prefix.empty() ? k : prefix + "." + k);
+	} else if (j.is_array() && !j.empty() && j[0].is_object()) {
+		for (size_t i = 0; i < j.size(); i++)
+			print_flat(j[i], prefix + "[" + std::to_string(i) + "]");
+	} else {
+		std::cout << (prefix.empty() ? "" : prefix + " ") << str(j) << "\n";
+	}
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+	CLI::App app{"ulpctl: administer a running ulp-targetd over its admin socket "
+	             "(JSON-RPC 2.0, one request per line)"};
+	app.require_subcommand(1);
+	std::string socket =
+	    std::getenv("ULPCTL_SOCKET") ? std::getenv("ULPCTL_SOCKET") : kDefaultSocket;
+	bool as_json = false;
+	int timeout_s = 120;
+	app.add_option("--socket,-s", socket,
+	               "the daemon's admin socket, or tcp:HOST:PORT (default $ULPCTL_SOCKET or " +
+	                   std::string(kDefaultSocket) + ")");
+	app.add_flag("--json,-j", as_json, "print the result as JSON (for scripts)");
+	app.add_option("--timeout", timeout_s, "seconds to wait for an answer (default 120)");
+	app.footer(
+	    "Nouns and verbs: show, stats, save [PATH], reload, methods, call METHOD [JSON],\n"
+	    "  target list|create|delete, lun list|create|delete|resize|rescan,\n"
+	    "  acl list|add|delete, chap set|clear, srp-acl add|delete,\n"
+	    "  portal list|create|delete, session list|logout|drop, connection drop,\n"
+	    "  log get|set.  `ulpctl NOUN VERB --help` for each.");
+
+	std::string method;
+	json params = json::object();
+	auto set = [&](const char *k, auto v) { params[k] = v; };
+
+	// ---- show, stats, save, reload, methods, call ------------------------------------------
+	auto *show =
+	    app.add_subcommand("show", "portals, targets, LUNs, ACLs, the SRP target port");
+	show->callback([&] { method = "config_show"; });
+	auto *stats = app.add_subcommand("stats", "the daemon's counters");
+	stats->callback([&] { method = "stats_get"; });
+	std::string save_path;
+	auto *save = app.add_subcommand("save", "write the running configuration to its TOML file");
+	save->add_option("path", save_path, "another file (default: the daemon's --config)");
+	save->callback([&] {
+		method = "config_save";
+		if (!save_path.empty())
+			set("path", save_path);
+	});
+	auto *reload = app.add_subcommand("reload", "re-read the configuration file (as SIGHUP)");
+	reload->callback([&] { method = "config_reload"; });
+	auto *methods = app.add_subcommand("methods", "every RPC method with its parameters");
+	methods->callback([&] { method = "rpc_get_methods"; });
+	std::string call_method, call_params;
+	auto *call = app.add_subcommand("call", "call any method with JSON parameters");
+	call->add_option("method", call_method)->required();
+	call->add_option("params", call_params, "a JSON object");
+	call->callback([&] {
+		method = call_method;
+		if (!call_params.empty()) {
+			params = json::parse(call_params, nullptr, false);
+			if (!params.is_object())
+				throw CLI::ValidationError("params",
+				                           "not a JSON object: " + call_params);
+		}
+	});
+
+	// ---- target
+	// ------------------------------------------------------------------------------
+	auto *target = app.add_subcommand("target", "iSCSI targets")->require_subcommand(1);
+	target->add_subcommand("list", "the targets")->callback([&] { method = "target_list"; });
+	std::string t_name, t_alias, chap_user, chap_secret, mutual_user, mutual_secret;
+	std::vector<std::string> t_acls;
+	bool t_reset = false;
+	uint64_t grace_ms = 5000, timeout_ms = 15000;
+	auto *tc = target->add_subcommand("create", "a new target (add LUNs with lun create)");
+	tc->add_option("name", t_name, "its iSCSI name")->required();
+	tc->add_option("--alias", t_alias);
+	tc->add_option("--acl", t_acls, "an initiator allowed in (repeatable; none: open)");
+	tc->add_option("--chap-user", chap_user);
+	tc->add_option("--chap-secret", chap_secret);
+	tc->add_option("--mutual-user", mutual_user);
+	tc->add_option("--mutual-secret", mutual_secret);
+	tc->add_flag("--allow-target-reset", t_reset);
+	tc->callback([&] {
+		method = "target_create";
+		set("name", t_name);
+		if (!t_alias.empty())
+			set("alias", t_alias);
+		if (!t_acls.empty())
+			set("acls", t_acls);
+		if (t_reset)
+			set("allow_target_reset", true);
+		if (!chap_user.empty() || !chap_secret.empty()) {
+			set("chap_user", chap_user);
+			set("chap_secret", chap_secret);
+		}
+		if (!mutual_user.empty() || !mutual_secret.empty()) {
+			set("mutual_user", mutual_user);
+			set("mutual_secret", mutual_secret);
+		}
+	});
+	auto *td =
+	    target->add_subcommand("delete", "remove a target (its sessions are logged out)");
+	td->add_option("name", t_name)->required();
+	td->add_option("--grace-ms", grace_ms, "how long sessions get to log out (default 5000)");
+	td->add_option("--timeout-ms", timeout_ms, "the whole bound (default 15000)");
+	td->callback([&] {
+		method = "target_delete";
+		set("name", t_name);
+		set("grace_ms", grace_ms);
+		set("timeout_ms", timeout_ms);
+	});
+
+	// ---- lun
+	// ---------------------------------------------------------------------------------
+	auto *lun = app.add_subcommand("lun", "LUNs and their backstores")->require_subcommand(1);
+	std::string l_target, l_bs, l_size, l_path;
+	uint64_t l_lun = 0, l_bsize = 512, l_pbs = 0, l_qd = 64;
+	bool l_ro = false, l_rm = false, l_nodirect = false, l_nowc = false;
+	auto *ll = lun->add_subcommand("list", "LUNs of a target (or all)");
+	ll->add_option("--target,-t", l_target);
+	ll->callback([&] {
+		method = "lun_list";
+		if (!l_target.empty())
+			set("target", l_target);
+	});
+	auto *lc = lun->add_subcommand("create", "a new LUN with its backstore");
+	lc->add_option("--target,-t", l_target)->required();
+	lc->add_option("--lun,-l", l_lun)->required();
+	lc->add_option("--backstore,-b", l_bs, "ram | file | block | null")->required();
+	lc->add_option("--size", l_size, "bytes, or 32M, 10G");
+	lc->add_option("--path", l_path, "file or block device");
+	lc->add_option("--block-size", l_bsize, "logical block (default 512)");
+	lc->add_option("--physical-block-size", l_pbs);
+	lc->add_flag("--read-only", l_ro);
+	lc->add_flag("--removable", l_rm);
+	lc->add_flag("--no-direct", l_nodirect, "no O_DIRECT (file, block)");
+	lc->add_flag("--no-write-cache", l_nowc, "report no volatile cache");
+	lc->add_option("--queue-depth", l_qd);
+	lc->callback([&] {
+		method = "lun_create";
+		set("target", l_target);
+		set("lun", l_lun);
+		set("backstore", l_bs);
+		if (!l_size.empty())
+			set("size", l_size);
+		if (!l_path.empty())
+			set("path", l_path);
+		set("block_size", l_bsize);
+		if (l_pbs)
+			set("physical_block_size", l_pbs);
+		set("read_only", l_ro);
+		set("removable", l_rm);
+		set("direct", !l_nodirect);
+		set("write_cache", !l_nowc);
+		set("queue_depth", l_qd);
+	});
+	uint64_t lun_grace = 5000, lun_timeout = 10000;
+	auto *ld = lun->add_subcommand("delete",
+	                               "remove a LUN (commands in flight: completed or aborted)");
+	ld->add_option("--target,-t", l_target)->required();
+	ld->add_option("--lun,-l", l_lun)->required();
+	ld->add_option("--grace-ms", lun_grace, "default 5000");
+	ld->add_option("--timeout-ms", lun_timeout, "default 10000");
+	ld->callback([&] {
+		method = "lun_delete";
+		set("target", l_target);
+		set("lun", l_lun);
+		set("grace_ms", lun_grace);
+		set("timeout_ms", lun_timeout);
+	});
+	auto *lr = lun->add_subcommand("resize", "set a LUN's capacity");
+	lr->add_option("--target,-t", l_target)->required();
+	lr->add_option("--lun,-l", l_lun)->required();
+	lr->add_option("--size", l_size)->required();
+	lr->callback([&] {
+		method = "lun_resize";
+		set("target", l_target);
+		set("lun", l_lun);
+		set("size", l_size);
+	});
+	int64_t rescan_lun = -1;
+	auto *ls = lun->add_subcommand("rescan", "re-read a LUN's storage size");
+	ls->add_option("--target,-t", l_target)->required();
+	ls->add_option("--lun,-l", rescan_lun);
+	ls->callback([&] {
+		method = "lun_rescan";
+		set("target", l_target);
+		if (rescan_lun >= 0)
+			set("lun", rescan_lun);
+	});
+
+	// ---- acl, chap, srp-acl
+	// ------------------------------------------------------------------
+	auto *acl = app.add_subcommand("acl", "initiators a target admits")->require_subcommand(1);
+	std::string a_init;
+	auto *al = acl->add_subcommand("list", "a target's ACLs");
+	al->add_option("--target,-t", l_target)->required();
+	al->callback([&] {
+		method = "acl_list";
+		set("target", l_target);
+	});
+	for (const char *verb : {"add", "delete"}) {
+		auto *s = acl->add_subcommand(verb, std::string(verb) + " an initiator");
+		s->add_option("--target,-t", l_target)->required();
+		s->add_option("initiator", a_init)->required();
+		s->callback([&, verb] {
+			method = std::string("acl_") + verb;
+			set("target", l_target);
+			set("initiator", a_init);
+		});
+	}
+	auto *chap = app.add_subcommand("chap", "CHAP for new logins")->require_subcommand(1);
+	auto *cs = chap->add_subcommand("set", "require CHAP (and mutual CHAP)");
+	cs->add_option("--target,-t", l_target)->required();
+	cs->add_option("--user", chap_user)->required();
+	cs->add_option("--secret", chap_secret)->required();
+	cs->add_option("--mutual-user", mutual_user);
+	cs->add_option("--mutual-secret", mutual_secret);
+	cs->callback([&] {
+		method = "chap_set";
+		set("target", l_target);
+		set("user", chap_user);
+		set("secret", chap_secret);
+		if (!mutual_user.empty() || !mutual_secret.empty()) {
+			set("mutual_user", mutual_user);
+			set("mutual_secret", mutual_secret);
+		}
+	});
+	auto *cc = chap->add_subcommand("clear", "no CHAP");
+	cc->add_option("--target,-t", l_target)->required();
+	cc->callback([&] {
+		method = "chap_clear";
+		set("target", l_target);
+	});
+	auto *sacl =
+	    app.add_subcommand("srp-acl", "SRP initiators admitted")->require_subcommand(1);
+	for (const char *verb : {"add", "delete"}) {
+		auto *s = sacl->add_subcommand(verb, std::string(verb) + " an SRP initiator");
+		s->add_option("initiator", a_init, "0x + 32 hex digits, or an IP")->required();
+		s->callback([&, verb] {
+			method = std::string("srp_acl_") + verb;
+			set("initiator", a_init);
+		});
+	}
+
+	// ---- portal
+	// ------------------------------------------------------------------------------
+	auto *portal = app.add_subcommand("portal", "listening portals")->require_subcommand(1);
+	portal->add_subcommand("list", "the portals")->callback([&] { method = "portal_list"; });
+	std::string p_tr = "tcp", p_addr;
+	for (const char *verb : {"create", "delete"}) {
+		auto *s = portal->add_subcommand(verb, std::string(verb) + " a portal");
+		s->add_option("--transport", p_tr, "tcp (default) | iser | srp");
+		s->add_option("address", p_addr, "HOST:PORT")->required();
+		s->callback([&, verb] {
+			method = std::string("portal_") + verb;
+			set("transport", p_tr);
+			set("address", p_addr);
+		});
+	}
+
+	// ---- session, connection
+	// -----------------------------------------------------------------
+	auto *session = app.add_subcommand("session", "logged-in sessions")->require_subcommand(1);
+	session->add_subcommand("list", "who is logged in")->callback([&] {
+		method = "session_list";
+	});
+	std::string s_id;
+	uint64_t s_grace = 5000;
+	auto *so =
+	    session->add_subcommand("logout", "ask a session to log out (dropped after a grace)");
+	so->add_option("id", s_id, "iscsi:TSIH or srp:PORTID (session list)")->required();
+	so->add_option("--grace-ms", s_grace, "default 5000");
+	so->callback([&] {
+		method = "session_logout";
+		set("id", s_id);
+		set("grace_ms", s_grace);
+	});
+	auto drop = [&] {
+		method = "session_drop";
+		set("id", s_id);
+	};
+	auto *sd = session->add_subcommand("drop", "close a session's connections now");
+	sd->add_option("id", s_id)->required();
+	sd->callback(drop);
+	auto *conn = app.add_subcommand("connection", "connections")->require_subcommand(1);
+	auto *cd = conn->add_subcommand("drop", "close a session's connections now");
+	cd->add_option("id", s_id, "iscsi:TSIH or srp:PORTID")->required();
+	cd->callback(drop);
+
+	// ---- log
+	// ---------------------------------------------------------------------------------
+	auto *logc = app.add_subcommand("log", "the daemon's log level")->require_subcommand(1);
+	logc->add_subcommand("get", "the level")->callback([&] { method = "log_get_level"; });
+	std::string level;
+	auto *lset = logc->add_subcommand("set", "change it now");
+	lset->add_option("level", level, "trace|debug|info|warning|error|critical|off")->required();
+	lset->callback([&] {
+		method = "log_set_level";
+		set("level", level);
+	});
+
+	try {
+		app.parse(argc, argv);
+	} catch (const CLI::ParseError &e) {
+		return app.exit(e) == 0 ? 0 : 2;
+	}
+
+	ulp::admin::Client c;
+	std::string why;
+	if (c.connect(socket, &why) != 0) {
+		std::fprintf(stderr, "ulpctl: %s\n", why.c_str());
+		return 3;
+	}
+	json resp;
+	if (!c.call(method, params, &resp, &why, std::chrono::seconds(timeout_s))) {
+		std::fprintf(stderr, "ulpctl: %s: %s\n", method.c_str(), why.c_str());
+		return 3;
+	}
+	if (resp.contains("error")) {
+		const json &e = resp["error"];
+		if (as_json)
+			std::cout << e.dump(2) << "\n";
+		std::fprintf(stderr, "ulpctl: %s: %s (%d)\n", method.c_str(),
+		             str(e["message"]).c_str(),
+		             e["code"].is_number_integer() ? e["code"].get<int>() : 0);
+		return 1;
+	}
+	const json &r = resp["result"];
+	if (as_json) {
+		std::cout << r.dump(2) << "\n";
+		return 0;
+	}
+	if (method == "config_show")
+		print_show(r);
+	else if (method == "session_list")
+		print_sessions(r);
+	else if (method == "lun_list") {
+		std::vector<std::vector<std::string>> rows;
+		for (const json &l : r)
+			rows.push_back({str(l["target"]), std::to_string(l["lun"].get<uint64_t>()),
+			                str(l["backstore"]),
+			                l.contains("path") ? str(l["path"]) : "-",
+			                human_size(l["size"].get<uint64_t>()),
+			                std::to_string(l["block_size"].get<uint64_t>())});
+		table({"TARGET", "LUN", "BACKSTORE", "PATH", "SIZE", "BLOCK"}, rows);
+	} else if (method == "portal_list") {
+		std::vector<std::vector<std::string>> rows;
+		for (const json &p : r)
+			rows.push_back(
+			    {str(p["transport"]), str(p["address"]), str(p["listening"])});
+		table({"TRANSPORT", "ADDRESS", "LISTENING"}, rows);
+	} else if (method == "rpc_get_methods") {
+		for (const json &m : r) {
+			std::cout << str(m["name"]) << ": " << str(m["help"]) << "\n";
+			for (const json &p : m["params"])
+				std::cout << "    " << str(p["name"])
+				          << (p["required"].get<bool>() ? "" : "?") << "  "
+				          << str(p["type"])
+				          << (str(p["help"]).empty() ? "" : "; " + str(p["help"]))
+				          << "\n";
+		}
+	} else if (r.is_boolean() && r.get<bool>()) {
+		std::cout << "ok\n";
+	} else if (r.is_array() && !r.empty() && r[0].is_string()) {
+		for (const json &x : r)
+			std::cout << str(x) << "\n";
+	} else {
+		print_flat(r);
+	}
+	return 0;
+}
