@@ -448,8 +448,10 @@ public:
 
 	void stop()
 	{
-		drop_conn();
+		// The listener first: its destruction waits for a ConnectRequest handler still
+		// running, which may store a connection id after sending the REP the test saw.
 		listen_id.reset();
+		drop_conn();
 		mr.reset();
 		scq.reset();
 		rcq.reset();
