@@ -10,7 +10,8 @@
 #include <string>
 #include <string_view>
 
-namespace ulp {
+namespace ulp
+{
 
 struct SockAddr {
 	sockaddr_storage ss{};

@@ -20,7 +20,8 @@
 #include <memory>
 #include <span>
 
-namespace ulp {
+namespace ulp
+{
 
 enum class CmEventType : uint8_t {
 	AddrResolved,
@@ -48,7 +49,7 @@ struct ConnParam {
 	uint8_t responder_resources = 1; // READs we accept in flight (max_dest_rd_atomic)
 	uint8_t initiator_depth = 1;     // READs we initiate in flight (max_rd_atomic)
 	uint8_t retry_count = 7;
-	uint8_t rnr_retry_count = 7;     // 7 = infinite
+	uint8_t rnr_retry_count = 7; // 7 = infinite
 
 	void set_private_data(std::span<const uint8_t> d);
 	std::span<const uint8_t> pdata() const { return {private_data.data(), private_data_len}; }
@@ -62,15 +63,16 @@ class CmId;
 
 struct CmEvent {
 	CmEventType event = CmEventType::AddrError;
-	int status = 0;                // 0 or a negative errno (reject: the peer's reason)
-	ConnParam param;               // ConnectRequest / Established / Rejected: peer's data
-	std::unique_ptr<CmId> new_id;  // ConnectRequest: the new connection's id; take it
-	CmId *listen_id = nullptr;     // ConnectRequest: the listener it arrived on
+	int status = 0;               // 0 or a negative errno (reject: the peer's reason)
+	ConnParam param;              // ConnectRequest / Established / Rejected: peer's data
+	std::unique_ptr<CmId> new_id; // ConnectRequest: the new connection's id; take it
+	CmId *listen_id = nullptr;    // ConnectRequest: the listener it arrived on
 };
 
 using CmHandler = std::function<void(CmId *id, CmEvent &ev)>;
 
-class CmId {
+class CmId
+{
 public:
 	virtual ~CmId() = default;
 	CmId(const CmId &) = delete;

@@ -12,9 +12,11 @@
 #include <cstdint>
 #include <memory>
 
-namespace ulp {
+namespace ulp
+{
 
-class DmaRegion {
+class DmaRegion
+{
 public:
 	~DmaRegion();
 	DmaRegion(const DmaRegion &) = delete;
@@ -22,9 +24,9 @@ public:
 
 	void *addr() const { return addr_; }
 	size_t length() const { return len_; }
-	int fd() const { return fd_; }         // memfd; the peer maps it MAP_SHARED
-	uint64_t id() const { return id_; }    // unique on this host: pid << 32 | sequence
-	bool huge() const { return huge_; }    // backed by 2 MiB hugepages
+	int fd() const { return fd_; }      // memfd; the peer maps it MAP_SHARED
+	uint64_t id() const { return id_; } // unique on this host: pid << 32 | sequence
+	bool huge() const { return huge_; } // backed by 2 MiB hugepages
 
 private:
 	friend std::unique_ptr<DmaRegion> dma_alloc(size_t length, bool try_huge);

@@ -15,10 +15,12 @@
 #include <string>
 #include <vector>
 
-namespace ulp {
+namespace ulp
+{
 
 // A transport family: the soft provider, rdma-core. Owns its devices.
-class Provider {
+class Provider
+{
 public:
 	virtual ~Provider() = default;
 	virtual const char *name() const = 0;

@@ -59,8 +59,8 @@
 // ULP_FUZZ_TRACE=1 prints the target's log with a line per PDU (to replay an input).
 // Seeds: ULP_FUZZ_SEEDS=<dir> makes the binary write well-formed conversations there and
 // exit (scripts/fuzz.sh does this).
-#include "core/log.h"
 #include "core/crc32c.h"
+#include "core/log.h"
 #include "iscsi/target/session.h"
 #include "tests/iscsi/conn_harness.h"
 

@@ -27,8 +27,8 @@
 // the request's ITT; Failed carries a non-success status and ends the login; Complete
 // means the full feature state and a non-zero TSIH.
 #include "iscsi/discovery.h"
-#include "iscsi/target/login.h"
 #include "iscsi/initiator/login.h"
+#include "iscsi/target/login.h"
 
 #include <algorithm>
 #include <cstdio>

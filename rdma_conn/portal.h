@@ -139,7 +139,7 @@ public:
 	// The device the listening address is bound to (null: a wildcard address, or not
 	// listening).
 	Device *listen_device() const;
-	int start();              // the event thread; 0 or a negative errno
+	int start(); // the event thread; 0 or a negative errno
 
 	void stop_accepting(); // destroy the listening id (connections stay)
 	// Stop the event thread and free what is finished; the rest is left allocated and

@@ -77,8 +77,8 @@ Channel::~Channel()
 	Channel::release_resources();
 }
 
-int Channel::setup(rdma::DeviceRes &res, const ChannelParams &p,
-                   std::shared_ptr<SrpNexus> nexus, std::string *why)
+int Channel::setup(rdma::DeviceRes &res, const ChannelParams &p, std::shared_ptr<SrpNexus> nexus,
+                   std::string *why)
 {
 	const TargetConfig &cfg = target_.cfg();
 	const DeviceAttr &da = res.dev->attr();
@@ -138,8 +138,9 @@ int Channel::setup(rdma::DeviceRes &res, const ChannelParams &p,
 			break;
 		if (cq() || sq / 2 < kMinSqSize) // failed past rw_init_qp, or too small already
 			return rc;
-		ULP_LOG(Info, Srpt, "{}: a send queue of {} WRs does not fit the device ({}); trying {}",
-		        peer_, sq, *why, sq / 2);
+		ULP_LOG(Info, Srpt,
+		        "{}: a send queue of {} WRs does not fit the device ({}); trying {}", peer_,
+		        sq, *why, sq / 2);
 		sq /= 2;
 	}
 	// Every WR is counted: the responses' and the contexts' (their true size, rw_init_qp's
@@ -279,11 +280,12 @@ void Channel::tick(std::chrono::steady_clock::time_point now)
 				check_transfers(now);
 			break;
 		case ChState::Draining:
-			// The zero-length WRITE's flush is the end of the send queue; a provider that
-			// never returns it must not keep the channel forever.
+			// The zero-length WRITE's flush is the end of the send queue; a provider
+			// that never returns it must not keep the channel forever.
 			if (now - closed_at_ > target_.cfg().drain_timeout) {
 				ULP_LOG(Error, Srpt,
-				        "{}: the closing zero-length WRITE has not come back after {} ms; "
+				        "{}: the closing zero-length WRITE has not come back after "
+				        "{} ms; "
 				        "going on without it",
 				        peer_, target_.cfg().drain_timeout.count());
 				on_disconnected();
@@ -296,8 +298,9 @@ void Channel::tick(std::chrono::steady_clock::time_point now)
 				const auto s = std::chrono::duration_cast<std::chrono::seconds>(
 				    now - closed_at_);
 				ULP_LOG(Warn, Srpt,
-				        "{}: closed {} s ago, still waiting for {} commands{}", peer_,
-				        s.count(), busy_, reap_wait_ ? " and the nexus's teardown" : "");
+				        "{}: closed {} s ago, still waiting for {} commands{}",
+				        peer_, s.count(), busy_,
+				        reap_wait_ ? " and the nexus's teardown" : "");
 			}
 			break;
 		default:
@@ -340,8 +343,9 @@ void Channel::handle_recv(RecvIoctx *r, const Wc &wc)
 			repost(r);
 		if (state_ < ChState::Disconnecting) {
 			// A flush is the normal logout on RoCE: the CM moves the QP to ERR when the
-			// initiator's DREQ arrives and only then reports DISCONNECTED (rxe + Linux's
-			// ib_srp: one channel in four saw its receives flushed first). Not a warning.
+			// initiator's DREQ arrives and only then reports DISCONNECTED (rxe +
+			// Linux's ib_srp: one channel in four saw its receives flushed first). Not
+			// a warning.
 			if (wc.status == WcStatus::WrFlushErr) {
 				close("receives flushed (the initiator disconnected)");
 				return;
@@ -652,8 +656,8 @@ void Channel::reclaim_lost(std::chrono::steady_clock::time_point now)
 		        "{}: tag {:#x}: the completion of {} never came ({} ms after the close, "
 		        "the QP drained); ending the command without it",
 		        peer_, x.tag,
-		        x.job == RwJob::DataOut ? "the RDMA READ of its write data"
-		        : x.job == RwJob::Table ? "the RDMA READ of its descriptor table"
+		        x.job == RwJob::DataOut  ? "the RDMA READ of its write data"
+		        : x.job == RwJob::Table  ? "the RDMA READ of its descriptor table"
 		        : x.job == RwJob::DataIn ? "the RDMA WRITE of its read data"
 		                                 : "its SRP_RSP",
 		        std::chrono::duration_cast<std::chrono::milliseconds>(now - closed_at_)

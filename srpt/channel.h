@@ -151,40 +151,40 @@ struct ChArg {
 };
 
 struct RecvIoctx : rdma::RecvDesc {
-	Channel *ch = nullptr;     // null on an SRQ ring: the completion's QP tells
-	uint32_t byte_len = 0;     // bytes received (while waiting)
+	Channel *ch = nullptr; // null on an SRQ ring: the completion's QP tells
+	uint32_t byte_len = 0; // bytes received (while waiting)
 	boost::intrusive::list_member_hook<> wait_node; // in the channel's wait list
 };
 
 struct Ioctx : rdma::SendDesc {
 	Channel *ch = nullptr;
 	IoState state = IoState::Free;
-	uint8_t opcode = 0;           // the IU's: srp::CMD or srp::TSK_MGMT
-	uint64_t tag = 0;             // the IU's tag, echoed in the response
-	bool in_core = false;         // given to the core (scsi::submit / tmr_submit)
-	scsi::Cmd cmd;                // the command (opcode CMD)
-	scsi::Tmr tmr;                // the task management request (opcode TSK_MGMT)
-	uint8_t *data = nullptr;      // the data buffer (the device's DmaHeap), or null
-	uint32_t data_len = 0;        // its length: the descriptors' total, bytes
-	iovec iov{};                  // cmd.sgl's one entry
-	bool immediate = false;       // the data came in the IU (already in data)
+	uint8_t opcode = 0;                 // the IU's: srp::CMD or srp::TSK_MGMT
+	uint64_t tag = 0;                   // the IU's tag, echoed in the response
+	bool in_core = false;               // given to the core (scsi::submit / tmr_submit)
+	scsi::Cmd cmd;                      // the command (opcode CMD)
+	scsi::Tmr tmr;                      // the task management request (opcode TSK_MGMT)
+	uint8_t *data = nullptr;            // the data buffer (the device's DmaHeap), or null
+	uint32_t data_len = 0;              // its length: the descriptors' total, bytes
+	iovec iov{};                        // cmd.sgl's one entry
+	bool immediate = false;             // the data came in the IU (already in data)
 	std::vector<srp::DirectDesc> descs; // the remote buffers, in order
 	srp::DirectDesc table_desc;         // an external table: where it is
 	uint8_t *table_buf = nullptr;       // an external table being fetched (DmaHeap)
 	uint32_t table_entries = 0;         // its entries
 	// Transfers.
-	Cqe rw_cqe;                              // the RDMA READ (or a piece's) completion
-	RwJob job = RwJob::None;                 // what the contexts move
-	uint32_t rw_len = 0;                     // bytes the job moves
-	std::vector<std::unique_ptr<RwCtx>> rw;  // one per remote descriptor (kept for reuse)
-	uint32_t n_rw = 0;                       // contexts initialised for the job (0 with a
-	                                         // job: waiting for MRs to initialise them)
-	uint32_t next_rw = 0;                    // the first not yet posted
-	uint32_t wrs_posted = 0;                 // send WRs of the piece in flight (sq_avail_)
-	bool abort_write = false;                // the core asked to stop fetching write data
+	Cqe rw_cqe;                                   // the RDMA READ (or a piece's) completion
+	RwJob job = RwJob::None;                      // what the contexts move
+	uint32_t rw_len = 0;                          // bytes the job moves
+	std::vector<std::unique_ptr<RwCtx>> rw;       // one per remote descriptor (kept for reuse)
+	uint32_t n_rw = 0;                            // contexts initialised for the job (0 with a
+	                                              // job: waiting for MRs to initialise them)
+	uint32_t next_rw = 0;                         // the first not yet posted
+	uint32_t wrs_posted = 0;                      // send WRs of the piece in flight (sq_avail_)
+	bool abort_write = false;                     // the core asked to stop fetching write data
 	std::chrono::steady_clock::time_point posted; // when the piece in flight went out
-	SgTable sgt{1};                          // one descriptor's local slice
-	uint32_t rsp_len = 0;                    // the built SRP_RSP's length
+	SgTable sgt{1};                               // one descriptor's local slice
+	uint32_t rsp_len = 0;                         // the built SRP_RSP's length
 	boost::intrusive::list_member_hook<> sq_node; // in the channel's sq_wait_
 };
 
@@ -192,14 +192,14 @@ using RecvWaitList = boost::intrusive::list<
     RecvIoctx, boost::intrusive::member_hook<RecvIoctx, boost::intrusive::list_member_hook<>,
                                              &RecvIoctx::wait_node>>;
 using SqWaitList = boost::intrusive::list<
-    Ioctx, boost::intrusive::member_hook<Ioctx, boost::intrusive::list_member_hook<>,
-                                         &Ioctx::sq_node>>;
+    Ioctx,
+    boost::intrusive::member_hook<Ioctx, boost::intrusive::list_member_hook<>, &Ioctx::sq_node>>;
 
 // What a channel is set up with (decided at login by the portal).
 struct ChannelParams {
-	uint32_t it_iu_len = 0;        // receive buffer size: the initiator's req_it_iu_len
-	uint16_t imm_data_offset = 0;  // granted immediate data offset; 0: not granted
-	uint8_t read_credit = 0;       // RDMA READs the QP may issue at once (accept's depth)
+	uint32_t it_iu_len = 0;       // receive buffer size: the initiator's req_it_iu_len
+	uint16_t imm_data_offset = 0; // granted immediate data offset; 0: not granted
+	uint8_t read_credit = 0;      // RDMA READs the QP may issue at once (accept's depth)
 	std::array<uint8_t, 16> i_port_id{};
 };
 
@@ -255,18 +255,18 @@ protected:
 private:
 	// ---- channel.cc: life, receives, credits, sends ---------------------------------
 	void handle_recv(RecvIoctx *r, const Wc &wc);
-	bool process_iu(RecvIoctx *r);   // false: no ioctx free (the IU waits)
+	bool process_iu(RecvIoctx *r); // false: no ioctx free (the IU waits)
 	void process_wait_list();
 	void repost(RecvIoctx *r);
 	void close(const char *why);
 	void set_state(ChState s);
-	void on_disconnected();          // the zero-length WRITE's flush is back
+	void on_disconnected(); // the zero-length WRITE's flush is back
 	void reclaim_lost(std::chrono::steady_clock::time_point now); // completions lost
 	void on_qp_event(const AsyncEvent &e); // the QP's async events (a provider thread)
 	bool check_qp_event();                 // tick: true when one ended the QP (closed)
 	void maybe_cred_req();
-	void send_t_logout();            // ChEvent::Logout
-	uint32_t take_delta();           // 1 + owed, for a response
+	void send_t_logout();  // ChEvent::Logout
+	uint32_t take_delta(); // 1 + owed, for a response
 	Ioctx *get_ioctx();
 	void put_ioctx(Ioctx *x);
 	static void send_done(Cq *cq, Wc *wc);
@@ -285,8 +285,8 @@ private:
 	int init_rw(Ioctx *x, RwJob job, uint32_t len); // contexts for len bytes; WRs or <0
 	void destroy_rw(Ioctx *x);
 	void start_rw(Ioctx *x, RwJob job, uint32_t len); // init and post, or queue for room
-	void fail_job(Ioctx *x);     // a queued or failed transfer or response ends unsent
-	bool post_rw(Ioctx *x);      // post what fits; false: nothing fitted (waits)
+	void fail_job(Ioctx *x); // a queued or failed transfer or response ends unsent
+	bool post_rw(Ioctx *x);  // post what fits; false: nothing fitted (waits)
 	void run_sq_wait();
 	void rw_piece_done(Ioctx *x, const Wc &wc);
 	static void rw_done(Cq *cq, Wc *wc);
@@ -298,13 +298,13 @@ private:
 	void do_aborted(Ioctx *x);
 	void do_tm_rsp(Ioctx *x);
 	void do_release(Ioctx *x);
-	void build_rsp(Ioctx *x);    // the command's SRP_RSP into its buffer
-	void send_rsp(Ioctx *x);     // post the SRP_RSP (alone), reserving its WR
+	void build_rsp(Ioctx *x); // the command's SRP_RSP into its buffer
+	void send_rsp(Ioctx *x);  // post the SRP_RSP (alone), reserving its WR
 	void check_transfers(std::chrono::steady_clock::time_point now);
 
 	Portal &portal_;
 	Target &target_;
-	std::string peer_;                // "IP:PORT" of the initiator
+	std::string peer_; // "IP:PORT" of the initiator
 	ChState state_ = ChState::Connecting;
 	ChannelParams p_;
 	std::shared_ptr<SrpNexus> nexus_; // the nexus this channel carries (Target::lock_)
@@ -318,22 +318,22 @@ private:
 		Channel *ch = nullptr;
 		bool posted = false; // its SEND is out, its completion not yet come
 	};
-	rdma::SendRing<CtlDesc> ctl_;     // SRP_CRED_REQ buffers
-	RecvWaitList wait_list_;          // IUs waiting (not live yet, or no free ioctx)
-	SqWaitList sq_wait_;              // ioctxs waiting for send queue room, in order
-	uint32_t cfg_rq_ = 0;             // receives per channel = credits granted
-	int32_t req_lim_ = 0;             // credits the initiator holds, as we count them
-	uint32_t owed_ = 0;               // credits to return with the next response
-	bool cred_req_out_ = false;       // an SRP_CRED_REQ awaits its SRP_CRED_RSP
-	CtlDesc *t_logout_ = nullptr;     // the SRP_T_LOGOUT in flight: close when it completes
-	uint32_t sq_avail_ = 0;           // send WRs that may still be posted
-	uint32_t sq_budget_ = 0;          // sq_avail_ when nothing is in flight
-	uint32_t busy_ = 0;               // ioctxs not free
-	Cqe zlw_cqe_;                     // the closing zero-length WRITE
+	rdma::SendRing<CtlDesc> ctl_; // SRP_CRED_REQ buffers
+	RecvWaitList wait_list_;      // IUs waiting (not live yet, or no free ioctx)
+	SqWaitList sq_wait_;          // ioctxs waiting for send queue room, in order
+	uint32_t cfg_rq_ = 0;         // receives per channel = credits granted
+	int32_t req_lim_ = 0;         // credits the initiator holds, as we count them
+	uint32_t owed_ = 0;           // credits to return with the next response
+	bool cred_req_out_ = false;   // an SRP_CRED_REQ awaits its SRP_CRED_RSP
+	CtlDesc *t_logout_ = nullptr; // the SRP_T_LOGOUT in flight: close when it completes
+	uint32_t sq_avail_ = 0;       // send WRs that may still be posted
+	uint32_t sq_budget_ = 0;      // sq_avail_ when nothing is in flight
+	uint32_t busy_ = 0;           // ioctxs not free
+	Cqe zlw_cqe_;                 // the closing zero-length WRITE
 	RdmaWr zlw_{};
-	uint64_t ctl_tag_ = 0;            // the last SRP_CRED_REQ's tag
-	bool in_wait_list_ = false;       // process_wait_list is running (no reentry)
-	bool told_overrun_ = false;       // logged a credit overrun
+	uint64_t ctl_tag_ = 0;      // the last SRP_CRED_REQ's tag
+	bool in_wait_list_ = false; // process_wait_list is running (no reentry)
+	bool told_overrun_ = false; // logged a credit overrun
 	bool told_no_read_credit_ = false;
 	const char *close_why_ = nullptr;
 	// An async event that ended the QP (EventType + 1; 0: none), noted by the provider's

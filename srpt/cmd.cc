@@ -144,7 +144,9 @@ void Channel::fill_cmd(Ioctx *x, const srp::Cmd &c)
 	sc->lun = scsi::lun_from_wire(c.lun);
 	sc->tag = c.tag;
 	sc->task_attr = task_attr(c.task_attr);
-	sc->dir = c.write() ? scsi::DataDir::Write : c.read() ? scsi::DataDir::Read : scsi::DataDir::None;
+	sc->dir = c.write()  ? scsi::DataDir::Write
+	          : c.read() ? scsi::DataDir::Read
+	                     : scsi::DataDir::None;
 	sc->data_length = c.data_len;
 	// A CDB longer than the core takes (SRP allows 16 + 252 bytes) goes in with length
 	// 0: the core answers INVALID FIELD IN CDB.
@@ -401,8 +403,8 @@ void Channel::send_done(Cq *, Wc *wc)
 		x->wrs_posted = 0;
 		ch->destroy_rw(x); // the read data's WRITEs went before the SEND
 		if (wc->status != WcStatus::Success && ch->state_ < ChState::Disconnecting) {
-			ULP_LOG_RATELIMITED(Warn, Srpt, "{}: SRP_RSP of tag {:#x}: {}", ch->peer_, x->tag,
-			                    wc_status_str(wc->status));
+			ULP_LOG_RATELIMITED(Warn, Srpt, "{}: SRP_RSP of tag {:#x}: {}", ch->peer_,
+			                    x->tag, wc_status_str(wc->status));
 			ch->close("send failed");
 		}
 		if (x->opcode == srp::CMD && x->in_core) {
@@ -535,8 +537,8 @@ void Channel::start_rw(Ioctx *x, RwJob job, uint32_t len)
 		return;
 	}
 	if (rc < 0) {
-		ULP_LOG_RATELIMITED(Error, Srpt, "{}: rw contexts for tag {:#x} ({} bytes): {}", peer_,
-		                    x->tag, len, std::strerror(-rc));
+		ULP_LOG_RATELIMITED(Error, Srpt, "{}: rw contexts for tag {:#x} ({} bytes): {}",
+		                    peer_, x->tag, len, std::strerror(-rc));
 		fail_job(x);
 		return;
 	}
@@ -559,7 +561,8 @@ bool Channel::post_rw(Ioctx *x)
 		if (int rc = qp()->post_send(&x->wr, &bad); rc != 0) {
 			sq_avail_++;
 			x->wrs_posted = 0;
-			ULP_LOG_RATELIMITED(Error, Srpt, "{}: post_send: {}", peer_, std::strerror(-rc));
+			ULP_LOG_RATELIMITED(Error, Srpt, "{}: post_send: {}", peer_,
+			                    std::strerror(-rc));
 			close("post_send failed");
 			fail_job(x);
 		}
@@ -578,7 +581,8 @@ bool Channel::post_rw(Ioctx *x)
 		last++;
 	}
 	if (last == x->next_rw) {
-		const uint32_t w = uint32_t(x->rw[last]->nr_wrs()) + (rsp && last + 1 == x->n_rw ? 1 : 0);
+		const uint32_t w =
+		    uint32_t(x->rw[last]->nr_wrs()) + (rsp && last + 1 == x->n_rw ? 1 : 0);
 		// rw_init_qp reserved every context's true size, so one always fits an idle
 		// queue; this would be a sizing bug.
 		ULP_CHECK(w <= sq_budget_);
@@ -587,8 +591,10 @@ bool Channel::post_rw(Ioctx *x)
 	const bool ends_with_rsp = rsp && last == x->n_rw;
 	SendWr *chain = ends_with_rsp ? &x->wr : nullptr;
 	for (uint32_t i = last; i-- > x->next_rw;)
-		chain = x->rw[i]->wrs(i + 1 == last && !ends_with_rsp ? &x->rw_cqe : nullptr, chain);
-	target_.count(x->job == RwJob::DataIn ? &TargetStats::rdma_writes : &TargetStats::rdma_reads,
+		chain =
+		    x->rw[i]->wrs(i + 1 == last && !ends_with_rsp ? &x->rw_cqe : nullptr, chain);
+	target_.count(x->job == RwJob::DataIn ? &TargetStats::rdma_writes
+	                                      : &TargetStats::rdma_reads,
 	              last - x->next_rw);
 	x->next_rw = last;
 	x->wrs_posted = wrs;
@@ -721,10 +727,11 @@ void Channel::check_transfers(std::chrono::steady_clock::time_point now)
 		// command; the initiator learns at once instead of after its own timeout.
 		const auto ms =
 		    std::chrono::duration_cast<std::chrono::milliseconds>(now - x.posted).count();
-		ULP_LOG(Error, Srpt, "{}: tag {:#x}: {} not complete after {} ms: closing the channel",
-		        peer_, x.tag,
-		        x.job == RwJob::DataOut ? "the RDMA READ of its write data"
-		        : x.job == RwJob::Table ? "the RDMA READ of its descriptor table"
+		ULP_LOG(Error, Srpt,
+		        "{}: tag {:#x}: {} not complete after {} ms: closing the channel", peer_,
+		        x.tag,
+		        x.job == RwJob::DataOut  ? "the RDMA READ of its write data"
+		        : x.job == RwJob::Table  ? "the RDMA READ of its descriptor table"
 		        : x.job == RwJob::DataIn ? "the RDMA WRITE of its read data"
 		                                 : "its SRP_RSP",
 		        ms);

@@ -69,11 +69,11 @@ namespace ulp::srpt
 
 // Which data buffer descriptor format a command uses.
 enum class DescMode : uint8_t {
-	Auto,     // as Linux: immediate, else direct for one MR, else indirect
-	Direct,   // one direct descriptor (a buffer of more than one MR fails: -E2BIG)
-	Indirect, // indirect, the whole table inside the SRP_CMD (beyond cmd_sg_entries: -E2BIG)
-	External, // indirect with the table in its own buffer, the target RDMA READs it: at
-	          // most cmd_sg_entries - 1 of its entries inside the SRP_CMD (none if 0)
+	Auto,      // as Linux: immediate, else direct for one MR, else indirect
+	Direct,    // one direct descriptor (a buffer of more than one MR fails: -E2BIG)
+	Indirect,  // indirect, the whole table inside the SRP_CMD (beyond cmd_sg_entries: -E2BIG)
+	External,  // indirect with the table in its own buffer, the target RDMA READs it: at
+	           // most cmd_sg_entries - 1 of its entries inside the SRP_CMD (none if 0)
 	Immediate, // immediate data for writes (larger than max_imm or not granted: -E2BIG);
 	           // reads as Auto
 };
@@ -83,19 +83,19 @@ struct InitiatorConfig {
 	std::string src_ip;           // bind the channels to this address ("" = any)
 	uint64_t id_ext = 0;          // the target port id's halves (Linux's add_target)
 	uint64_t ioc_guid = 0;
-	uint64_t initiator_ext = 0;   // the initiator port id's high half (low: node GUID)
-	uint32_t channels = 1;        // Linux's ch_count
-	uint32_t queue_size = 64;     // commands in flight per channel at most (Linux's
-	                              // queue_size); fewer if the login grants fewer credits
+	uint64_t initiator_ext = 0;    // the initiator port id's high half (low: node GUID)
+	uint32_t channels = 1;         // Linux's ch_count
+	uint32_t queue_size = 64;      // commands in flight per channel at most (Linux's
+	                               // queue_size); fewer if the login grants fewer credits
 	uint32_t max_it_iu_len = 8260; // asked at login: what Linux asks by default
 	uint32_t cmd_sg_entries = 12;  // descriptors inside an SRP_CMD at most (Linux's default)
 	bool allow_ext_sg = false;     // more: the table outside the IU (Linux's allow_ext_sg)
 	uint32_t max_desc_bytes = 0;   // bytes per MR (descriptor) at most; 0: one page list
 	DescMode desc_mode = DescMode::Auto;
-	bool immediate = true;         // ask for immediate data (Linux's use_imm_data)
-	uint32_t max_imm = 8192;       // largest immediate write (Linux's max_imm_data)
-	uint32_t max_io = 1u << 20;    // largest command buffer, bytes
-	size_t bounce_bytes = 8u << 20; // registered heap for unregistered buffers, bytes
+	bool immediate = true;                   // ask for immediate data (Linux's use_imm_data)
+	uint32_t max_imm = 8192;                 // largest immediate write (Linux's max_imm_data)
+	uint32_t max_io = 1u << 20;              // largest command buffer, bytes
+	size_t bounce_bytes = 8u << 20;          // registered heap for unregistered buffers, bytes
 	std::vector<std::span<uint8_t>> regions; // the caller's buffers: registered once at
 	                                         // login, their commands go zero-copy
 	// RDMA READs of our buffers the target may have in flight at once (rdma_cm
@@ -114,7 +114,7 @@ struct Request {
 	uint64_t lun = 0;             // LUN number (single level, SAM-5 4.7)
 	std::span<const uint8_t> cdb; // 6..16 bytes, or 16 + a multiple of 4 up to 268
 	DataDir dir = DataDir::None;
-	std::span<uint8_t> data;      // Read: filled; Write: sent. Valid until the callback.
+	std::span<uint8_t> data; // Read: filled; Write: sent. Valid until the callback.
 	uint8_t task_attr = srp::ATTR_SIMPLE;
 };
 
@@ -147,12 +147,12 @@ struct TmfResult {
 
 // What the login of one channel got.
 struct ChannelInfo {
-	uint32_t credits = 0;         // req_lim now
-	uint32_t granted = 0;         // req_lim_delta of the SRP_LOGIN_RSP
-	uint32_t max_it_iu_len = 0;   // the target's
-	uint32_t max_ti_iu_len = 0;   // the target's
-	uint8_t rsp_flags = 0;        // LOGIN_RSP_* (multichannel outcome, immediate)
-	uint32_t in_flight = 0;       // commands and TMFs sent and not answered
+	uint32_t credits = 0;       // req_lim now
+	uint32_t granted = 0;       // req_lim_delta of the SRP_LOGIN_RSP
+	uint32_t max_it_iu_len = 0; // the target's
+	uint32_t max_ti_iu_len = 0; // the target's
+	uint8_t rsp_flags = 0;      // LOGIN_RSP_* (multichannel outcome, immediate)
+	uint32_t in_flight = 0;     // commands and TMFs sent and not answered
 };
 
 struct InitiatorStats {
@@ -203,9 +203,9 @@ public:
 
 	bool failed() const;
 	const std::string &error() const;
-	uint32_t channels() const;                // logged in and not failed
+	uint32_t channels() const; // logged in and not failed
 	ChannelInfo channel_info(uint32_t ch) const;
-	uint32_t in_flight() const;               // commands sent and not yet called back
+	uint32_t in_flight() const; // commands sent and not yet called back
 	const InitiatorStats &stats() const;
 	std::array<uint8_t, 16> initiator_port_id() const;
 

@@ -125,8 +125,8 @@ std::unique_ptr<rdma::PortalConn> Portal::on_connect_request(CmEvent &ev, rdma::
 		j.tag = req.tag;
 		j.buf_fmt = srp::BUF_FMT_DIRECT | srp::BUF_FMT_INDIRECT;
 		reject->resize(srp::kLoginRejLen);
-		srp::build_login_rej(j, std::span<uint8_t, srp::kLoginRejLen>(reject->data(),
-		                                                               srp::kLoginRejLen));
+		srp::build_login_rej(
+		    j, std::span<uint8_t, srp::kLoginRejLen>(reject->data(), srp::kLoginRejLen));
 	};
 
 	if (srp::LoginError e = srp::parse_login_req(ev.param.pdata(), &req);
@@ -200,9 +200,9 @@ std::unique_ptr<rdma::PortalConn> Portal::on_connect_request(CmEvent &ev, rdma::
 	uint8_t pd[srp::kLoginRspLen];
 	srp::build_login_rsp(r, std::span<uint8_t, srp::kLoginRspLen>(pd, srp::kLoginRspLen));
 	accept->set_private_data(pd);
-	ULP_LOG(Info, Srpt,
-	        "login: {} from {} ({}): {} credits, it_iu_len {}, immediate data {}{}", iport,
-	        peer, d.rsp_flags == srp::LOGIN_RSP_MAINTAINED ? "another channel" : "new nexus",
+	ULP_LOG(Info, Srpt, "login: {} from {} ({}): {} credits, it_iu_len {}, immediate data {}{}",
+	        iport, peer,
+	        d.rsp_flags == srp::LOGIN_RSP_MAINTAINED ? "another channel" : "new nexus",
 	        r.req_lim_delta, r.max_it_iu_len, imm ? "at " : "no",
 	        imm ? std::to_string(p.imm_data_offset) : "");
 	return c;

@@ -63,8 +63,8 @@ void Target::set_default_guid(uint64_t guid)
 std::string Target::add_target_line(const std::string &addr)
 {
 	char b[96];
-	std::snprintf(b, sizeof(b), "id_ext=%016" PRIx64 ",ioc_guid=%016" PRIx64 ",dest=",
-	              id_ext(), ioc_guid());
+	std::snprintf(b, sizeof(b), "id_ext=%016" PRIx64 ",ioc_guid=%016" PRIx64 ",dest=", id_ext(),
+	              ioc_guid());
 	return b + addr;
 }
 
@@ -105,8 +105,9 @@ LoginDecision Target::login(const srp::LoginReq &req, const std::string &peer_ip
 	    srp::port_id_lo(req.target_port_id) != ioc_guid()) {
 		d.reject = srp::REJ_UNABLE_ASSOCIATE_CHANNEL;
 		char b[80];
-		std::snprintf(b, sizeof(b), "target port id %016" PRIx64 ":%016" PRIx64 " is not ours",
-		              srp::port_id_hi(req.target_port_id), srp::port_id_lo(req.target_port_id));
+		std::snprintf(
+		    b, sizeof(b), "target port id %016" PRIx64 ":%016" PRIx64 " is not ours",
+		    srp::port_id_hi(req.target_port_id), srp::port_id_lo(req.target_port_id));
 		d.why = b;
 		return d;
 	}

@@ -60,14 +60,14 @@ struct TargetConfig {
 	// Linux's ib_srp asks 8260 bytes by default (68 + 8 KiB of immediate data) and has no
 	// fallback when refused (SRP-INTEROP.md 6), so the default leaves room above that.
 	uint32_t max_it_iu_len = 65536;
-	uint32_t rq_size = 128;   // receives per channel, and the credits granted at login
-	uint32_t sq_size = 4096;  // send queue budget per channel, in WRs: half for responses,
-	                          // half for rw contexts (ib_srpt's srp_sq_size); halved until
-	                          // the device takes it
-	bool use_srq = false;     // one shared receive queue per device instead of rings
-	uint32_t srq_size = 4096; // its receives
-	bool immediate = true;    // grant immediate data (SRP-2) when a login asks for it
-	uint32_t max_channels = 64;        // per I_T nexus (more: LOGIN_REJ channel limit)
+	uint32_t rq_size = 128;     // receives per channel, and the credits granted at login
+	uint32_t sq_size = 4096;    // send queue budget per channel, in WRs: half for responses,
+	                            // half for rw contexts (ib_srpt's srp_sq_size); halved until
+	                            // the device takes it
+	bool use_srq = false;       // one shared receive queue per device instead of rings
+	uint32_t srq_size = 4096;   // its receives
+	bool immediate = true;      // grant immediate data (SRP-2) when a login asks for it
+	uint32_t max_channels = 64; // per I_T nexus (more: LOGIN_REJ channel limit)
 	uint32_t max_table_entries = 4096; // largest indirect descriptor table accepted
 	size_t heap_bytes = 256u << 20;    // data buffers per device, bytes
 	size_t max_io = 16u << 20;         // largest command buffer, bytes (a power of two)
@@ -81,26 +81,26 @@ struct TargetConfig {
 
 // Counters (diagnostics, tests, benchmarks).
 struct TargetStats {
-	uint64_t logins = 0;          // channels accepted
-	uint64_t login_rejects = 0;   // logins answered SRP_LOGIN_REJ
-	uint64_t takeovers = 0;       // SINGLE logins that ended a live nexus's channels
-	uint64_t channels_open = 0;   // channels not yet freed
-	uint64_t nexuses_open = 0;    // I_T nexuses with a scsi::Nexus not yet closed
-	uint64_t cmds = 0;            // SRP_CMDs received
-	uint64_t tsk_mgmts = 0;       // SRP_TSK_MGMTs received
-	uint64_t i_logouts = 0;       // SRP_I_LOGOUTs received
-	uint64_t immediate = 0;       // commands whose data came as immediate data
-	uint64_t ext_tables = 0;      // descriptor tables fetched by RDMA READ
-	uint64_t rdma_reads = 0;      // rw contexts posted reading write data
-	uint64_t rdma_writes = 0;     // rw contexts posted writing read data
-	uint64_t cred_reqs = 0;       // SRP_CRED_REQs sent
-	uint64_t wait_list = 0;       // IUs that had to wait (channel not live, no ioctx)
-	uint64_t sq_waits = 0;        // transfers that waited for send queue room
-	uint64_t credit_overruns = 0; // requests beyond the credits the initiator held
-	uint64_t bad_ius = 0;         // IUs refused (malformed, unknown): error or close
-	uint64_t task_set_full = 0;   // commands answered TASK SET FULL for lack of a buffer
-	uint64_t data_timeouts = 0;   // channels closed for a transfer past data_timeout
-	uint64_t no_read_credit = 0;  // writes failed: the initiator granted no RDMA READ
+	uint64_t logins = 0;            // channels accepted
+	uint64_t login_rejects = 0;     // logins answered SRP_LOGIN_REJ
+	uint64_t takeovers = 0;         // SINGLE logins that ended a live nexus's channels
+	uint64_t channels_open = 0;     // channels not yet freed
+	uint64_t nexuses_open = 0;      // I_T nexuses with a scsi::Nexus not yet closed
+	uint64_t cmds = 0;              // SRP_CMDs received
+	uint64_t tsk_mgmts = 0;         // SRP_TSK_MGMTs received
+	uint64_t i_logouts = 0;         // SRP_I_LOGOUTs received
+	uint64_t immediate = 0;         // commands whose data came as immediate data
+	uint64_t ext_tables = 0;        // descriptor tables fetched by RDMA READ
+	uint64_t rdma_reads = 0;        // rw contexts posted reading write data
+	uint64_t rdma_writes = 0;       // rw contexts posted writing read data
+	uint64_t cred_reqs = 0;         // SRP_CRED_REQs sent
+	uint64_t wait_list = 0;         // IUs that had to wait (channel not live, no ioctx)
+	uint64_t sq_waits = 0;          // transfers that waited for send queue room
+	uint64_t credit_overruns = 0;   // requests beyond the credits the initiator held
+	uint64_t bad_ius = 0;           // IUs refused (malformed, unknown): error or close
+	uint64_t task_set_full = 0;     // commands answered TASK SET FULL for lack of a buffer
+	uint64_t data_timeouts = 0;     // channels closed for a transfer past data_timeout
+	uint64_t no_read_credit = 0;    // writes failed: the initiator granted no RDMA READ
 	uint64_t teardown_timeouts = 0; // close_session attempts that timed out
 };
 
@@ -125,10 +125,10 @@ struct NexusInfo {
 
 // What a login asks of the target, and what it gets (Target::login).
 struct LoginDecision {
-	uint32_t reject = 0;                  // a RejReason, or 0: accepted
-	std::shared_ptr<SrpNexus> nexus;      // accepted: the nexus the channel joins
-	uint8_t rsp_flags = 0;                // LOGIN_RSP_NO_CHAN / TERMINATED / MAINTAINED
-	std::string why;                      // rejected: for the log line
+	uint32_t reject = 0;             // a RejReason, or 0: accepted
+	std::shared_ptr<SrpNexus> nexus; // accepted: the nexus the channel joins
+	uint8_t rsp_flags = 0;           // LOGIN_RSP_NO_CHAN / TERMINATED / MAINTAINED
+	std::string why;                 // rejected: for the log line
 };
 
 class Target final : public scsi::FabricRoute<Target>

@@ -119,8 +119,8 @@ int Target::remove_node(const std::string &name, std::chrono::milliseconds grace
 		            " sessions did not log out in time; dropping them");
 		for (Session *s : sessions_)
 			if (s->node == n && s->conn)
-				s->conn->post_deferred(
-				    ConnEvent::Drop, {.why = "its target was removed"});
+				s->conn->post_deferred(ConnEvent::Drop,
+				                       {.why = "its target was removed"});
 	}
 	// Gone from sessions_ is not yet closed: the reaper closes the nexus (waiting for its
 	// commands). The Tpg is free to go once it has no nexus left.
@@ -196,8 +196,7 @@ int Target::logout_session(uint16_t tsih, std::chrono::milliseconds grace)
 	        "session " + who + " tsih " + std::to_string(tsih) + ": no logout in " +
 	            std::to_string(grace.count()) + " ms; dropping it");
 	if (s->conn)
-		s->conn->post_deferred(ConnEvent::Drop,
-		                       {.why = "did not log out when asked to"});
+		s->conn->post_deferred(ConnEvent::Drop, {.why = "did not log out when asked to"});
 	return 1;
 }
 
@@ -210,9 +209,8 @@ int Target::drop_session(uint16_t tsih)
 			        "session " + s->initiator_port + " tsih " + std::to_string(tsih) +
 			            ": dropped by the administrator");
 			if (s->conn)
-				s->conn->post_deferred(
-				    ConnEvent::Drop,
-				    {.why = "dropped by the administrator"});
+				s->conn->post_deferred(ConnEvent::Drop,
+				                       {.why = "dropped by the administrator"});
 			return 0;
 		}
 	return -ENOENT;

@@ -187,7 +187,7 @@ private:
 	uint16_t new_tsih(); // under lock_
 
 	TargetConfig cfg_;
-	mutable std::mutex nodes_lock_;                        // guards nodes_ (after lock_ when both)
+	mutable std::mutex nodes_lock_; // guards nodes_ (after lock_ when both)
 	std::vector<std::shared_ptr<const TargetNode>> nodes_; // the live node table
 	std::mutex lock_;                                      // guards everything below
 	std::condition_variable cv_;                           // conns_ and sessions_open changes

@@ -405,8 +405,8 @@ void TcpWorker::apply_listener_changes()
 		le.events = EPOLLIN;
 		le.data.ptr = l.get();
 		if (epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &le) != 0) {
-			std::fprintf(stderr, "ulp iscsi/tcp: epoll of a new portal: %s\n",
-			             std::strerror(errno));
+			ULP_LOG(Error, Iscsi, "tcp: epoll of a new portal: {}",
+			        std::strerror(errno));
 			::close(fd);
 			continue;
 		}

@@ -247,7 +247,8 @@ struct ServerFixture : ::testing::Test {
 	bool closed_by_server(Client &c)
 	{
 		std::string line, why;
-		return !c.read_line(&line, &why, 3s) && why.find("no response") == std::string::npos;
+		return !c.read_line(&line, &why, 3s) &&
+		       why.find("no response") == std::string::npos;
 	}
 };
 

@@ -14,6 +14,7 @@
 #include "scsi/pr_internal.h"
 #include "scsi/pr_store.h"
 #include "scsi_test_util.h"
+#include "tests/scsi/pr_env.h"
 
 #include <sys/stat.h>
 
@@ -28,54 +29,8 @@ namespace
 {
 
 using namespace test;
+using namespace pr_test; // the PR codes, keys, ports and CDB builders
 namespace fs = std::filesystem;
-
-// SPC-4 6.17.2 table 167, 6.16.1 table 160, table 169; parameter list byte 20 (6.17.3).
-enum : uint8_t {
-	SA_REGISTER = 0x00,
-	SA_RESERVE = 0x01,
-	SA_RELEASE = 0x02,
-	SA_CLEAR = 0x03,
-	SA_PREEMPT = 0x04,
-	SA_PREEMPT_ABORT = 0x05,
-	SA_REGISTER_IGNORE = 0x06,
-	SA_REGISTER_MOVE = 0x07,
-};
-enum : uint8_t {
-	SA_READ_KEYS = 0x00,
-	SA_READ_RESERVATION = 0x01,
-	SA_REPORT_CAPABILITIES = 0x02,
-	SA_READ_FULL_STATUS = 0x03,
-};
-enum : uint8_t { WE = 0x1, EA = 0x3, WE_RO = 0x5, EA_RO = 0x6, WE_AR = 0x7, EA_AR = 0x8 };
-enum : uint8_t { F_APTPL = 0x01, F_ALL_TG_PT = 0x04 };
-
-constexpr uint64_t K1 = 0x1111222233334444ull;
-constexpr uint64_t K2 = 0x5555666677778888ull;
-constexpr uint64_t K3 = 0x99990000aaaabbbbull;
-
-const std::string kPortA = "iqn.1994-05.com.example:a,i,0x23d000000001";
-const std::string kPortB = "iqn.1994-05.com.example:b,i,0x23d000000002";
-const std::string kPortC = "iqn.1994-05.com.example:c,i,0x23d000000003";
-
-std::vector<uint8_t> cdb_prout(uint8_t sa, uint8_t type, uint32_t len = 24)
-{
-	std::vector<uint8_t> c(10, 0);
-	c[0] = 0x5f;
-	c[1] = sa;
-	c[2] = type;
-	put_be32(&c[5], len);
-	return c;
-}
-
-std::vector<uint8_t> prout_data(uint64_t key, uint64_t sa_key, uint8_t flags = 0)
-{
-	std::vector<uint8_t> d(24, 0);
-	put_be64(&d[0], key);
-	put_be64(&d[8], sa_key);
-	d[20] = flags;
-	return d;
-}
 
 // REGISTER AND MOVE's parameter list (SPC-4 6.17.4) to iSCSI initiator port `port`.
 std::vector<uint8_t> move_data(uint64_t key, uint64_t sa_key, uint16_t rtpi,
@@ -96,15 +51,6 @@ std::vector<uint8_t> move_data(uint64_t key, uint64_t sa_key, uint16_t rtpi,
 	put_be32(&d[20], static_cast<uint32_t>(tid.size()));
 	d.insert(d.end(), tid.begin(), tid.end());
 	return d;
-}
-
-std::vector<uint8_t> cdb_prin(uint8_t sa, uint16_t alloc = 4096)
-{
-	std::vector<uint8_t> c(10, 0);
-	c[0] = 0x5e;
-	c[1] = sa;
-	put_be16(&c[7], alloc);
-	return c;
 }
 
 std::vector<uint8_t> read_file(const std::string &path)
@@ -192,7 +138,7 @@ struct Boot {
 	{
 		LoopResult r;
 		for (int i = 0; i < 4; i++) {
-			r = t->lb.run(s, 0, cdb_prin(sa), DataDir::Read,
+			r = t->lb.run(s, 0, cdb_prin(sa, 4096), DataDir::Read,
 			              std::vector<uint8_t>(4096));
 			if (r.status != Status::CheckCondition ||
 			    r.key() != SenseKey::UnitAttention)
@@ -355,7 +301,7 @@ TEST_F(PrPersistTest, WithoutAStoreAptplIsRefused)
 	    t.lb.run(a, 0, cdb_prout(SA_REGISTER, 0), DataDir::Write, prout_data(0, K1, F_APTPL));
 	EXPECT_EQ(r.key(), SenseKey::IllegalRequest);
 	EXPECT_EQ(r.asc(), 0x2600) << "INVALID FIELD IN PARAMETER LIST";
-	auto c = t.lb.run(a, 0, cdb_prin(SA_REPORT_CAPABILITIES), DataDir::Read,
+	auto c = t.lb.run(a, 0, cdb_prin(SA_REPORT_CAPABILITIES, 4096), DataDir::Read,
 	                  std::vector<uint8_t>(8));
 	EXPECT_EQ(c.data[2] & 0x01, 0) << "PTPL_C 0";
 }

@@ -70,9 +70,10 @@ inline DevPtr make_dev(const std::string &ip, ulp::soft::Exec exec = ulp::soft::
 {
 	if (ulp::test::on_test_device()) {
 		if (exec != ulp::soft::Exec::Engine || profile != ulp::soft::Profile::Ib) {
-			ADD_FAILURE() << "make_dev: Exec::Inline / a soft::Profile on ULP_TEST_DEVICE="
-			              << ulp::test::test_device_name()
-			              << ": the test must ULP_SKIP_UNLESS_SOFT";
+			ADD_FAILURE()
+			    << "make_dev: Exec::Inline / a soft::Profile on ULP_TEST_DEVICE="
+			    << ulp::test::test_device_name()
+			    << ": the test must ULP_SKIP_UNLESS_SOFT";
 			return DevPtr(nullptr, DevDeleter{false});
 		}
 		return DevPtr(ulp::test::test_device(), DevDeleter{false});
@@ -196,8 +197,8 @@ struct Side {
 
 // Connect two QPs by hand (no CM): RESET->INIT->RTR->RTS, each pointed at the other by its
 // device's GID and QP number.
-inline int connect_qp(ulp::Qp &qp, ulp::Device &peer_dev, uint32_t peer_qpn,
-                      uint8_t rnr_retry = 7, uint8_t min_rnr_timer = 1)
+inline int connect_qp(ulp::Qp &qp, ulp::Device &peer_dev, uint32_t peer_qpn, uint8_t rnr_retry = 7,
+                      uint8_t min_rnr_timer = 1)
 {
 	ulp::QpAttr init;
 	init.qp_state = ulp::QpState::Init;

@@ -117,6 +117,11 @@ id_ext = "0x1122334455667788"
 ioc_guid = "99aabbccddeeff00"
 acls = ["127.0.0.1"]
 target = "iqn.2026-11.org.ulp:second"
+rq_size = 32
+sq_size = 512
+max_it_iu_len = 16384
+immediate_data = false
+max_channels = 2
 [[target]]
 name = "iqn.2026-11.org.ulp:first"
   [[target.lun]]
@@ -136,8 +141,22 @@ line=$(add_target_of toml)
 	fail "toml: add_target line '$line'"
 grep -q 'SRP target port exports iqn.2026-11.org.ulp:second luns 3 acls 1' "$work/toml.log" ||
 	fail "toml: the SRP target port should export the second target's LUN 3"
+# The sizes reach the logins: 32 credits, no immediate data, and at most two channels (a
+# third login of the nexus is refused with LOGIN_REJ, said in the target's log).
+rc=0
+timeout 60 "$initiator" --transport srp -p "127.0.0.1:$port" --srp-target "$line" --srp-channels 2 -l 3 \
+	-w randwrite -b 4k -q 8 -r 0 -s 1M --verify-only --quiet >"$work/init-toml.log" 2>&1 || rc=$?
+((rc == 0)) || fail "toml: ulp-initiator: exit $rc: $(tail -n 5 "$work/init-toml.log")"
+grep -qE 'srpt: login: .*: 32 credits, it_iu_len [0-9]+, immediate data no$' "$work/toml.log" ||
+	fail "toml: [srp] rq_size 32 / immediate_data false not in the login: $(grep 'srpt: login' "$work/toml.log" | head -n 2)"
+rc=0
+timeout 60 "$initiator" --transport srp -p "127.0.0.1:$port" --srp-target "$line" --srp-channels 3 -l 3 \
+	-w read -b 4k -q 1 -r 0 -s 4k --quiet >"$work/init-toml3.log" 2>&1 || rc=$?
+((rc != 0)) || fail "toml: a third channel was accepted past [srp] max_channels = 2"
+grep -q 'rejected .*has 2 channels already' "$work/toml.log" ||
+	fail "toml: no 'has 2 channels already' refusal for the third channel: $(grep rejected "$work/toml.log" | tail -n 2)"
 stop toml
-pass "TOML srp_portals + [srp]: '$line'"
+pass "TOML srp_portals + [srp] with its sizes: '$line'"
 
 # ---- bad values: exit 2 and a message naming the problem -------------------------------------
 # $1: what the message must contain; the rest: the arguments.
@@ -159,5 +178,7 @@ printf '[srp]\nid_ext = 5\n' >"$work/bad.toml"
 bad 'srp.id_ext' --config "$work/bad.toml"
 printf '[srp]\ntarget = "iqn.2026-11.org.ulp:nope"\n' >"$work/bad2.toml"
 bad 'srp.target' --config "$work/bad2.toml"
+printf '[srp]\nrq_size = 1\n' >"$work/bad3.toml"
+bad 'srp.rq_size' --config "$work/bad3.toml"
 pass "bad SRP values exit 2 with a message"
 echo "targetd_srp_smoke: passed"

@@ -66,7 +66,8 @@ cleanup() {
 	# Keeps the script's status: nothing here may fail it (errexit applies in traps).
 	set +e
 	# Only what we started, by pid; the VM powers off after us anyway.
-	[[ -n $fpid ]] && kill -KILL "$fpid" 2>/dev/null
+	# fpid is a `timeout` running fio, whose job processes lead groups of their own.
+	[[ -n $fpid ]] && kill -KILL "$fpid" 2>/dev/null && pkill -KILL -x fio
 	timeout 20 iscsiadm -m node -T $iqn -p $portal --logout >/dev/null 2>&1
 	[[ -n $ipid ]] && kill -TERM "$ipid" 2>/dev/null
 	[[ -n $tpid ]] && kill -KILL "$tpid" 2>/dev/null

@@ -77,9 +77,23 @@ fail() {
 	exit 1
 }
 # Background jobs of a case, by pid (only what we started).
+# fpid is a `timeout` running fio. Killing only its pid left fio writing on, an orphan
+# holding credits and disks (a later check of idle credits saw its I/O), and fio's job
+# processes lead process groups of their own, so timeout's group is not all of it either:
+# every fio goes (the background one is the only fio running whenever this is called),
+# bounded: 30 s, the kernel finishing a killed fio's in-flight I/O before it is gone.
 stop_bg() {
 	set +e
-	[[ -n $fpid ]] && kill -KILL "$fpid" 2>/dev/null && wait "$fpid" 2>/dev/null
+	if [[ -n $fpid ]]; then
+		kill -KILL -- -"$fpid" 2>/dev/null || kill -KILL "$fpid" 2>/dev/null
+		wait "$fpid" 2>/dev/null
+		for _ in $(seq 300); do
+			pgrep -x fio >/dev/null || break
+			pkill -KILL -x fio
+			sleep 0.1
+		done
+		pgrep -x fio >/dev/null && note "fio still there 30 s after SIGKILL: $(ps -o pid=,stat=,args= -C fio | tr -s ' ' | tr '\n' ';')"
+	fi
 	[[ -n $rpid ]] && kill -KILL "$rpid" 2>/dev/null && wait "$rpid" 2>/dev/null
 	fpid='' rpid=''
 	set -e
@@ -399,7 +413,7 @@ check_credits() {
 		sleep 0.1
 	done
 	((first == want)) || note "$1: ib_srp held $first credits at first, $lim after $((SECONDS - t0)) s"
-	((lim == want)) || fail "$1: ib_srp holds $lim credits once idle, the login granted $want (zero_req_lim $(cat /sys/class/scsi_host/host"$host"/zero_req_lim))"
+	((lim == want)) || fail "$1: ib_srp holds $lim credits once idle, the login granted $want (zero_req_lim $(cat /sys/class/scsi_host/host"$host"/zero_req_lim); in flight on $dev0: $(cat /sys/block/"${dev0#/dev/}"/inflight | tr -s ' '), on $dev1: $(cat /sys/block/"${dev1#/dev/}"/inflight | tr -s ' '); fio: $(ps -o pid=,pgid=,stat=,etimes=,args= -C fio | tr -s ' ' | tr '\n' ';'))"
 	note "$1: all $want credits back with the initiator (zero_req_lim $(cat /sys/class/scsi_host/host"$host"/zero_req_lim))"
 }
 

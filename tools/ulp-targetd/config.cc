@@ -413,8 +413,9 @@ bool load_file(const std::string &path, Config *c, std::string *why)
 	c->source = path;
 	Reader r(path, why);
 	if (!r.known(t, "",
-	             {"workers", "state_dir", "portals", "iser_portals", "srp_portals", "rdma_device", "iser",
-	              "srp", "iscsi", "target", "admin_socket", "admin_group", "admin_tcp"}))
+	             {"workers", "state_dir", "portals", "iser_portals", "srp_portals",
+	              "rdma_device", "iser", "srp", "iscsi", "target", "admin_socket",
+	              "admin_group", "admin_tcp"}))
 		return false;
 	if (!r.integer(t, "workers", "", &c->workers, 1, 64) ||
 	    !r.portals(t, "portals", &c->portals, 3260) ||
@@ -431,7 +432,9 @@ bool load_file(const std::string &path, Config *c, std::string *why)
 		if (!st)
 			return r.fail(*n, "srp: must be a table");
 		const std::string ctx = "srp.";
-		if (!r.known(*st, ctx, {"id_ext", "ioc_guid", "srq", "acls", "target"}))
+		if (!r.known(*st, ctx,
+		             {"id_ext", "ioc_guid", "srq", "acls", "target", "rq_size", "srq_size",
+		              "sq_size", "max_it_iu_len", "immediate_data", "max_channels"}))
 			return false;
 		for (const char *k : {"id_ext", "ioc_guid"}) {
 			const toml::node *v = st->get(k);
@@ -445,9 +448,17 @@ bool load_file(const std::string &path, Config *c, std::string *why)
 		}
 		std::vector<std::string> acls;
 		const toml::node *an = nullptr;
+		// Sizes: SRP_CMD with no data descriptor is 48 bytes (SRP r16a 6.9), a receive ring
+		// of one leaves no credit to answer with; the upper bounds are what a device takes.
 		if (!r.boolean(*st, "srq", ctx, &c->srp.srq) ||
 		    !r.strings(*st, "acls", ctx, &acls, &an) ||
-		    !r.str(*st, "target", ctx, &c->srp.target))
+		    !r.str(*st, "target", ctx, &c->srp.target) ||
+		    !r.integer(*st, "rq_size", ctx, &c->srp.rq_size, 2, 16384) ||
+		    !r.integer(*st, "srq_size", ctx, &c->srp.srq_size, 16, 65536) ||
+		    !r.integer(*st, "sq_size", ctx, &c->srp.sq_size, 16, 65536) ||
+		    !r.integer(*st, "max_it_iu_len", ctx, &c->srp.max_it_iu_len, 64, 1 << 20) ||
+		    !r.boolean(*st, "immediate_data", ctx, &c->srp.immediate_data) ||
+		    !r.integer(*st, "max_channels", ctx, &c->srp.max_channels, 1, 1024))
 			return false;
 		for (const std::string &a : acls) {
 			std::string x;

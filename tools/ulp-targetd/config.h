@@ -28,6 +28,14 @@
 //   srq = false                         # one shared receive queue per device
 //   acls = ["0x" + 32 hex digits of an initiator port id, or a source IP]  # empty: open
 //   target = "iqn.2026-11.org.ulp:disk1" # whose LUNs SRP exports; default: the first
+//   rq_size = 128                       # receives per channel = credits granted at login
+//   srq_size = 4096                     # the shared receive queue's receives (srq = true)
+//   sq_size = 4096                      # send queue per channel, WRs (half responses,
+//                                       # half RDMA READ/WRITE); halved until it fits
+//   max_it_iu_len = 65536               # largest IU an initiator may send, bytes (Linux's
+//                                       # ib_srp asks 8260 and cannot go lower: keep >= it)
+//   immediate_data = true               # grant SRP-2 immediate data when asked
+//   max_channels = 64                   # channels per I_T nexus
 //   [iscsi]
 //   max_recv_data_segment_length = 262144
 //   max_burst_length = 1048576
@@ -159,6 +167,13 @@ struct SrpCfg {
 	bool srq = false;                 // one SRQ per device instead of per-channel rings
 	std::vector<std::string> acls;    // "0x" + 32 lowercase hex digits, or an IP; empty: open
 	std::string target;               // the [[target]] whose LUNs it exports; "": the first
+	// Sizes (srpt::TargetConfig's, same defaults): a restart applies a change.
+	uint32_t rq_size = 128;         // receives per channel, the credits granted at login
+	uint32_t srq_size = 4096;       // the SRQ's receives (srq)
+	uint32_t sq_size = 4096;        // send queue per channel, WRs
+	uint32_t max_it_iu_len = 65536; // largest initiator-to-target IU, bytes
+	bool immediate_data = true;     // grant immediate data (SRP-2)
+	uint32_t max_channels = 64;     // per I_T nexus
 };
 
 struct Config {

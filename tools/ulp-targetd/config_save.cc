@@ -89,6 +89,12 @@ std::string to_toml(const Config &c)
 		srp.insert("ioc_guid", hex64(*c.srp.ioc_guid));
 	srp.insert("srq", c.srp.srq);
 	srp.insert("acls", string_array(c.srp.acls));
+	srp.insert("rq_size", c.srp.rq_size);
+	srp.insert("srq_size", c.srp.srq_size);
+	srp.insert("sq_size", c.srp.sq_size);
+	srp.insert("max_it_iu_len", c.srp.max_it_iu_len);
+	srp.insert("immediate_data", c.srp.immediate_data);
+	srp.insert("max_channels", c.srp.max_channels);
 	if (!c.srp.target.empty())
 		srp.insert("target", c.srp.target);
 	t.insert("srp", std::move(srp));

@@ -195,7 +195,8 @@ std::unique_ptr<scsi::LogicalUnit> Daemon::make_lu(const TargetCfg &t, const Lun
 	if (pr_store_) {
 		const scsi::PrLoad pl = scsi::pr_attach_store(*lu, *pr_store_, &w);
 		if (pl != scsi::PrLoad::Ok && pl != scsi::PrLoad::NoState)
-			fail(-EINVAL, "target " + t.name + " LUN " + std::to_string(l.lun) + ": " + w);
+			fail(-EINVAL,
+			     "target " + t.name + " LUN " + std::to_string(l.lun) + ": " + w);
 	}
 	return lu;
 }
@@ -279,6 +280,12 @@ void Daemon::ensure_srp()
 	sc.id_ext = cfg_.srp.id_ext;
 	sc.ioc_guid = cfg_.srp.ioc_guid;
 	sc.use_srq = cfg_.srp.srq;
+	sc.rq_size = cfg_.srp.rq_size;
+	sc.srq_size = cfg_.srp.srq_size;
+	sc.sq_size = cfg_.srp.sq_size;
+	sc.max_it_iu_len = cfg_.srp.max_it_iu_len;
+	sc.immediate = cfg_.srp.immediate_data;
+	sc.max_channels = cfg_.srp.max_channels;
 	srp_ = std::make_unique<srpt::Target>(sc);
 }
 

@@ -98,6 +98,12 @@ json Daemon::reload_locked(const std::string &who)
 	keep(next.srp.id_ext != cfg_.srp.id_ext || next.srp.ioc_guid != cfg_.srp.ioc_guid ||
 	         next.srp.srq != cfg_.srp.srq || next.srp.target != cfg_.srp.target,
 	     "[srp] id_ext, ioc_guid, srq or target");
+	keep(next.srp.rq_size != cfg_.srp.rq_size || next.srp.srq_size != cfg_.srp.srq_size ||
+	         next.srp.sq_size != cfg_.srp.sq_size ||
+	         next.srp.max_it_iu_len != cfg_.srp.max_it_iu_len ||
+	         next.srp.immediate_data != cfg_.srp.immediate_data ||
+	         next.srp.max_channels != cfg_.srp.max_channels,
+	     "[srp] sizes");
 	keep(next.admin_socket != cfg_.admin_socket || next.admin_group != cfg_.admin_group ||
 	         next.admin_tcp != cfg_.admin_tcp,
 	     "admin_socket, admin_group or admin_tcp");
