@@ -68,7 +68,7 @@ protected:
 		}
 		cm.active = &a;
 		cm.passive = &b;
-		ASSERT_TRUE(cm.connect("127.0.0.62:4711", "127.0.0.61"));
+		ASSERT_TRUE(cm.connect("127.0.0.62:0", "127.0.0.61"));
 		ASSERT_STREQ(soft::qp_wire(*a.qp), "shm");
 		ASSERT_STREQ(soft::qp_wire(*b.qp), "shm");
 	}
