@@ -3,6 +3,8 @@
 // server.h).
 #include "admin/server.h"
 
+#include "admin/http.h"
+#include "admin/prometheus.h"
 #include "core/log.h"
 
 #include <arpa/inet.h>
@@ -30,7 +32,11 @@ struct Server::Client {
 	std::string out;        // response bytes not yet written
 	size_t out_off = 0;     // written of out
 	bool closing = false;   // close once out is written
+	bool http = false;      // a metrics client (one HTTP request), not JSON-RPC lines
+	bool draining = false;  // http: answered and shut down for writing; reading to EOF
+	bool eof = false;       // http: the peer closed (or failed): nothing more to read
 	clock::time_point last; // the connection's start, or its last complete request
+	std::chrono::milliseconds timeout{0}; // idle_timeout, or http_timeout
 	~Client()
 	{
 		if (fd >= 0)
@@ -75,8 +81,8 @@ int Server::start(std::string *why)
 {
 	if (started_)
 		return -EALREADY;
-	if (cfg_.path.empty() && cfg_.tcp.empty()) {
-		*why = "admin: neither a socket path nor a TCP address";
+	if (cfg_.path.empty() && cfg_.tcp.empty() && cfg_.http.empty()) {
+		*why = "admin: neither a socket path nor a TCP or metrics address";
 		return -EINVAL;
 	}
 	if (!cfg_.path.empty()) {
@@ -135,43 +141,13 @@ int Server::start(std::string *why)
 			return -EIO;
 		}
 	}
-	if (!cfg_.tcp.empty()) {
-		std::string host = "127.0.0.1", port = cfg_.tcp;
-		if (auto c = cfg_.tcp.rfind(':'); c != std::string::npos) {
-			host = cfg_.tcp.substr(0, c);
-			port = cfg_.tcp.substr(c + 1);
-		}
-		char *end = nullptr;
-		const unsigned long p = std::strtoul(port.c_str(), &end, 10);
-		sockaddr_in a{};
-		a.sin_family = AF_INET;
-		a.sin_port = htons(uint16_t(p));
-		if (port.empty() || *end || p > 65535 ||
-		    inet_pton(AF_INET, host.c_str(), &a.sin_addr) != 1) {
-			*why = "admin TCP address " + cfg_.tcp + ": expected PORT or IPv4:PORT";
-			stop();
-			return -EINVAL;
-		}
-		tcp_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-		int one = 1;
-		setsockopt(tcp_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-		if (tcp_fd_ < 0 ||
-		    ::bind(tcp_fd_, reinterpret_cast<sockaddr *>(&a), sizeof(a)) != 0 ||
-		    ::listen(tcp_fd_, 16) != 0) {
-			const int e = errno;
-			*why = "admin TCP " + cfg_.tcp + ": " + std::strerror(e);
-			stop();
-			return -e;
-		}
-		socklen_t l = sizeof(a);
-		getsockname(tcp_fd_, reinterpret_cast<sockaddr *>(&a), &l);
-		tcp_port_ = ntohs(a.sin_port);
-		if ((ntohl(a.sin_addr.s_addr) >> 24) != 127)
-			ULP_LOG(Warn, Tool,
-			        "admin: TCP listener on {} is not on loopback: whoever reaches it "
-			        "administers this daemon",
-			        cfg_.tcp);
-	}
+	if (!cfg_.tcp.empty())
+		if (int rc = listen_tcp(cfg_.tcp, "admin TCP", &tcp_fd_, &tcp_port_, why); rc != 0)
+			return rc;
+	if (!cfg_.http.empty())
+		if (int rc = listen_tcp(cfg_.http, "metrics HTTP", &http_fd_, &http_port_, why);
+		    rc != 0)
+			return rc;
 	if (::pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) {
 		*why = std::string("admin: pipe: ") + std::strerror(errno);
 		stop();
@@ -179,6 +155,55 @@ int Server::start(std::string *why)
 	}
 	started_ = true;
 	thread_ = std::thread([this] { loop(); });
+	return 0;
+}
+
+bool parse_listen_address(const std::string &spec, sockaddr_in *out)
+{
+	std::string host = "127.0.0.1", p = spec;
+	if (auto c = spec.rfind(':'); c != std::string::npos) {
+		host = spec.substr(0, c);
+		p = spec.substr(c + 1);
+	}
+	if (p.empty() || p.size() > 5 || p.find_first_not_of("0123456789") != std::string::npos)
+		return false;
+	const unsigned long n = std::stoul(p);
+	*out = sockaddr_in{};
+	out->sin_family = AF_INET;
+	out->sin_port = htons(uint16_t(n));
+	return n <= 65535 && inet_pton(AF_INET, host.c_str(), &out->sin_addr) == 1;
+}
+
+// "[HOST:]PORT" (IPv4; PORT alone: 127.0.0.1) bound and listening, non-blocking; a warning
+// when not on loopback (the admin wrote that address: whoever reaches it is answered).
+int Server::listen_tcp(const std::string &spec, const char *what, int *fd, uint16_t *port,
+                       std::string *why)
+{
+	sockaddr_in a{};
+	if (!parse_listen_address(spec, &a)) {
+		*why = std::string(what) + " address " + spec + ": expected PORT or IPv4:PORT";
+		stop();
+		return -EINVAL;
+	}
+	*fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+	int one = 1;
+	if (*fd >= 0)
+		setsockopt(*fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (*fd < 0 || ::bind(*fd, reinterpret_cast<sockaddr *>(&a), sizeof(a)) != 0 ||
+	    ::listen(*fd, 16) != 0) {
+		const int e = errno;
+		*why = std::string(what) + " " + spec + ": " + std::strerror(e);
+		stop();
+		return -e;
+	}
+	socklen_t l = sizeof(a);
+	getsockname(*fd, reinterpret_cast<sockaddr *>(&a), &l);
+	*port = ntohs(a.sin_port);
+	if ((ntohl(a.sin_addr.s_addr) >> 24) != 127)
+		ULP_LOG(Warn, Tool,
+		        "admin: {} listener on {} is not on loopback: whoever reaches it is "
+		        "answered",
+		        what, spec);
 	return 0;
 }
 
@@ -190,7 +215,7 @@ void Server::stop()
 		thread_.join();
 	}
 	clients_.clear();
-	for (int *fd : {&unix_fd_, &tcp_fd_, &wake_[0], &wake_[1]})
+	for (int *fd : {&unix_fd_, &tcp_fd_, &http_fd_, &wake_[0], &wake_[1]})
 		if (*fd >= 0) {
 			::close(*fd);
 			*fd = -1;
@@ -214,8 +239,9 @@ void Server::refuse(int fd, const Error &e)
 	::close(fd);
 }
 
-void Server::on_accept(int lfd, bool unix_socket)
+void Server::on_accept(int lfd, Kind kind)
 {
+	const bool unix_socket = kind == Kind::Unix;
 	for (;;) {
 		sockaddr_storage ss{};
 		socklen_t sl = sizeof(ss);
@@ -260,7 +286,21 @@ void Server::on_accept(int lfd, bool unix_socket)
 			inet_ntop(AF_INET, &in->sin_addr, buf, sizeof(buf));
 			who = std::string("tcp ") + buf + ":" + std::to_string(ntohs(in->sin_port));
 		}
-		if (clients_.size() >= cfg_.max_clients) {
+		if (kind == Kind::Http) {
+			const size_t n = std::count_if(clients_.begin(), clients_.end(),
+			                               [](const auto &c) { return c->http; });
+			if (n >= cfg_.http_max_clients) {
+				const std::string r =
+				    http_response(503, "text/plain", "too many clients\n");
+				(void)!::send(fd, r.data(), r.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+				::close(fd);
+				std::lock_guard g(lock_);
+				stats_.busy++;
+				continue;
+			}
+		} else if (size_t(std::count_if(clients_.begin(), clients_.end(),
+		                                [](const auto &c) { return !c->http; })) >=
+		           cfg_.max_clients) {
 			refuse(fd, {kServerBusy,
 			            "too many admin clients (" + std::to_string(cfg_.max_clients) +
 			                "); try again",
@@ -272,6 +312,8 @@ void Server::on_accept(int lfd, bool unix_socket)
 		auto c = std::make_unique<Client>();
 		c->fd = fd;
 		c->who = who;
+		c->http = kind == Kind::Http;
+		c->timeout = c->http ? cfg_.http_timeout : cfg_.idle_timeout;
 		c->last = clock::now();
 		clients_.push_back(std::move(c));
 		std::lock_guard g(lock_);
@@ -355,6 +397,99 @@ void Server::on_readable(Client &c)
 	}
 }
 
+void Server::drain(Client &c)
+{
+	char buf[4096];
+	for (;;) {
+		const ssize_t n = ::recv(c.fd, buf, sizeof(buf), 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return;
+		if (n <= 0) {
+			c.eof = true;
+			return;
+		}
+	}
+}
+
+std::string Server::metrics_text()
+{
+	const Method *m = methods_.find("stats_get");
+	if (!m)
+		throw MethodError{-ENOENT, "no stats_get method"};
+	return prometheus_text(m->handler(json::object(), Caller{"metrics"}));
+}
+
+// One request head, bounded by kMaxHttpHead; answered, then the connection closes.
+void Server::on_http_readable(Client &c)
+{
+	char buf[4096];
+	for (;;) {
+		const ssize_t n = ::recv(c.fd, buf, sizeof(buf), 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return;
+		if (n <= 0) {
+			c.closing = true; // gone before a whole head: nobody to answer
+			c.eof = true;
+			c.out.clear();
+			c.out_off = 0;
+			return;
+		}
+		// Never more than kMaxHttpHead + one read kept: the rest is not looked at.
+		c.in.append(buf, size_t(n));
+		const size_t end = http_head_end(c.in);
+		if (end == std::string::npos && c.in.size() <= kMaxHttpHead)
+			continue;
+		// A head (bytes after it, a body nobody asked for, are not read), or too long.
+		const HttpRequest r =
+		    end == std::string::npos
+		        ? HttpRequest{431, {}, {}, 0}
+		        : parse_http_request(std::string_view(c.in).substr(0, end));
+		int status = r.status;
+		std::string body, extra;
+		const bool head = status == 0 && r.method == "HEAD";
+		if (status == 0 && r.path != "/metrics") {
+			status = 404;
+		} else if (status == 0 && r.method != "GET" && !head) {
+			status = 405;
+			extra = "Allow: GET, HEAD\r\n"; // RFC 9110 §15.5.6
+		} else if (status == 0) {
+			try {
+				body = metrics_text();
+				status = 200;
+			} catch (const MethodError &e) {
+				status = 500;
+				body = e.message + "\n";
+			} catch (const std::exception &e) {
+				status = 500;
+				body = std::string(e.what()) + "\n";
+			}
+		}
+		if (status != 200 && body.empty())
+			body = std::string(http_reason(status)) + "\n";
+		c.out = http_response(status,
+		                      status == 200 ? "text/plain; version=0.0.4; charset=utf-8"
+		                                    : "text/plain",
+		                      body, extra, head);
+		c.out_off = 0;
+		c.in.clear();
+		c.closing = true;
+		c.last = clock::now();
+		if (status != 200)
+			ULP_LOG_RATELIMITED(Debug, Tool, "metrics: {} answered {}", c.who, status);
+		std::lock_guard g(lock_);
+		stats_.http_requests++;
+		if (status != 200)
+			stats_.http_errors++;
+		if (status == 431)
+			stats_.oversized++;
+		return;
+	}
+}
+
 void Server::on_writable(Client &c)
 {
 	while (c.out_off < c.out.size()) {
@@ -378,9 +513,10 @@ void Server::on_writable(Client &c)
 
 void Server::loop()
 {
-	ULP_LOG(Info, Tool, "admin: listening on {}{}{}", cfg_.path,
+	ULP_LOG(Info, Tool, "admin: listening on {}{}{}{}", cfg_.path,
 	        !cfg_.path.empty() && !cfg_.tcp.empty() ? " and " : "",
-	        cfg_.tcp.empty() ? std::string() : "tcp " + cfg_.tcp);
+	        cfg_.tcp.empty() ? std::string() : "tcp " + cfg_.tcp,
+	        cfg_.http.empty() ? std::string() : " metrics http " + cfg_.http);
 	std::vector<pollfd> pfds;
 	for (;;) {
 		pfds.clear();
@@ -389,16 +525,18 @@ void Server::loop()
 			pfds.push_back({unix_fd_, POLLIN, 0});
 		if (tcp_fd_ >= 0)
 			pfds.push_back({tcp_fd_, POLLIN, 0});
+		if (http_fd_ >= 0)
+			pfds.push_back({http_fd_, POLLIN, 0});
 		const size_t first_client = pfds.size();
 		const auto now = clock::now();
 		int timeout = -1;
 		for (auto &c : clients_) {
-			short ev = c->closing ? 0 : POLLIN;
+			short ev = c->closing && !c->draining ? 0 : POLLIN;
 			if (c->out_off < c->out.size())
 				ev |= POLLOUT;
 			pfds.push_back({c->fd, ev, 0});
 			const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-			    c->last + cfg_.idle_timeout - now);
+			    c->last + c->timeout - now);
 			const int ms = int(std::max<int64_t>(0, left.count()) + 1);
 			timeout = timeout < 0 ? ms : std::min(timeout, ms);
 		}
@@ -409,16 +547,30 @@ void Server::loop()
 			break; // stop()
 		for (size_t i = 1; i < first_client; i++)
 			if (pfds[i].revents & POLLIN)
-				on_accept(pfds[i].fd, pfds[i].fd == unix_fd_);
+				on_accept(pfds[i].fd, pfds[i].fd == unix_fd_  ? Kind::Unix
+				                      : pfds[i].fd == tcp_fd_ ? Kind::Tcp
+				                                              : Kind::Http);
 		// The clients as they were polled (on_accept appended new ones after them).
 		const auto t = clock::now();
 		for (size_t i = first_client; i < pfds.size(); i++) {
 			Client &c = *clients_[i - first_client];
 			if (pfds[i].revents & (POLLIN | POLLHUP | POLLERR))
-				on_readable(c);
+				c.draining ? drain(c)
+				: c.http   ? on_http_readable(c)
+				           : on_readable(c);
 			if (c.out_off < c.out.size())
 				on_writable(c);
-			if (!c.closing && t - c.last >= cfg_.idle_timeout) {
+			if (!c.closing && c.http && t - c.last >= c.timeout) {
+				// Connected and silent, or a head that never ends (RFC 9110
+				// §15.5.9).
+				c.out = http_response(408, "text/plain", "Request Timeout\n");
+				c.out_off = 0;
+				c.in.clear();
+				c.closing = true;
+				on_writable(c);
+				std::lock_guard g(lock_);
+				stats_.timeouts++;
+			} else if (!c.closing && !c.http && t - c.last >= cfg_.idle_timeout) {
 				// Connected and silent, or stuck half-way through a line.
 				c.out += error_line(nullptr,
 				                    {kInvalidRequest,
@@ -439,7 +591,20 @@ void Server::loop()
 				return false;
 			if (c->out_off < c->out.size())
 				on_writable(*c);
-			return c->out_off >= c->out.size() || t - c->last >= 2 * cfg_.idle_timeout;
+			const bool written = c->out_off >= c->out.size();
+			if (c->http && written && !c->eof && !c->draining) {
+				// A close with bytes unread would reset the connection, and a reset
+				// can destroy the answer before the client reads it (RFC 9112
+				// §9.6): close our side, read what the client still sends, then
+				// close.
+				::shutdown(c->fd, SHUT_WR);
+				c->draining = true;
+				c->last = t;
+				return false;
+			}
+			if (c->draining)
+				return c->eof || t - c->last >= c->timeout;
+			return written || t - c->last >= 2 * c->timeout;
 		});
 	}
 	clients_.clear();

@@ -18,10 +18,19 @@
 // that does not read its responses is closed once max_pending bytes wait for it. Requests
 // run one at a time, in arrival order, on the server thread: the methods see no concurrency
 // of their own making.
+//
+// The metrics endpoint (ServerConfig::http, off unless configured): an HTTP listener on the
+// same thread, `GET /metrics` answered with the stats_get method's result in Prometheus text
+// (prometheus.h: the bytes `ulpctl stats --prometheus` prints), 404 for another path, 405
+// for another method, 400 for a malformed head, 431 past kMaxHttpHead (http.h). One request
+// a connection; a client with no complete head in http_timeout gets 408 and is closed; at
+// most http_max_clients at once (the next gets 503). Like the TCP admin listener it binds
+// 127.0.0.1 when given only a port, and logs a warning when told a non-loopback address.
 #pragma once
 
 #include "admin/rpc.h"
 
+#include <netinet/in.h>
 #include <sys/types.h>
 
 #include <chrono>
@@ -45,18 +54,27 @@ struct ServerConfig {
 	size_t max_pending = 16u << 20;        // responses a client has not read, bytes
 	std::chrono::milliseconds idle_timeout{10000}; // no complete request this long: closed
 	size_t max_clients = 16;                       // connected at once
+	std::string http;            // metrics: "HOST:PORT" or "PORT" (127.0.0.1); empty: none
+	size_t http_max_clients = 8; // metrics clients connected at once
+	std::chrono::milliseconds http_timeout{5000}; // no complete request head this long: 408
 };
 
 // Counters (tests, diagnostics).
 struct ServerStats {
-	uint64_t accepted = 0;     // connections accepted
-	uint64_t denied = 0;       // refused by SO_PEERCRED
-	uint64_t busy = 0;         // refused: max_clients reached
-	uint64_t requests = 0;     // request lines handled
-	uint64_t timeouts = 0;     // clients closed for idle_timeout
-	uint64_t oversized = 0;    // clients closed for a request past max_request
-	uint64_t slow_readers = 0; // clients closed for max_pending
+	uint64_t accepted = 0;      // connections accepted
+	uint64_t denied = 0;        // refused by SO_PEERCRED
+	uint64_t busy = 0;          // refused: max_clients reached
+	uint64_t requests = 0;      // request lines handled
+	uint64_t timeouts = 0;      // clients closed for idle_timeout
+	uint64_t oversized = 0;     // clients closed for a request past max_request
+	uint64_t slow_readers = 0;  // clients closed for max_pending
+	uint64_t http_requests = 0; // metrics requests answered (any status but 408 and 503)
+	uint64_t http_errors = 0;   // of them, answered 4xx or 5xx
 };
+
+// "[HOST:]PORT" as the TCP and metrics listeners take it: an IPv4 address (127.0.0.1 when
+// only a port is given) and a port 0..65535. false when it is not that.
+bool parse_listen_address(const std::string &spec, sockaddr_in *out);
 
 class Server
 {
@@ -73,14 +91,21 @@ public:
 	void stop();
 
 	const ServerConfig &cfg() const { return cfg_; }
-	uint16_t tcp_port() const { return tcp_port_; } // the TCP listener's (port 0 given)
+	uint16_t tcp_port() const { return tcp_port_; }   // the TCP listener's (port 0 given)
+	uint16_t http_port() const { return http_port_; } // the metrics listener's, likewise
 	ServerStats stats();
 
 private:
 	struct Client;
 	void loop();
-	void on_accept(int lfd, bool unix_socket);
+	enum class Kind : uint8_t { Unix, Tcp, Http }; // what a listener speaks
+	int listen_tcp(const std::string &spec, const char *what, int *fd, uint16_t *port,
+	               std::string *why);
+	void on_accept(int lfd, Kind kind);
 	void on_readable(Client &c);
+	void on_http_readable(Client &c);
+	void drain(Client &c);      // an answered HTTP client's further bytes, read and dropped
+	std::string metrics_text(); // stats_get in Prometheus text
 	void on_writable(Client &c);
 	void refuse(int fd, const Error &e);
 
@@ -89,6 +114,8 @@ private:
 	int unix_fd_ = -1;
 	int tcp_fd_ = -1;
 	uint16_t tcp_port_ = 0;
+	int http_fd_ = -1;
+	uint16_t http_port_ = 0;
 	int wake_[2] = {-1, -1}; // stop()'s wake-up (a pipe)
 	std::thread thread_;
 	std::vector<std::unique_ptr<Client>> clients_; // the server thread's

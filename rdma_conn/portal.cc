@@ -77,13 +77,17 @@ int PortalConn::create_qp(Pd &pd, QpInitAttr qa, const RwQpOptions *ro, std::str
 	}
 	qa.send_cq = cq_;
 	qa.recv_cq = cq_;
+	gauge_cqe_.store(cq_entries_, std::memory_order_relaxed);
 	if (int rc = id_->create_qp(pd, qa); rc != 0) {
 		*why = std::string("create_qp: ") + std::strerror(-rc);
 		return rc;
 	}
+	gauge_qp_.store(true, std::memory_order_relaxed);
 	if (ro) {
 		int err = 0;
-		rwqp_ = RwQp::attach(*id_->qp(), qa, *ro, &err);
+		std::unique_ptr<RwQp> rw = RwQp::attach(*id_->qp(), qa, *ro, &err);
+		std::lock_guard g(res_lock_);
+		rwqp_ = std::move(rw);
 		if (!rwqp_) {
 			*why = std::string("rw contexts: ") + std::strerror(-err);
 			return err;
@@ -94,12 +98,17 @@ int PortalConn::create_qp(Pd &pd, QpInitAttr qa, const RwQpOptions *ro, std::str
 
 void PortalConn::release_resources()
 {
-	rwqp_.reset(); // the MR pool: the protocol destroyed every context first
+	{
+		std::lock_guard g(res_lock_); // against Portal::resources reading the MR pool
+		rwqp_.reset(); // the MR pool: the protocol destroyed every context first
+	}
+	gauge_qp_.store(false, std::memory_order_relaxed);
 	if (id_)
 		id_.reset(); // destroys the QP (the CM waits out a running handler)
 	if (cq_) {
 		cq_pool_put(cq_, cq_entries_);
 		cq_ = nullptr;
+		gauge_cqe_.store(0, std::memory_order_relaxed);
 	}
 }
 
@@ -203,6 +212,28 @@ void Portal::stop()
 		r.pd.reset();
 	}
 	devices_.clear();
+}
+
+PortalRes Portal::resources()
+{
+	PortalRes r;
+	std::lock_guard g(lock_);
+	r.conns = conns_.size();
+	for (const auto &c : conns_) {
+		r.qps += c->gauge_qp_.load(std::memory_order_relaxed) ? 1 : 0;
+		r.cq_entries += c->gauge_cqe_.load(std::memory_order_relaxed);
+		std::lock_guard rg(c->res_lock_);
+		if (c->rwqp_) {
+			r.mrs_used += uint64_t(c->rwqp_->mrs().used());
+			r.mrs += uint64_t(c->rwqp_->mrs().size());
+		}
+	}
+	for (const auto &[dev, res] : devices_)
+		if (res.heap) {
+			r.heap_bytes += res.heap->capacity();
+			r.heap_used += res.heap->in_use();
+		}
+	return r;
 }
 
 size_t Portal::conns()

@@ -36,6 +36,7 @@
 #include <condition_variable>
 #include <map>
 #include <memory>
+#include <atomic>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -60,6 +61,17 @@ struct DeviceRes {
 	Device *dev = nullptr;
 	std::unique_ptr<Pd> pd;
 	std::unique_ptr<DmaHeap> heap; // data buffers: the target side of every RDMA transfer
+};
+
+// What a portal's connections hold now (ulpctl stats), summed over them.
+struct PortalRes {
+	uint64_t conns = 0;      // connections (accepted, not yet freed)
+	uint64_t qps = 0;        // of them with a QP
+	uint64_t cq_entries = 0; // CQ entries they reserve in the devices' CQ pools
+	uint64_t mrs_used = 0;   // MRs of their rw contexts' pools handed out now
+	uint64_t mrs = 0;        // MRs in those pools
+	uint64_t heap_used = 0;  // bytes of the devices' registered data heaps in use
+	uint64_t heap_bytes = 0; // bytes those heaps have
 };
 
 // The RDMA half of one connection, as its portal manages it.
@@ -120,6 +132,11 @@ protected:
 private:
 	friend class Portal;
 	std::atomic<bool> drained_{false};
+	// For Portal::resources, read under the portal's lock: whether the QP exists, the CQ
+	// entries taken, and res_lock_ around rwqp_'s creation and reset (its MR pool is read).
+	std::atomic<bool> gauge_qp_{false};
+	std::atomic<uint32_t> gauge_cqe_{0};
+	std::mutex res_lock_;
 };
 
 class Portal
@@ -147,6 +164,7 @@ public:
 	void stop();
 
 	size_t conns();
+	PortalRes resources(); // what its connections and devices hold now
 	uint64_t accepted();
 	uint64_t rejected();
 

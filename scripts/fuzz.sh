@@ -9,7 +9,9 @@
 # SCSI core behind it), or the SRP codec's srp_login (CM private data), srp_cmd (SRP_CMD
 # and task management, as the target reads them) and srp_rsp (what the initiator reads),
 # or pr_state (the reservation state file reader), or admin_rpc (ulp-targetd's admin
-# socket: JSON-RPC request lines); SECONDS defaults to 60. With no arguments, or a number
+# socket: JSON-RPC request lines), or prometheus (ulpctl's Prometheus text from the daemon's
+# stats answer), or http_request (the metrics endpoint's HTTP request heads); SECONDS
+# defaults to 60. With no arguments, or a number
 # first, it fuzzes sock_wire as it always did.
 # The build goes to build-fuzz-clang; a run keeps what it learns in
 # build-fuzz-clang/corpus/TARGET, so the checked-in seeds stay small. Seeds: sock_wire's
@@ -29,11 +31,11 @@ if [[ $# -gt 0 && ! $1 =~ ^[0-9]+$ ]]; then
 fi
 case $target in
 sock_wire | shm_ring | iscsi_pdu | iscsi_text | iscsi_login | iscsi_initiator | iscsi_conn) ;;
-srp_login | srp_cmd | srp_rsp | pr_state | admin_rpc) ;;
+srp_login | srp_cmd | srp_rsp | pr_state | admin_rpc | prometheus | http_request) ;;
 *)
 	echo "fuzz.sh: unknown target '$target'" \
 		"(sock_wire, shm_ring, iscsi_pdu, iscsi_text, iscsi_login, iscsi_initiator, iscsi_conn," \
-		"srp_login, srp_cmd, srp_rsp, pr_state, admin_rpc)" >&2
+		"srp_login, srp_cmd, srp_rsp, pr_state, admin_rpc, prometheus, http_request)" >&2
 	exit 2
 	;;
 esac

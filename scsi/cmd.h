@@ -130,6 +130,8 @@ struct Cmd {
 	bool send_tas = false;           // aborted: answer TASK ABORTED (TAS, another nexus)
 	bool counted = false;            // counted in the LU's ordering state
 	bool wp_returned = false;        // write_pending has returned (abort_write may follow)
+	bool xport_failed = false;       // write_done(cmd, false): the fabric lost its data-out
+	uint64_t start_ns = 0;           // submit()'s stats_now_ns(), for the latency statistics
 	uint32_t flags = 0;              // CMD_* bits
 	uint32_t cdb_xfer = 0;           // bytes the CDB itself asks to transfer
 	uint32_t sks = 0;                // sense key specific bytes 15..17 (SKSV: bit 23) for

@@ -13,6 +13,7 @@
 #include "scsi/core_internal.h"
 #include "scsi/fabric.h"
 #include "scsi/pr.h"
+#include "scsi/stats.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -76,6 +77,8 @@ void cmd_init(Cmd *cmd)
 	cmd->send_tas = false;
 	cmd->counted = false;
 	cmd->wp_returned = false;
+	cmd->xport_failed = false;
+	cmd->start_ns = 0;
 	cmd->flags = 0;
 	cmd->cdb_xfer = 0;
 	cmd->sks = 0;
@@ -220,6 +223,15 @@ void cmd_finish(Cmd *cmd)
 		             kCmdStates);
 	}
 
+	// Counted before the fabric sees it: an initiator that has its response finds it
+	// in the statistics.
+	const bool data_in = !aborted && cmd->status == Status::Good &&
+	                     cmd->cdb_dir == DataDir::Read && cmd->dir == DataDir::Read &&
+	                     cmd->xfer_len > 0;
+	const uint64_t lat = stats_now_ns() - cmd->start_ns;
+	cmd->sess->stats_.count_cmd(*cmd, aborted, data_in, lat);
+	if (lu)
+		lu->stats_.count_cmd(*cmd, aborted, data_in, lat);
 	Fabric &f = cmd->sess->fabric();
 	if (aborted) {
 		if (cmd->send_tas) {
@@ -231,8 +243,7 @@ void cmd_finish(Cmd *cmd)
 		} else {
 			f.aborted_task(cmd);
 		}
-	} else if (cmd->status == Status::Good && cmd->cdb_dir == DataDir::Read &&
-	           cmd->dir == DataDir::Read && cmd->xfer_len > 0) {
+	} else if (data_in) {
 		f.queue_data_in(cmd);
 	} else {
 		f.queue_status(cmd);
@@ -419,6 +430,7 @@ void submit(Cmd *cmd)
 	// write_pending, queue_status and cmd_put before the call that caused them returns,
 	// and submit still looks at cmd afterwards.
 	cmd->refs.store(3, std::memory_order_relaxed);
+	cmd->start_ns = stats_now_ns();
 	change_state(&cmd->state, CmdState::Parsing, kCmdStates);
 	submit_held(cmd);
 	put(cmd);
@@ -443,6 +455,7 @@ void write_done(Cmd *cmd, bool ok)
 		}
 	}
 	if (!ok) {
+		cmd->xport_failed = true;
 		complete_sense(cmd, Sense::DataPhaseError);
 		return;
 	}

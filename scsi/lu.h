@@ -15,6 +15,7 @@
 #include "scsi/backstore.h"
 #include "scsi/cmd.h"
 #include "scsi/sense.h"
+#include "scsi/stats.h"
 
 #include <algorithm>
 #include <atomic>
@@ -195,6 +196,7 @@ public:
 	std::atomic<bool> medium_out_{false}; // the removable medium is ejected
 	std::set<NexusId> prevent_;           // nexuses preventing its removal (lock_)
 	std::mutex capacity_lock_;            // serialises set_capacity (Backstore::resize)
+	IoStats stats_; // its commands, from every nexus and fabric (core.cc; sharded, any thread)
 
 private:
 	std::string name_;

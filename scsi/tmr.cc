@@ -310,6 +310,7 @@ void tmr_submit(Tmr *tmr)
 	// being marked, even if every command ends meanwhile.
 	tmr->pending.store(1, std::memory_order_relaxed);
 	tmr->response = TmfResponse::Complete;
+	s->stats_.count_tmf();
 
 	switch (tmr->function) {
 	case TmfType::ClearAca:

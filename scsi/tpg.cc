@@ -306,9 +306,21 @@ int Tpg::close_session(Nexus *s, std::chrono::milliseconds timeout)
 	std::unique_lock g(lock_);
 	auto it = std::find_if(sessions_.begin(), sessions_.end(),
 	                       [&](const std::unique_ptr<Nexus> &p) { return p.get() == s; });
-	if (it != sessions_.end())
+	if (it != sessions_.end()) {
+		// Its commands are all released, so counted: its totals stay in the Tpg's.
+		retired_ += s->stats_.read();
 		sessions_.erase(it);
+	}
 	return 0;
+}
+
+IoCounts Tpg::io_counts() const
+{
+	std::shared_lock g(lock_);
+	IoCounts c = retired_;
+	for (const auto &s : sessions_)
+		c += s->stats_.read();
+	return c;
 }
 
 } // namespace ulp::scsi

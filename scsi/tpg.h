@@ -86,6 +86,7 @@ public:
 	std::condition_variable idle_cv_; // signalled when cmds_ empties
 	bool stopping_ = false;           // no new commands (set by session_stop)
 	bool lost_ = false;               // Tpg::session_lost has run (sess_lock_)
+	IoStats stats_; // its commands and TMFs (core.cc, tmr.cc; sharded, any thread)
 
 private:
 	friend class Tpg;
@@ -163,6 +164,9 @@ public:
 
 	// Sessions, for I_T NEXUS RESET-like walks and diagnostics.
 	std::vector<Nexus *> sessions() const;
+	// The I/O of every session it has had: those closed (folded in by close_session) and
+	// those open now. Never goes backwards while the Tpg lives.
+	IoCounts io_counts() const;
 
 	// Internal: the LUN lookup for a session's ACL.
 	LogicalUnit *lookup(uint64_t lun, const NodeAcl *acl, bool *read_only,
@@ -182,6 +186,7 @@ private:
 	std::map<uint64_t, LunEntry> luns_;
 	std::map<std::string, std::shared_ptr<const NodeAcl>> acls_;
 	std::vector<std::unique_ptr<Nexus>> sessions_;
+	IoCounts retired_; // the statistics of the sessions closed (lock_)
 };
 
 // Wait until no command of any session of tpgs holds lu (it has been removed from all of

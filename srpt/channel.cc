@@ -148,6 +148,7 @@ int Channel::setup(rdma::DeviceRes &res, const ChannelParams &p, std::shared_ptr
 	sq_budget_ = sq / 2 + rwqp()->max_rdma_ctxs() * rwqp()->ctx_bound().wrs;
 	sq_avail_ = sq_budget_;
 	req_lim_ = int32_t(cfg_rq_);
+	publish();
 	if (!srq_) {
 		// SRP r16a 5.5: the credits granted at login are receives posted before the
 		// initiator can send (the accept carries the grant).
@@ -414,6 +415,7 @@ bool Channel::process_iu(RecvIoctx *r)
 			        peer_);
 		}
 	}
+	publish();
 	switch (op) {
 	case srp::CMD:
 		handle_cmd(x, iu);
@@ -483,8 +485,15 @@ void Channel::put_ioctx(Ioctx *x)
 	change_state(&x->state, IoState::Free, kIoStates);
 	ioctxs_.put(x);
 	busy_--;
+	publish();
 	process_wait_list();
 	maybe_cred_req();
+}
+
+void Channel::publish()
+{
+	gauges_.req_lim.store(req_lim_, std::memory_order_relaxed);
+	gauges_.ioctxs_busy.store(busy_, std::memory_order_relaxed);
 }
 
 uint32_t Channel::take_delta()
@@ -493,6 +502,7 @@ uint32_t Channel::take_delta()
 	const uint32_t d = 1 + owed_;
 	owed_ = 0;
 	req_lim_ += int32_t(d);
+	publish();
 	return d;
 }
 
@@ -525,6 +535,7 @@ void Channel::maybe_cred_req()
 	owed_ = 0;
 	sq_avail_--;
 	cred_req_out_ = true;
+	publish();
 	target_.count(&TargetStats::cred_reqs);
 }
 

@@ -248,6 +248,14 @@ public:
 	ChState state() const { return state_; }
 	const std::string &peer() const { return peer_; }
 
+	// What the administrator sees of it (ulpctl stats): written by the holder of the
+	// serialiser alone (relaxed stores), read by any thread.
+	struct Gauges {
+		std::atomic<int32_t> req_lim{0};      // credits the initiator holds, as we count
+		std::atomic<uint32_t> ioctxs_busy{0}; // ioctxs (request buffers) in use
+	};
+	const Gauges &gauges() const { return gauges_; }
+
 protected:
 	void run_event(ChEvent ev, ChArg arg) override;
 	void kick() override;
@@ -267,6 +275,7 @@ private:
 	void maybe_cred_req();
 	void send_t_logout();  // ChEvent::Logout
 	uint32_t take_delta(); // 1 + owed, for a response
+	void publish();        // req_lim_ and busy_ into gauges_
 	Ioctx *get_ioctx();
 	void put_ioctx(Ioctx *x);
 	static void send_done(Cq *cq, Wc *wc);
@@ -339,6 +348,7 @@ private:
 	// An async event that ended the QP (EventType + 1; 0: none), noted by the provider's
 	// thread and acted on by tick (the event thread).
 	std::atomic<uint8_t> qp_event_{0};
+	Gauges gauges_;                                   // see gauges()
 	std::chrono::steady_clock::time_point closed_at_; // when Disconnected was reached
 	std::chrono::steady_clock::time_point next_wait_log_;
 };

@@ -257,9 +257,16 @@ std::vector<NexusInfo> Target::nexus_info()
 		i.initiator_port = port_id_str(n->i_port_id);
 		i.target_port = port_id_str(n->t_port_id);
 		i.initiator = n->initiator;
-		for (Channel *ch : n->channels)
+		for (Channel *ch : n->channels) {
 			i.channels.push_back(ch->peer());
+			const Channel::Gauges &g = ch->gauges();
+			i.chans.push_back({ch->peer(), ch->credits(),
+			                   g.req_lim.load(std::memory_order_relaxed),
+			                   g.ioctxs_busy.load(std::memory_order_relaxed)});
+		}
 		i.cmds_in_flight = n->scsi && !n->lost ? n->scsi->cmd_count() : 0;
+		if (n->scsi && !n->lost)
+			i.io = n->scsi->stats_.read();
 		v.push_back(std::move(i));
 	}
 	return v;

@@ -29,6 +29,7 @@
 
 #include "scsi/fabric_route.h"
 #include "scsi/reaper.h"
+#include "scsi/stats.h"
 #include "scsi/tpg.h"
 #include "srpt/proto.h"
 
@@ -121,6 +122,15 @@ struct NexusInfo {
 	std::string initiator;             // the name its ACL matched (or the port id)
 	std::vector<std::string> channels; // each channel's initiator address "ip:port"
 	size_t cmds_in_flight = 0;         // SCSI commands not yet released by the core
+	scsi::IoCounts io;                 // its scsi::Nexus's I/O statistics
+	// Each channel's credits, in the order of channels.
+	struct Chan {
+		std::string peer;         // the initiator's address "ip:port"
+		uint32_t credits = 0;     // receives granted at login: req_lim's ceiling
+		int32_t req_lim = 0;      // credits the initiator holds now, as we count them
+		uint32_t ioctxs_busy = 0; // request buffers in use
+	};
+	std::vector<Chan> chans;
 };
 
 // What a login asks of the target, and what it gets (Target::login).

@@ -16,6 +16,15 @@ namespace ulp::iscsi::target
 
 using clock = std::chrono::steady_clock;
 
+namespace
+{
+// A counter only the owner thread writes: no read-modify-write needed.
+void bump(std::atomic<uint64_t> &c)
+{
+	c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+}
+} // namespace
+
 const char *conn_state_str(ConnState s)
 {
 	switch (s) {
@@ -142,6 +151,7 @@ void Conn::detach()
 
 void Conn::on_pdu(const Pdu &pdu, PduError err)
 {
+	bump(gauges_.pdus_in);
 	switch (state_) {
 	case ConnState::Login:
 		if (login_failed_)
@@ -261,8 +271,12 @@ void Conn::login_complete(const TargetLogin &l)
 void Conn::fill_sn(uint8_t *bhs, bool advance_statsn)
 {
 	put_be32(bhs + 24, advance_statsn ? statsn_++ : statsn_);
+	const uint32_t max = max_cmdsn();
 	put_be32(bhs + 28, exp_cmdsn_);
-	put_be32(bhs + 32, max_cmdsn());
+	put_be32(bhs + 32, max);
+	gauges_.exp_cmdsn.store(exp_cmdsn_, std::memory_order_relaxed);
+	gauges_.max_cmdsn.store(max, std::memory_order_relaxed);
+	gauges_.cmds.store(live_, std::memory_order_relaxed);
 }
 
 namespace
@@ -453,6 +467,8 @@ void Conn::send_reject(RejectReason r, std::span<const uint8_t> bhs)
 void Conn::pdu_done(OutPdu *p, bool sent)
 {
 	pdus_out_--;
+	if (sent)
+		bump(gauges_.pdus_out);
 	IscsiCmd *c = p->cmd;
 	const bool last = p->last_of_cmd;
 	const bool close = p->close_after; // sent or not: close

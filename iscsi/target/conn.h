@@ -55,6 +55,7 @@
 #include <boost/intrusive/list.hpp>
 #include <boost/intrusive/unordered_set.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -281,6 +282,17 @@ public:
 	void detach();
 	ConnState state() const { return state_; }
 
+	// What the administrator sees of it (ulpctl stats): written by the owner thread alone
+	// (relaxed, no read-modify-write), read by any thread.
+	struct Gauges {
+		std::atomic<uint32_t> exp_cmdsn{0}; // ExpCmdSN as last sent to the initiator
+		std::atomic<uint32_t> max_cmdsn{0}; // MaxCmdSN as last sent (the window's end)
+		std::atomic<uint32_t> cmds{0};      // commands out of the pool, at that time
+		std::atomic<uint64_t> pdus_in{0};   // PDUs received
+		std::atomic<uint64_t> pdus_out{0};  // PDUs sent
+	};
+	const Gauges &gauges() const { return gauges_; }
+
 	// Receive settings for the transport (they change when the login completes).
 	uint32_t max_recv_dsl() const { return max_recv_dsl_; }
 	Digests digests() const { return digests_; }
@@ -436,6 +448,7 @@ private:
 	uint32_t pdus_out_ = 0; // queued with the transport
 
 	uint32_t tmrs_out_ = 0; // TMFs in flight (IscsiTmr, heap: the core answers once)
+	Gauges gauges_;         // see gauges()
 
 	// NOP-In pings
 	std::chrono::steady_clock::time_point next_ping_;

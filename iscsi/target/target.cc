@@ -150,10 +150,19 @@ std::vector<SessionInfo> Target::session_info()
 			i.transport = s->conn->transport();
 			i.peer = s->conn->peer();
 			i.local = s->conn->local();
+			const Conn::Gauges &g = s->conn->gauges();
+			i.has_conn = true;
+			i.exp_cmdsn = g.exp_cmdsn.load(std::memory_order_relaxed);
+			i.max_cmdsn = g.max_cmdsn.load(std::memory_order_relaxed);
+			i.conn_cmds = g.cmds.load(std::memory_order_relaxed);
+			i.pdus_in = g.pdus_in.load(std::memory_order_relaxed);
+			i.pdus_out = g.pdus_out.load(std::memory_order_relaxed);
 		}
 		i.full_feature = s->full_feature;
 		i.conn = s->conn_params;
 		i.cmds_in_flight = s->scsi ? s->scsi->cmd_count() : 0;
+		if (s->scsi)
+			i.io = s->scsi->stats_.read();
 		i.logout_requested = s->logout_requested;
 		v.push_back(std::move(i));
 	}

@@ -25,6 +25,7 @@
 #include "iscsi/target/login.h"
 #include "scsi/fabric_route.h"
 #include "scsi/reaper.h"
+#include "scsi/stats.h"
 #include "scsi/tpg.h"
 
 #include <chrono>
@@ -95,6 +96,13 @@ struct SessionInfo {
 	ConnParams conn;               // the connection's negotiated values
 	size_t cmds_in_flight = 0;     // SCSI commands not yet released by the core
 	bool logout_requested = false; // the target asked it to log out (Async Message)
+	scsi::IoCounts io;             // its nexus's I/O statistics (normal sessions)
+	bool has_conn = false;         // its connection is there (the gauges below are valid)
+	uint32_t exp_cmdsn = 0;        // ExpCmdSN as last sent to the initiator
+	uint32_t max_cmdsn = 0;        // MaxCmdSN as last sent: the window is max - exp + 1
+	uint32_t conn_cmds = 0;        // commands out of the connection's pool then
+	uint64_t pdus_in = 0;          // PDUs received on the connection
+	uint64_t pdus_out = 0;         // PDUs sent on it
 };
 
 // Counters (diagnostics, tests).

@@ -87,7 +87,8 @@ public:
 	int create_qp(Pd &pd, const QpInitAttr &attr) override;
 	void destroy_qp() override;
 
-	// The CM thread: run the handler unless the id is being destroyed.
+	// The CM thread: run the handler unless the id is being destroyed; a DISCONNECTED
+	// stops the QP first (on_disconnected).
 	void deliver(CmEvent &ev);
 	// device_, local_ and peer_ from the rdma_cm_id (after bind, resolve, request).
 	void refresh();
@@ -98,6 +99,7 @@ public:
 
 private:
 	std::mutex cb_lock_; // held while the handler runs; the destructor takes it
+	std::mutex qp_lock_; // qp_ against destroy_qp() on another thread (DREQ handling)
 	bool dead_ = false;  // destructor started: no more handler calls (cb_lock_)
 	std::atomic<bool> disconnected_{false}; // rdma_disconnect already called
 };
@@ -108,7 +110,7 @@ VCmId::~VCmId()
 		std::lock_guard g(cb_lock_); // waits for a handler running right now
 		dead_ = true;
 	}
-	qp_.reset();
+	destroy_qp();
 	if (id && rdma_destroy_id(id))
 		ULP_LOG(Error, Verbs, "rdma_destroy_id: {}", strerror(errno));
 }
@@ -116,9 +118,14 @@ VCmId::~VCmId()
 void VCmId::deliver(CmEvent &ev)
 {
 	std::lock_guard g(cb_lock_);
-	if (dead_ || !handler_)
+	if (dead_)
 		return;
-	handler_(this, ev);
+	// Under cb_lock_ and after the dead_ check: the destructor may be running on another
+	// thread, and a DREQ that arrives while the id is destroyed must not touch its QP.
+	if (ev.event == CmEventType::Disconnected)
+		on_disconnected();
+	if (handler_)
+		handler_(this, ev);
 }
 
 void VCmId::refresh()
@@ -136,8 +143,11 @@ void VCmId::on_disconnected()
 	// outstanding work, IB 10.3.1) and the DREP goes out at once, as the kernel's ULPs
 	// do by calling rdma_disconnect() from their DISCONNECTED handler; librdmacm does
 	// neither for a userspace QP.
-	if (auto *q = static_cast<VQp *>(qp_.get()))
-		q->to_error();
+	{
+		std::lock_guard g(qp_lock_); // destroy_qp() may run on the consumer's thread
+		if (auto *q = static_cast<VQp *>(qp_.get()))
+			q->to_error();
+	}
 	if (!disconnected_.exchange(true))
 		rdma_disconnect(id);
 }
@@ -219,13 +229,19 @@ int VCmId::create_qp(Pd &pd, const QpInitAttr &attr)
 	auto q = create_cm_qp(static_cast<VPd &>(pd), id, attr);
 	if (!q)
 		return errno ? -errno : -EIO;
+	std::lock_guard g(qp_lock_);
 	qp_ = std::move(q);
 	return 0;
 }
 
 void VCmId::destroy_qp()
 {
-	qp_.reset();
+	std::unique_ptr<Qp> q;
+	{
+		std::lock_guard g(qp_lock_);
+		q = std::move(qp_);
+	}
+	q.reset(); // outside qp_lock_: ibv_destroy_qp may wait for async events
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -345,7 +361,6 @@ void VProvider::dispatch(rdma_cm_event *e)
 		ev.param = conn_param_from(e->param.conn);
 		break;
 	case RDMA_CM_EVENT_DISCONNECTED:
-		c->on_disconnected();
 		ev.event = CmEventType::Disconnected;
 		break;
 	case RDMA_CM_EVENT_DEVICE_REMOVAL:

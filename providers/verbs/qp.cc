@@ -179,11 +179,13 @@ VQp::VQp(VPd &pd, ibv_qp *qp, const QpInitAttr &a, const QpCap &cap, rdma_cm_id 
 VQp::~VQp()
 {
 	vdev_.del_qp(this);
-	if (cm_id_) {
-		rdma_destroy_qp(cm_id_);
-	} else if (int err = ibv_destroy_qp(qp_)) {
-		ULP_LOG(Error, Verbs, "ibv_destroy_qp: {}", strerror(err));
-	}
+	// rdma_destroy_qp() is ibv_destroy_qp() and id->qp = NULL, but it drops the error; a
+	// QP that stays (EBUSY) keeps its CQs and PD busy, and that must be seen where it
+	// happens.
+	if (int err = ibv_destroy_qp(qp_))
+		ULP_LOG(Error, Verbs, "ibv_destroy_qp {}: {}", qp_->qp_num, strerror(err));
+	else if (cm_id_)
+		cm_id_->qp = nullptr;
 }
 
 int VQp::modify(const QpAttr &attr, uint32_t mask)

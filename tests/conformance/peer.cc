@@ -534,6 +534,9 @@ public:
 		}
 		if (pid_ > 0) {
 			int st = reap(kTimeoutMs);
+			if (st != 0)
+				fprintf(stderr, "conformance peer: exit reply %d, status %s %d\n", rc,
+				        st > 128 ? "signal" : "exit", st > 128 ? st - 128 : st);
 			if (rc == 0 && st != 0)
 				rc = -ECHILD;
 		}

@@ -10,6 +10,7 @@
 #include "core/dma_mem.h"
 #include "providers/soft/soft.h"
 #include "srpt/initiator.h"
+#include "tests/srpt/srp_env.h"
 
 #include <gtest/gtest.h>
 
@@ -30,10 +31,12 @@ namespace ulp::srpt::fault_test
 
 using namespace std::chrono_literals;
 using clock = std::chrono::steady_clock;
+using test_env::cdb_rw10;
+using test_env::fill;
+using test_env::kBlock;
 
 inline constexpr uint64_t kIdExt = 0x0002c90300fa0001;
 inline constexpr uint64_t kIocGuid = 0x0002c90300fa0002;
-inline constexpr uint32_t kBlock = 512;
 inline constexpr uint64_t kLunBytes = 64u << 20;
 inline constexpr char kTargetIp[] = "127.0.0.1";
 inline constexpr char kInitiatorIp[] = "127.0.0.2";
@@ -167,28 +170,6 @@ struct InitSide {
 };
 
 // ---- Verified I/O ------------------------------------------------------------------------
-
-inline std::array<uint8_t, 10> cdb_rw10(bool write, uint32_t lba, uint16_t blocks)
-{
-	std::array<uint8_t, 10> c{};
-	c[0] = write ? 0x2a : 0x28;
-	c[2] = uint8_t(lba >> 24);
-	c[3] = uint8_t(lba >> 16);
-	c[4] = uint8_t(lba >> 8);
-	c[5] = uint8_t(lba);
-	c[7] = uint8_t(blocks >> 8);
-	c[8] = uint8_t(blocks);
-	return c;
-}
-
-// Its LBA and a generation in every 8 bytes: misplaced, stale or shifted data shows.
-inline void fill(std::span<uint8_t> b, uint64_t lba, uint32_t gen)
-{
-	for (size_t off = 0; off + 8 <= b.size(); off += 8) {
-		const uint64_t v = (lba + off / kBlock) << 24 ^ uint64_t(gen) << 8 ^ (off % kBlock);
-		std::memcpy(b.data() + off, &v, 8);
-	}
-}
 
 struct RunOpts {
 	uint32_t total = 2000;          // commands to issue at most

@@ -20,11 +20,6 @@
 // initiator goes; then a new login reads every acknowledged write back (a write that
 // failed may or may not have landed: either is accepted for it, nothing else).
 #include "core/log.h"
-#include "scsi/backstore.h"
-#include "scsi/lu.h"
-#include "scsi/tpg.h"
-#include "srpt/portal.h"
-#include "srpt/target.h"
 #include "tests/srpt/fault_env.h"
 
 #include <thread>
@@ -38,48 +33,22 @@ using namespace fault_test;
 
 // ---- The target side ---------------------------------------------------------------------
 
-struct TargetSide {
-	Device *dev = nullptr;
+struct TargetSide : test_env::SoftTarget {
 	Device *dev2 = nullptr; // a second device with a portal of its own (start_second)
-	std::unique_ptr<scsi::LogicalUnit> lu;
-	std::unique_ptr<scsi::Tpg> tpg;
-	std::unique_ptr<Target> target;
-	std::unique_ptr<Portal> portal;
 	std::unique_ptr<Portal> portal2;
 	log::Capture capture;
 
 	bool start(TargetConfig tc)
 	{
-		soft::DeviceConfig dc;
-		dc.ip = kTargetIp;
-		dev = soft::create_device(dc);
-		if (!dev)
-			return false;
-		scsi::BackstoreConfig bc;
-		bc.kind = "ram";
-		bc.size = kLunBytes;
-		bc.block_size = kBlock;
-		int err = 0;
-		std::string why;
-		auto bs = scsi::make_backstore(bc, &err, &why);
-		if (!bs)
-			return false;
-		lu = std::make_unique<scsi::LogicalUnit>("srp/0", std::move(bs), scsi::LuConfig{});
-		tpg = std::make_unique<scsi::Tpg>("srp-fault", 1);
-		if (tpg->add_lun(0, *lu) != 0)
-			return false;
-		tc.tpg = tpg.get();
 		tc.id_ext = kIdExt;
 		tc.ioc_guid = kIocGuid;
 		tc.heap_bytes = 32u << 20;
 		tc.max_io = 2u << 20;
-		target = std::make_unique<Target>(tc);
-		portal = std::make_unique<Portal>(*target, soft::provider());
-		if (portal->listen(*SockAddr::parse(std::string(kTargetIp) + ":0"), &why) != 0) {
-			ADD_FAILURE() << why;
-			return false;
-		}
-		return portal->start() == 0;
+		test_env::TargetOptions o;
+		o.ip = kTargetIp;
+		o.lun_bytes = kLunBytes;
+		o.name = "srp-fault";
+		return SoftTarget::start(tc, o);
 	}
 
 	// Another portal of the same target on a device of its own (after the first device
@@ -98,12 +67,6 @@ struct TargetSide {
 			return false;
 		}
 		return portal2->start() == 0;
-	}
-
-	SockAddr addr() const
-	{
-		return *SockAddr::parse(std::string(kTargetIp) + ":" +
-		                        std::to_string(portal->port()));
 	}
 
 	size_t conns() { return portal->conns() + (portal2 ? portal2->conns() : 0); }
@@ -137,23 +100,14 @@ struct TargetSide {
 
 	void stop()
 	{
-		if (target) {
-			EXPECT_TRUE(target->stop(10s)) << state() << "\n" << logs();
-		}
-		if (portal)
-			portal->stop();
+		EXPECT_TRUE(stop_target(10s)) << state() << "\n" << logs();
 		if (portal2)
 			portal2->stop();
-		portal.reset();
 		portal2.reset();
-		target.reset();
-		tpg.reset();
-		lu.reset();
-		for (Device **d : {&dev, &dev2})
-			if (*d) {
-				soft::destroy_device(*d);
-				*d = nullptr;
-			}
+		release();
+		if (dev2)
+			soft::destroy_device(dev2);
+		dev2 = nullptr;
 	}
 	~TargetSide() { stop(); }
 };

@@ -13,12 +13,8 @@
 #include "core/dma_mem.h"
 #include "core/log.h"
 #include "providers/soft/soft.h"
-#include "scsi/backstore.h"
-#include "scsi/lu.h"
-#include "scsi/tpg.h"
 #include "srpt/initiator.h"
-#include "srpt/portal.h"
-#include "srpt/target.h"
+#include "tests/srpt/srp_env.h"
 
 #include <gtest/gtest.h>
 
@@ -38,82 +34,25 @@ using clock = std::chrono::steady_clock;
 
 constexpr uint64_t kIdExt = 0x0002c90300a1b2c3;
 constexpr uint64_t kIocGuid = 0x0002c90300d4e5f6;
-constexpr uint32_t kBlock = 512;
 constexpr uint64_t kLunBytes = 64u << 20;
-
-std::array<uint8_t, 10> cdb_rw10(bool write, uint32_t lba, uint16_t blocks)
-{
-	std::array<uint8_t, 10> c{};
-	c[0] = write ? 0x2a : 0x28;
-	c[2] = uint8_t(lba >> 24);
-	c[3] = uint8_t(lba >> 16);
-	c[4] = uint8_t(lba >> 8);
-	c[5] = uint8_t(lba);
-	c[7] = uint8_t(blocks >> 8);
-	c[8] = uint8_t(blocks);
-	return c;
-}
-
-// A pattern that names its LBA and a generation in every 8 bytes: misplaced, stale or
-// shifted data shows.
-void fill(std::span<uint8_t> b, uint64_t lba, uint32_t gen)
-{
-	for (size_t off = 0; off + 8 <= b.size(); off += 8) {
-		const uint64_t v = (lba + off / kBlock) << 24 ^ uint64_t(gen) << 8 ^ (off % kBlock);
-		std::memcpy(b.data() + off, &v, 8);
-	}
-	for (size_t off = b.size() & ~size_t{7}; off < b.size(); off++)
-		b[off] = uint8_t(gen + off);
-}
+using test_env::cdb_rw10;
+using test_env::fill;
+using test_env::kBlock;
 
 // The target side: a soft device, a RAM LUN, the SRP target and its portal.
-struct TargetSide {
-	Device *dev = nullptr;
-	std::unique_ptr<scsi::LogicalUnit> lu;
-	std::unique_ptr<scsi::Tpg> tpg;
-	std::unique_ptr<Target> target;
-	std::unique_ptr<Portal> portal;
+struct TargetSide : test_env::SoftTarget {
 	soft::Wire wire = soft::Wire::Auto; // Socket: the packet path, as between processes
 
 	bool start(TargetConfig tc = {})
 	{
-		soft::DeviceConfig dc;
-		dc.ip = "127.0.0.1";
-		dc.wire = wire;
-		dev = soft::create_device(dc);
-		if (!dev)
-			return false;
-		scsi::BackstoreConfig bc;
-		bc.kind = "ram";
-		bc.size = kLunBytes;
-		bc.block_size = kBlock;
-		int err = 0;
-		std::string why;
-		auto bs = scsi::make_backstore(bc, &err, &why);
-		if (!bs)
-			return false;
-		lu = std::make_unique<scsi::LogicalUnit>("srp/0", std::move(bs), scsi::LuConfig{});
-		tpg = std::make_unique<scsi::Tpg>("srp-test", 1);
-		if (tpg->add_lun(0, *lu) != 0)
-			return false;
-		tc.tpg = tpg.get();
 		tc.id_ext = kIdExt;
 		tc.ioc_guid = kIocGuid;
 		tc.heap_bytes = 32u << 20;
 		tc.max_io = 2u << 20;
-		target = std::make_unique<Target>(tc);
-		portal = std::make_unique<Portal>(*target, soft::provider());
-		std::string w;
-		if (portal->listen(*SockAddr::parse("127.0.0.1:0"), &w) != 0) {
-			ADD_FAILURE() << w;
-			return false;
-		}
-		return portal->start() == 0;
-	}
-
-	SockAddr addr() const
-	{
-		return *SockAddr::parse("127.0.0.1:" + std::to_string(portal->port()));
+		test_env::TargetOptions o;
+		o.wire = wire;
+		o.lun_bytes = kLunBytes;
+		return SoftTarget::start(tc, o);
 	}
 
 	bool wait_channels(uint64_t n, std::chrono::milliseconds limit = 10s)
@@ -126,22 +65,6 @@ struct TargetSide {
 		}
 		return false;
 	}
-
-	void stop()
-	{
-		if (target)
-			target->stop(5s);
-		if (portal)
-			portal->stop();
-		portal.reset();
-		target.reset();
-		tpg.reset();
-		lu.reset();
-		if (dev)
-			soft::destroy_device(dev);
-		dev = nullptr;
-	}
-	~TargetSide() { stop(); }
 };
 
 InitiatorConfig base_cfg()

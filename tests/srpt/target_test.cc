@@ -12,11 +12,7 @@
 // answered with its credit back, aborted ones by SRP_CRED_REQ, an overrun counted);
 // multichannel and the SINGLE takeover (6.3); SRP_I_LOGOUT; a stop with channels open.
 #include "core/log.h"
-#include "scsi/backstore.h"
-#include "scsi/lu.h"
-#include "scsi/tpg.h"
-#include "srpt/portal.h"
-#include "srpt/target.h"
+#include "tests/srpt/srp_env.h"
 #include "tests/srpt/srp_peer.h"
 
 #include <gtest/gtest.h>
@@ -33,53 +29,21 @@ namespace
 
 using clock = std::chrono::steady_clock;
 
-constexpr uint32_t kBlock = 512;
+using test_env::kBlock;
 constexpr uint64_t kLunBytes = 32u << 20;
 constexpr uint16_t kImmOffset = 68; // ib_srp's SRP_IMM_DATA_OFFSET
 
 // The target in this process: a soft device, a RAM LUN, srpt::Target and its Portal.
-struct SrpTarget {
-	Device *dev = nullptr;
-	std::unique_ptr<scsi::LogicalUnit> lu;
-	std::unique_ptr<scsi::Tpg> tpg;
-	std::unique_ptr<Target> target;
-	std::unique_ptr<Portal> portal;
+struct SrpTarget : test_env::SoftTarget {
 	log::Capture capture;
 
 	bool start(TargetConfig tc = small_cfg(), std::vector<std::string> acls = {})
 	{
-		soft::DeviceConfig dc;
-		dc.ip = "127.0.0.1";
-		dev = soft::create_device(dc);
-		if (!dev)
-			return false;
-		scsi::BackstoreConfig bc;
-		bc.kind = "ram";
-		bc.size = kLunBytes;
-		bc.block_size = kBlock;
-		int err = 0;
-		std::string why;
-		auto bs = scsi::make_backstore(bc, &err, &why);
-		if (!bs)
-			return false;
-		lu = std::make_unique<scsi::LogicalUnit>("srpt/0", std::move(bs), scsi::LuConfig{});
-		tpg = std::make_unique<scsi::Tpg>("srpt-test", 1);
-		if (tpg->add_lun(0, *lu) != 0)
-			return false;
-		for (const std::string &a : acls) {
-			scsi::NodeAcl acl;
-			acl.initiator = a;
-			if (tpg->add_acl(acl) != 0)
-				return false;
-		}
-		tc.tpg = tpg.get();
-		target = std::make_unique<Target>(tc);
-		portal = std::make_unique<Portal>(*target, soft::provider());
-		if (portal->listen(*SockAddr::parse("127.0.0.1:0"), &why) != 0) {
-			ADD_FAILURE() << why;
-			return false;
-		}
-		return portal->start() == 0;
+		test_env::TargetOptions o;
+		o.lun_bytes = kLunBytes;
+		o.name = "srpt-test";
+		o.acls = std::move(acls);
+		return SoftTarget::start(tc, o);
 	}
 
 	static TargetConfig small_cfg()
@@ -91,11 +55,6 @@ struct SrpTarget {
 		tc.max_io = 1u << 20;
 		tc.data_timeout = std::chrono::milliseconds(3000);
 		return tc;
-	}
-
-	SockAddr addr() const
-	{
-		return *SockAddr::parse("127.0.0.1:" + std::to_string(portal->port()));
 	}
 
 	// What Linux's ib_srp asks by default (SRP-INTEROP.md 1).
@@ -125,39 +84,16 @@ struct SrpTarget {
 		}
 		return false;
 	}
-
-	~SrpTarget()
-	{
-		if (target)
-			target->stop(5s);
-		if (portal)
-			portal->stop();
-		portal.reset();
-		target.reset();
-		if (dev)
-			soft::destroy_device(dev);
-	}
 };
 
-// A block's pattern: its LBA and a tag in every 8 bytes, so misplaced or stale data shows.
-void fill(std::span<uint8_t> b, uint64_t lba, uint32_t tag)
-{
-	for (size_t off = 0; off + 8 <= b.size(); off += 8) {
-		const uint64_t v = (lba + off / kBlock) << 24 ^ uint64_t(tag) << 8 ^ (off % kBlock);
-		std::memcpy(b.data() + off, &v, 8);
-	}
-}
+using test_env::fill;
 
+// READ(10)/WRITE(10) in SRP_CMD's 16-byte CDB field (SRP r16a 6.9).
 std::array<uint8_t, 16> rw10(bool write, uint32_t lba, uint16_t blocks)
 {
 	std::array<uint8_t, 16> c{};
-	c[0] = write ? 0x2a : 0x28;
-	c[2] = uint8_t(lba >> 24);
-	c[3] = uint8_t(lba >> 16);
-	c[4] = uint8_t(lba >> 8);
-	c[5] = uint8_t(lba);
-	c[7] = uint8_t(blocks >> 8);
-	c[8] = uint8_t(blocks);
+	const auto c10 = test_env::cdb_rw10(write, lba, blocks);
+	std::copy(c10.begin(), c10.end(), c.begin());
 	return c;
 }
 

@@ -256,8 +256,13 @@ int Runner::submit(Io &io)
 	}
 	if (io.write && tracker_)
 		tracker_->end_write(io.blk, io.n, io.gen, false);
-	if (out_->fatal.empty())
+	if (out_->fatal.empty()) {
+		// A nexus that failed says why (the connection lost, the target gone): the
+		// refusal alone ("session is failed") does not.
 		out_->fatal = "cannot submit: " + s_.last_error();
+		if (!s_.error().empty())
+			out_->fatal += ": " + s_.error();
+	}
 	issuing_ = false;
 	return rc;
 }

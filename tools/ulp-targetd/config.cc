@@ -4,6 +4,7 @@
 #include "tools/ulp-targetd/config.h"
 
 #include "admin/rpc.h"
+#include "admin/server.h"
 
 #include <toml++/toml.h>
 
@@ -415,7 +416,7 @@ bool load_file(const std::string &path, Config *c, std::string *why)
 	if (!r.known(t, "",
 	             {"workers", "state_dir", "portals", "iser_portals", "srp_portals",
 	              "rdma_device", "iser", "srp", "iscsi", "target", "admin_socket",
-	              "admin_group", "admin_tcp"}))
+	              "admin_group", "admin_tcp", "metrics_http"}))
 		return false;
 	if (!r.integer(t, "workers", "", &c->workers, 1, 64) ||
 	    !r.portals(t, "portals", &c->portals, 3260) ||
@@ -425,8 +426,14 @@ bool load_file(const std::string &path, Config *c, std::string *why)
 	    !r.str(t, "state_dir", "", &c->state_dir) ||
 	    !r.str(t, "admin_socket", "", &c->admin_socket) ||
 	    !r.str(t, "admin_group", "", &c->admin_group) ||
-	    !r.str(t, "admin_tcp", "", &c->admin_tcp))
+	    !r.str(t, "admin_tcp", "", &c->admin_tcp) ||
+	    !r.str(t, "metrics_http", "", &c->metrics_http))
 		return false;
+	if (sockaddr_in a;
+	    !c->metrics_http.empty() && !ulp::admin::parse_listen_address(c->metrics_http, &a))
+		return r.fail(*t.get("metrics_http"),
+		              "metrics_http: expected \"PORT\" or \"IPv4:PORT\", not \"" +
+		                  c->metrics_http + "\"");
 	if (const toml::node *n = t.get("srp")) {
 		const toml::table *st = n->as_table();
 		if (!st)
@@ -702,6 +709,10 @@ void add_flags(CLI::App &app, Flags &f)
 	app.add_option("--admin-tcp", f.admin_tcp,
 	               "[HOST:]PORT: an admin listener on TCP as well (PORT alone: 127.0.0.1); "
 	               "TCP peers carry no credentials");
+	app.add_option("--metrics-http", f.metrics_http,
+	               "[HOST:]PORT: serve GET /metrics, the statistics in Prometheus' text "
+	               "format (as `ulpctl stats --prometheus`), over HTTP (PORT alone: "
+	               "127.0.0.1; another address is served with a warning; default: none)");
 }
 
 bool check_lun(const std::string &target, const LunCfg &l, std::string *why)
@@ -797,6 +808,13 @@ bool build_config(const Flags &f, Config *c, std::string *why)
 		c->admin_group = f.admin_group;
 	if (!f.admin_tcp.empty())
 		c->admin_tcp = f.admin_tcp;
+	if (!f.metrics_http.empty()) {
+		if (sockaddr_in a; !ulp::admin::parse_listen_address(f.metrics_http, &a)) {
+			*why = "--metrics-http " + f.metrics_http + ": expected PORT or IPv4:PORT";
+			return false;
+		}
+		c->metrics_http = f.metrics_http;
+	}
 	for (const std::string &p : f.portals) {
 		Portal po;
 		if (!parse_portal(p, &po, why))

@@ -14,6 +14,8 @@
 //   admin_tcp = "127.0.0.1:5261"        # a TCP admin listener too (PORT alone: loopback);
 //                                       # no credentials on TCP: whoever reaches it may
 //                                       # administer the daemon
+//   metrics_http = "127.0.0.1:9261"     # GET /metrics: the statistics in Prometheus text
+//                                       # (PORT alone: loopback); "": none (the default)
 //   portals = ["0.0.0.0:3260"]          # iSCSI/TCP: "host:port", IPv6 as "[::1]:3260"
 //   iser_portals = ["127.0.0.1:3260"]   # iSER (RDMA/CM): on rdma_device, or soft devices
 //   srp_portals = ["10.99.0.1:5555"]    # SRP (RDMA/CM; no well-known port: give one)
@@ -129,6 +131,7 @@ struct Flags {
 	std::string admin_socket;                          // --admin-socket PATH
 	std::string admin_group;                           // --admin-group GROUP
 	std::string admin_tcp;                             // --admin-tcp [HOST:]PORT
+	std::string metrics_http;                          // --metrics-http [HOST:]PORT
 	bool check = false;                                // --check: check the configuration, exit
 };
 
@@ -197,6 +200,7 @@ struct Config {
 	std::string admin_socket;        // the admin socket's path ("": none)
 	std::string admin_group;         // a group admitted besides the daemon's uid and root
 	std::string admin_tcp;           // "[HOST:]PORT" of a TCP admin listener ("": none)
+	std::string metrics_http;        // "[HOST:]PORT" of the metrics endpoint ("": none)
 };
 
 // One target's settings and LUNs as a run-time change would set them: the checks

@@ -76,6 +76,8 @@ std::string to_toml(const Config &c)
 		t.insert("admin_group", c.admin_group);
 	if (!c.admin_tcp.empty())
 		t.insert("admin_tcp", c.admin_tcp);
+	if (!c.metrics_http.empty())
+		t.insert("metrics_http", c.metrics_http);
 
 	toml::table iser;
 	iser.insert("recv_data_segment_length", int64_t(c.iser.recv_dsl));

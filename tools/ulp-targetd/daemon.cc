@@ -495,10 +495,11 @@ int Daemon::start(std::string *why)
 		         (t.acls.empty() ? " (open)" : " acls " + std::to_string(t.acls.size())) +
 		         (t.chap ? " chap" : ""));
 	}
-	if (!cfg_.admin_socket.empty() || !cfg_.admin_tcp.empty()) {
+	if (!cfg_.admin_socket.empty() || !cfg_.admin_tcp.empty() || !cfg_.metrics_http.empty()) {
 		admin::ServerConfig sc;
 		sc.path = cfg_.admin_socket;
 		sc.tcp = cfg_.admin_tcp;
+		sc.http = cfg_.metrics_http;
 		if (!cfg_.admin_group.empty()) {
 			char *end = nullptr;
 			const unsigned long n = std::strtoul(cfg_.admin_group.c_str(), &end, 10);

@@ -129,6 +129,7 @@ private:
 	void refresh_portal_addresses();
 	void rescan_all();
 	json reload_locked(const std::string &who);
+	json io_stats(); // stats()'s "io": per target, LUN, session, connection
 	std::string srp_exports_line();
 
 	Flags flags_;

@@ -65,7 +65,9 @@ int main(int argc, char **argv)
 	    "--state-dir (a file per LUN) before the command completes, and are there again "
 	    "after a restart or a crash. A state file found damaged or of another LUN stops the "
 	    "start with its name; moving it aside starts that LUN without its reservations.\n"
-	    "Administration while it runs: --admin-socket PATH, then `ulpctl --socket PATH show`.");
+	    "Administration while it runs: --admin-socket PATH, then `ulpctl --socket PATH show`.\n"
+	    "Statistics: `ulpctl stats` (--json, --prometheus), or --metrics-http 9261 for a "
+	    "Prometheus scrape of GET http://127.0.0.1:9261/metrics (off by default).");
 	targetd::Flags f;
 	targetd::add_flags(app, f);
 	CLI11_PARSE(app, argc, argv);

@@ -70,6 +70,24 @@ void split_id(const std::string &id, std::string *fabric, std::string *key)
 		fail(-EINVAL, "session id " + id + ": expected iscsi:TSIH or srp:PORTID");
 }
 
+// scsi::IoCounts as JSON (stats.h's fields; the histogram's bucket i counts commands that
+// took at most 2^i us, the last one those that took longer).
+json io_json(const scsi::IoCounts &c)
+{
+	json cmds = json::object(), errs = json::object();
+	for (size_t i = 0; i < scsi::kIoKinds; i++)
+		cmds[scsi::io_kind_str(scsi::IoKind(i))] = c.cmds[i];
+	for (size_t i = 0; i < scsi::kIoErrors; i++)
+		errs[scsi::io_error_str(scsi::IoError(i))] = c.errors[i];
+	return {
+	    {"commands", cmds},
+	    {"tmfs", c.tmfs},
+	    {"bytes_read", c.bytes_read},
+	    {"bytes_written", c.bytes_written},
+	    {"errors", errs},
+	    {"latency", {{"count", c.lat_count()}, {"sum_ns", c.lat_sum_ns}, {"buckets", c.lat}}}};
+}
+
 uint16_t tsih_of(const std::string &key)
 {
 	char *end = nullptr;
@@ -239,13 +257,26 @@ json Daemon::stats()
 	}
 	json portals = json::array();
 	for (const PortalRt &p : portals_)
-		if (p.rdma)
+		if (p.rdma) {
+			const rdma::PortalRes r = p.rdma->resources();
 			portals.push_back({{"transport", p.transport},
 			                   {"address", p.rdma->addr()},
 			                   {"accepted", p.rdma->accepted()},
 			                   {"rejected", p.rdma->rejected()},
-			                   {"connections", p.rdma->conns()}});
+			                   {"connections", r.conns},
+			                   {"qps", r.qps},
+			                   {"cq_entries", r.cq_entries},
+			                   {"mrs_used", r.mrs_used},
+			                   {"mrs", r.mrs},
+			                   {"heap_bytes_used", r.heap_used},
+			                   {"heap_bytes", r.heap_bytes}});
+		}
 	out["rdma_portals"] = portals;
+	out["io"] = io_stats();
+	json bounds = json::array();
+	for (size_t i = 0; i < scsi::kLatBuckets; i++)
+		bounds.push_back(uint64_t(1) << i);
+	out["latency_bounds_us"] = bounds;
 	size_t luns = 0;
 	for (auto &t : targets_)
 		luns += t->lus.size();
@@ -258,6 +289,69 @@ json Daemon::stats()
 		out["admin"] = {{"accepted", a.accepted}, {"denied", a.denied},
 		                {"busy", a.busy},         {"requests", a.requests},
 		                {"timeouts", a.timeouts}, {"oversized", a.oversized}};
+	}
+	return out;
+}
+
+// Under lock_: the I/O statistics per target (its Tpg: every session it has had), per LUN
+// (every fabric's commands to it), per session, and the sessions' connections.
+json Daemon::io_stats()
+{
+	json out = json::array();
+	const std::vector<iscsi::target::SessionInfo> infos = iscsi_->session_info();
+	for (auto &t : targets_) {
+		json luns = json::array();
+		for (auto &[n, lu] : t->lus)
+			luns.push_back({{"lun", n}, {"io", io_json(lu->stats_.read())}});
+		json sessions = json::array();
+		for (const auto &s : infos) {
+			if (s.params.type != iscsi::SessionType::Normal ||
+			    s.params.target_name != t->cfg.name)
+				continue;
+			json conns = json::array();
+			if (s.has_conn && s.full_feature)
+				conns.push_back(
+				    {{"peer", s.peer},
+				     {"exp_cmdsn", s.exp_cmdsn},
+				     {"max_cmdsn", s.max_cmdsn},
+				     {"cmdsn_window", uint32_t(s.max_cmdsn - s.exp_cmdsn + 1)},
+				     {"commands", s.conn_cmds},
+				     {"pdus_in", s.pdus_in},
+				     {"pdus_out", s.pdus_out}});
+			sessions.push_back(
+			    {{"id", "iscsi:" + std::to_string(s.tsih)},
+			     {"initiator", s.params.initiator_name},
+			     {"transport", s.transport == iscsi::Transport::Iser ? "iser" : "tcp"},
+			     {"io", io_json(s.io)},
+			     {"connections", conns}});
+		}
+		out.push_back({{"target", t->cfg.name},
+		               {"fabric", "iscsi"},
+		               {"io", io_json(t->tpg->io_counts())},
+		               {"luns", luns},
+		               {"sessions", sessions}});
+	}
+	if (srp_) {
+		json sessions = json::array();
+		for (const srpt::NexusInfo &n : srp_->nexus_info()) {
+			json chans = json::array();
+			for (const auto &c : n.chans)
+				chans.push_back({{"peer", c.peer},
+				                 {"credits", c.credits},
+				                 {"req_lim", c.req_lim},
+				                 {"ioctxs_busy", c.ioctxs_busy}});
+			sessions.push_back({{"id", "srp:" + n.initiator_port},
+			                    {"initiator", n.initiator},
+			                    {"transport", "srp"},
+			                    {"io", io_json(n.io)},
+			                    {"connections", chans}});
+		}
+		// The LUNs are the exported target's (listed there: a LU counts every fabric).
+		out.push_back({{"target", srp_tpg_->name().substr(4)},
+		               {"fabric", "srp"},
+		               {"io", io_json(srp_tpg_->io_counts())},
+		               {"luns", json::array()},
+		               {"sessions", sessions}});
 	}
 	return out;
 }

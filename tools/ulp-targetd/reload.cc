@@ -105,8 +105,8 @@ json Daemon::reload_locked(const std::string &who)
 	         next.srp.max_channels != cfg_.srp.max_channels,
 	     "[srp] sizes");
 	keep(next.admin_socket != cfg_.admin_socket || next.admin_group != cfg_.admin_group ||
-	         next.admin_tcp != cfg_.admin_tcp,
-	     "admin_socket, admin_group or admin_tcp");
+	         next.admin_tcp != cfg_.admin_tcp || next.metrics_http != cfg_.metrics_http,
+	     "admin_socket, admin_group, admin_tcp or metrics_http");
 
 	// ---- 2. Make what is new, unpublished ----------------------------------------------
 	std::map<std::string, std::unique_ptr<TargetRt>> new_targets;

@@ -13,6 +13,7 @@
 // calls any). --json prints the method's result as JSON for scripts; otherwise tables.
 // Exit status: 0 done, 1 the daemon refused (its message on stderr), 2 usage, 3 no daemon.
 #include "admin/client.h"
+#include "admin/prometheus.h"
 
 #include <CLI/CLI.hpp>
 
@@ -167,6 +168,91 @@ void print_flat(const json &j, const std::string &prefix = "")
 	}
 }
 
+// An io object's row: commands by kind, bytes, errors, mean latency.
+std::vector<std::string> io_row(const json &io)
+{
+	auto n = [](const json &j, const char *k) {
+		return j.is_object() && j.contains(k) && j[k].is_number_unsigned()
+		           ? j[k].get<uint64_t>()
+		           : uint64_t(0);
+	};
+	const json &c = io.is_object() && io.contains("commands") ? io["commands"] : json();
+	uint64_t errs = 0;
+	if (io.is_object() && io.contains("errors") && io["errors"].is_object())
+		for (auto &[k, v] : io["errors"].items())
+			errs += v.is_number_unsigned() ? v.get<uint64_t>() : 0;
+	const json &lat = io.is_object() && io.contains("latency") ? io["latency"] : json();
+	const uint64_t cnt = n(lat, "count");
+	char avg[32] = "-";
+	if (cnt)
+		std::snprintf(avg, sizeof(avg), "%.1f",
+		              double(n(lat, "sum_ns")) / 1000.0 / double(cnt));
+	return {std::to_string(n(c, "read")),
+	        std::to_string(n(c, "write")),
+	        std::to_string(n(c, "other")),
+	        std::to_string(n(io, "tmfs")),
+	        human_size(n(io, "bytes_read")),
+	        human_size(n(io, "bytes_written")),
+	        std::to_string(errs),
+	        avg};
+}
+
+// stats_get: one row per target, its LUNs and its sessions; connections; RDMA resources;
+// then the daemon's counters.
+void print_stats(const json &r)
+{
+	std::vector<std::vector<std::string>> rows;
+	auto row = [&](std::vector<std::string> head, const json &io) {
+		auto x = io_row(io);
+		head.insert(head.end(), x.begin(), x.end());
+		rows.push_back(head);
+	};
+	std::vector<std::vector<std::string>> conns;
+	if (r.contains("io") && r["io"].is_array())
+		for (const json &t : r["io"]) {
+			row({str(t["target"]), str(t["fabric"]), "total"}, t["io"]);
+			for (const json &l : t["luns"])
+				row({"", "", "lun " + str(l["lun"])}, l["io"]);
+			for (const json &s : t["sessions"]) {
+				row({"", "", str(s["id"]) + " " + str(s["initiator"])}, s["io"]);
+				for (const json &c : s["connections"])
+					conns.push_back(
+					    {str(s["id"]), str(c["peer"]),
+					     c.contains("cmdsn_window")
+					         ? "CmdSN " + str(c["exp_cmdsn"]) + ".." +
+					               str(c["max_cmdsn"]) + " (window " +
+					               str(c["cmdsn_window"]) + ")"
+					         : "req_lim " + str(c["req_lim"]) + " of " +
+					               str(c["credits"]),
+					     c.contains("commands") ? str(c["commands"])
+					                            : str(c["ioctxs_busy"])});
+			}
+		}
+	table({"TARGET", "FABRIC", "OF", "READS", "WRITES", "OTHER", "TMFS", "READ", "WRITTEN",
+	       "ERRORS", "AVG_US"},
+	      rows);
+	if (!conns.empty()) {
+		std::cout << "\n";
+		table({"SESSION", "PEER", "WINDOW", "CMDS"}, conns);
+	}
+	if (r.contains("rdma_portals") && !r["rdma_portals"].empty()) {
+		std::vector<std::vector<std::string>> p;
+		for (const json &x : r["rdma_portals"])
+			p.push_back({str(x["transport"]), str(x["address"]), str(x["connections"]),
+			             str(x["qps"]), str(x["cq_entries"]),
+			             str(x["mrs_used"]) + "/" + str(x["mrs"]),
+			             human_size(x.value("heap_bytes_used", uint64_t(0))) + "/" +
+			                 human_size(x.value("heap_bytes", uint64_t(0)))});
+		std::cout << "\n";
+		table({"PORTAL", "ADDRESS", "CONNS", "QPS", "CQES", "MRS", "HEAP"}, p);
+	}
+	json rest = r;
+	for (const char *k : {"io", "rdma_portals", "latency_bounds_us"})
+		rest.erase(k);
+	std::cout << "\n";
+	print_flat(rest);
+}
+
 } // namespace
 
 int main(int argc, char **argv)
@@ -198,7 +284,11 @@ int main(int argc, char **argv)
 	auto *show =
 	    app.add_subcommand("show", "portals, targets, LUNs, ACLs, the SRP target port");
 	show->callback([&] { method = "config_show"; });
-	auto *stats = app.add_subcommand("stats", "the daemon's counters");
+	bool prometheus = false;
+	auto *stats = app.add_subcommand(
+	    "stats",
+	    "I/O per target, LUN, session and connection; resources; the daemon's counters");
+	stats->add_flag("--prometheus", prometheus, "in Prometheus' text exposition format");
 	stats->callback([&] { method = "stats_get"; });
 	std::string save_path;
 	auto *save = app.add_subcommand("save", "write the running configuration to its TOML file");
@@ -490,12 +580,18 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	const json &r = resp["result"];
+	if (method == "stats_get" && prometheus) {
+		std::cout << ulp::admin::prometheus_text(r);
+		return 0;
+	}
 	if (as_json) {
 		std::cout << r.dump(2) << "\n";
 		return 0;
 	}
 	if (method == "config_show")
 		print_show(r);
+	else if (method == "stats_get")
+		print_stats(r);
 	else if (method == "session_list")
 		print_sessions(r);
 	else if (method == "lun_list") {

@@ -1,0 +1,281 @@
+// SPDX-License-Identifier: MIT
+// tests/admin/targetd_stats_test.cc - ulp-targetd's statistics end to end: the daemon in a
+// child process, the project's iSCSI initiator doing known I/O over TCP, and `ulpctl stats`
+// (JSON, table, Prometheus) reading what the daemon counted. N writes of B bytes are N writes
+// and N*B bytes, on the session, the LUN and the target; a read past the end is a read and a
+// CHECK CONDITION; the latency histogram counts every command; the CmdSN window is the one
+// the initiator was given; a logged-out session's numbers stay in its target's total; the
+// Prometheus text is well formed (every line a comment or `name{labels} value`, every family
+// typed once, histograms cumulative) and says the same numbers.
+#include "admin/client.h"
+#include "iscsi/initiator/scsi.h"
+#include "iscsi/initiator/session.h"
+#include "tests/iscsi/target_process.h"
+
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <map>
+#include <regex>
+#include <set>
+#include <sstream>
+#include <thread>
+
+namespace ulp::iscsi::initiator
+{
+namespace
+{
+
+using namespace std::chrono_literals;
+using admin::json;
+using test::TargetdProcess;
+
+constexpr char kIqn[] = "iqn.2026-11.org.ulp:stats";
+constexpr char kInitiator[] = "iqn.2026-11.org.ulp:stats-test";
+
+struct Dir {
+	std::string path;
+	Dir()
+	{
+		char t[] = "/tmp/ulp-stats-e2e-XXXXXX";
+		path = ::mkdtemp(t);
+	}
+	~Dir() { std::filesystem::remove_all(path); }
+};
+
+int ulpctl(const std::string &sock, std::vector<std::string> args, std::string *out)
+{
+	args.insert(args.begin(), {"--socket", sock});
+	std::string o, e;
+	const int rc = test::run_program(ULPCTL_PATH, args, &o, &e, 60s);
+	*out = o + (e.empty() ? "" : "\n" + e);
+	return rc;
+}
+
+json stats(const std::string &sock)
+{
+	std::string out;
+	EXPECT_EQ(ulpctl(sock, {"--json", "stats"}, &out), 0) << out;
+	json j = json::parse(out, nullptr, false);
+	EXPECT_FALSE(j.is_discarded()) << out;
+	return j;
+}
+
+// The io objects of the target, of its LUN 0 and of the session with this id (null when
+// there is none).
+struct Ios {
+	json target, lun0, session, conn;
+};
+Ios ios_of(const json &st, const std::string &session_id)
+{
+	Ios r;
+	for (const json &t : st["io"]) {
+		if (t["target"] != kIqn || t["fabric"] != "iscsi")
+			continue;
+		r.target = t["io"];
+		for (const json &l : t["luns"])
+			if (l["lun"] == 0)
+				r.lun0 = l["io"];
+		for (const json &s : t["sessions"])
+			if (s["id"] == session_id) {
+				r.session = s["io"];
+				if (!s["connections"].empty())
+					r.conn = s["connections"][0];
+			}
+	}
+	return r;
+}
+
+uint64_t u(const json &io, const char *a, const char *b = nullptr)
+{
+	const json &x = b ? io[a][b] : io[a];
+	return x.get<uint64_t>();
+}
+
+uint64_t commands(const json &io)
+{
+	return u(io, "commands", "read") + u(io, "commands", "write") + u(io, "commands", "other");
+}
+
+// A Prometheus text exposition (format 0.0.4) checked line by line; the samples by their
+// full name with labels.
+::testing::AssertionResult parse_prometheus(const std::string &text,
+                                            std::map<std::string, double> *samples)
+{
+	static const std::regex sample(
+	    R"(^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([a-zA-Z_][a-zA-Z0-9_]*="([^"\\]|\\.)*",?)*\})? (-?[0-9.eE+-]+|\+Inf|NaN)$)");
+	static const std::regex type(
+	    R"(^# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) (counter|gauge|histogram|summary|untyped)$)");
+	std::set<std::string> typed;
+	std::string family;
+	std::istringstream in(text);
+	std::string line;
+	int n = 0;
+	while (std::getline(in, line)) {
+		n++;
+		std::smatch m;
+		if (line.rfind("# HELP ", 0) == 0)
+			continue;
+		if (std::regex_match(line, m, type)) {
+			if (!typed.insert(m[1]).second)
+				return ::testing::AssertionFailure()
+				       << "line " << n << ": typed twice";
+			family = m[1];
+			continue;
+		}
+		if (!std::regex_match(line, m, sample))
+			return ::testing::AssertionFailure() << "line " << n << ": " << line;
+		const std::string name = m[1];
+		// Samples of a family follow its TYPE line (histograms: _bucket, _sum, _count).
+		if (name != family && name != family + "_bucket" && name != family + "_sum" &&
+		    name != family + "_count")
+			return ::testing::AssertionFailure()
+			       << "line " << n << ": " << name << " outside its family " << family;
+		const std::string key = line.substr(0, line.rfind(' '));
+		if (samples->count(key))
+			return ::testing::AssertionFailure()
+			       << "line " << n << ": a duplicate series";
+		(*samples)[key] = std::stod(line.substr(line.rfind(' ') + 1));
+	}
+	if (n == 0)
+		return ::testing::AssertionFailure() << "empty";
+	return ::testing::AssertionSuccess();
+}
+
+TEST(TargetdStats, IoIsCountedPerSessionLunAndTargetAndSurvivesLogout)
+{
+	Dir dir;
+	const std::string sock = dir.path + "/admin.sock";
+	TargetdProcess t;
+	std::string why;
+	ASSERT_TRUE(
+	    t.start({"--target", kIqn, "--lun", "0:ram:size=16M", "--admin-socket", sock}, &why))
+	    << why;
+	InitiatorConfig c;
+	c.initiator_name = kInitiator;
+	c.target_name = kIqn;
+	c.cmd_timeout = 10s;
+	c.login_timeout = 5s;
+	c.connect_timeout = 2s;
+	Session s(c);
+	ASSERT_TRUE(s.login(Portal{"127.0.0.1", t.port(), 0})) << s.error();
+	for (int i = 0; i < 4 && !s.run({0, cdb_test_unit_ready(), DataDir::None, {}}).good();
+	     i++) {
+	}
+	const std::string id = "iscsi:" + std::to_string(s.params().tsih);
+	const Ios before = ios_of(stats(sock), id);
+	ASSERT_FALSE(before.session.is_null()) << "no session " << id;
+	ASSERT_FALSE(before.lun0.is_null());
+
+	constexpr int kWrites = 10, kReads = 6;
+	constexpr uint32_t kBlocks = 8, kBytes = kBlocks * 512;
+	std::vector<uint8_t> buf(kBytes, 0x5a);
+	for (int i = 0; i < kWrites; i++)
+		ASSERT_TRUE(
+		    s.run({0, cdb_write16(uint64_t(i) * kBlocks, kBlocks), DataDir::Write, buf})
+		        .good());
+	for (int i = 0; i < kReads; i++)
+		ASSERT_TRUE(
+		    s.run({0, cdb_read16(uint64_t(i) * kBlocks, kBlocks), DataDir::Read, buf})
+		        .good());
+	// Past the end (16 MiB = 32768 blocks): LBA OUT OF RANGE.
+	std::vector<uint8_t> two(1024);
+	EXPECT_FALSE(s.run({0, cdb_read16(32767, 2), DataDir::Read, two}).good());
+
+	const json st = stats(sock);
+	const Ios after = ios_of(st, id);
+	for (const json *p : {&after.session, &after.lun0, &after.target}) {
+		const json &io = *p;
+		const json *b = p == &after.session ? &before.session
+		                : p == &after.lun0  ? &before.lun0
+		                                    : &before.target;
+		SCOPED_TRACE(io.dump());
+		EXPECT_EQ(u(io, "commands", "write") - u(*b, "commands", "write"),
+		          uint64_t(kWrites));
+		EXPECT_EQ(u(io, "commands", "read") - u(*b, "commands", "read"),
+		          uint64_t(kReads) + 1);
+		EXPECT_EQ(u(io, "commands", "other"), u(*b, "commands", "other"));
+		EXPECT_EQ(u(io, "bytes_written") - u(*b, "bytes_written"),
+		          uint64_t(kWrites) * kBytes);
+		EXPECT_EQ(u(io, "bytes_read") - u(*b, "bytes_read"), uint64_t(kReads) * kBytes);
+		EXPECT_EQ(u(io, "errors", "check_condition") - u(*b, "errors", "check_condition"),
+		          1u);
+		EXPECT_EQ(u(io, "errors", "transport"), 0u);
+		EXPECT_EQ(u(io, "errors", "aborted"), 0u);
+		EXPECT_EQ(u(io, "latency", "count"), commands(io));
+		uint64_t in_buckets = 0;
+		for (const json &n : io["latency"]["buckets"])
+			in_buckets += n.get<uint64_t>();
+		EXPECT_EQ(in_buckets, commands(io));
+		EXPECT_GT(u(io, "latency", "sum_ns"), u(*b, "latency", "sum_ns"));
+	}
+	// Nothing is in flight between commands: the window the initiator was given last.
+	ASSERT_TRUE(after.conn.is_object());
+	EXPECT_EQ(after.conn["exp_cmdsn"].get<uint32_t>(), s.exp_cmdsn());
+	EXPECT_EQ(after.conn["max_cmdsn"].get<uint32_t>(), s.max_cmdsn());
+	EXPECT_GT(after.conn["cmdsn_window"].get<uint32_t>(), 0u);
+	EXPECT_GE(after.conn["pdus_in"].get<uint64_t>(), uint64_t(kWrites + kReads + 1));
+
+	// The Prometheus text says the same.
+	std::string prom;
+	ASSERT_EQ(ulpctl(sock, {"stats", "--prometheus"}, &prom), 0) << prom;
+	std::map<std::string, double> m;
+	ASSERT_TRUE(parse_prometheus(prom, &m)) << prom;
+	const std::string tl = std::string("{target=\"") + kIqn + "\",fabric=\"iscsi\"";
+	EXPECT_EQ(m[std::string("ulp_target_written_bytes_total") + tl + "}"],
+	          double(u(after.target, "bytes_written")));
+	EXPECT_EQ(m[std::string("ulp_target_commands_total") + tl + ",kind=\"write\"}"],
+	          double(u(after.target, "commands", "write")));
+	EXPECT_EQ(m[std::string("ulp_target_latency_seconds_count") + tl + "}"],
+	          double(commands(after.target)));
+	EXPECT_EQ(m[std::string("ulp_target_latency_seconds_bucket") + tl + ",le=\"+Inf\"}"],
+	          double(commands(after.target)));
+	EXPECT_EQ(m[std::string("ulp_lun_errors_total{target=\"") + kIqn +
+	            "\",lun=\"0\",kind=\"check_condition\"}"],
+	          double(u(after.lun0, "errors", "check_condition")));
+	// Buckets are cumulative: never decreasing with le.
+	double last = 0;
+	int buckets = 0;
+	for (uint64_t us = 1; us <= (1u << 23); us *= 2) {
+		char le[32];
+		std::snprintf(le, sizeof(le), "%.9g", double(us) / 1e6);
+		const std::string k =
+		    std::string("ulp_target_latency_seconds_bucket") + tl + ",le=\"" + le + "\"}";
+		ASSERT_TRUE(m.count(k)) << k;
+		EXPECT_GE(m[k], last);
+		last = m[k];
+		buckets++;
+	}
+	EXPECT_EQ(buckets, 24);
+	EXPECT_LE(last, double(commands(after.target)));
+	EXPECT_EQ(m["ulp_iscsi_sessions_open"], 1);
+
+	// The table names the target and the session.
+	std::string table;
+	ASSERT_EQ(ulpctl(sock, {"stats"}, &table), 0) << table;
+	EXPECT_NE(table.find(kIqn), std::string::npos) << table;
+	EXPECT_NE(table.find(id), std::string::npos) << table;
+	EXPECT_NE(table.find("window"), std::string::npos) << table;
+
+	// Logged out: the session is gone, its numbers stay in the target's total.
+	ASSERT_TRUE(s.logout(5s));
+	json gone;
+	for (int i = 0; i < 100; i++) {
+		gone = stats(sock);
+		if (gone["sessions"] == 0)
+			break;
+		std::this_thread::sleep_for(50ms);
+	}
+	const Ios left = ios_of(gone, id);
+	EXPECT_TRUE(left.session.is_null());
+	EXPECT_EQ(left.target["commands"], after.target["commands"]);
+	EXPECT_EQ(left.target["bytes_written"], after.target["bytes_written"]);
+	EXPECT_EQ(left.target["latency"], after.target["latency"]);
+	EXPECT_EQ(left.lun0["commands"], after.lun0["commands"]);
+	EXPECT_EQ(t.stop(), 0) << t.log();
+}
+
+} // namespace
+} // namespace ulp::iscsi::initiator
