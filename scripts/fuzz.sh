@@ -3,7 +3,8 @@
 #
 #   scripts/fuzz.sh [TARGET] [SECONDS [LIBFUZZER_ARGS...]]
 #
-# TARGET is sock_wire (the default), iscsi_pdu, iscsi_text, iscsi_login, iscsi_initiator
+# TARGET is sock_wire (the default), shm_ring (the ring wire's shared memory), iscsi_pdu,
+# iscsi_text, iscsi_login, iscsi_initiator
 # (the initiator session fed target PDUs), iscsi_conn (one target connection with the
 # SCSI core behind it), or the SRP codec's srp_login (CM private data), srp_cmd (SRP_CMD
 # and task management, as the target reads them) and srp_rsp (what the initiator reads),
@@ -15,7 +16,7 @@
 # The build goes to build-fuzz-clang; a run keeps what it learns in
 # build-fuzz-clang/corpus/TARGET, so the checked-in seeds stay small. Seeds: sock_wire's
 # are regenerated into fuzz/corpus/sock_wire by fuzz_sock_wire_corpus; the iSCSI and SRP
-# targets write theirs into build-fuzz-clang/seeds/TARGET (ULP_FUZZ_SEEDS=<dir>
+# targets and shm_ring write theirs into build-fuzz-clang/seeds/TARGET (ULP_FUZZ_SEEDS=<dir>
 # fuzz_TARGET); inputs that once crashed a target are kept in fuzz/corpus/TARGET and run
 # as seeds too.
 # Crash, leak and timeout reproducers land in build-fuzz-clang/artifacts/; replay one with
@@ -29,11 +30,11 @@ if [[ $# -gt 0 && ! $1 =~ ^[0-9]+$ ]]; then
 	shift
 fi
 case $target in
-sock_wire | iscsi_pdu | iscsi_text | iscsi_login | iscsi_initiator | iscsi_conn) ;;
+sock_wire | shm_ring | iscsi_pdu | iscsi_text | iscsi_login | iscsi_initiator | iscsi_conn) ;;
 srp_login | srp_cmd | srp_rsp | pr_state | admin_rpc | prometheus | http_request) ;;
 *)
 	echo "fuzz.sh: unknown target '$target'" \
-		"(sock_wire, iscsi_pdu, iscsi_text, iscsi_login, iscsi_initiator, iscsi_conn," \
+		"(sock_wire, shm_ring, iscsi_pdu, iscsi_text, iscsi_login, iscsi_initiator, iscsi_conn," \
 		"srp_login, srp_cmd, srp_rsp, pr_state, admin_rpc, prometheus, http_request)" >&2
 	exit 2
 	;;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // providers/soft/cm.cc - connection management: the in-process half, the event worker,
-// and the provider object. The socket half (cross-process) is in sock_wire.cc.
+// and the provider object. The socket half (cross-process) is in sock_cm.cc.
 #include "core/log.h"
 #include "providers/soft/cm_id.h"
 #include "providers/soft/sock_wire.h"
@@ -347,7 +347,7 @@ int SoftCmId::connect(const ConnParam &param)
 		return -EINVAL;
 	req = param;
 	auto *dev = static_cast<SoftDevice *>(device_);
-	SoftCmId *l = dev->cfg.wire == Wire::Socket ? nullptr : find_listener(peer_);
+	SoftCmId *l = dev->cfg.wire == Wire::Auto ? find_listener(peer_) : nullptr;
 	if (!l) {
 		int rc = sock_connect(*this, param);
 		if (rc < 0)

@@ -2,13 +2,14 @@
 // providers/soft/device.cc - soft devices: profiles, limits, the process's device list,
 // fault injection and counters.
 #include "core/log.h"
-#include "providers/soft/sock_wire.h"
 #include "providers/soft/soft_internal.h"
 
 #include <arpa/inet.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
+#include <cstring>
 
 namespace ulp::soft
 {
@@ -110,6 +111,10 @@ SoftDevice::SoftDevice(const DeviceConfig &c, std::string name, const DeviceAttr
 {
 	faults.rng.seed(c.fault_seed);
 	qps.resize(a.max_qp);
+	// Across processes the ring wire, unless the device or the environment keeps to packets.
+	const char *env = getenv("ULP_SOFT_WIRE");
+	xproc_rings = c.wire == Wire::Shm ||
+	              (c.wire == Wire::Auto && !(env && std::strcmp(env, "socket") == 0));
 }
 
 SoftDevice::~SoftDevice()

@@ -9,7 +9,8 @@
 #include "core/thread_name.h"
 #include "providers/soft/soft_internal.h"
 
-#include "providers/soft/sock_wire.h"
+#include "providers/soft/shm_link.h"
+#include "providers/soft/sock_conn.h"
 
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -51,6 +52,12 @@ Engine::~Engine()
 	close(epfd_);
 }
 
+// epoll data of a connection's ring doorbell: the connection's address with bit 0 set.
+static void *doorbell_tag(SockConn *c)
+{
+	return reinterpret_cast<void *>(reinterpret_cast<uintptr_t>(c) | 1);
+}
+
 void Engine::add_conn(std::shared_ptr<SockConn> c)
 {
 	{
@@ -58,11 +65,27 @@ void Engine::add_conn(std::shared_ptr<SockConn> c)
 		epoll_event ev{};
 		ev.events = EPOLLIN | EPOLLRDHUP;
 		ev.data.ptr = c.get();
-		epoll_ctl(epfd_, EPOLL_CTL_ADD, sock_fd(*c), &ev);
+		epoll_ctl(epfd_, EPOLL_CTL_ADD, c->fd, &ev);
+		if (c->link) {
+			epoll_event dv{};
+			dv.events = EPOLLIN;
+			dv.data.ptr = doorbell_tag(c.get());
+			epoll_ctl(epfd_, EPOLL_CTL_ADD, c->link->my_efd(), &dv);
+			// Sleeping now: the peer rings until we look (disarm_rings).
+			if (rings_armed_)
+				c->link->set_sleep(sleep_gen_);
+		}
 		conns_.push_back(std::move(c));
 	}
 	if (threaded_)
 		kick();
+}
+
+void Engine::unwatch_locked(SockConn &c)
+{
+	epoll_ctl(epfd_, EPOLL_CTL_DEL, c.fd, nullptr);
+	if (c.link)
+		epoll_ctl(epfd_, EPOLL_CTL_DEL, c.link->my_efd(), nullptr);
 }
 
 void Engine::remove_conn(SockConn *c)
@@ -71,7 +94,7 @@ void Engine::remove_conn(SockConn *c)
 	std::lock_guard g(lock_);
 	for (auto it = conns_.begin(); it != conns_.end(); ++it) {
 		if (it->get() == c) {
-			epoll_ctl(epfd_, EPOLL_CTL_DEL, sock_fd(*c), nullptr);
+			unwatch_locked(*c);
 			keep = std::move(*it);
 			conns_.erase(it);
 			break;
@@ -87,7 +110,7 @@ void Engine::want_write(SockConn *c, bool on)
 			epoll_event ev{};
 			ev.events = EPOLLIN | EPOLLRDHUP | (on ? uint32_t{EPOLLOUT} : 0u);
 			ev.data.ptr = c;
-			epoll_ctl(epfd_, EPOLL_CTL_MOD, sock_fd(*c), &ev);
+			epoll_ctl(epfd_, EPOLL_CTL_MOD, c->fd, &ev);
 			return;
 		}
 	}
@@ -108,11 +131,18 @@ int Engine::poll_conns(int timeout_ms)
 		// Look up and enqueue under one lock: unschedule() (QP teardown) takes it to
 		// unhook the connection, so a dying QP is never queued again.
 		std::lock_guard g(lock_);
-		auto *c = static_cast<SockConn *>(evs[i].data.ptr);
+		const auto tag = reinterpret_cast<uintptr_t>(evs[i].data.ptr);
+		auto *c = reinterpret_cast<SockConn *>(tag & ~uintptr_t{1});
 		for (auto &p : conns_) {
 			if (p.get() != c)
 				continue;
-			if (SoftQp *qp = sock_qp(*c); qp && !qp->queued && !qp->parked && !stop_) {
+			if (tag & 1) { // a ring doorbell: reset it
+				uint64_t v;
+				(void)!read(c->link->my_efd(), &v, sizeof(v));
+			} else {
+				c->rx_ready.store(true, std::memory_order_relaxed);
+			}
+			if (SoftQp *qp = c->qp; qp && !qp->queued && !qp->parked && !stop_) {
 				qp->queued = true;
 				runq_.push_back(*qp);
 			}
@@ -120,6 +150,53 @@ int Engine::poll_conns(int timeout_ms)
 		}
 	}
 	return seen;
+}
+
+int Engine::poll_rings()
+{
+	int n = 0;
+	for (auto &c : conns_) {
+		if (!c->link || !c->link->has_work())
+			continue;
+		n++;
+		if (SoftQp *qp = c->qp; qp && !qp->queued && !qp->parked && !stop_) {
+			qp->queued = true;
+			runq_.push_back(*qp);
+		}
+	}
+	return n;
+}
+
+// Sleep-then-look against the peer's publish-then-look (ShmLink::kick): either we see its
+// work here, or it sees our sleep and rings.
+bool Engine::arm_rings()
+{
+	bool any = false;
+	if (++sleep_gen_ == 0)
+		sleep_gen_ = 1;
+	for (auto &c : conns_) {
+		if (c->link) {
+			c->link->set_sleep(sleep_gen_);
+			any = true;
+		}
+	}
+	if (!any)
+		return true;
+	rings_armed_ = true;
+	if (!poll_rings()) // loads ordered after the sleep stores (ring_load, ring_store)
+		return true;
+	disarm_rings();
+	return false;
+}
+
+void Engine::disarm_rings()
+{
+	if (!rings_armed_)
+		return;
+	rings_armed_ = false;
+	for (auto &c : conns_)
+		if (c->link)
+			c->link->set_sleep(0);
 }
 
 void Engine::stop()
@@ -164,8 +241,8 @@ void Engine::unschedule(SoftQp *qp)
 {
 	std::unique_lock g(lock_);
 	for (auto it = conns_.begin(); it != conns_.end();) {
-		if (sock_qp(**it) == qp) {
-			epoll_ctl(epfd_, EPOLL_CTL_DEL, sock_fd(**it), nullptr);
+		if ((*it)->qp == qp) {
+			unwatch_locked(**it);
 			it = conns_.erase(it); // the QP still holds its own reference
 		} else {
 			++it;
@@ -262,6 +339,7 @@ int Engine::run_once()
 		g.unlock();
 		poll_conns(0);
 		g.lock();
+		poll_rings();
 	}
 	int n = run_locked(g);
 	tl_inline_depth--;
@@ -276,11 +354,15 @@ void Engine::loop()
 	unsigned turn = 0;
 	while (!stop_) {
 		work_.store(false, std::memory_order_relaxed);
-		// Connections are looked at every few turns while busy, always when idle.
-		if (!conns_.empty() && (++turn & 7) == 0) {
-			g.unlock();
-			poll_conns(0);
-			g.lock();
+		// Rings are looked at every turn (a few loads), sockets every few turns while
+		// busy, always when idle.
+		if (!conns_.empty()) {
+			poll_rings();
+			if ((++turn & 7) == 0) {
+				g.unlock();
+				poll_conns(0);
+				g.lock();
+			}
 		}
 		if (run_locked(g))
 			continue;
@@ -301,6 +383,13 @@ void Engine::loop()
 				got = true;
 				break;
 			}
+			if (have_conns) {
+				std::lock_guard rg(lock_);
+				if (poll_rings()) {
+					got = true;
+					break;
+				}
+			}
 			// Yield rather than pause: on a machine with fewer cores than busy
 			// threads (the peer's engine, the ULP's poller) the party we wait for
 			// may need this core.
@@ -312,9 +401,10 @@ void Engine::loop()
 		auto next = Clock::time_point::max();
 		for (auto &t : timers_)
 			next = std::min(next, t.when);
-		// Sleep in epoll: a doorbell (kick) or a ready connection wakes us.
+		// Sleep in epoll: a doorbell (kick), a ready connection or a peer's ring doorbell
+		// wakes us.
 		sleeping_.store(true);
-		if (work_.load() || !runq_.empty()) {
+		if (work_.load() || !runq_.empty() || !arm_rings()) {
 			sleeping_.store(false);
 			continue;
 		}
@@ -327,6 +417,7 @@ void Engine::loop()
 		g.unlock();
 		poll_conns(ms);
 		g.lock();
+		disarm_rings();
 		sleeping_.store(false);
 	}
 }

@@ -5,6 +5,7 @@
 // responder's half itself, under the responder's locks, like a NIC DMAing into the peer's
 // memory; on the socket wire it transmits packets and completes on the reply. Either way
 // the responder's rules live in one place, the resp_* functions below.
+#include "providers/soft/shm_wire.h"
 #include "providers/soft/sock_wire.h"
 #include "providers/soft/soft_internal.h"
 
@@ -150,27 +151,45 @@ void SoftQp::flush_all()
 	}
 }
 
+// The wire's end of a turn: write (socket) or publish (rings) what the turn produced.
+static void wire_flush(SoftQp &qp)
+{
+	if (qp.wire == WireKind::Socket)
+		sock_flush(qp);
+	else if (qp.wire == WireKind::Shm)
+		shm_flush(qp);
+}
+
 int SoftQp::process(int budget)
 {
-	// The socket is served in every state but RESET/INIT: a responder in RTR takes
+	// The peer is served in every state but RESET/INIT: a responder in RTR takes
 	// requests, and one in ERR still answers them ("gone"), so that its peer's WRs
 	// end instead of waiting forever.
-	const bool sock = wire == WireKind::Socket;
+	const bool sock = wire == WireKind::Socket, shm = wire == WireKind::Shm;
 	QpState st = state();
-	if (sock && st != QpState::Reset && st != QpState::Init)
-		sock_service(*this);
+	if (st != QpState::Reset && st != QpState::Init) {
+		if (sock)
+			sock_service(*this);
+		else if (shm)
+			shm_service(*this);
+	}
 	if (flush_pending.load(std::memory_order_acquire) || state() == QpState::Err) {
 		if (state() == QpState::Err) {
+			// The ring wire flushes once the peer can no longer place READ data.
+			if (shm && !shm_quiesced(*this)) {
+				shm_flush(*this);
+				return 1;
+			}
 			flush_all();
-			if (sock)
-				sock_flush(*this);
+			if (shm)
+				shm_flushed(*this);
+			wire_flush(*this);
 			return 1;
 		}
 		flush_pending.store(false);
 	}
 	if (state() != QpState::Rts) {
-		if (sock)
-			sock_flush(*this);
+		wire_flush(*this);
 		return 0;
 	}
 	int done = 0;
@@ -193,12 +212,17 @@ int SoftQp::process(int budget)
 		if (state() == QpState::Err)
 			break;
 	}
-	if (state() == QpState::Err)
-		flush_all();
-	else if (done == budget)
+	if (state() == QpState::Err) {
+		if (!shm || shm_quiesced(*this)) {
+			flush_all();
+			if (shm)
+				shm_flushed(*this);
+		}
+	} else if (done == budget) {
 		more = true;
-	if (sock) {
-		sock_flush(*this);
+	}
+	if (sock || shm) {
+		wire_flush(*this);
 		if (sq_acked != sq_next || done)
 			sdev.engine.wire_active();
 	}
@@ -309,6 +333,8 @@ ExecResult SoftQp::exec_one(uint32_t slot)
 
 	if (wire == WireKind::Socket)
 		return sock_exec(*this, slot);
+	if (wire == WireKind::Shm)
+		return shm_exec(*this, slot);
 
 	// In-process wire.
 	std::shared_ptr<QpHandle> ph = peer;

@@ -228,6 +228,22 @@ int SoftQp::modify(const QpAttr &a, uint32_t mask)
 	}
 }
 
+const char *qp_wire(Qp &q)
+{
+	auto &qp = static_cast<SoftQp &>(q);
+	std::lock_guard g(qp.state_lock);
+	switch (qp.wire) {
+	case WireKind::InProc:
+		return "inproc";
+	case WireKind::Socket:
+		return "socket";
+	case WireKind::Shm:
+		return "shm";
+	default:
+		return "none";
+	}
+}
+
 int SoftQp::query(QpAttr *out)
 {
 	std::lock_guard g(state_lock);
@@ -293,6 +309,7 @@ int SoftQp::post_send(const SendWr *wr, const SendWr **bad_wr)
 			w.inline_len = 0;
 			w.reg_mr = nullptr;
 			w.local_pending = false;
+			w.staged = 0;
 			w.rnr_left = rnr_retry.load(std::memory_order_relaxed);
 			uint64_t len = 0;
 			for (int i = 0; i < wr->num_sge; i++)

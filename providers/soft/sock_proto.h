@@ -65,7 +65,9 @@ struct CmMsg {
 	uint8_t src_port[2]; // CmReq: the requester's CM port, big-endian (its address is
 	                     // in gid, IPv4-mapped): the listener's new id reports it as
 	                     // the peer address, as rdma_cm does
-	uint8_t pad;
+	uint8_t wire;        // CmReq: 1 asks for the ring wire (shm_ring.h): the requester's link
+	                     // region (memfd) and doorbell (eventfd) ride along with SCM_RIGHTS;
+	                     // CmRep: 1 grants it, with the listener's two; 0: the packet wire
 	uint8_t private_data[ConnParam::kMaxPrivateData];
 };
 

@@ -32,7 +32,4 @@ void sock_disconnect(SoftCmId &id); // send a disconnect request
 void sock_cut(SoftCmId &id);        // drop the connection without goodbye (peer death)
 void sock_close(SoftCmId &id);      // id destroyed (no CmGlobal::lock held)
 
-int sock_fd(const SockConn &c);
-SoftQp *sock_qp(const SockConn &c); // the QP the connection carries (engine lock held)
-
 } // namespace ulp::soft

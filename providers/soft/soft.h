@@ -8,9 +8,13 @@
 // IP:PORT is found by connecting peers in two places, in this order:
 //   1. this process's listener table (in-process wire: the engine copies directly
 //      between registered regions), unless the device's wire is Wire::Socket;
-//   2. the Linux abstract Unix-domain socket "@ulp-soft/IP:PORT" (socket wire, one
-//      stream socket per connection, packets like a real transport). Abstract sockets
-//      vanish with their process and are scoped by network namespace, like an IP address.
+//   2. the Linux abstract Unix-domain socket "@ulp-soft/IP:PORT": one stream socket per
+//      connection, which carries the CM handshake and then either the ring wire
+//      (requests and answers in shared-memory rings with eventfd doorbells, the socket
+//      left for memfd passing and peer death; the default) or the packet wire (packets
+//      like a real transport). The connecting device's Wire picks; the listener follows.
+//      Abstract sockets vanish with their process and are scoped by network namespace,
+//      like an IP address.
 #pragma once
 
 #include "core/device.h"
@@ -28,8 +32,10 @@ enum class Profile : uint8_t {
 };
 
 enum class Wire : uint8_t {
-	Auto,   // in-process when the listener is in this process, else the socket
-	Socket, // always the socket, even in-process (exercises the packet path)
+	Auto,   // in-process when the listener is in this process, else the ring wire (or the
+	        // packet wire when the environment has ULP_SOFT_WIRE=socket)
+	Socket, // always the packet wire, even in-process (exercises the packet path)
+	Shm,    // always the ring wire, even in-process (exercises the ring path)
 };
 
 enum class Exec : uint8_t {
@@ -117,6 +123,10 @@ uint64_t faults_fired(Device &dev);
 void force_qp_error(Qp &qp);          // the QP enters ERR now (QP_FATAL event)
 void force_device_fatal(Device &dev); // every QP to ERR, DEVICE_FATAL event
 void cut_connection(Qp &qp);          // as if the peer died: both sides see the wire drop
+
+// The wire a QP's connection runs on: "inproc", "socket" (the packet wire), "shm" (the ring
+// wire), or "none" (not connected).
+const char *qp_wire(Qp &qp);
 
 // ---------------------------------------------------------------------------------------------
 // Counters (monotonic).

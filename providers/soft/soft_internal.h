@@ -176,9 +176,12 @@ struct SendWqe {
 	uint64_t reg_iova;
 	uint64_t reg_len;
 	uint32_t reg_page_size;
-	uint32_t rnr_left; // RNR retries left for this WR (rnr_retry 7 = infinite)
-	uint32_t psn;      // socket wire: sequence number it was last sent with
-	bool shm;          // socket wire: the packet named a shared region (READ: the sink)
+	uint32_t rnr_left;  // RNR retries left for this WR (rnr_retry 7 = infinite)
+	uint32_t psn;       // socket and ring wires: sequence number it was last sent with
+	bool shm;           // socket wire: the packet named a shared region (READ: the sink)
+	uint8_t staged;     // ring wire: payload or READ sink in staging (1) or big staging (2)
+	uint64_t stage_off; // ring wire, staged: offset in the staging region
+	uint64_t stage_end; // ring wire, staged: the staging head to give back at completion
 	// A REG_MR or LOCAL_INV executed while earlier WRs were still in flight (socket wire):
 	// its completion waits for theirs (a send queue completes in order, as on hardware),
 	// and it is not executed again when an RNR NAK rewinds the queue.
@@ -263,7 +266,12 @@ private:
 void cursor_copy(Cursor &dst, Cursor &src, uint64_t len);
 
 // Where a QP's peer lives.
-enum class WireKind : uint8_t { None, InProc, Socket };
+enum class WireKind : uint8_t {
+	None,
+	InProc, // the peer QP is in this process
+	Socket, // packets over a Unix socket (sock_wire.cc)
+	Shm,    // shared-memory rings, the socket for control (shm_wire.cc)
+};
 
 // The handle other QPs hold on a QP (in-process wire). The QP's destructor clears qp
 // under the exclusive lock, so a responder operation never touches a destroyed QP.
@@ -343,8 +351,8 @@ public:
 	std::atomic<uint32_t> sq_tail{0}; // oldest unreleased slot (engine)
 	uint32_t sq_next = 0;             // next slot to execute (engine)
 	uint32_t sq_acked = 0;            // next slot to complete; [acked,next) in flight (engine)
-	uint32_t rd_inflight = 0;         // READs in flight (socket wire; engine)
-	uint32_t tx_psn = 0;              // socket wire: next request sequence number (engine)
+	uint32_t rd_inflight = 0;         // READs in flight (socket and ring wires; engine)
+	uint32_t tx_psn = 0;              // socket and ring wires: next request sequence number
 	uint32_t rx_psn = 0;              // socket wire: next request expected as responder
 	Clock::time_point rnr_until{};    // head WR waits for an RNR timer until then (engine)
 
@@ -363,7 +371,7 @@ public:
 	std::atomic<uint32_t> max_rd_atomic{1}; // READs this requester keeps in flight
 	WireKind wire = WireKind::None;
 	std::shared_ptr<QpHandle> peer; // in-process peer
-	std::shared_ptr<SockConn> conn; // socket peer
+	std::shared_ptr<SockConn> conn; // socket or ring wire peer
 	uint32_t dest_qpn = 0;
 	std::atomic<bool> flush_pending{false};
 	bool last_wqe_sent = false; // LAST_WQE_REACHED raised (SRQ)
@@ -438,7 +446,8 @@ public:
 	void unschedule(SoftQp *qp); // QP destruction: off the queue, wait if running
 	void unpark(SoftQp *qp);     // after a reset: schedulable again
 	void add_timer(void *owner, Clock::time_point when, std::function<void()> fn);
-	// Socket wire: watch a connection; readiness schedules its QP.
+	// Socket and ring wires: watch a connection (its socket, and its ring doorbell and
+	// rings on the ring wire); readiness schedules its QP.
 	void add_conn(std::shared_ptr<SockConn> c);
 	void remove_conn(SockConn *c);
 	void want_write(SockConn *c, bool on); // EPOLLOUT while the connection has a backlog
@@ -451,7 +460,11 @@ public:
 private:
 	void loop();
 	int run_locked(std::unique_lock<std::mutex> &g);
-	int poll_conns(int timeout_ms); // epoll; schedules ready QPs; returns events seen
+	int poll_conns(int timeout_ms);   // epoll; schedules ready QPs; returns events seen
+	int poll_rings();                 // ring wire: schedules QPs whose peer published (lock_)
+	bool arm_rings();                 // before sleeping: doorbells wanted; false if work came
+	void disarm_rings();              // after sleeping: no doorbells while awake
+	void unwatch_locked(SockConn &c); // out of epoll (lock_)
 
 	bool threaded_;
 	std::mutex lock_;
@@ -465,6 +478,8 @@ private:
 	std::atomic<bool> sleeping_{false}; // the thread waits in epoll; doorbells must write evfd_
 	std::atomic<bool> work_{false};     // a doorbell rang since the loop last looked
 	std::atomic<bool> wire_hot_{false}; // socket traffic this turn: spin longer
+	uint32_t sleep_gen_ = 0;            // ring wire: our sleeps, as peers see them (lock_)
+	bool rings_armed_ = false;          // ring doorbells armed (lock_)
 	bool in_run_ = false;               // inline mode recursion guard
 	void *timer_owner_ = nullptr;       // owner of the timer running now (lock_)
 	int epfd_ = -1;                     // connections + the doorbell eventfd
@@ -509,7 +524,8 @@ public:
 	           const WrOpcode *op = nullptr);
 
 	DeviceConfig cfg;
-	uint32_t ip; // host order
+	uint32_t ip;             // host order
+	bool xproc_rings = true; // connections through the socket CM ask for the ring wire
 	Engine engine;
 	AtomicCounters retired;               // sums of destroyed QPs' counters
 	std::atomic<uint64_t> srq_posted{0};  // receive WRs posted to SRQs

@@ -38,18 +38,33 @@ std::vector<FabricDesc> make_fabrics()
 
 	FabricDesc f = soft;
 	f.name = "soft-inproc";
+	f.soft_wire = "inproc";
 	v.push_back(f);
 	f = soft;
 	f.name = "soft-socket";
 	f.socket_wire = true;
+	f.soft_wire = "socket";
 	v.push_back(f);
 	f = soft;
 	f.name = "soft-inline";
 	f.inline_exec = true;
+	f.soft_wire = "inproc";
+	v.push_back(f);
+	f = soft;
+	f.name = "soft-shm";
+	f.shm_wire = true;
+	f.soft_wire = "shm";
 	v.push_back(f);
 	f = soft;
 	f.name = "soft-xproc";
 	f.xproc = true;
+	f.soft_wire = "shm";
+	v.push_back(f);
+	f = soft;
+	f.name = "soft-xproc-socket";
+	f.xproc = true;
+	f.socket_wire = true;
+	f.soft_wire = "socket";
 	v.push_back(f);
 
 	// rdma-core: REG_MR becomes a type-2 MW bind (virtually contiguous ranges only);
@@ -85,7 +100,8 @@ std::vector<std::string> fabric_names()
 				names.push_back(n);
 		return names;
 	}
-	return {"soft-inproc", "soft-socket", "soft-inline", "soft-xproc"};
+	return {"soft-inproc", "soft-socket", "soft-inline",
+	        "soft-shm",    "soft-xproc",  "soft-xproc-socket"};
 }
 
 std::vector<std::string> local_fabric_names()
@@ -137,7 +153,9 @@ Device *open_device(const FabricDesc &f, const DevOpts &o, std::string *why)
 		cfg.profile = o.iwarp ? soft::Profile::Iwarp : soft::Profile::Ib;
 		cfg.ip = device_ip(f, o.side);
 		cfg.exec = f.inline_exec ? soft::Exec::Inline : soft::Exec::Engine;
-		cfg.wire = f.socket_wire ? soft::Wire::Socket : soft::Wire::Auto;
+		cfg.wire = f.socket_wire ? soft::Wire::Socket
+		           : f.shm_wire  ? soft::Wire::Shm
+		                         : soft::Wire::Auto;
 		Device *dev = soft::create_device(cfg);
 		if (!dev) {
 			*why = std::string("soft::create_device: ") + strerror(errno);
@@ -209,6 +227,14 @@ bool rnr_naks(const FabricDesc &f, Qp &qp, uint64_t *out)
 	if (!f.soft)
 		return false;
 	*out = soft::qp_counters(qp).rnr_naks;
+	return true;
+}
+
+bool qp_wire(const FabricDesc &f, Qp &qp, std::string *out)
+{
+	if (!f.soft)
+		return false;
+	*out = soft::qp_wire(qp);
 	return true;
 }
 

@@ -9,7 +9,10 @@
 //   soft-inproc  two soft devices (127.0.0.1, 127.0.0.2) in this process, in-process wire
 //   soft-socket  the same, but Wire::Socket: the packet path, still one process
 //   soft-inline  Exec::Inline on both devices: work runs in post/poll, deterministic
-//   soft-xproc   the peer's device lives in a child process (socket wire between them)
+//   soft-shm     the same as soft-inproc, but Wire::Shm: the ring wire, still one process
+//   soft-xproc   the peer's device lives in a child process (the ring wire between them,
+//                the default across processes)
+//   soft-xproc-socket  the same with Wire::Socket: the packet wire across processes
 //   verbs        provider "verbs", device $ULP_CONF_VERBS_DEVICE (rxe, siw); the peer in a
 //                child process like soft-xproc. Not in the default list.
 //
@@ -47,10 +50,12 @@ struct FabricDesc {
 	bool soft = false;             // soft:: hooks (faults, counters, profiles) are available
 	bool inline_exec = false;      // soft Exec::Inline
 	bool socket_wire = false;      // soft Wire::Socket
+	bool shm_wire = false;         // soft Wire::Shm
 	bool scattered_reg_mr = false; // REG_MR accepts page lists that are not virtually
 	                               // contiguous (the verbs provider maps REG_MR on MWs)
 	bool peer_death_event = false; // peer death reaches the CM as DISCONNECTED at once
 	bool strict_iwarp_read_sink = false; // iWARP READ sink checked for REMOTE_WRITE
+	std::string soft_wire; // soft: the wire its connections run on (soft::qp_wire)
 };
 
 // The fabrics the parameterised suites run on.
@@ -77,6 +82,7 @@ void progress_all();
 bool cut_connection(const FabricDesc &f, Qp &qp);
 bool max_rd_inflight(const FabricDesc &f, Qp &qp, uint64_t *out);
 bool rnr_naks(const FabricDesc &f, Qp &qp, uint64_t *out);
+bool qp_wire(const FabricDesc &f, Qp &qp, std::string *out);
 
 // A unique port for a listener: derived from the pid and a counter so that concurrent
 // test processes (ctest -j) do not collide; listen() retries on -EADDRINUSE anyway.

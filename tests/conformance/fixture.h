@@ -79,6 +79,12 @@ protected:
 		ASSERT_EQ(peer_->wait_cm_event(CmEventType::Established, kTimeoutMs), 0);
 		ASSERT_NE(local_->qp(), nullptr);
 		ASSERT_EQ(local_->qp()->state(), QpState::Rts);
+		// Each soft fabric tests the wire it names (the ring wire across processes by
+		// default, not a silent fallback to packets).
+		std::string wire;
+		if (qp_wire(*fab_, *local_->qp(), &wire)) {
+			ASSERT_EQ(wire, fab_->soft_wire) << "the connection runs on another wire";
+		}
 	}
 
 	Endpoint &local() { return *local_; }

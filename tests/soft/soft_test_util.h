@@ -316,7 +316,10 @@ public:
 	}
 
 	// Listen on listen_addr, connect from src, wait for ESTABLISHED on both sides.
-	// Sets active->qp and passive->qp. Returns false (with a test failure) otherwise.
+	// Port 0 listens on an ephemeral port (the one to use: listeners are abstract
+	// sockets every process of the network namespace shares, so a fixed port collides
+	// with parallel ctest runs). Sets active->qp and passive->qp. Returns false (with a
+	// test failure) otherwise.
 	bool connect(const std::string &listen_addr, const std::string &src)
 	{
 		auto handler = [this](ulp::CmId *id, ulp::CmEvent &ev) { on_event(id, ev); };
@@ -335,6 +338,7 @@ public:
 			ADD_FAILURE() << "bind/listen " << rc;
 			return false;
 		}
+		la = listen_id->local_addr(); // the port listen() picked, when la's was 0
 		rc = active_id->resolve_addr(&sa, la, 1000);
 		if (rc || !expect(active_id.get(), ulp::CmEventType::AddrResolved))
 			return false;

@@ -23,7 +23,7 @@ TEST(SoftBufPool, PeerWritesAndReadsPoolBuffers)
 		CmPair cm;
 		cm.active = &a;
 		cm.passive = &b;
-		ASSERT_TRUE(cm.connect("127.0.0.1:47201", "127.0.0.2"));
+		ASSERT_TRUE(cm.connect("127.0.0.1:0", "127.0.0.2"));
 
 		auto pool = BufPool::create(
 		    *b.pd, 8192, 4, ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ,

@@ -2,10 +2,7 @@
 // tests/soft_wire/wire_peer.h - a raw socket-wire peer and a soft-device target, shared by
 // the hostile-peer tests (tests/soft_wire) and the fuzz target (fuzz/fuzz_sock_wire.cc).
 //
-// The packet layouts below are COPIES of the file-local ones in
-// providers/soft/sock_wire.cc (PktOp, kPkt*, NakCode, PktHdr, CmMsg, the limits). The
-// static_asserts pin the sizes; when sock_wire.cc changes its wire format these must
-// change with it. They should move to a shared providers/soft/sock_proto.h.
+// The packet layouts are providers/soft/sock_proto.h; the ring wire's peer is shm_peer.h.
 //
 // Nothing here uses gtest: failures come back as false / nullopt with a reason in *err,
 // and every wait is bounded by the caller's timeout.
@@ -157,6 +154,9 @@ public:
 		fd = -1;
 		rx_.clear();
 		eof_ = false;
+		for (int f : kept)
+			::close(f);
+		kept.clear();
 	}
 
 	void shutdown_write()
@@ -282,6 +282,11 @@ public:
 
 	bool eof() const { return eof_; }
 
+	// Keep received fds in `kept` (in arrival order) instead of closing them; the owner
+	// closes them.
+	bool keep_fds = false;
+	std::deque<int> kept;
+
 	// Read what is there (waiting up to timeout_ms for the first byte). Received fds
 	// (the target's region announcements) are closed: the peer never maps them.
 	void pump(int timeout_ms)
@@ -317,7 +322,10 @@ public:
 					int f;
 					std::memcpy(&f, CMSG_DATA(cm) + i * sizeof(int),
 					            sizeof(int));
-					::close(f);
+					if (keep_fds)
+						kept.push_back(f);
+					else
+						::close(f);
 					fds_++;
 				}
 			}
@@ -440,8 +448,10 @@ public:
 
 	void stop()
 	{
-		drop_conn();
+		// The listener first: its destruction waits for a ConnectRequest handler still
+		// running, which may store a connection id after sending the REP the test saw.
 		listen_id.reset();
+		drop_conn();
 		mr.reset();
 		scq.reset();
 		rcq.reset();

@@ -20,6 +20,7 @@
 
 #include "providers/soft/soft.h"
 
+#include <arpa/inet.h>
 #include <benchmark/benchmark.h>
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -267,7 +268,7 @@ void bm_memcpy(benchmark::State &st, uint8_t *dst, const uint8_t *src, uint32_t 
 // One benchmark: a figure of the table, or a memcpy baseline.
 struct Bench {
 	std::string name; // the Google Benchmark name, "inproc/WRITE/131072"
-	std::string wire; // "inproc", "xproc", "" for memcpy
+	std::string wire; // "inproc", "xproc", "xpkt", "" for memcpy
 	std::string op;   // "WRITE", "READ", "SEND", "WRITE rate", "SEND rate", "memcpy"
 	uint32_t size = 0;
 	bool rate = false; // a message rate (Mmsg/s), not a bandwidth
@@ -340,7 +341,7 @@ Peer spawn_peer(const std::string &ip, const std::string &device)
 		_exit(127);
 	}
 	close(pfd[1]);
-	set_peer_pid(pid);
+	set_peer_pid(pid, true);
 
 	std::string line;
 	double deadline = now_s() + kCmTimeoutMs / 1000.0;
@@ -364,7 +365,7 @@ Peer spawn_peer(const std::string &ip, const std::string &device)
 		if (n <= 0) {
 			int status = 0;
 			waitpid(pid, &status, 0);
-			set_peer_pid(0);
+			set_peer_pid(pid, false);
 			fatal("peer process exited before reporting its port (status 0x%x)",
 			      status);
 		}
@@ -388,7 +389,7 @@ int reap_peer(Peer &peer)
 	for (int i = 0; i < 100; i++) {
 		pid_t r = waitpid(peer.pid, &status, WNOHANG);
 		if (r == peer.pid) {
-			set_peer_pid(0);
+			set_peer_pid(peer.pid, false);
 			peer.pid = 0;
 			if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
 				return 0;
@@ -402,7 +403,7 @@ int reap_peer(Peer &peer)
 	             peer.pid);
 	kill(peer.pid, SIGKILL);
 	waitpid(peer.pid, &status, 0);
-	set_peer_pid(0);
+	set_peer_pid(peer.pid, false);
 	peer.pid = 0;
 	return 1;
 }
@@ -418,6 +419,8 @@ int run_fabric(const FabricOptions &opts)
 		o.min_time = !o.quick ? 0.5 : on_device ? 0.1 : 0.05;
 	const bool inproc = o.wire == "inproc" || o.wire == "both";
 	const bool xproc = o.wire == "xproc" || o.wire == "both";
+	// The soft provider's packet wire beside its ring wire, until it is removed.
+	const bool xpkt = (o.wire == "xpkt" || o.wire == "both") && !on_device;
 	double t0 = now_s();
 	const double load = loadavg_1m();
 
@@ -439,22 +442,42 @@ int run_fabric(const FabricOptions &opts)
 
 	// The peer first: fork before this process starts threads of its own (the verbs
 	// provider's are there already; the child only execs).
-	Peer peer;
+	// One peer per cross-process wire: a responder serves one connection.
+	Peer peer, peer_p;
 	if (xproc)
 		peer = spawn_peer(o.ip, o.device);
+	if (xpkt)
+		peer_p = spawn_peer(o.ip, o.device);
 
-	Device *dev = nullptr;
+	Device *dev = nullptr, *dev_pkt = nullptr;
 	Provider *prov = nullptr;
+	std::string pkt_ip; // the packet-wire device's address: the next one
 	if (on_device) {
 		dev = nd.dev;
 		prov = nd.provider;
 	} else {
 		soft::DeviceConfig cfg;
 		cfg.ip = o.ip;
+		// Across processes the ring wire even with ULP_SOFT_WIRE set: xpkt is the other.
+		cfg.wire = soft::Wire::Shm;
 		dev = soft::create_device(cfg);
 		if (!dev)
 			fatal("soft::create_device(ip %s): %s", o.ip.c_str(), std::strerror(errno));
 		prov = &soft::provider();
+		if (xpkt) {
+			in_addr a{};
+			if (inet_pton(AF_INET, o.ip.c_str(), &a) != 1)
+				fatal("bad address %s", o.ip.c_str());
+			a.s_addr = htonl(ntohl(a.s_addr) + 1);
+			char buf[INET_ADDRSTRLEN];
+			pkt_ip = inet_ntop(AF_INET, &a, buf, sizeof(buf));
+			cfg.ip = pkt_ip;
+			cfg.wire = soft::Wire::Socket;
+			dev_pkt = soft::create_device(cfg);
+			if (!dev_pkt)
+				fatal("soft::create_device(ip %s): %s", pkt_ip.c_str(),
+				      std::strerror(errno));
+		}
 	}
 
 	// memcpy buffers: the same kind of memory the fabric moves.
@@ -465,8 +488,8 @@ int run_fabric(const FabricOptions &opts)
 	std::memset(mc_src->addr(), 0x5a, kMaxMsg);
 
 	Responder resp;
-	Requester rq_in, rq_x;
-	Stream s_in, s_x;
+	Requester rq_in, rq_x, rq_p;
+	Stream s_in, s_x, s_p;
 	if (inproc) {
 		resp.start(dev, prov, o.ip, false);
 		rq_in.connect(dev, prov, o.ip, resp.port(), kRateDepth);
@@ -478,7 +501,12 @@ int run_fabric(const FabricOptions &opts)
 		s_x.init("xproc", &rq_x, nullptr);
 		s_x.verify();
 	}
-	Requester &any = inproc ? rq_in : rq_x;
+	if (xpkt) {
+		rq_p.connect(dev_pkt, prov, o.ip, peer_p.port, kRateDepth, pkt_ip);
+		s_p.init("xpkt", &rq_p, nullptr);
+		s_p.verify();
+	}
+	Requester &any = inproc ? rq_in : xproc ? rq_x : rq_p;
 	const bool huge = any.huge();
 	const bool inline_rate = any.max_inline() >= kRateSize;
 	std::fprintf(stderr, "ulp-bench: connected (%s) in %.2f s; measuring, %.2f s per figure\n",
@@ -520,7 +548,7 @@ int run_fabric(const FabricOptions &opts)
 	};
 	const OpDesc ops[] = {
 	    {"WRITE", WrOpcode::RdmaWrite}, {"READ", WrOpcode::RdmaRead}, {"SEND", WrOpcode::Send}};
-	for (Stream *s : {&s_in, &s_x}) {
+	for (Stream *s : {&s_in, &s_x, &s_p}) {
 		if (!s->req)
 			continue;
 		const std::string wire = s->wire;
@@ -534,10 +562,14 @@ int run_fabric(const FabricOptions &opts)
 				b.op = od.name;
 				b.size = size;
 				// The aims are the soft provider's (docs/architecture.md).
-				if (!on_device && od.op == WrOpcode::RdmaWrite &&
+				if (!on_device &&
+				    (od.op == WrOpcode::RdmaWrite ||
+				     (od.op == WrOpcode::RdmaRead && wire == "xproc")) &&
 				    size == 128 * 1024)
-					b.aim =
-					    Aim{"min_ratio", true, wire == "inproc" ? 0.7 : 0.35};
+					b.aim = Aim{"min_ratio", true,
+					            wire == "inproc"  ? 0.7
+					            : wire == "xproc" ? 0.5
+					                              : 0.35};
 				benches.push_back(b);
 				WrOpcode op = od.op;
 				benchmark::RegisterBenchmark(
@@ -565,7 +597,7 @@ int run_fabric(const FabricOptions &opts)
 			b.op = std::string(od.name) + " rate";
 			b.size = kRateSize;
 			b.rate = true;
-			if (wire == "inproc" && !on_device)
+			if ((wire == "inproc" || wire == "xproc") && !on_device)
 				b.aim = Aim{"min_mmsgs", true, 2.0, 1, " M/s"};
 			benches.push_back(b);
 			WrOpcode op = od.op;
@@ -616,6 +648,8 @@ int run_fabric(const FabricOptions &opts)
 	                "single thread, same sizes, same run",
 	                huge ? ", 2 MiB hugepages" : ", 4 KiB pages"));
 	rep.note("ratio = fabric bytes/s / memcpy bytes/s");
+	rep.note("wires: inproc (one process), xproc (peer process; soft: the ring wire), xpkt "
+	         "(peer process, the soft packet wire)");
 	rep.meta("provider", json_str(on_device ? "verbs" : "soft"));
 	if (on_device)
 		rep.meta("device", json_str(o.device));
@@ -637,9 +671,23 @@ int run_fabric(const FabricOptions &opts)
 	             {"memcpy GB/s", "memcpy_gbps"},
 	             {"ratio", "ratio"},
 	             {"aim", "aim", Align::Left}});
-	for (const Bench &b : benches) {
-		if (b.op == "memcpy")
-			continue;
+	// The wires side by side: each op and size on consecutive rows.
+	std::vector<const Bench *> order;
+	for (const Bench &b : benches)
+		if (b.op != "memcpy")
+			order.push_back(&b);
+	auto op_rank = [](const Bench *b) {
+		static const char *ops[] = {"WRITE", "READ", "SEND", "WRITE rate", "SEND rate"};
+		for (int i = 0; i < 5; i++)
+			if (b->op == ops[i])
+				return i;
+		return 5;
+	};
+	std::stable_sort(order.begin(), order.end(), [&](const Bench *a, const Bench *b) {
+		return std::pair(op_rank(a), a->size) < std::pair(op_rank(b), b->size);
+	});
+	for (const Bench *bp : order) {
+		const Bench &b = *bp;
 		const Measured &m = runs[b.name];
 		const Measured &mc = runs["memcpy/" + std::to_string(b.size)];
 		const double msgs_per_s = m.iterations / m.seconds;
@@ -671,9 +719,14 @@ int run_fabric(const FabricOptions &opts)
 	}
 	if (xproc)
 		rq_x.disconnect();
+	if (xpkt)
+		rq_p.disconnect();
 	if (!on_device)
 		soft::destroy_device(dev);
+	if (dev_pkt)
+		soft::destroy_device(dev_pkt);
 	rc |= reap_peer(peer);
+	rc |= reap_peer(peer_p);
 	std::fprintf(stderr, "ulp-bench: done in %.1f s\n", now_s() - t0);
 	return rc;
 }

@@ -10,7 +10,7 @@ namespace ulp::bench
 struct FabricOptions {
 	bool json = false;         // rows as JSON on stdout instead of the table
 	bool quick = false;        // short run for CI / smoke (< 20 s)
-	std::string wire = "both"; // inproc | xproc | both
+	std::string wire = "both"; // inproc | xproc | xpkt | both (all)
 	double min_time = 0;       // seconds per benchmark; 0 = 0.5 (0.05 / 0.1 with --quick)
 	std::string ip;            // "" = 127.0.0.1 (soft) or the device's RoCE address
 	std::string device;        // "" = a soft device; else a registered (verbs) device

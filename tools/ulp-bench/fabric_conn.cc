@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 
 namespace ulp::bench
 {
@@ -16,18 +17,23 @@ namespace ulp::bench
 namespace
 {
 
-std::atomic<pid_t> g_peer_pid{0};
+std::atomic<pid_t> g_peer_pids[4]{}; // peer processes fatal() kills
 
 constexpr uint32_t kRqDepthWant = 512; // receives the responder keeps posted
 
 } // namespace
 
-void set_peer_pid(pid_t pid)
+void set_peer_pid(pid_t pid, bool alive)
 {
-	g_peer_pid.store(pid);
+	for (auto &p : g_peer_pids) {
+		pid_t want = alive ? 0 : pid;
+		if (p.compare_exchange_strong(want, alive ? pid : 0))
+			break;
+	}
 	at_fatal([] {
-		if (pid_t p = g_peer_pid.load(); p > 0)
-			kill(p, SIGKILL);
+		for (auto &pp : g_peer_pids)
+			if (pid_t p = pp.load(); p > 0)
+				kill(p, SIGKILL);
 	});
 }
 
@@ -324,7 +330,7 @@ void Requester::on_event(CmId *id, CmEvent &ev)
 }
 
 void Requester::connect(Device *dev, Provider *prov, const std::string &ip, uint16_t port,
-                        uint32_t sq_depth)
+                        uint32_t sq_depth, const std::string &src_ip)
 {
 	const DeviceAttr &da = dev->attr();
 	sq_depth_ = std::min(sq_depth, da.max_qp_wr - 1);
@@ -338,7 +344,10 @@ void Requester::connect(Device *dev, Provider *prov, const std::string &ip, uint
 	dst->set_port(port);
 	std::string where = dst->str();
 
-	if (int rc = id_->resolve_addr(nullptr, *dst, kCmTimeoutMs))
+	std::optional<SockAddr> src;
+	if (!src_ip.empty() && !(src = SockAddr::parse(src_ip, 0)))
+		fatal("bad address %s", src_ip.c_str());
+	if (int rc = id_->resolve_addr(src ? &*src : nullptr, *dst, kCmTimeoutMs))
 		fatal("resolve_addr %s: %s", where.c_str(), std::strerror(-rc));
 	auto e = events_.wait("ADDR_RESOLVED");
 	if (e.type != CmEventType::AddrResolved)

@@ -6,7 +6,8 @@
 //   Responder: listens, accepts one connection, exposes one registered buffer for RDMA
 //              WRITE/READ (address, rkey and length go back in the accept's private data)
 //              and keeps its receive queue full for SEND. It lives in this process
-//              (in-process wire) or in a `ulp-bench fabric-peer` child (socket wire).
+//              (in-process wire) or in a `ulp-bench fabric-peer` child (ring or packet
+//              wire, as the requester's device asks).
 //   Requester: resolves, connects and drives the send queue.
 //
 // Every wait is bounded; a failure prints what failed and ends the process (fatal(),
@@ -34,8 +35,8 @@
 namespace ulp::bench
 {
 
-// The peer process fatal() (report.h) kills (0 = none).
-void set_peer_pid(pid_t pid);
+// A peer process fatal() (report.h) kills (alive), or no longer (reaped).
+void set_peer_pid(pid_t pid, bool alive);
 
 constexpr uint32_t kMaxMsg = 1u << 20;      // largest message; buffers are this big
 constexpr int kCmTimeoutMs = 10000;         // any CM step
@@ -132,10 +133,11 @@ private:
 class Requester
 {
 public:
-	// Connect to ip:port and learn the responder's buffer. sq_depth: the deepest send
-	// queue a benchmark will keep outstanding.
+	// Connect to ip:port from dev (at src_ip, when the device is not the destination's)
+	// and learn the responder's buffer. sq_depth: the deepest send queue a benchmark will
+	// keep outstanding.
 	void connect(Device *dev, Provider *prov, const std::string &ip, uint16_t port,
-	             uint32_t sq_depth);
+	             uint32_t sq_depth, const std::string &src_ip = "");
 	void disconnect(); // disconnect, wait (bounded) for DISCONNECTED, destroy everything
 
 	Qp *qp() const { return id_->qp(); }

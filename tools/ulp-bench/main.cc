@@ -25,8 +25,9 @@ int main(int argc, char **argv)
 	fabric
 	    ->add_option("--wire", fo.wire,
 	                 "inproc: both ends in this process; xproc: the far end in a peer "
-	                 "process (socket wire); both")
-	    ->check(CLI::IsMember({"inproc", "xproc", "both"}))
+	                 "process (the soft provider's ring wire); xpkt: the same on its packet "
+	                 "wire; both: all of them")
+	    ->check(CLI::IsMember({"inproc", "xproc", "xpkt", "both"}))
 	    ->capture_default_str();
 	fabric->add_option("--min-time", fo.min_time,
 	                   "seconds per figure (default 0.5, 0.05 with --quick)");

@@ -1,0 +1,194 @@
+// SPDX-License-Identifier: MIT
+// tests/soft/test_ring_wire.cc - the ring wire's payload paths, between two devices of
+// this process (Wire::Shm: the same rings, memfds and doorbells as across processes).
+//
+// A payload rides in the request slot (up to 80 bytes), stays in a region the peer has
+// mapped (memory from dma_alloc), or goes through the requester's staging ring (heap
+// memory, SGE lists in several pieces), and a message larger than the staging ring through
+// a staging region sized to it. Every size class, in both kinds of memory, must move the
+// right bytes for WRITE, READ and SEND.
+#include "core/dma_mem.h"
+#include "soft_test_util.h"
+
+using namespace ulp;
+using namespace soft_test;
+
+namespace
+{
+
+constexpr size_t kBuf = 16u << 20; // per side: messages up to 4 MiB, at two offsets
+
+DevPtr ring_dev(const std::string &ip)
+{
+	soft::DeviceConfig c;
+	c.ip = ip;
+	c.wire = soft::Wire::Shm;
+	return DevPtr(soft::create_device(c));
+}
+
+// A Side whose buffer is dma_alloc memory (a region the peer maps) instead of heap.
+struct DmaSide : Side {
+	std::unique_ptr<DmaRegion> region;
+	uint8_t *mem = nullptr;
+	void init_dma(Device &d)
+	{
+		init(d, 4096);
+		region = dma_alloc(kBuf, false);
+		ASSERT_TRUE(region);
+		mem = static_cast<uint8_t *>(region->addr());
+		mr = pd->reg_mr(mem, kBuf,
+		                ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ);
+		ASSERT_TRUE(mr);
+	}
+	uint8_t *p(size_t off) { return region ? mem + off : buf.data() + off; }
+	uint64_t va(size_t off) { return reinterpret_cast<uint64_t>(p(off)); }
+	Sge sg(size_t off, uint32_t len) { return Sge{va(off), len, mr->lkey()}; }
+};
+
+void fill(uint8_t *p, size_t n, uint32_t seed)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = static_cast<uint8_t>((i * 131 + seed * 7) >> 3);
+}
+
+class SoftRingWire : public ::testing::TestWithParam<bool> // true: dma_alloc memory
+{
+protected:
+	void SetUp() override
+	{
+		da = ring_dev("127.0.0.61");
+		db = ring_dev("127.0.0.62");
+		ASSERT_TRUE(da && db);
+		if (GetParam()) {
+			ASSERT_NO_FATAL_FAILURE(a.init_dma(*da));
+			ASSERT_NO_FATAL_FAILURE(b.init_dma(*db));
+		} else {
+			ASSERT_NO_FATAL_FAILURE(a.init(*da, kBuf));
+			ASSERT_NO_FATAL_FAILURE(b.init(*db, kBuf));
+		}
+		cm.active = &a;
+		cm.passive = &b;
+		ASSERT_TRUE(cm.connect("127.0.0.62:0", "127.0.0.61"));
+		ASSERT_STREQ(soft::qp_wire(*a.qp), "shm");
+		ASSERT_STREQ(soft::qp_wire(*b.qp), "shm");
+	}
+	// One signaled WR on a, its completion checked.
+	void run(WrOpcode op, const Sge *sges, int nsge, uint64_t raddr = 0)
+	{
+		RdmaWr wr;
+		Cqe cqe;
+		wr.wr_cqe = &cqe;
+		wr.opcode = op;
+		wr.sg_list = const_cast<Sge *>(sges);
+		wr.num_sge = nsge;
+		wr.send_flags = SEND_SIGNALED;
+		wr.remote_addr = raddr;
+		wr.rkey = b.mr->rkey();
+		const SendWr *bad = nullptr;
+		ASSERT_EQ(a.qp->post_send(&wr, &bad), 0);
+		auto wc = poll_n(*a.scq, 1);
+		ASSERT_EQ(wc.size(), 1u);
+		EXPECT_EQ(wc[0].status, WcStatus::Success) << wr_opcode_str(op);
+	}
+
+	// Destroyed in reverse: the connection, then the sides, then the devices.
+	DevPtr da, db;
+	DmaSide a, b;
+	CmPair cm;
+};
+
+TEST_P(SoftRingWire, EverySizeMovesTheRightBytes)
+{
+	// Inline, staged, larger than the staging ring (new big staging regions, reused
+	// from their start when idle), and smaller again.
+	const uint32_t sizes[] = {
+	    1,   80, 81, 4096, 65536, 1u << 20, (1u << 20) + 1, 3u << 20, 2u << 20, (7u << 20) / 2,
+	    4095};
+	const size_t hi = kBuf / 2;
+	uint32_t seed = 1;
+	for (uint32_t len : sizes) {
+		SCOPED_TRACE(len);
+		// WRITE a -> b
+		fill(a.p(0), len, seed);
+		Sge s = a.sg(0, len);
+		ASSERT_NO_FATAL_FAILURE(run(WrOpcode::RdmaWrite, &s, 1, b.va(hi)));
+		ASSERT_EQ(0, std::memcmp(b.p(hi), a.p(0), len));
+		// READ b -> a, at another offset
+		std::memset(a.p(hi), 0, len);
+		s = a.sg(hi, len);
+		ASSERT_NO_FATAL_FAILURE(run(WrOpcode::RdmaRead, &s, 1, b.va(hi)));
+		ASSERT_EQ(0, std::memcmp(a.p(hi), a.p(0), len));
+		// SEND a -> b's receive
+		Sge r = b.sg(0, len);
+		Cqe rc;
+		ASSERT_EQ(post_recv(*b.qp, &rc, r), 0);
+		fill(a.p(0), len, seed + 1);
+		s = a.sg(0, len);
+		ASSERT_NO_FATAL_FAILURE(run(WrOpcode::Send, &s, 1));
+		auto wc = poll_n(*b.rcq, 1);
+		ASSERT_EQ(wc.size(), 1u);
+		EXPECT_EQ(wc[0].status, WcStatus::Success);
+		EXPECT_EQ(wc[0].byte_len, len);
+		ASSERT_EQ(0, std::memcmp(b.p(0), a.p(0), len));
+		seed += 2;
+	}
+}
+
+// SGE lists in pieces: never one region chunk, so they are staged even in dma memory.
+TEST_P(SoftRingWire, ScatteredSgeListsAreStaged)
+{
+	fill(a.p(0), 3 * 65536, 9);
+	Sge s[3] = {a.sg(0, 1000), a.sg(65536, 30000), a.sg(2 * 65536, 5)};
+	const size_t hi = kBuf / 2;
+	ASSERT_NO_FATAL_FAILURE(run(WrOpcode::RdmaWrite, s, 3, b.va(hi)));
+	EXPECT_EQ(0, std::memcmp(b.p(hi), a.p(0), 1000));
+	EXPECT_EQ(0, std::memcmp(b.p(hi + 1000), a.p(65536), 30000));
+	EXPECT_EQ(0, std::memcmp(b.p(hi + 31000), a.p(2 * 65536), 5));
+	// And back into pieces elsewhere.
+	Sge d[3] = {a.sg(hi, 5), a.sg(hi + 65536, 1000), a.sg(hi + 2 * 65536, 30000)};
+	ASSERT_NO_FATAL_FAILURE(run(WrOpcode::RdmaRead, d, 3, b.va(hi)));
+	EXPECT_EQ(0, std::memcmp(a.p(hi), b.p(hi), 5));
+	EXPECT_EQ(0, std::memcmp(a.p(hi + 65536), b.p(hi + 5), 1000));
+	EXPECT_EQ(0, std::memcmp(a.p(hi + 2 * 65536), b.p(hi + 1005), 30000));
+}
+
+// Many staged WRs in flight at once wrap the staging ring; each lands where it should.
+TEST_P(SoftRingWire, StagingRingWrapsUnderLoad)
+{
+	constexpr uint32_t kLen = 300000, kN = 40; // 12 MB through a 4 MiB ring
+	constexpr size_t kStride = 5 * 65536;      // > kLen: eight WRs in flight never overlap
+	const size_t hi = kBuf / 2;
+	std::vector<Cqe> cqe(kN);
+	for (uint32_t i = 0; i < kN; i++) {
+		const size_t src = (i % 8) * kStride;
+		fill(a.p(src), kLen, i);
+		Sge s = a.sg(src, kLen);
+		RdmaWr wr;
+		wr.wr_cqe = &cqe[i];
+		wr.opcode = WrOpcode::RdmaWrite;
+		wr.sg_list = &s;
+		wr.num_sge = 1;
+		wr.send_flags = SEND_SIGNALED;
+		wr.remote_addr = b.va(hi + (i % 8) * kStride);
+		wr.rkey = b.mr->rkey();
+		const SendWr *bad = nullptr;
+		ASSERT_EQ(a.qp->post_send(&wr, &bad), 0);
+		if (i % 8 == 7) {
+			auto wc = poll_n(*a.scq, 8);
+			ASSERT_EQ(wc.size(), 8u);
+			for (auto &w : wc)
+				ASSERT_EQ(w.status, WcStatus::Success);
+			for (uint32_t k = 0; k < 8; k++)
+				ASSERT_EQ(
+				    0, std::memcmp(b.p(hi + k * kStride), a.p(k * kStride), kLen))
+				    << "WR " << i - 7 + k;
+		}
+	}
+}
+
+INSTANTIATE_TEST_SUITE_P(Memory, SoftRingWire, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool> &i) {
+	                         return std::string(i.param ? "dma" : "heap");
+                         });
+
+} // namespace
