@@ -131,6 +131,14 @@ TEST(TargetdWorkers, ConnectionsGoToTheLeastLoadedWorkerAndStay)
 	for (auto &[tsih, k] : w)
 		on0 += k == 0;
 	EXPECT_EQ(on0, 2) << "four connections on two workers: two each";
+	{
+		std::string o, e;
+		ASSERT_EQ(test::run_program(ULPCTL_PATH, {"--socket", d.sock, "session", "list"},
+		                            &o, &e, 60s),
+		          0)
+		    << e;
+		EXPECT_NE(o.find("WORKER"), std::string::npos) << o;
+	}
 
 	// Both sessions of worker 0 go: the next two logins find worker 0 the least loaded
 	// (dealing in turn would put one on each).
