@@ -26,7 +26,11 @@
 namespace ulp
 {
 
-inline constexpr size_t kShards = 32; // shards per ShardLock; also IoStats' bound
+// Shards per ShardLock. A thread holds at most two ShardLocks' every shard at once (a
+// Tpg's, then an LU's unit-attention table, when the LUN inventory changes), and
+// ThreadSanitizer's deadlock detector tracks at most 64 mutexes held by one thread: 2 x 24
+// leaves room for the few plain mutexes around them.
+inline constexpr size_t kShards = 24;
 
 // The calling thread's shard, in [0, kShards): given on its first call, then fixed. (An
 // inline function's statics are one object in the whole program.)
