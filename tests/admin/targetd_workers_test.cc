@@ -4,10 +4,7 @@
 // shows; --worker-cpus binds each worker thread to its CPU (read back from /proc); a
 // cpulist that is malformed or names a CPU the machine lacks stops the start with a clear
 // error. Many sessions from several threads at once on two workers keep their data apart.
-#include "admin/client.h"
-#include "iscsi/initiator/scsi.h"
-#include "iscsi/initiator/session.h"
-#include "tests/iscsi/target_process.h"
+#include "tests/admin/targetd_env.h"
 
 #include <gtest/gtest.h>
 
@@ -27,50 +24,23 @@ namespace
 
 using namespace std::chrono_literals;
 using admin::json;
-using test::TargetdProcess;
 using clock = std::chrono::steady_clock;
 
 constexpr char kIqn[] = "iqn.2026-11.org.ulp:workers";
 
+using test_env::local;
+using test_env::ulpctl_json;
+
 InitiatorConfig config()
 {
-	InitiatorConfig c;
-	c.initiator_name = "iqn.2026-11.org.ulp:workers-test";
-	c.target_name = kIqn;
-	c.cmd_timeout = 10s;
-	c.login_timeout = 5s;
-	c.connect_timeout = 2s;
-	return c;
+	return test_env::initiator_config("iqn.2026-11.org.ulp:workers-test", kIqn);
 }
 
-Portal local(uint16_t port)
-{
-	return Portal{"127.0.0.1", port, 0};
-}
-
-json ulpctl_json(const std::string &sock, std::vector<std::string> args)
-{
-	args.insert(args.begin(), {"--socket", sock, "--json"});
-	std::string o, e;
-	EXPECT_EQ(test::run_program(ULPCTL_PATH, args, &o, &e, 60s), 0) << o << e;
-	json j = json::parse(o, nullptr, false);
-	EXPECT_FALSE(j.is_discarded()) << o << e;
-	return j;
-}
-
-struct Daemon {
-	test::TempDir dir;
-	std::string sock;
-	TargetdProcess t;
+struct Daemon : test_env::AdminDaemon {
 	::testing::AssertionResult start(std::vector<std::string> args)
 	{
-		sock = dir / "admin.sock";
-		args.insert(args.end(),
-		            {"--target", kIqn, "--lun", "0:ram:size=16M", "--admin-socket", sock});
-		std::string why;
-		if (!t.start(args, &why))
-			return ::testing::AssertionFailure() << why;
-		return ::testing::AssertionSuccess();
+		args.insert(args.end(), {"--target", kIqn, "--lun", "0:ram:size=16M"});
+		return AdminDaemon::start(args);
 	}
 	// tsih -> worker, for the normal sessions logged in.
 	std::map<uint16_t, int> workers()
@@ -95,19 +65,13 @@ struct Daemon {
 	}
 };
 
+// A verified write and read on LUN 0, past the POWER ON unit attention.
 bool write_read(Session &s, uint64_t lba, uint8_t seed)
 {
-	std::vector<uint8_t> w(8 * 512), r(8 * 512);
-	for (size_t i = 0; i < w.size(); i++)
-		w[i] = uint8_t(i * 31 + seed);
 	for (int i = 0; i < 4 && !s.run({0, cdb_test_unit_ready(), DataDir::None, {}}).good();
 	     i++) {
-	} // the POWER ON unit attention
-	if (!s.run({0, cdb_write16(lba, 8), DataDir::Write, w}).good())
-		return false;
-	if (!s.run({0, cdb_read16(lba, 8), DataDir::Read, r}).good())
-		return false;
-	return r == w;
+	}
+	return test_env::write_read(s, 0, lba, seed);
 }
 
 std::unique_ptr<Session> login(Daemon &d)
@@ -132,11 +96,8 @@ TEST(TargetdWorkers, ConnectionsGoToTheLeastLoadedWorkerAndStay)
 		on0 += k == 0;
 	EXPECT_EQ(on0, 2) << "four connections on two workers: two each";
 	{
-		std::string o, e;
-		ASSERT_EQ(test::run_program(ULPCTL_PATH, {"--socket", d.sock, "session", "list"},
-		                            &o, &e, 60s),
-		          0)
-		    << e;
+		std::string o;
+		ASSERT_EQ(test_env::ulpctl(d.sock, {"session", "list"}, &o), 0) << o;
 		EXPECT_NE(o.find("WORKER"), std::string::npos) << o;
 	}
 
