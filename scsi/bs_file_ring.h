@@ -29,7 +29,10 @@
 // Whichever comes first closes it; a post to a loop that has ended fails, and then the
 // loop's own loop_ending() is the closer. Every ring holds the FileDev (shared_ptr): one that
 // closes late (a loop that did not answer within the destructor's bound) touches nothing
-// freed, and the file stays open until its last ring closes.
+// freed, and the file stays open until its last ring closes. What that bound cannot cover:
+// a loop stuck for longer than it in one turn may still call done() for requests it reaped
+// before the destructor gave up on it (the old completion thread's join had no bound at
+// all); done() must not block (backstore.h), and a loop that runs its turns never gets here.
 #pragma once
 
 #include "core/event_loop.h"
