@@ -3,9 +3,10 @@
 // runs it: "this thread is a loop; here is how to watch a descriptor on it" (SPDK's
 // spdk_thread with its pollers and messages; the kernel's per-CPU workqueues).
 //
-// A thread that runs an event loop (iscsi/target/tcp.cc's TcpWorker) installs an EventLoop
-// for its lifetime (EventLoopScope). Code running on that thread - a backstore's submit()
-// called by the SCSI core from a connection's PDU - finds it with this_event_loop() and may
+// A thread that runs an event loop (iscsi/target/tcp.cc's TcpWorker; cq_poll's pollers, on
+// core/epoll_loop.h) installs an EventLoop for its lifetime (EventLoopScope). Code running on
+// that thread - a backstore's submit() called by the SCSI core from a connection's PDU or
+// from an RDMA completion - finds it with this_event_loop() and may
 // keep per-thread resources there: the file backstore's io_uring per worker, whose eventfd
 // the loop watches and whose completions it reaps on the thread that submitted them, so
 // that nothing of one I/O is shared with another worker (issue 19). A thread without a

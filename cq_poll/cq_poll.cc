@@ -8,7 +8,6 @@
 #include "core/thread_name.h"
 #include "cq_poll/cq_poll_internal.h"
 
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -205,11 +204,15 @@ Cq *do_alloc(Device &dev, int nr_cqe, int comp_vector, PollCtx ctx, PollGroup *g
 			size_t pi = static_cast<size_t>(vector) % dc->pollers.size();
 			if (!dc->pollers[pi]) {
 				auto ch = dev.create_comp_channel();
-				int wfd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-				if (!ch || wfd < 0) {
-					int e = ch ? errno : (errno ? errno : ENOMEM);
-					if (wfd >= 0)
-						close(wfd);
+				int e = ch ? 0 : (errno ? errno : ENOMEM);
+				std::unique_ptr<Poller> np;
+				if (ch) {
+					np = std::make_unique<Poller>(dev, std::move(ch),
+					                              g.pool.get());
+					e = -np->init();
+				}
+				if (e) {
+					np.reset(); // never started: nothing to join
 					if (p->ctx != PollCtx::Softirq && --g.pool_refs == 0)
 						dead_pool = std::move(g.pool);
 					if (dc->nr_cqs == 0)
@@ -217,8 +220,7 @@ Cq *do_alloc(Device &dev, int nr_cqe, int comp_vector, PollCtx ctx, PollGroup *g
 					errno = e;
 					return nullptr; // dead_pool is joined after the lock goes
 				}
-				dc->pollers[pi] =
-				    std::make_unique<Poller>(dev, std::move(ch), wfd, g.pool.get());
+				dc->pollers[pi] = std::move(np);
 				Poller *pl = dc->pollers[pi].get();
 				pl->thr.start([pl] {
 					set_thread_name("ulp-cq-poll");

@@ -18,6 +18,7 @@
 // No lock is held while a done() callback runs.
 #pragma once
 
+#include "core/epoll_loop.h"
 #include "cq_poll/cq_poll.h"
 #include "cq_poll/dim.h"
 
@@ -166,11 +167,16 @@ private:
 
 // ---------------------------------------------------------------------------------------------
 // A poller thread: the "interrupt" and the softirq of a group of completion vectors
-// (poll_threads.cc).
+// (poll_threads.cc). It is an event loop (core/event_loop.h) too: what a done() callback of
+// its Softirq CQs starts on a layer below - a file LUN's read on the backstore's ring - is
+// watched and reaped here, so a connection's I/O stays on the thread that runs its CQ.
 
 struct Poller {
-	Poller(Device &d, std::unique_ptr<CompChannel> c, int wfd, WorkPool *wp);
-	~Poller();
+	Poller(Device &d, std::unique_ptr<CompChannel> c, WorkPool *wp);
+	~Poller(); // stops and joins the thread
+
+	// 0, or -errno: the loop's epoll set could not be made (alloc_cq fails with it).
+	int init();
 
 	void wake();
 
@@ -180,7 +186,8 @@ struct Poller {
 	// Take every pending event without blocking.
 	void take_events();
 
-	void wait_events();
+	// One turn of the loop: wait up to timeout_ms for an event, a watch or a wake().
+	void wait_events(int timeout_ms);
 
 	// ib_poll_handler for every ready CQ, round robin.
 	void run();
@@ -190,7 +197,7 @@ struct Poller {
 	int kill(PollCq &p);
 
 	std::unique_ptr<CompChannel> ch; // every CQ of this poller raises its events here
-	int wake_fd;                     // eventfd: stop, or new work
+	EpollLoop loop;                  // the channel, the watches of other layers, wake()
 	WorkPool *pool; // for workqueue CQs, while any exists (written under Global::lock and lock)
 	std::mutex lock;                 // guards cqs, ready, stop, Softirq CQs' run state
 	std::condition_variable done_cv; // a dying CQ stopped running

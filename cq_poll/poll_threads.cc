@@ -6,10 +6,11 @@
 #include "core/thread_name.h"
 #include "cq_poll/cq_poll_internal.h"
 
-#include <poll.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
+#include <cstring>
 
 namespace ulp
 {
@@ -146,10 +147,16 @@ void WorkPool::notify_all()
 // ---------------------------------------------------------------------------------------------
 // Pollers
 
-Poller::Poller(Device &d, std::unique_ptr<CompChannel> c, int wfd, WorkPool *wp)
-    : ch(std::move(c)), wake_fd(wfd), pool(wp)
+Poller::Poller(Device &d, std::unique_ptr<CompChannel> c, WorkPool *wp)
+    : ch(std::move(c)), loop("cq poller of " + d.name()), pool(wp)
 {
-	(void)d;
+}
+
+int Poller::init()
+{
+	if (int rc = loop.init(); rc != 0)
+		return rc;
+	return loop.add_own(ch->fd(), 0);
 }
 
 Poller::~Poller()
@@ -160,13 +167,11 @@ Poller::~Poller()
 	}
 	wake();
 	thr.join("poller thread");
-	close(wake_fd);
 }
 
 void Poller::wake()
 {
-	uint64_t one = 1;
-	(void)!write(wake_fd, &one, sizeof(one));
+	loop.wake();
 }
 
 void Poller::on_event_locked(Cq *c)
@@ -198,18 +203,21 @@ void Poller::take_events()
 	}
 }
 
-void Poller::wait_events()
+void Poller::wait_events(int timeout_ms)
 {
-	pollfd fds[2] = {{ch->fd(), POLLIN, 0}, {wake_fd, POLLIN, 0}};
-	if (::poll(fds, 2, kIdleSliceMs) > 0 && (fds[1].revents & POLLIN)) {
-		uint64_t v;
-		(void)!read(wake_fd, &v, sizeof(v));
-	}
+	// The channel is the only own descriptor: readable means take_events has work, which
+	// the caller runs next anyway.
+	std::array<uint32_t, 1> own;
+	if (int rc = loop.turn(timeout_ms, own); rc < 0)
+		ULP_LOG_RATELIMITED(Error, CqPoll, "{}: epoll_wait: {}", loop.name(),
+		                    std::strerror(-rc));
 }
 
 void Poller::run()
 {
 	const auto self = std::this_thread::get_id();
+	loop.set_owner();
+	EventLoopScope installed(&loop);
 	std::unique_lock g(lock);
 	while (!stop) {
 		g.unlock();
@@ -217,9 +225,18 @@ void Poller::run()
 		g.lock();
 		if (ready.empty()) {
 			g.unlock();
-			wait_events();
+			wait_events(kIdleSliceMs);
 			g.lock();
 			continue;
+		}
+		// While CQs keep it busy, the loop's watches (a backstore's ring) and what other
+		// threads posted get a look before each pass, without sleeping.
+		if (loop.pending()) {
+			g.unlock();
+			wait_events(0);
+			g.lock();
+			if (ready.empty())
+				continue;
 		}
 		PollCq &p = ready.front();
 		ready.pop_front();
@@ -243,6 +260,11 @@ void Poller::run()
 		}
 		p.again = false;
 	}
+	g.unlock();
+	// The loop ends with no loop on the thread (core/event_loop.h): what was posted runs,
+	// the watches finish their work here. Every CQ of this poller is freed by now.
+	installed.release();
+	loop.end();
 }
 
 int Poller::kill(PollCq &p)

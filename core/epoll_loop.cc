@@ -1,0 +1,175 @@
+// SPDX-License-Identifier: MIT
+// core/epoll_loop.cc - an EventLoop on epoll for a thread that runs its own turns (see the
+// header).
+#include "core/epoll_loop.h"
+
+#include "core/log.h"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+
+namespace ulp
+{
+
+EpollLoop::EpollLoop(std::string name) : name_(std::move(name)), owner_(std::this_thread::get_id())
+{
+}
+
+EpollLoop::~EpollLoop()
+{
+	if (epfd_ >= 0)
+		::close(epfd_);
+	if (evfd_ >= 0)
+		::close(evfd_);
+}
+
+int EpollLoop::init()
+{
+	epfd_ = epoll_create1(EPOLL_CLOEXEC);
+	if (epfd_ < 0)
+		return -errno;
+	evfd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (evfd_ < 0)
+		return -errno;
+	epoll_event ev{};
+	ev.events = EPOLLIN;
+	ev.data.ptr = nullptr;
+	if (epoll_ctl(epfd_, EPOLL_CTL_ADD, evfd_, &ev) != 0)
+		return -errno;
+	return 0;
+}
+
+int EpollLoop::add_own(int fd, uint32_t tag)
+{
+	auto item = std::make_unique<Item>(Item{fd, nullptr, tag, true});
+	epoll_event ev{};
+	ev.events = EPOLLIN;
+	ev.data.ptr = item.get();
+	if (epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev) != 0)
+		return -errno;
+	own_.push_back(std::move(item));
+	return 0;
+}
+
+int EpollLoop::add_fd(int fd, LoopWatch *w)
+{
+	if (std::this_thread::get_id() != owner_) {
+		// The rule of core/event_loop.h: a caller off the loop thread is a bug of the
+		// layer above, and the set would be changed under a running turn.
+		ULP_LOG(Error, Core, "{}: add_fd off the loop thread", name_);
+		std::abort();
+	}
+	if (ending_)
+		return -ESHUTDOWN;
+	auto item = std::make_unique<Item>(Item{fd, w, 0, false});
+	epoll_event ev{};
+	ev.events = EPOLLIN;
+	ev.data.ptr = item.get();
+	if (epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev) != 0)
+		return -errno;
+	watches_.push_back(std::move(item));
+	return 0;
+}
+
+void EpollLoop::del_fd(int fd)
+{
+	if (std::this_thread::get_id() != owner_) {
+		ULP_LOG(Error, Core, "{}: del_fd off the loop thread", name_);
+		std::abort();
+	}
+	auto it = std::find_if(watches_.begin(), watches_.end(),
+	                       [&](const auto &i) { return i->fd == fd; });
+	if (it == watches_.end())
+		return;
+	epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr);
+	// An event for it may sit further down this turn's batch: the item stays allocated,
+	// without its watch, until the turn ends.
+	(*it)->w = nullptr;
+	dead_.push_back(std::move(*it));
+	watches_.erase(it);
+}
+
+bool EpollLoop::post(std::function<void()> fn)
+{
+	{
+		std::lock_guard g(lock_);
+		if (ended_)
+			return false;
+		posted_.push_back(std::move(fn));
+	}
+	posted_any_.store(true, std::memory_order_relaxed);
+	wake();
+	return true;
+}
+
+void EpollLoop::wake()
+{
+	const uint64_t one = 1;
+	(void)!::write(evfd_, &one, sizeof(one));
+}
+
+void EpollLoop::run_posted()
+{
+	std::vector<std::function<void()>> fns;
+	{
+		std::lock_guard g(lock_);
+		fns.swap(posted_);
+		posted_any_.store(false, std::memory_order_relaxed);
+	}
+	for (auto &fn : fns)
+		fn();
+}
+
+int EpollLoop::turn(int timeout_ms, std::span<uint32_t> own)
+{
+	epoll_event evs[32];
+	const int n = epoll_wait(epfd_, evs, 32, timeout_ms);
+	if (n < 0)
+		return errno == EINTR ? 0 : -errno;
+	size_t nown = 0;
+	for (int i = 0; i < n; i++) {
+		auto *item = static_cast<Item *>(evs[i].data.ptr);
+		if (!item) {
+			uint64_t v;
+			(void)!::read(evfd_, &v, sizeof(v));
+			run_posted();
+		} else if (item->w) {
+			item->w->loop_readable();
+		} else if (item->own && nown < own.size()) {
+			own[nown++] = item->tag;
+		}
+	}
+	dead_.clear();
+	return static_cast<int>(nown);
+}
+
+size_t EpollLoop::end()
+{
+	size_t broke = 0;
+	{
+		std::lock_guard g(lock_);
+		ended_ = true;
+	}
+	// Everything accepted before the end still runs, before the watches hear of it.
+	run_posted();
+	ending_ = true;
+	while (!watches_.empty()) {
+		Item *item = watches_.back().get();
+		item->w->loop_ending();
+		if (!watches_.empty() && watches_.back().get() == item) {
+			ULP_LOG(Error, Core,
+			        "{}: a watch did not remove itself when the loop ended", name_);
+			del_fd(item->fd);
+			broke++;
+		}
+	}
+	dead_.clear();
+	return broke;
+}
+
+} // namespace ulp
