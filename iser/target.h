@@ -41,15 +41,16 @@ namespace ulp::iser
 {
 
 struct PortalConfig {
-	uint32_t recv_dsl = 8192;       // our TargetRecvDataSegmentLength: receive buffer data
-	                                // room (RFC 7145's key: default 8192)
-	uint32_t send_dsl = 8192;       // the largest data segment we send in one SEND
-	uint32_t extra_recvs = 32;      // receive buffers beyond cmd_window + immediate slots:
-	                                // NOP-Out, TMF, Text, Logout, unsolicited Data-Out
-	uint32_t send_ring = 0;         // send buffers; 0: cmd_window + 32
-	size_t heap_bytes = 256u << 20; // data buffers per device (DmaHeap), bytes
-	size_t max_io = 16u << 20;      // largest command buffer (a power of two)
-	int vector_hint = -1;           // CQ pool completion vector; -1: round robin
+	uint32_t recv_dsl = 8192;            // our TargetRecvDataSegmentLength: receive buffer data
+	                                     // room (RFC 7145's key: default 8192)
+	uint32_t send_dsl = 8192;            // the largest data segment we send in one SEND
+	uint32_t extra_recvs = 32;           // receive buffers beyond cmd_window + immediate slots:
+	                                     // NOP-Out, TMF, Text, Logout, unsolicited Data-Out
+	uint32_t send_ring = 0;              // send buffers; 0: cmd_window + 32
+	size_t heap_bytes = 256u << 20;      // data buffers per device (DmaHeap), bytes
+	size_t max_io = 16u << 20;           // largest command buffer (a power of two)
+	int vector_hint = -1;                // CQ pool completion vector; -1: round robin
+	PollCtx poll_ctx = PollCtx::Softirq; // who runs the completions (rdma::PortalConfig)
 	std::chrono::milliseconds drain_timeout{10000}; // drain_qp's bound per queue
 	// Bound on one command's RDMA transfer: the READ of its write data, or the WRITEs of
 	// its read data with the response SEND chained behind them. On a live RC connection

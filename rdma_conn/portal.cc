@@ -68,7 +68,7 @@ int PortalConn::create_qp(Pd &pd, QpInitAttr qa, const RwQpOptions *ro, std::str
 		}
 	}
 	cq_entries_ = qa.cap.max_send_wr + qa.cap.max_recv_wr + 2;
-	cq_ = cq_pool_get(dev, cq_entries_, portal_.cfg().vector_hint, PollCtx::Workqueue);
+	cq_ = cq_pool_get(dev, cq_entries_, portal_.cfg().vector_hint, portal_.cfg().poll_ctx);
 	if (!cq_) {
 		const int e = errno ? errno : ENOMEM;
 		*why = std::string("cq_pool_get: ") + std::strerror(e);
@@ -115,7 +115,7 @@ void PortalConn::release_resources()
 void PortalConn::drain()
 {
 	// Every WR posted so far completes (flushed) and is dispatched through the protocol's
-	// done handlers; the CQ is a Workqueue one, so drain waits for those threads.
+	// done handlers; the CQ is processed by a cq_poll thread, so drain waits for it.
 	if (id_ && id_->qp())
 		drain_qp(*id_->qp(), portal_.cfg().drain_timeout);
 	drained_.store(true, std::memory_order_release);

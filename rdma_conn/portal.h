@@ -18,7 +18,8 @@
 //     anything that is not: freeing it could let a late completion touch freed memory.
 //
 // A connection (PortalConn, the protocol's connection derives from it) owns its CM id (and
-// through it the QP), its CQ from the device's CQ pool (cq_poll/, Workqueue context), and
+// through it the QP), its CQ from the device's CQ pool (cq_poll/, Softirq context: see
+// PortalConfig::poll_ctx), and
 // its rw contexts (RwQp). Teardown is always: the protocol stops new work and disconnects
 // (the QP goes to ERR), schedule_close(); the event thread drains the QP (bounded: every WR
 // posted completes, flushed, through its done()), and once the protocol says finished()
@@ -32,11 +33,11 @@
 #include "core/registry.h"
 #include "rw/rw.h"
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <map>
 #include <memory>
-#include <atomic>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -52,6 +53,13 @@ struct PortalConfig {
 	size_t heap_bytes = 256u << 20; // data buffers per device (DmaHeap), bytes
 	size_t max_io = 16u << 20;      // largest data buffer (a power of two), bytes
 	int vector_hint = -1;           // CQ pool completion vector; -1: round robin
+	// Who runs the connections' completions. Softirq: the poller thread of the CQ's vector
+	// takes its event and runs done() itself, so a connection's I/O stays on that one
+	// thread (issue 19). Workqueue (what ib_srpt and isert ask of the kernel) hands each
+	// event from the poller to a completion worker: a second thread and a lock shared by
+	// every worker on each event, which userspace pays for and the kernel's per-CPU
+	// kworker does not.
+	PollCtx poll_ctx = PollCtx::Softirq;
 	std::chrono::milliseconds drain_timeout{10000}; // drain_qp's bound per queue
 	std::chrono::milliseconds tick{100};            // the connections' timer period
 };

@@ -4,8 +4,9 @@
 // shares (FileDev). Internal to scsi/.
 //
 // A backstore has one shared ring, reaped by its own completion thread ("ulp-bs-reap"), for
-// threads that run no event loop (tests, the loopback fabric, the RDMA CQ workers), and one
-// ring per event-loop thread that submits to it (core/event_loop.h: the TCP workers): made
+// threads that run no event loop (tests, the loopback fabric), and one ring per event-loop
+// thread that submits to it (core/event_loop.h: the TCP workers, and cq_poll's pollers, which
+// run the iSER and SRP connections' completions and so submit their commands): made
 // on that thread at its first request, its eventfd watched by that loop, its completions
 // reaped and done() called on that same thread. A worker's I/O then shares nothing with
 // another worker's: no lock, no cache line written by both, no thread hop (issue 19; SPDK's

@@ -21,6 +21,7 @@ rdma::PortalConfig rdma_cfg(const TargetConfig &c)
 	r.heap_bytes = c.heap_bytes;
 	r.max_io = c.max_io;
 	r.vector_hint = c.vector_hint;
+	r.poll_ctx = c.poll_ctx;
 	r.drain_timeout = c.drain_timeout;
 	return r;
 }

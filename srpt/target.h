@@ -27,6 +27,7 @@
 // a channel's events run (posts made under it are post_deferred).
 #pragma once
 
+#include "core/verbs.h"
 #include "scsi/fabric_route.h"
 #include "scsi/reaper.h"
 #include "scsi/stats.h"
@@ -69,10 +70,11 @@ struct TargetConfig {
 	uint32_t srq_size = 4096;   // its receives
 	bool immediate = true;      // grant immediate data (SRP-2) when a login asks for it
 	uint32_t max_channels = 64; // per I_T nexus (more: LOGIN_REJ channel limit)
-	uint32_t max_table_entries = 4096; // largest indirect descriptor table accepted
-	size_t heap_bytes = 256u << 20;    // data buffers per device, bytes
-	size_t max_io = 16u << 20;         // largest command buffer, bytes (a power of two)
-	int vector_hint = -1;              // CQ pool completion vector; -1: round robin
+	uint32_t max_table_entries = 4096;   // largest indirect descriptor table accepted
+	size_t heap_bytes = 256u << 20;      // data buffers per device, bytes
+	size_t max_io = 16u << 20;           // largest command buffer, bytes (a power of two)
+	int vector_hint = -1;                // CQ pool completion vector; -1: round robin
+	PollCtx poll_ctx = PollCtx::Softirq; // who runs the completions (rdma::PortalConfig)
 	std::chrono::milliseconds drain_timeout{10000};    // drain_qp's bound per queue
 	std::chrono::milliseconds teardown_timeout{10000}; // one close_session attempt's bound
 	// Bound on one command's RDMA transfer (as iser::PortalConfig::data_timeout): past it

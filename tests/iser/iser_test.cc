@@ -21,6 +21,7 @@
 #include "iser/target.h"
 #include "providers/soft/soft.h"
 #include "scsi/backstore.h"
+#include "scsi/bs_internal.h"
 #include "scsi/lu.h"
 #include "scsi/tpg.h"
 #include "tests/iscsi/target_process.h"
@@ -374,19 +375,10 @@ TEST(Iser, MoreCommandsThanTheTransportMaps)
 	EXPECT_TRUE(in.s->logout()) << in.s->error();
 }
 
-TEST(Iser, FileLunResponsesPostedFromTheReaperThread)
+// 32 rounds of 32 commands in flight on a file LUN, writes then reads of the same blocks:
+// none may be lost or answered twice, and every block must read back as written.
+void file_lun_rounds(Target &t, Initiator &in)
 {
-	// A file LUN completes every command on its io_uring reaper thread, which posts the
-	// response to a connection that the CQ's worker may be holding at that moment: the
-	// poster then either takes the connection itself or leaves the event to the holder,
-	// which must run it before it lets go (Conn::try_own, leave). 32 rounds of 32
-	// commands in flight: none may be lost or answered twice, and every block must read
-	// back as written.
-	Target t;
-	t.file = "/dev/shm/ulp-iser-test-" + std::to_string(getpid()) + ".img";
-	ASSERT_TRUE(t.start());
-	Initiator in;
-	ASSERT_TRUE(in.login(t.port()));
 	constexpr uint32_t kRounds = 32, kDepth = 32, kLen = 4096;
 	std::vector<ScsiResult> res(kDepth);
 	std::vector<int> answers(kDepth);
@@ -431,6 +423,53 @@ TEST(Iser, FileLunResponsesPostedFromTheReaperThread)
 			}
 		}
 	}
+}
+
+scsi::FileBsStats file_stats(const Target &t)
+{
+	scsi::FileBsStats s;
+	EXPECT_TRUE(scsi::file_bs_stats(t.lu->bs(), &s));
+	return s;
+}
+
+TEST(Iser, FileLunResponsesPostedFromTheReaperThread)
+{
+	// With the portal's CQs on the completion work pool (Workqueue), whose workers run no
+	// event loop, a file LUN completes every command on the shared ring's reaper thread,
+	// which posts the response to a connection that the CQ's worker may be holding at that
+	// moment: the poster then either takes the connection itself or leaves the event to
+	// the holder, which must run it before it lets go (Conn::try_own, leave). The same
+	// race remains under Softirq for a command another poller's completion restarts.
+	Target t;
+	t.file = "/dev/shm/ulp-iser-test-" + std::to_string(getpid()) + ".img";
+	PortalConfig xc;
+	xc.poll_ctx = PollCtx::Workqueue;
+	ASSERT_TRUE(t.start(xc));
+	Initiator in;
+	ASSERT_TRUE(in.login(t.port()));
+	file_lun_rounds(t, in);
+	const scsi::FileBsStats s = file_stats(t);
+	EXPECT_GT(s.shared_requests, 0u) << "the commands went through the reaper thread";
+	EXPECT_EQ(s.loop_requests, 0u);
+	EXPECT_TRUE(in.s->logout()) << in.s->error();
+	EXPECT_TRUE(t.wait_no_conns()) << t.logs();
+}
+
+TEST(Iser, FileLunIoStaysOnThePollerThread)
+{
+	// The default (Softirq): the poller that runs the connection's CQ is an event loop, so
+	// the file LUN's commands go to that poller's own ring and complete there - a
+	// command's I/O never leaves the thread that received it (issue 19).
+	Target t;
+	t.file = "/dev/shm/ulp-iser-test-" + std::to_string(getpid()) + ".img";
+	ASSERT_TRUE(t.start());
+	Initiator in;
+	ASSERT_TRUE(in.login(t.port()));
+	file_lun_rounds(t, in);
+	const scsi::FileBsStats s = file_stats(t);
+	EXPECT_GT(s.loop_requests, 0u) << "the commands went to the poller's ring";
+	EXPECT_EQ(s.shared_requests, 0u) << "a command went through the reaper thread";
+	EXPECT_GE(s.loop_rings, 1u);
 	EXPECT_TRUE(in.s->logout()) << in.s->error();
 	EXPECT_TRUE(t.wait_no_conns()) << t.logs();
 }
