@@ -530,7 +530,7 @@ void SoftQp::detach_wire()
 {
 	peer.reset();
 	if (conn) {
-		sdev.engine.remove_conn(conn.get());
+		engine.remove_conn(conn.get());
 		conn.reset();
 	}
 	wire = WireKind::None;

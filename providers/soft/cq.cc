@@ -77,8 +77,8 @@ int SoftChannel::get_cq_event(Cq **cq, int timeout_ms)
 }
 
 SoftCq::SoftCq(SoftDevice &dev, const CqInitAttr &a, int cqe)
-    : Cq(dev, cqe, a.comp_vector, a.channel), sdev(dev), event_handler(a.event_handler),
-      ring_(static_cast<size_t>(cqe))
+    : Cq(dev, cqe, a.comp_vector, a.channel), sdev(dev), engine(dev.engine_of(a.comp_vector)),
+      event_handler(a.event_handler), ring_(static_cast<size_t>(cqe))
 {
 	cq_context = a.cq_context;
 	dev.users++;
@@ -90,7 +90,7 @@ SoftCq::~SoftCq()
 	// owner's unique_ptr is already gone, so say so: the QPs now complete into nothing.
 	if (int n = usecnt.load(std::memory_order_relaxed); n > 0)
 		ULP_LOG(Error, Soft, "CQ destroyed while QPs still use it ({} uses)", n);
-	sdev.engine.cancel_timers(this);
+	engine.cancel_timers(this);
 	if (channel())
 		static_cast<SoftChannel *>(channel())->forget(this);
 	sdev.users--;
@@ -163,9 +163,9 @@ void SoftCq::maybe_raise_locked(bool solicited, bool error)
 		if (mod_period_us_ && !mod_timer_) {
 			mod_timer_ = true;
 			uint32_t gen = arm_gen_;
-			sdev.engine.add_timer(
-			    this, Clock::now() + std::chrono::microseconds(mod_period_us_),
-			    [this, gen] { fire_moderation_timer(gen); });
+			engine.add_timer(this,
+			                 Clock::now() + std::chrono::microseconds(mod_period_us_),
+			                 [this, gen] { fire_moderation_timer(gen); });
 		}
 		return;
 	}

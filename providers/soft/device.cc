@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 namespace ulp::soft
 {
@@ -77,6 +78,33 @@ void apply(uint32_t v, uint32_t &field)
 		field = v;
 }
 
+// How many engines a device gets (DeviceConfig::engines). The default follows cq_poll's
+// pollers (cq_poll/cq_poll.cc, cq_pool.cc): one per completion vector, at most one per
+// CPU, so that a poller and the engine of its vector pair up.
+uint32_t engine_count_for(const DeviceConfig &cfg, const DeviceAttr &a)
+{
+	const uint32_t vectors = std::max(1u, a.num_comp_vectors);
+	uint32_t want = cfg.engines;
+	if (!want) {
+		if (const char *env = getenv("ULP_SOFT_ENGINES"); env && *env) {
+			char *end = nullptr;
+			unsigned long v = std::strtoul(env, &end, 10);
+			if (*end || v == 0 || v > 1024)
+				ULP_LOG_RATELIMITED(Warn, Soft,
+				                    "ULP_SOFT_ENGINES={}: not a count from 1 to "
+				                    "1024; ignored",
+				                    env);
+			else
+				want = static_cast<uint32_t>(v);
+		}
+	}
+	if (!want) {
+		unsigned cpus = std::thread::hardware_concurrency();
+		want = std::max(1u, cpus);
+	}
+	return std::min(want, vectors);
+}
+
 Gid gid_of(uint32_t ip)
 {
 	// IPv4-mapped, as RoCEv2 GIDs are: ::ffff:a.b.c.d
@@ -107,8 +135,12 @@ Counters AtomicCounters::snapshot() const
 
 SoftDevice::SoftDevice(const DeviceConfig &c, std::string name, const DeviceAttr &a, const Gid &g)
     : Device(std::move(name), a, c.profile == Profile::Iwarp ? NodeType::Rnic : NodeType::Ca, g),
-      cfg(c), ip(0), engine(c.exec == soft::Exec::Engine)
+      cfg(c), ip(0)
 {
+	const uint32_t n = engine_count_for(c, a);
+	engines.reserve(n);
+	for (uint32_t i = 0; i < n; i++)
+		engines.push_back(std::make_unique<Engine>(c.exec == soft::Exec::Engine, i));
 	faults.rng.seed(c.fault_seed);
 	qps.resize(a.max_qp);
 	// Across processes the ring wire, unless the device or the environment keeps to packets.
@@ -119,7 +151,10 @@ SoftDevice::SoftDevice(const DeviceConfig &c, std::string name, const DeviceAttr
 
 SoftDevice::~SoftDevice()
 {
-	engine.stop();
+	// Every engine stops before any is freed: a running engine may still schedule a QP
+	// of another (a requester moving its responder to ERR), which a stopped one ignores.
+	for (auto &e : engines)
+		e->stop();
 }
 
 Device *create_device(const DeviceConfig &cfg)
@@ -244,7 +279,8 @@ void progress_inline_all()
 		}
 		int n = 0;
 		for (auto *d : list)
-			n += d->engine.run_once();
+			for (auto &e : d->engines)
+				n += e->run_once();
 		if (!n)
 			return;
 	}
@@ -255,7 +291,25 @@ int progress(Device &dev)
 	auto &d = sdev_of(dev);
 	if (d.cfg.exec != soft::Exec::Inline)
 		return 0;
-	return d.engine.run_once();
+	int n = 0;
+	for (auto &e : d.engines)
+		n += e->run_once();
+	return n;
+}
+
+unsigned engine_count(Device &dev)
+{
+	return static_cast<unsigned>(sdev_of(dev).engines.size());
+}
+
+unsigned qp_engine(Qp &q)
+{
+	auto &qp = static_cast<SoftQp &>(q);
+	auto &es = qp.sdev.engines;
+	for (size_t i = 0; i < es.size(); i++)
+		if (es[i].get() == &qp.engine)
+			return static_cast<unsigned>(i);
+	return 0; // not reached: a QP's engine is one of its device's
 }
 
 int SoftDevice::query_port(uint8_t port_num, PortAttr *pa)

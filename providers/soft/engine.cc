@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: MIT
-// providers/soft/engine.cc - the device's execution engine (its "NIC").
+// providers/soft/engine.cc - an execution engine of a device (one queue of its "NIC").
 //
+// A device has one engine per completion vector (soft_internal.h, SoftDevice::engines); a
+// QP runs on one for its life, so QPs on different vectors execute on different threads,
+// as a multi-queue NIC spreads its QPs over its queues and their interrupt vectors.
 // QPs with work sit on a run queue. The engine thread takes one, lets it execute up to a
 // budget of WRs, and requeues it if it has more, so one busy QP cannot starve the others
 // (round robin, like a NIC's send scheduler). When idle the thread spins briefly before it
@@ -19,6 +22,7 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <string>
 
 namespace ulp::soft
 {
@@ -30,10 +34,12 @@ constexpr auto kSpin = std::chrono::microseconds(50); // busy-wait before sleepi
 // ...and while the socket wire has WRs in flight or just carried traffic: the answer is
 // one round trip away, and a sleeping engine costs a wakeup on each side of it.
 constexpr auto kSpinWire = std::chrono::microseconds(1000);
-thread_local int tl_inline_depth = 0; // inline runs on this thread
+// Inline runs on this thread, of any engine: a run that schedules a QP (of its own engine
+// or another's) must not start a nested progress_inline_all, whose loop reaches it anyway.
+thread_local int tl_inline_depth = 0;
 } // namespace
 
-Engine::Engine(bool threaded) : threaded_(threaded)
+Engine::Engine(bool threaded, unsigned index) : threaded_(threaded), index_(index)
 {
 	epfd_ = epoll_create1(EPOLL_CLOEXEC);
 	evfd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -349,7 +355,7 @@ int Engine::run_once()
 
 void Engine::loop()
 {
-	set_thread_name("ulp-soft-engine");
+	set_thread_name("ulp-soft-eng" + std::to_string(index_));
 	std::unique_lock g(lock_);
 	unsigned turn = 0;
 	while (!stop_) {

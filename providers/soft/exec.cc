@@ -1,9 +1,11 @@
 // SPDX-License-Identifier: MIT
 // providers/soft/exec.cc - executing work requests: requester, responder, completion, flush.
 //
-// The requester runs on its device's engine. On the in-process wire it executes the
+// The requester runs on its QP's engine. On the in-process wire it executes the
 // responder's half itself, under the responder's locks, like a NIC DMAing into the peer's
-// memory; on the socket wire it transmits packets and completes on the reply. Either way
+// memory, whether the responder's QP runs on another engine of this device, on another
+// device's, or on the same engine; on the socket wire it transmits packets and completes on
+// the reply. Either way
 // the responder's rules live in one place, the resp_* functions below.
 #include "providers/soft/shm_wire.h"
 #include "providers/soft/sock_wire.h"
@@ -67,12 +69,12 @@ void SoftQp::complete_send(uint32_t slot, WcStatus st, uint32_t byte_len)
 			    sdev.fault(FaultPoint::DelayCompletion, qp_num(), &delay, &w.opcode) &&
 			    delay) {
 				auto *cq = static_cast<SoftCq *>(send_cq());
-				sdev.engine.add_timer(
-				    this, Clock::now() + std::chrono::microseconds(delay),
-				    [this, cq, wc] {
-					    cq->push(wc, false);
-					    ctr.add(ctr.completed, 1);
-				    });
+				engine.add_timer(this,
+				                 Clock::now() + std::chrono::microseconds(delay),
+				                 [this, cq, wc] {
+					                 cq->push(wc, false);
+					                 ctr.add(ctr.completed, 1);
+				                 });
 				drop = true;
 			}
 		}
@@ -104,7 +106,7 @@ void SoftQp::to_error(const EventType *ev)
 		report_event(e);
 	}
 	flush_pending.store(true, std::memory_order_release);
-	sdev.engine.schedule(this);
+	engine.schedule(this);
 }
 
 void SoftQp::flush_all()
@@ -224,7 +226,7 @@ int SoftQp::process(int budget)
 	if (sock || shm) {
 		wire_flush(*this);
 		if (sq_acked != sq_next || done)
-			sdev.engine.wire_active();
+			engine.wire_active();
 	}
 	return done;
 }
@@ -421,7 +423,7 @@ ExecResult SoftQp::rnr_wait(uint32_t slot, uint32_t usec)
 	if (w.rnr_left != 7)
 		w.rnr_left--;
 	rnr_until = Clock::now() + std::chrono::microseconds(usec);
-	sdev.engine.add_timer(this, rnr_until, [this] { sdev.engine.schedule(this); });
+	engine.add_timer(this, rnr_until, [this] { engine.schedule(this); });
 	return ExecResult::Stall;
 }
 

@@ -17,7 +17,8 @@ void RecvRing::init(uint32_t d, uint32_t ms)
 }
 
 SoftQp::SoftQp(SoftPd &pd, uint32_t qpn, const QpInitAttr &a, const QpCap &c)
-    : Qp(pd, qpn, a, c), sdev(pd.sdev), spd(pd), sig_type(a.sq_sig_type),
+    : Qp(pd, qpn, a, c), sdev(pd.sdev), spd(pd),
+      engine(pd.sdev.engine_of(a.send_cq->comp_vector())), sig_type(a.sq_sig_type),
       handle(std::make_shared<QpHandle>()), sq(c.max_send_wr),
       sq_sge(static_cast<size_t>(c.max_send_wr) * c.max_send_sge),
       sq_inline(static_cast<size_t>(c.max_send_wr) * c.max_inline_data), sq_depth(c.max_send_wr)
@@ -36,7 +37,7 @@ SoftQp::~SoftQp()
 		std::unique_lock g(handle->lock);
 		handle->qp = nullptr;
 	}
-	sdev.engine.unschedule(this);
+	engine.unschedule(this);
 	detach_wire();
 	sdev.free_qpn(qp_num(), &ctr);
 	spd.users--;
@@ -199,7 +200,7 @@ int SoftQp::modify(const QpAttr &a, uint32_t mask)
 		// Back to the beginning: queues empty, no completions (IB spec 10.3.1).
 		state_.store(next, std::memory_order_release);
 		g.unlock();
-		sdev.engine.unschedule(this);
+		engine.unschedule(this);
 		{
 			std::lock_guard sg(sq_lock);
 			uint32_t h = sq_head.load();
@@ -213,7 +214,7 @@ int SoftQp::modify(const QpAttr &a, uint32_t mask)
 		}
 		detach_wire();
 		last_wqe_sent = false;
-		sdev.engine.unpark(this);
+		engine.unpark(this);
 		return 0;
 	case QpState::Err:
 		g.unlock();
@@ -223,7 +224,7 @@ int SoftQp::modify(const QpAttr &a, uint32_t mask)
 		state_.store(next, std::memory_order_release);
 		g.unlock();
 		if (next == QpState::Rts)
-			sdev.engine.schedule(this); // WRs posted in SQE resume
+			engine.schedule(this); // WRs posted in SQE resume
 		return 0;
 	}
 }
@@ -363,7 +364,7 @@ int SoftQp::post_send(const SendWr *wr, const SendWr **bad_wr)
 		ctr.add(ctr.posted, n);
 		if (state() == QpState::Err)
 			flush_pending.store(true);
-		sdev.engine.schedule(this);
+		engine.schedule(this);
 	}
 	return rc;
 }
@@ -409,7 +410,7 @@ int SoftQp::post_recv(const RecvWr *wr, const RecvWr **bad_wr)
 		ctr.add(ctr.posted, n);
 		if (state() == QpState::Err) {
 			flush_pending.store(true);
-			sdev.engine.schedule(this);
+			engine.schedule(this);
 		}
 	}
 	return rc;

@@ -510,7 +510,7 @@ void shm_service(SoftQp &qp)
 	if (!serve_requests(qp, *c, l, 64))
 		return;
 	if (seen != l.rsp_seen || rx != l.rx || qp.sq_acked != qp.sq_next)
-		qp.sdev.engine.wire_active();
+		qp.engine.wire_active();
 }
 
 bool shm_quiesced(SoftQp &qp)
@@ -527,8 +527,7 @@ bool shm_quiesced(SoftQp &qp)
 			return true; // nothing of ours the peer could still write
 		l.err_wait = true;
 		l.err_deadline = Clock::now() + kErrAckWait;
-		qp.sdev.engine.add_timer(&qp, l.err_deadline,
-		                         [&qp] { qp.sdev.engine.schedule(&qp); });
+		qp.engine.add_timer(&qp, l.err_deadline, [&qp] { qp.engine.schedule(&qp); });
 	}
 	if (!l.err_wait)
 		return true;

@@ -445,7 +445,7 @@ private:
 	std::map<int, std::weak_ptr<IdRef>> actives_;
 
 public:
-	// Point the QP at the connection and hand the socket to the device's engine.
+	// Point the QP at the connection and hand the socket to the QP's engine.
 	static int establish(SoftQp &qp, CmRole role, std::shared_ptr<SockConn> c,
 	                     const ConnParam &req, const ConnParam &rep, uint32_t dest_qpn,
 	                     const Gid &dgid)
@@ -461,9 +461,9 @@ public:
 			qp.detach_wire();
 			return rc;
 		}
-		c->dev = &qp.sdev;
+		c->engine = &qp.engine;
 		c->qp = &qp;
-		qp.sdev.engine.add_conn(c);
+		qp.engine.add_conn(c);
 		return 0;
 	}
 };
@@ -574,8 +574,8 @@ void sock_disconnect(SoftCmId &id)
 	PktHdr h{};
 	h.op = static_cast<uint8_t>(PktOp::Disconnect);
 	conn_send(*id.sock, h, nullptr, 0, true);
-	if (id.sock->dev)
-		id.sock->dev->engine.kick();
+	if (id.sock->engine)
+		id.sock->engine->kick();
 }
 
 void sock_cut(SoftCmId &id)

@@ -60,9 +60,9 @@ void conn_flush_locked(SockConn &c)
 void update_pollout(SockConn &c)
 {
 	bool want = c.backlog() > 0;
-	if (want != c.want_out && c.dev) {
+	if (want != c.want_out && c.engine) {
 		c.want_out = want;
-		c.dev->engine.want_write(&c, want);
+		c.engine->want_write(&c, want);
 	}
 }
 
@@ -224,7 +224,7 @@ void conn_lost(SoftQp &qp, SockConn &c)
 	if (c.lost)
 		return; // handled: the QP is in ERR and the CM knows
 	c.lost = true;
-	qp.sdev.engine.remove_conn(&c);
+	qp.engine.remove_conn(&c);
 	if (qp.sq_acked != qp.sq_next && qp.state() != QpState::Err) {
 		qp.complete_send(qp.sq_acked, WcStatus::RetryExcErr, 0);
 		qp.sq_acked++;

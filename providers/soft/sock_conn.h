@@ -37,7 +37,7 @@ public:
 	~SockConn();
 
 	int fd;
-	SoftDevice *dev = nullptr;     // engine that watches us, once established
+	Engine *engine = nullptr;      // the engine that watches us (its QP's), once established
 	SoftQp *qp = nullptr;          // QP carried (engine lock)
 	std::atomic<bool> dead{false}; // EOF, error or protocol violation (any thread)
 	// Ring wire: the socket has something to read (the engine's epoll saw it readable);

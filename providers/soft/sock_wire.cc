@@ -378,10 +378,10 @@ void sock_service(SoftQp &qp)
 	if (!conn_read(qp, *c, on_packet, &seen))
 		return;
 	if (seen)
-		qp.sdev.engine.wire_active();
+		qp.engine.wire_active();
 	send_owed_ack(*c);
 	if (c->rx_len || c->backlog())
-		qp.sdev.engine.wire_active();
+		qp.engine.wire_active();
 }
 
 void sock_flush(SoftQp &qp)

@@ -32,14 +32,14 @@ enum class Profile : uint8_t {
 };
 
 enum class Wire : uint8_t {
-	Auto,   // in-process when the listener is in this process, else the ring wire (or the
-	        // packet wire when the environment has ULP_SOFT_WIRE=socket)
+	Auto, // in-process when the listener is in this process, else the ring wire (or the
+	      // packet wire when the environment has ULP_SOFT_WIRE=socket)
 	Socket, // always the packet wire, even in-process (exercises the packet path)
 	Shm,    // always the ring wire, even in-process (exercises the ring path)
 };
 
 enum class Exec : uint8_t {
-	Engine, // a per-device engine thread executes work, like a NIC (default)
+	Engine, // engine threads of the device execute work, like a NIC's queues (default)
 	Inline, // work runs inside post_send / post_recv / poll / progress() on the
 	        // caller's thread: deterministic, for unit tests of the in-process wire
 	        // (socket connections are serviced too, but only inside those calls)
@@ -71,6 +71,12 @@ struct DeviceConfig {
 	// minus, say, CQ moderation (Cq::modify then fails with -EOPNOTSUPP), as some real
 	// devices ship.
 	uint64_t clear_cap_flags = 0;
+	// Engines (a multi-queue NIC's queues): a QP runs on engine send CQ comp_vector % engines,
+	// fixed at create_qp. 0: ULP_SOFT_ENGINES from the environment if set, else
+	// min(num_comp_vectors, CPUs) as cq_poll sizes its pollers. An explicit count (here or
+	// in the environment) is capped at num_comp_vectors only, not at the CPUs, so that a
+	// 2-core machine can run 4 engines (tests). Inline mode has as many, run in index order.
+	uint32_t engines = 0;
 };
 
 // Create a device and register it with the core registry. nullptr and errno on bad config.
@@ -123,6 +129,10 @@ uint64_t faults_fired(Device &dev);
 void force_qp_error(Qp &qp);          // the QP enters ERR now (QP_FATAL event)
 void force_device_fatal(Device &dev); // every QP to ERR, DEVICE_FATAL event
 void cut_connection(Qp &qp);          // as if the peer died: both sides see the wire drop
+
+// Engines: how many the device has, and the one that executes a QP (0 .. count-1).
+unsigned engine_count(Device &dev);
+unsigned qp_engine(Qp &qp);
 
 // The wire a QP's connection runs on: "inproc", "socket" (the packet wire), "shm" (the ring
 // wire), or "none" (not connected).

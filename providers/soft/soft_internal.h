@@ -2,7 +2,11 @@
 // providers/soft/soft_internal.h - the soft provider's objects.
 //
 // Locks, in the order they may nest (never the reverse):
-//   Engine::lock          run queue, timers, the QP being processed
+//   Engine::lock          run queue, timers, the QP being processed. A device has several
+//                         engines; a QP's queued/busy/parked flags are under its own
+//                         engine's lock, and no engine's lock is held while another's is
+//                         taken (an engine that schedules a QP of another engine, as a
+//                         requester moving its responder to ERR does, holds none).
 //   SoftQp::state_lock    QP state and peer (modify, error transitions)
 //   SoftDevice::mr_lock   MR table and MR state; shared for data copies, exclusive for
 //                         reg/dereg/REG_MR/LOCAL_INV. Two devices' locks nest in address
@@ -41,6 +45,7 @@ class SoftQp;
 class SoftSrq;
 class SoftMr;
 class SockConn;
+class Engine;
 
 using Clock = std::chrono::steady_clock;
 
@@ -136,6 +141,7 @@ public:
 	void fire_moderation_timer(uint32_t gen); // the moderation period elapsed
 
 	SoftDevice &sdev;
+	Engine &engine; // runs its moderation timers: engine comp_vector % engines (fixed)
 	EventHandler event_handler;
 
 private:
@@ -304,6 +310,10 @@ public:
 
 	SoftDevice &sdev;
 	SoftPd &spd;
+	// Executes this QP, owns its timers and watches its connection: the engine of its send
+	// CQ's comp_vector (modulo the engine count), fixed at creation, as a multi-queue NIC
+	// steers a QP to one queue.
+	Engine &engine;
 	SigType sig_type;
 	std::shared_ptr<QpHandle> handle; // what peers hold
 
@@ -332,12 +342,13 @@ public:
 	WcStatus exec_local(const SendWqe &w); // a REG_MR's or LOCAL_INV's effect
 	void detach_wire();                    // forget the peer (socket: close the connection)
 
-	boost::intrusive::list_member_hook<> run_hook; // Engine run queue, under Engine::lock
-	bool queued = false;                           // on the run queue, under Engine::lock
-	bool busy = false;                             // being processed, under Engine::lock
+	// The fields below are under engine's lock (this QP's engine, never another's).
+	boost::intrusive::list_member_hook<> run_hook; // the engine's run queue
+	bool queued = false;                           // on the run queue
+	bool busy = false;                             // being processed
 	bool more = false;                             // stopped on budget; engine requeues
-	bool parked = false;   // off limits to the engine (teardown, reset), under Engine::lock
-	void *cm_id = nullptr; // the SoftCmId owning us, if any
+	bool parked = false;                           // off limits to the engine (teardown, reset)
+	void *cm_id = nullptr;                         // the SoftCmId owning us, if any
 
 	AtomicCounters ctr;
 
@@ -434,13 +445,14 @@ public:
 };
 
 // ---------------------------------------------------------------------------------------------
-// Engine: the device's "NIC". A thread in Exec::Engine mode; the caller's thread in
-// Exec::Inline mode.
+// Engine: one queue of the device's "NIC". A device has one per completion vector (up to
+// the CPUs, or as configured; SoftDevice::engines); each QP runs on one of them for its
+// life. A thread in Exec::Engine mode; the caller's thread in Exec::Inline mode.
 
 class Engine
 {
 public:
-	explicit Engine(bool threaded);
+	Engine(bool threaded, unsigned index);
 	~Engine();
 	void schedule(SoftQp *qp);   // the QP has work (post, flush, reply)
 	void unschedule(SoftQp *qp); // QP destruction: off the queue, wait if running
@@ -467,6 +479,7 @@ private:
 	void unwatch_locked(SockConn &c); // out of epoll (lock_)
 
 	bool threaded_;
+	unsigned index_; // in the device's engines (its thread's name)
 	std::mutex lock_;
 	std::condition_variable idle_cv_; // unschedule waits here
 	boost::intrusive::list<
@@ -526,7 +539,12 @@ public:
 	DeviceConfig cfg;
 	uint32_t ip;             // host order
 	bool xproc_rings = true; // connections through the socket CM ask for the ring wire
-	Engine engine;
+	// The NIC's queues: at least one; never resized after construction.
+	std::vector<std::unique_ptr<Engine>> engines;
+	Engine &engine_of(int comp_vector) // the engine of a completion vector
+	{
+		return *engines[static_cast<size_t>(comp_vector) % engines.size()];
+	}
 	AtomicCounters retired;               // sums of destroyed QPs' counters
 	std::atomic<uint64_t> srq_posted{0};  // receive WRs posted to SRQs
 	void retire(const AtomicCounters &c); // a QP's counters, at its destruction (qp_lock)

@@ -307,10 +307,16 @@ int Endpoint::setup(const EpConfig &cfg)
 	ca.cqe = cfg.cqe;
 	ca.channel = ch_.get();
 	ca.event_handler = [this](const AsyncEvent &ev) { on_async(ev); };
+	// The CQs on vectors other than 0, and the receive CQ on another than the send CQ, where
+	// the device has them: on a soft device with several engines the QP then runs on an
+	// engine other than the first, and its receive CQ's moderation timers on yet another.
+	const int nvec = static_cast<int>(std::max(1u, dev_->attr().num_comp_vectors));
+	ca.comp_vector = (side_ + 1) % nvec;
 	scq_ = dev_->create_cq(ca);
 	if (!scq_)
 		return -errno;
 	if (!cfg.shared_cq) {
+		ca.comp_vector = (side_ + 2) % nvec;
 		rcq_ = dev_->create_cq(ca);
 		if (!rcq_)
 			return -errno;

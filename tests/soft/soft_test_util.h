@@ -149,8 +149,9 @@ struct Side {
 	std::unique_ptr<ulp::Mr> mr;
 	EventQueue<Ev> events; // QP async events
 
+	// vector: the CQs' completion vector (the send CQ's picks the QP's engine).
 	void init(ulp::Device &d, size_t bufsize = 1 << 16, int cqe = 256,
-	          ulp::CompChannel *ch = nullptr)
+	          ulp::CompChannel *ch = nullptr, int vector = 0)
 	{
 		dev = &d;
 		pd = d.alloc_pd();
@@ -158,6 +159,7 @@ struct Side {
 		ulp::CqInitAttr ca;
 		ca.cqe = cqe;
 		ca.channel = ch;
+		ca.comp_vector = vector;
 		scq = d.create_cq(ca);
 		ca.channel = nullptr;
 		rcq = d.create_cq(ca);

@@ -13,6 +13,7 @@
 // kSignal-th WR signaled) and the last iteration is signaled and waits for the queue to
 // drain, so every WR counted completed inside the timed loop. Wall-clock time
 // (UseRealTime): the work runs on the provider's engine threads, not the posting thread.
+// With --qps N, fabric_multi.cc measures N connections at once instead.
 #include "tools/ulp-bench/fabric.h"
 #include "tools/common/named_device.h"
 #include "tools/ulp-bench/fabric_conn.h"
@@ -61,175 +62,12 @@ constexpr uint32_t kSignal = 16;
 constexpr uint32_t kRateDepth = 128;
 constexpr uint32_t kRateSignal = 32;
 constexpr uint32_t kRateSize = 64;
-// Waiting for completions: empty polls spent spinning, then yielding, before sleeping.
-constexpr unsigned kSpinPolls = 2000;
-constexpr unsigned kYieldPolls = 200;
-
 constexpr std::array<uint32_t, 9> kSizes = {64,        256,        1024,       4096,   16384,
                                             64 * 1024, 128 * 1024, 256 * 1024, kMaxMsg};
 // A verbs device under emulation (rxe in a TCG VM) moves ~0.3 Gb/s: fewer sizes, those
 // perftest is run with beside it (tools/vm/bench).
 constexpr std::array<uint32_t, 5> kDeviceSizes = {4096, 16384, 64 * 1024, 256 * 1024, kMaxMsg};
 constexpr std::array<uint32_t, 3> kDeviceQuickSizes = {4096, 64 * 1024, kMaxMsg};
-
-double now_s()
-{
-	using namespace std::chrono;
-	return duration<double>(steady_clock::now().time_since_epoch()).count();
-}
-
-// ---------------------------------------------------------------------------------------------
-// One connected send queue and its completion bookkeeping.
-
-struct Stream {
-	struct Slot {
-		Cqe cqe; // the WC's wr_cqe points here (container_of)
-		Stream *s = nullptr;
-		uint64_t idx = 0;
-	};
-
-	const char *wire = "";
-	Requester *req = nullptr;
-	Responder *local = nullptr; // in-process responder whose receives we re-post
-	std::vector<Slot> slots;
-	uint64_t done = 0; // index of the newest completed WR; all older ones are done too
-
-	void init(const char *w, Requester *r, Responder *l)
-	{
-		wire = w;
-		req = r;
-		local = l;
-		slots.resize(r->sq_depth());
-		for (auto &sl : slots) {
-			sl.s = this;
-			sl.cqe.done = [](Cq *, Wc *wc) {
-				auto *sl = container_of(wc->wr_cqe, &Slot::cqe);
-				sl->s->done = sl->idx;
-			};
-		}
-	}
-
-	// Reap what the send CQ holds; returns how many.
-	int reap(Cq *cq)
-	{
-		std::array<Wc, 16> wc;
-		int n = cq->poll(wc);
-		if (n < 0)
-			fatal("%s: poll: %s", wire, std::strerror(-n));
-		for (int i = 0; i < n; i++) {
-			if (wc[i].status != WcStatus::Success) {
-				auto *sl = container_of(wc[i].wr_cqe, &Slot::cqe);
-				fatal("%s: completion of WR %" PRIu64
-				      " failed: %s (vendor_err %u, qp %u)",
-				      wire, sl ? sl->idx : 0, wc_status_str(wc[i].status),
-				      wc[i].vendor_err, wc[i].qp_num);
-			}
-			if (wc[i].wr_cqe)
-				wc[i].wr_cqe->done(cq, &wc[i]);
-		}
-		if (local)
-			local->reap();
-		return n;
-	}
-
-	// Wait until WR number target has completed. Every WR carries a cqe (signaled or
-	// not), so an error completion of any of them names it. Busy-poll first (the
-	// fast case), then poll with sched_yield (the engine may need this core: a 2-core
-	// machine runs this thread, its engine and the peer's), then sleep on the completion
-	// channel, as a kernel ULP's poller does; no progress for kCompletionTimeoutMs is
-	// fatal.
-	void poll_until(uint64_t target)
-	{
-		Cq *cq = req->send_cq();
-		double idle_since = 0;
-		unsigned empty = 0;
-		while (done < target) {
-			if (reap(cq) > 0) {
-				empty = 0;
-				continue;
-			}
-			++empty;
-			if (empty < kSpinPolls)
-				continue;
-			if (empty == kSpinPolls)
-				idle_since = now_s();
-			if (empty < kSpinPolls + kYieldPolls) {
-				std::this_thread::yield();
-				continue;
-			}
-			// Arm, poll once more (no REPORT_MISSED_EVENTS), then sleep.
-			if (int rc = cq->req_notify(CqNotify::NextComp))
-				fatal("%s: req_notify: %s", wire, std::strerror(-rc));
-			if (reap(cq) > 0) {
-				empty = 0;
-				continue;
-			}
-			Cq *ev_cq = nullptr;
-			int rc = req->channel()->get_cq_event(&ev_cq, local ? 1 : 100);
-			if (rc && rc != -EAGAIN)
-				fatal("%s: get_cq_event: %s", wire, std::strerror(-rc));
-			if (now_s() - idle_since > kCompletionTimeoutMs / 1000.0)
-				fatal("%s: no completion for %d ms (waiting for WR %" PRIu64
-				      ", newest done %" PRIu64 ")",
-				      wire, kCompletionTimeoutMs, target, done);
-		}
-	}
-
-	void post(RdmaWr &wr, uint64_t idx, bool signaled, uint32_t extra_flags)
-	{
-		Slot &sl = slots[idx % slots.size()];
-		sl.idx = idx;
-		wr.wr_cqe = &sl.cqe;
-		wr.send_flags = (signaled ? uint32_t{SEND_SIGNALED} : 0u) | extra_flags;
-		const SendWr *bad = nullptr;
-		int rc = req->qp()->post_send(&wr, &bad);
-		if (rc)
-			fatal("%s: post_send %s WR %" PRIu64 ": %s (%" PRIu64
-			      " WRs outstanding after completions polled, send queue of %u)",
-			      wire, wr_opcode_str(wr.opcode), idx, std::strerror(-rc),
-			      idx - 1 - done, req->qp()->cap().max_send_wr);
-	}
-
-	RdmaWr make_wr(WrOpcode op, uint32_t size, Sge *sge) const
-	{
-		uint8_t *local_buf = op == WrOpcode::RdmaRead ? req->sink() : req->src();
-		*sge = Sge{reinterpret_cast<uint64_t>(local_buf), size, req->mr().lkey()};
-		RdmaWr wr;
-		wr.opcode = op;
-		wr.sg_list = sge;
-		wr.num_sge = 1;
-		if (op != WrOpcode::Send) {
-			wr.remote_addr = req->remote().addr;
-			wr.rkey = req->remote().rkey;
-		}
-		return wr;
-	}
-
-	// Before measuring: WRITE a pattern, READ it back into the sink, compare; then one
-	// SEND. Proves the connection moves the right bytes.
-	void verify()
-	{
-		constexpr uint32_t n = 64 * 1024;
-		for (uint32_t i = 0; i < n; i++)
-			req->src()[i] = static_cast<uint8_t>(i * 7 + 3);
-		std::memset(req->sink(), 0, n);
-		Sge sge;
-		RdmaWr w = make_wr(WrOpcode::RdmaWrite, n, &sge);
-		done = 0;
-		post(w, 1, true, 0);
-		poll_until(1);
-		RdmaWr r = make_wr(WrOpcode::RdmaRead, n, &sge);
-		done = 0;
-		post(r, 1, true, 0);
-		poll_until(1);
-		if (std::memcmp(req->src(), req->sink(), n) != 0)
-			fatal("%s: data read back after RDMA WRITE differs", wire);
-		RdmaWr s = make_wr(WrOpcode::Send, n, &sge);
-		done = 0;
-		post(s, 1, true, 0);
-		poll_until(1);
-	}
-};
 
 void bm_fabric(benchmark::State &st, Stream *s, WrOpcode op, uint32_t size, uint32_t depth,
                uint32_t signal, bool inl)
@@ -289,123 +127,6 @@ std::string where(const FabricOptions &o)
 	if (o.device.empty())
 		return "soft provider";
 	return "verbs device " + o.device + " (both ends on it, " + o.ip + ")";
-}
-
-// ---------------------------------------------------------------------------------------------
-// The peer process (the socket wire's far end): a re-exec of this binary, started before
-// this process creates any thread, told to die with us (PR_SET_PDEATHSIG).
-
-struct Peer {
-	pid_t pid = 0;
-	uint16_t port = 0;
-};
-
-Peer spawn_peer(const std::string &ip, const std::string &device)
-{
-	int pfd[2];
-	if (pipe2(pfd, O_CLOEXEC) != 0)
-		fatal("pipe2: %s", std::strerror(errno));
-	char exe[4096];
-	ssize_t el = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-	if (el <= 0)
-		fatal("readlink /proc/self/exe: %s", std::strerror(errno));
-	exe[el] = 0;
-	std::string fd_arg = std::to_string(pfd[1]);
-	std::vector<char *> argv = {
-	    exe,           const_cast<char *>("fabric-peer"), const_cast<char *>("--ready-fd"),
-	    fd_arg.data(), const_cast<char *>("--ip"),        const_cast<char *>(ip.c_str())};
-	if (!device.empty()) {
-		argv.push_back(const_cast<char *>("--device"));
-		argv.push_back(const_cast<char *>(device.c_str()));
-	}
-	argv.push_back(nullptr);
-	pid_t parent = getpid();
-	std::fflush(stdout);
-	std::fflush(stderr);
-	pid_t pid = fork();
-	if (pid < 0)
-		fatal("fork: %s", std::strerror(errno));
-	if (pid == 0) {
-		// Async-signal-safe calls only until exec.
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		if (getppid() != parent)
-			_exit(1);
-		close(pfd[0]);
-		fcntl(pfd[1], F_SETFD, 0); // keep the ready fd across exec
-		int devnull = open("/dev/null", O_RDWR);
-		if (devnull >= 0) {
-			dup2(devnull, STDIN_FILENO);
-			dup2(devnull, STDOUT_FILENO); // stdout is the parent's (JSON) output
-		}
-		execv(exe, argv.data());
-		_exit(127);
-	}
-	close(pfd[1]);
-	set_peer_pid(pid, true);
-
-	std::string line;
-	double deadline = now_s() + kCmTimeoutMs / 1000.0;
-	for (;;) {
-		double left = deadline - now_s();
-		if (left <= 0)
-			fatal("peer process %d did not report its port within %d ms", pid,
-			      kCmTimeoutMs);
-		pollfd p{pfd[0], POLLIN, 0};
-		int rc = poll(&p, 1, static_cast<int>(left * 1000) + 1);
-		if (rc < 0 && errno == EINTR)
-			continue;
-		if (rc < 0)
-			fatal("poll: %s", std::strerror(errno));
-		if (rc == 0)
-			continue;
-		char buf[32];
-		ssize_t n = read(pfd[0], buf, sizeof(buf));
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			int status = 0;
-			waitpid(pid, &status, 0);
-			set_peer_pid(pid, false);
-			fatal("peer process exited before reporting its port (status 0x%x)",
-			      status);
-		}
-		line.append(buf, static_cast<size_t>(n));
-		if (line.find('\n') != std::string::npos)
-			break;
-	}
-	close(pfd[0]);
-	Peer peer;
-	peer.pid = pid;
-	peer.port = static_cast<uint16_t>(std::stoi(line));
-	return peer;
-}
-
-// Bounded wait for the peer to exit after the disconnect; kill it when it overstays.
-int reap_peer(Peer &peer)
-{
-	if (peer.pid <= 0)
-		return 0;
-	int status = 0;
-	for (int i = 0; i < 100; i++) {
-		pid_t r = waitpid(peer.pid, &status, WNOHANG);
-		if (r == peer.pid) {
-			set_peer_pid(peer.pid, false);
-			peer.pid = 0;
-			if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
-				return 0;
-			std::fprintf(stderr, "ulp-bench: peer process ended with status 0x%x\n",
-			             status);
-			return 1;
-		}
-		std::this_thread::sleep_for(std::chrono::milliseconds(100));
-	}
-	std::fprintf(stderr, "ulp-bench: peer process %d still running after 10 s; killing it\n",
-	             peer.pid);
-	kill(peer.pid, SIGKILL);
-	waitpid(peer.pid, &status, 0);
-	set_peer_pid(peer.pid, false);
-	peer.pid = 0;
-	return 1;
 }
 
 } // namespace
@@ -497,12 +218,12 @@ int run_fabric(const FabricOptions &opts)
 		s_in.verify();
 	}
 	if (xproc) {
-		rq_x.connect(dev, prov, o.ip, peer.port, kRateDepth);
+		rq_x.connect(dev, prov, o.ip, peer.ports.at(0), kRateDepth);
 		s_x.init("xproc", &rq_x, nullptr);
 		s_x.verify();
 	}
 	if (xpkt) {
-		rq_p.connect(dev_pkt, prov, o.ip, peer_p.port, kRateDepth, pkt_ip);
+		rq_p.connect(dev_pkt, prov, o.ip, peer_p.ports.at(0), kRateDepth, pkt_ip);
 		s_p.init("xpkt", &rq_p, nullptr);
 		s_p.verify();
 	}
@@ -746,19 +467,40 @@ int run_fabric_peer(const PeerOptions &o)
 	} else {
 		soft::DeviceConfig cfg;
 		cfg.ip = o.ip;
+		cfg.engines = o.engines;
 		dev = soft::create_device(cfg);
 		if (!dev)
 			fatal("soft::create_device(ip %s): %s", o.ip.c_str(), std::strerror(errno));
 		prov = &soft::provider();
 	}
-	Responder resp;
-	resp.start(dev, prov, o.ip, true);
-	std::string line = std::to_string(resp.port()) + "\n";
+	// One responder per connection the requester makes, responder i on vector i; each
+	// serves on its own thread, as each connection of a target has its poller.
+	const int n = std::max(1, o.qps);
+	std::vector<std::unique_ptr<Responder>> resp;
+	std::string line;
+	for (int i = 0; i < n; i++) {
+		resp.push_back(std::make_unique<Responder>());
+		resp.back()->start(dev, prov, o.ip, true, i);
+		line += (i ? " " : "") + std::to_string(resp.back()->port());
+	}
+	line += "\n";
 	if (write(o.ready_fd, line.data(), line.size()) != static_cast<ssize_t>(line.size()))
 		fatal("write to fd %d: %s", o.ready_fd, std::strerror(errno));
 	close(o.ready_fd);
-	int rc = resp.serve(o.max_seconds);
-	resp.stop();
+	std::vector<int> rcs(static_cast<size_t>(n));
+	std::vector<std::thread> threads;
+	for (int i = 1; i < n; i++)
+		threads.emplace_back(
+		    [&, i] { rcs[static_cast<size_t>(i)] = resp[i]->serve(o.max_seconds); });
+	rcs[0] = resp[0]->serve(o.max_seconds);
+	for (auto &t : threads)
+		t.join();
+	int rc = 0;
+	for (int i = 0; i < n; i++) {
+		rc |= rcs[static_cast<size_t>(i)];
+		resp[static_cast<size_t>(i)]->stop();
+	}
+	resp.clear();
 	if (o.device.empty())
 		soft::destroy_device(dev);
 	return rc;

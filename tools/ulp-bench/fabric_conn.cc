@@ -1,15 +1,23 @@
 // SPDX-License-Identifier: MIT
 #include "tools/ulp-bench/fabric_conn.h"
 
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <cerrno>
+#include <chrono>
+#include <cinttypes>
 #include <cstdio>
 #include <cstring>
 #include <optional>
+#include <sstream>
+#include <thread>
 
 namespace ulp::bench
 {
@@ -20,6 +28,9 @@ namespace
 std::atomic<pid_t> g_peer_pids[4]{}; // peer processes fatal() kills
 
 constexpr uint32_t kRqDepthWant = 512; // receives the responder keeps posted
+// Waiting for completions: empty polls spent spinning, then yielding, before sleeping.
+constexpr unsigned kSpinPolls = 2000;
+constexpr unsigned kYieldPolls = 200;
 
 } // namespace
 
@@ -86,7 +97,8 @@ bool CmEvents::wait_for(CmEventType want, int timeout_ms, Ev *out)
 // ---------------------------------------------------------------------------------------------
 // Side
 
-void Side::init(Device *d, size_t bytes, int send_cqe, int recv_cqe, bool send_ch, bool recv_ch)
+void Side::init(Device *d, size_t bytes, int send_cqe, int recv_cqe, bool send_ch, bool recv_ch,
+                int vector)
 {
 	dev = d;
 	pd = dev->alloc_pd();
@@ -99,6 +111,7 @@ void Side::init(Device *d, size_t bytes, int send_cqe, int recv_cqe, bool send_c
 	}
 	CqInitAttr ca;
 	ca.cqe = send_cqe;
+	ca.comp_vector = vector % static_cast<int>(std::max(1u, dev->attr().num_comp_vectors));
 	ca.channel = send_ch ? channel.get() : nullptr;
 	send_cq = dev->create_cq(ca);
 	ca.cqe = recv_cqe;
@@ -130,11 +143,12 @@ void Side::fini()
 // ---------------------------------------------------------------------------------------------
 // Responder
 
-void Responder::start(Device *dev, Provider *prov, const std::string &ip, bool with_channel)
+void Responder::start(Device *dev, Provider *prov, const std::string &ip, bool with_channel,
+                      int vector)
 {
 	const DeviceAttr &da = dev->attr();
 	rq_depth_ = std::min(kRqDepthWant, da.max_qp_wr);
-	side_.init(dev, kMaxMsg, 16, static_cast<int>(rq_depth_ + 16), false, with_channel);
+	side_.init(dev, kMaxMsg, 16, static_cast<int>(rq_depth_ + 16), false, with_channel, vector);
 	recvs_.resize(rq_depth_);
 	for (uint32_t i = 0; i < rq_depth_; i++) {
 		recvs_[i].self = this;
@@ -330,11 +344,12 @@ void Requester::on_event(CmId *id, CmEvent &ev)
 }
 
 void Requester::connect(Device *dev, Provider *prov, const std::string &ip, uint16_t port,
-                        uint32_t sq_depth, const std::string &src_ip)
+                        uint32_t sq_depth, const std::string &src_ip, int vector)
 {
 	const DeviceAttr &da = dev->attr();
 	sq_depth_ = std::min(sq_depth, da.max_qp_wr - 1);
-	side_.init(dev, 2 * size_t{kMaxMsg}, static_cast<int>(sq_depth_ + 16), 16, true, false);
+	side_.init(dev, 2 * size_t{kMaxMsg}, static_cast<int>(sq_depth_ + 16), 16, true, false,
+	           vector);
 	id_ = prov->create_id([this](CmId *cid, CmEvent &ev) { on_event(cid, ev); }, this);
 	if (!id_)
 		fatal("create_id: %s", std::strerror(errno));
@@ -398,6 +413,263 @@ void Requester::disconnect()
 		std::fprintf(stderr, "ulp-bench: no DISCONNECTED within %d ms\n", kCmTimeoutMs);
 	id_.reset();
 	side_.fini();
+}
+
+// ---------------------------------------------------------------------------------------------
+// The peer process
+
+Peer spawn_peer(const std::string &ip, const std::string &device,
+                const std::vector<std::string> &extra)
+{
+	int pfd[2];
+	if (pipe2(pfd, O_CLOEXEC) != 0)
+		fatal("pipe2: %s", std::strerror(errno));
+	char exe[4096];
+	ssize_t el = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (el <= 0)
+		fatal("readlink /proc/self/exe: %s", std::strerror(errno));
+	exe[el] = 0;
+	std::string fd_arg = std::to_string(pfd[1]);
+	std::vector<char *> argv = {
+	    exe,           const_cast<char *>("fabric-peer"), const_cast<char *>("--ready-fd"),
+	    fd_arg.data(), const_cast<char *>("--ip"),        const_cast<char *>(ip.c_str())};
+	if (!device.empty()) {
+		argv.push_back(const_cast<char *>("--device"));
+		argv.push_back(const_cast<char *>(device.c_str()));
+	}
+	for (const std::string &a : extra)
+		argv.push_back(const_cast<char *>(a.c_str()));
+	argv.push_back(nullptr);
+	pid_t parent = getpid();
+	std::fflush(stdout);
+	std::fflush(stderr);
+	pid_t pid = fork();
+	if (pid < 0)
+		fatal("fork: %s", std::strerror(errno));
+	if (pid == 0) {
+		// Async-signal-safe calls only until exec.
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() != parent)
+			_exit(1);
+		close(pfd[0]);
+		fcntl(pfd[1], F_SETFD, 0); // keep the ready fd across exec
+		int devnull = open("/dev/null", O_RDWR);
+		if (devnull >= 0) {
+			dup2(devnull, STDIN_FILENO);
+			dup2(devnull, STDOUT_FILENO); // stdout is the parent's (JSON) output
+		}
+		execv(exe, argv.data());
+		_exit(127);
+	}
+	close(pfd[1]);
+	set_peer_pid(pid, true);
+
+	std::string line;
+	double deadline = now_s() + kCmTimeoutMs / 1000.0;
+	for (;;) {
+		double left = deadline - now_s();
+		if (left <= 0)
+			fatal("peer process %d did not report its port within %d ms", pid,
+			      kCmTimeoutMs);
+		pollfd p{pfd[0], POLLIN, 0};
+		int rc = poll(&p, 1, static_cast<int>(left * 1000) + 1);
+		if (rc < 0 && errno == EINTR)
+			continue;
+		if (rc < 0)
+			fatal("poll: %s", std::strerror(errno));
+		if (rc == 0)
+			continue;
+		char buf[32];
+		ssize_t n = read(pfd[0], buf, sizeof(buf));
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			int status = 0;
+			waitpid(pid, &status, 0);
+			set_peer_pid(pid, false);
+			fatal("peer process exited before reporting its port (status 0x%x)",
+			      status);
+		}
+		line.append(buf, static_cast<size_t>(n));
+		if (line.find('\n') != std::string::npos)
+			break;
+	}
+	close(pfd[0]);
+	Peer peer;
+	peer.pid = pid;
+	// Its listeners' ports, one line: "PORT [PORT...]".
+	std::istringstream ports(line);
+	for (int p; ports >> p;) {
+		if (p <= 0 || p > 65535)
+			fatal("peer process reported port %d", p);
+		peer.ports.push_back(static_cast<uint16_t>(p));
+	}
+	if (peer.ports.empty())
+		fatal("peer process reported no port");
+	return peer;
+}
+
+int reap_peer(Peer &peer)
+{
+	if (peer.pid <= 0)
+		return 0;
+	int status = 0;
+	for (int i = 0; i < 100; i++) {
+		pid_t r = waitpid(peer.pid, &status, WNOHANG);
+		if (r == peer.pid) {
+			set_peer_pid(peer.pid, false);
+			peer.pid = 0;
+			if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+				return 0;
+			std::fprintf(stderr, "ulp-bench: peer process ended with status 0x%x\n",
+			             status);
+			return 1;
+		}
+		std::this_thread::sleep_for(std::chrono::milliseconds(100));
+	}
+	std::fprintf(stderr, "ulp-bench: peer process %d still running after 10 s; killing it\n",
+	             peer.pid);
+	kill(peer.pid, SIGKILL);
+	waitpid(peer.pid, &status, 0);
+	set_peer_pid(peer.pid, false);
+	peer.pid = 0;
+	return 1;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Stream
+
+double now_s()
+{
+	using namespace std::chrono;
+	return duration<double>(steady_clock::now().time_since_epoch()).count();
+}
+
+void Stream::init(const char *w, Requester *r, Responder *l)
+{
+	wire = w;
+	req = r;
+	local = l;
+	slots.resize(r->sq_depth());
+	for (auto &sl : slots) {
+		sl.s = this;
+		sl.cqe.done = [](Cq *, Wc *wc) {
+			auto *sl = container_of(wc->wr_cqe, &Slot::cqe);
+			sl->s->done = sl->idx;
+		};
+	}
+}
+
+int Stream::reap(Cq *cq)
+{
+	std::array<Wc, 16> wc;
+	int n = cq->poll(wc);
+	if (n < 0)
+		fatal("%s: poll: %s", wire, std::strerror(-n));
+	for (int i = 0; i < n; i++) {
+		if (wc[i].status != WcStatus::Success) {
+			auto *sl = container_of(wc[i].wr_cqe, &Slot::cqe);
+			fatal("%s: completion of WR %" PRIu64 " failed: %s (vendor_err %u, qp %u)",
+			      wire, sl ? sl->idx : 0, wc_status_str(wc[i].status), wc[i].vendor_err,
+			      wc[i].qp_num);
+		}
+		if (wc[i].wr_cqe)
+			wc[i].wr_cqe->done(cq, &wc[i]);
+	}
+	if (local)
+		local->reap();
+	return n;
+}
+
+// Every WR carries a cqe (signaled or not), so an error completion of any of them names it.
+void Stream::poll_until(uint64_t target)
+{
+	Cq *cq = req->send_cq();
+	double idle_since = 0;
+	unsigned empty = 0;
+	while (done < target) {
+		if (reap(cq) > 0) {
+			empty = 0;
+			continue;
+		}
+		++empty;
+		if (empty < kSpinPolls)
+			continue;
+		if (empty == kSpinPolls)
+			idle_since = now_s();
+		if (empty < kSpinPolls + kYieldPolls) {
+			std::this_thread::yield();
+			continue;
+		}
+		// Arm, poll once more (no REPORT_MISSED_EVENTS), then sleep.
+		if (int rc = cq->req_notify(CqNotify::NextComp))
+			fatal("%s: req_notify: %s", wire, std::strerror(-rc));
+		if (reap(cq) > 0) {
+			empty = 0;
+			continue;
+		}
+		Cq *ev_cq = nullptr;
+		int rc = req->channel()->get_cq_event(&ev_cq, local ? 1 : 100);
+		if (rc && rc != -EAGAIN)
+			fatal("%s: get_cq_event: %s", wire, std::strerror(-rc));
+		if (now_s() - idle_since > kCompletionTimeoutMs / 1000.0)
+			fatal("%s: no completion for %d ms (waiting for WR %" PRIu64
+			      ", newest done %" PRIu64 ")",
+			      wire, kCompletionTimeoutMs, target, done);
+	}
+}
+
+void Stream::post(RdmaWr &wr, uint64_t idx, bool signaled, uint32_t extra_flags)
+{
+	Slot &sl = slots[idx % slots.size()];
+	sl.idx = idx;
+	wr.wr_cqe = &sl.cqe;
+	wr.send_flags = (signaled ? uint32_t{SEND_SIGNALED} : 0u) | extra_flags;
+	const SendWr *bad = nullptr;
+	int rc = req->qp()->post_send(&wr, &bad);
+	if (rc)
+		fatal("%s: post_send %s WR %" PRIu64 ": %s (%" PRIu64
+		      " WRs outstanding after completions polled, send queue of %u)",
+		      wire, wr_opcode_str(wr.opcode), idx, std::strerror(-rc), idx - 1 - done,
+		      req->qp()->cap().max_send_wr);
+}
+
+RdmaWr Stream::make_wr(WrOpcode op, uint32_t size, Sge *sge) const
+{
+	uint8_t *local_buf = op == WrOpcode::RdmaRead ? req->sink() : req->src();
+	*sge = Sge{reinterpret_cast<uint64_t>(local_buf), size, req->mr().lkey()};
+	RdmaWr wr;
+	wr.opcode = op;
+	wr.sg_list = sge;
+	wr.num_sge = 1;
+	if (op != WrOpcode::Send) {
+		wr.remote_addr = req->remote().addr;
+		wr.rkey = req->remote().rkey;
+	}
+	return wr;
+}
+
+void Stream::verify()
+{
+	constexpr uint32_t n = 64 * 1024;
+	for (uint32_t i = 0; i < n; i++)
+		req->src()[i] = static_cast<uint8_t>(i * 7 + 3);
+	std::memset(req->sink(), 0, n);
+	Sge sge;
+	RdmaWr w = make_wr(WrOpcode::RdmaWrite, n, &sge);
+	done = 0;
+	post(w, 1, true, 0);
+	poll_until(1);
+	RdmaWr r = make_wr(WrOpcode::RdmaRead, n, &sge);
+	done = 0;
+	post(r, 1, true, 0);
+	poll_until(1);
+	if (std::memcmp(req->src(), req->sink(), n) != 0)
+		fatal("%s: data read back after RDMA WRITE differs", wire);
+	RdmaWr s = make_wr(WrOpcode::Send, n, &sge);
+	done = 0;
+	post(s, 1, true, 0);
+	poll_until(1);
 }
 
 } // namespace ulp::bench

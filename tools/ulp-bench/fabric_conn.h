@@ -82,9 +82,11 @@ struct Side {
 	std::unique_ptr<DmaRegion> mem;
 	std::unique_ptr<Mr> mr;
 
-	// send_ch / recv_ch: that CQ raises events on the side's completion channel.
-	void init(Device *dev, size_t bytes, int send_cqe, int recv_cqe, bool send_ch,
-	          bool recv_ch);
+	// send_ch / recv_ch: that CQ raises events on the side's completion channel. vector:
+	// the CQs' completion vector (modulo the device's; on a soft device it picks the QP's
+	// engine).
+	void init(Device *dev, size_t bytes, int send_cqe, int recv_cqe, bool send_ch, bool recv_ch,
+	          int vector = 0);
 	void fini(); // MR, CQs, channel, PD (the QP must be gone)
 };
 
@@ -94,8 +96,9 @@ public:
 	// Bind a listener on ip, trying ports from a pid-derived base; fatal() if none.
 	// with_channel: receive completions raise events on a completion channel (a peer
 	// process sleeps on it); otherwise the owner calls reap() from its own loop.
-	// prov makes the CM ids (the device's provider).
-	void start(Device *dev, Provider *prov, const std::string &ip, bool with_channel);
+	// prov makes the CM ids (the device's provider). vector: the CQs' completion vector.
+	void start(Device *dev, Provider *prov, const std::string &ip, bool with_channel,
+	           int vector = 0);
 	uint16_t port() const { return port_; }
 
 	// Reap receive completions and re-post the receives; returns how many. Thread: the
@@ -135,9 +138,9 @@ class Requester
 public:
 	// Connect to ip:port from dev (at src_ip, when the device is not the destination's)
 	// and learn the responder's buffer. sq_depth: the deepest send queue a benchmark will
-	// keep outstanding.
+	// keep outstanding. vector: the CQs' completion vector.
 	void connect(Device *dev, Provider *prov, const std::string &ip, uint16_t port,
-	             uint32_t sq_depth, const std::string &src_ip = "");
+	             uint32_t sq_depth, const std::string &src_ip = "", int vector = 0);
 	void disconnect(); // disconnect, wait (bounded) for DISCONNECTED, destroy everything
 
 	Qp *qp() const { return id_->qp(); }
@@ -162,6 +165,53 @@ private:
 	RemoteBuf remote_;
 	uint32_t max_inline_ = 0;
 	uint32_t sq_depth_ = 0;
+};
+
+// The peer process (the cross-process wires' far end): a re-exec of this binary as
+// `ulp-bench fabric-peer --ip IP [--device NAME] EXTRA...`, started before this process
+// creates any thread where it can be (the child only execs), told to die with us
+// (PR_SET_PDEATHSIG). It reports its listeners' ports once they listen.
+struct Peer {
+	pid_t pid = 0;
+	std::vector<uint16_t> ports; // one per responder, in its order
+};
+Peer spawn_peer(const std::string &ip, const std::string &device,
+                const std::vector<std::string> &extra = {});
+// Bounded wait for the peer to exit after the disconnects; kill it when it overstays.
+// 0: it exited cleanly.
+int reap_peer(Peer &peer);
+
+// Seconds on the steady clock.
+double now_s();
+
+// One connected send queue of a Requester and its completion bookkeeping: post WRs that
+// carry a slot's cqe, wait (bounded) until a given WR has completed.
+struct Stream {
+	struct Slot {
+		Cqe cqe; // the WC's wr_cqe points here (container_of)
+		Stream *s = nullptr;
+		uint64_t idx = 0;
+	};
+
+	const char *wire = "";
+	Requester *req = nullptr;
+	Responder *local = nullptr; // in-process responder whose receives we re-post
+	std::vector<Slot> slots;
+	uint64_t done = 0; // index of the newest completed WR; all older ones are done too
+
+	void init(const char *w, Requester *r, Responder *l);
+	// Reap what the send CQ holds; returns how many. fatal() on an error completion.
+	int reap(Cq *cq);
+	// Wait until WR number target has completed. Busy-poll first (the fast case), then
+	// poll with sched_yield (the engine may need this core: a 2-core machine runs this
+	// thread, its engine and the peer's), then sleep on the completion channel, as a
+	// kernel ULP's poller does; no progress for kCompletionTimeoutMs is fatal.
+	void poll_until(uint64_t target);
+	void post(RdmaWr &wr, uint64_t idx, bool signaled, uint32_t extra_flags);
+	RdmaWr make_wr(WrOpcode op, uint32_t size, Sge *sge) const;
+	// Before measuring: WRITE a pattern, READ it back into the sink, compare; then one
+	// SEND. Proves the connection moves the right bytes.
+	void verify();
 };
 
 } // namespace ulp::bench

@@ -37,6 +37,19 @@ int main(int argc, char **argv)
 	fabric->add_option("--ip", fo.ip,
 	                   "the device's IPv4 address (default 127.0.0.1 for the soft device; "
 	                   "with --device, its RoCE address from the GID table)");
+	fabric
+	    ->add_option("--qps", fo.qps,
+	                 "multi-QP mode: N connections at once, connection i on completion "
+	                 "vector i (on the soft provider: engine i modulo the engines), a thread "
+	                 "each; aggregate 64-byte WRITE and SEND rates and 64 KiB WRITE bandwidth "
+	                 "with --engines engines beside the same with one engine (soft provider "
+	                 "only; --wire inproc, xproc or both; --min-time default 1 s, 0.2 quick)")
+	    ->check(CLI::Range(1, 64));
+	fabric
+	    ->add_option("--engines", fo.engines,
+	                 "with --qps: the soft devices' engine count measured beside one engine "
+	                 "(default: the device default, min(num_comp_vectors, CPUs))")
+	    ->check(CLI::Range(1, 64));
 
 	// Hidden: the far end of the cross-process runs, started by `fabric` itself.
 	ulp::bench::PeerOptions po;
@@ -45,6 +58,8 @@ int main(int argc, char **argv)
 	peer->add_option("--max-seconds", po.max_seconds, "give up after this long");
 	peer->add_option("--ip", po.ip, "the device's IPv4 address");
 	peer->add_option("--device", po.device, "the verbs device (default: a soft one)");
+	peer->add_option("--qps", po.qps, "responders, responder i on completion vector i");
+	peer->add_option("--engines", po.engines, "the soft device's engines (0: its default)");
 
 	ulp::bench::RwOptions rwo;
 	auto *rw = app.add_subcommand("rw", "rdma_rw contexts/s and bandwidth (4 KiB, 128 KiB, "
@@ -102,7 +117,7 @@ int main(int argc, char **argv)
 	if (*cq)
 		return ulp::bench::run_cq(cqo);
 	if (*fabric)
-		return ulp::bench::run_fabric(fo);
+		return fo.qps > 0 ? ulp::bench::run_fabric_multi(fo) : ulp::bench::run_fabric(fo);
 	if (*peer)
 		return ulp::bench::run_fabric_peer(po);
 	return 2;
