@@ -239,6 +239,12 @@ void Server::refuse(int fd, const Error &e)
 	::close(fd);
 }
 
+void Server::count_refusal(uint64_t ServerStats::*counter)
+{
+	std::lock_guard g(lock_);
+	stats_.*counter += 1;
+}
+
 void Server::on_accept(int lfd, Kind kind)
 {
 	const bool unix_socket = kind == Kind::Unix;
@@ -257,9 +263,10 @@ void Server::on_accept(int lfd, Kind kind)
 			ucred cr{};
 			socklen_t cl = sizeof(cr);
 			if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) != 0) {
+				// Counted before the answer leaves: whoever reads the answer and
+				// then stats() sees the count.
+				count_refusal(&ServerStats::denied);
 				refuse(fd, {kPermissionDenied, "no peer credentials", {}});
-				std::lock_guard g(lock_);
-				stats_.denied++;
 				continue;
 			}
 			const uid_t allowed = cfg_.allowed_uid ? *cfg_.allowed_uid : ::geteuid();
@@ -272,12 +279,11 @@ void Server::on_accept(int lfd, Kind kind)
 				    cfg_.allowed_gid
 				        ? " or gid " + std::to_string(*cfg_.allowed_gid)
 				        : std::string());
+				count_refusal(&ServerStats::denied);
 				refuse(fd, {kPermissionDenied,
 				            "permission denied: uid " + std::to_string(cr.uid) +
 				                " may not administer this daemon",
 				            {}});
-				std::lock_guard g(lock_);
-				stats_.denied++;
 				continue;
 			}
 		} else {
@@ -290,23 +296,21 @@ void Server::on_accept(int lfd, Kind kind)
 			const size_t n = std::count_if(clients_.begin(), clients_.end(),
 			                               [](const auto &c) { return c->http; });
 			if (n >= cfg_.http_max_clients) {
+				count_refusal(&ServerStats::busy);
 				const std::string r =
 				    http_response(503, "text/plain", "too many clients\n");
 				(void)!::send(fd, r.data(), r.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
 				::close(fd);
-				std::lock_guard g(lock_);
-				stats_.busy++;
 				continue;
 			}
 		} else if (size_t(std::count_if(clients_.begin(), clients_.end(),
 		                                [](const auto &c) { return !c->http; })) >=
 		           cfg_.max_clients) {
+			count_refusal(&ServerStats::busy);
 			refuse(fd, {kServerBusy,
 			            "too many admin clients (" + std::to_string(cfg_.max_clients) +
 			                "); try again",
 			            {}});
-			std::lock_guard g(lock_);
-			stats_.busy++;
 			continue;
 		}
 		auto c = std::make_unique<Client>();

@@ -101,6 +101,8 @@ private:
 	enum class Kind : uint8_t { Unix, Tcp, Http }; // what a listener speaks
 	int listen_tcp(const std::string &spec, const char *what, int *fd, uint16_t *port,
 	               std::string *why);
+	// Counts a refused client in stats_ (under lock_), before the refusal is sent.
+	void count_refusal(uint64_t ServerStats::*counter);
 	void on_accept(int lfd, Kind kind);
 	void on_readable(Client &c);
 	void on_http_readable(Client &c);
