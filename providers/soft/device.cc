@@ -7,6 +7,7 @@
 #include <arpa/inet.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -20,8 +21,13 @@ namespace
 
 struct Devices {
 	std::mutex lock;
-	std::vector<SoftDevice *> list; // creation order; the first is the default
-	uint32_t next_name = 0;
+	std::vector<SoftDevice *> list; // creation order; the first is the default (lock)
+	uint32_t next_name = 0;         // for the next unnamed device (lock)
+	// Inline devices in list (written under lock, read without it): progress_inline_all,
+	// called by every get_cq_event and by every post on an engine thread, leaves at once
+	// when there are none instead of taking lock - the lock every poller thread would
+	// otherwise take for each completion event (issue 19).
+	std::atomic<uint32_t> inline_devices{0};
 };
 
 Devices &devices_()
@@ -210,6 +216,8 @@ Device *create_device(const DeviceConfig &cfg)
 		d = new SoftDevice(cfg, name, a, gid_of(ip));
 		d->ip = ip;
 		D.list.push_back(d);
+		if (cfg.exec == soft::Exec::Inline)
+			D.inline_devices.fetch_add(1, std::memory_order_relaxed);
 	}
 	register_provider(&provider());
 	register_device(d);
@@ -225,7 +233,8 @@ void destroy_device(Device *dev)
 	{
 		auto &D = devices_();
 		std::lock_guard g(D.lock);
-		std::erase(D.list, d);
+		if (std::erase(D.list, d) && d->cfg.exec == soft::Exec::Inline)
+			D.inline_devices.fetch_sub(1, std::memory_order_relaxed);
 	}
 	if (d->users.load())
 		ULP_LOG(Error, Soft, "destroying {} with {} objects still alive", d->name(),
@@ -267,6 +276,10 @@ SoftDevice *default_device()
 
 void progress_inline_all()
 {
+	// A relaxed read: a device another thread creates at this moment is seen by the next
+	// call.
+	if (devices_().inline_devices.load(std::memory_order_relaxed) == 0)
+		return;
 	// Loop until every inline device is idle: work on one can create work on another.
 	for (int round = 0; round < 1000; round++) {
 		std::vector<SoftDevice *> list;
