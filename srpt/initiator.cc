@@ -652,6 +652,8 @@ void Initiator::Impl::check_timers(clock::time_point now)
 	for (auto &c : chans) {
 		if (c->state != ChanState::Live)
 			continue;
+		if (c->abort_pending && now >= c->abort_deadline)
+			settle_aborts(*c, true);
 		for (Req &r : c->reqs.descs()) {
 			// Ending ones too: a SEND or LOCAL_INV completion that never comes must not
 			// hold a command forever.

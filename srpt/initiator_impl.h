@@ -142,6 +142,11 @@ struct Req : rdma::SendDesc {
 	const Buf *table = nullptr;     // the slot's descriptor table buffer (External)
 	DescMode kind = DescMode::Auto; // the format it went with (Auto: no data)
 	clock::time_point deadline;     // cmd_timeout
+	// A LUN-wide TMF answered on another channel covers it, but it may still be in flight to
+	// the target on this one (no order holds between two RC connections): it ends Aborted
+	// once this channel's credits show every command accounted for, or Completed if its
+	// SRP_RSP comes first (Chan::abort_pending).
+	bool abort_pending = false;
 	Callback cb;
 	Result res;
 };
@@ -197,10 +202,12 @@ struct Chan {
 	uint8_t rsp_flags = 0;      // LOGIN_RSP_*
 	uint32_t max_imm = 0;       // immediate data granted: its largest write, or 0
 	// Accounting.
-	uint32_t sq_size = 0;    // send WRs for commands (ctl's are apart)
-	uint32_t sq_used = 0;    // reserved or outstanding now, of sq_size
-	uint32_t ctl_used = 0;   // control sends outstanding
-	uint32_t unanswered = 0; // commands and TMFs sent and not answered
+	uint32_t sq_size = 0;               // send WRs for commands (ctl's are apart)
+	uint32_t sq_used = 0;               // reserved or outstanding now, of sq_size
+	uint32_t ctl_used = 0;              // control sends outstanding
+	uint32_t unanswered = 0;            // commands and TMFs sent and not answered
+	uint32_t abort_pending = 0;         // commands with Req::abort_pending set
+	clock::time_point abort_deadline{}; // their bound (tmf_timeout after the TMF's answer)
 };
 
 } // namespace ini
@@ -294,6 +301,8 @@ struct Initiator::Impl : ini::Owner {
 	void on_recv(ini::Rx *rx, const Wc &wc);
 	void on_rsp(ini::Chan &c, const srp::Rsp &rsp);
 	void on_tmf_rsp(ini::Chan &c, const srp::Rsp &rsp);
+	// Ends c's abort_pending commands Aborted once its credits are all back (or force).
+	void settle_aborts(ini::Chan &c, bool force);
 	TmfResult task_mgmt(uint8_t func, uint64_t lun, uint64_t task_tag, uint32_t ch);
 	void send_logout(ini::Chan &c);
 	static void recv_done(Cq *cq, Wc *wc);

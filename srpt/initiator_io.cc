@@ -304,6 +304,7 @@ int Initiator::Impl::submit(const Request &req, Callback cb, uint64_t *tag)
 	r.sq_held = need;
 	r.send_pending = true;
 	r.inv_pending = false;
+	r.abort_pending = false;
 	r.cb = std::move(cb);
 	r.deadline = clock::now() + cfg.cmd_timeout;
 	change_state(&r.state, ReqState::Active, kReqStates);
@@ -571,6 +572,9 @@ void Initiator::Impl::on_recv(Rx *rx, const Wc &wc)
 	}
 	if (c.state != ChanState::Live)
 		return;
+	settle_aborts(c, false); // the credits may account for them now
+	if (c.state != ChanState::Live)
+		return;
 	// Taken apart: the buffer goes back before the answer that may bring the next IU.
 	if (int rc = c.recvs.post(*c.id->qp(), *rx); rc != 0) {
 		chan_fail(c, std::string("post_recv: ") + std::strerror(-rc));
@@ -585,6 +589,11 @@ void Initiator::Impl::on_rsp(Chan &c, const srp::Rsp &rsp)
 	const uint32_t slot = uint32_t(rsp.tag & 0xffff);
 	const uint32_t ch = uint32_t(rsp.tag >> 16 & 0xff);
 	Req *r = ch == c.idx && slot < c.reqs.size() ? &c.reqs.descs()[slot] : nullptr;
+	if (r && r->abort_pending && r->state == ReqState::Active && r->tag == rsp.tag) {
+		// It reached the target after the TMF and ran: a normal answer.
+		r->abort_pending = false;
+		c.abort_pending--;
+	}
 	if (!r || r->state != ReqState::Active || r->tag != rsp.tag) {
 		// A command a TMF of ours already ended (a LUN RESET answered on another channel
 		// before this one's response came: ib_srp's srp_reset_device finishes every
@@ -655,10 +664,48 @@ void Initiator::Impl::on_tmf_rsp(Chan &c, const srp::Rsp &rsp)
 			default:
 				break;
 			}
-			if (hit)
+			if (!hit)
+				continue;
+			// On the TMF's own channel every command sent before it reached the target
+			// first (one RC queue): not answered by now, it was aborted. On another
+			// channel it may still be on its way and run after the function: it ends
+			// when that channel's credits account for it (settle_aborts). ib_srp ends
+			// them all at once and invalidates their keys, and a late one's RDMA READ
+			// then fails the channel with a remote access error.
+			if (&x == &c || t.func == srp::TSK_ABORT_TASK) {
 				end_req(r, Outcome::Aborted);
+			} else if (!r.abort_pending) {
+				r.abort_pending = true;
+				x.abort_pending++;
+				x.abort_deadline = clock::now() + cfg.tmf_timeout;
+			}
 		}
+		settle_aborts(x, false);
 	}
+}
+
+void Initiator::Impl::settle_aborts(Chan &c, bool force)
+{
+	if (c.abort_pending == 0)
+		return;
+	// SRP r16a 5.5: every command takes a credit and the target gives each back, with its
+	// SRP_RSP or, for one a task management function aborted, owed (with a later response
+	// or an SRP_CRED_REQ). All back: nothing of this channel is still on its way.
+	if (!force && c.req_lim < int64_t(c.granted))
+		return;
+	if (force)
+		ULP_LOG_RATELIMITED(Warn, Srpt,
+		                    "channel {}: {} commands a LUN-wide task management function "
+		                    "covered were not accounted for within {} ms (no credits came "
+		                    "back for them); they end Aborted",
+		                    c.idx, c.abort_pending,
+		                    static_cast<long long>(cfg.tmf_timeout.count()));
+	for (Req &r : c.reqs.descs())
+		if (r.abort_pending && r.state == ReqState::Active) {
+			r.abort_pending = false;
+			end_req(r, Outcome::Aborted);
+		}
+	c.abort_pending = 0;
 }
 
 TmfResult Initiator::Impl::task_mgmt(uint8_t func, uint64_t lun, uint64_t task_tag, uint32_t ch)

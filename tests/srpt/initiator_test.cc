@@ -42,6 +42,7 @@ using test_env::kBlock;
 // The target side: a soft device, a RAM LUN, the SRP target and its portal.
 struct TargetSide : test_env::SoftTarget {
 	soft::Wire wire = soft::Wire::Auto; // Socket: the packet path, as between processes
+	uint32_t engines = 0;               // the soft device's engines (0: its default)
 
 	bool start(TargetConfig tc = {})
 	{
@@ -52,6 +53,7 @@ struct TargetSide : test_env::SoftTarget {
 		test_env::TargetOptions o;
 		o.wire = wire;
 		o.lun_bytes = kLunBytes;
+		o.engines = engines;
 		return SoftTarget::start(tc, o);
 	}
 
@@ -640,6 +642,12 @@ TEST_F(SrpInitiator, TaskManagement)
 // credit comes back: with a later response or in an SRP_CRED_REQ (SRP r16a 6.7).
 TEST_F(SrpInitiator, TaskManagementUnderIo)
 {
+	// Two engines, whatever the machine: the channels' QPs execute on different threads,
+	// so a LUN RESET on channel 0 can reach the target before commands channel 1 sent
+	// earlier (no order holds between two RC connections). Those run after the reset and
+	// are answered; the initiator must not end them (and revoke their buffers' keys) on
+	// the reset's answer, or their RDMA READ fails the channel.
+	ts.engines = 2;
 	ASSERT_TRUE(ts.start());
 	InitiatorConfig c = base_cfg();
 	c.channels = 2;

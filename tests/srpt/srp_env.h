@@ -62,6 +62,7 @@ struct TargetOptions {
 	uint64_t lun_bytes = 64u << 20;     // the RAM LUN's size, bytes
 	std::string name = "srp-test";      // the TPG's name
 	std::vector<std::string> acls;      // initiator ACLs (none: any initiator)
+	uint32_t engines = 0;               // the device's engines (0: its default)
 };
 
 // A soft device with a RAM LUN 0 behind an SRP target and one portal on that device.
@@ -79,6 +80,7 @@ struct SoftTarget {
 		soft::DeviceConfig dc;
 		dc.ip = o.ip;
 		dc.wire = o.wire;
+		dc.engines = o.engines;
 		dev = soft::create_device(dc);
 		if (!dev)
 			return false;
