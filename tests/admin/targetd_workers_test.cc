@@ -405,28 +405,49 @@ TEST(TargetdWorkers, FileLunIoIsReapedOnTheWorkers)
 	EXPECT_EQ(d.t.stop(), 0) << d.t.log();
 }
 
+// Every session of s writing LUN 1 from a thread of its own (Pound), each slot to its own
+// blocks; start() returns once each has had a write answered GOOD.
+struct Pounders {
+	std::atomic<int> started{0};
+	std::deque<Pound> pd;
+	std::vector<std::thread> th;
+
+	::testing::AssertionResult start(std::vector<std::unique_ptr<Session>> &s)
+	{
+		for (auto &p : s)
+			if (!write_read_lun(*p, 1, 0, 1))
+				return ::testing::AssertionFailure() << p->error();
+		pd.resize(s.size());
+		for (size_t i = 0; i < s.size(); i++)
+			th.emplace_back(
+			    [&, i] { pd[i].run(*s[i], 1, 4096 * i, uint8_t(i * 16), &started); });
+		if (!all_started(started, int(s.size())))
+			return ::testing::AssertionFailure() << "not every session got going";
+		return ::testing::AssertionSuccess();
+	}
+	void join()
+	{
+		for (auto &t : th)
+			if (t.joinable())
+				t.join();
+	}
+	~Pounders() { join(); }
+};
+
 TEST(TargetdWorkers, FileLunDeletedUnderIoOnBothWorkers)
 {
 	FileLunDaemon d;
 	ASSERT_TRUE(d.start());
 	auto s = d.logins(4);
-	for (auto &p : s)
-		ASSERT_TRUE(write_read_lun(*p, 1, 0, 1)) << p->error();
-	std::atomic<int> started{0};
-	std::deque<Pound> pd(s.size());
-	std::vector<std::thread> th;
-	for (size_t i = 0; i < s.size(); i++)
-		th.emplace_back(
-		    [&, i] { pd[i].run(*s[i], 1, 4096 * i, uint8_t(i * 16), &started); });
-	ASSERT_TRUE(all_started(started, int(s.size())));
+	Pounders w;
+	ASSERT_TRUE(w.start(s));
 	std::string out;
 	EXPECT_EQ(ulpctl(d.sock, {"--json", "lun", "delete", "-t", kIqn, "-l", "1"}, &out), 0)
 	    << out;
 	EXPECT_NE(out.find("\"drained\": true"), std::string::npos) << out;
-	for (auto &t : th)
-		t.join();
-	for (size_t i = 0; i < pd.size(); i++) {
-		const Pound &p = pd[i];
+	w.join();
+	for (size_t i = 0; i < w.pd.size(); i++) {
+		const Pound &p = w.pd[i];
 		EXPECT_EQ(p.inflight, 0) << "session " << i << ": commands lost";
 		EXPECT_GT(p.good, 0) << "session " << i;
 		EXPECT_EQ(s[i]->state(), SessionState::FullFeature) << s[i]->error();
@@ -452,24 +473,16 @@ TEST(TargetdWorkers, StopsUnderFileIoOnBothWorkers)
 	FileLunDaemon d;
 	ASSERT_TRUE(d.start());
 	auto s = d.logins(4);
-	for (auto &p : s)
-		ASSERT_TRUE(write_read_lun(*p, 1, 0, 1)) << p->error();
-	std::atomic<int> started{0};
-	std::deque<Pound> pd(s.size());
-	std::vector<std::thread> th;
-	for (size_t i = 0; i < s.size(); i++)
-		th.emplace_back(
-		    [&, i] { pd[i].run(*s[i], 1, 4096 * i, uint8_t(i * 16), &started); });
-	ASSERT_TRUE(all_started(started, int(s.size())));
+	Pounders w;
+	ASSERT_TRUE(w.start(s));
 	// SIGTERM with writes in flight on both workers: the sessions are logged out or
 	// dropped, each worker drains its ring before it exits, and the daemon exits 0 (a
 	// TSan build exits 66 on a race) within its bound.
 	const auto t0 = clock::now();
 	EXPECT_EQ(d.t.stop(20s), 0) << d.t.log();
 	EXPECT_LT(clock::now() - t0, 15s);
-	for (auto &t : th)
-		t.join();
-	for (const Pound &p : pd)
+	w.join();
+	for (const Pound &p : w.pd)
 		EXPECT_GT(p.good, 0);
 	EXPECT_EQ(d.t.log().find("abandoning"), std::string::npos) << d.t.log();
 }
