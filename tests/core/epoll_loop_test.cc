@@ -1,0 +1,226 @@
+// SPDX-License-Identifier: MIT
+// tests/core/epoll_loop_test.cc - EpollLoop (core/epoll_loop.h) keeps core/event_loop.h's
+// rules: watches called on the loop thread while readable, never after del_fd (even for an
+// event fetched in the same turn), post() from any thread run once and in order, and the
+// end: what was posted runs, then every watch left hears loop_ending() and removes itself.
+#include "core/epoll_loop.h"
+
+#include <gtest/gtest.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+namespace ulp
+{
+namespace
+{
+
+using namespace std::chrono_literals;
+
+// An eventfd watched on a loop; counts its callbacks and where they ran.
+struct EfdWatch : LoopWatch {
+	EpollLoop *loop = nullptr;
+	int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	int readable = 0;          // loop_readable calls
+	int ending = 0;            // loop_ending calls
+	bool drain = true;         // read the eventfd in loop_readable (else it stays readable)
+	bool remove = false;       // del_fd itself from loop_readable
+	EfdWatch *other = nullptr; // del_fd this one's fd too, from loop_readable
+	std::thread::id on;        // the thread of the last callback
+
+	~EfdWatch() { ::close(fd); }
+	void kick()
+	{
+		const uint64_t one = 1;
+		ASSERT_EQ(::write(fd, &one, sizeof(one)), ssize_t(sizeof(one)));
+	}
+	void loop_readable() override
+	{
+		readable++;
+		on = std::this_thread::get_id();
+		if (drain) {
+			uint64_t v;
+			(void)!::read(fd, &v, sizeof(v));
+		}
+		if (remove)
+			loop->del_fd(fd);
+		if (other)
+			loop->del_fd(other->fd);
+	}
+	void loop_ending() override
+	{
+		ending++;
+		on = std::this_thread::get_id();
+		loop->del_fd(fd);
+	}
+};
+
+TEST(EpollLoop, WatchesRunOnTheOwnerWhileReadable)
+{
+	EpollLoop loop("test");
+	ASSERT_EQ(loop.init(), 0);
+	EfdWatch w;
+	w.loop = &loop;
+	ASSERT_EQ(loop.add_fd(w.fd, &w), 0);
+	EXPECT_EQ(loop.watches(), 1u);
+	EXPECT_TRUE(loop.pending());
+	// Nothing readable: a turn with a timeout of 0 returns at once, calls nothing.
+	EXPECT_EQ(loop.turn(0, {}), 0);
+	EXPECT_EQ(w.readable, 0);
+	w.kick();
+	EXPECT_EQ(loop.turn(1000, {}), 0);
+	EXPECT_EQ(w.readable, 1);
+	EXPECT_EQ(w.on, std::this_thread::get_id());
+	// Level triggered: not drained, it is called again on the next turn.
+	w.drain = false;
+	w.kick();
+	EXPECT_EQ(loop.turn(1000, {}), 0);
+	EXPECT_EQ(loop.turn(1000, {}), 0);
+	EXPECT_EQ(w.readable, 3);
+	// Removed from its own callback: never called again, though still readable.
+	w.remove = true;
+	EXPECT_EQ(loop.turn(1000, {}), 0);
+	EXPECT_EQ(w.readable, 4);
+	EXPECT_EQ(loop.watches(), 0u);
+	EXPECT_EQ(loop.turn(0, {}), 0);
+	EXPECT_EQ(w.readable, 4);
+	EXPECT_EQ(loop.end(), 0u);
+	EXPECT_EQ(w.ending, 0) << "a removed watch hears nothing of the end";
+}
+
+TEST(EpollLoop, AWatchRemovedByAnotherInTheSameTurnIsNotCalled)
+{
+	EpollLoop loop("test");
+	ASSERT_EQ(loop.init(), 0);
+	EfdWatch a, b;
+	a.loop = b.loop = &loop;
+	a.other = &b;
+	b.other = &a;
+	ASSERT_EQ(loop.add_fd(a.fd, &a), 0);
+	ASSERT_EQ(loop.add_fd(b.fd, &b), 0);
+	a.kick();
+	b.kick();
+	// Both events come in one epoll_wait; whichever runs first removes the other, which must
+	// not be called (core/event_loop.h: it may be freed right after del_fd).
+	EXPECT_EQ(loop.turn(1000, {}), 0);
+	EXPECT_EQ(a.readable + b.readable, 1);
+	EXPECT_EQ(loop.watches(), 1u) << "the one that ran is still watched";
+	EXPECT_EQ(loop.end(), 0u);
+	EXPECT_EQ(a.ending + b.ending, 1) << "only the one still watched hears the end";
+}
+
+TEST(EpollLoop, OwnDescriptorsAreReportedByTag)
+{
+	EpollLoop loop("test");
+	ASSERT_EQ(loop.init(), 0);
+	EfdWatch x, y; // used only for their eventfds
+	ASSERT_EQ(loop.add_own(x.fd, 7), 0);
+	ASSERT_EQ(loop.add_own(y.fd, 9), 0);
+	EXPECT_FALSE(loop.pending()) << "own descriptors are the owner's business";
+	std::array<uint32_t, 4> tags{};
+	EXPECT_EQ(loop.turn(0, tags), 0);
+	y.kick();
+	ASSERT_EQ(loop.turn(1000, tags), 1);
+	EXPECT_EQ(tags[0], 9u);
+	x.kick();
+	ASSERT_EQ(loop.turn(1000, tags), 2) << "level triggered: y was not read";
+	EXPECT_EQ(std::min(tags[0], tags[1]), 7u);
+	EXPECT_EQ(std::max(tags[0], tags[1]), 9u);
+	EXPECT_EQ(loop.end(), 0u);
+}
+
+TEST(EpollLoop, PostedFunctionsRunOnceInOrderOnTheLoop)
+{
+	EpollLoop loop("test");
+	ASSERT_EQ(loop.init(), 0);
+	std::atomic<bool> stop{false};
+	std::atomic<std::thread::id> loop_tid;
+	std::thread t([&] {
+		loop.set_owner();
+		loop_tid = std::this_thread::get_id();
+		while (!stop.load())
+			ASSERT_GE(loop.turn(100, {}), 0);
+	});
+	while (loop_tid.load() == std::thread::id{})
+		std::this_thread::yield();
+	constexpr int kThreads = 4, kEach = 2000;
+	std::vector<std::vector<int>> seen(kThreads);
+	std::atomic<int> ran{0}, off_loop{0};
+	std::vector<std::thread> posters;
+	for (int p = 0; p < kThreads; p++)
+		posters.emplace_back([&, p] {
+			for (int i = 0; i < kEach; i++)
+				ASSERT_TRUE(loop.post([&, p, i] {
+					if (std::this_thread::get_id() != loop_tid.load())
+						off_loop++;
+					seen[size_t(p)].push_back(i); // only the loop thread writes
+					ran++;
+				}));
+		});
+	for (auto &x : posters)
+		x.join();
+	const auto end = std::chrono::steady_clock::now() + 10s;
+	while (ran.load() < kThreads * kEach && std::chrono::steady_clock::now() < end)
+		std::this_thread::sleep_for(1ms);
+	stop = true;
+	loop.wake();
+	t.join();
+	EXPECT_EQ(ran.load(), kThreads * kEach);
+	EXPECT_EQ(off_loop.load(), 0);
+	for (int p = 0; p < kThreads; p++) {
+		ASSERT_EQ(seen[size_t(p)].size(), size_t(kEach));
+		for (int i = 0; i < kEach; i++)
+			ASSERT_EQ(seen[size_t(p)][size_t(i)], i) << "poster " << p;
+	}
+	loop.set_owner();
+	EXPECT_EQ(loop.end(), 0u);
+}
+
+TEST(EpollLoop, EndRunsWhatWasPostedThenEndsTheWatches)
+{
+	EpollLoop loop("test");
+	ASSERT_EQ(loop.init(), 0);
+	EfdWatch w;
+	w.loop = &loop;
+	ASSERT_EQ(loop.add_fd(w.fd, &w), 0);
+	std::vector<int> order;
+	ASSERT_TRUE(loop.post([&] { order.push_back(1); }));
+	ASSERT_TRUE(loop.post([&] {
+		order.push_back(2);
+		EXPECT_EQ(w.ending, 0) << "the watches end after the posted functions";
+	}));
+	EXPECT_TRUE(loop.pending());
+	EXPECT_EQ(loop.end(), 0u);
+	EXPECT_EQ(order, (std::vector<int>{1, 2}));
+	EXPECT_EQ(w.ending, 1);
+	EXPECT_EQ(loop.watches(), 0u);
+	EXPECT_FALSE(loop.post([] {})) << "an ended loop refuses: the function would never run";
+	EfdWatch late;
+	late.loop = &loop;
+	EXPECT_EQ(loop.add_fd(late.fd, &late), -ESHUTDOWN);
+}
+
+TEST(EpollLoop, AWatchThatDoesNotRemoveItselfIsCountedAndRemoved)
+{
+	struct Stubborn : LoopWatch {
+		int ending = 0;
+		void loop_readable() override {}
+		void loop_ending() override { ending++; }
+	};
+	EpollLoop loop("test");
+	ASSERT_EQ(loop.init(), 0);
+	EfdWatch e; // for its eventfd only
+	Stubborn s;
+	ASSERT_EQ(loop.add_fd(e.fd, &s), 0);
+	EXPECT_EQ(loop.end(), 1u);
+	EXPECT_EQ(s.ending, 1);
+	EXPECT_EQ(loop.watches(), 0u);
+}
+
+} // namespace
+} // namespace ulp
