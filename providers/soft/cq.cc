@@ -25,31 +25,56 @@ SoftChannel::~SoftChannel()
 		close(efd_);
 }
 
-// The eventfd is readable exactly while events_ is not empty (a real channel's fd is: the
-// conformance suite checks it): it is written when the list goes from empty to not empty and
-// read (to zero) when it goes back, under lock_ so that the two cannot cross. Only those
-// transitions cost a system call under the lock; an engine raising events while the poller
-// takes them skips both (it used to write and read once per event, and the two threads met
-// on lock_ during the calls: most of the futex calls on the iSER path, issue 19).
+// The eventfd is readable while events_ is not empty (a real channel's fd is: the
+// conformance suite checks it). It is written when the list goes from empty to not empty and
+// cleared when the list empties, both outside lock_: with the calls under the lock, an engine
+// raising an event waited on it while the poller's read ran (most of the target's futex calls
+// over iSER and SRP, issue 19). The clearing side looks again after its read and writes back
+// if an event came meanwhile, so no event is ever pending with the fd clear; a raise that
+// races it can leave the fd readable with nothing pending, which the next get_cq_event
+// clears (a waiter wakes once for nothing).
+void SoftChannel::signal()
+{
+	const uint64_t one = 1;
+	(void)!write(efd_, &one, sizeof(one));
+}
+
+void SoftChannel::settle()
+{
+	uint64_t v;
+	(void)!read(efd_, &v, sizeof(v));
+	bool again;
+	{
+		std::lock_guard g(lock_);
+		again = !events_.empty();
+	}
+	if (again)
+		signal();
+}
+
 void SoftChannel::raise(SoftCq *cq)
 {
-	std::lock_guard g(lock_);
-	events_.push_back(cq);
-	if (events_.size() == 1) {
-		uint64_t one = 1;
-		(void)!write(efd_, &one, sizeof(one));
+	bool first;
+	{
+		std::lock_guard g(lock_);
+		events_.push_back(cq);
+		first = events_.size() == 1;
 	}
+	if (first)
+		signal();
 }
 
 void SoftChannel::forget(SoftCq *cq)
 {
-	std::lock_guard g(lock_);
-	const bool had = !events_.empty();
-	std::erase(events_, cq);
-	if (had && events_.empty()) {
-		uint64_t v;
-		(void)!read(efd_, &v, sizeof(v));
+	bool emptied;
+	{
+		std::lock_guard g(lock_);
+		const bool had = !events_.empty();
+		std::erase(events_, cq);
+		emptied = had && events_.empty();
 	}
+	if (emptied)
+		settle();
 }
 
 int SoftChannel::get_cq_event(Cq **cq, int timeout_ms)
@@ -58,18 +83,22 @@ int SoftChannel::get_cq_event(Cq **cq, int timeout_ms)
 	for (;;) {
 		// Inline devices make progress only when someone asks; a waiter does.
 		progress_inline_all();
+		bool got = false, last = false;
 		{
 			std::lock_guard g(lock_);
 			if (!events_.empty()) {
 				*cq = events_.front();
 				events_.pop_front();
-				if (events_.empty()) {
-					uint64_t v;
-					(void)!read(efd_, &v, sizeof(v));
-				}
-				return 0;
+				got = true;
+				last = events_.empty();
 			}
 		}
+		if (got) {
+			if (last)
+				settle();
+			return 0;
+		}
+		settle();       // a readable fd with nothing pending (see above) is cleared here
 		int slice = 10; // ms: inline devices need the next progress call
 		if (timeout_ms >= 0) {
 			auto left = std::chrono::duration_cast<std::chrono::milliseconds>(

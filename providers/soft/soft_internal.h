@@ -120,8 +120,11 @@ public:
 	void forget(SoftCq *cq); // CQ destroyed: drop its pending events
 
 private:
-	int efd_;
-	std::mutex lock_;
+	void signal(); // make the eventfd readable
+	void settle(); // clear it, then make it readable again if events_ is not empty
+
+	int efd_;                     // readable while events_ is not empty (see cq.cc)
+	std::mutex lock_;             // guards events_; never held across a system call
 	std::deque<SoftCq *> events_; // CQs whose events are not yet taken, oldest first
 };
 
