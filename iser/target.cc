@@ -618,11 +618,7 @@ Portal::~Portal()
 
 PortalStats Portal::stats()
 {
-	PortalStats s;
-	{
-		std::lock_guard g(lock_);
-		s = stats_;
-	}
+	PortalStats s = stats_.read();
 	s.accepted = accepted();
 	s.rejected = rejected();
 	return s;
@@ -630,8 +626,7 @@ PortalStats Portal::stats()
 
 void Portal::count(uint64_t PortalStats::*field)
 {
-	std::lock_guard g(lock_);
-	stats_.*field += 1;
+	stats_.add(field);
 }
 
 std::unique_ptr<rdma::PortalConn> Portal::on_connect_request(CmEvent &ev, rdma::DeviceRes &res,

@@ -27,6 +27,7 @@
 // buffers from the portal's per-device DmaHeap (one contiguous block per command).
 #pragma once
 
+#include "core/shard_counters.h"
 #include "iscsi/target/target.h"
 #include "rdma_conn/portal.h"
 
@@ -86,7 +87,7 @@ public:
 	// For Conn.
 	const PortalConfig &iser_cfg() const { return cfg_; }
 	iscsi::target::Target &target() { return target_; }
-	void count(uint64_t PortalStats::*field);
+	void count(uint64_t PortalStats::*field); // any thread, no lock
 
 protected:
 	std::unique_ptr<rdma::PortalConn> on_connect_request(CmEvent &ev, rdma::DeviceRes &res,
@@ -97,8 +98,9 @@ protected:
 private:
 	iscsi::target::Target &target_;
 	PortalConfig cfg_;
-	std::mutex lock_;   // guards stats_
-	PortalStats stats_; // accepted and rejected come from rdma::Portal
+	// count()'s counters, per thread: every poller bumps them per command (accepted and
+	// rejected come from rdma::Portal).
+	ShardCounters<PortalStats> stats_;
 };
 
 } // namespace ulp::iser

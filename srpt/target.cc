@@ -70,17 +70,20 @@ std::string Target::add_target_line(const std::string &addr)
 
 TargetStats Target::stats()
 {
-	std::lock_guard g(lock_);
-	TargetStats s = stats_;
-	s.channels_open = channels_.size();
+	TargetStats s;
+	{
+		std::lock_guard g(lock_);
+		s = stats_;
+		s.channels_open = channels_.size();
+	}
+	io_stats_.add_to(&s);
 	s.teardown_timeouts = reaper_.timeouts();
 	return s;
 }
 
 void Target::count(uint64_t TargetStats::*field, uint64_t n)
 {
-	std::lock_guard g(lock_);
-	stats_.*field += n;
+	io_stats_.add(field, n);
 }
 
 void Target::add_channel(Channel *ch)

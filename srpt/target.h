@@ -22,11 +22,13 @@
 // every channel of the nexus first (the nexus is lost: its commands are aborted) and starts
 // a new one; MULTICHAN_MULTI adds a channel to a live nexus (SRP r16a 6.3, table 10).
 //
-// Locking: lock_ guards the nexus table, the channels list and the statistics. A channel's
+// Locking: lock_ guards the nexus table, the channels list and the statistics that change
+// with them (count()'s per-command counters are per thread, core/shard_counters.h). A channel's
 // own lock (its rdma::Serial) is taken before lock_, never after; lock_ is never held while
 // a channel's events run (posts made under it are post_deferred).
 #pragma once
 
+#include "core/shard_counters.h"
 #include "core/verbs.h"
 #include "scsi/fabric_route.h"
 #include "scsi/reaper.h"
@@ -193,7 +195,7 @@ public:
 	bool detach(const std::shared_ptr<SrpNexus> &n, Channel *ch);
 	void add_channel(Channel *ch);
 	void remove_channel(Channel *ch);
-	void count(uint64_t TargetStats::*field, uint64_t n = 1);
+	void count(uint64_t TargetStats::*field, uint64_t n = 1); // any thread, no lock
 
 	// scsi::FabricRoute: post the callback to the command's (or TMF's) channel.
 	static void route(scsi::Cmd *cmd, scsi::FabricEvent ev);
@@ -212,7 +214,10 @@ private:
 	         std::shared_ptr<SrpNexus>>
 	    nexuses_;
 	std::vector<Channel *> channels_; // every channel not yet freed
-	TargetStats stats_;
+	TargetStats stats_;               // what changes with the nexus table (lock_)
+	// count()'s counters, per thread: the pollers bump them per command, and under lock_
+	// (which guards the nexus table) every channel's poller met on one line (issue 19).
+	ShardCounters<TargetStats> io_stats_;
 	scsi::Reaper reaper_;
 };
 
