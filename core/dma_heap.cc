@@ -49,6 +49,9 @@ std::unique_ptr<DmaHeap> DmaHeap::create(Pd &pd, size_t bytes, size_t max_alloc,
 	h->next_.assign(nunits, npos);
 	h->prev_.assign(nunits, npos);
 	h->head_.assign(h->max_order_ + 1, npos);
+	h->handed_ = std::make_unique<std::atomic<uint8_t>[]>(nunits);
+	for (size_t u = 0; u < nunits; u++)
+		h->handed_[u].store(kNone, std::memory_order_relaxed);
 	// The region starts as free blocks of the largest order.
 	const size_t per_max = max_alloc / kMinBlock;
 	for (size_t u = 0; u < nunits; u += per_max)
@@ -58,8 +61,8 @@ std::unique_ptr<DmaHeap> DmaHeap::create(Pd &pd, size_t bytes, size_t max_alloc,
 
 DmaHeap::~DmaHeap()
 {
-	if (used_)
-		ULP_LOG(Error, Core, "dma_heap: destroyed with {} bytes still allocated", used_);
+	if (const size_t live = used_ - cached_bytes())
+		ULP_LOG(Error, Core, "dma_heap: destroyed with {} bytes still allocated", live);
 	if (map_ && mr_)
 		map_->unregister_region(region_->addr(), region_->length());
 	mr_.reset();
@@ -93,7 +96,30 @@ void *DmaHeap::alloc(size_t len)
 		return nullptr;
 	const unsigned want =
 	    std::max(min_order_, unsigned(std::bit_width(len - 1))); // 2^want >= len
+	const unsigned k = want - min_order_;
+	if (k < kCachedOrders) {
+		Cache &c = caches_[this_shard()];
+		std::lock_guard g(c.lock);
+		if (c.n[k] > 0) {
+			const uint32_t u = c.unit[k][--c.n[k]];
+			handed_[u].store(uint8_t(want), std::memory_order_relaxed);
+			return base_ + size_t(u) * kMinBlock;
+		}
+	}
+	{
+		std::lock_guard g(lock_);
+		if (void *p = alloc_locked(want))
+			return p;
+	}
+	// Blocks sitting in the caches may be what is missing (a buddy they keep from
+	// merging): give them back and try once more.
+	flush_caches();
 	std::lock_guard g(lock_);
+	return alloc_locked(want);
+}
+
+void *DmaHeap::alloc_locked(unsigned want)
+{
 	unsigned o = want;
 	while (o <= max_order_ && head_[o] == npos)
 		o++;
@@ -110,6 +136,7 @@ void *DmaHeap::alloc(size_t len)
 	units_[u].order = uint8_t(want);
 	units_[u].free = false;
 	used_ += size_t(1) << want;
+	handed_[u].store(uint8_t(want), std::memory_order_relaxed);
 	return base_ + u * kMinBlock;
 }
 
@@ -118,20 +145,35 @@ void DmaHeap::free(void *p)
 	if (!p)
 		return;
 	auto *b = static_cast<uint8_t *>(p);
-	std::lock_guard g(lock_);
 	const size_t off = size_t(b - base_);
-	if (b < base_ || off >= units_.size() * kMinBlock || off % kMinBlock) {
+	if (b < base_ || off >= capacity() || off % kMinBlock) {
 		ULP_LOG_RATELIMITED(Error, Core, "dma_heap: free of {}, not a block of this heap",
 		                    fmt::ptr(p));
 		return;
 	}
-	size_t u = off / kMinBlock;
-	if (units_[u].order == kNone || units_[u].free) {
+	const size_t u = off / kMinBlock;
+	// Taken back in one step: of two frees of one block, only one finds its order.
+	const uint8_t o = handed_[u].exchange(kNone, std::memory_order_relaxed);
+	if (o == kNone) {
 		ULP_LOG_RATELIMITED(Error, Core, "dma_heap: free of {}, not an allocated block",
 		                    fmt::ptr(p));
 		return;
 	}
-	unsigned o = units_[u].order;
+	const unsigned k = o - min_order_;
+	if (k < kCachedOrders) {
+		Cache &c = caches_[this_shard()];
+		std::lock_guard g(c.lock);
+		if (c.n[k] < kCacheDepth) {
+			c.unit[k][c.n[k]++] = uint32_t(u);
+			return;
+		}
+	}
+	std::lock_guard g(lock_);
+	release_locked(u, o);
+}
+
+void DmaHeap::release_locked(size_t u, unsigned o)
+{
 	used_ -= size_t(1) << o;
 	// Merge with the buddy while it is free and whole.
 	while (o < max_order_) {
@@ -148,10 +190,40 @@ void DmaHeap::free(void *p)
 	push_free(u, o);
 }
 
+void DmaHeap::flush_caches()
+{
+	std::vector<std::pair<uint32_t, unsigned>> back; // (unit, order)
+	for (Cache &c : caches_) {
+		std::lock_guard g(c.lock);
+		for (unsigned k = 0; k < kCachedOrders; k++) {
+			for (unsigned i = 0; i < c.n[k]; i++)
+				back.emplace_back(c.unit[k][i], min_order_ + k);
+			c.n[k] = 0;
+		}
+	}
+	std::lock_guard g(lock_);
+	for (auto [u, o] : back)
+		release_locked(u, o);
+}
+
+size_t DmaHeap::cached_bytes() const
+{
+	size_t n = 0;
+	for (Cache &c : caches_) {
+		std::lock_guard g(c.lock);
+		for (unsigned k = 0; k < kCachedOrders; k++)
+			n += size_t(c.n[k]) << (min_order_ + k);
+	}
+	return n;
+}
+
 size_t DmaHeap::in_use() const
 {
+	// The caches first, then lock_ (flush_caches' order). Exact when nobody allocates or
+	// frees meanwhile; otherwise a snapshot that may be a block off either way.
+	const size_t cached = cached_bytes();
 	std::lock_guard g(lock_);
-	return used_;
+	return used_ > cached ? used_ - cached : 0;
 }
 
 } // namespace ulp

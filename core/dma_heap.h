@@ -9,13 +9,23 @@
 // both get one contiguous, page-aligned range covered by the region's keys (one SGE or one
 // REG_MR each).
 //
-// Threading: alloc/free take the heap's lock (short: free lists and a state array); the
-// memory itself is the caller's between alloc and free.
+// Threading: blocks of up to 128 KiB (a 4 KiB command's buffer, and the usual sizes up to a
+// common max_sectors) are freed into and taken from a small cache of the calling thread's
+// shard (core/shard_lock.h), under that shard's lock only: the pollers that run different
+// connections' completions then share no lock per command (issue 19; SPDK's iobuf keeps
+// per-thread caches the same way). Everything else, and a cache that is empty or full, goes
+// to the buddy allocator under the heap's lock. When the buddy allocator cannot satisfy a
+// request, the caches are given back (merged) and it tries once more, so cached blocks never
+// make an allocation fail that would succeed without them. The memory itself is the
+// caller's between alloc and free.
 #pragma once
 
 #include "core/device.h"
 #include "core/dma_mem.h"
+#include "core/shard_lock.h"
 
+#include <array>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -55,10 +65,28 @@ public:
 	Mr &mr() const { return *mr_; }
 	size_t capacity() const { return region_->length(); } // bytes
 	size_t max_alloc() const { return size_t(1) << max_order_; }
-	size_t in_use() const; // bytes handed out (block sizes, not requested lengths)
+	size_t in_use() const; // bytes handed out (block sizes, not requested lengths; not cached)
 
 private:
 	DmaHeap() = default;
+
+	static constexpr unsigned kCachedOrders = 6; // 4 KiB .. 128 KiB blocks are cached
+	static constexpr unsigned kCacheDepth = 8;   // blocks per order per shard, at most
+
+	// One shard's cache: blocks freed by threads of that shard, still allocated as far as
+	// the buddy allocator knows (their units_ entries say so).
+	struct alignas(64) Cache {
+		std::mutex lock; // guards the rest
+		std::array<std::array<uint32_t, kCacheDepth>, kCachedOrders> unit{}; // block starts
+		std::array<uint8_t, kCachedOrders> n{}; // blocks cached per order
+	};
+
+	// The buddy allocator's halves, under lock_.
+	void *alloc_locked(unsigned want);
+	void release_locked(size_t unit, unsigned order);
+	// Every cache's blocks back to the buddy allocator (takes each cache's lock, then lock_).
+	void flush_caches();
+	size_t cached_bytes() const; // blocks in the caches now (takes each cache's lock)
 
 	// One kMinBlock unit's state: the order of the block starting here, and whether it is
 	// free; kNone for a unit inside a larger block.
@@ -83,7 +111,12 @@ private:
 	// O(1) unlink when a buddy is merged.
 	std::vector<size_t> head_;        // per order: first free unit, or npos
 	std::vector<size_t> next_, prev_; // per unit, valid while that unit heads a free block
-	size_t used_ = 0;                 // bytes in allocated blocks
+	size_t used_ = 0;                 // bytes in allocated blocks, cached ones included
+	// Per unit: the order of the block handed out starting there, kNone otherwise (a free,
+	// cached or inner unit). Written when a block is handed out and swapped back to kNone
+	// when it is freed, without lock_: a double free finds kNone.
+	std::unique_ptr<std::atomic<uint8_t>[]> handed_;
+	mutable std::array<Cache, kShards> caches_; // by this_shard()
 };
 
 } // namespace ulp

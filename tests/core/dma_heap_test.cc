@@ -1,16 +1,19 @@
 // SPDX-License-Identifier: MIT
 // DmaHeap: the buddy allocator's blocks (size, alignment, no overlap), splitting and
-// merging back to whole blocks, exhaustion, bad frees, the memory map entry, and a random
-// workload checked against a model.
+// merging back to whole blocks, exhaustion, bad frees, the memory map entry, a random
+// workload checked against a model, and threads that allocate and free at once, each
+// through its shard's cache, freeing each other's blocks.
 #include "core/dma_heap.h"
 #include "core/mem_map.h"
 #include "test_objects.h"
 
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstring>
 #include <map>
 #include <random>
+#include <thread>
 #include <vector>
 
 namespace ulp
@@ -174,6 +177,64 @@ TEST_F(DmaHeapTest, RandomWorkloadAgainstAModel)
 		whole.push_back(h->alloc(1 * MiB));
 	for (void *p : whole)
 		EXPECT_NE(p, nullptr) << "fragments left behind";
+	for (void *p : whole)
+		h->free(p);
+}
+
+TEST_F(DmaHeapTest, ThreadsFreeEachOthersBlocksThroughTheirCaches)
+{
+	// Four threads, each its own shard's cache: rounds of blocks from 4 KiB to 256 KiB
+	// (cached and not), filled with the owner's mark; then each thread checks and frees
+	// the blocks of the next one. No block may be handed out twice (a mark overwritten),
+	// and at the end nothing is in use and the region comes back whole.
+	constexpr int kThreads = 4, kRounds = 200, kPer = 16;
+	auto h = DmaHeap::create(pd, 32 * MiB, 1 * MiB, ACCESS_LOCAL_WRITE);
+	ASSERT_TRUE(h);
+	std::vector<std::vector<std::pair<uint8_t *, size_t>>> got(kThreads);
+	std::atomic<int> arrived{0}, bad{0}, none{0};
+	auto barrier = [&](int gen) {
+		arrived.fetch_add(1);
+		while (arrived.load() < gen * kThreads)
+			std::this_thread::yield();
+	};
+	std::vector<std::thread> th;
+	for (int t = 0; t < kThreads; t++)
+		th.emplace_back([&, t] {
+			std::mt19937 rng(uint32_t(t + 1));
+			for (int r = 0; r < kRounds; r++) {
+				auto &mine = got[size_t(t)];
+				for (int i = 0; i < kPer; i++) {
+					const size_t len = size_t(4 * KiB) << (rng() % 7);
+					auto *p = static_cast<uint8_t *>(h->alloc(len));
+					if (!p) {
+						none++;
+						continue;
+					}
+					std::memset(p, t + 1, len);
+					mine.emplace_back(p, len);
+				}
+				barrier(2 * r + 1);
+				auto &theirs = got[size_t((t + 1) % kThreads)];
+				for (auto [p, len] : theirs) {
+					if (p[0] != uint8_t((t + 1) % kThreads + 1) ||
+					    p[len - 1] != uint8_t((t + 1) % kThreads + 1))
+						bad++;
+					h->free(p);
+				}
+				theirs.clear();
+				barrier(2 * r + 2);
+			}
+		});
+	for (auto &x : th)
+		x.join();
+	EXPECT_EQ(bad.load(), 0) << "a block was handed out twice";
+	EXPECT_EQ(none.load(), 0) << "the region ran out (32 MiB; at most 64 blocks of 256 KiB live)";
+	EXPECT_EQ(h->in_use(), 0u);
+	std::vector<void *> whole;
+	for (int i = 0; i < 32; i++)
+		whole.push_back(h->alloc(1 * MiB));
+	for (void *p : whole)
+		EXPECT_NE(p, nullptr) << "cached blocks kept the region from merging back";
 	for (void *p : whole)
 		h->free(p);
 }
