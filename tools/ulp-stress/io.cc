@@ -20,6 +20,8 @@ namespace
 {
 
 constexpr size_t kMaxMsgs = 20;
+constexpr uint8_t kStatusBusy = 0x08;        // SAM-5 table 35
+constexpr uint8_t kStatusTaskSetFull = 0x28; // SAM-5 table 35
 
 struct Slot {
 	std::vector<uint8_t> buf;
@@ -78,6 +80,13 @@ bool run_io(initiator::Disk &d, uint64_t lun, Ledger &ledger, Region region, Gen
 		s.busy = false;
 		inflight--;
 		busy[(s.blk - region.first) / opt.io_blocks] = false;
+		if (r.outcome == TaskOutcome::Completed && r.response == 0 &&
+		    (r.status == kStatusBusy || r.status == kStatusTaskSetFull)) {
+			// SAM-5 5.3: not executed, the target holds us back; the write stays
+			// uncertain in the ledger, the chunk is free to go again.
+			st->busy++;
+			return;
+		}
 		if (!r.good()) {
 			if (r.outcome == TaskOutcome::ConnectionLost ||
 			    r.outcome == TaskOutcome::Timeout ||
@@ -157,8 +166,10 @@ bool run_io(initiator::Disk &d, uint64_t lun, Ledger &ledger, Region region, Gen
 			s.busy = false;
 			busy[c] = false;
 			inflight--;
-			if (rc == -EBUSY && inflight > 0)
+			if (rc == -EBUSY && inflight > 0) {
+				st->held++;
 				break; // no credit now: after the next completions
+			}
 			// Refused: the write stays uncertain (it may not have gone, it is not
 			// known).
 			if (st->fatal.empty())

@@ -44,6 +44,8 @@ struct IoStats {
 	uint64_t ios = 0;           // completed GOOD
 	uint64_t lost = 0;          // ended by a lost nexus (connection lost, timeout, cancelled)
 	uint64_t errors = 0;        // completed with another status (a SCSI error)
+	uint64_t busy = 0;          // answered BUSY or TASK SET FULL (retried; not an error)
+	uint64_t held = 0;          // submits refused for want of a credit or slot (-EBUSY)
 	uint64_t verify_errors = 0; // blocks read back wrong
 	uint64_t checked = 0;       // blocks compared
 	std::vector<std::string> msgs; // the first failures and mismatches

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // tools/ulp-stress/main.cc - ulp-stress: drain and teardown stress for iSCSI/TCP, iSER and
-// SRP against ulp-targetd (issue 17, phase 1).
+// SRP against ulp-targetd (issue 17).
 //
 //   ulp-stress                                  (its own ulp-targetd, every transport and
 //                                                scenario, the short profile)
@@ -8,12 +8,12 @@
 //   ulp-stress --target-address 10.99.0.1 --tcp-port 3260 --iser-port 3260 --srp-port 5555
 //              --target-name iqn... --admin-socket /run/ulp-targetd.sock --target-pid PID
 //
-// Scenarios (stress.h): login-storm, kill, target-disconnect. After each, on each
-// transport, and at the end: a verified session succeeds and reads back every block the
-// run acknowledged with its last generation; the daemon's resource counts return to their
-// baseline within a bound (snapshot.h). A watchdog bounds every step (watchdog.h). Progress
-// once a second on stderr; the table (or --json) on stdout. Exit status 0 only when every
-// check passed; 1 when one failed; 2 on a bad command line.
+// Scenarios (stress.h): login-storm, kill, target-disconnect, faults, exhaustion. After each, on
+// each transport, and at the end: a verified session succeeds and reads back every block the run
+// acknowledged with its last generation; the daemon's resource counts return to their baseline
+// within a bound (snapshot.h). A watchdog bounds every step (watchdog.h). Progress once a second on
+// stderr; the table (or --json) on stdout. Exit status 0 only when every check passed; 1 when one
+// failed; 2 on a bad command line.
 #include "core/log.h"
 #include "iscsi/initiator/scsi.h"
 #include "providers/soft/soft.h"
@@ -38,7 +38,8 @@ using clock_type = std::chrono::steady_clock;
 namespace
 {
 
-const char *const kScenarios[] = {"login-storm", "kill", "target-disconnect"};
+const char *const kScenarios[] = {"login-storm", "kill", "target-disconnect", "faults",
+                                  "exhaustion"};
 
 std::vector<std::string> split(const std::string &s)
 {
@@ -92,6 +93,13 @@ int main(int argc, char **argv)
 	    "read back\n"
 	    "  target-disconnect  the admin socket drops (or asks to log out) one nexus at a "
 	    "time during I/O\n"
+	    "  faults             the soft provider's fault injection on our own device under a "
+	    "nexus doing I/O, one kind per cycle: dropped and delayed completions, failed posts, "
+	    "rkey failures, QP fatal, a cut wire, device removal; then the nexus must log in "
+	    "again (iSER and SRP)\n"
+	    "  exhaustion         more commands than the SRP credits and the iSCSI CmdSN window "
+	    "(every receive of the target in use), then many nexuses with large I/Os: the "
+	    "target must hold them back and keep serving\n"
 	    "After each scenario on each transport, and at the end: a verified session reads "
 	    "back every acknowledged block with its last generation, and the daemon's "
 	    "resources (sessions, connections, commands in flight, fds, threads, and the RDMA "
@@ -112,7 +120,8 @@ int main(int argc, char **argv)
 	app.add_option("--transport", transports_s,
 	               "comma-separated: tcp, iser, srp (default all)");
 	app.add_option("--scenario", scenarios_s,
-	               "comma-separated: login-storm, kill, target-disconnect (default all)");
+	               "comma-separated: login-storm, kill, target-disconnect, faults, "
+	               "exhaustion (default all)");
 	app.add_option("--profile", profile_s,
 	               "short (seconds per scenario: CI) or long (10,000 login/logout cycles and "
 	               "1,000 kills per transport: the figures)")
@@ -146,6 +155,11 @@ int main(int argc, char **argv)
 	app.add_option("--rdma-device", rdma_device,
 	               "iser, srp: a verbs device (e.g. rxe0); default a soft device");
 	app.add_option("--src-ip", src_ip, "iser, srp: our address (default the target's host)");
+	std::string faults_s;
+	app.add_option("--faults", faults_s,
+	               "faults: comma-separated kinds to inject, in turn (default all: "
+	               "drop-completion, delay-completion, post-send, post-recv, rkey, qp-fatal, "
+	               "cut, device-removal)");
 	uint32_t step_ms = 0;
 	app.add_option("--step-bound", step_ms,
 	               "milliseconds one step (a login, an I/O burst, a logout, a wait) may take "
@@ -187,16 +201,24 @@ int main(int argc, char **argv)
 	                                         : split(scenarios_s)) {
 		if (std::find(std::begin(kScenarios), std::end(kScenarios), s) ==
 		    std::end(kScenarios))
-			return usage("--scenario: login-storm, kill or target-disconnect, not " +
+			return usage("--scenario: login-storm, kill, target-disconnect, faults or "
+			             "exhaustion, not " +
 			             s);
 		scenarios.push_back(s);
 	}
 	if (transports.empty())
 		return usage("--transport: none given");
+	std::vector<std::string> fault_kinds;
+	for (const auto &k : split(faults_s)) {
+		const auto all = fault_kind_names();
+		if (std::find(all.begin(), all.end(), k) == all.end())
+			return usage("--faults: no fault kind " + k);
+		fault_kinds.push_back(k);
+	}
 	Profile prof;
 	profile_from_name(profile_s, &prof);
 	if (cycles)
-		prof.cycles = prof.kills = prof.drops = cycles;
+		prof.cycles = prof.kills = prof.drops = prof.faults = prof.exhaust = cycles;
 	if (sessions)
 		prof.sessions = sessions;
 	if (step_ms)
@@ -207,6 +229,7 @@ int main(int argc, char **argv)
 	run.prof = prof;
 	run.lun = lun;
 	run.verbose = verbose;
+	run.fault_kinds = fault_kinds;
 	{
 		std::error_code ec;
 		run.self_exe = std::filesystem::read_symlink("/proc/self/exe", ec);
@@ -243,13 +266,13 @@ int main(int argc, char **argv)
 	}
 	run.ep.src_ip = src_ip;
 	// The RDMA transports of this process share one device (named_device.h finds it).
-	ulp::Device *dev = nullptr;
 	if (rdma_device.empty()) {
 		ulp::soft::DeviceConfig sc;
 		sc.name = "stress0";
 		sc.ip = src_ip.empty() ? run.ep.host : src_ip;
-		dev = ulp::soft::create_device(sc);
-		if (!dev)
+		run.soft_dev = ulp::soft::create_device(sc);
+		run.soft_ip = sc.ip;
+		if (!run.soft_dev)
 			return usage("cannot make a soft RDMA device at " + sc.ip +
 			             "; give --src-ip");
 		run.ep.rdma_device = sc.name;
@@ -353,8 +376,12 @@ int main(int argc, char **argv)
 				login_storm(run, t, *row);
 			else if (sc == "kill")
 				kill_scenario(run, t, *row);
-			else
+			else if (sc == "target-disconnect")
 				target_disconnect(run, t, *row);
+			else if (sc == "faults")
+				faults_scenario(run, t, *row);
+			else
+				exhaustion(run, t, *row);
 			post_check(run, t, baseline, *row);
 			row->seconds =
 			    std::chrono::duration<double>(clock_type::now() - s0).count();
@@ -394,8 +421,8 @@ int main(int argc, char **argv)
 			             target.log_tail(30).c_str());
 	}
 	rep.seconds = std::chrono::duration<double>(clock_type::now() - t0).count();
-	if (dev)
-		ulp::soft::destroy_device(dev);
+	if (run.soft_dev)
+		ulp::soft::destroy_device(run.soft_dev);
 	if (json_out)
 		print_json(rep);
 	else

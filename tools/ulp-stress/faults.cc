@@ -1,0 +1,256 @@
+// SPDX-License-Identifier: MIT
+// tools/ulp-stress/faults.cc - faults: the soft provider's fault injection
+// (providers/soft/soft.h) on this process's own soft device, under one nexus doing
+// verified I/O, one fault kind per cycle in turn:
+//   drop-completion   a completion is never delivered (the work request executed)
+//   delay-completion  four completions arrive 200 ms late (later ones may overtake them)
+//   post-send         a post_send fails with -EIO
+//   post-recv         a post_recv fails with -EIO
+//   rkey              the target's RDMA READ or WRITE of our buffers fails its rkey check
+//   qp-fatal          our QP moves to ERR before a work request
+//   cut               the wire to the target is cut (peer death)
+//   device-removal    the device goes fatal during I/O (every QP to ERR, DEVICE_FATAL),
+//                     then it is removed and added again (destroy_device, create_device)
+// Each rule fires at a random event 20..59 of the cycle (so mid-I/O), at most its count.
+// The faults are on the initiator's side only: ulp-targetd has no fault interface, and
+// the target sees them as a peer would (a cut wire, a QP that errors, an rkey NAK, a
+// missing answer that times out).
+//
+// After each fault, what must hold: the I/O ends within the command timeout (2 s here)
+// plus the I/O time (checked, and the watchdog bounds it besides); no block reads back
+// wrong (a write that failed stays uncertain in the ledger, old or new); the target closes
+// the nexus (the teardown figure: from the end of the I/O until the target no longer lists
+// it); and a new nexus logs in on the same device and does verified I/O. The ledger and
+// resource checks after the scenario (post_check) cover the rest. The faults need an RDMA
+// transport on a soft device of ours: over TCP, or with --rdma-device, the row says so.
+#include "tools/ulp-stress/stress.h"
+
+#include "providers/soft/soft.h"
+
+#include <algorithm>
+#include <map>
+#include <random>
+#include <thread>
+
+namespace stress
+{
+
+using clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+namespace soft = ulp::soft;
+
+namespace
+{
+
+constexpr milliseconds kFaultCmdTimeout{2000};
+
+struct Kind {
+	const char *name;
+	bool immediate; // device-removal: no rule, force_device_fatal from a timer
+	soft::FaultPoint point;
+	uint32_t count;
+	uint32_t delay_us;
+};
+
+constexpr Kind kKinds[] = {
+    {"drop-completion", false, soft::FaultPoint::DropCompletion, 1, 0},
+    {"delay-completion", false, soft::FaultPoint::DelayCompletion, 4, 200000},
+    {"post-send", false, soft::FaultPoint::PostSend, 1, 0},
+    {"post-recv", false, soft::FaultPoint::PostRecv, 1, 0},
+    {"rkey", false, soft::FaultPoint::RkeyCheck, 1, 0},
+    {"qp-fatal", false, soft::FaultPoint::QpError, 1, 0},
+    {"cut", false, soft::FaultPoint::CutConnection, 1, 0},
+    {"device-removal", true, soft::FaultPoint::PostSend, 0, 0},
+};
+
+// What one kind did over the scenario (the row's notes).
+struct Tally {
+	uint64_t cycles = 0, fired = 0, survived = 0, failed = 0, scsi_errors = 0;
+};
+
+// Verified I/O on a fresh nexus after the fault: the nexus re-logs in.
+bool relogin(Run &r, Transport t, const Identity &id, const std::string &tag, Row &row,
+             uint32_t seed)
+{
+	Watchdog::Step s(*r.wd, tag + ": login after the fault", r.prof.step);
+	std::string why;
+	auto n = Nexus::login(t, r.ep, id, &why);
+	if (!n) {
+		row.fail(tag + ": no login after the fault: " + why);
+		return false;
+	}
+	IoStats st;
+	if (!lun_ready(n->disk(), r.lun, &why)) {
+		row.fail(tag + ": after the fault: " + why);
+		return false;
+	}
+	IoOptions o;
+	o.io_blocks = r.io_blocks;
+	o.duration = r.prof.io;
+	o.seed = seed;
+	s.note("I/O after the fault");
+	run_io(n->disk(), r.lun, *r.ledger, r.slot(kFaultSlot), r.gens, o, nullptr, &st);
+	// Reading the whole slot back settles what the faulted writes left.
+	if (st.fatal.empty())
+		verify_region(n->disk(), r.lun, *r.ledger, r.slot(kFaultSlot), r.io_blocks, &st);
+	if (!st.fatal.empty())
+		row.fail(tag + ": after the fault: " + st.fatal);
+	st.fatal.clear();
+	row.add_io(st, true);
+	s.note("logout after the fault");
+	if (!n->logout())
+		row.fail(tag + ": logout after the fault refused: " + n->error());
+	n.reset();
+	if (r.target.has_admin() && r.wait_gone(who(t, id), r.prof.step / 2, &why) < 0)
+		row.fail(tag + ": " + why);
+	return true;
+}
+
+void fault_cycle(Run &r, Transport t, Row &row, const Kind &k, std::mt19937 &rng, Tally *tl)
+{
+	const std::string tag = "faults/" + std::string(transport_name(t)) + " " + k.name;
+	Identity id = identity("fault", kFaultSlot);
+	id.cmd_timeout = kFaultCmdTimeout;
+	std::string why;
+	std::unique_ptr<Nexus> n;
+	{
+		Watchdog::Step s(*r.wd, tag + ": login", r.prof.step);
+		n = Nexus::login(t, r.ep, id, &why);
+	}
+	if (!n) {
+		row.fail(tag + ": login before the fault: " + why);
+		return;
+	}
+	if (!lun_ready(n->disk(), r.lun, &why)) {
+		row.fail(tag + ": before the fault: " + why);
+		return;
+	}
+	ulp::Device &dev = *r.soft_dev;
+	const uint64_t fired0 = soft::faults_fired(dev);
+	std::thread trigger;
+	std::atomic<bool> fatal_done{false};
+	if (k.immediate) {
+		const milliseconds after(
+		    20 + rng() % uint64_t(std::max<int64_t>(1, r.prof.io.count() - 20)));
+		trigger = std::thread([&dev, after, &fatal_done] {
+			std::this_thread::sleep_for(after);
+			soft::force_device_fatal(dev);
+			fatal_done = true;
+		});
+	} else {
+		soft::FaultRule rule;
+		rule.point = k.point;
+		rule.nth = 20 + rng() % 40;
+		rule.count = k.count;
+		rule.delay_us = k.delay_us;
+		if (soft::inject_fault(dev, rule) < 0) {
+			row.fail(tag + ": inject_fault refused the rule");
+			return;
+		}
+	}
+	IoStats st;
+	const auto t0 = clock::now();
+	const milliseconds bound = r.prof.io + kFaultCmdTimeout + 2s;
+	{
+		Watchdog::Step s(*r.wd, tag + ": I/O under the fault", bound + r.prof.step);
+		IoOptions o;
+		o.io_blocks = r.io_blocks;
+		o.duration = r.prof.io;
+		o.seed = rng();
+		run_io(n->disk(), r.lun, *r.ledger, r.slot(kFaultSlot), r.gens, o, nullptr, &st);
+	}
+	const auto io_end = clock::now();
+	if (trigger.joinable())
+		trigger.join();
+	if (io_end - t0 > bound)
+		row.fail(
+		    tag + ": the I/O took " +
+		    std::to_string(std::chrono::duration_cast<milliseconds>(io_end - t0).count()) +
+		    " ms, past its bound of " + std::to_string(bound.count()) + " ms");
+	const bool fired = k.immediate ? fatal_done.load() : soft::faults_fired(dev) > fired0;
+	// Teardown without faults: what is measured is the recovery from the one injected.
+	soft::clear_faults(dev);
+	const bool alive = st.fatal.empty() && !n->failed();
+	tl->cycles++;
+	tl->fired += fired;
+	(alive ? tl->survived : tl->failed)++;
+	tl->scsi_errors += st.errors;
+	// Lost commands and SCSI errors are how a fault may end them; wrong data never is.
+	row.ios += st.ios;
+	if (st.verify_errors) {
+		row.fail(tag + ": " + std::to_string(st.verify_errors) + " blocks read back wrong");
+		for (const auto &m : st.msgs)
+			row.fail(tag + ": " + m);
+	}
+	if (!fired && !alive)
+		row.fail(tag + ": the nexus failed though no fault fired: " + st.fatal);
+	{
+		Watchdog::Step s(*r.wd, tag + ": teardown", r.prof.step);
+		if (alive && !n->logout() && !fired)
+			row.fail(tag + ": logout refused: " + n->error());
+		n.reset();
+		if (r.target.has_admin()) {
+			s.note("waiting for the target to close the nexus");
+			const int64_t ns = r.wait_gone(who(t, id), r.prof.step / 2, &why);
+			if (ns < 0)
+				row.fail(tag + ": " + why);
+			else
+				row.add_teardown(clock::now() - io_end);
+		}
+	}
+	if (k.immediate && !r.reset_soft_device(&why)) {
+		row.fail(tag + ": the device could not be added again: " + why);
+		return;
+	}
+	relogin(r, t, id, tag, row, uint32_t(rng()));
+	row.cycles++;
+}
+
+} // namespace
+
+std::vector<std::string> fault_kind_names()
+{
+	std::vector<std::string> v;
+	for (const Kind &k : kKinds)
+		v.push_back(k.name);
+	return v;
+}
+
+void faults_scenario(Run &r, Transport t, Row &row)
+{
+	if (t == Transport::Tcp) {
+		row.note("not run: the soft provider's faults need an RDMA transport");
+		return;
+	}
+	if (!r.soft_dev) {
+		row.note("not run: the faults need this process's soft device (not --rdma-device)");
+		return;
+	}
+	const auto deadline = clock::now() + r.prof.scenario;
+	std::mt19937 rng(r.ledger->run() ^ 0xfa017u);
+	std::map<std::string, Tally> tally;
+	std::vector<const Kind *> kinds;
+	for (const Kind &k : kKinds)
+		if (r.fault_kinds.empty() || std::find(r.fault_kinds.begin(), r.fault_kinds.end(),
+		                                       k.name) != r.fault_kinds.end())
+			kinds.push_back(&k);
+	for (uint32_t i = 0; i < r.prof.faults && clock::now() < deadline; i++) {
+		const Kind &k = *kinds[i % kinds.size()];
+		fault_cycle(r, t, row, k, rng, &tally[k.name]);
+	}
+	for (const Kind &k : kKinds) {
+		auto it = tally.find(k.name);
+		if (it == tally.end())
+			continue;
+		const Tally &x = it->second;
+		row.note(std::string(k.name) + ": " + std::to_string(x.cycles) + " cycles, fired " +
+		         std::to_string(x.fired) + ", nexus survived " +
+		         std::to_string(x.survived) + ", failed " + std::to_string(x.failed) +
+		         ", SCSI errors " + std::to_string(x.scsi_errors));
+	}
+	if (row.cycles < r.prof.faults)
+		row.note("time bound reached after " + std::to_string(row.cycles.load()) +
+		         " fault cycles");
+}
+
+} // namespace stress
