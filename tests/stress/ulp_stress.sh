@@ -9,11 +9,20 @@
 #                     (--test-wrong-generation): exit 1, the final row FAILED with the LBA.
 #   leak:             a nexus held open from the first scenario on (--test-leak-session):
 #                     exit 1, the resources not back at the baseline, naming the sessions.
+#   faults:           the faults scenario: over SRP every fault kind once, over iSER every
+#                     kind but drop-completion (a dropped send completion leaves the iSCSI
+#                     initiator's command waiting for its PDU forever: a known defect, see
+#                     the README's Stress section), over TCP a row that says it did not
+#                     run: exit 0, each row ok with its cycles, each kind fired once per
+#                     cycle, the nexus logged in again.
+#   exhaustion:       the exhaustion scenario over TCP, iSER and SRP with the memory check
+#                     (--memory-check: a warm-up pass first): exit 0, rows ok with both
+#                     phases, the credits phase held the initiators back, the memory line.
 #   watchdog:         a step bound of 1 ms (--step-bound 1), which a real login and I/O
 #                     exceed: the watchdog names the step, dumps, exits 1, and the daemon it
 #                     started is gone.
 set -euo pipefail
-mode=${1:?usage: ulp_stress.sh pass|wrong-generation|leak|watchdog ULP_STRESS ULP_TARGETD}
+mode=${1:?usage: ulp_stress.sh pass|wrong-generation|leak|faults|exhaustion|watchdog ULP_STRESS ULP_TARGETD}
 stress=${2:?usage: ulp_stress.sh MODE ULP_STRESS ULP_TARGETD}
 export ULP_TARGETD=${3:?usage: ulp_stress.sh MODE ULP_STRESS ULP_TARGETD}
 work=$(mktemp -d)
@@ -37,12 +46,13 @@ case $mode in
 pass)
 	run help --help
 	((rc == 0)) || fail "--help: exit $rc"
-	for s in login-storm kill target-disconnect --profile --json; do
+	for s in login-storm kill target-disconnect faults exhaustion --faults --memory-check --profile --json; do
 		grep -q -- "$s" "$work/help.out" || fail "--help does not mention $s"
 	done
 	run bad --transport rdma
 	((rc == 2)) || fail "--transport rdma: exit $rc, expected 2"
-	run short --profile short --cycles 3 --sessions 2
+	# The phase-1 scenarios; faults and exhaustion have their own modes below.
+	run short --profile short --cycles 3 --sessions 2 --scenario login-storm,kill,target-disconnect
 	((rc == 0)) || fail "exit $rc"
 	for sc in login-storm kill target-disconnect; do
 		for t in tcp iser srp; do
@@ -85,6 +95,60 @@ leak)
 		fail "the leak is not named"
 	grep -q 'waiting for the daemon.s resources to return to the baseline' "$work/leak.err" ||
 		fail "no line while waiting"
+	;;
+faults)
+	all=drop-completion,delay-completion,post-send,post-recv,rkey,qp-fatal,cut,device-removal
+	# $1: transport, $2: kinds, $3: cycles
+	check_faults() {
+		local t=$1 kinds=$2 n=$3 line cycles failures result k
+		line=$(grep -E "^faults +$t " "$work/faults-$t.out") || fail "no row for faults/$t"
+		read -r _ _ cycles _ failures _ _ _ result <<<"$line"
+		((cycles == n)) || fail "faults/$t: $cycles cycles, expected $n: $line"
+		((failures == 0)) && [[ $result == ok ]] || fail "faults/$t: $line"
+		for k in ${kinds//,/ }; do
+			grep -qE "^  faults/$t: $k: 1 cycles, fired 1, " "$work/faults-$t.out" ||
+				fail "faults/$t: $k did not run once and fire once"
+		done
+		grep -q '^result: ok$' "$work/faults-$t.out" || fail "faults/$t: no 'result: ok'"
+	}
+	run faults-srp --transport srp --scenario faults --faults "$all" --cycles 8
+	((rc == 0)) || fail "faults over srp: exit $rc"
+	check_faults srp "$all" 8
+	iser=${all#drop-completion,}
+	run faults-iser --transport iser --scenario faults --faults "$iser" --cycles 7
+	((rc == 0)) || fail "faults over iser: exit $rc"
+	check_faults iser "$iser" 7
+	run faults-tcp --transport tcp --scenario faults --cycles 2
+	((rc == 0)) || fail "faults over tcp: exit $rc"
+	grep -qE '^faults +tcp +0 ' "$work/faults-tcp.out" || fail "faults/tcp ran cycles"
+	grep -q 'faults/tcp: not run: the soft provider.s faults need an RDMA transport' \
+		"$work/faults-tcp.out" || fail "faults/tcp does not say why it did not run"
+	run bad-kind --scenario faults --faults no-such-fault
+	((rc == 2)) || fail "--faults no-such-fault: exit $rc, expected 2"
+	cat "$work/faults-srp.out" "$work/faults-iser.out"
+	;;
+exhaustion)
+	run exhaust --scenario exhaustion --cycles 1 --memory-check
+	((rc == 0)) || fail "exit $rc"
+	for t in tcp iser srp; do
+		for sc in "exhaustion (warm-up)" exhaustion; do
+			re=${sc//(/\\(}
+			re=${re//)/\\)}
+			line=$(grep -E "^$re +$t " "$work/exhaust.out") || fail "no row for $sc/$t"
+			read -r -a f <<<"${line#"$sc"}"
+			((f[1] == 2 && f[2] > 0 && f[3] == 0)) && [[ ${f[-1]} == ok ]] ||
+				fail "$sc/$t: expected 2 cycles, I/O, no failure: $line"
+		done
+		held=$(sed -nE "s/^  exhaustion\/$t: credits: .* held back ([0-9]+) times.*/\1/p" \
+			"$work/exhaust.out")
+		[[ -n $held ]] && ((held > 0)) || fail "exhaustion/$t: the credits phase held nothing back"
+		grep -qE "^  exhaustion/$t: large: 8 nexuses x 8 commands of 65536 bytes" \
+			"$work/exhaust.out" || fail "exhaustion/$t: no large phase"
+	done
+	grep -qE '^memory: VmRSS [0-9]+ kB at the baseline, [0-9]+ kB after the warm-up pass, [0-9]+ kB at the end \(\+-?[0-9]+ kB after the warm-up, allowed [0-9]+ kB\)$' \
+		"$work/exhaust.out" || fail "no memory line"
+	grep -q '^result: ok$' "$work/exhaust.out" || fail "no 'result: ok'"
+	cat "$work/exhaust.out"
 	;;
 watchdog)
 	run hang --transport tcp --scenario login-storm --cycles 2 --sessions 1 --step-bound 1

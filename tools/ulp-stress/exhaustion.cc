@@ -19,6 +19,7 @@
 // checked after the scenario (post_check).
 #include "tools/ulp-stress/stress.h"
 
+#include <algorithm>
 #include <thread>
 
 namespace stress
@@ -117,7 +118,8 @@ void run_phase(Run &r, Transport t, Row &row, const Phase &p, uint32_t round)
 				}
 			}
 			row.add_io(st, true, true);
-			held += st.held + n->held_back();
+			// SRP counts its refusals itself (zero_req_lim); iSCSI queues instead.
+			held += std::max(st.held, n->held_back());
 			busy += st.busy;
 			{
 				Watchdog::Step s(*r.wd, wtag + ": logout", r.prof.step);

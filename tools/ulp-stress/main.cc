@@ -165,6 +165,10 @@ int main(int argc, char **argv)
 	               "milliseconds one step (a login, an I/O burst, a logout, a wait) may take "
 	               "before the watchdog fails the run (default 30000)")
 	    ->check(CLI::Range(1u, 3600000u));
+	bool memory_check = false;
+	app.add_flag("--memory-check", memory_check,
+	             "a warm-up pass of every scenario first, then the daemon's VmRSS must stay "
+	             "within 8 MiB or 10% of its level after it (on in the long profile)");
 	app.add_flag("--json", json_out, "the final table as JSON");
 	app.add_flag("--verbose,-v", verbose, "the libraries' info lines and more progress");
 	// Test hooks: each makes a check fail for real, so that the tests can show the checks
@@ -365,32 +369,65 @@ int main(int argc, char **argv)
 		if (!leaked)
 			run.say("--test-leak-session: login: " + why);
 	}
-	for (const auto &sc : scenarios)
-		for (Transport t : transports) {
-			auto row = std::make_unique<Row>();
-			row->scenario = sc;
-			row->transport = transport_name(t);
-			run.current = row.get();
-			const auto s0 = clock_type::now();
-			if (sc == "login-storm")
-				login_storm(run, t, *row);
-			else if (sc == "kill")
-				kill_scenario(run, t, *row);
-			else if (sc == "target-disconnect")
-				target_disconnect(run, t, *row);
-			else if (sc == "faults")
-				faults_scenario(run, t, *row);
-			else
-				exhaustion(run, t, *row);
-			post_check(run, t, baseline, *row);
-			row->seconds =
-			    std::chrono::duration<double>(clock_type::now() - s0).count();
-			run.say(sc + "/" + transport_name(t) + ": " +
-			        std::to_string(row->cycles.load()) + " cycles, " +
-			        std::to_string(row->ios.load()) + " I/Os, " +
-			        std::to_string(row->failures.load()) + " failures");
-			rep.rows.push_back(std::move(row));
-		}
+	// One pass of every scenario over every transport.
+	auto pass = [&](const Profile &p, const std::string &suffix) {
+		run.prof = p;
+		for (const auto &sc : scenarios)
+			for (Transport t : transports) {
+				auto row = std::make_unique<Row>();
+				row->scenario = sc + suffix;
+				row->transport = transport_name(t);
+				run.current = row.get();
+				const auto s0 = clock_type::now();
+				if (sc == "login-storm")
+					login_storm(run, t, *row);
+				else if (sc == "kill")
+					kill_scenario(run, t, *row);
+				else if (sc == "target-disconnect")
+					target_disconnect(run, t, *row);
+				else if (sc == "faults")
+					faults_scenario(run, t, *row);
+				else
+					exhaustion(run, t, *row);
+				post_check(run, t, baseline, *row);
+				row->seconds =
+				    std::chrono::duration<double>(clock_type::now() - s0).count();
+				run.say(row->scenario + "/" + transport_name(t) + ": " +
+				        std::to_string(row->cycles.load()) + " cycles, " +
+				        std::to_string(row->ios.load()) + " I/Os, " +
+				        std::to_string(row->failures.load()) + " failures");
+				rep.rows.push_back(std::move(row));
+			}
+		run.prof = prof;
+	};
+	auto rss_kb = [&] {
+		ResourceSnapshot s;
+		std::string w;
+		if (!target.has_admin() || !take_snapshot(target, &s, &w))
+			return int64_t(-1);
+		auto it = s.info.find("vm_rss_kb");
+		return it == s.info.end() ? int64_t(-1) : it->second;
+	};
+	rep.memory.enabled = prof.memory_check || memory_check;
+	{
+		auto it = baseline.info.find("vm_rss_kb");
+		rep.memory.baseline_kb = it == baseline.info.end() ? -1 : it->second;
+	}
+	if (rep.memory.enabled) {
+		// The warm-up pass: the same loads at the short profile's counts (memory.h).
+		Profile warm_p;
+		profile_from_name("short", &warm_p);
+		warm_p.sessions = prof.sessions;
+		warm_p.step = prof.step;
+		if (cycles)
+			warm_p.cycles = warm_p.kills = warm_p.drops = warm_p.faults =
+			    warm_p.exhaust = cycles;
+		pass(warm_p, " (warm-up)");
+		rep.memory.ref_kb = rss_kb();
+		run.say("VmRSS after the warm-up pass: " + std::to_string(rep.memory.ref_kb) +
+		        " kB");
+	}
+	pass(prof, "");
 
 	// The end: every transport once more, then a clean stop of our daemon.
 	auto fin = std::make_unique<Row>();
@@ -409,6 +446,13 @@ int main(int argc, char **argv)
 		          " blocks still uncertain after the read-back");
 	if (target.has_admin())
 		take_snapshot(target, &rep.final, &why);
+	{
+		auto it = rep.final.info.find("vm_rss_kb");
+		rep.memory.end_kb = it == rep.final.info.end() ? -1 : it->second;
+		std::string mw;
+		if (!rep.memory.judge(&mw))
+			fin->fail(mw);
+	}
 	leaked.reset();
 	rep.rows.push_back(std::move(fin));
 	done = true;

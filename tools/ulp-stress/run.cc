@@ -37,6 +37,7 @@ bool profile_from_name(const std::string &s, Profile *out)
 		p.io = 100ms;
 		p.kill_window = 800ms;
 		p.scenario = 3600s;
+		p.memory_check = true;
 		*out = p;
 		return true;
 	}

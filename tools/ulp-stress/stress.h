@@ -45,6 +45,7 @@ struct Profile {
 	milliseconds scenario{60000};  // one scenario on one transport, at most
 	milliseconds step{30000};      // one step (login, I/O, logout, a wait), at most
 	milliseconds baseline{10000};  // resources back at the baseline within this
+	bool memory_check = false;     // a warm-up pass first, then VmRSS must stay flat
 };
 bool profile_from_name(const std::string &s, Profile *out);
 
