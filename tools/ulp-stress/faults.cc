@@ -20,8 +20,9 @@
 // plus the I/O time (checked, and the watchdog bounds it besides); no block reads back
 // wrong (a write that failed stays uncertain in the ledger, old or new); the target closes
 // the nexus (the teardown figure: from the end of the I/O until the target no longer lists
-// it); and a new nexus logs in on the same device and does verified I/O. The ledger and
-// resource checks after the scenario (post_check) cover the rest. The faults need an RDMA
+// it); a new nexus logs in on the same device, does verified I/O and reads the slot back
+// against the ledger; and the daemon's resources return to the baseline. The checks after
+// the scenario (post_check) read the whole range back. The faults need an RDMA
 // transport on a soft device of ours: over TCP, or with --rdma-device, the row says so.
 #include "tools/ulp-stress/stress.h"
 
@@ -203,6 +204,15 @@ void fault_cycle(Run &r, Transport t, Row &row, const Kind &k, std::mt19937 &rng
 		return;
 	}
 	relogin(r, t, id, tag, row, uint32_t(rng()));
+	// The daemon's resources back at rest after every fault, not only after the scenario.
+	if (r.baseline) {
+		Watchdog::Step s(*r.wd, tag + ": baseline wait", r.prof.baseline + 5s);
+		ResourceSnapshot now;
+		if (!wait_for_baseline(
+		        r.target, *r.baseline, r.prof.baseline,
+		        [&](const std::string &m) { r.say(m); }, &now, &why))
+			row.fail(tag + ": " + why);
+	}
 	row.cycles++;
 }
 

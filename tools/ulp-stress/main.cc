@@ -354,6 +354,8 @@ int main(int argc, char **argv)
 	for (Transport t : transports)
 		post_check(run, t, baseline, *warm); // baseline empty: only the verified session
 	if (target.has_admin()) {
+		if (target.ours() && !wait_idle(target, prof.baseline, &why))
+			warm->fail(why);
 		if (!stable_snapshot(target, &baseline, &why))
 			warm->fail(why);
 		rep.baseline = baseline;
@@ -361,6 +363,7 @@ int main(int argc, char **argv)
 		run.say("baseline: " + snapshot_str(baseline));
 	}
 	rep.rows.push_back(std::move(warm));
+	run.baseline = target.has_admin() ? &baseline : nullptr;
 
 	std::unique_ptr<Nexus> leaked;
 	if (leak_session) {

@@ -94,6 +94,7 @@ struct Run {
 	ulp::Device *soft_dev = nullptr; // our soft device (faults), nullptr with --rdma-device
 	std::string soft_ip;             // its address
 	std::vector<std::string> fault_kinds; // faults: the kinds to inject (empty: every one)
+	const ResourceSnapshot *baseline = nullptr; // the daemon's resources at rest (faults)
 	bool verbose = false;
 	std::atomic<Row *> current{nullptr}; // the row under way (progress)
 	std::mutex say_lock;
