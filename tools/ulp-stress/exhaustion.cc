@@ -155,9 +155,12 @@ void run_phase(Run &r, Transport t, Row &row, const Phase &p, uint32_t round)
 void exhaustion(Run &r, Transport t, Row &row)
 {
 	const auto deadline = clock::now() + r.prof.scenario;
-	for (uint32_t round = 0; round < r.prof.exhaust && clock::now() < deadline; round++)
+	uint32_t round = 0;
+	for (; round < r.prof.exhaust && clock::now() < deadline; round++)
 		for (const Phase &p : kPhases)
 			run_phase(r, t, row, p, round);
+	if (round < r.prof.exhaust)
+		row.note("time bound reached after " + std::to_string(round) + " rounds");
 }
 
 } // namespace stress
