@@ -151,28 +151,6 @@ bool stable_snapshot(const Target &t, ResourceSnapshot *out, std::string *why,
 	}
 }
 
-bool wait_idle(const Target &t, std::chrono::milliseconds bound, std::string *why)
-{
-	const auto deadline = clock::now() + bound;
-	for (;;) {
-		ResourceSnapshot s;
-		if (!take_snapshot(t, &s, why))
-			return false;
-		std::string open;
-		for (const auto &[k, v] : s.counts)
-			if (k != "fds" && k != "threads" && v != 0)
-				open += (open.empty() ? "" : ", ") + k + "=" + std::to_string(v);
-		if (open.empty())
-			return true;
-		if (clock::now() >= deadline) {
-			*why = "the daemon still holds " + open + " " +
-			       std::to_string(bound.count()) + " ms after the warm-up";
-			return false;
-		}
-		std::this_thread::sleep_for(20ms);
-	}
-}
-
 std::vector<std::string> snapshot_diff(const ResourceSnapshot &base, const ResourceSnapshot &now)
 {
 	std::vector<std::string> d;

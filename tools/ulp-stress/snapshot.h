@@ -41,11 +41,6 @@ bool take_snapshot(const Target &t, ResourceSnapshot *out, std::string *why);
 // be closing on the daemon's side), up to bound: the baseline to compare against.
 bool stable_snapshot(const Target &t, ResourceSnapshot *out, std::string *why,
                      std::chrono::milliseconds bound = std::chrono::seconds(5));
-// Our own daemon, which serves nobody but us: wait, up to bound, until it holds nothing
-// open (every count but fds and threads at 0), so that a baseline is not taken while the
-// close of a warm-up nexus is still under way (two equal snapshots 50 ms apart do not
-// prove that: an SRP channel's drain can take longer). false + *why (what is still open).
-bool wait_idle(const Target &t, std::chrono::milliseconds bound, std::string *why);
 // The counts of now that differ from base ("sessions 0 -> 2"), empty when back.
 std::vector<std::string> snapshot_diff(const ResourceSnapshot &base, const ResourceSnapshot &now);
 // One line: every count (and info) of s.
