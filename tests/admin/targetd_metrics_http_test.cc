@@ -11,6 +11,7 @@
 #include "admin/http.h"
 #include "iscsi/initiator/scsi.h"
 #include "iscsi/initiator/session.h"
+#include "tests/admin/prom_check.h"
 #include "tests/iscsi/target_process.h"
 
 #include <gtest/gtest.h>
@@ -114,18 +115,11 @@ std::string body_of(const std::string &resp)
 	return e == std::string::npos ? std::string() : resp.substr(e + 4);
 }
 
-// "name{labels}" -> value, every sample line of a Prometheus text.
+// "name{labels}" -> value, every sample line of a Prometheus text (checked as well formed).
 std::map<std::string, double> samples(const std::string &text)
 {
 	std::map<std::string, double> m;
-	std::istringstream in(text);
-	std::string line;
-	while (std::getline(in, line)) {
-		if (line.empty() || line[0] == '#')
-			continue;
-		const size_t sp = line.rfind(' ');
-		m[line.substr(0, sp)] = std::stod(line.substr(sp + 1));
-	}
+	EXPECT_TRUE(test::parse_prometheus(text, &m)) << text;
 	return m;
 }
 

@@ -10,6 +10,7 @@
 #include "admin/client.h"
 #include "iscsi/initiator/scsi.h"
 #include "iscsi/initiator/session.h"
+#include "tests/admin/prom_check.h"
 #include "tests/iscsi/target_process.h"
 
 #include <gtest/gtest.h>
@@ -18,7 +19,6 @@
 
 #include <filesystem>
 #include <map>
-#include <regex>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -99,50 +99,7 @@ uint64_t commands(const json &io)
 	return u(io, "commands", "read") + u(io, "commands", "write") + u(io, "commands", "other");
 }
 
-// A Prometheus text exposition (format 0.0.4) checked line by line; the samples by their
-// full name with labels.
-::testing::AssertionResult parse_prometheus(const std::string &text,
-                                            std::map<std::string, double> *samples)
-{
-	static const std::regex sample(
-	    R"(^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([a-zA-Z_][a-zA-Z0-9_]*="([^"\\]|\\.)*",?)*\})? (-?[0-9.eE+-]+|\+Inf|NaN)$)");
-	static const std::regex type(
-	    R"(^# TYPE ([a-zA-Z_:][a-zA-Z0-9_:]*) (counter|gauge|histogram|summary|untyped)$)");
-	std::set<std::string> typed;
-	std::string family;
-	std::istringstream in(text);
-	std::string line;
-	int n = 0;
-	while (std::getline(in, line)) {
-		n++;
-		std::smatch m;
-		if (line.rfind("# HELP ", 0) == 0)
-			continue;
-		if (std::regex_match(line, m, type)) {
-			if (!typed.insert(m[1]).second)
-				return ::testing::AssertionFailure()
-				       << "line " << n << ": typed twice";
-			family = m[1];
-			continue;
-		}
-		if (!std::regex_match(line, m, sample))
-			return ::testing::AssertionFailure() << "line " << n << ": " << line;
-		const std::string name = m[1];
-		// Samples of a family follow its TYPE line (histograms: _bucket, _sum, _count).
-		if (name != family && name != family + "_bucket" && name != family + "_sum" &&
-		    name != family + "_count")
-			return ::testing::AssertionFailure()
-			       << "line " << n << ": " << name << " outside its family " << family;
-		const std::string key = line.substr(0, line.rfind(' '));
-		if (samples->count(key))
-			return ::testing::AssertionFailure()
-			       << "line " << n << ": a duplicate series";
-		(*samples)[key] = std::stod(line.substr(line.rfind(' ') + 1));
-	}
-	if (n == 0)
-		return ::testing::AssertionFailure() << "empty";
-	return ::testing::AssertionSuccess();
-}
+using test::parse_prometheus;
 
 TEST(TargetdStats, IoIsCountedPerSessionLunAndTargetAndSurvivesLogout)
 {

@@ -130,7 +130,17 @@ bool take_snapshot(const Target &t, ResourceSnapshot *out, std::string *why)
 	return true;
 }
 
-bool stable_snapshot(const Target &t, ResourceSnapshot *out, std::string *why,
+// Nothing logged in, nothing in flight: every count but the process's own fds and threads
+// is zero.
+static bool is_idle(const ResourceSnapshot &s)
+{
+	for (const auto &[k, v] : s.counts)
+		if (k != "fds" && k != "threads" && v != 0)
+			return false;
+	return true;
+}
+
+bool stable_snapshot(const Target &t, ResourceSnapshot *out, std::string *why, bool idle,
                      std::chrono::milliseconds bound)
 {
 	const auto deadline = clock::now() + bound;
@@ -141,10 +151,11 @@ bool stable_snapshot(const Target &t, ResourceSnapshot *out, std::string *why,
 		std::this_thread::sleep_for(50ms);
 		if (!take_snapshot(t, out, why))
 			return false;
-		if (snapshot_diff(prev, *out).empty())
+		if (snapshot_diff(prev, *out).empty() && (!idle || is_idle(*out)))
 			return true;
 		if (clock::now() >= deadline) {
-			*why = "the daemon's resources do not settle: " + snapshot_str(*out);
+			*why = std::string("the daemon's resources do not settle") +
+			       (idle ? " at idle" : "") + ": " + snapshot_str(*out);
 			return false;
 		}
 		prev = *out;

@@ -38,9 +38,12 @@ struct ResourceSnapshot {
 // Take one. false + *why when the admin socket does not answer.
 bool take_snapshot(const Target &t, ResourceSnapshot *out, std::string *why);
 // Take snapshots until two in a row agree (the admin connection of the one before may still
-// be closing on the daemon's side), up to bound: the baseline to compare against.
-bool stable_snapshot(const Target &t, ResourceSnapshot *out, std::string *why,
-                     std::chrono::milliseconds bound = std::chrono::seconds(5));
+// be closing on the daemon's side), up to bound: the baseline to compare against. idle: also
+// until nothing is logged in (every count but fds and threads zero): a nexus the warm-up
+// logged out may still be draining on the daemon's side, and a baseline taken then would
+// hold its channel, QP and CQ entries (our own daemon has no other user; a given target may).
+bool stable_snapshot(const Target &t, ResourceSnapshot *out, std::string *why, bool idle,
+                     std::chrono::milliseconds bound = std::chrono::seconds(10));
 // The counts of now that differ from base ("sessions 0 -> 2"), empty when back.
 std::vector<std::string> snapshot_diff(const ResourceSnapshot &base, const ResourceSnapshot &now);
 // One line: every count (and info) of s.
