@@ -38,16 +38,7 @@ constexpr char kIqn[] = "iqn.2026-11.org.ulp:admin";
 constexpr char kIqn2[] = "iqn.2026-11.org.ulp:admin2";
 constexpr char kInitiator[] = "iqn.2026-11.org.ulp:admin-test";
 
-struct Dir {
-	std::string path;
-	Dir()
-	{
-		char t[] = "/tmp/ulp-admin-e2e-XXXXXX";
-		path = ::mkdtemp(t);
-	}
-	~Dir() { std::filesystem::remove_all(path); }
-	std::string operator/(const std::string &f) const { return path + "/" + f; }
-};
+using Dir = test::TempDir;
 
 InitiatorConfig config(const std::string &target = kIqn)
 {

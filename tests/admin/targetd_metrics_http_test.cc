@@ -38,15 +38,7 @@ using test::TargetdProcess;
 constexpr char kIqn[] = "iqn.2026-11.org.ulp:metrics";
 constexpr char kInitiator[] = "iqn.2026-11.org.ulp:metrics-test";
 
-struct Dir {
-	std::string path;
-	Dir()
-	{
-		char t[] = "/tmp/ulp-metrics-e2e-XXXXXX";
-		path = ::mkdtemp(t);
-	}
-	~Dir() { std::filesystem::remove_all(path); }
-};
+using Dir = test::TempDir;
 
 int connect_to(uint16_t port)
 {

@@ -35,15 +35,7 @@ using test::TargetdProcess;
 constexpr char kIqn[] = "iqn.2026-11.org.ulp:stats";
 constexpr char kInitiator[] = "iqn.2026-11.org.ulp:stats-test";
 
-struct Dir {
-	std::string path;
-	Dir()
-	{
-		char t[] = "/tmp/ulp-stats-e2e-XXXXXX";
-		path = ::mkdtemp(t);
-	}
-	~Dir() { std::filesystem::remove_all(path); }
-};
+using Dir = test::TempDir;
 
 int ulpctl(const std::string &sock, std::vector<std::string> args, std::string *out)
 {

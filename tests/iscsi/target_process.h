@@ -8,9 +8,11 @@
 #pragma once
 
 #include <sys/types.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -91,5 +93,25 @@ int run_program(const std::string &path, const std::vector<std::string> &args, s
 
 // A TCP port on 127.0.0.1 that was free a moment ago.
 uint16_t free_port();
+
+// A scratch directory under /tmp for a daemon's socket and files, removed with what it
+// holds. path is empty when it could not be made.
+struct TempDir {
+	std::string path;
+	TempDir()
+	{
+		char t[] = "/tmp/ulp-test-XXXXXX";
+		if (::mkdtemp(t))
+			path = t;
+	}
+	~TempDir()
+	{
+		if (!path.empty())
+			std::filesystem::remove_all(path);
+	}
+	TempDir(const TempDir &) = delete;
+	TempDir &operator=(const TempDir &) = delete;
+	std::string operator/(const std::string &f) const { return path + "/" + f; }
+};
 
 } // namespace ulp::test
