@@ -33,7 +33,8 @@ public:
 	// Its target node as it was at login (kept while the session lives, also once the node
 	// is changed or removed); null for discovery sessions.
 	std::shared_ptr<const TargetNode> node;
-	scsi::Nexus *scsi = nullptr;   // the I_T nexus; null for discovery sessions
+	scsi::Nexus *scsi = nullptr;   // the I_T nexus; null for discovery sessions (set under
+	                               // Target::lock_)
 	Conn *conn = nullptr;          // its connection; null once it has gone (reaper)
 	std::string initiator_port;    // TransportID text: "<InitiatorName>,i,0x<ISID>"
 	bool closing = false;          // handed to the reaper (Target::lock_)

@@ -314,9 +314,11 @@ Session *Target::create_session(Conn *c, const SessionParams &p, LoginStatus *st
 		        "session reinstatement: " + port + " tsih " + std::to_string(tsih) +
 		            " replaced by tsih " + std::to_string(s->params.tsih));
 	if (node) {
-		s->scsi = node->tpg->open_session(*this, p.initiator_name, port);
-		if (!s->scsi) {
-			std::lock_guard g(lock_);
+		// Opened outside lock_ (the TPG takes its own locks), published under it: the
+		// session is in sessions_ already, where session_info() reads s->scsi.
+		auto *scsi = node->tpg->open_session(*this, p.initiator_name, port);
+		std::lock_guard g(lock_);
+		if (!scsi) {
 			std::erase(sessions_, s);
 			stats_.sessions_open--;
 			stats_.logins--;
@@ -324,7 +326,8 @@ Session *Target::create_session(Conn *c, const SessionParams &p, LoginStatus *st
 			*status = LoginStatus::AuthzFailure;
 			return nullptr;
 		}
-		s->scsi->fabric_priv = s;
+		scsi->fabric_priv = s;
+		s->scsi = scsi;
 	}
 	*status = LoginStatus::Success;
 	return s;
