@@ -9,9 +9,9 @@
 // key invalidated by the target's SEND_WITH_INV, or by our LOCAL_INV when we refuse remote
 // invalidation; more commands than the transport maps at once; NOP, TMF and logout; and
 // faults the soft provider injects (a connection cut mid-I/O, WRs flushed by a QP error,
-// an rkey check failing): no hang, every command ends exactly once, nothing answered GOOD
-// that did not happen, the target reaps the connection, and what was acknowledged is on
-// the LUN afterwards.
+// an rkey check failing, a completion of ours lost): no hang, every command ends exactly once,
+// nothing answered GOOD that did not happen, the target reaps the connection, and what was
+// acknowledged is on the LUN afterwards.
 #include "core/dma_mem.h"
 #include "core/log.h"
 #include "iscsi/initiator/scsi.h"
