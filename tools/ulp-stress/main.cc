@@ -410,6 +410,7 @@ int main(int argc, char **argv)
 		return it == s.info.end() ? int64_t(-1) : it->second;
 	};
 	rep.memory.enabled = prof.memory_check || memory_check;
+	rep.memory.unjudged = sanitizer_allocator(target.pid());
 	{
 		auto it = baseline.info.find("vm_rss_kb");
 		rep.memory.baseline_kb = it == baseline.info.end() ? -1 : it->second;
