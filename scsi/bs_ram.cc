@@ -14,6 +14,7 @@
 // because they free chunks: no reader or writer can hold a chunk's pointer while it is
 // freed. Concurrent writes to the same bytes are the initiator's problem (SBC leaves their
 // result undefined), as with any disk.
+#include "core/shard_lock.h"
 #include "scsi/bs_internal.h"
 
 #include <algorithm>
@@ -23,7 +24,7 @@
 #include <cstring>
 #include <mutex>
 #include <new>
-#include <shared_mutex>
+#include <optional>
 
 namespace ulp::scsi
 {
@@ -96,7 +97,7 @@ public:
 	{
 		// Shared: resize() may replace the table. Only the pointers' null-ness is read,
 		// never the memory behind them.
-		std::shared_lock g(lock_);
+		std::lock_guard g(lock_.mine());
 		const uint64_t sz = size();
 		if (offset >= sz)
 			return -ERANGE;
@@ -112,7 +113,7 @@ public:
 
 	int resize(uint64_t bytes, std::string *why) override
 	{
-		std::unique_lock g(lock_); // no request is between its range check and its copy
+		ShardLockAll g(lock_); // no request is between its range check and its copy
 		const uint64_t old = size();
 		const uint64_t n = chunks_for(bytes);
 		if (n > cap_) {
@@ -169,7 +170,7 @@ private:
 
 	int read(const BsIo *io)
 	{
-		std::shared_lock g(lock_);
+		std::lock_guard g(lock_.mine());
 		if (int err = bs_check_io(size(), io))
 			return err;
 		walk(io, [this](uint64_t c, uint64_t in, size_t n, uint8_t *p) {
@@ -204,12 +205,12 @@ private:
 		// An atomic write (BsIo::atomic) holds the table exclusively, so that no read
 		// runs beside it to see part of it, and allocates every chunk it needs before it
 		// copies a byte, so that running out of memory leaves it unwritten, not torn.
-		std::shared_lock shared(lock_, std::defer_lock);
-		std::unique_lock excl(lock_, std::defer_lock);
+		std::optional<ShardLockAll> excl;
+		std::unique_lock<std::mutex> shared;
 		if (io->atomic)
-			excl.lock();
+			excl.emplace(lock_);
 		else
-			shared.lock();
+			shared = std::unique_lock(lock_.mine());
 		int err = bs_check_io(size(), io);
 		if (err)
 			return err;
@@ -239,7 +240,7 @@ private:
 
 	int zero(const BsIo *io)
 	{
-		std::unique_lock g(lock_);
+		ShardLockAll g(lock_);
 		if (int err = bs_check_io(size(), io))
 			return err;
 		uint64_t off = io->offset, len = io->length;
@@ -261,7 +262,9 @@ private:
 
 	// shared: read, write, extent; exclusive: zero() (it frees chunks), atomic writes,
 	// resize() (it replaces the table and changes size()).
-	std::shared_mutex lock_;
+	// Split by thread (core/shard_lock.h): the I/O path writes no line another worker's
+	// requests write (issue 19).
+	ShardLock lock_;
 	std::unique_ptr<std::atomic<uint8_t *>[]> chunks_; // per chunk: calloc'd memory or null
 	uint64_t nchunks_; // chunks covering size() (lock_); entries past it are null
 	uint64_t cap_;     // entries in chunks_ (lock_): a shrink keeps the table

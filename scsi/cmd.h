@@ -125,8 +125,9 @@ struct Cmd {
 	// (Tpg::lu_users, under the session's lock) counts as the commands still holding the
 	// LU. The command's own memory, so no line shared between workers is written.
 	std::atomic<LogicalUnit *> lu_pin{nullptr};
+	uint8_t shard = 0;               // its part of the LU's task set (this_shard() at submit)
 	bool read_only = false;          // the LUN is mapped read-only for this initiator
-	bool aborted = false;            // aborted by a TMF or teardown (under lu lock)
+	bool aborted = false;            // aborted by a TMF or teardown (task-set lock)
 	bool send_tas = false;           // aborted: answer TASK ABORTED (TAS, another nexus)
 	bool counted = false;            // counted in the LU's ordering state
 	bool wp_returned = false;        // write_pending has returned (abort_write may follow)
@@ -146,8 +147,8 @@ struct Cmd {
 	iovec io_iov[4] = {};            // sgl trimmed to xfer_len when it has few entries
 	void *scratch = nullptr;         // a command family's heap state (freed at release)
 	void (*scratch_free)(void *) = nullptr;
-	boost::intrusive::list_member_hook<> task_node;    // in the LU's task set (lu lock)
-	boost::intrusive::list_member_hook<> dormant_node; // in the LU's dormant list (lu lock)
+	boost::intrusive::list_member_hook<> task_node;    // in its shard of the LU's task set
+	boost::intrusive::list_member_hook<> dormant_node; // in the LU's dormant list (lock_all)
 	boost::intrusive::list_member_hook<> sess_node;    // in the session's commands (sess lock)
 };
 

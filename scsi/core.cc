@@ -3,9 +3,13 @@
 // target_core_transport.c): submit, data-out, task-set ordering, execution, completion
 // and release.
 //
-// Locks: a command's LU lock (task set, dormant list, ordering counts, its state and
-// aborted flag) and its session's lock (the session's command list). Never both at once,
-// never across a fabric callback, an execute function or a backstore submit.
+// Locks: a command's part of its LU's task set (task_lock: the part's list and count, the
+// command's state and aborted flag), or all parts at once (LogicalUnit::lock_.lock_all:
+// the ordering state, ORDERED commands, waiting TMFs), and its session's lock (the
+// session's command list). The I/O path of a SIMPLE command takes its own part only, so
+// that workers share no lock (issue 19); it takes all parts when ORDERED commands or TMFs
+// are about. Never a task-set lock and the session's at once, never across a fabric
+// callback, an execute function or a backstore submit.
 #include "scsi/core.h"
 #include "core/check.h"
 
@@ -24,7 +28,7 @@ namespace ulp::scsi
 {
 
 // tmr.cc: a finished command no longer holds up the task management functions waiting
-// for it; the ones it was the last for are appended to done. Under lu.lock_.
+// for it; the ones it was the last for are appended to done. Under lu.lock_.lock_all.
 void tmr_cmd_finished(LogicalUnit &lu, Cmd *cmd, std::vector<Tmr *> &done);
 
 const char *cmd_state_str(CmdState s)
@@ -72,6 +76,7 @@ void cmd_init(Cmd *cmd)
 	change_state(&cmd->state, CmdState::New, kCmdStates);
 	cmd->lu = nullptr;
 	cmd->lu_pin.store(nullptr, std::memory_order_relaxed);
+	cmd->shard = 0;
 	cmd->read_only = false;
 	cmd->aborted = false;
 	cmd->send_tas = false;
@@ -118,42 +123,63 @@ void put(Cmd *cmd)
 		release(cmd);
 }
 
-// SAM-5 8.6 task attributes, under lu.lock_: may cmd start now? Counts it when it may.
-// HEAD OF QUEUE starts at once; ORDERED waits for every older command; SIMPLE waits for
-// older ORDERED ones (and for anything already waiting, so that order is kept).
+// SAM-5 8.6 task attributes: may cmd start now? Counts it when it may. HEAD OF QUEUE starts
+// at once; ORDERED waits for every older command; SIMPLE waits for older ORDERED ones (and
+// for anything already waiting, so that order is kept).
+enum class Start {
+	Now,   // it may run (counted)
+	Slow,  // ask again under lock_all (may_start)
+	Abort, // a TMF or teardown aborted it: cmd_finish
+};
+
+// Under cmd's part of the task set: the answer for HEAD OF QUEUE, and for SIMPLE while no
+// ORDERED command executes or waits (both change under lock_all only, so this part's
+// lock keeps them still); Slow for the rest.
+Start may_start_fast(LogicalUnit &lu, Cmd *cmd)
+{
+	if (cmd->task_attr == TaskAttr::HeadOfQueue)
+		return Start::Now;
+	if (cmd->task_attr == TaskAttr::Ordered || lu.ordered_active_ || !lu.dormant_.empty())
+		return Start::Slow;
+	lu.task_shards_[cmd->shard].simple_active++;
+	cmd->counted = true;
+	return Start::Now;
+}
+
+// Under lu.lock_.lock_all: the whole rule.
 bool may_start(LogicalUnit &lu, Cmd *cmd)
 {
 	switch (cmd->task_attr) {
 	case TaskAttr::HeadOfQueue:
 		return true;
 	case TaskAttr::Ordered:
-		if (lu.simple_active_ || lu.ordered_active_ || !lu.dormant_.empty())
+		if (lu.simple_active() || lu.ordered_active_ || !lu.dormant_.empty())
 			return false;
 		lu.ordered_active_++;
 		break;
 	default:
 		if (lu.ordered_active_ || !lu.dormant_.empty())
 			return false;
-		lu.simple_active_++;
+		lu.task_shards_[cmd->shard].simple_active++;
 		break;
 	}
 	cmd->counted = true;
 	return true;
 }
 
-// Under lu.lock_: move the dormant commands that may start now into run, in order.
+// Under lu.lock_.lock_all: move the dormant commands that may start now into run, in order.
 void restart_dormant(LogicalUnit &lu, CmdDormantList &run)
 {
 	while (!lu.dormant_.empty()) {
 		Cmd &c = lu.dormant_.front();
 		if (c.task_attr == TaskAttr::Ordered) {
-			if (lu.simple_active_ || lu.ordered_active_)
+			if (lu.simple_active() || lu.ordered_active_)
 				break;
 			lu.ordered_active_++;
 		} else {
 			if (lu.ordered_active_)
 				break;
-			lu.simple_active_++;
+			lu.task_shards_[c.shard].simple_active++;
 		}
 		c.counted = true;
 		change_state(&c.state, CmdState::Executing, kCmdStates);
@@ -162,6 +188,26 @@ void restart_dormant(LogicalUnit &lu, CmdDormantList &run)
 		if (c.task_attr == TaskAttr::Ordered)
 			break; // nothing after an ORDERED one starts before it ends
 	}
+}
+
+// Under cmd's part of the task set (or lock_all; an ORDERED command's always): off the
+// task set and its count, its state final. Whether it was aborted.
+bool leave_task_set(LogicalUnit &lu, Cmd *cmd)
+{
+	const bool aborted = cmd->aborted;
+	LogicalUnit::TaskShard &t = lu.task_shards_[cmd->shard];
+	if (cmd->counted) {
+		if (cmd->task_attr == TaskAttr::Ordered)
+			lu.ordered_active_--;
+		else if (cmd->task_attr != TaskAttr::HeadOfQueue)
+			t.simple_active--;
+		cmd->counted = false;
+	}
+	if (cmd->task_node.is_linked())
+		t.tasks.erase(t.tasks.iterator_to(*cmd));
+	ULP_CHECK(!cmd->dormant_node.is_linked());
+	change_state(&cmd->state, aborted ? CmdState::Aborted : CmdState::Complete, kCmdStates);
+	return aborted;
 }
 
 void run_list(CmdDormantList &run)
@@ -198,25 +244,25 @@ void cmd_finish(Cmd *cmd)
 	std::vector<Tmr *> tmrs; // allocates only when a TMF was waiting
 	bool aborted;
 	if (lu) {
-		std::lock_guard g(lu->lock_);
-		aborted = cmd->aborted;
-		if (cmd->counted) {
-			if (cmd->task_attr == TaskAttr::Ordered)
-				lu->ordered_active_--;
-			else if (cmd->task_attr != TaskAttr::HeadOfQueue)
-				lu->simple_active_--;
-			cmd->counted = false;
+		bool left = false;
+		{
+			// Nobody waiting behind ORDERED commands or for TMFs: this command's part
+			// of the task set is all that changes. (Those lists change under every
+			// part's lock, this one's included, so they stay empty while it is held.)
+			std::lock_guard g(task_lock(cmd));
+			if (cmd->task_attr != TaskAttr::Ordered && lu->dormant_.empty() &&
+			    lu->tmr_waits_.empty()) {
+				aborted = leave_task_set(*lu, cmd);
+				left = true;
+			}
 		}
-		if (cmd->task_node.is_linked())
-			lu->task_set_.erase(lu->task_set_.iterator_to(*cmd));
-		ULP_CHECK(!cmd->dormant_node.is_linked());
-		change_state(&cmd->state, aborted ? CmdState::Aborted : CmdState::Complete,
-		             kCmdStates);
-		restart_dormant(*lu, run);
-		if (!lu->tmr_waits_.empty())
-			tmr_cmd_finished(*lu, cmd, tmrs);
-		if (lu->task_set_.empty())
-			lu->idle_cv_.notify_all();
+		if (!left) {
+			ShardLockAll g(lu->lock_);
+			aborted = leave_task_set(*lu, cmd);
+			restart_dormant(*lu, run);
+			if (!lu->tmr_waits_.empty())
+				tmr_cmd_finished(*lu, cmd, tmrs);
+		}
 	} else {
 		aborted = cmd->aborted;
 		change_state(&cmd->state, aborted ? CmdState::Aborted : CmdState::Complete,
@@ -261,21 +307,35 @@ namespace
 void start_exec(Cmd *cmd)
 {
 	LogicalUnit *lu = cmd->lu;
-	if (lu) {
-		std::unique_lock g(lu->lock_);
+	if (!lu) {
+		change_state(&cmd->state, CmdState::Executing, kCmdStates);
+		cmd->execute(cmd);
+		return;
+	}
+	Start st;
+	{
+		std::lock_guard g(task_lock(cmd));
+		st = cmd->aborted ? Start::Abort : may_start_fast(*lu, cmd);
+		if (st == Start::Now)
+			change_state(&cmd->state, CmdState::Executing, kCmdStates);
+	}
+	if (st == Start::Slow) {
+		// A TMF may have aborted it between the two locks: it looks again.
+		ShardLockAll g(lu->lock_);
 		if (cmd->aborted) {
-			g.unlock();
-			cmd_finish(cmd);
-			return;
-		}
-		if (!may_start(*lu, cmd)) {
+			st = Start::Abort;
+		} else if (may_start(*lu, cmd)) {
+			st = Start::Now;
+			change_state(&cmd->state, CmdState::Executing, kCmdStates);
+		} else {
 			change_state(&cmd->state, CmdState::Dormant, kCmdStates);
 			lu->dormant_.push_back(*cmd);
 			return;
 		}
-		change_state(&cmd->state, CmdState::Executing, kCmdStates);
-	} else {
-		change_state(&cmd->state, CmdState::Executing, kCmdStates);
+	}
+	if (st == Start::Abort) {
+		cmd_finish(cmd);
+		return;
 	}
 	cmd->execute(cmd);
 }
@@ -396,8 +456,8 @@ void submit_held(Cmd *cmd)
 
 	const bool data_out = cmd->cdb_dir == DataDir::Write && cmd->xfer_len > 0;
 	if (LogicalUnit *lu = cmd->lu) {
-		std::lock_guard g(lu->lock_);
-		lu->task_set_.push_back(*cmd);
+		std::lock_guard g(task_lock(cmd));
+		lu->task_shards_[cmd->shard].tasks.push_back(*cmd);
 		if (data_out)
 			change_state(&cmd->state, CmdState::WritePending, kCmdStates);
 	} else if (data_out) {
@@ -411,8 +471,8 @@ void submit_held(Cmd *cmd)
 	f.write_pending(cmd);
 	// A TMF that aborted cmd before write_pending returned left abort_write to us.
 	bool stop = false;
-	if (LogicalUnit *lu = cmd->lu) {
-		std::lock_guard g(lu->lock_);
+	if (cmd->lu) {
+		std::lock_guard g(task_lock(cmd));
 		cmd->wp_returned = true;
 		stop = cmd->aborted && cmd->state == CmdState::WritePending;
 	}
@@ -431,6 +491,7 @@ void submit(Cmd *cmd)
 	// and submit still looks at cmd afterwards.
 	cmd->refs.store(3, std::memory_order_relaxed);
 	cmd->start_ns = stats_now_ns();
+	cmd->shard = static_cast<uint8_t>(this_shard());
 	change_state(&cmd->state, CmdState::Parsing, kCmdStates);
 	submit_held(cmd);
 	put(cmd);
@@ -438,8 +499,8 @@ void submit(Cmd *cmd)
 
 void write_done(Cmd *cmd, bool ok)
 {
-	if (LogicalUnit *lu = cmd->lu) {
-		std::unique_lock g(lu->lock_);
+	if (cmd->lu) {
+		std::unique_lock g(task_lock(cmd));
 		if (cmd->state != CmdState::WritePending) {
 			ULP_LOG_RATELIMITED(
 			    Error, Scsi, "write_done on a {} command (tag {:x}), ignored",

@@ -182,7 +182,7 @@ CmdState Loopback::state(Pending *p)
 	LogicalUnit *lu = p->req.cmd.lu;
 	if (!lu)
 		return p->req.cmd.state;
-	std::lock_guard g(lu->lock_);
+	std::lock_guard g(task_lock(&p->req.cmd));
 	return p->req.cmd.state;
 }
 

@@ -77,11 +77,14 @@ LogicalUnit::LogicalUnit(std::string name, std::unique_ptr<Backstore> bs, const 
 
 LogicalUnit::~LogicalUnit()
 {
-	std::lock_guard g(lock_);
-	if (!task_set_.empty())
-		ULP_LOG(Error, Scsi, "LU {} destroyed with {} commands in its task set", name_,
-		        task_set_.size());
-	task_set_.clear();
+	ShardLockAll g(lock_);
+	size_t n = 0;
+	for (TaskShard &t : task_shards_) {
+		n += t.tasks.size();
+		t.tasks.clear();
+	}
+	if (n)
+		ULP_LOG(Error, Scsi, "LU {} destroyed with {} commands in its task set", name_, n);
 	dormant_.clear();
 }
 
@@ -144,8 +147,11 @@ int LogicalUnit::rescan_capacity(uint64_t *old_blocks, uint64_t *new_blocks, std
 
 size_t LogicalUnit::task_count()
 {
-	std::lock_guard g(lock_);
-	return task_set_.size();
+	ShardLockAll g(lock_);
+	size_t n = 0;
+	for (const TaskShard &t : task_shards_)
+		n += t.tasks.size();
+	return n;
 }
 
 } // namespace ulp::scsi

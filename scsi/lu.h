@@ -12,14 +12,15 @@
 // across a fabric callback or a backstore submit.
 #pragma once
 
+#include "core/shard_lock.h"
 #include "scsi/backstore.h"
 #include "scsi/cmd.h"
 #include "scsi/sense.h"
 #include "scsi/stats.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -179,22 +180,52 @@ public:
 
 	// The core's state; see scsi/core.cc, scsi/tmr.cc, scsi/ua.cc, scsi/pr.cc.
 	struct TmrWait;
-	std::mutex lock_;
-	CmdTaskList task_set_;             // every submitted command until Complete / Aborted
+	// The task set, split by shard (core/shard_lock.h; issue 19): a command is kept and
+	// counted in the part of the thread that submitted it (Cmd::shard), under that
+	// shard's mutex, so that workers submitting and finishing commands write no line in
+	// common. What orders commands against each other - ORDERED ones executing, those
+	// waiting behind them, task management functions waiting for commands - is written
+	// under all shards (lock_.lock_all) and read under any one. A command's state and
+	// aborted flag are its shard's (task_lock; lock_all covers it too).
+	struct alignas(64) TaskShard {
+		CmdTaskList tasks;          // commands of this shard until Complete / Aborted
+		uint32_t simple_active = 0; // SIMPLE ones of them executing
+	};
+	ShardLock lock_;
+	std::array<TaskShard, kShards> task_shards_; // task_shards_[i] under lock_.shard(i)
 	CmdDormantList dormant_;           // commands waiting behind ORDERED ones, in order
-	uint32_t simple_active_ = 0;       // SIMPLE commands executing
 	uint32_t ordered_active_ = 0;      // ORDERED commands executing (0 or 1)
 	std::vector<TmrWait *> tmr_waits_; // task management functions waiting for commands
-	std::map<NexusId, std::deque<uint16_t>> ua_; // pending UAs per nexus that has seen POWER ON
-	PrStatePtr pr_;                   // persistent reservations and SPC-2 RESERVE (pr.cc)
-	std::mutex rmw_lock_;             // serialises COMPARE AND WRITE and ORWRITE (sbc_rmw.cc)
-	bool rmw_busy_ = false;           // one of them is between its first read and last write
-	CmdDormantList rmw_wait_;         // those waiting for their turn (rmw_lock_)
-	std::condition_variable idle_cv_; // signalled when the task set empties (teardown)
-	std::atomic<bool> wce_{true};     // see wce()
-	std::atomic<bool> swp_{false};    // see swp()
+	// The number of SIMPLE commands executing, all shards (under lock_all).
+	uint32_t simple_active() const
+	{
+		uint32_t n = 0;
+		for (const TaskShard &t : task_shards_)
+			n += t.simple_active;
+		return n;
+	}
+	// Every command in the task set, part by part (under lock_all); f(Cmd &) returns
+	// false to stop.
+	template <class F> void for_each_task(F &&f)
+	{
+		for (TaskShard &t : task_shards_)
+			for (Cmd &c : t.tasks)
+				if (!f(c))
+					return;
+	}
+	// Pending UAs per nexus that has seen POWER ON (ua.cc): looked up by every command
+	// under its thread's shard of ua_lock_, changed under all of them.
+	ShardLock ua_lock_;
+	std::map<NexusId, std::deque<uint16_t>> ua_;
+	PrStatePtr pr_;                // persistent reservations and SPC-2 RESERVE (pr.cc)
+	std::mutex rmw_lock_;          // serialises COMPARE AND WRITE and ORWRITE (sbc_rmw.cc)
+	bool rmw_busy_ = false;        // one of them is between its first read and last write
+	CmdDormantList rmw_wait_;      // those waiting for their turn (rmw_lock_)
+	std::atomic<bool> wce_{true};  // see wce()
+	std::atomic<bool> swp_{false}; // see swp()
 	std::atomic<bool> medium_out_{false}; // the removable medium is ejected
-	std::set<NexusId> prevent_;           // nexuses preventing its removal (lock_)
+	std::mutex medium_lock_;              // guards prevent_ and loading or ejecting
+	std::set<NexusId> prevent_;           // nexuses preventing its removal (medium_lock_)
 	std::mutex capacity_lock_;            // serialises set_capacity (Backstore::resize)
 	IoStats stats_; // its commands, from every nexus and fabric (core.cc; sharded, any thread)
 
@@ -206,5 +237,12 @@ private:
 	uint64_t naa_;
 	uint8_t lbppb_exp_ = 0;
 };
+
+// The mutex of cmd's part of its LU's task set, which guards the command's state and aborted
+// flag (as does lock_all). cmd->lu is set.
+inline std::mutex &task_lock(const Cmd *cmd)
+{
+	return cmd->lu->lock_.shard(cmd->shard);
+}
 
 } // namespace ulp::scsi

@@ -25,7 +25,7 @@ namespace ulp::scsi
 
 Sense LogicalUnit::medium_load_eject(bool load)
 {
-	std::lock_guard g(lock_);
+	std::lock_guard g(medium_lock_);
 	if (!prevent_.empty())
 		return Sense::MediumRemovalPrevented;
 	medium_out_.store(!load, std::memory_order_release);
@@ -34,7 +34,7 @@ Sense LogicalUnit::medium_load_eject(bool load)
 
 void LogicalUnit::medium_prevent(const NexusId &n, bool prevent)
 {
-	std::lock_guard g(lock_);
+	std::lock_guard g(medium_lock_);
 	if (prevent)
 		prevent_.insert(n);
 	else
@@ -48,13 +48,13 @@ void LogicalUnit::medium_nexus_loss(const NexusId &n)
 
 void LogicalUnit::medium_reset()
 {
-	std::lock_guard g(lock_);
+	std::lock_guard g(medium_lock_);
 	prevent_.clear();
 }
 
 bool LogicalUnit::medium_prevented()
 {
-	std::lock_guard g(lock_);
+	std::lock_guard g(medium_lock_);
 	return !prevent_.empty();
 }
 

@@ -31,7 +31,7 @@ std::vector<NexusId> pr_nexuses(LogicalUnit &lu, const Registration &r)
 	// ALL_TG_PT: the initiator port through every target port. The LU does not know its
 	// target ports, but every I_T nexus that has sent it a command has a unit attention
 	// queue (ua.cc): those are the ones that can have tasks or hear a condition.
-	std::lock_guard g(lu.lock_);
+	std::lock_guard g(lu.ua_lock_.mine());
 	for (const auto &[n, q] : lu.ua_)
 		if (r.covers(n) && n != r.nexus)
 			v.push_back(n);

@@ -405,9 +405,9 @@ Outcome apply(LogicalUnit &lu, PrState &pr, const Cmd *cmd, const BasicParams &p
 	}
 }
 
-bool aborted(LogicalUnit &lu, const Cmd *cmd)
+bool aborted(const Cmd *cmd)
 {
-	std::lock_guard g(lu.lock_);
+	std::lock_guard g(task_lock(cmd));
 	return cmd->aborted;
 }
 
@@ -543,7 +543,7 @@ void exec_pr_out(Cmd *cmd)
 		}
 		// An aborted command (a task management function, a PREEMPT AND ABORT) changes
 		// nothing; its status goes nowhere (or is TASK ABORTED).
-		if (aborted(lu, cmd)) {
+		if (aborted(cmd)) {
 			out.sense = Sense::ReservationConflict;
 		} else if (!pr.store) {
 			out = apply(lu, pr, cmd, p, mp);

@@ -47,7 +47,7 @@ bool sbc_step_submit(Cmd *cmd, BsOp op, uint64_t offset, uint64_t len, std::span
 
 bool sbc_aborted(Cmd *cmd)
 {
-	std::lock_guard g(cmd->lu->lock_);
+	std::lock_guard g(task_lock(cmd));
 	return cmd->aborted;
 }
 

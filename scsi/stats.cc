@@ -2,6 +2,8 @@
 // scsi/stats.cc - the core's I/O counters (scsi/stats.h).
 #include "scsi/stats.h"
 
+#include "core/shard_lock.h"
+
 #include "scsi/cmd.h"
 #include "scsi/core_internal.h"
 
@@ -61,9 +63,6 @@ constexpr std::array<IoKind, 256> make_kinds()
 }
 constexpr std::array<IoKind, 256> kKinds = make_kinds();
 
-// Each thread's shard, given round robin on first use.
-std::atomic<size_t> next_shard{0};
-
 } // namespace
 
 size_t lat_bucket(uint64_t ns)
@@ -99,8 +98,7 @@ IoCounts &IoCounts::operator+=(const IoCounts &o)
 
 IoStats::Shard &IoStats::shard()
 {
-	thread_local const size_t mine = next_shard.fetch_add(1, std::memory_order_relaxed);
-	return shards_[mine % kStatShards];
+	return shards_[this_shard() % kStatShards];
 }
 
 void IoStats::count_cmd(const Cmd &cmd, bool aborted, bool data_in, uint64_t lat_ns)

@@ -10,8 +10,8 @@
 // fabric's own counter, not these.
 //
 // Nothing on the per-I/O path is shared between workers (DESIGN.md 11): the counters are
-// sharded, each thread adding to the shard it was given on first use (round robin over
-// kStatShards cache-line aligned shards, relaxed atomic adds: two threads may share one).
+// sharded, each thread adding to the shard of its this_shard() (core/shard_lock.h) modulo
+// kStatShards cache-line aligned shards, with relaxed atomic adds (two threads may share one).
 // Readers sum the shards (IoStats::read), on the slow path: the sum is a snapshot in which
 // each counter is exact but the counters may be from instants microseconds apart.
 #pragma once

@@ -67,7 +67,7 @@ bool try_get(Cmd *cmd)
 	return false;
 }
 
-// Under lu.lock_: mark cmd aborted (once) and note what to do about it. Does nothing for
+// Under lu.lock_.lock_all: mark cmd aborted (once) and note what to do about it. Does nothing for
 // a command already answered.
 void abort_locked(LogicalUnit &lu, Cmd *cmd, bool tas, LogicalUnit::TmrWait *w, AbortWork &work)
 {
@@ -104,7 +104,7 @@ void do_work(AbortWork &work)
 	}
 }
 
-// Register w on lu if it waits for anything (under lu.lock_); counts it in tmr->pending.
+// Register w on lu if it waits for anything (under lu.lock_.lock_all); counts it in tmr->pending.
 void add_wait(LogicalUnit &lu, LogicalUnit::TmrWait *&w)
 {
 	if (w->cmds.empty()) {
@@ -139,31 +139,30 @@ size_t abort_on_lu(LogicalUnit &lu, Tmr *tmr, Scope scope, std::span<const Nexus
 	AbortWork work;
 	size_t found = 0;
 	{
-		std::lock_guard g(lu.lock_);
+		ShardLockAll g(lu.lock_);
 		auto *w = new LogicalUnit::TmrWait{tmr, {}};
-		for (Cmd &c : lu.task_set_) {
+		lu.for_each_task([&](Cmd &c) {
 			const bool mine = c.sess == tmr->sess;
 			if (&c == except)
-				continue;
+				return true;
 			if (scope == Scope::Nexuses) {
 				if (std::find(which.begin(), which.end(), c.sess->id()) ==
 				    which.end())
-					continue;
+					return true;
 			} else if (scope != Scope::AllSets && !mine) {
-				continue;
+				return true;
 			}
 			if (scope == Scope::Task && c.tag != tmr->ref_tag)
-				continue;
+				return true;
 			if (c.state == CmdState::Complete || c.state == CmdState::Aborted)
-				continue;
+				return true;
 			found++;
 			const bool tas = !mine && lu.cfg().tas;
 			if (!mine && !tas)
 				work.cleared.insert(c.sess->id());
 			abort_locked(lu, &c, tas, w, work);
-			if (scope == Scope::Task)
-				break;
-		}
+			return scope != Scope::Task; // ABORT TASK: the one task
+		});
 		add_wait(lu, w);
 	}
 	for (const NexusId &n : work.cleared)
@@ -175,12 +174,14 @@ size_t abort_on_lu(LogicalUnit &lu, Tmr *tmr, Scope scope, std::span<const Nexus
 // Query functions answer from the task set without changing it.
 bool task_exists(LogicalUnit &lu, Tmr *tmr, bool any)
 {
-	std::lock_guard g(lu.lock_);
-	for (Cmd &c : lu.task_set_)
-		if (c.sess == tmr->sess && !c.aborted && c.state != CmdState::Complete &&
-		    c.state != CmdState::Aborted && (any || c.tag == tmr->ref_tag))
-			return true;
-	return false;
+	ShardLockAll g(lu.lock_);
+	bool found = false;
+	lu.for_each_task([&](Cmd &c) {
+		found = c.sess == tmr->sess && !c.aborted && c.state != CmdState::Complete &&
+		        c.state != CmdState::Aborted && (any || c.tag == tmr->ref_tag);
+		return !found;
+	});
+	return found;
 }
 
 // Abort every command of session s (I_T NEXUS RESET, teardown). w_tmr: the function that
@@ -211,11 +212,11 @@ void abort_session(Nexus *s, Tmr *w_tmr)
 			}
 			w = it->second;
 		}
-		std::lock_guard g(lu->lock_);
+		ShardLockAll g(lu->lock_);
 		abort_locked(*lu, c, false, w, work);
 	}
 	for (auto &[lu, w] : waits) {
-		std::lock_guard g(lu->lock_);
+		ShardLockAll g(lu->lock_);
 		// Commands that ended between abort_locked and now are no longer in the task
 		// set: cmd_finish could not strike them off a wait that was not registered yet.
 		std::erase_if(w->cmds, [&](Cmd *c) {
@@ -274,7 +275,7 @@ void abort_nexus_tasks(LogicalUnit &lu, Tmr *tmr, std::span<const NexusId> which
 	tmr_put(tmr);
 }
 
-// core.cc calls this under lu.lock_ when cmd ends.
+// core.cc calls this under lu.lock_.lock_all when cmd ends.
 void tmr_cmd_finished(LogicalUnit &lu, Cmd *cmd, std::vector<Tmr *> &done)
 {
 	for (auto it = lu.tmr_waits_.begin(); it != lu.tmr_waits_.end();) {

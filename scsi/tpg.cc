@@ -60,7 +60,7 @@ int Tpg::add_lun(uint64_t lun, LogicalUnit &lu, bool read_only)
 {
 	if (lun > 16383)
 		return -EINVAL; // SAM-5 flat addressing is our widest
-	std::unique_lock g(lock_);
+	ShardLockAll g(lock_);
 	if (luns_.count(lun))
 		return -EEXIST;
 	luns_[lun] = LunEntry{&lu, read_only};
@@ -71,7 +71,7 @@ int Tpg::add_lun(uint64_t lun, LogicalUnit &lu, bool read_only)
 int Tpg::remove_lun(uint64_t lun, LogicalUnit **lu)
 {
 	std::unique_lock life(life_lock_);
-	std::unique_lock g(lock_);
+	ShardLockAll g(lock_);
 	auto it = luns_.find(lun);
 	if (it == luns_.end())
 		return -ENOENT;
@@ -103,19 +103,19 @@ void Tpg::luns_changed_locked(const LogicalUnit *skip)
 
 int Tpg::remove_acl(const std::string &initiator)
 {
-	std::unique_lock g(lock_);
+	ShardLockAll g(lock_);
 	return acls_.erase(initiator) ? 0 : -ENOENT;
 }
 
 std::map<uint64_t, LunEntry> Tpg::lun_entries() const
 {
-	std::shared_lock g(lock_);
+	std::lock_guard g(lock_.mine());
 	return luns_;
 }
 
 std::vector<std::string> Tpg::acl_names() const
 {
-	std::shared_lock g(lock_);
+	std::lock_guard g(lock_.mine());
 	std::vector<std::string> v;
 	for (auto &[name, a] : acls_)
 		v.push_back(name);
@@ -124,7 +124,7 @@ std::vector<std::string> Tpg::acl_names() const
 
 size_t Tpg::lu_users(const LogicalUnit *lu) const
 {
-	std::shared_lock g(lock_);
+	std::lock_guard g(lock_.mine());
 	size_t n = 0;
 	for (auto &s : sessions_) {
 		std::lock_guard sg(s->sess_lock_);
@@ -137,7 +137,7 @@ size_t Tpg::lu_users(const LogicalUnit *lu) const
 
 void Tpg::ua_clear_all(const NodeAcl *acl, const NexusId &n, uint16_t asc_ascq) const
 {
-	std::shared_lock g(lock_);
+	std::lock_guard g(lock_.mine());
 	std::set<LogicalUnit *> lus;
 	if (acl && !acl->luns.empty()) {
 		for (auto &[mapped, tl] : acl->luns)
@@ -155,7 +155,7 @@ int Tpg::add_acl(const NodeAcl &acl)
 {
 	if (acl.initiator.empty())
 		return -EINVAL;
-	std::unique_lock g(lock_);
+	ShardLockAll g(lock_);
 	if (acls_.count(acl.initiator))
 		return -EEXIST;
 	for (auto &[mapped, tl] : acl.luns)
@@ -167,20 +167,20 @@ int Tpg::add_acl(const NodeAcl &acl)
 
 bool Tpg::open_access() const
 {
-	std::shared_lock g(lock_);
+	std::lock_guard g(lock_.mine());
 	return acls_.empty();
 }
 
 bool Tpg::allowed(const std::string &initiator) const
 {
-	std::shared_lock g(lock_);
+	std::lock_guard g(lock_.mine());
 	return acls_.empty() || acls_.count(initiator);
 }
 
 LogicalUnit *Tpg::lookup(uint64_t lun, const NodeAcl *acl, bool *read_only,
                          std::atomic<LogicalUnit *> *pin) const
 {
-	std::shared_lock g(lock_);
+	std::lock_guard g(lock_.mine());
 	bool ro = false;
 	if (acl && !acl->luns.empty()) {
 		auto m = acl->luns.find(lun);
@@ -201,7 +201,7 @@ LogicalUnit *Tpg::lookup(uint64_t lun, const NodeAcl *acl, bool *read_only,
 
 std::vector<uint64_t> Tpg::lun_list(const NodeAcl *acl) const
 {
-	std::shared_lock g(lock_);
+	std::lock_guard g(lock_.mine());
 	std::vector<uint64_t> v;
 	if (acl && !acl->luns.empty()) {
 		for (auto &[mapped, tl] : acl->luns)
@@ -217,7 +217,7 @@ std::vector<uint64_t> Tpg::lun_list(const NodeAcl *acl) const
 Nexus *Tpg::open_session(Fabric &fabric, const std::string &initiator,
                          const std::string &initiator_port)
 {
-	std::unique_lock g(lock_);
+	ShardLockAll g(lock_);
 	std::shared_ptr<const NodeAcl> acl;
 	if (!acls_.empty()) {
 		auto it = acls_.find(initiator);
@@ -234,7 +234,7 @@ Nexus *Tpg::open_session(Fabric &fabric, const std::string &initiator,
 
 std::vector<Nexus *> Tpg::sessions() const
 {
-	std::shared_lock g(lock_);
+	std::lock_guard g(lock_.mine());
 	std::vector<Nexus *> v;
 	for (auto &s : sessions_)
 		v.push_back(s.get());
@@ -255,20 +255,14 @@ void Tpg::session_lost(Nexus *s)
 	// medium removal prevention), and it hears I_T NEXUS LOSS OCCURRED if it comes back.
 	std::set<LogicalUnit *> lus;
 	{
-		std::shared_lock g(lock_);
+		std::lock_guard g(lock_.mine());
 		for (auto &[l, e] : luns_)
 			lus.insert(e.lu);
 	}
 	for (LogicalUnit *lu : lus) {
 		pr_nexus_loss(*lu, s->id());
 		lu->medium_nexus_loss(s->id());
-		bool seen;
-		{
-			std::lock_guard g(lu->lock_);
-			seen = lu->ua_.count(s->id()) != 0;
-		}
-		if (seen)
-			lu->ua_add(s->id(), UA_I_T_NEXUS_LOSS);
+		lu->ua_add_if_seen(s->id(), UA_I_T_NEXUS_LOSS);
 	}
 }
 
@@ -303,7 +297,7 @@ int Tpg::close_session(Nexus *s, std::chrono::milliseconds timeout)
 			}
 		}
 	}
-	std::unique_lock g(lock_);
+	ShardLockAll g(lock_);
 	auto it = std::find_if(sessions_.begin(), sessions_.end(),
 	                       [&](const std::unique_ptr<Nexus> &p) { return p.get() == s; });
 	if (it != sessions_.end()) {
@@ -316,7 +310,7 @@ int Tpg::close_session(Nexus *s, std::chrono::milliseconds timeout)
 
 IoCounts Tpg::io_counts() const
 {
-	std::shared_lock g(lock_);
+	std::lock_guard g(lock_.mine());
 	IoCounts c = retired_;
 	for (const auto &s : sessions_)
 		c += s->stats_.read();

@@ -8,11 +8,12 @@
 // whether the initiator may in and which LUNs it sees. Without any ACL the Tpg is open:
 // every initiator sees every LUN (LIO's generate_node_acls, tgt's ALL).
 //
-// Locking: lock_ (shared for lookups on the data path, exclusive for changes) guards the
-// LUN table, the ACLs and the session list. life_lock_ keeps a removed LU from being freed
-// under the slow paths that use LUs found in the table outside lock_ (task management,
-// session loss): they hold it shared (LuLifeGuard), remove_lun exclusive. Order: life_lock_,
-// lock_, then a session's sess_lock_ or an LU's lock_.
+// Locking: lock_ (a ShardLock: the thread's own shard for lookups on the data path,
+// lock_all for changes) guards the LUN table, the ACLs and the session list. life_lock_
+// keeps a removed LU from being freed under the slow paths that use LUs found in the table
+// outside lock_ (task management, session loss): they hold it shared (LuLifeGuard),
+// remove_lun exclusive. Order: life_lock_, lock_, then a session's sess_lock_ or an LU's
+// locks.
 //
 // Run-time changes (ulp-targetd's admin interface, SPC-4 5.14 / 6.33): adding or removing a
 // LUN queues REPORTED LUNS DATA HAS CHANGED for every nexus whose view changed, on each LU
@@ -182,7 +183,7 @@ private:
 	std::string name_;
 	uint16_t rtpi_;
 	mutable std::shared_mutex life_lock_;
-	mutable std::shared_mutex lock_;
+	mutable ShardLock lock_; // split by thread: lookups take their own shard (issue 19)
 	std::map<uint64_t, LunEntry> luns_;
 	std::map<std::string, std::shared_ptr<const NodeAcl>> acls_;
 	std::vector<std::unique_ptr<Nexus>> sessions_;

@@ -17,7 +17,7 @@ namespace ulp::scsi
 namespace
 {
 
-// The nexus' queue, created with POWER ON on first sight. Under lu.lock_.
+// The nexus' queue, created with POWER ON on first sight. Under lu.ua_lock_.lock_all.
 std::deque<uint16_t> &queue_of(LogicalUnit &lu, const NexusId &n)
 {
 	auto [it, fresh] = lu.ua_.try_emplace(n);
@@ -43,13 +43,13 @@ void push(std::deque<uint16_t> &q, uint16_t asc_ascq)
 
 void LogicalUnit::ua_add(const NexusId &n, uint16_t asc_ascq)
 {
-	std::lock_guard g(lock_);
+	ShardLockAll g(ua_lock_);
 	push(queue_of(*this, n), asc_ascq);
 }
 
 void LogicalUnit::ua_add_all(uint16_t asc_ascq, const NexusId *except)
 {
-	std::lock_guard g(lock_);
+	ShardLockAll g(ua_lock_);
 	for (auto &[n, q] : ua_)
 		if (!except || n != *except)
 			push(q, asc_ascq);
@@ -57,7 +57,14 @@ void LogicalUnit::ua_add_all(uint16_t asc_ascq, const NexusId *except)
 
 uint16_t LogicalUnit::ua_take(const NexusId &n)
 {
-	std::lock_guard g(lock_);
+	{
+		// Every command asks (ua_check): a nexus with nothing queued is answered under
+		// this thread's shard, which no other worker writes.
+		std::lock_guard g(ua_lock_.mine());
+		if (auto it = ua_.find(n); it != ua_.end() && it->second.empty())
+			return 0;
+	}
+	ShardLockAll g(ua_lock_);
 	auto &q = queue_of(*this, n);
 	if (q.empty())
 		return 0;
@@ -68,34 +75,39 @@ uint16_t LogicalUnit::ua_take(const NexusId &n)
 
 bool LogicalUnit::ua_pending(const NexusId &n)
 {
-	std::lock_guard g(lock_);
+	{
+		std::lock_guard g(ua_lock_.mine());
+		if (auto it = ua_.find(n); it != ua_.end())
+			return !it->second.empty();
+	}
+	ShardLockAll g(ua_lock_); // first sight: POWER ON is queued
 	return !queue_of(*this, n).empty();
 }
 
 void LogicalUnit::ua_clear(const NexusId &n, uint16_t asc_ascq)
 {
-	std::lock_guard g(lock_);
+	ShardLockAll g(ua_lock_);
 	auto &q = queue_of(*this, n);
 	q.erase(std::remove(q.begin(), q.end(), asc_ascq), q.end());
 }
 
 void LogicalUnit::ua_add_if_seen(const NexusId &n, uint16_t asc_ascq)
 {
-	std::lock_guard g(lock_);
+	ShardLockAll g(ua_lock_);
 	if (auto it = ua_.find(n); it != ua_.end())
 		push(it->second, asc_ascq);
 }
 
 void LogicalUnit::ua_clear_if_seen(const NexusId &n, uint16_t asc_ascq)
 {
-	std::lock_guard g(lock_);
+	ShardLockAll g(ua_lock_);
 	if (auto it = ua_.find(n); it != ua_.end())
 		std::erase(it->second, asc_ascq);
 }
 
 void LogicalUnit::ua_reset()
 {
-	std::lock_guard g(lock_);
+	ShardLockAll g(ua_lock_);
 	ua_.clear();
 }
 

@@ -299,6 +299,8 @@ public:
 	const std::string &peer() const { return peer_; }
 	const std::string &local() const { return local_; }
 	Transport transport() const { return transport_; }
+	// The event-loop worker that owns it for life (TCP), or -1 (iSER: the CQ's poller).
+	virtual int worker() const { return -1; }
 
 	// ---- Any thread -----------------------------------------------------------------------
 	// post and post_deferred (rdma::Serial): the SCSI core's callbacks, routed here by

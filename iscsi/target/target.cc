@@ -150,6 +150,7 @@ std::vector<SessionInfo> Target::session_info()
 			i.transport = s->conn->transport();
 			i.peer = s->conn->peer();
 			i.local = s->conn->local();
+			i.worker = s->conn->worker();
 			const Conn::Gauges &g = s->conn->gauges();
 			i.has_conn = true;
 			i.exp_cmdsn = g.exp_cmdsn.load(std::memory_order_relaxed);

@@ -92,6 +92,7 @@ struct SessionInfo {
 	Transport transport = Transport::Tcp;
 	std::string peer;              // the initiator's "ip:port"
 	std::string local;             // our portal's "ip:port"
+	int worker = -1;               // the TCP worker its connection lives on (-1: none)
 	bool full_feature = false;     // the login has completed (conn is valid)
 	ConnParams conn;               // the connection's negotiated values
 	size_t cmds_in_flight = 0;     // SCSI commands not yet released by the core

@@ -11,6 +11,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -81,8 +82,11 @@ public:
 	// Any thread (under the connection's inbox lock): run c's events soon.
 	void wake(TcpConn *c);
 	bool on_thread() const { return std::this_thread::get_id() == tid_; }
+	int index() const { return index_; }
 	int epfd() const { return epfd_; }
 	size_t conns() const { return nconns_.load(); }
+	// Connections dealt to it and not reaped yet: what the acceptor balances.
+	size_t load() const { return load_.load(std::memory_order_relaxed); }
 	// The connection needs a flush and an event run at the end of this loop turn.
 	void mark(TcpConn *c);
 	// Any thread: close the listening sockets (the worker does it on its loop).
@@ -112,7 +116,8 @@ private:
 	std::vector<std::unique_ptr<EpollItem>> listeners_;
 	std::atomic<bool> close_listeners_{false}; // close_listeners() was asked for
 	std::vector<TcpWorker *> all_;             // every worker, for dealing accepted sockets
-	size_t next_ = 0;                          // next worker to deal to
+	size_t next_ = 0;                          // where the search for the least loaded starts
+	std::atomic<size_t> load_{0};              // see load(); the acceptor adds, reap() takes
 
 	std::mutex lock_; // guards new_fds_, woken_, add_lfds_, close_lfds_
 	std::vector<int> new_fds_;
@@ -166,6 +171,7 @@ protected:
 			w_.wake(this);
 	}
 	void close_transport() override;
+	int worker() const override { return w_.index(); }
 
 private:
 	TcpWorker &w_;
@@ -465,7 +471,22 @@ void TcpWorker::accept_all(int lfd)
 				                    std::strerror(errno));
 			return;
 		}
-		TcpWorker *w = all_.empty() ? this : all_[next_++ % all_.size()];
+		// The least loaded worker, the first of equals after the last one chosen: a
+		// connection then stays on its worker for life, so its commands never cross
+		// cores (issue 19), and workers fill evenly as sessions come and go.
+		TcpWorker *w = this;
+		if (!all_.empty()) {
+			const size_t n = all_.size();
+			size_t best = next_ % n;
+			for (size_t i = 1; i < n; i++) {
+				const size_t k = (next_ + i) % n;
+				if (all_[k]->load() < all_[best]->load())
+					best = k;
+			}
+			next_ = best + 1;
+			w = all_[best];
+		}
+		w->load_.fetch_add(1, std::memory_order_relaxed);
 		if (w == this)
 			adopt(fd);
 		else
@@ -505,6 +526,9 @@ void TcpWorker::reap()
 			++it;
 			continue;
 		}
+		// Off the acceptor's count before the target's list: whoever sees the connection
+		// gone there (connections_open) finds the worker's load dropped already.
+		load_.fetch_sub(1, std::memory_order_relaxed);
 		c->detach(); // no post() is running on it, and none will come
 		{
 			std::lock_guard g(lock_);
@@ -518,7 +542,20 @@ void TcpWorker::reap()
 
 void TcpWorker::loop()
 {
-	set_thread_name("ulp-tcp");
+	set_thread_name("ulp-tcp/" + std::to_string(index_));
+	if (!cfg_.cpus.empty()) {
+		const int cpu = cfg_.cpus[size_t(index_) % cfg_.cpus.size()];
+		cpu_set_t set;
+		CPU_ZERO(&set);
+		CPU_SET(cpu, &set);
+		if (int e = pthread_setaffinity_np(pthread_self(), sizeof(set), &set))
+			ULP_LOG(Warn, Iscsi,
+			        "tcp worker {}: cannot bind to CPU {}: {}; it runs "
+			        "where the kernel puts it",
+			        index_, cpu, std::strerror(e));
+		else
+			ULP_LOG(Info, Iscsi, "tcp worker {} runs on CPU {}", index_, cpu);
+	}
 	tid_ = std::this_thread::get_id();
 	next_tick_ = std::chrono::steady_clock::now() + cfg_.tick;
 	epoll_event evs[64];

@@ -31,6 +31,8 @@ struct TcpConfig {
 	std::chrono::milliseconds tick{100}; // timer resolution (NOP pings, timeouts)
 	int sndbuf = 0;                      // SO_SNDBUF / SO_RCVBUF; 0: the system's
 	int rcvbuf = 0;
+	std::vector<int> cpus; // worker i runs on CPU cpus[i % size()]; empty: where the
+	                       // kernel puts it
 };
 
 class TcpServer

@@ -6,10 +6,7 @@
 // removed is gone; a session logged out or dropped from the target side; `save` writes a
 // file that starts the same configuration; SIGHUP applies a file's difference; a bad file
 // names its line and column and changes nothing; requests that are wrong change nothing.
-#include "admin/client.h"
-#include "iscsi/initiator/scsi.h"
-#include "iscsi/initiator/session.h"
-#include "tests/iscsi/target_process.h"
+#include "tests/admin/targetd_env.h"
 
 #include <gtest/gtest.h>
 
@@ -39,42 +36,15 @@ constexpr char kIqn2[] = "iqn.2026-11.org.ulp:admin2";
 constexpr char kInitiator[] = "iqn.2026-11.org.ulp:admin-test";
 
 using Dir = test::TempDir;
+using Daemon = test_env::AdminDaemon;
+using test_env::local;
+using test_env::ulpctl;
+using test_env::ulpctl_json;
+using test_env::write_read;
 
 InitiatorConfig config(const std::string &target = kIqn)
 {
-	InitiatorConfig c;
-	c.initiator_name = kInitiator;
-	c.target_name = target;
-	c.cmd_timeout = 10s;
-	c.login_timeout = 5s;
-	c.connect_timeout = 2s;
-	return c;
-}
-
-Portal local(uint16_t port)
-{
-	return Portal{"127.0.0.1", port, 0};
-}
-
-// ulpctl with args; its exit status, stdout in *out (stderr appended).
-int ulpctl(const std::string &sock, std::vector<std::string> args, std::string *out = nullptr)
-{
-	args.insert(args.begin(), {"--socket", sock});
-	std::string o, e;
-	const int rc = test::run_program(ULPCTL_PATH, args, &o, &e, 60s);
-	if (out)
-		*out = o + e;
-	return rc;
-}
-
-json ulpctl_json(const std::string &sock, std::vector<std::string> args)
-{
-	args.insert(args.begin(), "--json");
-	std::string out;
-	EXPECT_EQ(ulpctl(sock, args, &out), 0) << out;
-	json j = json::parse(out, nullptr, false);
-	EXPECT_FALSE(j.is_discarded()) << out;
-	return j;
+	return test_env::initiator_config(kInitiator, target);
 }
 
 std::vector<uint64_t> report_luns(Session &s, uint64_t lun = 0)
@@ -117,34 +87,6 @@ bool log_has(const TargetdProcess &t, const std::string &text, std::chrono::mill
 	}
 	return false;
 }
-
-// A verified write and read of a few blocks on lun.
-bool write_read(Session &s, uint64_t lun, uint64_t lba, uint8_t seed)
-{
-	std::vector<uint8_t> w(8 * 512), r(8 * 512);
-	for (size_t i = 0; i < w.size(); i++)
-		w[i] = uint8_t(i * 31 + seed);
-	if (!s.run({lun, cdb_write16(lba, 8), DataDir::Write, w}).good())
-		return false;
-	if (!s.run({lun, cdb_read16(lba, 8), DataDir::Read, r}).good())
-		return false;
-	return r == w;
-}
-
-struct Daemon {
-	Dir dir;
-	std::string sock;
-	TargetdProcess t;
-	::testing::AssertionResult start(std::vector<std::string> args)
-	{
-		sock = dir / "admin.sock";
-		args.insert(args.end(), {"--admin-socket", sock});
-		std::string why;
-		if (!t.start(args, &why))
-			return ::testing::AssertionFailure() << why;
-		return ::testing::AssertionSuccess();
-	}
-};
 
 TEST(TargetdAdmin, LunCreatedIsSeenByALoggedInInitiator)
 {

@@ -7,11 +7,8 @@
 // the initiator was given; a logged-out session's numbers stay in its target's total; the
 // Prometheus text is well formed (every line a comment or `name{labels} value`, every family
 // typed once, histograms cumulative) and says the same numbers.
-#include "admin/client.h"
-#include "iscsi/initiator/scsi.h"
-#include "iscsi/initiator/session.h"
 #include "tests/admin/prom_check.h"
-#include "tests/iscsi/target_process.h"
+#include "tests/admin/targetd_env.h"
 
 #include <gtest/gtest.h>
 
@@ -37,22 +34,11 @@ constexpr char kInitiator[] = "iqn.2026-11.org.ulp:stats-test";
 
 using Dir = test::TempDir;
 
-int ulpctl(const std::string &sock, std::vector<std::string> args, std::string *out)
-{
-	args.insert(args.begin(), {"--socket", sock});
-	std::string o, e;
-	const int rc = test::run_program(ULPCTL_PATH, args, &o, &e, 60s);
-	*out = o + (e.empty() ? "" : "\n" + e);
-	return rc;
-}
+using test_env::ulpctl;
 
 json stats(const std::string &sock)
 {
-	std::string out;
-	EXPECT_EQ(ulpctl(sock, {"--json", "stats"}, &out), 0) << out;
-	json j = json::parse(out, nullptr, false);
-	EXPECT_FALSE(j.is_discarded()) << out;
-	return j;
+	return test_env::ulpctl_json(sock, {"stats"});
 }
 
 // The io objects of the target, of its LUN 0 and of the session with this id (null when

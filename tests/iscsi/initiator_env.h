@@ -30,10 +30,11 @@ inline constexpr char kSecret[] = "0123456789abcdef";       // 16 bytes: RFC 714
 inline constexpr char kTargetSecret[] = "fedcba9876543210"; // the target's, for mutual CHAP
 inline constexpr uint32_t kBlock = 512;                     // ulp-targetd's default block size
 
-inline InitiatorConfig config(const std::string &target = kIqn)
+inline InitiatorConfig config(const std::string &target = kIqn,
+                              const std::string &initiator = kInitiator)
 {
 	InitiatorConfig c;
-	c.initiator_name = kInitiator;
+	c.initiator_name = initiator;
 	c.target_name = target;
 	c.cmd_timeout = 10s;
 	c.login_timeout = 5s;

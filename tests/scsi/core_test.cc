@@ -287,6 +287,47 @@ TEST(ScsiCore, OrderedWaitsForOlderAndHoldsBackNewer)
 	EXPECT_EQ(t.lb.wait(r3).status, Status::Good);
 }
 
+// The task set is split by the submitting thread (issue 19): an ORDERED command still waits
+// for the SIMPLE ones other threads submitted, and holds back later ones from any thread.
+TEST(ScsiCore, OrderedWaitsForCommandsOfOtherThreads)
+{
+	Target t;
+	t.add(0, 1 << 20, {}, true);
+	Nexus *s = t.login("iqn.init:a");
+	GatedBackstore *g = t.gates[0];
+	g->close();
+	// Each command submitted from a thread of its own, so from a shard of its own.
+	auto submit = [&](uint64_t lba, TaskAttr attr, uint64_t tag) {
+		Loopback::Pending *p = nullptr;
+		std::thread th([&] {
+			p = t.lb.start_async(s, 0, cdb_rw16(false, lba, 1), DataDir::Read,
+			                     std::vector<uint8_t>(512), attr, tag);
+		});
+		th.join();
+		return p;
+	};
+	auto *r1 = submit(0, TaskAttr::Simple, 1);
+	auto *r2 = submit(1, TaskAttr::Simple, 2);
+	ASSERT_TRUE(g->wait_held(2));
+	auto *ord = submit(2, TaskAttr::Ordered, 3);
+	auto *r4 = submit(3, TaskAttr::Simple, 4);
+	EXPECT_EQ(t.lb.state(ord), CmdState::Dormant);
+	EXPECT_EQ(t.lb.state(r4), CmdState::Dormant);
+	g->open(true); // the two SIMPLE ones end; ORDERED starts, the one behind it waits
+	EXPECT_EQ(t.lb.wait(r1).status, Status::Good);
+	EXPECT_EQ(t.lb.wait(r2).status, Status::Good);
+	ASSERT_TRUE(g->wait_held(1));
+	EXPECT_EQ(t.lb.state(ord), CmdState::Executing);
+	EXPECT_EQ(t.lb.state(r4), CmdState::Dormant);
+	g->open(true);
+	EXPECT_EQ(t.lb.wait(ord).status, Status::Good);
+	ASSERT_TRUE(g->wait_held(1));
+	EXPECT_EQ(t.lb.state(r4), CmdState::Executing);
+	g->open();
+	EXPECT_EQ(t.lb.wait(r4).status, Status::Good);
+	EXPECT_EQ(t.lus[0]->task_count(), 0u);
+}
+
 // ---- Task management ---------------------------------------------------------------------
 
 TEST(ScsiTmf, AbortTaskWaitsForTheBackstore)

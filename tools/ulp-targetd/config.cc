@@ -16,6 +16,9 @@
 #include <cstring>
 #include <set>
 
+#include <sched.h>
+#include <unistd.h>
+
 namespace targetd
 {
 
@@ -84,6 +87,52 @@ bool check_chap(const iscsi::ChapSecret &s, std::string *why)
 	if (s.secret.size() < 12) {
 		*why = "CHAP secret of " + s.user + " is shorter than 12 characters";
 		return false;
+	}
+	return true;
+}
+
+bool parse_cpu_list(const std::string &s, std::vector<int> *out, std::string *why)
+{
+	// The kernel's cpulist format (Documentation/admin-guide/cgroup-v1/cpusets.rst, and
+	// what /sys/devices/system/cpu/online prints): comma-separated CPUs and ranges.
+	out->clear();
+	if (s.empty())
+		return true;
+	const long ncpu = sysconf(_SC_NPROCESSORS_CONF);
+	auto bad = [&](const std::string &what) {
+		*why = "worker_cpus \"" + s + "\": " + what;
+		out->clear();
+		return false;
+	};
+	size_t i = 0;
+	while (i <= s.size()) {
+		const size_t comma = std::min(s.find(',', i), s.size());
+		const std::string item = s.substr(i, comma - i);
+		const size_t dash = item.find('-');
+		int lo = 0, hi = 0;
+		auto num = [](const std::string &t, int *v) {
+			if (t.empty() || t.size() > 6 ||
+			    !std::all_of(t.begin(), t.end(),
+			                 [](char ch) { return ch >= '0' && ch <= '9'; }))
+				return false;
+			*v = std::stoi(t);
+			return true;
+		};
+		if (dash == std::string::npos
+		        ? !num(item, &lo)
+		        : !num(item.substr(0, dash), &lo) || !num(item.substr(dash + 1), &hi))
+			return bad("\"" + item + "\" is not a CPU number or a range N-M");
+		if (dash == std::string::npos)
+			hi = lo;
+		if (hi < lo)
+			return bad("the range " + item + " runs backwards");
+		if (hi >= ncpu || hi >= CPU_SETSIZE)
+			return bad("CPU " + std::to_string(hi) +
+			           " does not exist (this machine has " + std::to_string(ncpu) +
+			           ")");
+		for (int c = lo; c <= hi; c++)
+			out->push_back(c);
+		i = comma + 1;
 	}
 	return true;
 }
@@ -414,11 +463,12 @@ bool load_file(const std::string &path, Config *c, std::string *why)
 	c->source = path;
 	Reader r(path, why);
 	if (!r.known(t, "",
-	             {"workers", "state_dir", "portals", "iser_portals", "srp_portals",
-	              "rdma_device", "iser", "srp", "iscsi", "target", "admin_socket",
-	              "admin_group", "admin_tcp", "metrics_http"}))
+	             {"workers", "worker_cpus", "state_dir", "portals", "iser_portals",
+	              "srp_portals", "rdma_device", "iser", "srp", "iscsi", "target",
+	              "admin_socket", "admin_group", "admin_tcp", "metrics_http"}))
 		return false;
 	if (!r.integer(t, "workers", "", &c->workers, 1, 64) ||
+	    !r.str(t, "worker_cpus", "", &c->worker_cpus) ||
 	    !r.portals(t, "portals", &c->portals, 3260) ||
 	    !r.portals(t, "iser_portals", &c->iser_portals, 3260) ||
 	    !r.portals(t, "srp_portals", &c->srp_portals, -1) ||
@@ -663,6 +713,9 @@ void add_flags(CLI::App &app, Flags &f)
 	app.add_option("--mutual-chap", f.mutual_chap,
 	               "USER:SECRET the target proves to the initiators (mutual CHAP)");
 	app.add_option("--workers", f.workers, "event-loop threads (default 1)");
+	app.add_option("--worker-cpus", f.worker_cpus,
+	               "LIST: the CPUs the workers run on, one each in turn, as a cpulist "
+	               "(e.g. 0-3,8; default: where the kernel puts them)");
 	app.add_option("--state-dir", f.state_dir,
 	               "DIR for the persistent reservations initiators ask to keep across "
 	               "restarts (APTPL 1), a file per LUN; created (mode 0700) if missing; "
@@ -870,6 +923,8 @@ bool build_config(const Flags &f, Config *c, std::string *why)
 		c->portals.push_back(Portal{"", 3260});
 	if (f.workers > 0)
 		c->workers = f.workers;
+	if (!f.worker_cpus.empty())
+		c->worker_cpus = f.worker_cpus;
 	if (!f.state_dir.empty())
 		c->state_dir = f.state_dir;
 	if (f.max_recv_dsl)
@@ -929,6 +984,8 @@ bool build_config(const Flags &f, Config *c, std::string *why)
 		*why = "workers must be 1..64";
 		return false;
 	}
+	if (!parse_cpu_list(c->worker_cpus, &c->cpus, why))
+		return false;
 	if (c->prefs.max_recv_dsl < 512 || c->prefs.max_recv_dsl > (1u << 20)) {
 		*why = "max_recv_data_segment_length must be 512..1048576";
 		return false;

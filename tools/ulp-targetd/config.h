@@ -6,6 +6,8 @@
 // The file (every key optional but target.name and lun.backstore):
 //
 //   workers = 2                         # event-loop threads
+//   worker_cpus = "0-1"                 # CPUs the workers run on, one each in turn
+//                                       # (a cpulist: "0-3,8"); "": where the kernel puts them
 //   state_dir = "/var/lib/ulp-targetd"  # persistent reservations with APTPL 1, a file per
 //                                       # LUN (created 0700; unusable: APTPL 1 refused)
 //   admin_socket = "/run/ulp-targetd/admin.sock"  # JSON-RPC admin socket (ulpctl); "":
@@ -114,6 +116,7 @@ struct Flags {
 	std::string mutual_chap;               // --mutual-chap USER:SECRET
 	bool allow_target_reset = false;       // --allow-target-reset
 	int workers = 0;                       // --workers (0: from the file, else 1)
+	std::string worker_cpus;               // --worker-cpus LIST ("": the file's, or none)
 	std::string state_dir;                 // --state-dir DIR ("": the file's, or the default)
 	uint32_t max_recv_dsl = 0;             // 0: the default (262144)
 	uint32_t max_burst = 0;
@@ -189,6 +192,8 @@ struct Config {
 	SrpCfg srp;
 	std::vector<TargetCfg> targets;
 	int workers = 1;
+	std::string worker_cpus; // a cpulist ("0-3,8"), as given; "": no binding
+	std::vector<int> cpus;   // worker_cpus expanded, in order (worker i: cpus[i % size])
 	std::string state_dir = "/var/lib/ulp-targetd"; // reservation state files (APTPL 1)
 	ulp::iscsi::OperationalPrefs prefs;
 	uint32_t cmd_window = 128;
@@ -209,6 +214,9 @@ struct Config {
 bool check_target(const TargetCfg &t, std::string *why);
 bool check_lun(const std::string &target, const LunCfg &l, std::string *why);
 bool check_chap(const ulp::iscsi::ChapSecret &s, std::string *why);
+// A cpulist ("0-3,8"; "" is none) into CPUs in order; false and why when malformed or
+// naming a CPU this machine does not have.
+bool parse_cpu_list(const std::string &s, std::vector<int> *out, std::string *why);
 bool parse_portal(const std::string &s, Portal *p, std::string *why, int default_port = 3260);
 std::string portal_str(const Portal &p); // "0.0.0.0:3260", "[::1]:3260"
 

@@ -65,6 +65,8 @@ std::string to_toml(const Config &c)
 {
 	toml::table t;
 	t.insert("workers", c.workers);
+	if (!c.worker_cpus.empty())
+		t.insert("worker_cpus", c.worker_cpus);
 	t.insert("state_dir", c.state_dir);
 	t.insert("portals", portal_array(c.portals));
 	t.insert("iser_portals", portal_array(c.iser_portals));

@@ -439,6 +439,7 @@ int Daemon::start(std::string *why)
 		iscsi_ = std::make_unique<iscsi::target::Target>(tc);
 		iscsi::target::TcpConfig tcpc;
 		tcpc.workers = cfg_.workers;
+		tcpc.cpus = cfg_.cpus;
 		tcp_ = std::make_unique<iscsi::target::TcpServer>(*iscsi_, tcpc);
 		for (const Portal &p : cfg_.portals)
 			portals_.push_back(open_portal("tcp", p));

@@ -143,11 +143,9 @@ json Daemon::show()
 			tj["srp_exported"] = true;
 		targets.push_back(tj);
 	}
-	json out = {{"config_file", cfg_.source},
-	            {"log_level", log::level_name(log::level())},
-	            {"workers", cfg_.workers},
-	            {"portals", portals},
-	            {"targets", targets}};
+	json out = {{"config_file", cfg_.source}, {"log_level", log::level_name(log::level())},
+	            {"workers", cfg_.workers},    {"worker_cpus", cfg_.worker_cpus},
+	            {"portals", portals},         {"targets", targets}};
 	if (srp_) {
 		json lines = json::array();
 		for (const PortalRt &p : portals_)
@@ -181,6 +179,8 @@ json Daemon::session_list()
 		          {"logged_in", s.full_feature},
 		          {"logout_requested", s.logout_requested},
 		          {"cmds_in_flight", s.cmds_in_flight}};
+		if (s.worker >= 0)
+			j["worker"] = s.worker;
 		if (s.full_feature) {
 			j["params"] = {{"header_digest", digest_str(s.conn.header_digest)},
 			               {"data_digest", digest_str(s.conn.data_digest)},

@@ -82,6 +82,7 @@ json Daemon::reload_locked(const std::string &who)
 	};
 	const auto &a = cfg_.prefs, &b = next.prefs;
 	keep(next.workers != cfg_.workers, "workers");
+	keep(next.worker_cpus != cfg_.worker_cpus, "worker_cpus");
 	keep(next.state_dir != cfg_.state_dir, "state_dir");
 	keep(a.max_recv_dsl != b.max_recv_dsl || a.max_burst_length != b.max_burst_length ||
 	         a.first_burst_length != b.first_burst_length ||

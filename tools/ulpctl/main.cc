@@ -148,10 +148,11 @@ void print_sessions(const json &r)
 		                str(s["initiator"]), str(s["target"]), str(s["peer"]),
 		                s.contains("portal") ? str(s["portal"]) : "-",
 		                std::to_string(s["connections"].get<uint64_t>()),
+		                s.contains("worker") ? std::to_string(s["worker"].get<int>()) : "-",
 		                std::to_string(s["cmds_in_flight"].get<uint64_t>()), params});
 	}
-	table({"ID", "TRANSPORT", "TYPE", "INITIATOR", "TARGET", "PEER", "PORTAL", "CONNS", "CMDS",
-	       "NEGOTIATED"},
+	table({"ID", "TRANSPORT", "TYPE", "INITIATOR", "TARGET", "PEER", "PORTAL", "CONNS",
+	       "WORKER", "CMDS", "NEGOTIATED"},
 	      rows);
 }
 
