@@ -13,13 +13,19 @@ namespace ulp
 {
 
 // The kernel keeps 15 characters and a NUL (TASK_COMM_LEN); longer names are cut, not refused.
-inline void set_thread_name(std::string_view name)
+// t: any thread of this process (a starter names its thread before it reports ready).
+inline void set_thread_name(pthread_t t, std::string_view name)
 {
 	char buf[16];
 	size_t n = std::min(name.size(), sizeof(buf) - 1);
 	std::memcpy(buf, name.data(), n);
 	buf[n] = '\0';
-	pthread_setname_np(pthread_self(), buf);
+	pthread_setname_np(t, buf);
+}
+
+inline void set_thread_name(std::string_view name)
+{
+	set_thread_name(pthread_self(), name);
 }
 
 } // namespace ulp

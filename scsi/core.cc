@@ -132,21 +132,9 @@ enum class Start {
 	Abort, // a TMF or teardown aborted it: cmd_finish
 };
 
-// Under cmd's part of the task set: the answer for HEAD OF QUEUE, and for SIMPLE while no
-// ORDERED command executes or waits (both change under lock_all only, so this part's
-// lock keeps them still); Slow for the rest.
-Start may_start_fast(LogicalUnit &lu, Cmd *cmd)
-{
-	if (cmd->task_attr == TaskAttr::HeadOfQueue)
-		return Start::Now;
-	if (cmd->task_attr == TaskAttr::Ordered || lu.ordered_active_ || !lu.dormant_.empty())
-		return Start::Slow;
-	lu.task_shards_[cmd->shard].simple_active++;
-	cmd->counted = true;
-	return Start::Now;
-}
-
-// Under lu.lock_.lock_all: the whole rule.
+// Under lu.lock_.lock_all: the whole rule. For HEAD OF QUEUE and SIMPLE, cmd's part of the
+// task set is enough: they read only what changes under lock_all (ORDERED ones executing
+// or waiting) and count themselves in their own part.
 bool may_start(LogicalUnit &lu, Cmd *cmd)
 {
 	switch (cmd->task_attr) {
@@ -315,7 +303,12 @@ void start_exec(Cmd *cmd)
 	Start st;
 	{
 		std::lock_guard g(task_lock(cmd));
-		st = cmd->aborted ? Start::Abort : may_start_fast(*lu, cmd);
+		if (cmd->aborted)
+			st = Start::Abort;
+		else if (cmd->task_attr == TaskAttr::Ordered)
+			st = Start::Slow;
+		else
+			st = may_start(*lu, cmd) ? Start::Now : Start::Slow;
 		if (st == Start::Now)
 			change_state(&cmd->state, CmdState::Executing, kCmdStates);
 	}

@@ -353,6 +353,22 @@ int TcpWorker::start()
 			return -errno;
 	}
 	thread_ = std::thread([this] { loop(); });
+	// Named and bound here, before start() returns: once the daemon says it is ready, its
+	// workers are what /proc and its configuration say.
+	set_thread_name(thread_.native_handle(), "ulp-tcp/" + std::to_string(index_));
+	if (!cfg_.cpus.empty()) {
+		const int cpu = cfg_.cpus[size_t(index_) % cfg_.cpus.size()];
+		cpu_set_t set;
+		CPU_ZERO(&set);
+		CPU_SET(cpu, &set);
+		if (int e = pthread_setaffinity_np(thread_.native_handle(), sizeof(set), &set))
+			ULP_LOG(Warn, Iscsi,
+			        "tcp worker {}: cannot bind to CPU {}: {}; it runs "
+			        "where the kernel puts it",
+			        index_, cpu, std::strerror(e));
+		else
+			ULP_LOG(Info, Iscsi, "tcp worker {} runs on CPU {}", index_, cpu);
+	}
 	return 0;
 }
 
@@ -542,20 +558,6 @@ void TcpWorker::reap()
 
 void TcpWorker::loop()
 {
-	set_thread_name("ulp-tcp/" + std::to_string(index_));
-	if (!cfg_.cpus.empty()) {
-		const int cpu = cfg_.cpus[size_t(index_) % cfg_.cpus.size()];
-		cpu_set_t set;
-		CPU_ZERO(&set);
-		CPU_SET(cpu, &set);
-		if (int e = pthread_setaffinity_np(pthread_self(), sizeof(set), &set))
-			ULP_LOG(Warn, Iscsi,
-			        "tcp worker {}: cannot bind to CPU {}: {}; it runs "
-			        "where the kernel puts it",
-			        index_, cpu, std::strerror(e));
-		else
-			ULP_LOG(Info, Iscsi, "tcp worker {} runs on CPU {}", index_, cpu);
-	}
 	tid_ = std::this_thread::get_id();
 	next_tick_ = std::chrono::steady_clock::now() + cfg_.tick;
 	epoll_event evs[64];

@@ -132,7 +132,21 @@ def run_bounded(procs, argv, timeout, out_path):
 
 # ---- targets --------------------------------------------------------------------------------
 
-class Targetd:
+class Daemon:
+    """What both targets' handles share: the process (self.p) and its log file."""
+
+    def log(self):
+        try:
+            with open(self.log_path, errors="replace") as f:
+                return f.read()[-4000:]
+        except OSError:
+            return ""
+
+    def alive(self):
+        return self.p is not None and self.p.poll() is None
+
+
+class Targetd(Daemon):
     def __init__(self, procs, path, work, lun_spec, extra):
         self.procs, self.path, self.work = procs, path, work
         self.lun_spec, self.extra = lun_spec, extra
@@ -172,16 +186,6 @@ class Targetd:
         self.srp_target = ids.group(0)
         self.pid = self.p.pid
 
-    def log(self):
-        try:
-            with open(self.log_path, errors="replace") as f:
-                return f.read()[-4000:]
-        except OSError:
-            return ""
-
-    def alive(self):
-        return self.p is not None and self.p.poll() is None
-
     def stop(self):
         if self.p is None:
             return
@@ -192,7 +196,7 @@ class Targetd:
                              % (rc, self.log()))
 
 
-class Tgtd:
+class Tgtd(Daemon):
     """tgtd on a private control port (tgtadm -C N) and a free TCP port. Its LUN 0 is its
     controller: the file is LUN 1."""
 
@@ -266,16 +270,6 @@ class Tgtd:
             except OSError:
                 time.sleep(0.05)
         return False
-
-    def log(self):
-        try:
-            with open(self.log_path, errors="replace") as f:
-                return f.read()[-4000:]
-        except OSError:
-            return ""
-
-    def alive(self):
-        return self.p is not None and self.p.poll() is None
 
     def kill(self):
         if self.p is not None:
