@@ -4,6 +4,7 @@
 
 #include "iscsi/initiator/scsi.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cinttypes>
 #include <random>
@@ -31,6 +32,7 @@ struct Slot {
 	uint64_t blk = 0; // first block (relative to the ledger's range)
 	uint32_t n = 0;
 	uint64_t gen = 0;
+	std::chrono::steady_clock::time_point sent; // submitted (its latency counts from here)
 };
 
 void note(IoStats *st, const std::string &m)
@@ -80,6 +82,12 @@ bool run_io(initiator::Disk &d, uint64_t lun, Ledger &ledger, Region region, Gen
 		s.busy = false;
 		inflight--;
 		busy[(s.blk - region.first) / opt.io_blocks] = false;
+		if (r.outcome == TaskOutcome::Completed) {
+			st->answered++;
+			st->worst = std::max(st->worst,
+			                     std::chrono::duration_cast<std::chrono::microseconds>(
+			                         clock::now() - s.sent));
+		}
 		if (r.outcome == TaskOutcome::Completed && r.response == 0 &&
 		    (r.status == kStatusBusy || r.status == kStatusTaskSetFull)) {
 			// SAM-5 5.3: not executed, the target holds us back; the write stays
@@ -92,6 +100,7 @@ bool run_io(initiator::Disk &d, uint64_t lun, Ledger &ledger, Region region, Gen
 			    r.outcome == TaskOutcome::Timeout ||
 			    r.outcome == TaskOutcome::Cancelled) {
 				st->lost++;
+				st->timeouts += r.outcome == TaskOutcome::Timeout;
 				if (st->fatal.empty())
 					st->fatal = "connection lost: " + d.error();
 			} else {
@@ -156,6 +165,7 @@ bool run_io(initiator::Disk &d, uint64_t lun, Ledger &ledger, Region region, Gen
 			req.dir = s.write ? DataDir::Write : DataDir::Read;
 			req.data = data;
 			s.busy = true;
+			s.sent = clock::now();
 			busy[c] = true;
 			inflight++;
 			Slot *sp = &s;
@@ -203,6 +213,7 @@ bool verify_region(initiator::Disk &d, uint64_t lun, Ledger &ledger, Region regi
 		const ScsiResult r = d.run({lun, cdb, DataDir::Read, {buf.data(), size_t(n) * bs}});
 		if (!r.good()) {
 			(r.outcome == TaskOutcome::Completed ? st->errors : st->lost)++;
+			st->timeouts += r.outcome == TaskOutcome::Timeout;
 			st->fatal = "verify read at block " + std::to_string(blk) + ": " +
 			            describe_result(r) +
 			            (r.outcome == TaskOutcome::Completed ? "" : ": " + d.error());

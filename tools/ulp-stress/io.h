@@ -48,8 +48,11 @@ struct IoStats {
 	uint64_t held = 0;          // submits refused for want of a credit or slot (-EBUSY)
 	uint64_t verify_errors = 0; // blocks read back wrong
 	uint64_t checked = 0;       // blocks compared
-	std::vector<std::string> msgs; // the first failures and mismatches
-	std::string fatal;             // why the nexus stopped (connection lost, ...)
+	uint64_t timeouts = 0;      // ended unanswered by the initiator's cmd_timeout (of lost)
+	uint64_t answered = 0;      // commands the target answered (GOOD, error, BUSY)
+	std::chrono::microseconds worst{0}; // the slowest answered one: submit to its callback
+	std::vector<std::string> msgs;      // the first failures and mismatches
+	std::string fatal;                  // why the nexus stopped (connection lost, ...)
 };
 
 struct IoOptions {
