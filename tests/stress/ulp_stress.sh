@@ -13,7 +13,12 @@
 #                     iSER a dropped send completion fails the connection cmd_timeout after
 #                     the command's answer), over TCP a row that says it did not run:
 #                     exit 0, each row ok with its cycles, each kind fired once per cycle,
-#                     the nexus logged in again.
+#                     the nexus logged in again, the command timeout the row measured for
+#                     its cycles named with where it came from.
+#   unfaulted-timeout: the daemon stopped (SIGSTOP) past the command timeout under the I/O
+#                     after a fault (--test-freeze-target): exit 1, the faults row FAILED
+#                     naming a command that timed out with no fault active, with the CPU
+#                     both processes' threads got and waited for meanwhile.
 #   exhaustion:       the exhaustion scenario over TCP, iSER and SRP with the memory check
 #                     (--memory-check: a warm-up pass first): exit 0, rows ok with both
 #                     phases, the credits phase held the initiators back, the memory line
@@ -23,7 +28,7 @@
 #                     exceed: the watchdog names the step, dumps, exits 1, and the daemon it
 #                     started is gone.
 set -euo pipefail
-mode=${1:?usage: ulp_stress.sh pass|wrong-generation|leak|faults|exhaustion|watchdog ULP_STRESS ULP_TARGETD}
+mode=${1:?usage: ulp_stress.sh pass|wrong-generation|leak|faults|unfaulted-timeout|exhaustion|watchdog ULP_STRESS ULP_TARGETD}
 stress=${2:?usage: ulp_stress.sh MODE ULP_STRESS ULP_TARGETD}
 export ULP_TARGETD=${3:?usage: ulp_stress.sh MODE ULP_STRESS ULP_TARGETD}
 work=$(mktemp -d)
@@ -110,6 +115,8 @@ faults)
 			grep -qE "^  faults/$t: $k: 1 cycles, fired 1, " "$work/faults-$t.out" ||
 				fail "faults/$t: $k did not run once and fire once"
 		done
+		grep -qE "^  faults/$t: command timeout [0-9]+ ms: [0-9]+ x the slowest of [0-9]+ fault-free commands \([0-9]+ ms\)" \
+			"$work/faults-$t.out" || fail "faults/$t: no measured command timeout"
 		grep -q '^result: ok$' "$work/faults-$t.out" || fail "faults/$t: no 'result: ok'"
 	}
 	run faults-srp --transport srp --scenario faults --faults "$all" --cycles 8
@@ -126,6 +133,20 @@ faults)
 	run bad-kind --scenario faults --faults no-such-fault
 	((rc == 2)) || fail "--faults no-such-fault: exit $rc, expected 2"
 	cat "$work/faults-srp.out" "$work/faults-iser.out"
+	;;
+unfaulted-timeout)
+	run freeze --transport iser --scenario faults --faults delay-completion --cycles 1 \
+		--test-freeze-target
+	((rc == 1)) || fail "exit $rc, expected 1"
+	grep -qE '^faults +iser .*FAILED$' "$work/freeze.out" || fail "the faults row did not fail"
+	grep -qE 'faults/iser delay-completion: after the fault: [0-9]+ command\(s\) timed out with no fault active \(timeout [0-9]+ ms, ' \
+		"$work/freeze.out" || fail "the timeout with no fault active is not named"
+	# The evidence beside it, where the kernel keeps schedstat (CONFIG_SCHED_INFO).
+	if [[ -r /proc/self/schedstat ]]; then
+		grep -qE "no fault active .*; meanwhile ulp-stress's threads ran [0-9]+ ms and waited [0-9]+ ms for a CPU .*, ulp-targetd's threads ran [0-9]+ ms and waited [0-9]+ ms for a CPU" \
+			"$work/freeze.out" || fail "no CPU figures beside the timeout"
+	fi
+	grep -q '^result: FAILED$' "$work/freeze.out" || fail "no 'result: FAILED'"
 	;;
 exhaustion)
 	run exhaust --scenario exhaustion --cycles 1 --memory-check

@@ -116,7 +116,8 @@ int main(int argc, char **argv)
 	pid_t target_pid = 0;
 	std::string targetd, rdma_device, src_ip, lun_size = "64M";
 	uint64_t lun = 0;
-	bool json_out = false, verbose = false, wrong_gen = false, leak_session = false;
+	bool json_out = false, verbose = false, wrong_gen = false, leak_session = false,
+	     freeze_target = false;
 	app.add_option("--transport", transports_s,
 	               "comma-separated: tcp, iser, srp (default all)");
 	app.add_option("--scenario", scenarios_s,
@@ -179,6 +180,10 @@ int main(int argc, char **argv)
 	app.add_flag("--test-leak-session", leak_session,
 	             "(tests) hold one extra nexus open from the first scenario to the end")
 	    ->group("");
+	app.add_flag("--test-freeze-target", freeze_target,
+	             "(tests) faults: stop our ulp-targetd (SIGSTOP) past the command timeout "
+	             "once, under the I/O after the first fault")
+	    ->group("");
 	try {
 		app.parse(argc, argv);
 	} catch (const CLI::ParseError &e) {
@@ -234,6 +239,7 @@ int main(int argc, char **argv)
 	run.lun = lun;
 	run.verbose = verbose;
 	run.fault_kinds = fault_kinds;
+	run.test_freeze = freeze_target;
 	{
 		std::error_code ec;
 		run.self_exe = std::filesystem::read_symlink("/proc/self/exe", ec);

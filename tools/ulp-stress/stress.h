@@ -95,6 +95,7 @@ struct Run {
 	std::string soft_ip;             // its address
 	std::vector<std::string> fault_kinds; // faults: the kinds to inject (empty: every one)
 	const ResourceSnapshot *baseline = nullptr; // the daemon's resources at rest (faults)
+	bool test_freeze = false; // --test-freeze-target: once, then cleared (faults)
 	bool verbose = false;
 	std::atomic<Row *> current{nullptr}; // the row under way (progress)
 	std::mutex say_lock;
