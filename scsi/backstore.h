@@ -27,10 +27,13 @@
 //
 // Threading: submit() may be called from any thread, concurrently; it never blocks on
 // I/O (a request beyond the queue depth waits in the backstore's own FIFO, in order).
-// done() runs on the backstore's completion thread, or inside submit() itself for the
-// synchronous kinds (null, ram) and for a file or block read that the page cache holds
-// whole (buffered, not O_DIRECT); it must not block and must not call back into this
-// backstore's destructor. Destruction waits (bounded, logged) for requests in flight.
+// done() runs inside submit() itself for the synchronous kinds (null, ram) and for a file
+// or block read that the page cache holds whole (buffered, not O_DIRECT); otherwise, for
+// file and block, on the submitting thread when that thread runs an event loop
+// (core/event_loop.h: a TCP worker, which reaps a ring of its own), else on the backstore's
+// completion thread. It must not block and must not call back into this backstore's
+// destructor. Destruction waits (bounded, logged) for requests in flight; it may run on any
+// thread, an event loop's included, but not inside done().
 #pragma once
 
 #include <sys/uio.h>

@@ -33,15 +33,18 @@ std::unique_ptr<Backstore> make_file_backstore(const BackstoreConfig &cfg, int *
 // Counters and open-time facts of a file or block backstore. Counters are relaxed atomics
 // read without a lock: exact once the requests they count have completed.
 struct FileBsStats {
-	bool direct = false;         // an O_DIRECT descriptor is open (aligned I/O may use it)
-	uint32_t dio_mem_align = 0;  // bytes: buffer address alignment O_DIRECT needs
-	uint32_t dio_off_align = 0;  // bytes: offset and length alignment O_DIRECT needs
-	uint64_t direct_rw = 0;      // read/write submissions sent to the O_DIRECT descriptor
-	uint64_t buffered_rw = 0;    // read/write submissions sent to the buffered descriptor
-	uint64_t short_resubmit = 0; // remainders resubmitted (short transfer, or > IOV_MAX iovs)
-	uint64_t eof_fill = 0;       // reads that met end of file inside size (zero-filled)
-	uint64_t retried = 0;        // requests resubmitted after -EAGAIN/-EINTR/-ECANCELED
-	uint64_t cached_reads = 0;   // reads the page cache held, done inside submit() (no ring)
+	bool direct = false;          // an O_DIRECT descriptor is open (aligned I/O may use it)
+	uint32_t dio_mem_align = 0;   // bytes: buffer address alignment O_DIRECT needs
+	uint32_t dio_off_align = 0;   // bytes: offset and length alignment O_DIRECT needs
+	uint64_t direct_rw = 0;       // read/write submissions sent to the O_DIRECT descriptor
+	uint64_t buffered_rw = 0;     // read/write submissions sent to the buffered descriptor
+	uint64_t short_resubmit = 0;  // remainders resubmitted (short transfer, or > IOV_MAX iovs)
+	uint64_t eof_fill = 0;        // reads that met end of file inside size (zero-filled)
+	uint64_t retried = 0;         // requests resubmitted after -EAGAIN/-EINTR/-ECANCELED
+	uint64_t cached_reads = 0;    // reads the page cache held, done inside submit() (no ring)
+	uint64_t loop_rings = 0;      // rings open now on event-loop threads (one per loop used)
+	uint64_t loop_requests = 0;   // requests started on a loop's ring (reaped on its thread)
+	uint64_t shared_requests = 0; // requests started on the shared ring (its reaper thread)
 };
 
 // false when bs is not a file or block backstore.

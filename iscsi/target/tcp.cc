@@ -2,6 +2,7 @@
 // iscsi/target/tcp.cc - the iSCSI/TCP transport (see tcp.h).
 #include "iscsi/target/tcp.h"
 #include "core/deadline.h"
+#include "core/event_loop.h"
 #include "core/log.h"
 #include "core/thread_name.h"
 
@@ -21,6 +22,7 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <mutex>
 
 namespace ulp::iscsi::target
@@ -56,14 +58,21 @@ std::string addr_str(const sockaddr_storage &ss)
 
 class TcpConn;
 
-// What an epoll event names (data.ptr): a listening socket or a connection. The eventfd is
-// nullptr.
+// What an epoll event names (data.ptr): a listening socket, a connection, or a descriptor
+// another layer watches on the worker (core/event_loop.h). The eventfd is nullptr.
 struct EpollItem {
-	enum class Kind : uint8_t { Listener, Conn } kind;
-	int fd = -1; // listeners: the socket
+	enum class Kind : uint8_t { Listener, Conn, Watch } kind;
+	int fd = -1; // listeners, watches: the descriptor
 };
 
-class TcpWorker
+// A descriptor watched for another layer (add_fd); w is null once del_fd ran.
+struct WatchItem : EpollItem {
+	LoopWatch *w = nullptr; // called on loop_readable, or null: removed this turn
+};
+
+// A worker is an EventLoop: a backstore's per-worker ring is watched and reaped here, so its
+// completions run on the worker that submitted them (issue 19).
+class TcpWorker final : public EventLoop
 {
 public:
 	TcpWorker(Target &t, const TcpConfig &cfg, int index);
@@ -96,8 +105,17 @@ public:
 	void add_listener_async(int fd);
 	void close_listener_async(int fd);
 
+	// EventLoop (core/event_loop.h).
+	int add_fd(int fd, LoopWatch *w) override;
+	void del_fd(int fd) override;
+	bool post(std::function<void()> fn) override;
+	const char *name() const override { return name_.c_str(); }
+
 private:
 	void loop();
+	// The loop's end, on its thread: what was posted runs, the watches end (their
+	// loop_ending), before the thread exits.
+	void end_loop();
 	void accept_all(int lfd);
 	void adopt(int fd);
 	void reap();
@@ -119,11 +137,18 @@ private:
 	size_t next_ = 0;                          // where the search for the least loaded starts
 	std::atomic<size_t> load_{0};              // see load(); the acceptor adds, reap() takes
 
-	std::mutex lock_; // guards new_fds_, woken_, add_lfds_, close_lfds_
+	std::mutex lock_; // guards new_fds_, woken_, add_lfds_, close_lfds_, posted_, ended_
 	std::vector<int> new_fds_;
 	std::vector<TcpConn *> woken_;
-	std::vector<int> add_lfds_;   // listeners to start watching
-	std::vector<int> close_lfds_; // listeners to close
+	std::vector<int> add_lfds_;                 // listeners to start watching
+	std::vector<int> close_lfds_;               // listeners to close
+	std::vector<std::function<void()>> posted_; // post(): to run on the loop
+	bool ended_ = false;                        // the loop has ended: post() refuses
+
+	const std::string name_;                             // "tcp worker N", for logs
+	std::vector<std::unique_ptr<WatchItem>> watches_;    // add_fd's; worker thread only
+	std::vector<std::unique_ptr<WatchItem>> dead_watch_; // del_fd's, freed after the turn
+	bool ending_ = false;                                // add_fd refuses; worker thread only
 
 	std::vector<std::unique_ptr<TcpConn>> conns_; // owned; worker thread only
 	std::vector<TcpConn *> marked_;               // to flush/run this turn
@@ -308,7 +333,7 @@ void TcpConn::close_transport()
 // ---- TcpWorker ------------------------------------------------------------------------------
 
 TcpWorker::TcpWorker(Target &t, const TcpConfig &cfg, int index)
-    : target_(t), cfg_(cfg), index_(index)
+    : target_(t), cfg_(cfg), index_(index), name_("tcp worker " + std::to_string(index))
 {
 }
 
@@ -445,6 +470,73 @@ void TcpWorker::apply_listener_changes()
 	}
 }
 
+int TcpWorker::add_fd(int fd, LoopWatch *w)
+{
+	if (ending_)
+		return -ESHUTDOWN;
+	auto item = std::make_unique<WatchItem>();
+	item->kind = EpollItem::Kind::Watch;
+	item->fd = fd;
+	item->w = w;
+	epoll_event ev{};
+	ev.events = EPOLLIN;
+	ev.data.ptr = static_cast<EpollItem *>(item.get());
+	if (epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev) != 0)
+		return -errno;
+	watches_.push_back(std::move(item));
+	return 0;
+}
+
+void TcpWorker::del_fd(int fd)
+{
+	auto it = std::find_if(watches_.begin(), watches_.end(),
+	                       [&](const auto &i) { return i->fd == fd; });
+	if (it == watches_.end())
+		return;
+	epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr);
+	// An event for it may sit further down this turn's batch: the item stays allocated
+	// until the turn ends, without its watch.
+	(*it)->w = nullptr;
+	dead_watch_.push_back(std::move(*it));
+	watches_.erase(it);
+}
+
+bool TcpWorker::post(std::function<void()> fn)
+{
+	{
+		std::lock_guard g(lock_);
+		if (ended_)
+			return false;
+		posted_.push_back(std::move(fn));
+	}
+	uint64_t one = 1;
+	(void)!::write(evfd_, &one, sizeof(one));
+	return true;
+}
+
+void TcpWorker::end_loop()
+{
+	std::vector<std::function<void()>> posted;
+	{
+		std::lock_guard g(lock_);
+		ended_ = true;
+		posted.swap(posted_);
+	}
+	for (auto &fn : posted)
+		fn();
+	ending_ = true;
+	while (!watches_.empty()) {
+		WatchItem *item = watches_.back().get();
+		item->w->loop_ending();
+		if (!watches_.empty() && watches_.back().get() == item) {
+			ULP_LOG(Error, Iscsi,
+			        "{}: a watch did not remove itself when the loop ended", name_);
+			del_fd(item->fd);
+		}
+	}
+	dead_watch_.clear();
+}
+
 void TcpWorker::give(int fd)
 {
 	{
@@ -559,10 +651,12 @@ void TcpWorker::reap()
 void TcpWorker::loop()
 {
 	tid_ = std::this_thread::get_id();
+	EventLoopScope installed(this);
 	next_tick_ = std::chrono::steady_clock::now() + cfg_.tick;
 	epoll_event evs[64];
 	std::vector<int> fresh;
 	std::vector<TcpConn *> woken;
+	std::vector<std::function<void()>> posted;
 	while (!stop_.load()) {
 		auto now = std::chrono::steady_clock::now();
 		int timeout = poll_timeout_ms(next_tick_, now);
@@ -577,6 +671,11 @@ void TcpWorker::loop()
 				accept_all(item->fd);
 				continue;
 			}
+			if (item && item->kind == EpollItem::Kind::Watch) {
+				if (LoopWatch *w = static_cast<WatchItem *>(item)->w)
+					w->loop_readable();
+				continue;
+			}
 			if (!item) {
 				uint64_t v;
 				(void)!::read(evfd_, &v, sizeof(v));
@@ -584,7 +683,11 @@ void TcpWorker::loop()
 					std::lock_guard g(lock_);
 					fresh.swap(new_fds_);
 					woken.swap(woken_);
+					posted.swap(posted_);
 				}
+				for (auto &fn : posted)
+					fn();
+				posted.clear();
 				for (int fd : fresh)
 					adopt(fd);
 				fresh.clear();
@@ -623,7 +726,10 @@ void TcpWorker::loop()
 			}
 			reap();
 		}
+		dead_watch_.clear();
 	}
+	installed.release(); // the watches end with no loop on the thread (core/event_loop.h)
+	end_loop();
 }
 
 // ---- TcpServer ------------------------------------------------------------------------------
