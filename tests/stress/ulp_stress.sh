@@ -24,11 +24,20 @@
 #                     phases, the credits phase held the initiators back, the memory line
 #                     (judged, except under AddressSanitizer, whose quarantine keeps freed
 #                     memory: there the tool says it did not judge, and why).
+#   starvation:       the starvation scenario over TCP, iSER and SRP: a second ulp-targetd
+#                     with small RDMA pools, 16 nexuses of 16 x 128 KiB commands at once:
+#                     exit 0, the iSER and SRP rows ok with their round, the pools named
+#                     (16 MiB of buffers, 8 send buffers, an SRQ of 16), work held back (TASK
+#                     SET FULL answers; RNR NAKs over SRP), the TCP row saying it did not run.
+#   cq-race:          the cq-race scenario over TCP, iSER and SRP, 3 cycles: exit 0, the iSER
+#                     and SRP rows ok with 3 cycles, 16 nexuses of both transports, 8 torn
+#                     down per cycle (3 logouts, 3 drops, 2 kills: 24 teardown figures), the
+#                     TCP row saying it did not run.
 #   watchdog:         a step bound of 1 ms (--step-bound 1), which a real login and I/O
 #                     exceed: the watchdog names the step, dumps, exits 1, and the daemon it
 #                     started is gone.
 set -euo pipefail
-mode=${1:?usage: ulp_stress.sh pass|wrong-generation|leak|faults|unfaulted-timeout|exhaustion|watchdog ULP_STRESS ULP_TARGETD}
+mode=${1:?usage: ulp_stress.sh pass|wrong-generation|leak|faults|unfaulted-timeout|exhaustion|starvation|cq-race|watchdog ULP_STRESS ULP_TARGETD}
 stress=${2:?usage: ulp_stress.sh MODE ULP_STRESS ULP_TARGETD}
 export ULP_TARGETD=${3:?usage: ulp_stress.sh MODE ULP_STRESS ULP_TARGETD}
 work=$(mktemp -d)
@@ -52,7 +61,8 @@ case $mode in
 pass)
 	run help --help
 	((rc == 0)) || fail "--help: exit $rc"
-	for s in login-storm kill target-disconnect faults exhaustion --faults --memory-check --profile --json; do
+	for s in login-storm kill target-disconnect faults exhaustion starvation cq-race --faults \
+		--memory-check --profile --json; do
 		grep -q -- "$s" "$work/help.out" || fail "--help does not mention $s"
 	done
 	run bad --transport rdma
@@ -174,6 +184,41 @@ exhaustion)
 	fi
 	grep -q '^result: ok$' "$work/exhaust.out" || fail "no 'result: ok'"
 	cat "$work/exhaust.out"
+	;;
+starvation)
+	run starve --scenario starvation --cycles 1
+	((rc == 0)) || fail "exit $rc"
+	for t in iser srp; do
+		line=$(grep -E "^starvation +$t " "$work/starve.out") || fail "no row for starvation/$t"
+		read -r _ _ cycles ios failures _ _ _ result <<<"$line"
+		((cycles == 1 && ios > 0 && failures == 0)) && [[ $result == ok ]] ||
+			fail "starvation/$t: expected 1 round, I/O, no failure: $line"
+		grep -qE "^  starvation/$t: 16 nexuses x 16 commands of 131072 bytes wanted from a 16 MiB buffer pool" \
+			"$work/starve.out" || fail "starvation/$t: the pools are not named"
+	done
+	grep -qE '^  starvation/iser: .*, 8 send buffers per connection; TASK SET FULL answers [1-9]' \
+		"$work/starve.out" || fail "starvation/iser: no TASK SET FULL: the buffer pool held nothing back"
+	grep -qE '^  starvation/srp: .*an SRQ of 16 receives, 32 credits per channel; TASK SET FULL answers [0-9]+, RNR NAKs [0-9]+' \
+		"$work/starve.out" || fail "starvation/srp: no SRQ figures"
+	grep -qE '^starvation +tcp +0 ' "$work/starve.out" || fail "starvation/tcp ran"
+	grep -q 'starvation/tcp: not run' "$work/starve.out" || fail "starvation/tcp does not say why"
+	grep -q '^result: ok$' "$work/starve.out" || fail "no 'result: ok'"
+	cat "$work/starve.out"
+	;;
+cq-race)
+	run cqrace --scenario cq-race --cycles 3
+	((rc == 0)) || fail "exit $rc"
+	for t in iser srp; do
+		line=$(grep -E "^cq-race +$t " "$work/cqrace.out") || fail "no row for cq-race/$t"
+		read -r _ _ cycles ios failures _ _ _ result <<<"$line"
+		((cycles == 3 && ios > 0 && failures == 0)) && [[ $result == ok ]] ||
+			fail "cq-race/$t: expected 3 cycles, I/O, no failure: $line"
+		grep -qE "^  cq-race/$t: 16 nexuses \(iSER and SRP alternately\), 8 torn down at once per cycle: 3 logouts, 3 session_drops, 2 SIGKILLs" \
+			"$work/cqrace.out" || fail "cq-race/$t: no mixed nexuses"
+	done
+	grep -qE '^cq-race +tcp +0 ' "$work/cqrace.out" || fail "cq-race/tcp ran"
+	grep -q '^result: ok$' "$work/cqrace.out" || fail "no 'result: ok'"
+	cat "$work/cqrace.out"
 	;;
 watchdog)
 	run hang --transport tcp --scenario login-storm --cycles 2 --sessions 1 --step-bound 1

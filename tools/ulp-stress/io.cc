@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cinttypes>
+#include <deque>
 #include <random>
 #include <vector>
 
@@ -32,6 +33,7 @@ struct Slot {
 	uint64_t blk = 0; // first block (relative to the ledger's range)
 	uint32_t n = 0;
 	uint64_t gen = 0;
+	uint64_t chunk = 0;                         // its index in run_io's chunks
 	std::chrono::steady_clock::time_point sent; // submitted (its latency counts from here)
 };
 
@@ -64,11 +66,17 @@ bool run_io(initiator::Disk &d, uint64_t lun, Ledger &ledger, Region region, Gen
             const IoOptions &opt, const Journal *journal, IoStats *st)
 {
 	const uint32_t bs = ledger.block_size();
-	const uint64_t chunks = region.count / opt.io_blocks;
-	if (chunks == 0) {
+	// Chunks [0, own) are the region's, [own, chunks) the shared region's (reads only).
+	const uint64_t own = region.count / opt.io_blocks;
+	const uint64_t chunks = own + opt.shared.count / opt.io_blocks;
+	if (own == 0) {
 		st->fatal = "region smaller than one I/O";
 		return false;
 	}
+	auto chunk_blk = [&](uint64_t c) {
+		return c < own ? region.first + c * opt.io_blocks
+		               : opt.shared.first + (c - own) * opt.io_blocks;
+	};
 	std::vector<Slot> slots(std::min<uint64_t>(opt.qd, chunks));
 	for (Slot &s : slots)
 		s.buf.resize(size_t(opt.io_blocks) * bs);
@@ -81,7 +89,7 @@ bool run_io(initiator::Disk &d, uint64_t lun, Ledger &ledger, Region region, Gen
 	auto completed = [&](Slot &s, const ScsiResult &r) {
 		s.busy = false;
 		inflight--;
-		busy[(s.blk - region.first) / opt.io_blocks] = false;
+		busy[s.chunk] = false;
 		if (r.outcome == TaskOutcome::Completed) {
 			st->answered++;
 			st->worst = std::max(st->worst,
@@ -115,7 +123,10 @@ bool run_io(initiator::Disk &d, uint64_t lun, Ledger &ledger, Region region, Gen
 			return; // a write not acknowledged stays uncertain in the ledger
 		}
 		st->ios++;
+		if (opt.progress)
+			opt.progress->fetch_add(1, std::memory_order_relaxed);
 		if (s.write) {
+			st->writes++;
 			if (journal && journal->ack)
 				journal->ack(s.blk, s.n,
 				             s.gen); // the parent knows before it counts
@@ -143,10 +154,12 @@ bool run_io(initiator::Disk &d, uint64_t lun, Ledger &ledger, Region region, Gen
 				c = (c + 1) % chunks;
 			if (busy[c])
 				break;
-			s.blk = region.first + c * opt.io_blocks;
+			s.chunk = c;
+			s.blk = chunk_blk(c);
 			s.n = opt.io_blocks;
 			// Reads only where something was written: a read of nothing checks nothing.
-			s.write = (rng() & 1) || !ledger.any_written(s.blk, s.n);
+			// The shared region is read, never written.
+			s.write = c < own && ((rng() & 1) || !ledger.any_written(s.blk, s.n));
 			std::span<uint8_t> data(s.buf.data(), size_t(s.n) * bs);
 			const uint64_t lba = ledger.first_lba() + s.blk;
 			if (s.write) {
@@ -194,6 +207,73 @@ bool run_io(initiator::Disk &d, uint64_t lun, Ledger &ledger, Region region, Gen
 			if (st->fatal.empty())
 				st->fatal = "connection lost: " + d.error();
 			break;
+		}
+	}
+	return st->fatal.empty();
+}
+
+bool fill_region(initiator::Disk &d, uint64_t lun, Ledger &ledger, Region region, GenSource &gens,
+                 uint32_t io_blocks, uint32_t qd, IoStats *st)
+{
+	const uint32_t bs = ledger.block_size();
+	std::deque<uint64_t> todo; // chunks still to write; one answered BUSY goes back
+	for (uint64_t c = 0; c < region.count / io_blocks; c++)
+		todo.push_back(c);
+	std::vector<Slot> slots(std::max<uint32_t>(1, qd));
+	for (Slot &s : slots)
+		s.buf.resize(size_t(io_blocks) * bs);
+	uint32_t inflight = 0;
+	auto completed = [&](Slot &s, const ScsiResult &r) {
+		s.busy = false;
+		inflight--;
+		if (r.good()) {
+			st->ios++;
+			st->writes++;
+			ledger.ack_write(s.blk, s.n, s.gen);
+		} else if (r.outcome == TaskOutcome::Completed && r.response == 0 &&
+		           (r.status == kStatusBusy || r.status == kStatusTaskSetFull)) {
+			st->busy++;
+			todo.push_back(
+			    s.chunk); // not executed: again (it stays uncertain till then)
+		} else if (st->fatal.empty()) {
+			st->fatal = "fill: write at block " + std::to_string(s.blk) + ": " +
+			            describe_result(r);
+		}
+	};
+	for (;;) {
+		for (Slot &s : slots) {
+			if (s.busy || todo.empty() || !st->fatal.empty())
+				continue;
+			s.chunk = todo.front();
+			todo.pop_front();
+			s.blk = region.first + s.chunk * io_blocks;
+			s.n = io_blocks;
+			s.gen = gens.take();
+			std::span<uint8_t> data(s.buf.data(), size_t(s.n) * bs);
+			ledger.start_write(s.blk, s.n, s.gen, data);
+			s.cdb = cdb_write16(ledger.first_lba() + s.blk, s.n);
+			s.busy = true;
+			inflight++;
+			Slot *sp = &s;
+			const int rc =
+			    d.submit({lun, s.cdb, DataDir::Write, data},
+			             [&completed, sp](const ScsiResult &r) { completed(*sp, r); });
+			if (rc == 0)
+				continue;
+			s.busy = false;
+			inflight--;
+			todo.push_front(s.chunk);
+			if (rc == -EBUSY && inflight > 0)
+				break; // no credit now: after the next completions
+			if (st->fatal.empty())
+				st->fatal = "fill: cannot submit: " + d.last_error();
+		}
+		if (inflight == 0 && (todo.empty() || !st->fatal.empty()))
+			break;
+		if (d.poll(milliseconds(50)) < 0) {
+			if (st->fatal.empty())
+				st->fatal = "fill: connection lost: " + d.error();
+			return false;
 		}
 	}
 	return st->fatal.empty();

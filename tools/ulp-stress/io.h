@@ -42,6 +42,7 @@ struct Journal {
 
 struct IoStats {
 	uint64_t ios = 0;           // completed GOOD
+	uint64_t writes = 0;        // of them writes
 	uint64_t lost = 0;          // ended by a lost nexus (connection lost, timeout, cancelled)
 	uint64_t errors = 0;        // completed with another status (a SCSI error)
 	uint64_t busy = 0;          // answered BUSY or TASK SET FULL (retried; not an error)
@@ -61,6 +62,10 @@ struct IoOptions {
 	std::chrono::milliseconds duration{200}; // issue for this long
 	const std::atomic<bool> *stop = nullptr; // or until this is set
 	uint32_t seed = 1;
+	// Blocks other nexuses read at the same time, never written during the run (filled
+	// before: fill_region): reads of it join the region's own commands. count 0: none.
+	Region shared;
+	std::atomic<uint64_t> *progress = nullptr; // counts every command completed GOOD
 };
 
 // The first commands of a new nexus: TEST UNIT READY until no UNIT ATTENTION (at most 3
@@ -71,6 +76,11 @@ bool lun_ready(initiator::Disk &d, uint64_t lun, std::string *why);
 // (st->fatal says why); failed commands and mismatches are counted in *st either way.
 bool run_io(initiator::Disk &d, uint64_t lun, Ledger &ledger, Region region, GenSource &gens,
             const IoOptions &opt, const Journal *journal, IoStats *st);
+
+// Write every chunk of io_blocks of region once, in order (qd commands in flight), and
+// acknowledge each in the ledger: what IoOptions::shared reads. false when the nexus failed.
+bool fill_region(initiator::Disk &d, uint64_t lun, Ledger &ledger, Region region, GenSource &gens,
+                 uint32_t io_blocks, uint32_t qd, IoStats *st);
 
 // Read back every written block of region and check it (the verified session).
 bool verify_region(initiator::Disk &d, uint64_t lun, Ledger &ledger, Region region,

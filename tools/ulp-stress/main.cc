@@ -8,12 +8,12 @@
 //   ulp-stress --target-address 10.99.0.1 --tcp-port 3260 --iser-port 3260 --srp-port 5555
 //              --target-name iqn... --admin-socket /run/ulp-targetd.sock --target-pid PID
 //
-// Scenarios (stress.h): login-storm, kill, target-disconnect, faults, exhaustion. After each, on
-// each transport, and at the end: a verified session succeeds and reads back every block the run
-// acknowledged with its last generation; the daemon's resource counts return to their baseline
-// within a bound (snapshot.h). A watchdog bounds every step (watchdog.h). Progress once a second on
-// stderr; the table (or --json) on stdout. Exit status 0 only when every check passed; 1 when one
-// failed; 2 on a bad command line.
+// Scenarios (stress.h): login-storm, kill, target-disconnect, faults, exhaustion, starvation,
+// cq-race. After each, on each transport, and at the end: a verified session succeeds and
+// reads back every block the run acknowledged with its last generation; the daemon's resource
+// counts return to their baseline within a bound (snapshot.h). A watchdog bounds every step
+// (watchdog.h). Progress once a second on stderr; the table (or --json) on stdout. Exit status
+// 0 only when every check passed; 1 when one failed; 2 on a bad command line.
 #include "core/log.h"
 #include "iscsi/initiator/scsi.h"
 #include "providers/soft/soft.h"
@@ -38,8 +38,8 @@ using clock_type = std::chrono::steady_clock;
 namespace
 {
 
-const char *const kScenarios[] = {"login-storm", "kill", "target-disconnect", "faults",
-                                  "exhaustion"};
+const char *const kScenarios[] = {
+    "login-storm", "kill", "target-disconnect", "faults", "exhaustion", "starvation", "cq-race"};
 
 std::vector<std::string> split(const std::string &s)
 {
@@ -100,6 +100,15 @@ int main(int argc, char **argv)
 	    "  exhaustion         more commands than the SRP credits and the iSCSI CmdSN window "
 	    "(every receive of the target in use), then many nexuses with large I/Os: the "
 	    "target must hold them back and keep serving\n"
+	    "  starvation         (iSER, SRP) a second ulp-targetd with small RDMA pools (16 MiB "
+	    "of data buffers, 8 iSER send buffers per connection, one SRQ of 16 receives for "
+	    "every SRP channel): 16 nexuses of 16 commands of 128 KiB at once; every nexus must "
+	    "make progress, the target must have held work back (TASK SET FULL, RNR NAKs), "
+	    "every block reads back and that daemon's resources return to its baseline\n"
+	    "  cq-race            (iSER, SRP) 16 nexuses, iSER and SRP alternately, whose QPs "
+	    "share the target's pooled CQs: 8 do verified I/O throughout while, each cycle, 8 "
+	    "others are torn down at the same moment (logout, target-side drop, SIGKILL); every "
+	    "victim must leave the target, every survivor go on without a lost command\n"
 	    "After each scenario on each transport, and at the end: a verified session reads "
 	    "back every acknowledged block with its last generation, and the daemon's "
 	    "resources (sessions, connections, commands in flight, fds, threads, and the RDMA "
@@ -122,7 +131,7 @@ int main(int argc, char **argv)
 	               "comma-separated: tcp, iser, srp (default all)");
 	app.add_option("--scenario", scenarios_s,
 	               "comma-separated: login-storm, kill, target-disconnect, faults, "
-	               "exhaustion (default all)");
+	               "exhaustion, starvation, cq-race (default all)");
 	app.add_option("--profile", profile_s,
 	               "short (seconds per scenario: CI) or long (10,000 login/logout cycles and "
 	               "1,000 kills per transport: the figures)")
@@ -210,8 +219,8 @@ int main(int argc, char **argv)
 	                                         : split(scenarios_s)) {
 		if (std::find(std::begin(kScenarios), std::end(kScenarios), s) ==
 		    std::end(kScenarios))
-			return usage("--scenario: login-storm, kill, target-disconnect, faults or "
-			             "exhaustion, not " +
+			return usage("--scenario: login-storm, kill, target-disconnect, faults, "
+			             "exhaustion, starvation or cq-race, not " +
 			             s);
 		scenarios.push_back(s);
 	}
@@ -227,7 +236,8 @@ int main(int argc, char **argv)
 	Profile prof;
 	profile_from_name(profile_s, &prof);
 	if (cycles)
-		prof.cycles = prof.kills = prof.drops = prof.faults = prof.exhaust = cycles;
+		prof.cycles = prof.kills = prof.drops = prof.faults = prof.exhaust = prof.starve =
+		    prof.cq_cycles = cycles;
 	if (sessions)
 		prof.sessions = sessions;
 	if (step_ms)
@@ -247,9 +257,11 @@ int main(int argc, char **argv)
 			return usage("cannot find this program's path (/proc/self/exe)");
 	}
 	std::string why;
+	run.transports = transports;
+	run.targetd = targetd.empty() ? find_targetd() : targetd;
 	if (address.empty()) {
 		TargetOptions o;
-		o.targetd = targetd.empty() ? find_targetd() : targetd;
+		o.targetd = run.targetd;
 		o.lun_size = lun_size;
 		if (!target.start(o, &run.ep, &why)) {
 			std::fprintf(stderr, "ulp-stress: %s\n", why.c_str());
@@ -394,8 +406,12 @@ int main(int argc, char **argv)
 					target_disconnect(run, t, *row);
 				else if (sc == "faults")
 					faults_scenario(run, t, *row);
-				else
+				else if (sc == "exhaustion")
 					exhaustion(run, t, *row);
+				else if (sc == "starvation")
+					starvation(run, t, *row);
+				else
+					cq_race(run, t, *row);
 				post_check(run, t, baseline, *row);
 				row->seconds =
 				    std::chrono::duration<double>(clock_type::now() - s0).count();
@@ -429,7 +445,7 @@ int main(int argc, char **argv)
 		warm_p.step = prof.step;
 		if (cycles)
 			warm_p.cycles = warm_p.kills = warm_p.drops = warm_p.faults =
-			    warm_p.exhaust = cycles;
+			    warm_p.exhaust = warm_p.starve = warm_p.cq_cycles = cycles;
 		pass(warm_p, " (warm-up)");
 		rep.memory.ref_kb = rss_kb();
 		run.say("VmRSS after the warm-up pass: " + std::to_string(rep.memory.ref_kb) +

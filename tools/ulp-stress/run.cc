@@ -34,6 +34,8 @@ bool profile_from_name(const std::string &s, Profile *out)
 		p.drops = 200;
 		p.faults = 400;
 		p.exhaust = 50;
+		p.starve = 20;
+		p.cq_cycles = 500;
 		p.io = 100ms;
 		p.kill_window = 800ms;
 		p.scenario = 3600s;
@@ -87,23 +89,7 @@ void Run::say(const std::string &m)
 
 int64_t Run::wait_gone(const std::string &w, milliseconds bound, std::string *why)
 {
-	const auto start = clock::now();
-	for (;;) {
-		json s;
-		if (!target.sessions_of(w, &s, why))
-			return -1;
-		const auto now = clock::now();
-		if (s.empty())
-			return std::chrono::duration_cast<std::chrono::nanoseconds>(now - start)
-			    .count();
-		if (now - start >= bound) {
-			*why = w + " still has " + std::to_string(s.size()) +
-			       " nexus(es) at the target " + std::to_string(bound.count()) +
-			       " ms later: " + s.dump();
-			return -1;
-		}
-		std::this_thread::sleep_for(5ms);
-	}
+	return target.wait_gone(w, bound, why);
 }
 
 bool Run::reset_soft_device(std::string *why)
