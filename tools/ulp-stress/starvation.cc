@@ -10,15 +10,21 @@
 //     of 32 credits each, so the queue runs dry and the initiators' SENDs meet RNR NAKs;
 //     and a send queue of 64 WRs per channel (srp.sq_size). SPDK issue #2180 is the trap:
 //     a target that keeps a receive until its command completes lets one busy channel
-//     hold the whole SRQ and starve the others.
+//     hold the whole SRQ and starve the others. This scenario found a second one in ulp:
+//     credits beyond the SRQ's receives leave the flow control to RNR NAKs, under which
+//     some channels completed a hundredth of what others did; srpt now grants a channel
+//     on an SRQ its share of the receives (srpt/channel.h, credits).
 // Each nexus writes and reads its own megabyte and reads a shared 4 MiB that one session
 // wrote before (fill_region), so the data in flight is not bounded by the blocks a nexus
-// owns. What must hold: every nexus makes progress (at least one write and one read of its
-// own completed GOOD), nothing is lost, failed or read back wrong; the phase really held
-// work back (TASK SET FULL answers; over SRP the RNR NAKs our device saw); afterwards a new
-// session reads back every block, the second daemon's resources (connections, QPs, CQ
-// entries, MRs, buffer bytes, fds, threads) are back at its own baseline and it stops
-// cleanly (exit status 0). Then post_check checks the main daemon as after any scenario.
+// owns. What must hold: every nexus makes progress (at least one write and one read
+// completed GOOD, and at least a 30th of the commands of the busiest nexus of its round:
+// the client threads share the CPU, not evenly under load, and the starved channels had a
+// hundredth and less), nothing is lost, failed or read back wrong; the phase really held
+// work back (TASK SET FULL answers, commands the initiators held for want of a credit, or
+// RNR NAKs our device saw); afterwards a new session reads back every block, the second
+// daemon's resources (connections, QPs, CQ entries, MRs, buffer bytes, fds, threads) are
+// back at its own baseline and it stops cleanly (exit status 0). Then post_check checks the
+// main daemon as after any scenario.
 #include "tools/ulp-stress/stress.h"
 
 #include "providers/soft/soft.h"
@@ -45,6 +51,7 @@ constexpr const char *kPool = "16M";       // both transports' buffer pools
 constexpr uint32_t kSendRing = 8;          // iSER send buffers per connection
 constexpr uint32_t kSrqSize = 16;          // SRP's shared receive queue
 constexpr uint32_t kRqSize = 32;           // SRP credits per channel
+constexpr uint64_t kFairness = 30;         // the least served nexus: >= 1/30 of the most
 constexpr uint32_t kSqSize = 64;           // SRP send queue per channel, WRs
 
 // The second daemon's file: joins the flags Target::start gives (portals, LUN, socket).
@@ -71,6 +78,7 @@ int64_t portal_sum(const json &stats, const char *key)
 
 struct NexusResult {
 	IoStats st;
+	uint64_t held = 0; // submits the initiator held back (no credit, CmdSN window)
 	bool logged_in = false;
 };
 
@@ -155,7 +163,7 @@ void starvation(Run &r, Transport t, Row &row)
 	}
 	const int64_t pool_bytes = portal_sum(stats, "heap_bytes");
 	const uint64_t rnr0 = ulp::soft::device_counters(*r.soft_dev).rnr_naks;
-	uint64_t busy = 0, least = UINT64_MAX, most = 0;
+	uint64_t busy = 0, held = 0, least = UINT64_MAX, most = 0;
 	std::chrono::microseconds worst{0};
 	const auto deadline = clock::now() + r.prof.scenario;
 	uint32_t round = 0;
@@ -195,6 +203,7 @@ void starvation(Run &r, Transport t, Row &row)
 					}
 				}
 				row.add_io(res[i].st, true, true);
+				res[i].held = std::max(res[i].st.held, n->held_back());
 				{
 					Watchdog::Step s(*r.wd, wtag + ": logout", r.prof.step);
 					const auto t0 = clock::now();
@@ -214,11 +223,13 @@ void starvation(Run &r, Transport t, Row &row)
 			per += (i ? " " : "") + std::to_string(res[i].st.ios);
 		if (r.verbose)
 			r.say(tag + " round " + std::to_string(round) + ": GOOD per nexus: " + per);
+		uint64_t rl = UINT64_MAX, rm = 0;
 		for (uint32_t i = 0; i < kNexuses; i++) {
 			const IoStats &st = res[i].st;
 			busy += st.busy;
-			least = std::min(least, st.ios);
-			most = std::max(most, st.ios);
+			held += res[i].held;
+			rl = std::min(rl, st.ios);
+			rm = std::max(rm, st.ios);
 			worst = std::max(worst, st.worst);
 			if (res[i].logged_in && (st.writes == 0 || st.ios == st.writes))
 				row.fail(tag + " nexus " + std::to_string(i) +
@@ -227,16 +238,25 @@ void starvation(Run &r, Transport t, Row &row)
 				         " reads completed GOOD, " + std::to_string(st.busy) +
 				         " answered TASK SET FULL or BUSY");
 		}
+		// Nor may one be left far behind: every nexus wants the same, for as long. (Over
+		// an SRQ whose credits outran its receives, RNR NAKs left some channels at a
+		// hundredth of the busiest one's commands, waiting 1.5 s for an answer.)
+		if (rl * kFairness < rm)
+			row.fail(tag + " round " + std::to_string(round) +
+			         ": unfair: a nexus completed " + std::to_string(rl) +
+			         " commands, another " + std::to_string(rm) +
+			         " (GOOD per nexus: " + per + ")");
+		least = std::min(least, rl);
+		most = std::max(most, rm);
 		row.cycles++;
 	}
 	if (round < r.prof.starve)
 		row.note("time bound reached after " + std::to_string(round) + " rounds");
 	const uint64_t rnr = ulp::soft::device_counters(*r.soft_dev).rnr_naks - rnr0;
 	// The target held work back, or the phase starved nothing.
-	if (busy == 0 && (t != Transport::Srp || rnr == 0))
-		row.fail(tag + ": nothing was held back (no TASK SET FULL" +
-		         std::string(t == Transport::Srp ? ", no RNR NAK" : "") +
-		         "): the pools were not used up");
+	if (busy == 0 && held == 0 && rnr == 0)
+		row.fail(tag + ": nothing was held back (no TASK SET FULL, no command held for a "
+		               "credit, no RNR NAK): the pools were not used up");
 	row.note(std::to_string(kNexuses) + " nexuses x " + std::to_string(kQd) + " commands of " +
 	         std::to_string(kIoBytes) + " bytes wanted from a " +
 	         std::to_string(pool_bytes >> 20) + " MiB buffer pool" +
@@ -244,8 +264,8 @@ void starvation(Run &r, Transport t, Row &row)
 	              ? ", an SRQ of " + std::to_string(kSrqSize) + " receives, " +
 	                    std::to_string(kRqSize) + " credits per channel"
 	              : ", " + std::to_string(kSendRing) + " send buffers per connection") +
-	         "; TASK SET FULL answers " + std::to_string(busy) +
-	         (t == Transport::Srp ? ", RNR NAKs " + std::to_string(rnr) : std::string()) +
+	         "; TASK SET FULL answers " + std::to_string(busy) + ", held back " +
+	         std::to_string(held) + " times, RNR NAKs " + std::to_string(rnr) +
 	         "; GOOD per nexus and round " + std::to_string(least) + ".." +
 	         std::to_string(most) + ", slowest answer " + std::to_string(worst.count() / 1000) +
 	         " ms");
