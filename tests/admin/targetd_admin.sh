@@ -71,7 +71,7 @@ out=$("$targetd" --config "$work/bad.toml" --check 2>&1) || rc=$?
 	fail "bad iser.send_ring: exit $rc: $out"
 printf '[srp]\nbuffer_pool = "100K"\n' >"$work/bad.toml"
 rc=0
-out=$("$targetd" --config "$work/bad.toml" --check 2>&1) || rc=$?
+out=$("$targetd" --config "$work/bad.toml" --lun 0:ram:size=16M --check 2>&1) || rc=$?
 ((rc == 2)) && [[ $out == *"srp.buffer_pool must be 1M..64G"* ]] ||
 	fail "bad srp.buffer_pool: exit $rc: $out"
 printf '[iser]\nsend_ring = 8\nbuffer_pool = "16M"\n[srp]\nbuffer_pool = "16M"\nsrq = true\nsrq_size = 16\n' \
