@@ -465,9 +465,9 @@ void RdmaTransport::close()
 	const State was = state_;
 	state_ = State::Closed;
 	// The QP to ERR first (disconnect does it, and a QP that never connected gets it
-	// here): from then on the device executes no RDMA of the target's into our memory,
-	// so the registrations can go back to the session at once (RFC 7145's error handling
-	// aside, an RC QP in ERR answers no request).
+	// here): it then starts no new RDMA of the target's into our memory. One already
+	// executing may still be writing (the soft provider's engine thread, a NIC's DMA),
+	// so the registrations go back only once the QP is drained (teardown).
 	if (id_ && was == State::Up)
 		id_->disconnect();
 	if (id_ && id_->qp()) {
@@ -486,7 +486,6 @@ void RdmaTransport::close()
 		if (sink_)
 			sink_->on_sent(p, false);
 	}
-	release_all();
 	// Draining needs this CQ processed, which cannot happen from inside its own
 	// processing: then poll() or the destructor finishes the job.
 	if (!in_cb_)
@@ -498,9 +497,13 @@ void RdmaTransport::teardown()
 	if (torn_down_ || state_ != State::Closed)
 		return;
 	torn_down_ = true;
-	// Every posted WR comes back (flushed) through its done(); bounded per queue.
+	// Every posted WR comes back (flushed) through its done(); bounded per queue. The
+	// flushes come after whatever the QP was still executing, so from here on nothing
+	// touches the registered buffers: they go back to the session (a bounced READ's bytes
+	// copied out now are final).
 	if (id_ && id_->qp())
 		drain_qp(*id_->qp(), cfg_.drain_timeout);
+	release_all();
 	if (id_)
 		id_->destroy_qp();
 	recvs_.release();
@@ -607,9 +610,11 @@ void RdmaTransport::unmap_data(uint32_t itt)
 	if (!r || r->unmapping)
 		return;
 	r->unmapping = true;
-	if (state_ != State::Up || !r->posted || r->remote_inv) {
-		// Closed (the QP is gone), never registered on the device, or the target
-		// invalidated the key itself: nothing can reach the buffer any more.
+	if (state_ == State::Closed)
+		return; // teardown releases it once the QP is drained
+	if (!r->posted || r->remote_inv) {
+		// Never registered on the device, or the target invalidated the key itself:
+		// nothing can reach the buffer any more.
 		if (r->remote_inv)
 			stats_.remote_inv++;
 		release(*r);
@@ -665,7 +670,7 @@ void RdmaTransport::inv_done(Cq *, Wc *wc)
 		tp->fail(std::string("LOCAL_INV: ") + wc_status_str(wc->status));
 	if (r->live && tp->state_ == State::Up)
 		tp->release(*r);
-	// Closed: close() releases it after the QP is gone.
+	// Closed: teardown releases it after the drain.
 	tp->run_backlog();
 }
 

@@ -90,9 +90,12 @@ int Channel::setup(rdma::DeviceRes &res, const ChannelParams &p, std::shared_ptr
 
 	int rc = 0;
 	if (cfg.use_srq) {
-		srq_ = portal_.srq(res, why);
+		srq_ = portal_.srq(res, &share_, why);
 		if (!srq_)
 			return -ENOMEM;
+		// This channel's share, counting itself (channel.h: credits on an SRQ).
+		share_->channels.fetch_add(1, std::memory_order_relaxed);
+		in_share_ = true;
 	} else {
 		rc = recvs_.init(*res.pd, p.it_iu_len, nrecv, [this](RecvIoctx &r) {
 			r.cqe.done = recv_done;
@@ -147,7 +150,9 @@ int Channel::setup(rdma::DeviceRes &res, const ChannelParams &p, std::shared_ptr
 	// reservation), less the two kept for the close.
 	sq_budget_ = sq / 2 + rwqp()->max_rdma_ctxs() * rwqp()->ctx_bound().wrs;
 	sq_avail_ = sq_budget_;
-	req_lim_ = int32_t(cfg_rq_);
+	grant_ = credit_limit();
+	req_lim_ = int32_t(grant_);
+	window_ = int32_t(grant_);
 	publish();
 	if (!srq_) {
 		// SRP r16a 5.5: the credits granted at login are receives posted before the
@@ -163,8 +168,22 @@ int Channel::setup(rdma::DeviceRes &res, const ChannelParams &p, std::shared_ptr
 	return 0;
 }
 
+void Channel::leave_share()
+{
+	if (in_share_) {
+		in_share_ = false;
+		share_->channels.fetch_sub(1, std::memory_order_relaxed);
+	}
+}
+
+uint32_t Channel::credit_limit() const
+{
+	return share_ ? share_->limit(cfg_rq_) : cfg_rq_;
+}
+
 void Channel::release_resources()
 {
+	leave_share();
 	for (Ioctx &x : ioctxs_.descs())
 		for (auto &r : x.rw)
 			r->destroy();
@@ -498,9 +517,13 @@ void Channel::publish()
 
 uint32_t Channel::take_delta()
 {
-	// PROTOCOLS.md: each response returns its own request's credit and whatever is owed.
-	const uint32_t d = 1 + owed_;
+	// PROTOCOLS.md: each response returns its own request's credit and whatever is owed:
+	// 1 + owed, which keeps window_ where it is. On an SRQ, what brings window_ to the
+	// channel's share instead (channel.h): less while others joined, more once they left.
+	const int32_t kept = window_ - 1 - int32_t(owed_); // this request's credit settled
+	const uint32_t d = uint32_t(std::max<int32_t>(0, int32_t(credit_limit()) - kept));
 	owed_ = 0;
+	window_ = kept + int32_t(d);
 	req_lim_ += int32_t(d);
 	publish();
 	return d;
@@ -511,15 +534,17 @@ void Channel::maybe_cred_req()
 	// SRP r16a 6.7: credits owed (requests that got no response) go back in an
 	// SRP_CRED_REQ when no response is coming to carry them. One at a time: the initiator
 	// has a receive for it (Linux keeps one beyond its queue for exactly this).
-	if (owed_ == 0 || cred_req_out_ || busy_ != 0 || state_ != ChState::Live ||
-	    sq_avail_ == 0 || !sq_wait_.empty())
+	// On an SRQ also the credits a grown share adds (channel.h).
+	const int32_t give = int32_t(credit_limit()) - (window_ - int32_t(owed_));
+	if (give <= 0 || cred_req_out_ || busy_ != 0 || state_ != ChState::Live || sq_avail_ == 0 ||
+	    !sq_wait_.empty())
 		return;
 	CtlDesc *d = ctl_.get();
 	if (!d)
 		return;
 	srp::CredReq c;
 	c.tag = ++ctl_tag_;
-	c.req_lim_delta = owed_;
+	c.req_lim_delta = uint32_t(give);
 	const size_t n = srp::build_cred_req(
 	    c, std::span<uint8_t>(static_cast<uint8_t *>(d->buf->addr), ctl_.buf_size()));
 	ULP_CHECK(n != 0);
@@ -531,7 +556,8 @@ void Channel::maybe_cred_req()
 		return;
 	}
 	d->posted = true;
-	req_lim_ += int32_t(owed_);
+	req_lim_ += give;
+	window_ += give - int32_t(owed_);
 	owed_ = 0;
 	sq_avail_--;
 	cred_req_out_ = true;
@@ -601,6 +627,7 @@ void Channel::close(const char *why)
 		return;
 	close_why_ = why;
 	ULP_LOG(Info, Srpt, "{}: channel closing: {}", peer_, why);
+	leave_share(); // its credits go to the channels still on the SRQ
 	set_state(ChState::Disconnecting);
 	// The DREQ (rdma_disconnect also moves the QP to ERR on IB and RoCE).
 	id().disconnect();

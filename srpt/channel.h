@@ -21,6 +21,19 @@
 // what it sends past the spare receives waits in its own send queue (RNR), so it is held
 // by the receives, never by luck.
 //
+// On an SRQ the receives are the device's, not the channel's: rq_size credits for every
+// channel would promise more receives than the SRQ has, and the initiators' SENDs would
+// then be held by RNR NAKs instead, which are not fair: a QP that met one waits out the
+// RNR timer while the others, sending back to back, take every receive reposted meanwhile,
+// so that some channels completed nothing for seconds (ulp-stress's starvation scenario:
+// 16 channels of 32 credits on an SRQ of 16). So a channel on an SRQ holds at most its
+// share of it (SrqShare::limit: the receives less a spare per channel, divided among the
+// channels on it now, between kMinSrqCredits and rq_size): the login grants the share,
+// and each response returns only what keeps the channel's credits (held by the initiator,
+// spent on requests not yet answered, owed) at the share: less than 1 + owed while the
+// channel holds more than its share (others joined), more once channels left (by
+// SRP_CRED_REQ when no response is coming). window_ counts those credits.
+//
 // Send queue: the QP is created for sq_size / 2 responses and sq_size / 2 rw contexts
 // (rw_init_qp grows it by what a context needs); sq_avail_ counts the WRs that may still
 // be posted, every post reserves its WRs first and each signaled completion gives its
@@ -150,6 +163,19 @@ struct ChArg {
 	const char *why = nullptr; // Close: why, a static string
 };
 
+// A device's SRQ as its channels share it (the portal owns it, beside the SRQ).
+struct SrqShare {
+	uint32_t receives = 0;             // receives the SRQ holds
+	std::atomic<uint32_t> channels{0}; // channels on it now (Channel::setup to close)
+	// The credits one channel may hold now: the receives less one spare per channel (an
+	// SRP_CRED_RSP), shared equally, at least kMinSrqCredits, at most rq.
+	uint32_t limit(uint32_t rq) const;
+};
+
+// The fewest credits a channel on an SRQ is left with: Linux's ib_srp keeps one for task
+// management (SRP_TSK_MGMT_SQ_SIZE) and sends a command only while it holds more.
+inline constexpr uint32_t kMinSrqCredits = 2;
+
 struct RecvIoctx : rdma::RecvDesc {
 	Channel *ch = nullptr; // null on an SRQ ring: the completion's QP tells
 	uint32_t byte_len = 0; // bytes received (while waiting)
@@ -221,7 +247,7 @@ public:
 	// nexus it joins. 0, or a negative errno with *why.
 	int setup(rdma::DeviceRes &res, const ChannelParams &p, std::shared_ptr<SrpNexus> nexus,
 	          std::string *why);
-	uint32_t credits() const { return cfg_rq_; } // granted at login
+	uint32_t credits() const { return grant_; } // granted at login
 
 	// Any thread: close (the target stops, a SINGLE login takes the nexus over).
 	// why: a static string.
@@ -273,9 +299,11 @@ private:
 	void on_qp_event(const AsyncEvent &e); // the QP's async events (a provider thread)
 	bool check_qp_event();                 // tick: true when one ended the QP (closed)
 	void maybe_cred_req();
-	void send_t_logout();  // ChEvent::Logout
-	uint32_t take_delta(); // 1 + owed, for a response
-	void publish();        // req_lim_ and busy_ into gauges_
+	void send_t_logout();          // ChEvent::Logout
+	uint32_t take_delta();         // for a response: 1 + owed, to the credit limit
+	uint32_t credit_limit() const; // credits the channel may hold now (SRQ: its share)
+	void leave_share();            // off the SRQ's channel count (close, or a failed setup)
+	void publish();                // req_lim_ and busy_ into gauges_
 	Ioctx *get_ioctx();
 	void put_ioctx(Ioctx *x);
 	static void send_done(Cq *cq, Wc *wc);
@@ -321,6 +349,8 @@ private:
 	bool reap_wait_ = false;          // waiting for ReapDone (this channel closes the nexus)
 	DmaHeap *heap_ = nullptr;         // the device's data buffers
 	Srq *srq_ = nullptr;              // the device's SRQ, or null: recvs_ is ours
+	SrqShare *share_ = nullptr;       // with srq_: its channels, for the credit limit
+	bool in_share_ = false;           // counted in share_->channels
 	rdma::RecvRing<RecvIoctx> recvs_;
 	rdma::SendRing<Ioctx> ioctxs_;
 	struct CtlDesc : rdma::SendDesc {
@@ -330,7 +360,9 @@ private:
 	rdma::SendRing<CtlDesc> ctl_; // SRP_CRED_REQ buffers
 	RecvWaitList wait_list_;      // IUs waiting (not live yet, or no free ioctx)
 	SqWaitList sq_wait_;          // ioctxs waiting for send queue room, in order
-	uint32_t cfg_rq_ = 0;         // receives per channel = credits granted
+	uint32_t cfg_rq_ = 0;         // receives per channel: the most credits it may hold
+	uint32_t grant_ = 0;          // credits granted at login (cfg_rq_, or the SRQ share)
+	int32_t window_ = 0;          // credits held, spent on unanswered requests, or owed
 	int32_t req_lim_ = 0;         // credits the initiator holds, as we count them
 	uint32_t owed_ = 0;           // credits to return with the next response
 	bool cred_req_out_ = false;   // an SRP_CRED_REQ awaits its SRP_CRED_RSP

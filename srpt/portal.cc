@@ -61,12 +61,21 @@ int Portal::listen(const SockAddr &addr, std::string *why)
 	return 0;
 }
 
-Srq *Portal::srq(rdma::DeviceRes &res, std::string *why)
+uint32_t SrqShare::limit(uint32_t rq) const
+{
+	const uint32_t n = std::max<uint32_t>(1, channels.load(std::memory_order_relaxed));
+	const uint32_t share = receives > n ? (receives - n) / n : 0;
+	return std::min(rq, std::max(kMinSrqCredits, share));
+}
+
+Srq *Portal::srq(rdma::DeviceRes &res, SrqShare **share, std::string *why)
 {
 	std::lock_guard g(lock_);
 	auto it = srqs_.find(res.dev);
-	if (it != srqs_.end())
+	if (it != srqs_.end()) {
+		*share = &it->second->share;
 		return it->second->srq.get();
+	}
 	const TargetConfig &cfg = target_.cfg();
 	auto r = std::make_unique<SrqRes>();
 	SrqInitAttr sa;
@@ -93,6 +102,8 @@ Srq *Portal::srq(rdma::DeviceRes &res, std::string *why)
 	ULP_LOG(Info, Srpt, "{}: a shared receive queue of {} receives of {} bytes",
 	        res.dev->name(), sa.max_wr, cfg.max_it_iu_len);
 	Srq *s = r->srq.get();
+	r->share.receives = sa.max_wr;
+	*share = &r->share;
 	srqs_.emplace(res.dev, std::move(r));
 	return s;
 }

@@ -49,8 +49,9 @@ public:
 
 	Target &target() { return target_; }
 
-	// The device's SRQ (use_srq), made on first use. Null and *why when it cannot be.
-	Srq *srq(rdma::DeviceRes &res, std::string *why);
+	// The device's SRQ (use_srq), made on first use, and how its channels share it. Null
+	// and *why when it cannot be.
+	Srq *srq(rdma::DeviceRes &res, SrqShare **share, std::string *why);
 
 protected:
 	std::unique_ptr<rdma::PortalConn> on_connect_request(CmEvent &ev, rdma::DeviceRes &res,
@@ -63,6 +64,7 @@ private:
 	struct SrqRes {
 		std::unique_ptr<Srq> srq;
 		rdma::RecvRing<RecvIoctx> ring; // its receive buffers
+		SrqShare share;                 // its receives and the channels on it
 	};
 
 	Target &target_;

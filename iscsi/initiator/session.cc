@@ -534,6 +534,7 @@ void Session::complete(Task *t, TaskOutcome o)
 	if (t->finished)
 		return;
 	t->finished = true;
+	t->finished_at = clock::now();
 	t->outcome = o;
 	if (t->sent && (t->kind == Kind::Scsi || t->kind == Kind::Text))
 		sent_live_--;
@@ -665,7 +666,29 @@ void Session::check_timers()
 	// opens is a target that stopped working too). Fillers wait as long as they must.
 	for (auto &up : tasks_) {
 		Task *t = up.get();
-		if (t->kind == Kind::Free || t->kind == Kind::Filler || t->finished)
+		if (t->kind == Kind::Free)
+			continue;
+		if (t->finished) {
+			// Answered, but a PDU of it (or its data registration) is still with the
+			// transport: a send completion that never came (iSER). Only a closed
+			// connection surely gives it back (transport.h), so one that holds it
+			// longer than a command may take is failed, never waited on for ever; the
+			// caller recovers with a new login (ERL 0).
+			if (t->tx_refs && !t->queued_done &&
+			    now - t->finished_at > cfg_.cmd_timeout) {
+				const std::string why =
+				    "ITT " + std::to_string(itt_of(t)) + " answered, but " +
+				    std::to_string(t->tx_refs) +
+				    " of its PDUs or registrations still with the transport "
+				    "after " +
+				    std::to_string(cfg_.cmd_timeout.count()) + " ms";
+				ULP_LOG(Warn, Iscsi, "{}: failing the connection", why);
+				fail(why);
+				return;
+			}
+			continue;
+		}
+		if (t->kind == Kind::Filler)
 			continue;
 		if (now - t->start > cfg_.cmd_timeout) {
 			if (t->kind == Kind::Ping && itt_of(t) == keepalive_itt_)

@@ -14,8 +14,9 @@
 //
 // Sync helpers (run(), task_mgmt_sync(), ping_sync(), send_targets()) do the same and poll
 // until their answer, bounded. Nothing waits without a bound: a target that stops answering
-// fails the session after cmd_timeout (or nop_timeout when idle), and a failed session
-// completes every task with ConnectionLost.
+// fails the session after cmd_timeout (or nop_timeout when idle), so does a transport that
+// holds an answered task's PDU that long (a lost send completion), and a failed session
+// completes every task with ConnectionLost (an answered one with its answer).
 //
 // Full feature phase rules kept here (RFC 7143):
 //  - CmdSN window (3.2.2.1, 4.2.2.1): a non-immediate command is sent only while
@@ -87,7 +88,9 @@ struct InitiatorConfig {
 	OperationalPrefs prefs = default_prefs(); // what we propose (digests, bursts, ...)
 	std::chrono::milliseconds connect_timeout{5000};
 	std::chrono::milliseconds login_timeout{10000}; // the whole login exchange
-	std::chrono::milliseconds cmd_timeout{30000};   // a task unanswered this long: fail
+	std::chrono::milliseconds cmd_timeout{30000};   // a task unanswered this long, or
+	                                                // answered with a PDU of it still
+	                                                // with the transport: fail
 	std::chrono::milliseconds nop_interval{5000};   // nothing received this long: ping
 	std::chrono::milliseconds nop_timeout{10000};   // a ping unanswered this long: fail
 	// Commands wait for a closed CmdSN window and nothing else is coming: ask with a NOP-Out

@@ -5,7 +5,9 @@
 //
 // Life of a slot: Free -> (alloc_task) in use, not sent -> sent -> finished (outcome
 // decided) -> delivered once no PDU of it is with the transport (the callback runs from
-// poll()) -> Free.
+// poll()) -> Free. A finished task waits for its PDUs at most cmd_timeout: a transport
+// that keeps one longer (a send completion lost) has its connection failed, and a closed
+// transport gives back every PDU lent to it.
 #pragma once
 
 #include "iscsi/initiator/session.h"
@@ -35,10 +37,12 @@ struct Session::Task {
 	bool queued_done = false; // in done_
 	uint32_t tx_refs = 0;     // its PDUs lent to the transport, + 1 while mapped
 	bool mapped = false;      // its data is registered with the transport (iSER)
-	std::chrono::steady_clock::time_point start; // submitted (timeouts, ping RTT)
-	uint32_t cmdsn = 0;                          // CmdSN it went out with
-	uint64_t seq = 0;                            // send order (TMF scope)
-	uint64_t lun = 0;                            // LUN number
+	std::chrono::steady_clock::time_point start;       // submitted (timeouts, ping RTT)
+	std::chrono::steady_clock::time_point finished_at; // outcome decided (the bound on
+	                                                   // the wait for tx_refs)
+	uint32_t cmdsn = 0;                                // CmdSN it went out with
+	uint64_t seq = 0;                                  // send order (TMF scope)
+	uint64_t lun = 0;                                  // LUN number
 
 	// SCSI command
 	std::array<uint8_t, 260> cdb{};   // the CDB (cdb_len bytes)

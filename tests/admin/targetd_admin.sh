@@ -63,7 +63,22 @@ rc=0
 out=$("$targetd" --config "$work/bad.toml" --check 2>&1) || rc=$?
 ((rc == 2)) || fail "bad config: exit $rc: $out"
 [[ $out == *"$work/bad.toml:4:9: target.alias: must be a string"* ]] || fail "bad config: $out"
-pass "--check: the example loads; a bad file names file:line:column"
+# The RDMA pool sizes: out of range is refused with the key named.
+printf '[iser]\nsend_ring = 70000\n' >"$work/bad.toml"
+rc=0
+out=$("$targetd" --config "$work/bad.toml" --check 2>&1) || rc=$?
+((rc == 2)) && [[ $out == *"$work/bad.toml:2:13: iser.send_ring: must be 0..65536"* ]] ||
+	fail "bad iser.send_ring: exit $rc: $out"
+printf '[srp]\nbuffer_pool = "100K"\n' >"$work/bad.toml"
+rc=0
+out=$("$targetd" --config "$work/bad.toml" --lun 0:ram:size=16M --check 2>&1) || rc=$?
+((rc == 2)) && [[ $out == *"srp.buffer_pool must be 1M..64G"* ]] ||
+	fail "bad srp.buffer_pool: exit $rc: $out"
+printf '[iser]\nsend_ring = 8\nbuffer_pool = "16M"\n[srp]\nbuffer_pool = "16M"\nsrq = true\nsrq_size = 16\n' \
+	>"$work/small.toml"
+out=$("$targetd" --config "$work/small.toml" --lun 0:ram:size=16M --check 2>&1) ||
+	fail "small pools: $out"
+pass "--check: the example loads; a bad file names file:line:column; pool sizes checked"
 
 # ---- a daemon with TCP and SRP portals and an admin socket ----------------------------------
 # systemd's side of Type=notify: a datagram socket that keeps what the daemon says.

@@ -9,9 +9,9 @@
 // key invalidated by the target's SEND_WITH_INV, or by our LOCAL_INV when we refuse remote
 // invalidation; more commands than the transport maps at once; NOP, TMF and logout; and
 // faults the soft provider injects (a connection cut mid-I/O, WRs flushed by a QP error,
-// an rkey check failing): no hang, every command ends exactly once, nothing answered GOOD
-// that did not happen, the target reaps the connection, and what was acknowledged is on
-// the LUN afterwards.
+// an rkey check failing, a completion of ours lost): no hang, every command ends exactly once,
+// nothing answered GOOD that did not happen, the target reaps the connection, and what was
+// acknowledged is on the LUN afterwards.
 #include "core/dma_mem.h"
 #include "core/log.h"
 #include "iscsi/initiator/scsi.h"
@@ -163,6 +163,7 @@ struct Initiator {
 	iser::InitiatorStats xs;
 	std::unique_ptr<DmaRegion> arena;
 	std::unique_ptr<Session> s;
+	std::chrono::milliseconds cmd_timeout{10s}; // the session's bound on a command
 
 	explicit Initiator(size_t arena_bytes = 8u << 20)
 	{
@@ -183,7 +184,7 @@ struct Initiator {
 		iscsi::initiator::InitiatorConfig c;
 		c.initiator_name = kInitiator;
 		c.target_name = kIqn;
-		c.cmd_timeout = 10s;
+		c.cmd_timeout = cmd_timeout;
 		c.login_timeout = 5s;
 		c.connect_timeout = 3s;
 		c.nop_interval = 60s;
@@ -592,8 +593,9 @@ FaultRun write_until_failure(Initiator &in, uint32_t total, uint32_t qd, uint32_
 			    Slot &sl = slots[si];
 			    sl.busy = false;
 			    fr.ended++;
-			    if (r.good() && sl.tag > fr.good[sl.lba])
-				    fr.good[sl.lba] = sl.tag;
+			    // A write answered late may find a later one to its LBA acknowledged.
+			    if (r.good())
+				    fr.good[sl.lba] = std::max(fr.good[sl.lba], sl.tag);
 			    else if (r.outcome == TaskOutcome::ConnectionLost ||
 			             r.outcome == TaskOutcome::Timeout)
 				    fr.lost++;
@@ -611,7 +613,11 @@ FaultRun write_until_failure(Initiator &in, uint32_t total, uint32_t qd, uint32_
 		if (!any)
 			break;
 		if (clock::now() > end) {
+			// The callbacks point into this frame: end what is left while it lives.
 			fr.hung = true;
+			in.s->close("the test gave up on a hung command");
+			while (in.s->poll(0ms) > 0) {
+			}
 			break;
 		}
 		in.s->poll(100ms);
@@ -710,6 +716,71 @@ TEST(IserFaults, RkeyCheckFails)
 	EXPECT_EQ(fr.bad, 0u);
 	EXPECT_TRUE(t.wait_no_conns()) << t.logs();
 	expect_acknowledged_writes_on_disk(t, fr, 65536);
+}
+
+// A completion of ours that never comes (the soft provider drops it; the work request
+// itself executed): the SEND of a command, or with remote invalidation refused the
+// LOCAL_INV that revokes a finished command's STag. The target answers the command, but
+// the session still counts the PDU (or the registration) as lent to the transport and
+// holds the finished command back. Before the wait was bounded the command never ended:
+// the session's timers skip finished commands. Now, cmd_timeout after the answer, the
+// session says so in one line and fails the connection, whose close gives back every PDU
+// and registration it held: every command ends (the held one with the target's answer,
+// the others as lost), the logout after it returns at once, the target reaps the
+// connection, and a new session (the recovery) finds every acknowledged write.
+TEST(IserFaults, CompletionOfOursThatNeverComes)
+{
+	struct Case {
+		const char *name;
+		WrOpcode op;           // the WR whose completion is dropped
+		bool allow_remote_inv; // false: every STag goes by our LOCAL_INV
+	};
+	// Only the initiator posts these two opcodes here: the target answers each write (all
+	// carry a write STag) with SEND_WITH_INV, or with plain SENDs when told not to, and
+	// never posts a LOCAL_INV.
+	for (const Case &c :
+	     {Case{"SEND", WrOpcode::Send, true}, Case{"LOCAL_INV", WrOpcode::LocalInv, false}}) {
+		SCOPED_TRACE(c.name);
+		Target t;
+		ASSERT_TRUE(t.start());
+		Initiator in;
+		in.cmd_timeout = 2s;
+		in.xc.allow_remote_inv = c.allow_remote_inv;
+		ASSERT_TRUE(in.login(t.port()));
+		soft::FaultRule rule;
+		rule.point = soft::FaultPoint::DropCompletion;
+		rule.nth = 40; // mid-I/O: 16 writes in flight, 24 more to go
+		rule.match_opcode = true;
+		rule.opcode = c.op;
+		ASSERT_GE(soft::inject_fault(*t.dev, rule), 0);
+		const auto t0 = clock::now();
+		// Few enough writes that the others are done long before the held one's bound:
+		// no other command's timeout can end the wait instead.
+		const FaultRun fr = write_until_failure(in, 64, 16, 8192);
+		const auto took = clock::now() - t0;
+		EXPECT_EQ(soft::faults_fired(*t.dev), 1u);
+		soft::clear_faults(*t.dev);
+		EXPECT_FALSE(fr.hung) << "a command still pending 30 s after its answer\n"
+		                      << t.logs();
+		// The write whose completion was lost ends cmd_timeout after its answer; the
+		// others take well under a second.
+		EXPECT_LT(took, in.cmd_timeout + 3s);
+		EXPECT_GE(took, in.cmd_timeout) << "ended before its bound: not by the fix";
+		EXPECT_EQ(in.s->state(), SessionState::Failed);
+		EXPECT_NE(in.s->error().find("still with the transport"), std::string::npos)
+		    << in.s->error();
+		EXPECT_EQ(t.capture.count("still with the transport"), 1u) << t.logs();
+		EXPECT_EQ(fr.bad, 0u);
+		EXPECT_GT(fr.good.size(), 0u);
+		const auto l0 = clock::now();
+		EXPECT_FALSE(in.s->logout(5s)) << "a failed session cannot log out";
+		EXPECT_LT(clock::now() - l0, 1s);
+		EXPECT_EQ(in.s->in_flight(), 0u);
+		in.s.reset();
+		EXPECT_TRUE(t.wait_no_conns()) << "the target kept the failed connection\n"
+		                               << t.logs();
+		expect_acknowledged_writes_on_disk(t, fr, 8192);
+	}
 }
 
 // An initiator whose connect request grants no RDMA READ (responder_resources 0): a READ

@@ -9,7 +9,8 @@
 // READ, immediate data) on receive rings and on an SRQ; a bad table and a malformed
 // SRP_CMD answered CHECK CONDITION with the channel still serving; IUs that cannot be
 // answered (too short, unknown) closing the channel; credits (SRP r16a 5.5: every request
-// answered with its credit back, aborted ones by SRP_CRED_REQ, an overrun counted);
+// answered with its credit back, aborted ones by SRP_CRED_REQ, an overrun counted; on an
+// SRQ each channel's credits its share of the receives);
 // multichannel and the SINGLE takeover (6.3); SRP_I_LOGOUT; a stop with channels open.
 #include "core/log.h"
 #include "tests/srpt/srp_env.h"
@@ -814,6 +815,76 @@ TEST(SrptCredits, AbortedCommandsCreditsReturnByCredReq)
 	EXPECT_TRUE(tmf_done);
 	EXPECT_EQ(back, 4u) << rsps << " responses";
 	EXPECT_EQ(l.t.target->stats().credit_overruns, 0u);
+}
+
+// On an SRQ a channel holds its share of the receives, not rq_size: credits for more would
+// be held back by RNR NAKs instead, which starve some channels (channel.h). Logins grant the
+// share counting the new channel; a channel that got more before others joined is brought
+// down to it by its responses, and back up once they have left.
+TEST(SrptCredits, OnAnSrqEachChannelHoldsItsShare)
+{
+	SrpTarget t;
+	TargetConfig tc = SrpTarget::small_cfg();
+	tc.rq_size = 16;
+	tc.use_srq = true;
+	tc.srq_size = 24;
+	ASSERT_TRUE(t.start(tc));
+	SrpPeer a(*t.dev), b(*t.dev), c(*t.dev), d(*t.dev);
+	srp::LoginRsp ra, rb, rc, rd;
+	ASSERT_EQ(a.login(t.addr(), t.login_req(1), &ra), 0);
+	EXPECT_EQ(ra.req_lim_delta, 16u); // alone: 24 less a spare, capped at rq_size
+	ASSERT_TRUE(take_unit_attention(a));
+	ASSERT_EQ(b.login(t.addr(), t.login_req(2), &rb), 0);
+	ASSERT_EQ(c.login(t.addr(), t.login_req(3), &rc), 0);
+	ASSERT_EQ(d.login(t.addr(), t.login_req(4), &rd), 0);
+	EXPECT_EQ(rb.req_lim_delta, 11u); // (24 - 2) / 2
+	EXPECT_EQ(rc.req_lim_delta, 7u);  // (24 - 3) / 3
+	EXPECT_EQ(rd.req_lim_delta, 5u);  // (24 - 4) / 4
+
+	// A spends its 16 credits; its responses give back only its share now: 5 (a response
+	// may return none: Linux's ib_srp adds req_lim_delta to its s32 req_lim as it comes).
+	std::array<uint8_t, 16> tur{};
+	auto spend = [&](SrpPeer &p, uint32_t n, uint64_t tag0, bool ua = false) {
+		for (uint32_t i = 0; i < n; i++) {
+			srp::CmdOut tc0;
+			tc0.tag = tag0 + i;
+			tc0.lun = kLun0;
+			tc0.cdb = tur;
+			EXPECT_EQ(p.send(cmd_iu(tc0)), 0);
+		}
+		uint32_t back = 0;
+		std::vector<uint8_t> keep;
+		for (uint32_t i = 0; i < n; i++) {
+			auto r = next_rsp(p, &keep, &back);
+			EXPECT_TRUE(r);
+			if (!r)
+				break;
+			// A new nexus's first command takes its unit attention (29/00).
+			if (!(ua && r->tag == tag0)) {
+				EXPECT_EQ(r->status, 0);
+			}
+			back += r->req_lim_delta;
+		}
+		return back;
+	};
+	// B, C and D take their unit attentions (and hold their shares after the responses).
+	EXPECT_EQ(spend(b, 2, 0x500, true), 0u) << "B holds 9 of its 11: still above its share";
+	EXPECT_EQ(spend(c, 2, 0x600, true), 0u) << "C holds 5 of its 7";
+	EXPECT_EQ(spend(d, 2, 0x700, true), 2u) << "D holds its 5";
+	EXPECT_EQ(spend(a, 16, 0x100), 5u) << "channel A kept more than its share of the SRQ";
+	EXPECT_EQ(spend(d, 5, 0x200), 5u) << "channel D lost credits it was granted";
+
+	// The others leave: A's share is rq_size again, and its next response says so.
+	b.disconnect();
+	c.disconnect();
+	d.disconnect();
+	const auto end = clock::now() + 10s;
+	while (t.target->stats().channels_open > 1 && clock::now() < end)
+		std::this_thread::sleep_for(10ms);
+	ASSERT_EQ(t.target->stats().channels_open, 1u);
+	EXPECT_EQ(spend(a, 1, 0x300), 12u) << "5 - 1 held, back to 16";
+	EXPECT_EQ(spend(a, 16, 0x400), 16u);
+	EXPECT_EQ(t.target->stats().credit_overruns, 0u);
 }
 
 // ---- Ending a channel --------------------------------------------------------------------

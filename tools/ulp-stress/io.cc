@@ -4,8 +4,10 @@
 
 #include "iscsi/initiator/scsi.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cinttypes>
+#include <deque>
 #include <random>
 #include <vector>
 
@@ -20,6 +22,8 @@ namespace
 {
 
 constexpr size_t kMaxMsgs = 20;
+constexpr uint8_t kStatusBusy = 0x08;        // SAM-5 table 35
+constexpr uint8_t kStatusTaskSetFull = 0x28; // SAM-5 table 35
 
 struct Slot {
 	std::vector<uint8_t> buf;
@@ -29,6 +33,8 @@ struct Slot {
 	uint64_t blk = 0; // first block (relative to the ledger's range)
 	uint32_t n = 0;
 	uint64_t gen = 0;
+	uint64_t chunk = 0;                         // its index in run_io's chunks
+	std::chrono::steady_clock::time_point sent; // submitted (its latency counts from here)
 };
 
 void note(IoStats *st, const std::string &m)
@@ -60,11 +66,17 @@ bool run_io(initiator::Disk &d, uint64_t lun, Ledger &ledger, Region region, Gen
             const IoOptions &opt, const Journal *journal, IoStats *st)
 {
 	const uint32_t bs = ledger.block_size();
-	const uint64_t chunks = region.count / opt.io_blocks;
-	if (chunks == 0) {
+	// Chunks [0, own) are the region's, [own, chunks) the shared region's (reads only).
+	const uint64_t own = region.count / opt.io_blocks;
+	const uint64_t chunks = own + opt.shared.count / opt.io_blocks;
+	if (own == 0) {
 		st->fatal = "region smaller than one I/O";
 		return false;
 	}
+	auto chunk_blk = [&](uint64_t c) {
+		return c < own ? region.first + c * opt.io_blocks
+		               : opt.shared.first + (c - own) * opt.io_blocks;
+	};
 	std::vector<Slot> slots(std::min<uint64_t>(opt.qd, chunks));
 	for (Slot &s : slots)
 		s.buf.resize(size_t(opt.io_blocks) * bs);
@@ -77,12 +89,26 @@ bool run_io(initiator::Disk &d, uint64_t lun, Ledger &ledger, Region region, Gen
 	auto completed = [&](Slot &s, const ScsiResult &r) {
 		s.busy = false;
 		inflight--;
-		busy[(s.blk - region.first) / opt.io_blocks] = false;
+		busy[s.chunk] = false;
+		if (r.outcome == TaskOutcome::Completed) {
+			st->answered++;
+			st->worst = std::max(st->worst,
+			                     std::chrono::duration_cast<std::chrono::microseconds>(
+			                         clock::now() - s.sent));
+		}
+		if (r.outcome == TaskOutcome::Completed && r.response == 0 &&
+		    (r.status == kStatusBusy || r.status == kStatusTaskSetFull)) {
+			// SAM-5 5.3: not executed, the target holds us back; the write stays
+			// uncertain in the ledger, the chunk is free to go again.
+			st->busy++;
+			return;
+		}
 		if (!r.good()) {
 			if (r.outcome == TaskOutcome::ConnectionLost ||
 			    r.outcome == TaskOutcome::Timeout ||
 			    r.outcome == TaskOutcome::Cancelled) {
 				st->lost++;
+				st->timeouts += r.outcome == TaskOutcome::Timeout;
 				if (st->fatal.empty())
 					st->fatal = "connection lost: " + d.error();
 			} else {
@@ -97,7 +123,10 @@ bool run_io(initiator::Disk &d, uint64_t lun, Ledger &ledger, Region region, Gen
 			return; // a write not acknowledged stays uncertain in the ledger
 		}
 		st->ios++;
+		if (opt.progress)
+			opt.progress->fetch_add(1, std::memory_order_relaxed);
 		if (s.write) {
+			st->writes++;
 			if (journal && journal->ack)
 				journal->ack(s.blk, s.n,
 				             s.gen); // the parent knows before it counts
@@ -125,10 +154,12 @@ bool run_io(initiator::Disk &d, uint64_t lun, Ledger &ledger, Region region, Gen
 				c = (c + 1) % chunks;
 			if (busy[c])
 				break;
-			s.blk = region.first + c * opt.io_blocks;
+			s.chunk = c;
+			s.blk = chunk_blk(c);
 			s.n = opt.io_blocks;
 			// Reads only where something was written: a read of nothing checks nothing.
-			s.write = (rng() & 1) || !ledger.any_written(s.blk, s.n);
+			// The shared region is read, never written.
+			s.write = c < own && ((rng() & 1) || !ledger.any_written(s.blk, s.n));
 			std::span<uint8_t> data(s.buf.data(), size_t(s.n) * bs);
 			const uint64_t lba = ledger.first_lba() + s.blk;
 			if (s.write) {
@@ -147,6 +178,7 @@ bool run_io(initiator::Disk &d, uint64_t lun, Ledger &ledger, Region region, Gen
 			req.dir = s.write ? DataDir::Write : DataDir::Read;
 			req.data = data;
 			s.busy = true;
+			s.sent = clock::now();
 			busy[c] = true;
 			inflight++;
 			Slot *sp = &s;
@@ -157,8 +189,10 @@ bool run_io(initiator::Disk &d, uint64_t lun, Ledger &ledger, Region region, Gen
 			s.busy = false;
 			busy[c] = false;
 			inflight--;
-			if (rc == -EBUSY && inflight > 0)
+			if (rc == -EBUSY && inflight > 0) {
+				st->held++;
 				break; // no credit now: after the next completions
+			}
 			// Refused: the write stays uncertain (it may not have gone, it is not
 			// known).
 			if (st->fatal.empty())
@@ -178,6 +212,73 @@ bool run_io(initiator::Disk &d, uint64_t lun, Ledger &ledger, Region region, Gen
 	return st->fatal.empty();
 }
 
+bool fill_region(initiator::Disk &d, uint64_t lun, Ledger &ledger, Region region, GenSource &gens,
+                 uint32_t io_blocks, uint32_t qd, IoStats *st)
+{
+	const uint32_t bs = ledger.block_size();
+	std::deque<uint64_t> todo; // chunks still to write; one answered BUSY goes back
+	for (uint64_t c = 0; c < region.count / io_blocks; c++)
+		todo.push_back(c);
+	std::vector<Slot> slots(std::max<uint32_t>(1, qd));
+	for (Slot &s : slots)
+		s.buf.resize(size_t(io_blocks) * bs);
+	uint32_t inflight = 0;
+	auto completed = [&](Slot &s, const ScsiResult &r) {
+		s.busy = false;
+		inflight--;
+		if (r.good()) {
+			st->ios++;
+			st->writes++;
+			ledger.ack_write(s.blk, s.n, s.gen);
+		} else if (r.outcome == TaskOutcome::Completed && r.response == 0 &&
+		           (r.status == kStatusBusy || r.status == kStatusTaskSetFull)) {
+			st->busy++;
+			todo.push_back(
+			    s.chunk); // not executed: again (it stays uncertain till then)
+		} else if (st->fatal.empty()) {
+			st->fatal = "fill: write at block " + std::to_string(s.blk) + ": " +
+			            describe_result(r);
+		}
+	};
+	for (;;) {
+		for (Slot &s : slots) {
+			if (s.busy || todo.empty() || !st->fatal.empty())
+				continue;
+			s.chunk = todo.front();
+			todo.pop_front();
+			s.blk = region.first + s.chunk * io_blocks;
+			s.n = io_blocks;
+			s.gen = gens.take();
+			std::span<uint8_t> data(s.buf.data(), size_t(s.n) * bs);
+			ledger.start_write(s.blk, s.n, s.gen, data);
+			s.cdb = cdb_write16(ledger.first_lba() + s.blk, s.n);
+			s.busy = true;
+			inflight++;
+			Slot *sp = &s;
+			const int rc =
+			    d.submit({lun, s.cdb, DataDir::Write, data},
+			             [&completed, sp](const ScsiResult &r) { completed(*sp, r); });
+			if (rc == 0)
+				continue;
+			s.busy = false;
+			inflight--;
+			todo.push_front(s.chunk);
+			if (rc == -EBUSY && inflight > 0)
+				break; // no credit now: after the next completions
+			if (st->fatal.empty())
+				st->fatal = "fill: cannot submit: " + d.last_error();
+		}
+		if (inflight == 0 && (todo.empty() || !st->fatal.empty()))
+			break;
+		if (d.poll(milliseconds(50)) < 0) {
+			if (st->fatal.empty())
+				st->fatal = "fill: connection lost: " + d.error();
+			return false;
+		}
+	}
+	return st->fatal.empty();
+}
+
 bool verify_region(initiator::Disk &d, uint64_t lun, Ledger &ledger, Region region,
                    uint32_t io_blocks, IoStats *st)
 {
@@ -192,6 +293,7 @@ bool verify_region(initiator::Disk &d, uint64_t lun, Ledger &ledger, Region regi
 		const ScsiResult r = d.run({lun, cdb, DataDir::Read, {buf.data(), size_t(n) * bs}});
 		if (!r.good()) {
 			(r.outcome == TaskOutcome::Completed ? st->errors : st->lost)++;
+			st->timeouts += r.outcome == TaskOutcome::Timeout;
 			st->fatal = "verify read at block " + std::to_string(blk) + ": " +
 			            describe_result(r) +
 			            (r.outcome == TaskOutcome::Completed ? "" : ": " + d.error());

@@ -42,12 +42,18 @@ struct Journal {
 
 struct IoStats {
 	uint64_t ios = 0;           // completed GOOD
+	uint64_t writes = 0;        // of them writes
 	uint64_t lost = 0;          // ended by a lost nexus (connection lost, timeout, cancelled)
 	uint64_t errors = 0;        // completed with another status (a SCSI error)
+	uint64_t busy = 0;          // answered BUSY or TASK SET FULL (retried; not an error)
+	uint64_t held = 0;          // submits refused for want of a credit or slot (-EBUSY)
 	uint64_t verify_errors = 0; // blocks read back wrong
 	uint64_t checked = 0;       // blocks compared
-	std::vector<std::string> msgs; // the first failures and mismatches
-	std::string fatal;             // why the nexus stopped (connection lost, ...)
+	uint64_t timeouts = 0;      // ended unanswered by the initiator's cmd_timeout (of lost)
+	uint64_t answered = 0;      // commands the target answered (GOOD, error, BUSY)
+	std::chrono::microseconds worst{0}; // the slowest answered one: submit to its callback
+	std::vector<std::string> msgs;      // the first failures and mismatches
+	std::string fatal;                  // why the nexus stopped (connection lost, ...)
 };
 
 struct IoOptions {
@@ -56,6 +62,10 @@ struct IoOptions {
 	std::chrono::milliseconds duration{200}; // issue for this long
 	const std::atomic<bool> *stop = nullptr; // or until this is set
 	uint32_t seed = 1;
+	// Blocks other nexuses read at the same time, never written during the run (filled
+	// before: fill_region): reads of it join the region's own commands. count 0: none.
+	Region shared;
+	std::atomic<uint64_t> *progress = nullptr; // counts every command completed GOOD
 };
 
 // The first commands of a new nexus: TEST UNIT READY until no UNIT ATTENTION (at most 3
@@ -66,6 +76,11 @@ bool lun_ready(initiator::Disk &d, uint64_t lun, std::string *why);
 // (st->fatal says why); failed commands and mismatches are counted in *st either way.
 bool run_io(initiator::Disk &d, uint64_t lun, Ledger &ledger, Region region, GenSource &gens,
             const IoOptions &opt, const Journal *journal, IoStats *st);
+
+// Write every chunk of io_blocks of region once, in order (qd commands in flight), and
+// acknowledge each in the ledger: what IoOptions::shared reads. false when the nexus failed.
+bool fill_region(initiator::Disk &d, uint64_t lun, Ledger &ledger, Region region, GenSource &gens,
+                 uint32_t io_blocks, uint32_t qd, IoStats *st);
 
 // Read back every written block of region and check it (the verified session).
 bool verify_region(initiator::Disk &d, uint64_t lun, Ledger &ledger, Region region,

@@ -46,121 +46,40 @@ void one_kill(Run &r, Transport t, Row &row, uint32_t slot, uint64_t gen_base, m
               uint32_t seed, std::map<std::string, uint64_t> *phases, std::mutex *plock)
 {
 	const Identity id = identity("kill", slot);
-	const Region reg = r.slot(slot);
 	const std::string tag =
 	    "kill/" + std::string(transport_name(t)) + " slot " + std::to_string(slot);
-	int p[2];
-	if (::pipe2(p, O_CLOEXEC) != 0) {
-		row.fail(tag + ": pipe: " + std::strerror(errno));
-		return;
-	}
-	auto arg = [](const char *k, const auto &v) {
-		if constexpr (std::is_convertible_v<decltype(v), std::string>)
-			return std::string(k) + "=" + std::string(v);
-		else
-			return std::string(k) + "=" + std::to_string(v);
-	};
-	std::vector<std::string> args{r.self_exe,
-	                              "--child-kill",
-	                              arg("transport", std::string(transport_name(t))),
-	                              arg("host", r.ep.host),
-	                              arg("port", t == Transport::Tcp    ? r.ep.tcp_port
-	                                          : t == Transport::Iser ? r.ep.iser_port
-	                                                                 : r.ep.srp_port),
-	                              arg("target", r.ep.target),
-	                              arg("srp_target", r.ep.srp_target),
-	                              arg("src_ip", r.ep.src_ip),
-	                              arg("name", id.initiator_name),
-	                              arg("srp_ext", id.srp_initiator_ext),
-	                              arg("lun", r.lun),
-	                              arg("run", r.ledger->run()),
-	                              arg("bs", r.ledger->block_size()),
-	                              arg("first", reg.first),
-	                              arg("count", reg.count),
-	                              arg("io_blocks", r.io_blocks),
-	                              arg("io_ms", r.prof.io.count()),
-	                              arg("gen", gen_base),
-	                              arg("seed", seed)};
-	std::vector<char *> argv;
-	for (auto &a : args)
-		argv.push_back(a.data());
-	argv.push_back(nullptr);
-	posix_spawn_file_actions_t fa;
-	posix_spawn_file_actions_init(&fa);
-	posix_spawn_file_actions_adddup2(&fa, p[1], kJournalFd);
-	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-	pid_t pid = -1;
 	Watchdog::Step step(*r.wd, tag, r.prof.step * 2);
-	const int rc = ::posix_spawn(&pid, r.self_exe.c_str(), &fa, nullptr, argv.data(), environ);
-	posix_spawn_file_actions_destroy(&fa);
-	::close(p[1]);
-	if (rc != 0) {
-		::close(p[0]);
-		row.fail(tag + ": cannot start a child: " + std::strerror(rc));
+	Child c;
+	std::string why;
+	if (!c.spawn(r, t, id, r.slot(slot), gen_base, seed, r.prof.io, &why)) {
+		row.fail(tag + ": " + why);
 		return;
 	}
 	// Read the journal until the kill (and after it, to EOF: what the child wrote before it
 	// died is still in the pipe). Lines apply to the ledger as they come.
-	std::string buf, phase = "start";
-	uint64_t acked = 0;
-	auto consume = [&](int timeout_ms) -> bool { // false at EOF
-		pollfd pfd{p[0], POLLIN, 0};
-		if (::poll(&pfd, 1, timeout_ms) <= 0)
-			return true;
-		char b[4096];
-		const ssize_t n = ::read(p[0], b, sizeof(b));
-		if (n <= 0)
-			return false;
-		buf.append(b, size_t(n));
-		size_t nl;
-		while ((nl = buf.find('\n')) != std::string::npos) {
-			const std::string line = buf.substr(0, nl);
-			buf.erase(0, nl + 1);
-			uint64_t blk = 0, gen = 0;
-			uint32_t cnt = 0;
-			if (line.rfind("P ", 0) == 0) {
-				phase = line.substr(2);
-			} else if (std::sscanf(line.c_str(), "S %" SCNu64 " %u %" SCNu64, &blk,
-			                       &cnt, &gen) == 3) {
-				r.ledger->note_write(blk, cnt, gen);
-			} else if (std::sscanf(line.c_str(), "A %" SCNu64 " %u %" SCNu64, &blk,
-			                       &cnt, &gen) == 3) {
-				r.ledger->ack_write(blk, cnt, gen);
-				acked++;
-			}
-		}
-		return true;
-	};
 	const auto kill_at = clock::now() + delay;
 	bool eof = false;
-	int status = -1;
 	while (!eof && clock::now() < kill_at) {
 		const int ms =
 		    int(std::chrono::duration_cast<milliseconds>(kill_at - clock::now()).count());
-		eof = !consume(std::max(1, std::min(ms, 50)));
+		eof = !c.pump(std::max(1, std::min(ms, 50)));
 	}
-	const std::string at = eof ? "exited" : phase;
-	::kill(pid, SIGKILL);
+	const std::string at = eof ? "exited" : c.phase();
 	const auto tk = clock::now();
 	step.note("killed during " + at);
-	int st = 0;
-	::waitpid(pid, &st, 0);
-	status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-	while (!eof)
-		eof = !consume(1000);
-	::close(p[0]);
-	row.ios += acked;
-	if (at == "exited" || WIFEXITED(st)) {
+	bool exited = false;
+	const int status = c.kill_and_reap(&exited);
+	row.ios += c.acked();
+	if (at == "exited" || exited) {
 		// It ended on its own before the kill: it must have passed its own checks.
 		if (status != 0)
 			row.fail(tag + ": the child exited with status " + std::to_string(status));
 	}
 	{
 		std::lock_guard g(*plock);
-		(*phases)[WIFEXITED(st) ? "exited" : at]++;
+		(*phases)[exited ? "exited" : at]++;
 	}
 	// The target must close the child's nexus (no logout will come): that is the figure.
-	std::string why;
 	if (r.target.has_admin()) {
 		step.note("waiting for the target to close the nexus");
 		const int64_t ns = r.wait_gone(who(t, id), r.prof.step / 2, &why);
@@ -203,6 +122,124 @@ void journal_phase(const char *p)
 }
 
 } // namespace
+
+Child::~Child()
+{
+	if (pid_ > 0) {
+		bool exited = false;
+		kill_and_reap(&exited);
+	}
+	if (fd_ >= 0)
+		::close(fd_);
+}
+
+bool Child::spawn(Run &r, Transport t, const Identity &id, Region reg, uint64_t gen_base,
+                  uint32_t seed, milliseconds io, std::string *why)
+{
+	ledger_ = r.ledger;
+	int p[2];
+	if (::pipe2(p, O_CLOEXEC) != 0) {
+		*why = std::string("pipe: ") + std::strerror(errno);
+		return false;
+	}
+	auto arg = [](const char *k, const auto &v) {
+		if constexpr (std::is_convertible_v<decltype(v), std::string>)
+			return std::string(k) + "=" + std::string(v);
+		else
+			return std::string(k) + "=" + std::to_string(v);
+	};
+	std::vector<std::string> args{r.self_exe,
+	                              "--child-kill",
+	                              arg("transport", std::string(transport_name(t))),
+	                              arg("host", r.ep.host),
+	                              arg("port", t == Transport::Tcp    ? r.ep.tcp_port
+	                                          : t == Transport::Iser ? r.ep.iser_port
+	                                                                 : r.ep.srp_port),
+	                              arg("target", r.ep.target),
+	                              arg("srp_target", r.ep.srp_target),
+	                              arg("src_ip", r.ep.src_ip),
+	                              arg("name", id.initiator_name),
+	                              arg("srp_ext", id.srp_initiator_ext),
+	                              arg("lun", r.lun),
+	                              arg("run", r.ledger->run()),
+	                              arg("bs", r.ledger->block_size()),
+	                              arg("first", reg.first),
+	                              arg("count", reg.count),
+	                              arg("io_blocks", r.io_blocks),
+	                              arg("io_ms", io.count()),
+	                              arg("gen", gen_base),
+	                              arg("seed", seed)};
+	std::vector<char *> argv;
+	for (auto &a : args)
+		argv.push_back(a.data());
+	argv.push_back(nullptr);
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, p[1], kJournalFd);
+	posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	const int rc = ::posix_spawn(&pid_, r.self_exe.c_str(), &fa, nullptr, argv.data(), environ);
+	posix_spawn_file_actions_destroy(&fa);
+	::close(p[1]);
+	if (rc != 0) {
+		::close(p[0]);
+		pid_ = -1;
+		*why = std::string("cannot start a child: ") + std::strerror(rc);
+		return false;
+	}
+	fd_ = p[0];
+	return true;
+}
+
+bool Child::pump(int timeout_ms)
+{
+	if (fd_ < 0)
+		return false;
+	pollfd pfd{fd_, POLLIN, 0};
+	if (::poll(&pfd, 1, timeout_ms) <= 0)
+		return true;
+	char b[4096];
+	const ssize_t n = ::read(fd_, b, sizeof(b));
+	if (n <= 0)
+		return false;
+	buf_.append(b, size_t(n));
+	size_t nl;
+	while ((nl = buf_.find('\n')) != std::string::npos) {
+		const std::string line = buf_.substr(0, nl);
+		buf_.erase(0, nl + 1);
+		uint64_t blk = 0, gen = 0;
+		uint32_t cnt = 0;
+		if (line.rfind("P ", 0) == 0) {
+			phase_ = line.substr(2);
+		} else if (std::sscanf(line.c_str(), "S %" SCNu64 " %u %" SCNu64, &blk, &cnt,
+		                       &gen) == 3) {
+			ledger_->note_write(blk, cnt, gen);
+		} else if (std::sscanf(line.c_str(), "A %" SCNu64 " %u %" SCNu64, &blk, &cnt,
+		                       &gen) == 3) {
+			ledger_->ack_write(blk, cnt, gen);
+			acked_++;
+		}
+	}
+	return true;
+}
+
+int Child::kill_and_reap(bool *exited)
+{
+	if (pid_ <= 0)
+		return -1;
+	::kill(pid_, SIGKILL);
+	int st = 0;
+	::waitpid(pid_, &st, 0);
+	pid_ = -1;
+	*exited = WIFEXITED(st);
+	// What it wrote before it died is still in the pipe.
+	while (pump(1000)) {
+	}
+	if (fd_ >= 0) {
+		::close(fd_);
+		fd_ = -1;
+	}
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
 
 void kill_scenario(Run &r, Transport t, Row &row)
 {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // tools/ulp-stress/main.cc - ulp-stress: drain and teardown stress for iSCSI/TCP, iSER and
-// SRP against ulp-targetd (issue 17, phase 1).
+// SRP against ulp-targetd (issue 17).
 //
 //   ulp-stress                                  (its own ulp-targetd, every transport and
 //                                                scenario, the short profile)
@@ -8,12 +8,12 @@
 //   ulp-stress --target-address 10.99.0.1 --tcp-port 3260 --iser-port 3260 --srp-port 5555
 //              --target-name iqn... --admin-socket /run/ulp-targetd.sock --target-pid PID
 //
-// Scenarios (stress.h): login-storm, kill, target-disconnect. After each, on each
-// transport, and at the end: a verified session succeeds and reads back every block the
-// run acknowledged with its last generation; the daemon's resource counts return to their
-// baseline within a bound (snapshot.h). A watchdog bounds every step (watchdog.h). Progress
-// once a second on stderr; the table (or --json) on stdout. Exit status 0 only when every
-// check passed; 1 when one failed; 2 on a bad command line.
+// Scenarios (stress.h): login-storm, kill, target-disconnect, faults, exhaustion, starvation,
+// cq-race. After each, on each transport, and at the end: a verified session succeeds and
+// reads back every block the run acknowledged with its last generation; the daemon's resource
+// counts return to their baseline within a bound (snapshot.h). A watchdog bounds every step
+// (watchdog.h). Progress once a second on stderr; the table (or --json) on stdout. Exit status
+// 0 only when every check passed; 1 when one failed; 2 on a bad command line.
 #include "core/log.h"
 #include "iscsi/initiator/scsi.h"
 #include "providers/soft/soft.h"
@@ -38,7 +38,8 @@ using clock_type = std::chrono::steady_clock;
 namespace
 {
 
-const char *const kScenarios[] = {"login-storm", "kill", "target-disconnect"};
+const char *const kScenarios[] = {
+    "login-storm", "kill", "target-disconnect", "faults", "exhaustion", "starvation", "cq-race"};
 
 std::vector<std::string> split(const std::string &s)
 {
@@ -92,6 +93,22 @@ int main(int argc, char **argv)
 	    "read back\n"
 	    "  target-disconnect  the admin socket drops (or asks to log out) one nexus at a "
 	    "time during I/O\n"
+	    "  faults             the soft provider's fault injection on our own device under a "
+	    "nexus doing I/O, one kind per cycle: dropped and delayed completions, failed posts, "
+	    "rkey failures, QP fatal, a cut wire, device removal; then the nexus must log in "
+	    "again (iSER and SRP)\n"
+	    "  exhaustion         more commands than the SRP credits and the iSCSI CmdSN window "
+	    "(every receive of the target in use), then many nexuses with large I/Os: the "
+	    "target must hold them back and keep serving\n"
+	    "  starvation         (iSER, SRP) a second ulp-targetd with small RDMA pools (16 MiB "
+	    "of data buffers, 8 iSER send buffers per connection, one SRQ of 16 receives for "
+	    "every SRP channel): 16 nexuses of 16 commands of 128 KiB at once; every nexus must "
+	    "make progress, the target must have held work back (TASK SET FULL, RNR NAKs), "
+	    "every block reads back and that daemon's resources return to its baseline\n"
+	    "  cq-race            (iSER, SRP) 16 nexuses, iSER and SRP alternately, whose QPs "
+	    "share the target's pooled CQs: 8 do verified I/O throughout while, each cycle, 8 "
+	    "others are torn down at the same moment (logout, target-side drop, SIGKILL); every "
+	    "victim must leave the target, every survivor go on without a lost command\n"
 	    "After each scenario on each transport, and at the end: a verified session reads "
 	    "back every acknowledged block with its last generation, and the daemon's "
 	    "resources (sessions, connections, commands in flight, fds, threads, and the RDMA "
@@ -108,11 +125,13 @@ int main(int argc, char **argv)
 	pid_t target_pid = 0;
 	std::string targetd, rdma_device, src_ip, lun_size = "64M";
 	uint64_t lun = 0;
-	bool json_out = false, verbose = false, wrong_gen = false, leak_session = false;
+	bool json_out = false, verbose = false, wrong_gen = false, leak_session = false,
+	     freeze_target = false;
 	app.add_option("--transport", transports_s,
 	               "comma-separated: tcp, iser, srp (default all)");
 	app.add_option("--scenario", scenarios_s,
-	               "comma-separated: login-storm, kill, target-disconnect (default all)");
+	               "comma-separated: login-storm, kill, target-disconnect, faults, "
+	               "exhaustion, starvation, cq-race (default all)");
 	app.add_option("--profile", profile_s,
 	               "short (seconds per scenario: CI) or long (10,000 login/logout cycles and "
 	               "1,000 kills per transport: the figures)")
@@ -146,11 +165,20 @@ int main(int argc, char **argv)
 	app.add_option("--rdma-device", rdma_device,
 	               "iser, srp: a verbs device (e.g. rxe0); default a soft device");
 	app.add_option("--src-ip", src_ip, "iser, srp: our address (default the target's host)");
+	std::string faults_s;
+	app.add_option("--faults", faults_s,
+	               "faults: comma-separated kinds to inject, in turn (default all: "
+	               "drop-completion, delay-completion, post-send, post-recv, rkey, qp-fatal, "
+	               "cut, device-removal)");
 	uint32_t step_ms = 0;
 	app.add_option("--step-bound", step_ms,
 	               "milliseconds one step (a login, an I/O burst, a logout, a wait) may take "
 	               "before the watchdog fails the run (default 30000)")
 	    ->check(CLI::Range(1u, 3600000u));
+	bool memory_check = false;
+	app.add_flag("--memory-check", memory_check,
+	             "a warm-up pass of every scenario first, then the daemon's VmRSS must stay "
+	             "within 8 MiB or 10% of its level after it (on in the long profile)");
 	app.add_flag("--json", json_out, "the final table as JSON");
 	app.add_flag("--verbose,-v", verbose, "the libraries' info lines and more progress");
 	// Test hooks: each makes a check fail for real, so that the tests can show the checks
@@ -160,6 +188,10 @@ int main(int argc, char **argv)
 	    ->group("");
 	app.add_flag("--test-leak-session", leak_session,
 	             "(tests) hold one extra nexus open from the first scenario to the end")
+	    ->group("");
+	app.add_flag("--test-freeze-target", freeze_target,
+	             "(tests) faults: stop our ulp-targetd (SIGSTOP) past the command timeout "
+	             "once, under the I/O after the first fault")
 	    ->group("");
 	try {
 		app.parse(argc, argv);
@@ -187,16 +219,25 @@ int main(int argc, char **argv)
 	                                         : split(scenarios_s)) {
 		if (std::find(std::begin(kScenarios), std::end(kScenarios), s) ==
 		    std::end(kScenarios))
-			return usage("--scenario: login-storm, kill or target-disconnect, not " +
+			return usage("--scenario: login-storm, kill, target-disconnect, faults, "
+			             "exhaustion, starvation or cq-race, not " +
 			             s);
 		scenarios.push_back(s);
 	}
 	if (transports.empty())
 		return usage("--transport: none given");
+	std::vector<std::string> fault_kinds;
+	for (const auto &k : split(faults_s)) {
+		const auto all = fault_kind_names();
+		if (std::find(all.begin(), all.end(), k) == all.end())
+			return usage("--faults: no fault kind " + k);
+		fault_kinds.push_back(k);
+	}
 	Profile prof;
 	profile_from_name(profile_s, &prof);
 	if (cycles)
-		prof.cycles = prof.kills = prof.drops = cycles;
+		prof.cycles = prof.kills = prof.drops = prof.faults = prof.exhaust = prof.starve =
+		    prof.cq_cycles = cycles;
 	if (sessions)
 		prof.sessions = sessions;
 	if (step_ms)
@@ -207,6 +248,8 @@ int main(int argc, char **argv)
 	run.prof = prof;
 	run.lun = lun;
 	run.verbose = verbose;
+	run.fault_kinds = fault_kinds;
+	run.test_freeze = freeze_target;
 	{
 		std::error_code ec;
 		run.self_exe = std::filesystem::read_symlink("/proc/self/exe", ec);
@@ -214,9 +257,11 @@ int main(int argc, char **argv)
 			return usage("cannot find this program's path (/proc/self/exe)");
 	}
 	std::string why;
+	run.transports = transports;
+	run.targetd = targetd.empty() ? find_targetd() : targetd;
 	if (address.empty()) {
 		TargetOptions o;
-		o.targetd = targetd.empty() ? find_targetd() : targetd;
+		o.targetd = run.targetd;
 		o.lun_size = lun_size;
 		if (!target.start(o, &run.ep, &why)) {
 			std::fprintf(stderr, "ulp-stress: %s\n", why.c_str());
@@ -243,13 +288,13 @@ int main(int argc, char **argv)
 	}
 	run.ep.src_ip = src_ip;
 	// The RDMA transports of this process share one device (named_device.h finds it).
-	ulp::Device *dev = nullptr;
 	if (rdma_device.empty()) {
 		ulp::soft::DeviceConfig sc;
 		sc.name = "stress0";
 		sc.ip = src_ip.empty() ? run.ep.host : src_ip;
-		dev = ulp::soft::create_device(sc);
-		if (!dev)
+		run.soft_dev = ulp::soft::create_device(sc);
+		run.soft_ip = sc.ip;
+		if (!run.soft_dev)
 			return usage("cannot make a soft RDMA device at " + sc.ip +
 			             "; give --src-ip");
 		run.ep.rdma_device = sc.name;
@@ -334,6 +379,7 @@ int main(int argc, char **argv)
 		run.say("baseline: " + snapshot_str(baseline));
 	}
 	rep.rows.push_back(std::move(warm));
+	run.baseline = target.has_admin() ? &baseline : nullptr;
 
 	std::unique_ptr<Nexus> leaked;
 	if (leak_session) {
@@ -342,28 +388,70 @@ int main(int argc, char **argv)
 		if (!leaked)
 			run.say("--test-leak-session: login: " + why);
 	}
-	for (const auto &sc : scenarios)
-		for (Transport t : transports) {
-			auto row = std::make_unique<Row>();
-			row->scenario = sc;
-			row->transport = transport_name(t);
-			run.current = row.get();
-			const auto s0 = clock_type::now();
-			if (sc == "login-storm")
-				login_storm(run, t, *row);
-			else if (sc == "kill")
-				kill_scenario(run, t, *row);
-			else
-				target_disconnect(run, t, *row);
-			post_check(run, t, baseline, *row);
-			row->seconds =
-			    std::chrono::duration<double>(clock_type::now() - s0).count();
-			run.say(sc + "/" + transport_name(t) + ": " +
-			        std::to_string(row->cycles.load()) + " cycles, " +
-			        std::to_string(row->ios.load()) + " I/Os, " +
-			        std::to_string(row->failures.load()) + " failures");
-			rep.rows.push_back(std::move(row));
-		}
+	// One pass of every scenario over every transport.
+	auto pass = [&](const Profile &p, const std::string &suffix) {
+		run.prof = p;
+		for (const auto &sc : scenarios)
+			for (Transport t : transports) {
+				auto row = std::make_unique<Row>();
+				row->scenario = sc + suffix;
+				row->transport = transport_name(t);
+				run.current = row.get();
+				const auto s0 = clock_type::now();
+				if (sc == "login-storm")
+					login_storm(run, t, *row);
+				else if (sc == "kill")
+					kill_scenario(run, t, *row);
+				else if (sc == "target-disconnect")
+					target_disconnect(run, t, *row);
+				else if (sc == "faults")
+					faults_scenario(run, t, *row);
+				else if (sc == "exhaustion")
+					exhaustion(run, t, *row);
+				else if (sc == "starvation")
+					starvation(run, t, *row);
+				else
+					cq_race(run, t, *row);
+				post_check(run, t, baseline, *row);
+				row->seconds =
+				    std::chrono::duration<double>(clock_type::now() - s0).count();
+				run.say(row->scenario + "/" + transport_name(t) + ": " +
+				        std::to_string(row->cycles.load()) + " cycles, " +
+				        std::to_string(row->ios.load()) + " I/Os, " +
+				        std::to_string(row->failures.load()) + " failures");
+				rep.rows.push_back(std::move(row));
+			}
+		run.prof = prof;
+	};
+	auto rss_kb = [&] {
+		ResourceSnapshot s;
+		std::string w;
+		if (!target.has_admin() || !take_snapshot(target, &s, &w))
+			return int64_t(-1);
+		auto it = s.info.find("vm_rss_kb");
+		return it == s.info.end() ? int64_t(-1) : it->second;
+	};
+	rep.memory.enabled = prof.memory_check || memory_check;
+	rep.memory.unjudged = sanitizer_allocator(target.pid());
+	{
+		auto it = baseline.info.find("vm_rss_kb");
+		rep.memory.baseline_kb = it == baseline.info.end() ? -1 : it->second;
+	}
+	if (rep.memory.enabled) {
+		// The warm-up pass: the same loads at the short profile's counts (memory.h).
+		Profile warm_p;
+		profile_from_name("short", &warm_p);
+		warm_p.sessions = prof.sessions;
+		warm_p.step = prof.step;
+		if (cycles)
+			warm_p.cycles = warm_p.kills = warm_p.drops = warm_p.faults =
+			    warm_p.exhaust = warm_p.starve = warm_p.cq_cycles = cycles;
+		pass(warm_p, " (warm-up)");
+		rep.memory.ref_kb = rss_kb();
+		run.say("VmRSS after the warm-up pass: " + std::to_string(rep.memory.ref_kb) +
+		        " kB");
+	}
+	pass(prof, "");
 
 	// The end: every transport once more, then a clean stop of our daemon.
 	auto fin = std::make_unique<Row>();
@@ -382,6 +470,13 @@ int main(int argc, char **argv)
 		          " blocks still uncertain after the read-back");
 	if (target.has_admin())
 		take_snapshot(target, &rep.final, &why);
+	{
+		auto it = rep.final.info.find("vm_rss_kb");
+		rep.memory.end_kb = it == rep.final.info.end() ? -1 : it->second;
+		std::string mw;
+		if (!rep.memory.judge(&mw))
+			fin->fail(mw);
+	}
 	leaked.reset();
 	rep.rows.push_back(std::move(fin));
 	done = true;
@@ -394,8 +489,8 @@ int main(int argc, char **argv)
 			             target.log_tail(30).c_str());
 	}
 	rep.seconds = std::chrono::duration<double>(clock_type::now() - t0).count();
-	if (dev)
-		ulp::soft::destroy_device(dev);
+	if (run.soft_dev)
+		ulp::soft::destroy_device(run.soft_dev);
 	if (json_out)
 		print_json(rep);
 	else

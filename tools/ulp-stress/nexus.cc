@@ -4,6 +4,8 @@
 
 #include "tools/common/named_device.h"
 
+#include <nlohmann/json.hpp>
+
 #include <cinttypes>
 #include <cstdio>
 
@@ -114,6 +116,22 @@ bool Nexus::failed() const
 	if (srp_)
 		return !srp_->disk().error().empty();
 	return s_ && s_->state() == iscsi::initiator::SessionState::Failed;
+}
+
+uint64_t Nexus::held_back() const
+{
+	if (s_)
+		return s_->stats().window_waits;
+	if (!srp_)
+		return 0;
+	// stats_json() is one member, "  \"srp\": {...},\n": an object once wrapped.
+	std::string j = srp_->stats_json();
+	while (!j.empty() && (j.back() == '\n' || j.back() == ','))
+		j.pop_back();
+	const auto o = nlohmann::json::parse("{" + j + "}", nullptr, false);
+	if (o.is_discarded())
+		return 0;
+	return o.value("srp", nlohmann::json::object()).value("zero_req_lim", uint64_t(0));
 }
 
 std::string Nexus::error() const

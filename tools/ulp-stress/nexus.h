@@ -65,6 +65,9 @@ public:
 	bool failed() const;
 	std::string error() const;
 	Transport transport() const { return t_; }
+	// Commands the target's limit held back so far: iSCSI's that waited for the CmdSN
+	// window, SRP's submits refused for want of a credit (zero_req_lim).
+	uint64_t held_back() const;
 
 private:
 	Nexus() = default;

@@ -50,6 +50,9 @@ void print_table(const Report &r)
 	if (r.have_snapshots) {
 		std::printf("resources at the baseline: %s\n", snapshot_str(r.baseline).c_str());
 		std::printf("resources at the end:      %s\n", snapshot_str(r.final).c_str());
+		std::printf("%s\n", r.memory.line().c_str());
+		if (r.memory.enabled && !r.memory.unjudged.empty())
+			std::printf("memory: not judged: %s\n", r.memory.unjudged.c_str());
 	}
 	if (r.stop_status != 0)
 		std::printf("ulp-targetd did not stop cleanly on SIGTERM: status %d\n",
@@ -83,6 +86,12 @@ void print_json(const Report &r)
 	if (r.have_snapshots) {
 		out["baseline"] = {{"counts", r.baseline.counts}, {"info", r.baseline.info}};
 		out["final"] = {{"counts", r.final.counts}, {"info", r.final.info}};
+		const MemoryCheck &m = r.memory;
+		out["memory"] = {{"checked", m.enabled && m.unjudged.empty()},
+		                 {"baseline_kb", m.baseline_kb},
+		                 {"ref_kb", m.ref_kb},
+		                 {"end_kb", m.end_kb},
+		                 {"allowed_kb", m.allowed_kb()}};
 	}
 	out["targetd_stop_status"] = r.stop_status;
 	out["ok"] = r.ok();

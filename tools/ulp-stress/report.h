@@ -3,6 +3,7 @@
 // failures, teardown latency p50/p99/max) on stdout, or the same as JSON.
 #pragma once
 
+#include "tools/ulp-stress/memory.h"
 #include "tools/ulp-stress/snapshot.h"
 #include "tools/ulp-stress/stress.h"
 
@@ -19,6 +20,7 @@ struct Report {
 	std::vector<std::unique_ptr<Row>> rows;
 	ResourceSnapshot baseline, final;
 	bool have_snapshots = false;
+	MemoryCheck memory;  // VmRSS over the run
 	int stop_status = 0; // our daemon's exit status after SIGTERM (0 when not ours)
 	bool ok() const;
 };

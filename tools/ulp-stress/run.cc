@@ -3,7 +3,11 @@
 // leave the target, and the checks after every scenario (see stress.h).
 #include "tools/ulp-stress/stress.h"
 
+#include "providers/soft/soft.h"
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <thread>
 
 namespace stress
@@ -28,9 +32,14 @@ bool profile_from_name(const std::string &s, Profile *out)
 		p.kills = 1000;
 		p.kill_parallel = 4;
 		p.drops = 200;
+		p.faults = 400;
+		p.exhaust = 50;
+		p.starve = 20;
+		p.cq_cycles = 500;
 		p.io = 100ms;
 		p.kill_window = 800ms;
 		p.scenario = 3600s;
+		p.memory_check = true;
 		*out = p;
 		return true;
 	}
@@ -57,9 +66,11 @@ void Row::add_teardown(std::chrono::nanoseconds d)
 	teardown.add(uint64_t(d.count()));
 }
 
-void Row::add_io(const IoStats &st, bool lost_is_failure)
+void Row::add_io(const IoStats &st, bool lost_is_failure, bool busy_ok)
 {
 	ios += st.ios;
+	if (st.busy && !busy_ok)
+		fail(std::to_string(st.busy) + " commands answered BUSY or TASK SET FULL");
 	if (st.verify_errors)
 		fail(std::to_string(st.verify_errors) + " blocks read back wrong");
 	if (st.errors)
@@ -78,23 +89,24 @@ void Run::say(const std::string &m)
 
 int64_t Run::wait_gone(const std::string &w, milliseconds bound, std::string *why)
 {
-	const auto start = clock::now();
-	for (;;) {
-		json s;
-		if (!target.sessions_of(w, &s, why))
-			return -1;
-		const auto now = clock::now();
-		if (s.empty())
-			return std::chrono::duration_cast<std::chrono::nanoseconds>(now - start)
-			    .count();
-		if (now - start >= bound) {
-			*why = w + " still has " + std::to_string(s.size()) +
-			       " nexus(es) at the target " + std::to_string(bound.count()) +
-			       " ms later: " + s.dump();
-			return -1;
-		}
-		std::this_thread::sleep_for(5ms);
+	return target.wait_gone(w, bound, why);
+}
+
+bool Run::reset_soft_device(std::string *why)
+{
+	const std::string name = soft_dev ? soft_dev->name() : std::string();
+	if (soft_dev)
+		ulp::soft::destroy_device(soft_dev);
+	soft_dev = nullptr;
+	ulp::soft::DeviceConfig sc;
+	sc.name = name;
+	sc.ip = soft_ip;
+	soft_dev = ulp::soft::create_device(sc);
+	if (!soft_dev) {
+		*why = "create_device " + name + " at " + soft_ip + ": " + std::strerror(errno);
+		return false;
 	}
+	return true;
 }
 
 Identity identity(const std::string &scenario, uint32_t slot)

@@ -119,6 +119,12 @@ bool Target::start(const TargetOptions &o, Endpoint *ep, std::string *why)
 	                              socket_,
 	                              "--ready-fd",
 	                              std::to_string(kReadyFd)};
+	if (!o.config.empty()) {
+		const std::string file = dir_ + "/ulp-targetd.toml";
+		std::ofstream(file) << o.config;
+		args.push_back("--config");
+		args.push_back(file);
+	}
 	std::vector<char *> argv;
 	for (auto &a : args)
 		argv.push_back(a.data());
@@ -262,6 +268,28 @@ bool Target::sessions_of(const std::string &who, json *out, std::string *why) co
 			out->push_back(s);
 	}
 	return true;
+}
+
+int64_t Target::wait_gone(const std::string &w, std::chrono::milliseconds bound,
+                          std::string *why) const
+{
+	const auto start = clock::now();
+	for (;;) {
+		json s;
+		if (!sessions_of(w, &s, why))
+			return -1;
+		const auto now = clock::now();
+		if (s.empty())
+			return std::chrono::duration_cast<std::chrono::nanoseconds>(now - start)
+			    .count();
+		if (now - start >= bound) {
+			*why = w + " still has " + std::to_string(s.size()) +
+			       " nexus(es) at the target " + std::to_string(bound.count()) +
+			       " ms later: " + s.dump();
+			return -1;
+		}
+		std::this_thread::sleep_for(5ms);
+	}
 }
 
 } // namespace stress

@@ -22,6 +22,8 @@ using ulp::admin::json;
 struct TargetOptions {
 	std::string targetd; // the ulp-targetd binary (started by us)
 	std::string lun_size = "64M";
+	std::string config;       // started by us: a TOML file's text for --config ("": none),
+	                          // e.g. small RDMA pools (starvation.cc); joins the flags
 	std::string admin_socket; // given target: its admin socket ("" = no resource checks)
 	pid_t pid = 0;            // given target: its pid for /proc (0 = unknown)
 };
@@ -57,6 +59,10 @@ public:
 	          std::chrono::milliseconds timeout = std::chrono::seconds(10)) const;
 	// The sessions whose initiator (iSCSI name, or SRP port id prefix) is who.
 	bool sessions_of(const std::string &who, json *out, std::string *why) const;
+	// Wait until it lists no nexus of who, up to bound: the time it took (ns), or -1 (still
+	// there, or no answer: *why).
+	int64_t wait_gone(const std::string &who, std::chrono::milliseconds bound,
+	                  std::string *why) const;
 
 private:
 	bool ours_ = false;

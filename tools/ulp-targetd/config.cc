@@ -491,7 +491,8 @@ bool load_file(const std::string &path, Config *c, std::string *why)
 		const std::string ctx = "srp.";
 		if (!r.known(*st, ctx,
 		             {"id_ext", "ioc_guid", "srq", "acls", "target", "rq_size", "srq_size",
-		              "sq_size", "max_it_iu_len", "immediate_data", "max_channels"}))
+		              "sq_size", "max_it_iu_len", "immediate_data", "max_channels",
+		              "buffer_pool"}))
 			return false;
 		for (const char *k : {"id_ext", "ioc_guid"}) {
 			const toml::node *v = st->get(k);
@@ -515,7 +516,8 @@ bool load_file(const std::string &path, Config *c, std::string *why)
 		    !r.integer(*st, "sq_size", ctx, &c->srp.sq_size, 16, 65536) ||
 		    !r.integer(*st, "max_it_iu_len", ctx, &c->srp.max_it_iu_len, 64, 1 << 20) ||
 		    !r.boolean(*st, "immediate_data", ctx, &c->srp.immediate_data) ||
-		    !r.integer(*st, "max_channels", ctx, &c->srp.max_channels, 1, 1024))
+		    !r.integer(*st, "max_channels", ctx, &c->srp.max_channels, 1, 1024) ||
+		    !r.size(*st, "buffer_pool", ctx, &c->srp.heap_bytes))
 			return false;
 		for (const std::string &a : acls) {
 			std::string x;
@@ -532,10 +534,14 @@ bool load_file(const std::string &path, Config *c, std::string *why)
 		if (!it)
 			return r.fail(*n, "iser: must be a table");
 		uint64_t heap = c->iser.heap_bytes;
-		if (!r.known(*it, "iser.", {"recv_data_segment_length", "buffer_pool"}) ||
+		// send_ring: every PDU the target sends needs a buffer of it (a login response
+		// at least); 0 is the default (cmd_window + 32).
+		if (!r.known(*it, "iser.",
+		             {"recv_data_segment_length", "buffer_pool", "send_ring"}) ||
 		    !r.integer(*it, "recv_data_segment_length", "iser.", &c->iser.recv_dsl, 512,
 		               1 << 20) ||
-		    !r.size(*it, "buffer_pool", "iser.", &heap))
+		    !r.size(*it, "buffer_pool", "iser.", &heap) ||
+		    !r.integer(*it, "send_ring", "iser.", &c->iser.send_ring, 0, 65536))
 			return false;
 		c->iser.heap_bytes = heap;
 	}
@@ -1000,6 +1006,10 @@ bool build_config(const Flags &f, Config *c, std::string *why)
 	}
 	if (c->iser.heap_bytes < (1u << 20) || c->iser.heap_bytes > (64ull << 30)) {
 		*why = "iser.buffer_pool must be 1M..64G";
+		return false;
+	}
+	if (c->srp.heap_bytes < (1u << 20) || c->srp.heap_bytes > (64ull << 30)) {
+		*why = "srp.buffer_pool must be 1M..64G";
 		return false;
 	}
 	if (c->cmd_window < 1 || c->cmd_window > 4096) {

@@ -25,7 +25,11 @@
 //                                       # one soft device per iSER or SRP portal address
 //   [iser]
 //   recv_data_segment_length = 8192     # iSER receive buffers' data room
-//   buffer_pool = "256M"                # registered data buffers per device
+//   buffer_pool = "256M"                # registered data buffers per device (rounded up
+//                                       # to a multiple of the largest command, 16M);
+//                                       # a command finding none is answered TASK SET FULL
+//   send_ring = 0                       # send buffers per connection (responses wait
+//                                       # for one); 0: cmd_window + 32
 //   [srp]                               # the SRP target port (with srp_portals)
 //   id_ext = "0x0002c90300a1b2c3"       # target port id, bytes 0..7 (hex); default: the
 //   ioc_guid = "0x0002c90300a1b2c3"     # node GUID of the first SRP portal's device (both)
@@ -40,6 +44,7 @@
 //                                       # ib_srp asks 8260 and cannot go lower: keep >= it)
 //   immediate_data = true               # grant SRP-2 immediate data when asked
 //   max_channels = 64                   # channels per I_T nexus
+//   buffer_pool = "256M"                # registered data buffers per device, as iser's
 //   [iscsi]
 //   max_recv_data_segment_length = 262144
 //   max_burst_length = 1048576
@@ -174,12 +179,13 @@ struct SrpCfg {
 	std::vector<std::string> acls;    // "0x" + 32 lowercase hex digits, or an IP; empty: open
 	std::string target;               // the [[target]] whose LUNs it exports; "": the first
 	// Sizes (srpt::TargetConfig's, same defaults): a restart applies a change.
-	uint32_t rq_size = 128;         // receives per channel, the credits granted at login
-	uint32_t srq_size = 4096;       // the SRQ's receives (srq)
-	uint32_t sq_size = 4096;        // send queue per channel, WRs
-	uint32_t max_it_iu_len = 65536; // largest initiator-to-target IU, bytes
-	bool immediate_data = true;     // grant immediate data (SRP-2)
-	uint32_t max_channels = 64;     // per I_T nexus
+	uint32_t rq_size = 128;           // receives per channel, the credits granted at login
+	uint32_t srq_size = 4096;         // the SRQ's receives (srq)
+	uint32_t sq_size = 4096;          // send queue per channel, WRs
+	uint32_t max_it_iu_len = 65536;   // largest initiator-to-target IU, bytes
+	bool immediate_data = true;       // grant immediate data (SRP-2)
+	uint32_t max_channels = 64;       // per I_T nexus
+	uint64_t heap_bytes = 256u << 20; // data buffers per device, bytes (buffer_pool)
 };
 
 struct Config {

@@ -84,6 +84,8 @@ std::string to_toml(const Config &c)
 	toml::table iser;
 	iser.insert("recv_data_segment_length", int64_t(c.iser.recv_dsl));
 	iser.insert("buffer_pool", int64_t(c.iser.heap_bytes));
+	if (c.iser.send_ring)
+		iser.insert("send_ring", int64_t(c.iser.send_ring));
 	t.insert("iser", std::move(iser));
 
 	toml::table srp;
@@ -99,6 +101,7 @@ std::string to_toml(const Config &c)
 	srp.insert("max_it_iu_len", c.srp.max_it_iu_len);
 	srp.insert("immediate_data", c.srp.immediate_data);
 	srp.insert("max_channels", c.srp.max_channels);
+	srp.insert("buffer_pool", int64_t(c.srp.heap_bytes));
 	if (!c.srp.target.empty())
 		srp.insert("target", c.srp.target);
 	t.insert("srp", std::move(srp));

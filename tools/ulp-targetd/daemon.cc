@@ -288,6 +288,7 @@ void Daemon::ensure_srp()
 	sc.max_it_iu_len = cfg_.srp.max_it_iu_len;
 	sc.immediate = cfg_.srp.immediate_data;
 	sc.max_channels = cfg_.srp.max_channels;
+	sc.heap_bytes = cfg_.srp.heap_bytes;
 	srp_ = std::make_unique<srpt::Target>(sc);
 }
 

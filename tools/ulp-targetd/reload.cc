@@ -93,7 +93,8 @@ json Daemon::reload_locked(const std::string &who)
 	         next.discovery != cfg_.discovery,
 	     "[iscsi]");
 	keep(next.iser.recv_dsl != cfg_.iser.recv_dsl ||
-	         next.iser.heap_bytes != cfg_.iser.heap_bytes,
+	         next.iser.heap_bytes != cfg_.iser.heap_bytes ||
+	         next.iser.send_ring != cfg_.iser.send_ring,
 	     "[iser]");
 	keep(next.rdma_device != cfg_.rdma_device, "rdma_device");
 	keep(next.srp.id_ext != cfg_.srp.id_ext || next.srp.ioc_guid != cfg_.srp.ioc_guid ||
@@ -103,7 +104,8 @@ json Daemon::reload_locked(const std::string &who)
 	         next.srp.sq_size != cfg_.srp.sq_size ||
 	         next.srp.max_it_iu_len != cfg_.srp.max_it_iu_len ||
 	         next.srp.immediate_data != cfg_.srp.immediate_data ||
-	         next.srp.max_channels != cfg_.srp.max_channels,
+	         next.srp.max_channels != cfg_.srp.max_channels ||
+	         next.srp.heap_bytes != cfg_.srp.heap_bytes,
 	     "[srp] sizes");
 	keep(next.admin_socket != cfg_.admin_socket || next.admin_group != cfg_.admin_group ||
 	         next.admin_tcp != cfg_.admin_tcp || next.metrics_http != cfg_.metrics_http,
