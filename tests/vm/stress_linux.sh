@@ -98,8 +98,8 @@ fail() {
 }
 # Between parts and at the end: no fio, no multipath device, nobody logged in.
 reset_initiators() {
-	set +e
 	stop_bg
+	set +e # (after stop_bg, which sets -e again)
 	pkill -KILL -x fio
 	local m
 	for m in $(dmsetup ls --target multipath 2>/dev/null | awk '/^mp-/ { print $1 }'); do
