@@ -535,6 +535,68 @@ TEST_P(SrpIdleFatal, TargetNoticesItsDeadQpsWhileIdle)
 INSTANTIATE_TEST_SUITE_P(Receives, SrpIdleFatal, ::testing::Values(false, true),
                          [](const auto &info) { return info.param ? "srq" : "rings"; });
 
+// The target's device is removed under I/O (`rdma link del`: the soft provider's
+// remove_device delivers DEVICE_REMOVAL to every CM id on it): every channel closes and is
+// freed, every command ends, the portal frees what it made on the device (its data heap,
+// the SRQ, the CQ pool) and stops listening, logging both, so that the device can be
+// destroyed with nothing alive on it. A new device then takes the address, and the portal,
+// retrying on its own, listens on the same port again: a new login reads back every write
+// that was acknowledged.
+TEST_F(SrpFaults, TargetDeviceRemovedThenBack)
+{
+	TargetConfig tc;
+	tc.use_srq = true; // per device: it must go with the device
+	ASSERT_NO_FATAL_FAILURE(start(tc, 2, Desc::Indirect));
+	const uint16_t port = ts.portal->port();
+	RunOpts o;
+	o.total = 4000;
+	o.trigger_at = 300;
+	o.trigger = [&] { soft::remove_device(*ts.dev); };
+	const RunResult r = io->run(*in, o);
+	SCOPED_TRACE(r.str());
+	EXPECT_FALSE(r.hung) << ts.logs();
+	EXPECT_EQ(r.ended, r.issued);
+	EXPECT_EQ(r.wrong, 0u);
+	EXPECT_EQ(r.bad, 0u);
+	EXPECT_EQ(r.timeouts, 0u) << ts.logs();
+	EXPECT_EQ(in->ini->channels(), 0u);
+	EXPECT_TRUE(ts.wait_clean()) << ts.state() << "\n" << ts.logs();
+	in.reset();
+
+	const auto end = clock::now() + 10s;
+	while (ts.portal->resources().heap_bytes != 0 && clock::now() < end)
+		std::this_thread::sleep_for(10ms);
+	EXPECT_EQ(ts.portal->resources().heap_bytes, 0u)
+	    << "the removed device's data heap is still held\n"
+	    << ts.logs();
+	EXPECT_FALSE(ts.portal->listening());
+	EXPECT_TRUE(ts.capture.contains("was removed")) << ts.logs();
+	EXPECT_TRUE(ts.capture.contains("released")) << ts.logs();
+	{
+		InitSide v;
+		ASSERT_TRUE(v.start());
+		Initiator ini(v.cfg(1));
+		std::string why;
+		EXPECT_NE(ini.login(ts.addr(), &why), 0) << "a login with the device gone";
+	}
+	soft::destroy_device(ts.dev); // logs an error if anything is still alive on it
+	ts.dev = nullptr;
+	EXPECT_FALSE(ts.capture.contains("objects still alive")) << ts.logs();
+
+	soft::DeviceConfig dc;
+	dc.ip = kTargetIp;
+	ts.dev = soft::create_device(dc);
+	ASSERT_NE(ts.dev, nullptr);
+	const auto until = clock::now() + 10s;
+	while (!ts.portal->listening() && clock::now() < until)
+		std::this_thread::sleep_for(20ms);
+	ASSERT_TRUE(ts.portal->listening()) << "not listening again 10 s after a device came\n"
+	                                    << ts.logs();
+	EXPECT_EQ(ts.portal->port(), port);
+	EXPECT_TRUE(ts.capture.contains("again")) << ts.logs();
+	verify();
+}
+
 // ---- An initiator that never stops sending -------------------------------------------------
 
 // The initiator keeps every slot busy against a target that grants 8 credits, while a
