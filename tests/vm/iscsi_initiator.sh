@@ -20,7 +20,7 @@ iscsi_node_at() {
 	shift
 	iscsi_adm -m node -T "$iqn" -p "$p" "$@"
 }
-# Modules, the initiator's name, iscsid (answering on its socket: bounded, 10 s).
+# Modules, the initiator's name, iscsid (answering on its socket: bounded, 30 s).
 iscsi_start() {
 	local rc
 	modprobe ib_iser
@@ -32,13 +32,13 @@ iscsi_start() {
 	setsid iscsid -f -n >"$ilog" 2>&1 &
 	# shellcheck disable=SC2034 # the caller stops it
 	ipid=$!
-	for _ in $(seq 50); do # iscsiadm needs iscsid's socket
+	for _ in $(seq 150); do # iscsiadm needs iscsid's socket
 		rc=0
 		iscsi_adm -m session >/dev/null 2>&1 || rc=$?
 		((rc == 0 || rc == 21)) && return 0 # 21, "no active sessions": iscsid answers
 		sleep 0.2
 	done
-	fail "iscsid does not answer after 10 s"
+	fail "iscsid does not answer after 30 s"
 }
 # A node record for $iqn at $2 (default $portal) through iface $1 (iser, default: TCP), with
 # bounded recovery: a dropped session is retried for 30 s before its I/O fails (default
