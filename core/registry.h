@@ -26,6 +26,12 @@ public:
 	virtual const char *name() const = 0;
 	// A CM id on this provider's fabric (rdma_create_id).
 	virtual std::unique_ptr<CmId> create_id(CmHandler handler, void *context) = 0;
+	// The caller, the last user of dev in this process (rdma_conn's portals), holds nothing
+	// on it any more. A device that went away (DEVICE_REMOVAL) is closed now, so that the
+	// kernel's removal can complete: rdma_rxe and every driver without disassociate make
+	// `rdma link del` wait until each process has closed its verbs context. A live device
+	// stays open. dev stays a valid object (it is never freed before the provider).
+	virtual void device_released(Device &dev) { (void)dev; }
 };
 
 struct Client {

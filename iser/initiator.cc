@@ -504,6 +504,12 @@ void RdmaTransport::teardown()
 	if (id_ && id_->qp())
 		drain_qp(*id_->qp(), cfg_.drain_timeout);
 	release_all();
+	// The MRs before the QP, as the kernel's ib_destroy_qp does (rdma_rw_cleanup_mrs): on
+	// rxe a fast-reg MR is a type-2 memory window, which holds its QP while bound; a QP
+	// destroyed under bound windows makes rxe wait, warn, and later underflow the QP's
+	// reference count (6.1), after which its connections fail.
+	if (mrs_.size() && mrs_.destroy() != 0)
+		ULP_LOG(Error, Iser, "initiator: MRs still out at teardown");
 	if (id_)
 		id_->destroy_qp();
 	recvs_.release();
@@ -511,8 +517,6 @@ void RdmaTransport::teardown()
 	id_.reset(); // waits out a running CM handler
 	if (cq_ && free_cq(cq_) != 0)
 		(void)cq_.release(); // still referenced: leak it rather than free it under a user
-	if (mrs_.size() && mrs_.destroy() != 0)
-		ULP_LOG(Error, Iser, "initiator: MRs still out at teardown");
 	bounce_.reset();
 	for (auto &mr : user_mrs_)
 		map_.unregister_region(reinterpret_cast<void *>(mr->iova()), mr->length());

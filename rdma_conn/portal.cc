@@ -43,6 +43,20 @@ bool pool_user_drop(Device &dev)
 	return true;
 }
 
+// A portal has resources (and maybe connections) on dev.
+bool pool_in_use(Device &dev)
+{
+	std::lock_guard g(g_pool_users_lock);
+	return g_pool_users.count(&dev) != 0;
+}
+
+using clock = std::chrono::steady_clock;
+
+long long ms_since(clock::time_point t)
+{
+	return std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - t).count();
+}
+
 } // namespace
 
 // ---- PortalConn ----------------------------------------------------------------------------
@@ -130,27 +144,37 @@ Portal::~Portal()
 	stop();
 }
 
-int Portal::listen(const SockAddr &addr, std::string *why)
+int Portal::open_listener(const SockAddr &addr, std::unique_ptr<CmId> *out, std::string *why)
 {
-	listen_id_ =
-	    provider_.create_id([this](CmId *id, CmEvent &ev) { on_cm_event(id, ev); }, nullptr);
-	if (!listen_id_) {
+	std::unique_ptr<CmId> id =
+	    provider_.create_id([this](CmId *i, CmEvent &ev) { on_cm_event(i, ev); }, nullptr);
+	if (!id) {
 		const int e = errno ? errno : ENOMEM;
 		*why = std::string("create_id: ") + std::strerror(e);
 		return -e;
 	}
-	if (int rc = listen_id_->bind_addr(addr); rc != 0) {
+	if (int rc = id->bind_addr(addr); rc != 0) {
 		*why = "bind " + addr.str() + ": " + std::strerror(-rc);
-		listen_id_.reset();
 		return rc;
 	}
-	if (int rc = listen_id_->listen(128); rc != 0) {
+	if (int rc = id->listen(128); rc != 0) {
 		*why = "listen on " + addr.str() + ": " + std::strerror(-rc);
-		listen_id_.reset();
 		return rc;
 	}
-	port_ = listen_id_->local_addr().port();
-	addr_ = listen_id_->local_addr().str();
+	*out = std::move(id);
+	return 0;
+}
+
+int Portal::listen(const SockAddr &addr, std::string *why)
+{
+	std::unique_ptr<CmId> id;
+	if (int rc = open_listener(addr, &id, why); rc != 0)
+		return rc;
+	std::lock_guard g(lock_);
+	listen_addr_ = id->local_addr();
+	port_ = listen_addr_.port();
+	addr_ = listen_addr_.str();
+	listen_id_ = std::move(id);
 	return 0;
 }
 
@@ -159,8 +183,15 @@ std::string Portal::addr() const
 	return addr_;
 }
 
+bool Portal::listening() const
+{
+	std::lock_guard g(lock_);
+	return listen_id_ != nullptr;
+}
+
 Device *Portal::listen_device() const
 {
+	std::lock_guard g(lock_);
 	return listen_id_ ? listen_id_->device() : nullptr;
 }
 
@@ -172,7 +203,13 @@ int Portal::start()
 
 void Portal::stop_accepting()
 {
-	listen_id_.reset(); // waits out a running handler
+	std::unique_ptr<CmId> l;
+	{
+		std::lock_guard g(lock_);
+		accepting_ = false;
+		l = std::move(listen_id_);
+	}
+	l.reset(); // waits out a running handler (which may take lock_)
 }
 
 void Portal::stop()
@@ -202,16 +239,26 @@ void Portal::stop()
 		c->detach();
 	}
 	conns.clear();
-	std::lock_guard g(lock_);
-	for (auto &[dev, r] : devices_) {
-		release_device(r);
-		r.heap.reset();
-		if (pool_user_drop(*dev) && cq_pool_destroy(*dev) != 0)
-			ULP_LOG(Error, Rdma, "{}: CQ pool of {} still in use", cfg_.name,
-			        dev->name());
-		r.pd.reset();
+	std::map<Device *, DeviceRes> devs;
+	{
+		std::lock_guard g(lock_);
+		devs.swap(devices_);
+		removals_.clear();
 	}
-	devices_.clear();
+	for (auto &[dev, r] : devs)
+		free_device_res(dev, r);
+}
+
+void Portal::free_device_res(Device *dev, DeviceRes &r)
+{
+	release_device(r);
+	r.heap.reset();
+	const bool last = pool_user_drop(*dev);
+	if (last && cq_pool_destroy(*dev) != 0)
+		ULP_LOG(Error, Rdma, "{}: CQ pool of {} still in use", cfg_.name, dev->name());
+	r.pd.reset();
+	if (last)
+		provider_.device_released(*dev); // closes it only if it went away
 }
 
 PortalRes Portal::resources()
@@ -301,8 +348,133 @@ void Portal::on_cm_event(CmId *id, CmEvent &ev)
 		on_connect_request(ev);
 		return;
 	}
+	if (ev.event == CmEventType::DeviceRemoval)
+		note_removal(id);
+	// A connection closes on it as on a disconnect (the protocol's handler).
 	if (auto *c = static_cast<PortalConn *>(id->context))
 		c->on_cm_event(ev);
+}
+
+void Portal::note_removal(CmId *id)
+{
+	Device *dev = id->device();
+	const auto now = clock::now();
+	std::lock_guard g(lock_);
+	if (listen_id_ && id == listen_id_.get() && !relisten_) {
+		relisten_ = true;
+		lost_at_ = now;
+		next_listen_ = now;
+		listen_said_ = {};
+		listen_tries_ = 0;
+	}
+	if (dev && std::none_of(removals_.begin(), removals_.end(),
+	                        [&](const Removal &r) { return r.dev == dev; }))
+		removals_.push_back(Removal{dev, now});
+	cv_.notify_all();
+}
+
+void Portal::handle_removals()
+{
+	// Event thread. The listener whose device went away is destroyed here (its handler may
+	// be waiting for lock_: never under it).
+	std::unique_ptr<CmId> dead;
+	std::vector<Removal> rs;
+	{
+		std::lock_guard g(lock_);
+		if (relisten_ && listen_id_)
+			dead = std::move(listen_id_);
+		rs = removals_;
+	}
+	if (dead) {
+		ULP_LOG(Warn, Rdma,
+		        "{}: the device under {} was removed: not listening; trying again every "
+		        "{} ms until a device has the address",
+		        cfg_.name, addr_, cfg_.relisten_period.count());
+		dead.reset();
+	}
+	for (const Removal &r : rs) {
+		size_t n = 0;
+		DeviceRes res;
+		bool had_res = false, announce = false, overdue = false;
+		{
+			std::lock_guard g(lock_);
+			for (auto &c : conns_)
+				if (c->id_ && c->id_->device() == r.dev)
+					n++;
+			if (n == 0) {
+				auto it = devices_.find(r.dev);
+				if (it != devices_.end()) {
+					res = std::move(it->second);
+					devices_.erase(it);
+					had_res = true;
+				}
+				std::erase_if(removals_,
+				              [&](const Removal &x) { return x.dev == r.dev; });
+			} else {
+				for (Removal &x : removals_)
+					if (x.dev == r.dev) {
+						announce = !x.announced;
+						x.announced = true;
+						overdue =
+						    !x.overdue &&
+						    ms_since(x.since) >= cfg_.removal_bound.count();
+						x.overdue = x.overdue || overdue;
+					}
+			}
+		}
+		if (n == 0) {
+			if (had_res)
+				free_device_res(r.dev, res);
+			// No portal of the process holds anything on it: the provider may close it
+			// (a portal without resources there had only its listener).
+			else if (!pool_in_use(*r.dev))
+				provider_.device_released(*r.dev);
+			ULP_LOG(Info, Rdma, "{}: {} released, {} ms after its removal", cfg_.name,
+			        r.dev->name(), ms_since(r.since));
+			continue;
+		}
+		if (announce)
+			ULP_LOG(
+			    Warn, Rdma,
+			    "{}: {} was removed: {} connections on it close (RDMA_CM_EVENT_DEVICE_"
+			    "REMOVAL); its resources are freed once they are gone",
+			    cfg_.name, r.dev->name(), n);
+		if (overdue)
+			ULP_LOG(Error, Rdma,
+			        "{}: {} connections on the removed {} not gone {} ms after the "
+			        "removal; "
+			        "its resources stay until they are",
+			        cfg_.name, n, r.dev->name(), ms_since(r.since));
+	}
+}
+
+void Portal::try_relisten()
+{
+	// Event thread. Under lock_ from the check to the new listener's publication, so that
+	// a DEVICE_REMOVAL of the new listener (its handler takes lock_) finds it.
+	std::lock_guard g(lock_);
+	const auto now = clock::now();
+	if (!relisten_ || listen_id_ || !accepting_ || now < next_listen_)
+		return;
+	std::unique_ptr<CmId> id;
+	std::string why;
+	if (open_listener(listen_addr_, &id, &why) == 0) {
+		Device *dev = id->device();
+		listen_id_ = std::move(id);
+		relisten_ = false;
+		ULP_LOG(Warn, Rdma,
+		        "{}: listening on {} again ({}), {} ms after its device went away",
+		        cfg_.name, addr_, dev ? dev->name() : std::string("any device"),
+		        ms_since(lost_at_));
+		return;
+	}
+	listen_tries_++;
+	next_listen_ = now + cfg_.relisten_period;
+	if (listen_tries_ == 1 || now - listen_said_ >= std::chrono::seconds(30)) {
+		listen_said_ = now;
+		ULP_LOG(Info, Rdma, "{}: cannot listen on {} yet ({}; {} tries in {} ms)",
+		        cfg_.name, addr_, why, listen_tries_, ms_since(lost_at_));
+	}
 }
 
 void Portal::on_connect_request(CmEvent &ev)
@@ -386,6 +558,8 @@ void Portal::event_loop()
 			for (PortalConn *c : all)
 				c->tick(now);
 			reap(all);
+			handle_removals();
+			try_relisten();
 			g.lock();
 		}
 	}

@@ -15,7 +15,14 @@
 //     event thread (kick: post_deferred), drains the connections that close
 //     (schedule_close) and frees those that are drained and finished, in that order;
 //   - on stop: stops the thread, frees what is finished, and leaves allocated (logged)
-//     anything that is not: freeing it could let a late completion touch freed memory.
+//     anything that is not: freeing it could let a late completion touch freed memory;
+//   - when a device goes away (RDMA_CM_EVENT_DEVICE_REMOVAL, e.g. `rdma link del`): its
+//     connections close on their own events; once none is left (bounded: removal_bound,
+//     logged when passed), the device's resources are freed and, when no portal of the
+//     process uses it any more, the provider lets it go (Provider::device_released: the
+//     kernel's removal waits for that). A listener on the device is destroyed and the
+//     address listened on again every relisten_period until a device has it again
+//     (logged), so that a device that comes back is served without a restart.
 //
 // A connection (PortalConn, the protocol's connection derives from it) owns its CM id (and
 // through it the QP), its CQ from the device's CQ pool (cq_poll/, Softirq context: see
@@ -60,8 +67,10 @@ struct PortalConfig {
 	// every worker on each event, which userspace pays for and the kernel's per-CPU
 	// kworker does not.
 	PollCtx poll_ctx = PollCtx::Softirq;
-	std::chrono::milliseconds drain_timeout{10000}; // drain_qp's bound per queue
-	std::chrono::milliseconds tick{100};            // the connections' timer period
+	std::chrono::milliseconds drain_timeout{10000};  // drain_qp's bound per queue
+	std::chrono::milliseconds tick{100};             // the connections' timer period
+	std::chrono::milliseconds relisten_period{1000}; // listen again after a device removal
+	std::chrono::milliseconds removal_bound{30000};  // a removed device's connections gone
 };
 
 // What a device needs once, for every connection of a portal on it.
@@ -160,6 +169,8 @@ public:
 	// provider picks (port() tells). 0, or a negative errno with *why.
 	int listen(const SockAddr &addr, std::string *why);
 	uint16_t port() const { return port_; }
+	// Listening now: false after stop_accepting, and while the listener's device is gone.
+	bool listening() const;
 	std::string addr() const; // "HOST:PORT" listened on
 	// The device the listening address is bound to (null: a wildcard address, or not
 	// listening).
@@ -199,17 +210,44 @@ protected:
 private:
 	void on_cm_event(CmId *id, CmEvent &ev);
 	void on_connect_request(CmEvent &ev);
+	// create_id, bind, listen: into *out. 0, or a negative errno with *why.
+	int open_listener(const SockAddr &addr, std::unique_ptr<CmId> *out, std::string *why);
+	// Device removal. CM thread: note it (the id's device; the listener's or a
+	// connection's). Event thread, lock_ not held: destroy a listener that lost its device,
+	// free a removed device's resources once no connection uses it, listen again.
+	void note_removal(CmId *id);
+	void handle_removals();
+	void try_relisten();
+	// Free what the portal made on dev (lock_ not held), and let the provider close dev
+	// when no portal of the process uses it any more.
+	void free_device_res(Device *dev, DeviceRes &r);
 	DeviceRes *device_res(Device &dev, int *err); // under lock_; null: *err an errno
 	void event_loop();
 	void reap(const std::vector<PortalConn *> &all); // free those done (event thread)
 
+	// A device reported removed, until its resources are freed.
+	struct Removal {
+		Device *dev = nullptr;                       // the device (the object outlives it)
+		std::chrono::steady_clock::time_point since; // when DEVICE_REMOVAL came
+		bool announced = false;                      // logged (event thread)
+		bool overdue = false;                        // removal_bound passed (logged)
+	};
+
 	Provider &provider_;
 	PortalConfig cfg_;
-	std::unique_ptr<CmId> listen_id_;
 	uint16_t port_ = 0;
 	std::string addr_;
+	SockAddr listen_addr_; // bound and listened on (its port fixed): what is listened on again
 
-	std::mutex lock_;            // guards everything below
+	mutable std::mutex lock_;         // guards everything below
+	std::unique_ptr<CmId> listen_id_; // null: not listening (destroyed outside lock_)
+	bool accepting_ = true;           // false after stop_accepting: never listen again
+	bool relisten_ = false;           // the listener's device went away: listen again
+	std::chrono::steady_clock::time_point lost_at_;     // when the listener's device went
+	std::chrono::steady_clock::time_point next_listen_; // the next try
+	std::chrono::steady_clock::time_point listen_said_; // the last "cannot listen" line
+	uint64_t listen_tries_ = 0;                         // failed tries since lost_at_
+	std::vector<Removal> removals_;
 	std::condition_variable cv_; // event thread work
 	std::map<Device *, DeviceRes> devices_;
 	std::vector<std::unique_ptr<PortalConn>> conns_; // every connection, owned

@@ -28,9 +28,12 @@ libiscsi_build=(autoconf automake libtool libcunit1-dev librdmacm-dev)
 tools=(clang libclang-rt-14-dev clang-format python3 strace)
 
 # the rxe VM (tools/vm, ctest -L vm): qemu boots Debian's kernel with rdma_rxe (Soft-RoCE);
-# the guest runs the host's own verbs tools and builds through a read-only 9p root
+# the guest runs the host's own verbs tools and builds through a read-only 9p root; dmsetup
+# (dm-multipath under fio, as blktests' srp group) and jq (the admin socket's counts, the
+# bench table) for the VM cases
 vm=(qemu-system-x86 busybox-static cpio kmod iproute2 xz-utils
-	rdma-core ibverbs-providers ibverbs-utils rdmacm-utils perftest libibverbs-dev librdmacm-dev)
+	rdma-core ibverbs-providers ibverbs-utils rdmacm-utils perftest libibverbs-dev librdmacm-dev
+	dmsetup jq)
 
 pkgs=("${build[@]}" "${libs[@]}" "${peers[@]}" "${service[@]}" "${libiscsi_build[@]}" "${tools[@]}" "${vm[@]}")
 

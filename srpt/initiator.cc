@@ -533,8 +533,6 @@ void Initiator::Impl::teardown(Chan &c)
 	// failed and lets it be; bounded per queue.
 	if (c.id && c.id->qp())
 		drain_qp(*c.id->qp(), cfg.drain_timeout);
-	if (c.id)
-		c.id->destroy_qp();
 	c.recvs.release();
 	for (Req &r : c.reqs.descs())
 		if (r.table) {
@@ -543,9 +541,15 @@ void Initiator::Impl::teardown(Chan &c)
 		}
 	c.reqs.release();
 	c.ctl.release();
-	c.id.reset(); // waits out a running CM handler
+	// The MRs before the QP, as the kernel's ib_destroy_qp does (rdma_rw_cleanup_mrs): on
+	// rxe a fast-reg MR is a type-2 memory window, which holds its QP while bound; a QP
+	// destroyed under bound windows makes rxe wait, warn, and later underflow the QP's
+	// reference count (6.1), after which its connections fail.
 	if (c.mrs.size() && c.mrs.destroy() != 0)
 		ULP_LOG(Error, Srpt, "channel {}: MRs still out at teardown", c.idx);
+	if (c.id)
+		c.id->destroy_qp();
+	c.id.reset(); // waits out a running CM handler
 	c.bounce.reset();
 	c.tables.reset();
 	for (auto &mr : c.user_mrs)

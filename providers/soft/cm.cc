@@ -139,10 +139,18 @@ SoftCmId::SoftCmId(CmHandler h, void *ctx) : handler(std::move(h)), ref(std::mak
 {
 	context = ctx;
 	ref->id = this;
+	auto &G = cm_global();
+	std::lock_guard g(G.ids_lock);
+	G.ids.insert(this);
 }
 
 SoftCmId::~SoftCmId()
 {
+	{
+		auto &G = cm_global();
+		std::lock_guard g(G.ids_lock);
+		G.ids.erase(this);
+	}
 	// rdma_destroy_id from inside the id's own handler would wait for itself forever.
 	if (CmWorker::get().on_worker() && CmWorker::get().current() == ref.get()) {
 		ULP_LOG(Error, Soft, "cm: id destroyed from its own event handler");
@@ -489,6 +497,58 @@ int SoftCmId::disconnect()
 void SoftCmId::post(CmEvent ev)
 {
 	CmWorker::get().post(ref, std::move(ev));
+}
+
+void remove_device(Device &dev)
+{
+	auto &d = sdev_of(dev);
+	if (d.removed.exchange(true))
+		return;
+	ULP_LOG(Info, Soft, "{}: removed (fault injection)", dev.name());
+	auto &G = cm_global();
+	std::lock_guard g(G.lock);
+	std::vector<SoftCmId *> ids;
+	{
+		// An id destroyed meanwhile waits for G.lock (held) before it is freed.
+		std::lock_guard il(G.ids_lock);
+		ids.assign(G.ids.begin(), G.ids.end());
+	}
+	for (SoftCmId *id : ids) {
+		if (id->device() != &dev)
+			continue;
+		switch (id->st) {
+		case CmState::Listening:
+			// The kernel's listener on the device is gone: requests find nobody.
+			G.listeners.erase(id->listen_key);
+			sock_unlisten(*id);
+			id->st = CmState::Idle;
+			break;
+		case CmState::Connected: {
+			// The kernel destroys its side of the id: the peer hears a DREQ, the QP
+			// stays until its consumer destroys it (to ERR here: nothing moves).
+			SoftCmId *p = id->peer;
+			id->st = CmState::Disconnected;
+			if (auto *q = id->sqp())
+				q->to_error(nullptr);
+			if (p) {
+				p->lost_peer();
+				p->peer = nullptr;
+			}
+			id->peer = nullptr;
+			sock_cut(*id);
+			break;
+		}
+		case CmState::ReqRcvd:
+		case CmState::Connecting:
+			id->abandon_locked();
+			break;
+		default:
+			break;
+		}
+		CmEvent ev;
+		ev.event = CmEventType::DeviceRemoval;
+		id->post(std::move(ev));
+	}
 }
 
 void cut_connection(Qp &q)

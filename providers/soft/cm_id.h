@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 
@@ -87,7 +88,11 @@ public:
 struct CmGlobal {
 	std::mutex lock; // every SoftCmId's state and the listener table
 	std::map<std::string, SoftCmId *> listeners; // "ip:port" -> id
-	uint16_t next_port = 40000;                  // ephemeral ports for active ids
+	// Every id alive (remove_device), under ids_lock: ids are made under lock, so ids_lock
+	// nests inside it, never the other way.
+	std::mutex ids_lock;
+	std::set<SoftCmId *> ids;
+	uint16_t next_port = 40000; // ephemeral ports for active ids
 };
 CmGlobal &cm_global();
 

@@ -252,7 +252,7 @@ SoftDevice *device_by_ip(uint32_t ip)
 	auto &D = devices_();
 	std::lock_guard g(D.lock);
 	for (auto *d : D.list)
-		if (d->ip == ip)
+		if (d->ip == ip && !d->removed.load())
 			return d;
 	return nullptr;
 }
@@ -262,7 +262,7 @@ SoftDevice *device_by_gid(const Gid &gid)
 	auto &D = devices_();
 	std::lock_guard g(D.lock);
 	for (auto *d : D.list)
-		if (d->gid() == gid)
+		if (d->gid() == gid && !d->removed.load())
 			return d;
 	return nullptr;
 }
@@ -271,7 +271,10 @@ SoftDevice *default_device()
 {
 	auto &D = devices_();
 	std::lock_guard g(D.lock);
-	return D.list.empty() ? nullptr : D.list.front();
+	for (auto *d : D.list)
+		if (!d->removed.load())
+			return d;
+	return nullptr;
 }
 
 void progress_inline_all()

@@ -129,6 +129,12 @@ uint64_t faults_fired(Device &dev);
 void force_qp_error(Qp &qp);          // the QP enters ERR now (QP_FATAL event)
 void force_device_fatal(Device &dev); // every QP to ERR, DEVICE_FATAL event
 void cut_connection(Qp &qp);          // as if the peer died: both sides see the wire drop
+// The device goes away, as `rdma link del` makes the kernel's rdma_cm report it: every CM
+// id on it hears DEVICE_REMOVAL (a listener stops listening, a connection's peer sees a
+// disconnect, its QP goes to ERR), and a bind to its address fails from now on (a new
+// device may take the address). Its objects stay until their consumer destroys them;
+// destroy_device(dev) after that.
+void remove_device(Device &dev);
 
 // Engines: how many the device has, and the one that executes a QP (0 .. count-1).
 unsigned engine_count(Device &dev);

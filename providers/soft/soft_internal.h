@@ -567,6 +567,9 @@ public:
 	std::atomic<int> users{0}; // PDs, CQs, channels alive
 	PortState port_state = PortState::Active;
 	bool fatal = false;
+	// remove_device: gone from the address lookups (a bind to its address fails); its
+	// objects live on until the consumer destroys them.
+	std::atomic<bool> removed{false};
 
 	static constexpr uint32_t kFirstQpn = 0x11;
 	inline static SoftQp *const kQpnReserved =

@@ -364,6 +364,12 @@ void VProvider::dispatch(rdma_cm_event *e)
 		ev.event = CmEventType::Disconnected;
 		break;
 	case RDMA_CM_EVENT_DEVICE_REMOVAL:
+		// Every id on the device hears it (rdma link del); the device is closed once its
+		// users have let go of it (VProvider::device_released).
+		if (auto *d = static_cast<VDevice *>(c->device()); d && !d->removed.exchange(true))
+			ULP_LOG(Warn, Verbs,
+			        "{}: RDMA_CM_EVENT_DEVICE_REMOVAL: the device is going away",
+			        d->name());
 		ev.event = CmEventType::DeviceRemoval;
 		break;
 	case RDMA_CM_EVENT_TIMEWAIT_EXIT:

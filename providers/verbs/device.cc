@@ -243,12 +243,76 @@ VProvider::~VProvider()
 		rdma_free_devices(ctx_list_);
 }
 
-VDevice *VProvider::find(ibv_context *ctx) const
+VDevice *VProvider::find(ibv_context *ctx)
 {
-	for (auto &d : devices_)
-		if (d->ctx() == ctx)
-			return d.get();
-	return nullptr;
+	if (!ctx)
+		return nullptr;
+	VDevice *added = nullptr;
+	{
+		std::lock_guard g(devices_lock_);
+		for (auto &d : devices_)
+			if (!d->gone && d->ctx() == ctx)
+				return d.get();
+		// librdmacm opened a device we have not seen: one added since we started.
+		auto dev = open_device(ctx);
+		if (!dev) {
+			ULP_LOG(Warn, Verbs, "{}: cannot query: {}",
+			        ibv_get_device_name(ctx->device), strerror(errno));
+			return nullptr;
+		}
+		if (int err = dev->start_async()) {
+			ULP_LOG(Warn, Verbs, "{}: async thread: {}", dev->name(), strerror(-err));
+			return nullptr;
+		}
+		added = dev.get();
+		devices_.push_back(std::move(dev));
+	}
+	ULP_LOG(Info, Verbs, "{}: a device that appeared after start (node GUID {:016x})",
+	        added->name(), added->attr().node_guid);
+	register_device(added);
+	return added;
+}
+
+void VProvider::device_released(Device &d)
+{
+	auto *vd = dynamic_cast<VDevice *>(&d);
+	if (!vd || !vd->removed.load())
+		return; // a live device stays open
+	{
+		std::lock_guard g(devices_lock_);
+		if (vd->gone)
+			return;
+		vd->gone = true;
+	}
+	unregister_device(vd);
+	vd->stop_async();
+	// The kernel's removal waits until every file of the device is closed (rxe has no
+	// disassociate_ucontext). The context is librdmacm's, which closes it only once it has
+	// seen the device leave its list, and it cannot see that when the device was the last
+	// one (sync_devices_list gives up on an empty list, rdma-core 44): so the context's
+	// files are replaced by /dev/null here, every object on it being gone already (the
+	// caller's promise), and whatever librdmacm later does with the context reaches
+	// nothing. The CQs' completion channels went with the CQs.
+	ibv_context *ctx = vd->ctx();
+	const int null = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (null < 0 || ::dup3(null, ctx->cmd_fd, O_CLOEXEC) < 0 ||
+	    (ctx->async_fd >= 0 && ::dup3(null, ctx->async_fd, O_CLOEXEC) < 0))
+		ULP_LOG(Error, Verbs, "{}: cannot close its files: {}; its removal waits for us",
+		        vd->name(), strerror(errno));
+	else
+		ULP_LOG(Warn, Verbs, "{}: removed, and let go (its verbs files closed)",
+		        vd->name());
+	if (null >= 0)
+		::close(null);
+	// A fresh device list, so that librdmacm forgets the device where it can (it needs
+	// another device present to notice: see above).
+	int n = 0;
+	std::lock_guard g(devices_lock_); // two devices released at once swap one list
+	if (ibv_context **fresh = rdma_get_devices(&n)) {
+		if (ctx_list_)
+			rdma_free_devices(ctx_list_);
+		ctx_list_ = fresh;
+	}
 }
 
 VProvider &vprovider()

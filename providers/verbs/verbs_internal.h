@@ -215,6 +215,11 @@ public:
 	std::unique_ptr<Cq> create_cq(const CqInitAttr &attr) override;
 
 	ibv_context *ctx() const { return ctx_; }
+	// RDMA_CM_EVENT_DEVICE_REMOVAL came for an id on it (the CM thread sets it).
+	std::atomic<bool> removed{false};
+	// Released after its removal (VProvider::device_released): its files are closed, and
+	// VProvider::find never returns it again (a new context may take its address).
+	bool gone = false; // VProvider::devices_lock_
 	// REG_MR / LOCAL_INV / SEND_WITH_INV map onto type-2 memory windows.
 	bool mw_reg() const { return mw_reg_; }
 	// Address vectors need a GRH (RoCE, iWARP: no LIDs); set once at open.
@@ -253,8 +258,12 @@ public:
 
 	const char *name() const override { return "verbs"; }
 	std::unique_ptr<CmId> create_id(CmHandler handler, void *context) override;
+	void device_released(Device &dev) override;
 
-	VDevice *find(ibv_context *ctx) const;
+	// The device of a librdmacm context. A context of a device that appeared after the
+	// provider started (e.g. rxe0 added again after `rdma link del`) is opened, registered
+	// and returned. Null for none.
+	VDevice *find(ibv_context *ctx);
 	rdma_event_channel *channel() const { return channel_; }
 
 private:
@@ -263,9 +272,10 @@ private:
 	void dispatch(rdma_cm_event *ev);
 
 	ibv_context **ctx_list_ = nullptr; // rdma_get_devices(); rdma_free_devices() at the end
-	std::vector<std::unique_ptr<VDevice>> devices_;
-	std::mutex cm_lock_;                    // guards channel_ creation and cm_ start
-	rdma_event_channel *channel_ = nullptr; // every CM id's; read by the CM thread only
+	std::mutex devices_lock_;          // guards devices_ (find adds to it at run time)
+	std::vector<std::unique_ptr<VDevice>> devices_; // removed ones stay (never freed early)
+	std::mutex cm_lock_;                            // guards channel_ creation and cm_ start
+	rdma_event_channel *channel_ = nullptr;         // every CM id's; read by the CM thread only
 	StoppableThread cm_;
 };
 

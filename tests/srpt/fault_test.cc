@@ -38,14 +38,14 @@ struct TargetSide : test_env::SoftTarget {
 	std::unique_ptr<Portal> portal2;
 	log::Capture capture;
 
-	bool start(TargetConfig tc)
+	bool start(TargetConfig tc, const char *ip = kTargetIp)
 	{
 		tc.id_ext = kIdExt;
 		tc.ioc_guid = kIocGuid;
 		tc.heap_bytes = 32u << 20;
 		tc.max_io = 2u << 20;
 		test_env::TargetOptions o;
-		o.ip = kTargetIp;
+		o.ip = ip;
 		o.lun_bytes = kLunBytes;
 		o.name = "srp-fault";
 		return SoftTarget::start(tc, o);
@@ -133,9 +133,10 @@ protected:
 	static uint32_t unit_len(Desc d) { return d == Desc::Immediate ? 8192 : 65536; }
 
 	// The target, a login with n channels, and every unit written once (all GOOD).
-	void start(TargetConfig tc, uint32_t n, Desc d, uint32_t units = 128)
+	void start(TargetConfig tc, uint32_t n, Desc d, uint32_t units = 128,
+	           const char *ip = kTargetIp)
 	{
-		ASSERT_TRUE(ts.start(tc));
+		ASSERT_TRUE(ts.start(tc, ip));
 		io = std::make_unique<Io>(units, unit_len(d));
 		in = std::make_unique<InitSide>();
 		ASSERT_TRUE(in->start());
@@ -534,6 +535,71 @@ TEST_P(SrpIdleFatal, TargetNoticesItsDeadQpsWhileIdle)
 
 INSTANTIATE_TEST_SUITE_P(Receives, SrpIdleFatal, ::testing::Values(false, true),
                          [](const auto &info) { return info.param ? "srq" : "rings"; });
+
+// The target's device is removed under I/O (`rdma link del`: the soft provider's
+// remove_device delivers DEVICE_REMOVAL to every CM id on it): every channel closes and is
+// freed, every command ends, the portal frees what it made on the device (its data heap,
+// the SRQ, the CQ pool) and stops listening, logging both, so that the device can be
+// destroyed with nothing alive on it. A new device then takes the address, and the portal,
+// retrying on its own, listens on the same port again: a new login reads back every write
+// that was acknowledged. The target's address is this test's own: the soft provider's
+// socket wire names listeners by address and port for every process, and while this one
+// does not listen, a suite running beside it could take the port on 127.0.0.1.
+TEST_F(SrpFaults, TargetDeviceRemovedThenBack)
+{
+	constexpr char kIp[] = "127.0.9.1";
+	TargetConfig tc;
+	tc.use_srq = true; // per device: it must go with the device
+	ASSERT_NO_FATAL_FAILURE(start(tc, 2, Desc::Indirect, 128, kIp));
+	const uint16_t port = ts.portal->port();
+	RunOpts o;
+	o.total = 4000;
+	o.trigger_at = 300;
+	o.trigger = [&] { soft::remove_device(*ts.dev); };
+	const RunResult r = io->run(*in, o);
+	SCOPED_TRACE(r.str());
+	EXPECT_FALSE(r.hung) << ts.logs();
+	EXPECT_EQ(r.ended, r.issued);
+	EXPECT_EQ(r.wrong, 0u);
+	EXPECT_EQ(r.bad, 0u);
+	EXPECT_EQ(r.timeouts, 0u) << ts.logs();
+	EXPECT_EQ(in->ini->channels(), 0u);
+	EXPECT_TRUE(ts.wait_clean()) << ts.state() << "\n" << ts.logs();
+	in.reset();
+
+	const auto end = clock::now() + 10s;
+	while (ts.portal->resources().heap_bytes != 0 && clock::now() < end)
+		std::this_thread::sleep_for(10ms);
+	EXPECT_EQ(ts.portal->resources().heap_bytes, 0u)
+	    << "the removed device's data heap is still held\n"
+	    << ts.logs();
+	EXPECT_FALSE(ts.portal->listening());
+	EXPECT_TRUE(ts.capture.contains("was removed")) << ts.logs();
+	EXPECT_TRUE(ts.capture.contains("released")) << ts.logs();
+	{
+		InitSide v;
+		ASSERT_TRUE(v.start());
+		Initiator ini(v.cfg(1));
+		std::string why;
+		EXPECT_NE(ini.login(ts.addr(), &why), 0) << "a login with the device gone";
+	}
+	soft::destroy_device(ts.dev); // logs an error if anything is still alive on it
+	ts.dev = nullptr;
+	EXPECT_FALSE(ts.capture.contains("objects still alive")) << ts.logs();
+
+	soft::DeviceConfig dc;
+	dc.ip = kIp;
+	ts.dev = soft::create_device(dc);
+	ASSERT_NE(ts.dev, nullptr);
+	const auto until = clock::now() + 10s;
+	while (!ts.portal->listening() && clock::now() < until)
+		std::this_thread::sleep_for(20ms);
+	ASSERT_TRUE(ts.portal->listening()) << "not listening again 10 s after a device came\n"
+	                                    << ts.logs();
+	EXPECT_EQ(ts.portal->port(), port);
+	EXPECT_TRUE(ts.capture.contains("again")) << ts.logs();
+	verify();
+}
 
 // ---- An initiator that never stops sending -------------------------------------------------
 

@@ -38,6 +38,9 @@ ilog=$work/iscsid.log
 lun1_img=$work/lun1.img
 t_start=$SECONDS
 tpid='' ipid='' fpid=''
+lun0_sectors=131072 lun1_sectors=65536 # 512-byte sectors: 64 MiB and 32 MiB
+# shellcheck source=tests/vm/iscsi_initiator.sh
+source "$(dirname "${BASH_SOURCE[0]}")/iscsi_initiator.sh"
 
 note() { printf 'iser_linux [%3ds]: %s\n' $((SECONDS - t_start)) "$*"; }
 dump() {
@@ -96,61 +99,10 @@ count_log() { grep -c -- "$1" "$tlog" || true; }
 
 # ---- the initiator --------------------------------------------------------------------------
 
-modprobe ib_iser
-modprobe sd_mod
-mkdir -p /etc/iscsi /var/lib/iscsi /run/lock/iscsi
-echo "InitiatorName=iqn.2026-11.org.ulp:vm-init" >/etc/iscsi/initiatorname.iscsi
 start_targetd
 note "ulp-targetd listening on $portal (rxe0)"
-# A session of its own: iscsid signals its process group on the way out (SIGTERM in
-# cleanup), which ended this script with status 143 after it had passed.
-setsid iscsid -f -n >"$ilog" 2>&1 &
-ipid=$!
-adm() { timeout -k 5 60 iscsiadm "$@"; }
-node() { adm -m node -T $iqn -p $portal "$@"; }
-for _ in $(seq 50); do # iscsiadm needs iscsid's socket; bounded: 10 s
-	adm -m session >/dev/null 2>&1 && break
-	rc=$?
-	((rc == 21)) && break # "no active sessions": iscsid answers
-	sleep 0.2
-done
-node -o new -I iser >/dev/null || fail "iscsiadm: new node record"
-# Bounded recovery: a dropped session is retried for 30 s before its I/O fails (default
-# 120); login and logout wait 15 s at most.
-set_node() { node -o update -n "$1" -v "$2" >/dev/null || fail "iscsiadm: set $1"; }
-set_node node.session.timeo.replacement_timeout 30
-set_node node.conn[0].timeo.login_timeout 15
-set_node node.conn[0].timeo.logout_timeout 15
-set_node node.session.initial_login_retry_max 2
-
-# The disk of LUN $1 of the one session, by its SCSI address in sysfs (no udev here).
-disk_of() {
-	local d
-	for d in /sys/class/iscsi_session/session*/device/target*/*:*:*:"$1"/block/*; do
-		[[ -e $d ]] && { basename "$d"; return 0; }
-	done
-	return 1
-}
-login() {
-	node --login >"$work/login.out" 2>&1 || { cat "$work/login.out"; fail "login ($1)"; }
-	local a='' b=''
-	for _ in $(seq 200); do # the SCSI scan is asynchronous; bounded: 20 s
-		a=$(disk_of 0) && b=$(disk_of 1) && [[ -b /dev/$a && -b /dev/$b ]] && break
-		sleep 0.1
-	done
-	[[ -n $a && -n $b && -b /dev/$a && -b /dev/$b ]] || fail "no disks for LUNs 0 and 1 after login ($1)"
-	dev0=/dev/$a dev1=/dev/$b
-	# 512-byte sectors: 64 MiB and 32 MiB.
-	[[ $(cat /sys/block/$a/size) == 131072 ]] || fail "LUN 0 ($a) has $(cat /sys/block/$a/size) sectors"
-	[[ $(cat /sys/block/$b/size) == 65536 ]] || fail "LUN 1 ($b) has $(cat /sys/block/$b/size) sectors"
-	note "logged in ($1): LUN 0 = $dev0, LUN 1 = $dev1"
-}
-logout() {
-	node --logout >"$work/logout.out" 2>&1 || { cat "$work/logout.out"; fail "logout ($1)"; }
-	local rc=0
-	adm -m session >/dev/null 2>&1 || rc=$?
-	((rc == 21)) || fail "a session is still listed after logout ($1; iscsiadm status $rc)"
-}
+iscsi_start
+iscsi_node_new iser
 # Every session the target opened must be closed by it (bounded: 15 s, TCG).
 wait_sessions_closed() {
 	local logins closed
@@ -235,7 +187,7 @@ wait_fio_gone() {
 
 # ---- 1, 2: login, verified writes -----------------------------------------------------------
 
-login "first"
+iscsi_login "first"
 set_baseline_jobs
 run_fio baseline-write 120 "${jobs[@]}"
 run_fio baseline-check 120 --verify_only "${jobs[@]}"
@@ -248,11 +200,11 @@ for round in 1 2 3; do
 	wait_io_running $dev0 100
 	wait_io_running $dev1 20
 	still_running "the logout"
-	logout "round $round, $bs I/O running"
+	iscsi_logout "round $round, $bs I/O running"
 	note "round $round: logged out while $bs I/O ran"
 	wait_fio_gone "logout"
 	wait_sessions_closed "round $round"
-	login "round $round"
+	iscsi_login "round $round"
 	set_baseline_jobs
 	run_fio "round$round-check" 120 --verify_only "${jobs[@]}"
 done
@@ -290,7 +242,7 @@ if ! fio_ok "$work/fio-resets.log" $rc; then
 fi
 note "fio across LU reset + session recovery: ok"
 # The session was re-established, not replaced: the same disks, still there.
-[[ -b $dev0 && $(disk_of 0) == "$(basename $dev0)" ]] || fail "LUN 0's disk changed across session recovery"
+[[ -b $dev0 && $(iscsi_disk_of 0) == "$(basename $dev0)" ]] || fail "LUN 0's disk changed across session recovery"
 run_fio resets-check 120 --verify_only "${jobs[@]}"
 
 # ---- 5: the target killed and restarted under verified writes --------------------------------
@@ -328,7 +280,7 @@ run_fio after-restart-lun0 120 \
 
 # ---- 6: clean logout, SIGINT, bounded exit, no leaks ----------------------------------------
 
-logout "final"
+iscsi_logout "final"
 wait_sessions_closed "final"
 kill -INT $tpid
 # ulp-targetd's whole shutdown bound is 15 s (shutdown_timeout_ms); 25 s under TCG.

@@ -261,6 +261,7 @@ json Daemon::stats()
 			const rdma::PortalRes r = p.rdma->resources();
 			portals.push_back({{"transport", p.transport},
 			                   {"address", p.rdma->addr()},
+			                   {"listening", p.rdma->listening()},
 			                   {"accepted", p.rdma->accepted()},
 			                   {"rejected", p.rdma->rejected()},
 			                   {"connections", r.conns},
