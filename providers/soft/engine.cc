@@ -19,6 +19,8 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <sched.h>
+
 #include <algorithm>
 #include <string>
 
@@ -35,17 +37,6 @@ constexpr auto kSpinWire = std::chrono::microseconds(1000);
 // Inline runs on this thread, of any engine: a run that schedules a QP (of its own engine
 // or another's) must not start a nested progress_inline_all, whose loop reaches it anyway.
 thread_local int tl_inline_depth = 0;
-
-// The spin-wait hint (the kernel's cpu_relax()): lets the sibling hyperthread run and saves
-// power while we poll.
-inline void cpu_relax()
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#elif defined(__aarch64__)
-	asm volatile("yield" ::: "memory");
-#endif
-}
 } // namespace
 
 Engine::Engine(bool threaded, unsigned index) : threaded_(threaded), index_(index)
@@ -405,12 +396,10 @@ void Engine::loop()
 					break;
 				}
 			}
-			// Pause, not sched_yield(): under CFS a yield hands the core to any other
-			// runnable task, a nice-19 compiler included, for up to a whole tick, and
-			// with such load on the host the in-process SRP path ran 13x slower. A
-			// party we wait for that was asleep preempts us when it is woken; the
-			// spin is bounded anyway.
-			cpu_relax();
+			// Yield rather than pause: on a machine with fewer cores than busy
+			// threads (the peer's engine, the ULP's poller) the party we wait for
+			// may need this core.
+			sched_yield();
 		}
 		g.lock();
 		if (got || !runq_.empty() || stop_)
