@@ -32,8 +32,8 @@ enum class Profile : uint8_t {
 };
 
 enum class Wire : uint8_t {
-	Auto, // in-process when the listener is in this process, else the ring wire (or the
-	      // packet wire when the environment has ULP_SOFT_WIRE=socket)
+	Auto,   // in-process when the listener is in this process, else the ring wire (or the
+	        // packet wire when the environment has ULP_SOFT_WIRE=socket)
 	Socket, // always the packet wire, even in-process (exercises the packet path)
 	Shm,    // always the ring wire, even in-process (exercises the ring path)
 };

@@ -228,7 +228,8 @@ TEST_F(DmaHeapTest, ThreadsFreeEachOthersBlocksThroughTheirCaches)
 	for (auto &x : th)
 		x.join();
 	EXPECT_EQ(bad.load(), 0) << "a block was handed out twice";
-	EXPECT_EQ(none.load(), 0) << "the region ran out (32 MiB; at most 64 blocks of 256 KiB live)";
+	EXPECT_EQ(none.load(), 0)
+	    << "the region ran out (32 MiB; at most 64 blocks of 256 KiB live)";
 	EXPECT_EQ(h->in_use(), 0u);
 	std::vector<void *> whole;
 	for (int i = 0; i < 32; i++)
