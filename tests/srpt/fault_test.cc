@@ -150,6 +150,27 @@ protected:
 		ASSERT_GT(in->ini->stats().*desc_counter(d), 0u) << desc_name(d) << " never used";
 	}
 
+	// The target's device goes away (lose, at the 300th of 4000 commands): every command
+	// ends, none wrong, every channel closes, the target frees what it held, and the
+	// initiator is let go.
+	void lose_target_device(std::function<void()> lose)
+	{
+		RunOpts o;
+		o.total = 4000;
+		o.trigger_at = 300;
+		o.trigger = std::move(lose);
+		const RunResult r = io->run(*in, o);
+		SCOPED_TRACE(r.str());
+		EXPECT_FALSE(r.hung) << ts.logs();
+		EXPECT_EQ(r.ended, r.issued);
+		EXPECT_EQ(r.wrong, 0u);
+		EXPECT_EQ(r.bad, 0u);
+		EXPECT_EQ(r.timeouts, 0u) << ts.logs();
+		EXPECT_EQ(in->ini->channels(), 0u);
+		EXPECT_TRUE(ts.wait_clean()) << ts.state() << "\n" << ts.logs();
+		in.reset();
+	}
+
 	// Every command ended, and as it should; the target frees what died on its own, and
 	// the rest once the initiator logs out; a new login reads every acknowledged write back.
 	void settle(const RunResult &r)
@@ -481,20 +502,7 @@ TEST_F(SrpFaults, TargetDeviceFatal)
 	TargetConfig tc;
 	tc.use_srq = true;
 	ASSERT_NO_FATAL_FAILURE(start(tc, 2, Desc::Indirect));
-	RunOpts o;
-	o.total = 4000;
-	o.trigger_at = 300;
-	o.trigger = [&] { soft::force_device_fatal(*ts.dev); };
-	const RunResult r = io->run(*in, o);
-	SCOPED_TRACE(r.str());
-	EXPECT_FALSE(r.hung) << ts.logs();
-	EXPECT_EQ(r.ended, r.issued);
-	EXPECT_EQ(r.wrong, 0u);
-	EXPECT_EQ(r.bad, 0u);
-	EXPECT_EQ(r.timeouts, 0u) << ts.logs();
-	EXPECT_EQ(in->ini->channels(), 0u);
-	EXPECT_TRUE(ts.wait_clean()) << ts.state() << "\n" << ts.logs();
-	in.reset();
+	ASSERT_NO_FATAL_FAILURE(lose_target_device([&] { soft::force_device_fatal(*ts.dev); }));
 	ASSERT_TRUE(ts.start_second("127.0.0.3"));
 	const SockAddr a2 = *SockAddr::parse("127.0.0.3:" + std::to_string(ts.portal2->port()));
 	verify(&a2);
@@ -552,20 +560,7 @@ TEST_F(SrpFaults, TargetDeviceRemovedThenBack)
 	tc.use_srq = true; // per device: it must go with the device
 	ASSERT_NO_FATAL_FAILURE(start(tc, 2, Desc::Indirect, 128, kIp));
 	const uint16_t port = ts.portal->port();
-	RunOpts o;
-	o.total = 4000;
-	o.trigger_at = 300;
-	o.trigger = [&] { soft::remove_device(*ts.dev); };
-	const RunResult r = io->run(*in, o);
-	SCOPED_TRACE(r.str());
-	EXPECT_FALSE(r.hung) << ts.logs();
-	EXPECT_EQ(r.ended, r.issued);
-	EXPECT_EQ(r.wrong, 0u);
-	EXPECT_EQ(r.bad, 0u);
-	EXPECT_EQ(r.timeouts, 0u) << ts.logs();
-	EXPECT_EQ(in->ini->channels(), 0u);
-	EXPECT_TRUE(ts.wait_clean()) << ts.state() << "\n" << ts.logs();
-	in.reset();
+	ASSERT_NO_FATAL_FAILURE(lose_target_device([&] { soft::remove_device(*ts.dev); }));
 
 	const auto end = clock::now() + 10s;
 	while (ts.portal->resources().heap_bytes != 0 && clock::now() < end)
