@@ -22,6 +22,7 @@
 #include "core/log.h"
 #include "tests/srpt/fault_env.h"
 
+#include <functional>
 #include <thread>
 
 namespace ulp::srpt
