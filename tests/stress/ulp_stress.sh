@@ -25,7 +25,7 @@
 #                     (judged, except under AddressSanitizer, whose quarantine keeps freed
 #                     memory: there the tool says it did not judge, and why).
 #   starvation:       the starvation scenario over TCP, iSER and SRP: a second ulp-targetd
-#                     with small RDMA pools, 16 nexuses of 16 x 128 KiB commands at once:
+#                     with small RDMA pools, 16 nexuses of 16 x 512 KiB commands at once:
 #                     exit 0, the iSER and SRP rows ok with their round, the pools named
 #                     (16 MiB of buffers, 8 send buffers, an SRQ of 16), work held back (TASK
 #                     SET FULL answers over iSER; over SRP its figures), every nexus within a
@@ -195,7 +195,7 @@ starvation)
 		read -r _ _ cycles ios failures _ _ _ result <<<"$line"
 		((cycles == 1 && ios > 0 && failures == 0)) && [[ $result == ok ]] ||
 			fail "starvation/$t: expected 1 round, I/O, no failure: $line"
-		grep -qE "^  starvation/$t: 16 nexuses x 16 commands of 131072 bytes wanted from a 16 MiB buffer pool" \
+		grep -qE "^  starvation/$t: 16 nexuses x 16 commands of 524288 bytes wanted from a 16 MiB buffer pool" \
 			"$work/starve.out" || fail "starvation/$t: the pools are not named"
 	done
 	grep -qE '^  starvation/iser: .*, 8 send buffers per connection; TASK SET FULL answers [1-9]' \

@@ -102,7 +102,7 @@ int main(int argc, char **argv)
 	    "target must hold them back and keep serving\n"
 	    "  starvation         (iSER, SRP) a second ulp-targetd with small RDMA pools (16 MiB "
 	    "of data buffers, 8 iSER send buffers per connection, one SRQ of 16 receives for "
-	    "every SRP channel): 16 nexuses of 16 commands of 128 KiB at once; every nexus must "
+	    "every SRP channel): 16 nexuses of 16 commands of 512 KiB at once; every nexus must "
 	    "make progress, the target must have held work back (TASK SET FULL, RNR NAKs), "
 	    "every block reads back and that daemon's resources return to its baseline\n"
 	    "  cq-race            (iSER, SRP) 16 nexuses, iSER and SRP alternately, whose QPs "

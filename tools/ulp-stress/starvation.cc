@@ -2,8 +2,12 @@
 // tools/ulp-stress/starvation.cc - starvation: the target's RDMA resources used up by many
 // nexuses at once, on a second ulp-targetd this scenario starts with small pools:
 //   - the registered data buffers (iser.buffer_pool, srp.buffer_pool: 16 MiB, the least a
-//     pool of 16 MiB commands has), which sixteen nexuses of 16 commands of 128 KiB want
-//     twice over: a command that finds none is answered TASK SET FULL (SAM-5 5.3);
+//     pool of 16 MiB commands has), which sixteen nexuses of 16 commands of 512 KiB want
+//     eight times over: a command that finds none is answered TASK SET FULL (SAM-5 5.3).
+//     The commands are large because the target only holds what has reached it: with
+//     sixteen client threads on two cores (slower still under a sanitizer) the target
+//     often finishes a command before its initiator sends the next, and with 128 KiB
+//     commands (32 MiB wanted) the pool's high-water mark stayed below 16 MiB in some runs;
 //   - iSER's send buffers (iser.send_ring 8 per connection, for a window of 32): responses
 //     wait for one;
 //   - SRP's receives: one shared receive queue of 16 (srp.srq_size) for sixteen channels
@@ -14,7 +18,7 @@
 //     credits beyond the SRQ's receives leave the flow control to RNR NAKs, under which
 //     some channels completed a hundredth of what others did; srpt now grants a channel
 //     on an SRQ its share of the receives (srpt/channel.h, credits).
-// Each nexus writes and reads its own megabyte and reads a shared 4 MiB that one session
+// Each nexus writes and reads its own 2 MiB and reads a shared 8 MiB that one session
 // wrote before (fill_region), so the data in flight is not bounded by the blocks a nexus
 // owns. What must hold: every nexus makes progress (at least one write and one read
 // completed GOOD, and at least a 30th of the commands of the busiest nexus of its round:
@@ -44,9 +48,10 @@ namespace
 
 constexpr uint32_t kNexuses = 16;          // at once
 constexpr uint32_t kQd = 16;               // commands wanted in flight per nexus
-constexpr uint32_t kIoBytes = 128 * 1024;  // per command
-constexpr uint64_t kOwnBytes = 1 << 20;    // each nexus's own blocks
-constexpr uint64_t kSharedBytes = 4 << 20; // read by all, written once before
+constexpr uint32_t kIoBytes = 512 * 1024;  // per command
+constexpr uint64_t kOwnBytes = 2 << 20;    // each nexus's own blocks (with the shared: 20 commands
+                                           // wide, so all 16 can be in flight)
+constexpr uint64_t kSharedBytes = 8 << 20; // read by all, written once before
 constexpr const char *kPool = "16M";       // both transports' buffer pools
 constexpr uint32_t kSendRing = 8;          // iSER send buffers per connection
 constexpr uint32_t kSrqSize = 16;          // SRP's shared receive queue
