@@ -563,8 +563,10 @@ TEST_F(SrpFaults, TargetDeviceRemovedThenBack)
 	const uint16_t port = ts.portal->port();
 	ASSERT_NO_FATAL_FAILURE(lose_target_device([&] { soft::remove_device(*ts.dev); }));
 
+	// The portal frees the device's resources, then logs that it did: wait for both.
 	const auto end = clock::now() + 10s;
-	while (ts.portal->resources().heap_bytes != 0 && clock::now() < end)
+	while ((ts.portal->resources().heap_bytes != 0 || !ts.capture.contains("released")) &&
+	       clock::now() < end)
 		std::this_thread::sleep_for(10ms);
 	EXPECT_EQ(ts.portal->resources().heap_bytes, 0u)
 	    << "the removed device's data heap is still held\n"
