@@ -127,6 +127,8 @@ bool run_io(initiator::Disk &d, uint64_t lun, Ledger &ledger, Region region, Gen
 			opt.progress->fetch_add(1, std::memory_order_relaxed);
 		if (s.write) {
 			st->writes++;
+			if (opt.progress_writes)
+				opt.progress_writes->fetch_add(1, std::memory_order_relaxed);
 			if (journal && journal->ack)
 				journal->ack(s.blk, s.n,
 				             s.gen); // the parent knows before it counts

@@ -65,7 +65,8 @@ struct IoOptions {
 	// Blocks other nexuses read at the same time, never written during the run (filled
 	// before: fill_region): reads of it join the region's own commands. count 0: none.
 	Region shared;
-	std::atomic<uint64_t> *progress = nullptr; // counts every command completed GOOD
+	std::atomic<uint64_t> *progress = nullptr;        // counts every command completed GOOD
+	std::atomic<uint64_t> *progress_writes = nullptr; // counts the writes among them
 };
 
 // The first commands of a new nexus: TEST UNIT READY until no UNIT ATTENTION (at most 3

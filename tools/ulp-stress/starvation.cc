@@ -20,20 +20,21 @@
 //     on an SRQ its share of the receives (srpt/channel.h, credits).
 // Each nexus writes and reads its own 2 MiB and reads a shared 8 MiB that one session
 // wrote before (fill_region), so the data in flight is not bounded by the blocks a nexus
-// owns. What must hold: every nexus makes progress (at least one write and one read
-// completed GOOD, and at least a 30th of the commands of the busiest nexus of its round:
-// the client threads share the CPU, not evenly under load, and the starved channels had a
-// hundredth and less), nothing is lost, failed or read back wrong; the phase really held
-// work back (TASK SET FULL answers, commands the initiators held for want of a credit, or
-// RNR NAKs our device saw); afterwards a new session reads back every block, the second
-// daemon's resources (connections, QPs, CQ entries, MRs, buffer bytes, fds, threads) are
-// back at its own baseline and it stops cleanly (exit status 0). Then post_check checks the
-// main daemon as after any scenario.
+// owns. A round's I/O lasts 8 x the profile's I/O burst, longer on a machine too slow for
+// that (a sanitizer's build: end_round). What must hold: every nexus makes progress (at least one
+// write and one read completed GOOD, and at least a 30th of the commands of the busiest nexus of
+// its round: the client threads share the CPU, not evenly under load, and the starved channels had
+// a hundredth and less), nothing is lost, failed or read back wrong; the phase really held work
+// back (TASK SET FULL answers, commands the initiators held for want of a credit, or RNR NAKs our
+// device saw); afterwards a new session reads back every block, the second daemon's resources
+// (connections, QPs, CQ entries, MRs, buffer bytes, fds, threads) are back at its own baseline and
+// it stops cleanly (exit status 0). Then post_check checks the main daemon as after any scenario.
 #include "tools/ulp-stress/stress.h"
 
 #include "providers/soft/soft.h"
 
 #include <algorithm>
+#include <atomic>
 #include <random>
 #include <thread>
 
@@ -58,6 +59,7 @@ constexpr uint32_t kSrqSize = 16;          // SRP's shared receive queue
 constexpr uint32_t kRqSize = 32;           // SRP credits per channel
 constexpr uint64_t kFairness = 30;         // the least served nexus: >= 1/30 of the most
 constexpr uint32_t kSqSize = 64;           // SRP send queue per channel, WRs
+constexpr uint64_t kMinGood = 10;          // a round lasts until every nexus has this many
 
 // The second daemon's file: joins the flags Target::start gives (portals, LUN, socket).
 std::string small_pools_toml()
@@ -85,7 +87,42 @@ struct NexusResult {
 	IoStats st;
 	uint64_t held = 0; // submits the initiator held back (no credit, CmdSN window)
 	bool logged_in = false;
+	// While the round runs, for its end (see the round's comment):
+	std::atomic<uint64_t> good{0};   // commands completed GOOD
+	std::atomic<uint64_t> writes{0}; // writes among them
+	std::atomic<int64_t> io_ns{0};   // steady clock when its I/O began; 0: not yet
+	std::atomic<bool> done{false};   // its I/O is over, or it never began (a failure)
 };
+
+int64_t now_ns()
+{
+	return std::chrono::duration_cast<std::chrono::nanoseconds>(clock::now().time_since_epoch())
+	    .count();
+}
+
+// The round ends (*stop) once every nexus has had its I/O for min_io and completed a write,
+// a read and kMinGood commands, or has ended; at bound at the latest. On a fast build that
+// is min_io for all; where the machine is slow (a sanitizer) a fixed window left some
+// nexuses only their first commands, answered TASK SET FULL, and called them starved.
+// Returns how long the round ran.
+std::chrono::milliseconds end_round(std::vector<NexusResult> &res, std::atomic<bool> &stop,
+                                    std::chrono::milliseconds min_io,
+                                    std::chrono::milliseconds bound)
+{
+	const auto t0 = clock::now();
+	const int64_t min_ns = std::chrono::nanoseconds(min_io).count();
+	auto served = [&](const NexusResult &x) {
+		if (x.done)
+			return true;
+		const int64_t s = x.io_ns;
+		const uint64_t g = x.good, w = x.writes;
+		return s != 0 && now_ns() - s >= min_ns && w > 0 && g > w && g >= kMinGood;
+	};
+	while (clock::now() - t0 < bound && !std::all_of(res.begin(), res.end(), served))
+		std::this_thread::sleep_for(10ms);
+	stop = true;
+	return std::chrono::duration_cast<std::chrono::milliseconds>(clock::now() - t0);
+}
 
 } // namespace
 
@@ -170,11 +207,16 @@ void starvation(Run &r, Transport t, Row &row)
 	const uint64_t rnr0 = ulp::soft::device_counters(*r.soft_dev).rnr_naks;
 	uint64_t busy = 0, held = 0, least = UINT64_MAX, most = 0;
 	std::chrono::microseconds worst{0};
+	std::chrono::milliseconds shortest{INT64_MAX}, longest{0}; // rounds
+	const auto min_io = r.prof.io * 8;
+	const auto bound = std::max<std::chrono::milliseconds>(
+	    min_io, std::chrono::duration_cast<std::chrono::milliseconds>(r.prof.step / 2));
 	const auto deadline = clock::now() + r.prof.scenario;
 	uint32_t round = 0;
 	for (; round < r.prof.starve && clock::now() < deadline; round++) {
 		// Sixteen nexuses at once.
 		std::vector<NexusResult> res(kNexuses);
+		std::atomic<bool> stop{false};
 		std::vector<std::thread> th;
 		for (uint32_t i = 0; i < kNexuses; i++)
 			th.emplace_back([&, i] {
@@ -187,6 +229,7 @@ void starvation(Run &r, Transport t, Row &row)
 					n = Nexus::login(t, ep, id, &w);
 				}
 				if (!n) {
+					res[i].done = true;
 					row.fail(wtag + ": login: " + w);
 					return;
 				}
@@ -199,13 +242,18 @@ void starvation(Run &r, Transport t, Row &row)
 						IoOptions o;
 						o.qd = kQd;
 						o.io_blocks = io_blocks;
-						o.duration = r.prof.io * 8;
+						o.duration = bound;
+						o.stop = &stop;
+						o.progress = &res[i].good;
+						o.progress_writes = &res[i].writes;
 						o.seed = round * 104723 + i * 7717 + 3;
 						o.shared = shared;
+						res[i].io_ns = now_ns();
 						run_io(n->disk(), 0, ledger,
 						       {uint64_t(i) * own, own}, r.gens, o, nullptr,
 						       &res[i].st);
 					}
+					res[i].done = true;
 				}
 				row.add_io(res[i].st, true, true);
 				res[i].held = std::max(res[i].st.held, n->held_back());
@@ -220,6 +268,9 @@ void starvation(Run &r, Transport t, Row &row)
 					row.add_teardown(clock::now() - t0);
 				}
 			});
+		const auto len = end_round(res, stop, min_io, bound);
+		shortest = std::min(shortest, len);
+		longest = std::max(longest, len);
 		for (auto &x : th)
 			x.join();
 		// Every nexus made progress: its own blocks written and read back.
@@ -273,7 +324,8 @@ void starvation(Run &r, Transport t, Row &row)
 	         std::to_string(held) + " times, RNR NAKs " + std::to_string(rnr) +
 	         "; GOOD per nexus and round " + std::to_string(least) + ".." +
 	         std::to_string(most) + ", slowest answer " + std::to_string(worst.count() / 1000) +
-	         " ms");
+	         " ms, rounds of " + std::to_string(shortest.count()) + ".." +
+	         std::to_string(longest.count()) + " ms");
 
 	// Every block back, the second daemon at its baseline, and a clean stop.
 	{
