@@ -91,12 +91,15 @@ void Ledger::check_read(uint64_t blk, std::span<const uint8_t> data, CheckResult
 			std::string maybe;
 			for (uint64_t m : b.maybe)
 				maybe += " " + std::to_string(m);
-			char msg[320];
-			std::snprintf(msg, sizeof(msg),
-			              "LBA %" PRIu64 ": %s: acknowledged generation %" PRIu64
-			              ", uncertain [%s ], found %s generation %" PRIu64,
-			              lba, what, b.acked, maybe.c_str(),
-			              magic ? "header with" : "no header,", found);
+			// The header's own LBA too: a block that names another LBA was written
+			// with another block's data.
+			char msg[360];
+			std::snprintf(
+			    msg, sizeof(msg),
+			    "LBA %" PRIu64 ": %s: acknowledged generation %" PRIu64
+			    ", uncertain [%s ], found %s generation %" PRIu64 " of LBA %" PRIu64,
+			    lba, what, b.acked, maybe.c_str(), magic ? "header with" : "no header,",
+			    found, magic ? ulp::get_be64(got.data() + 8) : uint64_t(0));
 			out->msgs.push_back(msg);
 		}
 	}
