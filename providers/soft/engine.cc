@@ -15,11 +15,10 @@
 #include "providers/soft/shm_link.h"
 #include "providers/soft/sock_conn.h"
 
+#include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
-
-#include <sched.h>
 
 #include <algorithm>
 #include <string>
