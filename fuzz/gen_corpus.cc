@@ -111,6 +111,12 @@ int main(int argc, char **argv)
 	}()));
 	seeds.emplace_back("raw_handshake",
 	                   Seed(kRaw).cm(cm_req(7, 16)).pkt(hdr(PktOp::Send, 0, 8)));
+	// The peer's QP in ERR (its later requests go unserved), and an ErrAck nobody asked for.
+	seeds.emplace_back("peer_err", Seed(0)
+	                                   .pkt(hdr(PktOp::Send, 0, 8))
+	                                   .pkt(hdr(PktOp::Err))
+	                                   .pkt(rdma(PktOp::Write, 1, 64, 4096)));
+	seeds.emplace_back("stray_err_ack", Seed(0).pkt(hdr(PktOp::ErrAck)));
 	seeds.emplace_back("disconnect",
 	                   Seed(0).pkt(hdr(PktOp::Send, 0, 8)).pkt(hdr(PktOp::Disconnect)));
 

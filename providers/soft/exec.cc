@@ -162,6 +162,17 @@ static void wire_flush(SoftQp &qp)
 		shm_flush(qp);
 }
 
+// QP in ERR: whether its WRs may be flushed now (the wire's peer can no longer touch
+// their memory). The in-process wire executes on this engine: nothing is left behind.
+static bool wire_quiesced(SoftQp &qp)
+{
+	if (qp.wire == WireKind::Socket)
+		return sock_quiesced(qp);
+	if (qp.wire == WireKind::Shm)
+		return shm_quiesced(qp);
+	return true;
+}
+
 int SoftQp::process(int budget)
 {
 	// The peer is served in every state but RESET/INIT: a responder in RTR takes
@@ -177,9 +188,10 @@ int SoftQp::process(int budget)
 	}
 	if (flush_pending.load(std::memory_order_acquire) || state() == QpState::Err) {
 		if (state() == QpState::Err) {
-			// The ring wire flushes once the peer can no longer place READ data.
-			if (shm && !shm_quiesced(*this)) {
-				shm_flush(*this);
+			// The cross-process wires flush once the peer can no longer touch our
+			// memory (a WR's buffer is the consumer's again at its completion).
+			if (!wire_quiesced(*this)) {
+				wire_flush(*this);
 				return 1;
 			}
 			flush_all();
@@ -215,7 +227,7 @@ int SoftQp::process(int budget)
 			break;
 	}
 	if (state() == QpState::Err) {
-		if (!shm || shm_quiesced(*this)) {
+		if (wire_quiesced(*this)) {
 			flush_all();
 			if (shm)
 				shm_flushed(*this);

@@ -93,8 +93,9 @@ public:
 	bool hold = false;     // request rx was RNR NAKed; waits for the peer's retry
 	bool peer_err = false; // the peer's QP is in ERR: its requests are not executed
 
-	// Our QP in ERR: requests of ours that may still write our memory (READs) keep their
-	// completions until the peer acknowledges (err_ack), dies, or err_deadline passes.
+	// Our QP in ERR: requests of ours the peer has not answered (it may still copy out
+	// of our memory, or READ data into it) keep their completions until the peer
+	// acknowledges (err_ack), dies, or err_deadline passes.
 	bool err_sent = false;
 	bool err_wait = false; // waiting for err_ack
 	Clock::time_point err_deadline{};

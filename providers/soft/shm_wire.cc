@@ -523,8 +523,15 @@ bool shm_quiesced(SoftQp &qp)
 		l.err_sent = true;
 		l.publish(l.me->err, 1);
 		l.kick();
-		if (!qp.rd_inflight)
-			return true; // nothing of ours the peer could still write
+		// The peer copies payloads straight out of our regions (a WRITE's or SEND's
+		// source) and READ data straight into them, when it executes the request, not
+		// when we post it. A WR flushed while its request is unanswered gives its buffer
+		// back to the consumer, who reuses it: the peer executing the request after
+		// that would carry the new owner's bytes (a read answered with another block's
+		// data) or scribble on them. On an RNIC the flush comes after the QP stopped
+		// touching that memory; here that is the peer's err_ack.
+		if (qp.tx_psn == l.rsp_seen)
+			return true; // nothing of ours unanswered: the peer touches none of it
 		l.err_wait = true;
 		l.err_deadline = Clock::now() + kErrAckWait;
 		qp.engine.add_timer(&qp, l.err_deadline, [&qp] { qp.engine.schedule(&qp); });
@@ -536,10 +543,12 @@ bool shm_quiesced(SoftQp &qp)
 		return true;
 	}
 	if (Clock::now() >= l.err_deadline) {
-		ULP_LOG(Warn, Soft,
-		        "ring wire: peer of QP {} did not stop its READs within {} ms; flushing",
-		        qp.qp_num(),
-		        std::chrono::duration_cast<std::chrono::milliseconds>(kErrAckWait).count());
+		ULP_LOG(
+		    Warn, Soft,
+		    "ring wire: peer of QP {} did not stop executing our requests within {} ms; "
+		    "flushing",
+		    qp.qp_num(),
+		    std::chrono::duration_cast<std::chrono::milliseconds>(kErrAckWait).count());
 		l.err_wait = false;
 		return true;
 	}

@@ -27,6 +27,12 @@ enum class PktOp : uint8_t {
 	ReadResp,
 	Ack,
 	Nak,
+	// A requester whose QP entered ERR: execute none of my requests after this one.
+	// The responder answers ErrAck once every request before it is done (it serves in
+	// order), and the requester flushes its WRs only then: until that, the responder
+	// may still copy out of (or READ data into) the requester's shared regions.
+	Err,
+	ErrAck,
 	Max,
 };
 
@@ -106,6 +112,8 @@ inline uint32_t payload_len(const PktHdr &h)
 	case PktOp::ReadReq:
 	case PktOp::Ack:
 	case PktOp::Nak:
+	case PktOp::Err:
+	case PktOp::ErrAck:
 		return 0;
 	default:
 		return ~0u;

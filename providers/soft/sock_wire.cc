@@ -36,6 +36,8 @@
 namespace ulp::soft
 {
 
+constexpr auto kErrAckWait = std::chrono::seconds(1); // a live peer acks within microseconds
+
 // One ACK covers every request up to its psn (IB spec 9.7.5.1.2, coalesced ACKs); it is
 // sent before any other reply, so replies stay in request order.
 static void send_owed_ack(SockConn &c)
@@ -261,6 +263,8 @@ static NakCode nak_of(Reply r)
 
 static bool on_request(SoftQp &qp, SockConn &c, const PktHdr &h, const uint8_t *payload)
 {
+	if (c.peer_err)
+		return true; // after the peer's Err: its WRs are flushed, nobody waits for these
 	if (h.psn != qp.rx_psn)
 		return true; // after an RNR NAK: dropped until the NAKed request returns
 	QpState st = qp.state();
@@ -357,6 +361,19 @@ static bool on_packet(SoftQp &qp, SockConn &c, const PktHdr &h, const uint8_t *p
 		       on_request(qp, c, h, payload);
 	if (op == PktOp::Ack || op == PktOp::Nak || op == PktOp::ReadResp)
 		return on_reply(qp, c, h, payload);
+	if (op == PktOp::Err) {
+		// Every request it sent before this one has been served (in order, above):
+		// from here on none is.
+		c.peer_err = true;
+		send_reply(c, PktOp::ErrAck, 0);
+		return true;
+	}
+	if (op == PktOp::ErrAck) {
+		if (!c.err_sent || c.err_acked)
+			return false; // an answer to nothing we asked
+		c.err_acked = true;
+		return true;
+	}
 	return false;
 }
 
@@ -382,6 +399,40 @@ void sock_service(SoftQp &qp)
 	send_owed_ack(*c);
 	if (c->rx_len || c->backlog())
 		qp.engine.wire_active();
+}
+
+bool sock_quiesced(SoftQp &qp)
+{
+	auto &c = qp.conn;
+	if (!c || c->dead)
+		return true; // a dead peer touches nothing
+	if (!c->err_sent) {
+		c->err_sent = true;
+		PktHdr h{};
+		h.op = static_cast<uint8_t>(PktOp::Err);
+		conn_send(*c, h, nullptr, 0);
+		if (qp.sq_acked == qp.sq_next)
+			return true; // nothing of ours unanswered
+		c->err_wait = true;
+		c->err_deadline = Clock::now() + kErrAckWait;
+		qp.engine.add_timer(&qp, c->err_deadline, [&qp] { qp.engine.schedule(&qp); });
+	}
+	if (!c->err_wait)
+		return true;
+	if (c->err_acked) {
+		c->err_wait = false;
+		return true;
+	}
+	if (Clock::now() >= c->err_deadline) {
+		ULP_LOG(Warn, Soft,
+		        "packet wire: peer of QP {} did not stop executing our requests within {} "
+		        "ms; flushing",
+		        qp.qp_num(),
+		        std::chrono::duration_cast<std::chrono::milliseconds>(kErrAckWait).count());
+		c->err_wait = false;
+		return true;
+	}
+	return false;
 }
 
 void sock_flush(SoftQp &qp)

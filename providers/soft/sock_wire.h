@@ -21,6 +21,11 @@ ExecResult sock_exec(SoftQp &qp, uint32_t slot);
 void sock_service(SoftQp &qp);
 // Engine, at the end of SoftQp::process: write the batch this turn queued.
 void sock_flush(SoftQp &qp);
+// Engine, QP in ERR: true once its WRs may be flushed. The first call sends Err; while
+// requests of ours are unanswered, the peer may still copy out of our shared regions or
+// READ data into them, so their flush waits for the peer's ErrAck (bounded: it is
+// waived when the peer dies or stays silent past a deadline, with a warning).
+bool sock_quiesced(SoftQp &qp);
 
 // CM hooks, all called with CmGlobal::lock held.
 int sock_listen(SoftCmId &id); // bind "@ulp-soft/IP:PORT"
