@@ -141,22 +141,33 @@ static bool is_idle(const ResourceSnapshot &s)
 }
 
 bool stable_snapshot(const Target &t, ResourceSnapshot *out, std::string *why, bool idle,
-                     std::chrono::milliseconds bound)
+                     std::chrono::milliseconds bound,
+                     const std::function<void(const std::string &)> &say)
 {
-	const auto deadline = clock::now() + bound;
+	const auto start = clock::now();
+	const auto deadline = start + bound;
+	auto next_line = start + 1s;
 	ResourceSnapshot prev;
 	if (!take_snapshot(t, &prev, why))
 		return false;
+	auto same_since = clock::now();
 	for (;;) {
 		std::this_thread::sleep_for(50ms);
 		if (!take_snapshot(t, out, why))
 			return false;
-		if (snapshot_diff(prev, *out).empty() && (!idle || is_idle(*out)))
+		if (!snapshot_diff(prev, *out).empty())
+			same_since = clock::now();
+		else if (is_idle(*out) || (!idle && clock::now() - same_since >= kSettle))
 			return true;
 		if (clock::now() >= deadline) {
 			*why = std::string("the daemon's resources do not settle") +
 			       (idle ? " at idle" : "") + ": " + snapshot_str(*out);
 			return false;
+		}
+		if (say && clock::now() >= next_line) {
+			say("baseline: waiting for the daemon's resources to settle" +
+			    std::string(idle ? " at idle" : "") + ": " + snapshot_str(*out));
+			next_line = clock::now() + 1s;
 		}
 		prev = *out;
 	}

@@ -42,8 +42,14 @@ bool take_snapshot(const Target &t, ResourceSnapshot *out, std::string *why);
 // until nothing is logged in (every count but fds and threads zero): a nexus the warm-up
 // logged out may still be draining on the daemon's side, and a baseline taken then would
 // hold its channel, QP and CQ entries (our own daemon has no other user; a given target may).
+// Without idle, a snapshot that is not idle must hold still for kSettle: two agreeing
+// snapshots 50 ms apart can both fall inside one channel's close on a slow fabric (rxe under
+// TCG), and a baseline taken then holds a channel that then goes.
+inline constexpr std::chrono::milliseconds kSettle{2000};
+// say (when given) gets a line each second of waiting past the first.
 bool stable_snapshot(const Target &t, ResourceSnapshot *out, std::string *why, bool idle,
-                     std::chrono::milliseconds bound = std::chrono::seconds(10));
+                     std::chrono::milliseconds bound = std::chrono::seconds(10),
+                     const std::function<void(const std::string &)> &say = {});
 // The counts of now that differ from base ("sessions 0 -> 2"), empty when back.
 std::vector<std::string> snapshot_diff(const ResourceSnapshot &base, const ResourceSnapshot &now);
 // One line: every count (and info) of s.
