@@ -290,6 +290,18 @@ std::string prometheus_text(const json &st)
 				      "connections rejected", pl, std::to_string(v));
 		}
 
+	if (auto m = st.find("memory"); m != st.end() && m->is_object()) {
+		uint64_t v;
+		if (num(*m, "heap_in_use", &v))
+			e.add("ulp_memory_heap_in_use_bytes", "gauge",
+			      "heap bytes the daemon holds (malloc'd, not freed)", {},
+			      std::to_string(v));
+		if (num(*m, "heap_held", &v))
+			e.add("ulp_memory_heap_held_bytes", "gauge",
+			      "heap bytes the allocator has from the system", {},
+			      std::to_string(v));
+	}
+
 	// The daemon's own counters: "*_open" are gauges, the rest counters.
 	for (const char *fabric : {"iscsi", "srp"}) {
 		auto f = st.find(fabric);

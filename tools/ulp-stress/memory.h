@@ -14,32 +14,50 @@
 //
 // A daemon built with AddressSanitizer keeps freed memory in its quarantine (256 MB by
 // default) before reuse, so its VmRSS climbs with every pass whatever the code does (the
-// exhaustion check under ASan: +112 MB after the warm-up; +2.6 MB with the quarantine
-// off). There the growth is reported, not judged: LeakSanitizer checks leaks at the
-// daemon's exit instead (a leak makes the exit status non-zero, which fails the run).
+// exhaustion check under ASan: +112 MB after the warm-up; +2.6 MB with the quarantine off).
+//
+// So what is judged is the allocator's own count of the bytes the daemon holds, which
+// stats_get reports (memory.heap_in_use: glibc's mallinfo2 over every arena, or the
+// sanitizer allocator's count, quarantine left out): a leak or a growing cache shows there
+// whatever the arenas keep. VmRSS is reported beside it. A daemon that does not report its
+// heap has its VmRSS judged instead, except under a sanitizer's allocator (LeakSanitizer
+// checks leaks at the daemon's exit there: a leak makes the exit status non-zero).
 #pragma once
 
 #include <sys/types.h>
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace stress
 {
 
+// One measure of the daemon's memory at the three points of a run, kB (-1: unknown).
+struct MemoryFigure {
+	int64_t baseline_kb = -1; // at the baseline (before any scenario)
+	int64_t ref_kb = -1;      // after the warm-up pass (enabled only)
+	int64_t end_kb = -1;      // after the last scenario
+};
+
 struct MemoryCheck {
 	bool enabled = false;        // judged (long profile, --memory-check)
-	int64_t baseline_kb = -1;    // VmRSS at the baseline (before any scenario)
-	int64_t ref_kb = -1;         // VmRSS after the warm-up pass (enabled only)
-	int64_t end_kb = -1;         // VmRSS after the last scenario
+	MemoryFigure heap;           // stats_get memory.heap_in_use: bytes malloc'd, not freed
+	MemoryFigure rss;            // VmRSS of the daemon's process
+	std::string allocator;       // whose count heap is ("glibc", "asan", "tsan")
 	int64_t tolerance_kb = 8192; // growth after the warm-up allowed: this, or
-	double tolerance_pct = 10.0; // this share of ref_kb, whichever is larger
-	std::string unjudged;        // non-empty: why the growth is reported, not judged
+	double tolerance_pct = 10.0; // this share of the reference, whichever is larger
+	std::string rss_unjudged;    // non-empty: why VmRSS could not be judged (a sanitizer)
 
+	bool heap_known() const { return heap.baseline_kb >= 0 && heap.end_kb >= 0; }
+	// What is judged: heap when the daemon reports it, else VmRSS.
+	const MemoryFigure &judged() const { return heap_known() ? heap : rss; }
 	int64_t allowed_kb() const;
-	// enabled and both figures known: false + *why when it grew beyond the tolerance.
+	// Judged: false when enabled and the judged figure was known and could be judged.
+	bool checked() const;
+	// enabled and the figures known: false + *why when it grew beyond the tolerance.
 	bool judge(std::string *why) const;
-	std::string line() const; // the report's memory line
+	std::vector<std::string> lines() const; // the report's memory lines
 };
 
 // Why the VmRSS of process pid says nothing about leaks (its allocator is AddressSanitizer's,

@@ -50,9 +50,10 @@ void print_table(const Report &r)
 	if (r.have_snapshots) {
 		std::printf("resources at the baseline: %s\n", snapshot_str(r.baseline).c_str());
 		std::printf("resources at the end:      %s\n", snapshot_str(r.final).c_str());
-		std::printf("%s\n", r.memory.line().c_str());
-		if (r.memory.enabled && !r.memory.unjudged.empty())
-			std::printf("memory: not judged: %s\n", r.memory.unjudged.c_str());
+		for (const std::string &l : r.memory.lines())
+			std::printf("%s\n", l.c_str());
+		if (r.memory.enabled && !r.memory.checked() && !r.memory.rss_unjudged.empty())
+			std::printf("memory: not judged: %s\n", r.memory.rss_unjudged.c_str());
 	}
 	if (r.stop_status != 0)
 		std::printf("ulp-targetd did not stop cleanly on SIGTERM: status %d\n",
@@ -87,10 +88,16 @@ void print_json(const Report &r)
 		out["baseline"] = {{"counts", r.baseline.counts}, {"info", r.baseline.info}};
 		out["final"] = {{"counts", r.final.counts}, {"info", r.final.info}};
 		const MemoryCheck &m = r.memory;
-		out["memory"] = {{"checked", m.enabled && m.unjudged.empty()},
-		                 {"baseline_kb", m.baseline_kb},
-		                 {"ref_kb", m.ref_kb},
-		                 {"end_kb", m.end_kb},
+		auto fig = [](const MemoryFigure &f) {
+			return json{{"baseline_kb", f.baseline_kb},
+			            {"ref_kb", f.ref_kb},
+			            {"end_kb", f.end_kb}};
+		};
+		out["memory"] = {{"checked", m.checked()},
+		                 {"judged", m.heap_known() ? "heap_in_use" : "vm_rss"},
+		                 {"allocator", m.allocator},
+		                 {"heap_in_use", fig(m.heap)},
+		                 {"vm_rss", fig(m.rss)},
 		                 {"allowed_kb", m.allowed_kb()}};
 	}
 	out["targetd_stop_status"] = r.stop_status;

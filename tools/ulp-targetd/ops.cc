@@ -2,6 +2,7 @@
 // tools/ulp-targetd/ops.cc - what an administrator can change while ulp-targetd serves, and
 // what it can look at (daemon.h states the rules each of these keeps).
 #include "tools/ulp-targetd/daemon.h"
+#include "tools/ulp-targetd/heap_usage.h"
 
 #include "iscsi/target/session.h"
 
@@ -285,6 +286,9 @@ json Daemon::stats()
 	out["luns"] = luns;
 	out["sessions"] = sessions;
 	out["cmds_in_flight"] = cmds;
+	const HeapUsage h = heap_usage();
+	out["memory"] = {
+	    {"allocator", h.allocator}, {"heap_in_use", h.in_use}, {"heap_held", h.held}};
 	if (admin_) {
 		const admin::ServerStats a = admin_->stats();
 		out["admin"] = {{"accepted", a.accepted}, {"denied", a.denied},

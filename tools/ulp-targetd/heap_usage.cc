@@ -1,0 +1,34 @@
+// SPDX-License-Identifier: MIT
+// tools/ulp-targetd/heap_usage.cc - the allocator's own figures (see heap_usage.h).
+#include "tools/ulp-targetd/heap_usage.h"
+
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#include <sanitizer/allocator_interface.h>
+#else
+#include <malloc.h>
+#endif
+
+namespace targetd
+{
+
+HeapUsage heap_usage()
+{
+	HeapUsage u;
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if defined(__SANITIZE_ADDRESS__)
+	u.allocator = "asan";
+#else
+	u.allocator = "tsan";
+#endif
+	u.in_use = __sanitizer_get_current_allocated_bytes();
+	u.held = __sanitizer_get_heap_size();
+#else
+	// uordblks: in use in the arenas; hblkhd: blocks mmap'd on their own (large ones).
+	const struct mallinfo2 m = mallinfo2();
+	u.in_use = m.uordblks + m.hblkhd;
+	u.held = m.arena + m.hblkhd;
+#endif
+	return u;
+}
+
+} // namespace targetd
