@@ -373,7 +373,7 @@ int main(int argc, char **argv)
 	for (Transport t : transports)
 		post_check(run, t, baseline, *warm); // baseline empty: only the verified session
 	if (target.has_admin()) {
-		if (!stable_snapshot(target, &baseline, &why, target.ours(), 10s,
+		if (!stable_snapshot(target, &baseline, &why, target.ours(), 20s,
 		                     [&](const std::string &m) { run.say(m); }))
 			warm->fail(why);
 		rep.baseline = baseline;

@@ -44,8 +44,9 @@ bool take_snapshot(const Target &t, ResourceSnapshot *out, std::string *why);
 // hold its channel, QP and CQ entries (our own daemon has no other user; a given target may).
 // Without idle, a snapshot that is not idle must hold still for kSettle: two agreeing
 // snapshots 50 ms apart can both fall inside one channel's close on a slow fabric (rxe under
-// TCG), and a baseline taken then holds a channel that then goes.
-inline constexpr std::chrono::milliseconds kSettle{2000};
+// TCG, where CI saw a closing SRP channel in the baseline and gone 10 s later), and a
+// baseline taken then holds a channel that then goes. Idle is taken at once.
+inline constexpr std::chrono::milliseconds kSettle{5000};
 // say (when given) gets a line each second of waiting past the first.
 bool stable_snapshot(const Target &t, ResourceSnapshot *out, std::string *why, bool idle,
                      std::chrono::milliseconds bound = std::chrono::seconds(10),
