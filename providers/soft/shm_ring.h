@@ -35,7 +35,9 @@
 //      the ring holds them.
 //   4. A requester whose QP enters ERR publishes err; the responder stops executing its
 //      requests (the memory they name may be reused once flushed) and publishes err_ack
-//      (IB: a QP in ERR accepts no more responses).
+//      (IB: a QP in ERR accepts no more responses). While any request is unanswered the
+//      requester flushes its WRs only after err_ack (or the peer's death, or 1 s): the
+//      responder copies out of and into the requester's regions as it executes.
 // Everything the peer writes is untrusted: an index out of range, a descriptor or an
 // answer that does not fit, counters that jump, all end the connection (protocol error)
 // and never reach memory outside a registered region.
