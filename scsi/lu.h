@@ -22,7 +22,6 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
-#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -81,6 +80,44 @@ struct NexusId {
 	std::string initiator_port;
 	uint16_t rtpi = 0;
 	auto operator<=>(const NexusId &) const = default;
+};
+
+// One nexus' pending unit attention conditions (scsi/ua.cc), oldest first. SPC-4 5.14: a
+// condition already queued is not queued twice; a queue that would grow without bound keeps
+// its newest conditions (a nexus that never reads them). Fixed size: an LU keeps one per
+// nexus it has seen, lost ones included (bounded: kMaxLostUa).
+struct UaQueue {
+	static constexpr size_t kMax = 16;
+	std::array<uint16_t, kMax> c{}; // ASC/ASCQ, c[0] the oldest
+	uint8_t n = 0;                  // conditions queued
+	uint64_t lost = 0;              // 0: its I_T nexus is live; else its loss' order
+
+	bool empty() const { return n == 0; }
+	bool has(uint16_t a) const
+	{
+		return std::find(c.begin(), c.begin() + n, a) != c.begin() + n;
+	}
+	void push(uint16_t a)
+	{
+		if (has(a))
+			return;
+		if (n == kMax)
+			take();
+		c[n++] = a;
+	}
+	uint16_t take() // the oldest; 0 when none
+	{
+		if (!n)
+			return 0;
+		const uint16_t a = c[0];
+		std::copy(c.begin() + 1, c.begin() + n, c.begin());
+		n--;
+		return a;
+	}
+	void erase(uint16_t a)
+	{
+		n = uint8_t(std::remove(c.begin(), c.begin() + n, a) - c.begin());
+	}
 };
 
 class LogicalUnit
@@ -158,6 +195,16 @@ public:
 	// Forget every nexus' conditions, as a power on does: each nexus starts again with
 	// POWER ON, RESET, OR BUS DEVICE RESET OCCURRED (TARGET COLD RESET).
 	void ua_reset();
+	// SAM-5 6.3.4: n's I_T nexus is lost; if it comes back it hears I_T NEXUS LOSS
+	// OCCURRED. The queues of at most kMaxLostUa lost nexuses are kept, the oldest loss
+	// forgotten first: one that returns after that hears POWER ON instead (the same 29h
+	// family). Without the bound an initiator logging in with a new ISID each time (or an
+	// SRP initiator with a new port identifier) grows the LU by a queue per login.
+	void ua_nexus_lost(const NexusId &n);
+	// n logged in again (Tpg::open_session): its queue is a live nexus' once more.
+	void ua_nexus_back(const NexusId &n);
+	static constexpr size_t kMaxLostUa = 1024;
+	size_t ua_nexuses(); // queues kept (live and lost), for tests
 
 	// A removable medium (medium.cc; SBC-3's removable medium model, 5.13, 5.25). Always
 	// present on a LU that is not removable. Prevention of its removal is held per I_T nexus
@@ -216,7 +263,9 @@ public:
 	// Pending UAs per nexus that has seen POWER ON (ua.cc): looked up by every command
 	// under its thread's shard of ua_lock_, changed under all of them.
 	ShardLock ua_lock_;
-	std::map<NexusId, std::deque<uint16_t>> ua_;
+	std::map<NexusId, UaQueue> ua_;
+	uint64_t ua_lost_seq_ = 0;     // losses so far: UaQueue::lost's clock (all of ua_lock_)
+	size_t ua_lost_n_ = 0;         // queues in ua_ whose nexus is lost (all of ua_lock_)
 	PrStatePtr pr_;                // persistent reservations and SPC-2 RESERVE (pr.cc)
 	std::mutex rmw_lock_;          // serialises COMPARE AND WRITE and ORWRITE (sbc_rmw.cc)
 	bool rmw_busy_ = false;        // one of them is between its first read and last write

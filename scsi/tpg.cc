@@ -229,7 +229,12 @@ Nexus *Tpg::open_session(Fabric &fabric, const std::string &initiator,
 	}
 	sessions_.push_back(
 	    std::unique_ptr<Nexus>(new Nexus(*this, fabric, initiator, initiator_port, acl)));
-	return sessions_.back().get();
+	Nexus *s = sessions_.back().get();
+	// A nexus that was lost and comes back: its unit attention queue is a live one again
+	// (not to be forgotten among the lost ones).
+	for (auto &[l, e] : luns_)
+		e.lu->ua_nexus_back(s->id());
+	return s;
 }
 
 std::vector<Nexus *> Tpg::sessions() const
@@ -262,7 +267,7 @@ void Tpg::session_lost(Nexus *s)
 	for (LogicalUnit *lu : lus) {
 		pr_nexus_loss(*lu, s->id());
 		lu->medium_nexus_loss(s->id());
-		lu->ua_add_if_seen(s->id(), UA_I_T_NEXUS_LOSS);
+		lu->ua_nexus_lost(s->id());
 	}
 }
 

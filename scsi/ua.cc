@@ -18,25 +18,12 @@ namespace
 {
 
 // The nexus' queue, created with POWER ON on first sight. Under lu.ua_lock_.lock_all.
-std::deque<uint16_t> &queue_of(LogicalUnit &lu, const NexusId &n)
+UaQueue &queue_of(LogicalUnit &lu, const NexusId &n)
 {
 	auto [it, fresh] = lu.ua_.try_emplace(n);
 	if (fresh)
-		it->second.push_back(UA_POWER_ON);
+		it->second.push(UA_POWER_ON);
 	return it->second;
-}
-
-// SPC-4 5.14: a condition already queued is not queued twice; a queue that would grow
-// without bound keeps its newest conditions (a nexus that never reads them).
-constexpr size_t kMaxUa = 16;
-
-void push(std::deque<uint16_t> &q, uint16_t asc_ascq)
-{
-	if (std::find(q.begin(), q.end(), asc_ascq) != q.end())
-		return;
-	if (q.size() == kMaxUa)
-		q.pop_front();
-	q.push_back(asc_ascq);
 }
 
 } // namespace
@@ -44,7 +31,7 @@ void push(std::deque<uint16_t> &q, uint16_t asc_ascq)
 void LogicalUnit::ua_add(const NexusId &n, uint16_t asc_ascq)
 {
 	ShardLockAll g(ua_lock_);
-	push(queue_of(*this, n), asc_ascq);
+	queue_of(*this, n).push(asc_ascq);
 }
 
 void LogicalUnit::ua_add_all(uint16_t asc_ascq, const NexusId *except)
@@ -52,7 +39,7 @@ void LogicalUnit::ua_add_all(uint16_t asc_ascq, const NexusId *except)
 	ShardLockAll g(ua_lock_);
 	for (auto &[n, q] : ua_)
 		if (!except || n != *except)
-			push(q, asc_ascq);
+			q.push(asc_ascq);
 }
 
 uint16_t LogicalUnit::ua_take(const NexusId &n)
@@ -65,12 +52,7 @@ uint16_t LogicalUnit::ua_take(const NexusId &n)
 			return 0;
 	}
 	ShardLockAll g(ua_lock_);
-	auto &q = queue_of(*this, n);
-	if (q.empty())
-		return 0;
-	uint16_t c = q.front();
-	q.pop_front();
-	return c;
+	return queue_of(*this, n).take();
 }
 
 bool LogicalUnit::ua_pending(const NexusId &n)
@@ -87,28 +69,66 @@ bool LogicalUnit::ua_pending(const NexusId &n)
 void LogicalUnit::ua_clear(const NexusId &n, uint16_t asc_ascq)
 {
 	ShardLockAll g(ua_lock_);
-	auto &q = queue_of(*this, n);
-	q.erase(std::remove(q.begin(), q.end(), asc_ascq), q.end());
+	queue_of(*this, n).erase(asc_ascq);
 }
 
 void LogicalUnit::ua_add_if_seen(const NexusId &n, uint16_t asc_ascq)
 {
 	ShardLockAll g(ua_lock_);
 	if (auto it = ua_.find(n); it != ua_.end())
-		push(it->second, asc_ascq);
+		it->second.push(asc_ascq);
 }
 
 void LogicalUnit::ua_clear_if_seen(const NexusId &n, uint16_t asc_ascq)
 {
 	ShardLockAll g(ua_lock_);
 	if (auto it = ua_.find(n); it != ua_.end())
-		std::erase(it->second, asc_ascq);
+		it->second.erase(asc_ascq);
 }
 
 void LogicalUnit::ua_reset()
 {
 	ShardLockAll g(ua_lock_);
 	ua_.clear();
+	ua_lost_n_ = 0;
+}
+
+void LogicalUnit::ua_nexus_lost(const NexusId &n)
+{
+	ShardLockAll g(ua_lock_);
+	auto it = ua_.find(n);
+	if (it == ua_.end())
+		return; // never used this LU: it hears POWER ON if it comes
+	it->second.push(UA_I_T_NEXUS_LOSS);
+	if (!it->second.lost)
+		ua_lost_n_++;
+	it->second.lost = ++ua_lost_seq_;
+	// Over the bound: forget the nexus lost longest ago (a scan: losses are rare next to
+	// commands, and the table is at most the live nexuses and kMaxLostUa).
+	while (ua_lost_n_ > kMaxLostUa) {
+		auto oldest = ua_.end();
+		for (auto i = ua_.begin(); i != ua_.end(); ++i)
+			if (i->second.lost &&
+			    (oldest == ua_.end() || i->second.lost < oldest->second.lost))
+				oldest = i;
+		ua_.erase(oldest);
+		ua_lost_n_--;
+	}
+}
+
+void LogicalUnit::ua_nexus_back(const NexusId &n)
+{
+	ShardLockAll g(ua_lock_);
+	if (auto it = ua_.find(n); it != ua_.end() && it->second.lost) {
+		it->second.lost = 0;
+		ua_lost_n_--;
+	}
+}
+
+size_t LogicalUnit::ua_nexuses()
+{
+	std::lock_guard g(ua_lock_.mine());
+	return ua_.size();
 }
 
 bool ua_check(Cmd *cmd)

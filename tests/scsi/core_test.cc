@@ -749,6 +749,45 @@ TEST(ScsiSession, CloseWaitsForCommandsInFlightThenFrees)
 	EXPECT_EQ(t.lb.run(s2, 0, cdb_tur(), DataDir::None).asc(), UA_I_T_NEXUS_LOSS);
 }
 
+// SAM-5 6.3.4: a lost nexus that comes back hears I_T NEXUS LOSS OCCURRED, so the LU keeps
+// its unit attention queue after the loss. But an initiator that logs in with a new port
+// name each time (a new ISID per login, as ulp-stress does: about 800 bytes a login before)
+// must not grow the LU without bound: the queues of at most kMaxLostUa lost nexuses stay,
+// the oldest loss forgotten first, and one that returns after that hears POWER ON.
+TEST(ScsiSession, LostNexusesKeepABoundedNumberOfUnitAttentionQueues)
+{
+	Target t;
+	t.add(0, 1 << 20);
+	LogicalUnit &lu = *t.lus[0];
+	const size_t kMax = LogicalUnit::kMaxLostUa, kN = kMax + 200;
+	Nexus *live = t.login("iqn.init:live"); // stays logged in throughout
+	auto port = [](size_t i) { return "iqn.init:x,i,0x" + std::to_string(1000000 + i); };
+	for (size_t i = 0; i < kN; i++) {
+		Nexus *s = t.lb.login(t.tpg, "iqn.init:x", port(i));
+		ASSERT_TRUE(s);
+		ASSERT_EQ(t.lb.run(s, 0, cdb_tur(), DataDir::None).asc(), UA_POWER_ON);
+		ASSERT_EQ(t.lb.logout(s), 0);
+		ASSERT_LE(lu.ua_nexuses(), kMax + 1) << "after " << i + 1 << " logins";
+	}
+	EXPECT_EQ(lu.ua_nexuses(), kMax + 1);
+	// The live nexus was never forgotten: it has nothing pending.
+	EXPECT_EQ(t.lb.run(live, 0, cdb_tur(), DataDir::None).status, Status::Good);
+	// The last one lost comes back: I_T NEXUS LOSS. The first one lost was forgotten.
+	Nexus *last = t.lb.login(t.tpg, "iqn.init:x", port(kN - 1));
+	EXPECT_EQ(t.lb.run(last, 0, cdb_tur(), DataDir::None).asc(), UA_I_T_NEXUS_LOSS);
+	Nexus *first = t.lb.login(t.tpg, "iqn.init:x", port(0));
+	EXPECT_EQ(t.lb.run(first, 0, cdb_tur(), DataDir::None).asc(), UA_POWER_ON);
+	// Back, the returning nexus is live again: kMax more losses do not forget it.
+	for (size_t i = 0; i < kMax + 10; i++) {
+		Nexus *s = t.lb.login(t.tpg, "iqn.init:y", "iqn.init:y,i,0x" + std::to_string(i));
+		ASSERT_TRUE(s);
+		ASSERT_EQ(t.lb.run(s, 0, cdb_tur(), DataDir::None).asc(), UA_POWER_ON);
+		ASSERT_EQ(t.lb.logout(s), 0);
+	}
+	EXPECT_EQ(t.lb.run(last, 0, cdb_tur(), DataDir::None).status, Status::Good);
+	EXPECT_EQ(lu.ua_nexuses(), kMax + 3) << "live, last, first and kMax lost";
+}
+
 TEST(ScsiCore, ManyCommandsInFlight)
 {
 	Target t;
