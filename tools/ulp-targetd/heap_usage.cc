@@ -2,8 +2,14 @@
 // tools/ulp-targetd/heap_usage.cc - the allocator's own figures (see heap_usage.h).
 #include "tools/ulp-targetd/heap_usage.h"
 
+#include <cstddef>
+
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#include <sanitizer/allocator_interface.h>
+// The sanitizer runtimes' allocator interface (compiler-rt's
+// sanitizer/allocator_interface.h, which GCC 12 does not ship; libasan and libtsan export
+// both).
+extern "C" size_t __sanitizer_get_current_allocated_bytes(void);
+extern "C" size_t __sanitizer_get_heap_size(void);
 #else
 #include <malloc.h>
 #endif
