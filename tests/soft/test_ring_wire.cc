@@ -21,11 +21,11 @@ namespace
 
 constexpr size_t kBuf = 16u << 20; // per side: messages up to 4 MiB, at two offsets
 
-DevPtr ring_dev(const std::string &ip)
+DevPtr wire_dev(const std::string &ip, soft::Wire wire = soft::Wire::Shm)
 {
 	soft::DeviceConfig c;
 	c.ip = ip;
-	c.wire = soft::Wire::Shm;
+	c.wire = wire;
 	return DevPtr(soft::create_device(c));
 }
 
@@ -59,8 +59,8 @@ class SoftRingWire : public ::testing::TestWithParam<bool> // true: dma_alloc me
 protected:
 	void SetUp() override
 	{
-		da = ring_dev("127.0.0.61");
-		db = ring_dev("127.0.0.62");
+		da = wire_dev("127.0.0.61");
+		db = wire_dev("127.0.0.62");
 		ASSERT_TRUE(da && db);
 		if (GetParam()) {
 			ASSERT_NO_FATAL_FAILURE(a.init_dma(*da));
@@ -165,17 +165,9 @@ TEST_P(SoftRingWire, StagingRingWrapsUnderLoad)
 	for (uint32_t i = 0; i < kN; i++) {
 		const size_t src = (i % 8) * kStride;
 		fill(a.p(src), kLen, i);
-		Sge s = a.sg(src, kLen);
-		RdmaWr wr;
-		wr.wr_cqe = &cqe[i];
-		wr.opcode = WrOpcode::RdmaWrite;
-		wr.sg_list = &s;
-		wr.num_sge = 1;
-		wr.send_flags = SEND_SIGNALED;
-		wr.remote_addr = b.va(hi + (i % 8) * kStride);
-		wr.rkey = b.mr->rkey();
-		const SendWr *bad = nullptr;
-		ASSERT_EQ(a.qp->post_send(&wr, &bad), 0);
+		ASSERT_EQ(post_rdma(*a.qp, &cqe[i], a.sg(src, kLen), WrOpcode::RdmaWrite,
+		                    b.va(hi + (i % 8) * kStride), b.mr->rkey()),
+		          0);
 		if (i % 8 == 7) {
 			auto wc = poll_n(*a.scq, 8);
 			ASSERT_EQ(wc.size(), 8u);
@@ -191,14 +183,13 @@ TEST_P(SoftRingWire, StagingRingWrapsUnderLoad)
 
 // A WR's buffer is the consumer's again once its completion is polled, flushed ones too
 // (IB spec 10.3.1: the QP no longer touches it). On the ring wire the peer copies a
-// WRITE's payload straight out of the requester's region when it executes the request, so
-// a requester entering ERR must not flush what the peer may still execute: a target that
+// WRITE's payload straight out of the requester's region when it executes the request (the
+// packet wire does the same for payloads of 8 KiB and more in a shared region), so a
+// requester entering ERR must not flush what the peer may still execute: a target that
 // reuses a flushed READ response's buffer for another command would otherwise hand the
 // initiator that command's bytes under the first one's status (ulp-stress cq-race, issue
-// 17). Here: eight 1 MiB WRITEs, the QP to ERR while the peer copies them, and every
-// source poisoned the moment its completion arrives. No poison may reach the peer.
-// The packet wire names shared regions the same way for payloads of 8 KiB and more, and
-// holds its flush until the peer's ErrAck.
+// 17). Here: eight 1 MiB WRITEs, the QP to ERR while the peer copies them, and every source
+// poisoned the moment its completion arrives. No poison may reach the peer.
 class SoftWireErr : public ::testing::TestWithParam<soft::Wire>
 {
 };
@@ -208,14 +199,9 @@ TEST_P(SoftWireErr, FlushedWriteSourcesAreNotReadAfterTheirCompletion)
 	constexpr uint32_t kLen = 1u << 20, kN = 8, kRounds = 12;
 	constexpr uint8_t kData = 0x5a, kPoison = 0xee;
 	const bool shm = GetParam() == soft::Wire::Shm;
-	auto dev = [&](const char *ip) {
-		soft::DeviceConfig c;
-		c.ip = ip;
-		c.wire = GetParam();
-		return DevPtr(soft::create_device(c));
-	};
-	DevPtr da = dev(shm ? "127.0.0.63" : "127.0.0.65"),
-	       db = dev(shm ? "127.0.0.64" : "127.0.0.66");
+	const std::string ip_a = shm ? "127.0.0.63" : "127.0.0.65",
+	                  ip_b = shm ? "127.0.0.64" : "127.0.0.66";
+	DevPtr da = wire_dev(ip_a, GetParam()), db = wire_dev(ip_b, GetParam());
 	ASSERT_TRUE(da && db);
 	uint32_t flushed = 0;
 	for (uint32_t round = 0; round < kRounds; round++) {
@@ -226,38 +212,28 @@ TEST_P(SoftWireErr, FlushedWriteSourcesAreNotReadAfterTheirCompletion)
 		CmPair cm;
 		cm.active = &a;
 		cm.passive = &b;
-		ASSERT_TRUE(cm.connect(shm ? "127.0.0.64:0" : "127.0.0.66:0",
-		                       shm ? "127.0.0.63" : "127.0.0.65"));
+		ASSERT_TRUE(cm.connect(ip_b + ":0", ip_a));
 		ASSERT_STREQ(soft::qp_wire(*a.qp), shm ? "shm" : "socket");
 		std::memset(a.p(0), kData, size_t(kN) * kLen);
 		std::memset(b.p(0), 0, size_t(kN) * kLen);
 		std::vector<Cqe> cqe(kN);
-		for (uint32_t i = 0; i < kN; i++) {
-			Sge s = a.sg(size_t(i) * kLen, kLen);
-			RdmaWr wr;
-			wr.wr_cqe = &cqe[i];
-			wr.opcode = WrOpcode::RdmaWrite;
-			wr.sg_list = &s;
-			wr.num_sge = 1;
-			wr.send_flags = SEND_SIGNALED;
-			wr.remote_addr = b.va(size_t(i) * kLen);
-			wr.rkey = b.mr->rkey();
-			const SendWr *bad = nullptr;
-			ASSERT_EQ(a.qp->post_send(&wr, &bad), 0);
-		}
+		for (uint32_t i = 0; i < kN; i++)
+			ASSERT_EQ(post_rdma(*a.qp, &cqe[i], a.sg(size_t(i) * kLen, kLen),
+			                    WrOpcode::RdmaWrite, b.va(size_t(i) * kLen),
+			                    b.mr->rkey()),
+			          0);
 		// Let the requester publish them and the peer start copying, then ERR.
 		std::this_thread::sleep_for(std::chrono::microseconds(200 + 100 * round));
 		QpAttr e;
 		e.qp_state = QpState::Err;
 		ASSERT_EQ(a.qp->modify(e, QP_STATE), 0);
-		for (uint32_t got = 0; got < kN;) {
+		for (uint32_t got = 0; got < kN; got++) {
 			auto wc = poll_n(*a.scq, 1);
 			ASSERT_EQ(wc.size(), 1u) << "completion " << got;
 			const size_t i = static_cast<Cqe *>(wc[0].wr_cqe) - cqe.data();
 			ASSERT_LT(i, kN);
 			flushed += wc[0].status != WcStatus::Success;
 			std::memset(a.p(i * kLen), kPoison, kLen); // the consumer reuses it at once
-			got++;
 		}
 		// Whatever the peer still does, it does within this.
 		std::this_thread::sleep_for(std::chrono::milliseconds(20));
