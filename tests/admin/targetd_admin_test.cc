@@ -70,12 +70,7 @@ SenseKey tur_sense(Session &s, uint64_t lun)
 	return parse_sense({r.sense.data(), r.sense_len});
 }
 
-void clear_ua(Session &s, uint64_t lun)
-{
-	for (int i = 0; i < 4 && !s.run({lun, cdb_test_unit_ready(), DataDir::None, {}}).good();
-	     i++) {
-	}
-}
+using test_env::clear_ua;
 
 bool log_has(const TargetdProcess &t, const std::string &text, std::chrono::milliseconds in = 10s)
 {

@@ -66,6 +66,14 @@ inline bool write_read(Session &s, uint64_t lun, uint64_t lba, uint8_t seed)
 	return r == w;
 }
 
+// Read the POWER ON unit attention a new nexus gets: TEST UNIT READY until GOOD (4 tries).
+inline void clear_ua(Session &s, uint64_t lun)
+{
+	for (int i = 0; i < 4 && !s.run({lun, cdb_test_unit_ready(), DataDir::None, {}}).good();
+	     i++) {
+	}
+}
+
 // ulp-targetd with an admin socket in a scratch directory of its own.
 struct AdminDaemon {
 	test::TempDir dir;

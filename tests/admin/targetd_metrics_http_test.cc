@@ -12,6 +12,7 @@
 #include "iscsi/initiator/scsi.h"
 #include "iscsi/initiator/session.h"
 #include "tests/admin/prom_check.h"
+#include "tests/admin/targetd_env.h"
 #include "tests/iscsi/target_process.h"
 
 #include <gtest/gtest.h>
@@ -151,17 +152,9 @@ protected:
 
 TEST_F(MetricsHttp, GetMetricsCountsTheVerifiedIoAndSaysWhatUlpctlSays)
 {
-	InitiatorConfig c;
-	c.initiator_name = kInitiator;
-	c.target_name = kIqn;
-	c.cmd_timeout = 10s;
-	c.login_timeout = 5s;
-	c.connect_timeout = 2s;
-	Session s(c);
-	ASSERT_TRUE(s.login(Portal{"127.0.0.1", t_.port(), 0})) << s.error();
-	for (int i = 0; i < 4 && !s.run({0, cdb_test_unit_ready(), DataDir::None, {}}).good();
-	     i++) {
-	}
+	Session s(test_env::initiator_config(kInitiator, kIqn));
+	ASSERT_TRUE(s.login(test_env::local(t_.port()))) << s.error();
+	test_env::clear_ua(s, 0);
 	const std::string r0 = metrics();
 	ASSERT_EQ(status_of(r0), 200) << r0;
 	EXPECT_NE(r0.find("Content-Type: text/plain; version=0.0.4"), std::string::npos) << r0;

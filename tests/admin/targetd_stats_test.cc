@@ -33,8 +33,6 @@ using test::TargetdProcess;
 constexpr char kIqn[] = "iqn.2026-11.org.ulp:stats";
 constexpr char kInitiator[] = "iqn.2026-11.org.ulp:stats-test";
 
-using Dir = test::TempDir;
-
 using test_env::ulpctl;
 
 json stats(const std::string &sock)
@@ -82,24 +80,13 @@ using test::parse_prometheus;
 
 TEST(TargetdStats, IoIsCountedPerSessionLunAndTargetAndSurvivesLogout)
 {
-	Dir dir;
-	const std::string sock = dir.path + "/admin.sock";
-	TargetdProcess t;
-	std::string why;
-	ASSERT_TRUE(
-	    t.start({"--target", kIqn, "--lun", "0:ram:size=16M", "--admin-socket", sock}, &why))
-	    << why;
-	InitiatorConfig c;
-	c.initiator_name = kInitiator;
-	c.target_name = kIqn;
-	c.cmd_timeout = 10s;
-	c.login_timeout = 5s;
-	c.connect_timeout = 2s;
-	Session s(c);
-	ASSERT_TRUE(s.login(Portal{"127.0.0.1", t.port(), 0})) << s.error();
-	for (int i = 0; i < 4 && !s.run({0, cdb_test_unit_ready(), DataDir::None, {}}).good();
-	     i++) {
-	}
+	test_env::AdminDaemon d;
+	ASSERT_TRUE(d.start({"--target", kIqn, "--lun", "0:ram:size=16M"}));
+	const std::string &sock = d.sock;
+	TargetdProcess &t = d.t;
+	Session s(test_env::initiator_config(kInitiator, kIqn));
+	ASSERT_TRUE(s.login(test_env::local(t.port()))) << s.error();
+	test_env::clear_ua(s, 0);
 	const std::string id = "iscsi:" + std::to_string(s.params().tsih);
 	const Ios before = ios_of(stats(sock), id);
 	ASSERT_FALSE(before.session.is_null()) << "no session " << id;
@@ -219,24 +206,13 @@ TEST(TargetdStats, IoIsCountedPerSessionLunAndTargetAndSurvivesLogout)
 // about that much (in every build: under the sanitizers their allocator answers).
 TEST(TargetdStats, HeapInUseFollowsWhatTheDaemonHolds)
 {
-	Dir dir;
-	const std::string sock = dir.path + "/admin.sock";
-	TargetdProcess t;
-	std::string why;
-	ASSERT_TRUE(
-	    t.start({"--target", kIqn, "--lun", "0:ram:size=64M", "--admin-socket", sock}, &why))
-	    << why;
-	InitiatorConfig c;
-	c.initiator_name = kInitiator;
-	c.target_name = kIqn;
-	c.cmd_timeout = 10s;
-	c.login_timeout = 5s;
-	c.connect_timeout = 2s;
-	Session s(c);
-	ASSERT_TRUE(s.login(Portal{"127.0.0.1", t.port(), 0})) << s.error();
-	for (int i = 0; i < 4 && !s.run({0, cdb_test_unit_ready(), DataDir::None, {}}).good();
-	     i++) {
-	}
+	test_env::AdminDaemon d;
+	ASSERT_TRUE(d.start({"--target", kIqn, "--lun", "0:ram:size=64M"}));
+	const std::string &sock = d.sock;
+	TargetdProcess &t = d.t;
+	Session s(test_env::initiator_config(kInitiator, kIqn));
+	ASSERT_TRUE(s.login(test_env::local(t.port()))) << s.error();
+	test_env::clear_ua(s, 0);
 	auto in_use = [&] {
 		const json m = stats(sock)["memory"];
 		EXPECT_TRUE(m["allocator"].is_string()) << m.dump();
