@@ -7,6 +7,7 @@
 // device's, or on the same engine; on the socket wire it transmits packets and completes on
 // the reply. Either way
 // the responder's rules live in one place, the resp_* functions below.
+#include "core/log.h"
 #include "providers/soft/shm_wire.h"
 #include "providers/soft/sock_wire.h"
 #include "providers/soft/soft_internal.h"
@@ -160,6 +161,33 @@ static void wire_flush(SoftQp &qp)
 		sock_flush(qp);
 	else if (qp.wire == WireKind::Shm)
 		shm_flush(qp);
+}
+
+bool ErrQuiesce::start(SoftQp &qp, bool unanswered)
+{
+	sent = true;
+	if (!unanswered)
+		return true; // nothing of ours the peer could still touch
+	wait = true;
+	deadline = Clock::now() + kErrAckWait;
+	qp.engine.add_timer(&qp, deadline, [&qp] { qp.engine.schedule(&qp); });
+	return false;
+}
+
+bool ErrQuiesce::finished(SoftQp &qp, const char *wire, bool acked)
+{
+	if (!wait)
+		return true;
+	if (!acked && Clock::now() < deadline)
+		return false;
+	if (!acked)
+		ULP_LOG(Warn, Soft,
+		        "{} wire: peer of QP {} did not stop executing our requests within {} ms; "
+		        "flushing",
+		        wire, qp.qp_num(),
+		        std::chrono::duration_cast<std::chrono::milliseconds>(kErrAckWait).count());
+	wait = false;
+	return true;
 }
 
 // QP in ERR: whether its WRs may be flushed now (the wire's peer can no longer touch

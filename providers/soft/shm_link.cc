@@ -150,7 +150,7 @@ bool ShmLink::has_work() const
 		return true; // the retry (or garbage)
 	if (!peer_err && peek(peer->err))
 		return true;
-	return err_wait && peek(peer->err_ack);
+	return quiesce.wait && peek(peer->err_ack);
 }
 
 } // namespace ulp::soft

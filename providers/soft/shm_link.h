@@ -93,12 +93,8 @@ public:
 	bool hold = false;     // request rx was RNR NAKed; waits for the peer's retry
 	bool peer_err = false; // the peer's QP is in ERR: its requests are not executed
 
-	// Our QP in ERR: requests of ours the peer has not answered (it may still copy out
-	// of our memory, or READ data into it) keep their completions until the peer
-	// acknowledges (err_ack), dies, or err_deadline passes.
-	bool err_sent = false;
-	bool err_wait = false; // waiting for err_ack
-	Clock::time_point err_deadline{};
+	// Our QP in ERR: err published, and whether the flush waits for err_ack.
+	ErrQuiesce quiesce;
 
 	bool dirty = false; // a header field changed since the last kick
 

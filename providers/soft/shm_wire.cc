@@ -27,8 +27,7 @@ namespace ulp::soft
 namespace
 {
 
-constexpr uint64_t kPublishEarly = 4096;              // answer a request this large at once
-constexpr auto kErrAckWait = std::chrono::seconds(1); // a live peer acks within microseconds
+constexpr uint64_t kPublishEarly = 4096; // answer a request this large at once
 
 RingOp ring_op(WrOpcode op)
 {
@@ -519,40 +518,13 @@ bool shm_quiesced(SoftQp &qp)
 	if (!c || !c->link || c->dead)
 		return true; // a dead peer writes nothing
 	ShmLink &l = *c->link;
-	if (!l.err_sent) {
-		l.err_sent = true;
+	if (!l.quiesce.sent) {
 		l.publish(l.me->err, 1);
 		l.kick();
-		// The peer copies payloads straight out of our regions (a WRITE's or SEND's
-		// source) and READ data straight into them, when it executes the request, not
-		// when we post it. A WR flushed while its request is unanswered gives its buffer
-		// back to the consumer, who reuses it: the peer executing the request after
-		// that would carry the new owner's bytes (a read answered with another block's
-		// data) or scribble on them. On an RNIC the flush comes after the QP stopped
-		// touching that memory; here that is the peer's err_ack.
-		if (qp.tx_psn == l.rsp_seen)
-			return true; // nothing of ours unanswered: the peer touches none of it
-		l.err_wait = true;
-		l.err_deadline = Clock::now() + kErrAckWait;
-		qp.engine.add_timer(&qp, l.err_deadline, [&qp] { qp.engine.schedule(&qp); });
+		if (l.quiesce.start(qp, qp.tx_psn != l.rsp_seen))
+			return true;
 	}
-	if (!l.err_wait)
-		return true;
-	if (l.peek(l.peer->err_ack)) {
-		l.err_wait = false;
-		return true;
-	}
-	if (Clock::now() >= l.err_deadline) {
-		ULP_LOG(
-		    Warn, Soft,
-		    "ring wire: peer of QP {} did not stop executing our requests within {} ms; "
-		    "flushing",
-		    qp.qp_num(),
-		    std::chrono::duration_cast<std::chrono::milliseconds>(kErrAckWait).count());
-		l.err_wait = false;
-		return true;
-	}
-	return false;
+	return l.quiesce.finished(qp, "ring", l.peek(l.peer->err_ack));
 }
 
 void shm_flushed(SoftQp &qp)

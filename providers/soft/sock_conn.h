@@ -57,13 +57,10 @@ public:
 	bool ack_pending = false;        // packet wire, responder: an ACK for ack_psn is owed
 	uint32_t ack_psn = 0;
 	std::vector<Mapped> mapped; // the peer's regions we have mapped (engine)
-	// Packet wire, ERR (sock_quiesced; engine): the peer's Err came (its requests are
-	// answered "gone"); ours went, and whether its ErrAck came, or until when we wait.
-	bool peer_err = false;
-	bool err_sent = false;
-	bool err_wait = false;  // WRs of ours were in flight: their flush waits for ErrAck
+	// Packet wire, ERR (sock_quiesced; engine).
+	bool peer_err = false;  // the peer's Err came: its later requests are dropped unserved
+	ErrQuiesce quiesce;     // our Err went, and whether the flush waits for ErrAck
 	bool err_acked = false; // ErrAck came: the peer executes none of our requests
-	Clock::time_point err_deadline{};
 
 	// Ring wire: the shared rings and doorbells (null on the packet wire). Set by the CM
 	// before the engine sees the connection, never changed after.

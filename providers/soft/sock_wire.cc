@@ -36,8 +36,6 @@
 namespace ulp::soft
 {
 
-constexpr auto kErrAckWait = std::chrono::seconds(1); // a live peer acks within microseconds
-
 // One ACK covers every request up to its psn (IB spec 9.7.5.1.2, coalesced ACKs); it is
 // sent before any other reply, so replies stay in request order.
 static void send_owed_ack(SockConn &c)
@@ -369,7 +367,7 @@ static bool on_packet(SoftQp &qp, SockConn &c, const PktHdr &h, const uint8_t *p
 		return true;
 	}
 	if (op == PktOp::ErrAck) {
-		if (!c.err_sent || c.err_acked)
+		if (!c.quiesce.sent || c.err_acked)
 			return false; // an answer to nothing we asked
 		c.err_acked = true;
 		return true;
@@ -406,33 +404,14 @@ bool sock_quiesced(SoftQp &qp)
 	auto &c = qp.conn;
 	if (!c || c->dead)
 		return true; // a dead peer touches nothing
-	if (!c->err_sent) {
-		c->err_sent = true;
+	if (!c->quiesce.sent) {
 		PktHdr h{};
 		h.op = static_cast<uint8_t>(PktOp::Err);
 		conn_send(*c, h, nullptr, 0);
-		if (qp.sq_acked == qp.sq_next)
-			return true; // nothing of ours unanswered
-		c->err_wait = true;
-		c->err_deadline = Clock::now() + kErrAckWait;
-		qp.engine.add_timer(&qp, c->err_deadline, [&qp] { qp.engine.schedule(&qp); });
+		if (c->quiesce.start(qp, qp.sq_acked != qp.sq_next))
+			return true;
 	}
-	if (!c->err_wait)
-		return true;
-	if (c->err_acked) {
-		c->err_wait = false;
-		return true;
-	}
-	if (Clock::now() >= c->err_deadline) {
-		ULP_LOG(Warn, Soft,
-		        "packet wire: peer of QP {} did not stop executing our requests within {} "
-		        "ms; flushing",
-		        qp.qp_num(),
-		        std::chrono::duration_cast<std::chrono::milliseconds>(kErrAckWait).count());
-		c->err_wait = false;
-		return true;
-	}
-	return false;
+	return c->quiesce.finished(qp, "packet", c->err_acked);
 }
 
 void sock_flush(SoftQp &qp)

@@ -51,6 +51,27 @@ using Clock = std::chrono::steady_clock;
 
 constexpr uint32_t kMaxSge = 64; // hard ceiling for Limits::max_sge (stack arrays)
 
+// A requester QP in ERR on a cross-process wire: its WRs are flushed only once the peer can
+// no longer touch their memory. The peer copies out of our shared regions (a WRITE's or
+// SEND's source) and READ data into them when it executes a request, not when we posted
+// it, and a flushed WR's buffer is the consumer's again, to reuse at once. So the wire
+// tells the peer (the ring's err, the packet wire's Err), and while a request of ours is
+// unanswered the flush waits for the peer's acknowledgement: it stops executing our
+// requests. A dead peer touches nothing; a silent live one is waited for kErrAckWait, then
+// the flush goes ahead with a warning. Engine only (the QP's).
+struct ErrQuiesce {
+	static constexpr auto kErrAckWait = std::chrono::seconds(1); // a live peer acks in µs
+	bool sent = false;                                           // the peer was told
+	bool wait = false;            // requests of ours were unanswered: the flush waits
+	Clock::time_point deadline{}; // when the wait is given up
+
+	// After telling the peer: unanswered or not. true: flush now; else wait.
+	bool start(SoftQp &qp, bool unanswered);
+	// true once the flush may go: not waiting, acked, or past the deadline (then a
+	// warning naming the wire).
+	bool finished(SoftQp &qp, const char *wire, bool acked);
+};
+
 struct AtomicCounters {
 	// posted is bumped by posting threads, the rest by engines: separate cache lines.
 	alignas(64) std::atomic<uint64_t> posted{0};
