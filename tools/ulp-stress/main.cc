@@ -425,28 +425,14 @@ int main(int argc, char **argv)
 			}
 		run.prof = prof;
 	};
-	// The daemon's memory now: heap in use and VmRSS, kB (-1: unknown).
-	auto memory_now = [&](int64_t *heap_kb, int64_t *rss_kb) {
-		ResourceSnapshot s;
-		std::string w;
-		*heap_kb = *rss_kb = -1;
-		if (!target.has_admin() || !take_snapshot(target, &s, &w))
-			return;
-		if (auto it = s.info.find("heap_in_use_kb"); it != s.info.end())
-			*heap_kb = it->second;
-		if (auto it = s.info.find("vm_rss_kb"); it != s.info.end())
-			*rss_kb = it->second;
-	};
+	// The daemon's memory in a snapshot, kB (-1: unknown).
 	auto info_of = [](const ResourceSnapshot &s, const char *k) {
 		auto it = s.info.find(k);
 		return it == s.info.end() ? int64_t(-1) : it->second;
 	};
 	rep.memory.enabled = prof.memory_check || memory_check;
-	std::string mw0;
 	rep.memory.rss_unjudged = sanitizer_allocator(target.pid());
-	if (json st; target.has_admin() && target.call("stats_get", json::object(), &st, &mw0))
-		rep.memory.allocator =
-		    st.value("memory", json::object()).value("allocator", std::string("?"));
+	rep.memory.allocator = baseline.allocator;
 	rep.memory.heap.baseline_kb = info_of(baseline, "heap_in_use_kb");
 	rep.memory.rss.baseline_kb = info_of(baseline, "vm_rss_kb");
 	if (rep.memory.enabled) {
@@ -459,7 +445,12 @@ int main(int argc, char **argv)
 			warm_p.cycles = warm_p.kills = warm_p.drops = warm_p.faults =
 			    warm_p.exhaust = warm_p.starve = warm_p.cq_cycles = cycles;
 		pass(warm_p, " (warm-up)");
-		memory_now(&rep.memory.heap.ref_kb, &rep.memory.rss.ref_kb);
+		ResourceSnapshot s;
+		std::string w;
+		if (target.has_admin() && take_snapshot(target, &s, &w)) {
+			rep.memory.heap.ref_kb = info_of(s, "heap_in_use_kb");
+			rep.memory.rss.ref_kb = info_of(s, "vm_rss_kb");
+		}
 		run.say("memory after the warm-up pass: heap in use " +
 		        std::to_string(rep.memory.heap.ref_kb) + " kB, VmRSS " +
 		        std::to_string(rep.memory.rss.ref_kb) + " kB");

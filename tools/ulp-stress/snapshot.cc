@@ -114,8 +114,10 @@ bool take_snapshot(const Target &t, ResourceSnapshot *out, std::string *why)
 	}
 	// The allocator's count of what the daemon holds (memory.h), kB.
 	if (const json m = stats.value("memory", json::object());
-	    m.is_object() && m.contains("heap_in_use") && m["heap_in_use"].is_number())
+	    m.is_object() && m.contains("heap_in_use") && m["heap_in_use"].is_number()) {
 		out->info["heap_in_use_kb"] = m["heap_in_use"].get<int64_t>() / 1024;
+		out->allocator = m.value("allocator", std::string("?"));
+	}
 	for (const char *k : kPortalInfo)
 		for (const json &p : stats.value("rdma_portals", json::array()))
 			if (p.contains(k) && p[k].is_number())

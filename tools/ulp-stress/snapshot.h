@@ -33,6 +33,7 @@ namespace stress
 struct ResourceSnapshot {
 	std::map<std::string, int64_t> counts; // must come back to the baseline
 	std::map<std::string, int64_t> info;   // reported only (memory)
+	std::string allocator; // whose count info's heap_in_use_kb is (stats_get memory)
 };
 
 // Take one. false + *why when the admin socket does not answer.
