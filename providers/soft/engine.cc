@@ -36,6 +36,9 @@ constexpr auto kSpinWire = std::chrono::microseconds(1000);
 // Inline runs on this thread, of any engine: a run that schedules a QP (of its own engine
 // or another's) must not start a nested progress_inline_all, whose loop reaches it anyway.
 thread_local int tl_inline_depth = 0;
+// This thread runs a QP for its poster (Engine::post): a post from inside it only
+// schedules.
+thread_local bool tl_direct = false;
 } // namespace
 
 Engine::Engine(bool threaded, unsigned index) : threaded_(threaded), index_(index)
@@ -242,6 +245,47 @@ void Engine::schedule(SoftQp *qp)
 		progress_inline_all();
 }
 
+// The send queue's doorbell. On the ring wire the poster's thread executes the QP itself
+// when the engine is not running it: it writes the descriptors into the ring and rings the
+// peer, as rxe runs its requester task in the caller's context. The engine thread is then
+// no hop on the way out: on a host with fewer cores than busy threads, each hop is a
+// wake-up or a spinning thread taking a core from the work.
+void Engine::post(SoftQp *qp)
+{
+	if (!threaded_ || tl_direct) {
+		schedule(qp);
+		return;
+	}
+	std::unique_lock g(lock_);
+	if (qp->busy || qp->parked || stop_ || qp->wire != WireKind::Shm) {
+		g.unlock();
+		schedule(qp);
+		return;
+	}
+	if (qp->queued) {
+		runq_.erase(runq_.iterator_to(*qp));
+		qp->queued = false;
+	}
+	qp->busy = true;
+	qp->more = false;
+	g.unlock();
+	tl_direct = true;
+	qp->process(kBudget);
+	tl_direct = false;
+	g.lock();
+	qp->busy = false;
+	const bool again = (qp->more || qp->rerun) && !qp->queued && !qp->parked && !stop_;
+	qp->rerun = false;
+	if (again) {
+		qp->queued = true;
+		runq_.push_back(*qp);
+	}
+	g.unlock();
+	idle_cv_.notify_all(); // unschedule may wait for this run
+	if (again)
+		kick();
+}
+
 void Engine::unschedule(SoftQp *qp)
 {
 	std::unique_lock g(lock_);
@@ -318,6 +362,11 @@ int Engine::run_locked(std::unique_lock<std::mutex> &g)
 		SoftQp &qp = runq_.front();
 		runq_.pop_front();
 		qp.queued = false;
+		if (qp.busy) {
+			// Its poster runs it (post): it comes back when that run ends.
+			qp.rerun = true;
+			continue;
+		}
 		qp.busy = true;
 		qp.more = false;
 		g.unlock();

@@ -364,7 +364,7 @@ int SoftQp::post_send(const SendWr *wr, const SendWr **bad_wr)
 		ctr.add(ctr.posted, n);
 		if (state() == QpState::Err)
 			flush_pending.store(true);
-		engine.schedule(this);
+		engine.post(this);
 	}
 	return rc;
 }

@@ -369,10 +369,11 @@ public:
 	// The fields below are under engine's lock (this QP's engine, never another's).
 	boost::intrusive::list_member_hook<> run_hook; // the engine's run queue
 	bool queued = false;                           // on the run queue
-	bool busy = false;                             // being processed
-	bool more = false;                             // stopped on budget; engine requeues
-	bool parked = false;                           // off limits to the engine (teardown, reset)
-	void *cm_id = nullptr;                         // the SoftCmId owning us, if any
+	bool busy = false;     // being processed (by the engine, or by its poster: Engine::post)
+	bool more = false;     // stopped on budget; engine requeues
+	bool rerun = false;    // the engine found it busy with its poster (Engine::post): requeue
+	bool parked = false;   // off limits to the engine (teardown, reset)
+	void *cm_id = nullptr; // the SoftCmId owning us, if any
 
 	AtomicCounters ctr;
 
@@ -479,6 +480,7 @@ public:
 	Engine(bool threaded, unsigned index);
 	~Engine();
 	void schedule(SoftQp *qp);   // the QP has work (post, flush, reply)
+	void post(SoftQp *qp);       // post_send's doorbell: schedule, or run it here (ring wire)
 	void unschedule(SoftQp *qp); // QP destruction: off the queue, wait if running
 	void unpark(SoftQp *qp);     // after a reset: schedulable again
 	void add_timer(void *owner, Clock::time_point when, std::function<void()> fn);
