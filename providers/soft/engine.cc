@@ -164,7 +164,15 @@ int Engine::poll_rings()
 {
 	int n = 0;
 	for (auto &c : conns_) {
-		if (!c->link || !c->link->has_work())
+		if (!c->link)
+			continue;
+		// A QP its poster runs (post) is not looked at: the run owns the link's
+		// progress fields, and the engine takes the QP again after it.
+		if (SoftQp *qp = c->qp; qp && qp->busy) {
+			qp->rerun = true;
+			continue;
+		}
+		if (!c->link->has_work())
 			continue;
 		n++;
 		if (SoftQp *qp = c->qp; qp && !qp->queued && !qp->parked && !stop_) {
