@@ -9,6 +9,7 @@
 // (round robin, like a NIC's send scheduler). When idle the thread spins briefly before it
 // sleeps: a doorbell then costs a store instead of a futex wake, which is what makes
 // small-message rates possible.
+#include "core/log.h"
 #include "core/thread_name.h"
 #include "providers/soft/soft_internal.h"
 
@@ -18,10 +19,14 @@
 #include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
 #include <string>
+#include <thread>
 
 namespace ulp::soft
 {
@@ -39,6 +44,39 @@ thread_local int tl_inline_depth = 0;
 // This thread runs a QP for its poster (Engine::post): a post from inside it only
 // schedules.
 thread_local bool tl_direct = false;
+
+// An idle engine spins at a nice value this much above its own (ULP_SOFT_SPIN_NICE in the
+// environment sets another, 0 turns it off): a spin only takes CPU that runnable work at
+// the engine's own priority does not want, much as a guest's halt-polling stops when
+// something else needs the CPU. On a host with fewer cores than busy threads (two engines,
+// the ULP's poller, the backstore's workers) an engine spinning at full weight takes a
+// fair share of a core from the work it waits for. The engine returns to its own nice
+// value before it executes anything, which needs CAP_SYS_NICE or an RLIMIT_NICE that
+// allows it: probed once, on a thread of its own; without it engines spin as before.
+int spin_nice_step()
+{
+	static const int step = [] {
+		int want = 5;
+		if (const char *env = std::getenv("ULP_SOFT_SPIN_NICE"); env && *env)
+			want = std::clamp(std::atoi(env), 0, 19);
+		if (!want)
+			return 0;
+		bool ok = false;
+		std::thread([&] {
+			const pid_t tid = gettid();
+			errno = 0;
+			const int base = getpriority(PRIO_PROCESS, static_cast<id_t>(tid));
+			if (errno || base >= 19)
+				return;
+			ok = setpriority(PRIO_PROCESS, static_cast<id_t>(tid), 19) == 0 &&
+			     setpriority(PRIO_PROCESS, static_cast<id_t>(tid), base) == 0;
+		}).join();
+		ULP_LOG(Debug, Soft, "engines spin at nice +{} while idle: {}", want,
+		        ok ? "yes" : "no (the nice value cannot be lowered again)");
+		return ok ? want : 0;
+	}();
+	return step;
+}
 } // namespace
 
 Engine::Engine(bool threaded, unsigned index) : threaded_(threaded), index_(index)
@@ -412,6 +450,10 @@ int Engine::run_once()
 void Engine::loop()
 {
 	set_thread_name("ulp-soft-eng" + std::to_string(index_));
+	tid_ = static_cast<id_t>(gettid());
+	errno = 0;
+	base_nice_ = getpriority(PRIO_PROCESS, tid_);
+	spin_nice_ = errno || base_nice_ >= 19 ? 0 : spin_nice_step();
 	std::unique_lock g(lock_);
 	unsigned turn = 0;
 	while (!stop_) {
@@ -439,6 +481,8 @@ void Engine::loop()
 			until = Clock::now() + kSpinWire;
 		}
 		bool got = false;
+		if (spin_nice_)
+			setpriority(PRIO_PROCESS, tid_, std::min(base_nice_ + spin_nice_, 19));
 		for (unsigned spin = 0; Clock::now() < until; spin++) {
 			if (work_.load(std::memory_order_acquire) ||
 			    (have_conns && (spin & 63) == 0 && poll_conns(0))) {
@@ -457,6 +501,8 @@ void Engine::loop()
 			// may need this core.
 			sched_yield();
 		}
+		if (spin_nice_)
+			setpriority(PRIO_PROCESS, tid_, base_nice_);
 		g.lock();
 		if (got || !runq_.empty() || stop_)
 			continue;

@@ -22,6 +22,7 @@
 #include "providers/soft/soft.h"
 
 #include <boost/intrusive/list.hpp>
+#include <sys/types.h>
 
 #include <atomic>
 #include <chrono>
@@ -520,6 +521,9 @@ private:
 	uint32_t sleep_gen_ = 0;            // ring wire: our sleeps, as peers see them (lock_)
 	bool rings_armed_ = false;          // ring doorbells armed (lock_)
 	bool in_run_ = false;               // inline mode recursion guard
+	id_t tid_ = 0;                      // the engine thread (its nice value: loop only)
+	int base_nice_ = 0;                 // its nice value when it started (loop only)
+	int spin_nice_ = 0;                 // nice steps added while it spins idle (loop only)
 	void *timer_owner_ = nullptr;       // owner of the timer running now (lock_)
 	int epfd_ = -1;                     // connections + the doorbell eventfd
 	int evfd_ = -1;                     // doorbell while the thread sleeps in epoll_wait

@@ -7,14 +7,17 @@
 
 #include <dirent.h>
 #include <pthread.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <fstream>
 #include <map>
 #include <set>
+#include <sstream>
 #include <thread>
 
 using namespace ulp;
@@ -776,4 +779,118 @@ TEST(SoftEngines, DestroyPeersUnderTraffic)
 				EXPECT_FALSE(failed) << "a success after an error";
 		}
 	}
+}
+
+// ---------------------------------------------------------------------------------------------
+// Spinning
+
+namespace
+{
+
+// Engine threads of this process (/proc/self/task/*/comm starts with ulp-soft-eng).
+std::set<pid_t> engine_tids()
+{
+	std::set<pid_t> out;
+	DIR *d = opendir("/proc/self/task");
+	if (!d)
+		return out;
+	while (dirent *e = readdir(d)) {
+		if (e->d_name[0] == '.')
+			continue;
+		std::ifstream f(std::string("/proc/self/task/") + e->d_name + "/comm");
+		std::string name;
+		if (std::getline(f, name) && name.rfind("ulp-soft-eng", 0) == 0)
+			out.insert(static_cast<pid_t>(std::atoi(e->d_name)));
+	}
+	closedir(d);
+	return out;
+}
+
+// A thread's nice value (/proc/self/task/TID/stat, field 19), or 100 if it cannot be read.
+int nice_of(pid_t tid)
+{
+	std::ifstream f("/proc/self/task/" + std::to_string(tid) + "/stat");
+	std::string s;
+	std::getline(f, s);
+	const auto rp = s.rfind(')');
+	if (rp == std::string::npos)
+		return 100;
+	std::istringstream in(s.substr(rp + 2)); // field 3 (state) on
+	std::string field;
+	for (int i = 3; i < 19 && (in >> field); i++) {
+	}
+	int nice = 100;
+	in >> nice;
+	return nice;
+}
+
+} // namespace
+
+// An idle engine spins at a higher nice value, so that its busy-wait takes no core from
+// runnable work, and is back at its own before it executes anything (engine.cc,
+// ULP_SOFT_SPIN_NICE). Sampled from /proc while traffic starts and stops: every sample is
+// the base or the spinning value, and once the engine sleeps it is at the base again. A
+// process that may not lower a nice value again (no CAP_SYS_NICE) never raises it.
+TEST(SoftEngines, IdleSpinRunsAtAHigherNiceAndWorkAtItsOwn)
+{
+	const auto before = engine_tids();
+	auto d = engines_dev(1);
+	ASSERT_TRUE(d);
+	std::set<pid_t> mine;
+	for (auto until = Clock::now() + kWait; mine.empty() && Clock::now() < until;) {
+		for (pid_t t : engine_tids())
+			if (!before.count(t))
+				mine.insert(t);
+		std::this_thread::sleep_for(1ms);
+	}
+	ASSERT_EQ(mine.size(), 1u);
+	const pid_t eng = *mine.begin();
+	const int base = getpriority(PRIO_PROCESS, static_cast<id_t>(this_tid()));
+	// Whether this process may lower a thread's nice value again (the engine's probe).
+	bool can = false;
+	std::thread([&] {
+		const auto t = static_cast<id_t>(this_tid());
+		can = base < 19 && setpriority(PRIO_PROCESS, t, 19) == 0 &&
+		      setpriority(PRIO_PROCESS, t, base) == 0;
+	}).join();
+	const char *env = getenv("ULP_SOFT_SPIN_NICE");
+	const int step = env && *env ? std::clamp(std::atoi(env), 0, 19) : 5;
+	const int spinning = can && step ? std::min(base + step, 19) : base;
+
+	Side a, b;
+	ASSERT_NO_FATAL_FAILURE(a.init(*d));
+	ASSERT_NO_FATAL_FAILURE(b.init(*d));
+	ASSERT_NO_FATAL_FAILURE(a.create_qp());
+	ASSERT_NO_FATAL_FAILURE(b.create_qp());
+	ASSERT_EQ(connect_pair(a, b), 0);
+	// Sampled on a thread of its own while the engine works and idles in turns: each
+	// round's completions end its work, and it spins (50 us) before it sleeps.
+	std::map<int, int> seen; // nice value -> samples
+	std::atomic<bool> stop{false};
+	std::thread sampler([&] {
+		while (!stop.load())
+			seen[nice_of(eng)]++;
+	});
+	std::vector<Cqe> cqe(16);
+	for (int round = 0; round < 200 && !HasFailure(); round++) {
+		for (auto &c : cqe)
+			EXPECT_EQ(post_rdma(*a.qp, &c, a.sge(0, 4096), WrOpcode::RdmaWrite, b.at(0),
+			                    b.mr->rkey()),
+			          0);
+		EXPECT_EQ(poll_n(*a.scq, cqe.size()).size(), cqe.size());
+		std::this_thread::sleep_for(200us);
+	}
+	stop = true;
+	sampler.join();
+	for (auto &[nice, n] : seen) {
+		EXPECT_TRUE(nice == base || nice == spinning)
+		    << "nice " << nice << " seen " << n << " times (base " << base << ", spinning "
+		    << spinning << ")";
+	}
+	if (spinning != base) {
+		EXPECT_GT(seen[spinning], 0) << "the idle engine never spun at nice " << spinning;
+	}
+	// Asleep (its spin is at most 1 ms): at its own value again.
+	std::this_thread::sleep_for(20ms);
+	EXPECT_EQ(nice_of(eng), base);
 }
