@@ -312,24 +312,33 @@ void Engine::post(SoftQp *qp)
 		runq_.erase(runq_.iterator_to(*qp));
 		qp->queued = false;
 	}
-	qp->busy = true;
-	qp->more = false;
-	g.unlock();
 	tl_direct = true;
-	qp->process(kBudget);
+	run_qp(g, *qp);
 	tl_direct = false;
-	g.lock();
-	qp->busy = false;
-	const bool again = (qp->more || qp->rerun) && !qp->queued && !qp->parked && !stop_;
-	qp->rerun = false;
-	if (again) {
-		qp->queued = true;
-		runq_.push_back(*qp);
-	}
+	const bool again = qp->queued;
 	g.unlock();
-	idle_cv_.notify_all(); // unschedule may wait for this run
 	if (again)
 		kick();
+}
+
+// Run one QP that is off the run queue and not busy: lock_ held on entry and on return,
+// dropped around the work. Requeues it if it stopped on budget or the engine found it
+// busy meanwhile (rerun); wakes unschedule, which may wait for this run.
+int Engine::run_qp(std::unique_lock<std::mutex> &g, SoftQp &qp)
+{
+	qp.busy = true;
+	qp.more = false;
+	g.unlock();
+	const int n = qp.process(kBudget);
+	g.lock();
+	qp.busy = false;
+	if ((qp.more || qp.rerun) && !qp.queued && !qp.parked && !stop_) {
+		qp.queued = true;
+		runq_.push_back(qp);
+	}
+	qp.rerun = false;
+	idle_cv_.notify_all();
+	return n;
 }
 
 void Engine::unschedule(SoftQp *qp)
@@ -413,17 +422,7 @@ int Engine::run_locked(std::unique_lock<std::mutex> &g)
 			qp.rerun = true;
 			continue;
 		}
-		qp.busy = true;
-		qp.more = false;
-		g.unlock();
-		n += qp.process(kBudget) + 1;
-		g.lock();
-		qp.busy = false;
-		if (qp.more && !qp.queued && !qp.parked) {
-			qp.queued = true;
-			runq_.push_back(qp);
-		}
-		idle_cv_.notify_all();
+		n += run_qp(g, qp) + 1;
 	}
 	return n;
 }

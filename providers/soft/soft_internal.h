@@ -499,6 +499,7 @@ public:
 private:
 	void loop();
 	int run_locked(std::unique_lock<std::mutex> &g);
+	int run_qp(std::unique_lock<std::mutex> &g, SoftQp &qp); // one QP's turn (lock_ held)
 	int poll_conns(int timeout_ms);   // epoll; schedules ready QPs; returns events seen
 	int poll_rings();                 // ring wire: schedules QPs whose peer published (lock_)
 	bool arm_rings();                 // before sleeping: doorbells wanted; false if work came
