@@ -74,22 +74,28 @@ unsigned cpus()
 	return n ? n : 1;
 }
 
-// Threads of this process by name (/proc/self/task/*/comm).
-std::map<std::string, int> thread_names()
+// Each thread of this process, with its name (/proc/self/task/*/comm).
+template <typename Fn> void for_each_thread(Fn fn)
 {
-	std::map<std::string, int> out;
 	DIR *d = opendir("/proc/self/task");
 	if (!d)
-		return out;
+		return;
 	while (dirent *e = readdir(d)) {
 		if (e->d_name[0] == '.')
 			continue;
 		std::ifstream f(std::string("/proc/self/task/") + e->d_name + "/comm");
 		std::string name;
 		if (std::getline(f, name))
-			out[name]++;
+			fn(static_cast<pid_t>(std::atoi(e->d_name)), name);
 	}
 	closedir(d);
+}
+
+// Threads of this process by name.
+std::map<std::string, int> thread_names()
+{
+	std::map<std::string, int> out;
+	for_each_thread([&](pid_t, const std::string &name) { out[name]++; });
 	return out;
 }
 
@@ -787,22 +793,14 @@ TEST(SoftEngines, DestroyPeersUnderTraffic)
 namespace
 {
 
-// Engine threads of this process (/proc/self/task/*/comm starts with ulp-soft-eng).
+// Engine threads of this process (named ulp-soft-eng*).
 std::set<pid_t> engine_tids()
 {
 	std::set<pid_t> out;
-	DIR *d = opendir("/proc/self/task");
-	if (!d)
-		return out;
-	while (dirent *e = readdir(d)) {
-		if (e->d_name[0] == '.')
-			continue;
-		std::ifstream f(std::string("/proc/self/task/") + e->d_name + "/comm");
-		std::string name;
-		if (std::getline(f, name) && name.rfind("ulp-soft-eng", 0) == 0)
-			out.insert(static_cast<pid_t>(std::atoi(e->d_name)));
-	}
-	closedir(d);
+	for_each_thread([&](pid_t tid, const std::string &name) {
+		if (name.rfind("ulp-soft-eng", 0) == 0)
+			out.insert(tid);
+	});
 	return out;
 }
 
