@@ -137,13 +137,20 @@ int SoftCq::poll(std::span<Wc> wc)
 {
 	if (sdev.cfg.exec == soft::Exec::Inline)
 		progress_inline_all();
+	// An empty CQ is seen without the lock: a poller spinning on it (a ULP's CQ thread,
+	// a requester waiting for its completions) would otherwise take the lock the engine
+	// needs for push() on every pass. A push that comes after the load is seen by the
+	// next poll; one before a req_notify is seen by the poll after it (both under lock_).
+	if (count_.load(std::memory_order_acquire) == 0)
+		return 0;
 	std::lock_guard g(lock_);
-	uint32_t n = std::min<uint32_t>(count_, static_cast<uint32_t>(wc.size()));
+	const uint32_t count = count_.load(std::memory_order_relaxed);
+	uint32_t n = std::min<uint32_t>(count, static_cast<uint32_t>(wc.size()));
 	for (uint32_t i = 0; i < n; i++) {
 		wc[i] = ring_[tail_];
 		tail_ = (tail_ + 1 == ring_.size()) ? 0 : tail_ + 1;
 	}
-	count_ -= n;
+	count_.store(count - n, std::memory_order_relaxed);
 	return static_cast<int>(n);
 }
 
@@ -177,14 +184,15 @@ int SoftCq::resize(int cqe)
 	if (cqe <= 0 || static_cast<uint32_t>(cqe) > sdev.attr().max_cqe)
 		return -EINVAL;
 	std::lock_guard g(lock_);
-	if (static_cast<uint32_t>(cqe) < count_)
+	const uint32_t count = count_.load(std::memory_order_relaxed);
+	if (static_cast<uint32_t>(cqe) < count)
 		return -EINVAL; // would lose completions
 	std::vector<Wc> r(static_cast<size_t>(cqe));
-	for (uint32_t i = 0; i < count_; i++)
+	for (uint32_t i = 0; i < count; i++)
 		r[i] = ring_[(tail_ + i) % ring_.size()];
 	ring_.swap(r);
 	tail_ = 0;
-	head_ = count_ % ring_.size();
+	head_ = count % ring_.size();
 	cqe_ = cqe;
 	return 0;
 }
@@ -229,13 +237,14 @@ void SoftCq::push(const Wc &wc, bool solicited)
 	bool overflow = false;
 	{
 		std::lock_guard g(lock_);
-		if (count_ == ring_.size()) {
+		const uint32_t count = count_.load(std::memory_order_relaxed);
+		if (count == ring_.size()) {
 			overflow = !overflowed_;
 			overflowed_ = true;
 		} else {
 			ring_[head_] = wc;
 			head_ = (head_ + 1 == ring_.size()) ? 0 : head_ + 1;
-			count_++;
+			count_.store(count + 1, std::memory_order_release);
 			maybe_raise_locked(solicited, wc.status != WcStatus::Success);
 		}
 	}

@@ -324,7 +324,7 @@ void Engine::post(SoftQp *qp)
 // Run one QP that is off the run queue and not busy: lock_ held on entry and on return,
 // dropped around the work. Requeues it if it stopped on budget or the engine found it
 // busy meanwhile (rerun); wakes unschedule, which may wait for this run.
-int Engine::run_qp(std::unique_lock<std::mutex> &g, SoftQp &qp)
+int Engine::run_qp(std::unique_lock<AdaptiveMutex> &g, SoftQp &qp)
 {
 	qp.busy = true;
 	qp.more = false;
@@ -390,7 +390,7 @@ void Engine::cancel_timers(void *owner)
 }
 
 // Run due timers and the run queue once. Called with lock_ held; drops it around work.
-int Engine::run_locked(std::unique_lock<std::mutex> &g)
+int Engine::run_locked(std::unique_lock<AdaptiveMutex> &g)
 {
 	int n = 0;
 	auto now = Clock::now();

@@ -17,6 +17,7 @@
 // its indices are atomics published with release/acquire.
 #pragma once
 
+#include "core/adaptive_mutex.h"
 #include "core/device.h"
 #include "core/dma_mem.h"
 #include "providers/soft/soft.h"
@@ -173,11 +174,11 @@ private:
 	void maybe_raise_locked(bool solicited, bool error);
 
 	std::mutex lock_;
-	std::vector<Wc> ring_; // capacity cqe_+1 slots used as a circular buffer
-	uint32_t head_ = 0;    // next slot to fill
-	uint32_t tail_ = 0;    // next slot to poll
-	uint32_t count_ = 0;   // completions in the ring
-	bool armed_ = false;   // req_notify pending
+	std::vector<Wc> ring_;           // capacity cqe_+1 slots used as a circular buffer
+	uint32_t head_ = 0;              // next slot to fill
+	uint32_t tail_ = 0;              // next slot to poll
+	std::atomic<uint32_t> count_{0}; // completions in the ring (written under lock_)
+	bool armed_ = false;             // req_notify pending
 	CqNotify arm_flags_ = CqNotify::NextComp;
 	bool overflowed_ = false; // CQ_ERR raised; completions are being lost
 	uint16_t mod_count_ = 0;  // moderation: events after this many completions (0 = off)
@@ -498,8 +499,8 @@ public:
 
 private:
 	void loop();
-	int run_locked(std::unique_lock<std::mutex> &g);
-	int run_qp(std::unique_lock<std::mutex> &g, SoftQp &qp); // one QP's turn (lock_ held)
+	int run_locked(std::unique_lock<AdaptiveMutex> &g);
+	int run_qp(std::unique_lock<AdaptiveMutex> &g, SoftQp &qp); // one QP's turn (lock_ held)
 	int poll_conns(int timeout_ms);   // epoll; schedules ready QPs; returns events seen
 	int poll_rings();                 // ring wire: schedules QPs whose peer published (lock_)
 	bool arm_rings();                 // before sleeping: doorbells wanted; false if work came
@@ -507,9 +508,9 @@ private:
 	void unwatch_locked(SockConn &c); // out of epoll (lock_)
 
 	bool threaded_;
-	unsigned index_; // in the device's engines (its thread's name)
-	std::mutex lock_;
-	std::condition_variable idle_cv_; // unschedule waits here
+	unsigned index_;     // in the device's engines (its thread's name)
+	AdaptiveMutex lock_; // the run queue, the QPs' queued/busy flags, conns_, timers_
+	std::condition_variable_any idle_cv_; // unschedule waits here
 	boost::intrusive::list<
 	    SoftQp, boost::intrusive::member_hook<SoftQp, boost::intrusive::list_member_hook<>,
 	                                          &SoftQp::run_hook>>
