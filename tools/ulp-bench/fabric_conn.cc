@@ -166,7 +166,7 @@ void Responder::start(Device *dev, Provider *prov, const std::string &ip, bool w
 				fatal("responder: receive completion failed: %s (vendor_err %u)",
 				      wc_status_str(wc->status), wc->vendor_err);
 			}
-			rc->self->post_recv(rc->slot);
+			rc->self->repost_.push_back(rc->slot);
 		};
 	}
 
@@ -198,18 +198,28 @@ void Responder::start(Device *dev, Provider *prov, const std::string &ip, bool w
 		fatal("no free port for the listener on %s", ip.c_str());
 }
 
-void Responder::post_recv(uint32_t slot)
+// One chained post for every receive reaped since the last: one QP lock and one look at
+// the ring per batch, not per message (perftest's servers post lists the same way).
+void Responder::post_recvs()
 {
+	if (repost_.empty())
+		return;
 	Sge sge{reinterpret_cast<uint64_t>(side_.mem->addr()), kMaxMsg, side_.mr->lkey()};
-	RecvWr wr;
-	wr.wr_cqe = &recvs_[slot].cqe;
-	wr.sg_list = &sge;
-	wr.num_sge = 1;
+	wrs_.resize(repost_.size());
+	for (size_t i = 0; i < repost_.size(); i++) {
+		RecvWr &wr = wrs_[i];
+		wr = RecvWr{};
+		wr.wr_cqe = &recvs_[repost_[i]].cqe;
+		wr.sg_list = &sge;
+		wr.num_sge = 1;
+		wr.next = i + 1 < repost_.size() ? &wrs_[i + 1] : nullptr;
+	}
+	repost_.clear();
 	const RecvWr *bad = nullptr;
 	std::lock_guard g(conn_mu_);
 	if (!conn_id_ || !conn_id_->qp() || flushed_)
 		return;
-	int rc = conn_id_->qp()->post_recv(&wr, &bad);
+	int rc = conn_id_->qp()->post_recv(wrs_.data(), &bad);
 	if (rc && !disconnected_ && !flushed_)
 		fatal("responder: post_recv: %s", std::strerror(-rc));
 }
@@ -282,8 +292,10 @@ int Responder::reap()
 			wc[i].wr_cqe->done(side_.recv_cq.get(), &wc[i]);
 		total += n;
 		if (n < static_cast<int>(wc.size()))
-			return total;
+			break;
 	}
+	post_recvs();
+	return total;
 }
 
 int Responder::serve(int deadline_s)

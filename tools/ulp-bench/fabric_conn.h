@@ -104,8 +104,9 @@ public:
 	// Reap receive completions and re-post the receives; returns how many. Thread: the
 	// owner's (one thread at a time).
 	int reap();
-	// Peer process main loop: sleep on the channel, reap, until the requester
-	// disconnects or deadline_s passes. Returns 0 on a clean disconnect.
+	// Peer process main loop: poll while receives arrive, else sleep on the channel,
+	// until the requester disconnects or deadline_s passes. Returns 0 on a clean
+	// disconnect.
 	int serve(int deadline_s);
 
 	bool disconnected() const { return disconnected_.load(); }
@@ -118,12 +119,14 @@ private:
 		uint32_t slot;
 	};
 	void on_event(CmId *id, CmEvent &ev);
-	void post_recv(uint32_t slot);
+	void post_recvs(); // post repost_ as one chain
 
 	Side side_;
 	uint16_t port_ = 0;
 	uint32_t rq_depth_ = 0;
 	std::vector<RecvCtx> recvs_;
+	std::vector<uint32_t> repost_; // slots reaped, to post again (owner thread)
+	std::vector<RecvWr> wrs_;      // the chain post_recvs() builds (owner thread)
 	std::unique_ptr<CmId> listen_id_;
 	std::mutex conn_mu_;
 	std::unique_ptr<CmId> conn_id_;
