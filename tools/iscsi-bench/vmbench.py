@@ -20,6 +20,7 @@ one run and say nothing about hardware (../shared/LAB.md has reference figures).
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -98,6 +99,43 @@ def switches_since(before, after):
     return sum(v - before.get(tid, 0) for tid, v in after.items())
 
 
+def thread_switches():
+    """Context switches of every thread in the guest, by (pid, tid): (group, count), group
+    being the thread's name without its instance numbers (ksoftirqd/1 -> ksoftirqd,
+    kworker/0:1H-kblockd -> kworker, iou-wrk-123 -> iou-wrk)."""
+    n = {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                with open(f"/proc/{pid}/task/{tid}/status") as f:
+                    name, cs = "", 0
+                    for line in f:
+                        if line.startswith("Name:"):
+                            name = line.split(":", 1)[1].strip()
+                        elif "ctxt_switches:" in line:
+                            cs += int(line.split()[1])
+            except OSError:
+                continue  # ended meanwhile
+            group = re.split(r"[/:]", name, 1)[0].rstrip("-.0123456789") or name
+            n[(pid, tid)] = (group, cs)
+    return n
+
+
+def switches_by_group(before, after, ios):
+    """Context switches per I/O between two thread_switches samples, by thread group,
+    largest first (threads that ended meanwhile are lost: a floor)."""
+    g = {}
+    for k, (group, cs) in after.items():
+        g[group] = g.get(group, 0) + cs - before.get(k, (group, 0))[1]
+    return {k: v / ios for k, v in sorted(g.items(), key=lambda kv: -kv[1]) if v > 0}
+
+
 def guest_switches():
     """Context switches of the whole guest since boot (/proc/stat ctxt)."""
     with open("/proc/stat") as f:
@@ -145,9 +183,9 @@ def run_job(dev, job, runtime, size, pid, out_json):
            f"--runtime={runtime}", "--randrepeat=0", "--norandommap"]
     t0 = proc_cpu(pid) if pid else 0.0
     s0 = proc_switches(pid) if pid else {}
-    g0, c0 = guest_busy(), guest_switches()
+    g0, c0, a0 = guest_busy(), guest_switches(), thread_switches()
     sh(cmd, timeout=runtime + 90)
-    g1, c1 = guest_busy(), guest_switches()
+    g1, c1, a1 = guest_busy(), guest_switches(), thread_switches()
     t1 = proc_cpu(pid) if pid else 0.0
     s1 = proc_switches(pid) if pid else {}
     with open(out_json) as f:
@@ -166,6 +204,7 @@ def run_job(dev, job, runtime, size, pid, out_json):
         "target_us_per_io": (t1 - t0) * 1e6 / ios if pid else None,
         "guest_cs_per_io": (c1 - c0) / ios,
         "target_cs_per_io": switches_since(s0, s1) / ios if pid else None,
+        "cs_per_io_by_thread": switches_by_group(a0, a1, ios),
         "ios": ios,
     }
 
@@ -227,6 +266,16 @@ def print_table(results, order, args, title):
                   f"{r['p50_us']:>9.0f} {r['p99_us']:>9.0f} {r['guest_us_per_io']:>12.1f} "
                   f"{tgt:>10} {r['guest_cs_per_io']:>12.2f} {tcs:>10}")
             first = False
+    print()
+    print("context switches per I/O by guest thread (the largest five; a switch in and out "
+          "of the CPU idle loop counts in swapper's, which /proc does not list):")
+    for job in JOBS:
+        for t in order:
+            r = results.get((job[0], t))
+            if r and r.get("cs_per_io_by_thread"):
+                top = list(r["cs_per_io_by_thread"].items())[:5]
+                print(f"  {job[0]:<18} {t:<12} " +
+                      "  ".join(f"{k} {v:.2f}" for k, v in top))
     print()
     print("ratios ulp-targetd / other (IOPS > 1 is faster; p50 and guest CPU per I/O < 1 "
           "are better):")
