@@ -16,15 +16,18 @@
 #include "providers/soft/shm_link.h"
 #include "providers/soft/sock_conn.h"
 
+#include <linux/capability.h>
 #include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <thread>
 
@@ -51,31 +54,31 @@ thread_local bool tl_direct = false;
 // something else needs the CPU. On a host with fewer cores than busy threads (two engines,
 // the ULP's poller, the backstore's workers) an engine spinning at full weight takes a
 // fair share of a core from the work it waits for. The engine returns to its own nice
-// value before it executes anything, which needs CAP_SYS_NICE or an RLIMIT_NICE that
-// allows it: probed once, on a thread of its own; without it engines spin as before.
-int spin_nice_step()
+// value before it executes anything (may_return_to_nice); without that right engines spin
+// as before.
+int spin_nice_want()
 {
-	static const int step = [] {
-		int want = 5;
+	static const int want = [] {
 		if (const char *env = std::getenv("ULP_SOFT_SPIN_NICE"); env && *env)
-			want = std::clamp(std::atoi(env), 0, 19);
-		if (!want)
-			return 0;
-		bool ok = false;
-		std::thread([&] {
-			const pid_t tid = gettid();
-			errno = 0;
-			const int base = getpriority(PRIO_PROCESS, static_cast<id_t>(tid));
-			if (errno || base >= 19)
-				return;
-			ok = setpriority(PRIO_PROCESS, static_cast<id_t>(tid), 19) == 0 &&
-			     setpriority(PRIO_PROCESS, static_cast<id_t>(tid), base) == 0;
-		}).join();
-		ULP_LOG(Debug, Soft, "engines spin at nice +{} while idle: {}", want,
-		        ok ? "yes" : "no (the nice value cannot be lowered again)");
-		return ok ? want : 0;
+			return std::clamp(std::atoi(env), 0, 19);
+		return 5;
 	}();
-	return step;
+	return want;
+}
+
+// Whether this thread may lower its nice value to base again after raising it: the
+// kernel's can_nice() (kernel/sched/core.c) allows it when RLIMIT_NICE covers 20 - base,
+// or with CAP_SYS_NICE. Asked, not tried: a try that failed would leave the thread at the
+// higher value.
+bool may_return_to_nice(int base)
+{
+	rlimit r{};
+	if (getrlimit(RLIMIT_NICE, &r) == 0 &&
+	    (r.rlim_cur == RLIM_INFINITY || static_cast<rlim_t>(20 - base) <= r.rlim_cur))
+		return true;
+	__user_cap_header_struct h{_LINUX_CAPABILITY_VERSION_3, 0};
+	__user_cap_data_struct d[_LINUX_CAPABILITY_U32S_3]{};
+	return syscall(SYS_capget, &h, d) == 0 && (d[0].effective & (1u << CAP_SYS_NICE)) != 0;
 }
 } // namespace
 
@@ -452,7 +455,14 @@ void Engine::loop()
 	tid_ = static_cast<id_t>(gettid());
 	errno = 0;
 	base_nice_ = getpriority(PRIO_PROCESS, tid_);
-	spin_nice_ = errno || base_nice_ >= 19 ? 0 : spin_nice_step();
+	if (errno == 0 && base_nice_ < 19 && spin_nice_want()) {
+		spin_nice_ = may_return_to_nice(base_nice_) ? spin_nice_want() : 0;
+		ULP_LOG(Debug, Soft, "engine {}: idle spin at nice +{}: {}", index_,
+		        spin_nice_want(),
+		        spin_nice_ ? "yes"
+		                   : "no (no CAP_SYS_NICE, and RLIMIT_NICE does not allow "
+		                     "its nice value back)");
+	}
 	std::unique_lock g(lock_);
 	unsigned turn = 0;
 	while (!stop_) {
@@ -500,8 +510,15 @@ void Engine::loop()
 			// may need this core.
 			sched_yield();
 		}
-		if (spin_nice_)
-			setpriority(PRIO_PROCESS, tid_, base_nice_);
+		if (spin_nice_ && setpriority(PRIO_PROCESS, tid_, base_nice_) != 0) {
+			// Refused after all (a security module): say so, and step no more.
+			ULP_LOG(Warn, Soft,
+			        "engine {}: going back to nice {} refused ({}); it runs at nice {} "
+			        "from now on",
+			        index_, base_nice_, std::strerror(errno),
+			        std::min(base_nice_ + spin_nice_, 19));
+			spin_nice_ = 0;
+		}
 		g.lock();
 		if (got || !runq_.empty() || stop_)
 			continue;
