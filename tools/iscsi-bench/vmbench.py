@@ -122,7 +122,7 @@ def thread_switches():
                             cs += int(line.split()[1])
             except OSError:
                 continue  # ended meanwhile
-            group = re.split(r"[/:]", name, 1)[0].rstrip("-.0123456789") or name
+            group = re.split(r"[/:]", name, maxsplit=1)[0].rstrip("-.0123456789") or name
             n[(pid, tid)] = (group, cs)
     return n
 
