@@ -100,9 +100,10 @@ def switches_since(before, after):
 
 
 def thread_switches():
-    """Context switches of every thread in the guest, by (pid, tid): (group, count), group
-    being the thread's name without its instance numbers (ksoftirqd/1 -> ksoftirqd,
-    kworker/0:1H-kblockd -> kworker, iou-wrk-123 -> iou-wrk)."""
+    """Context switches of every thread in the guest, by (pid, tid): (group, all, involuntary),
+    group being the thread's name without its instance numbers (ksoftirqd/1 -> ksoftirqd,
+    kworker/0:1H-kblockd -> kworker, iou-wrk-123 -> iou-wrk). Involuntary: preempted while
+    it could still run."""
     n = {}
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
@@ -114,25 +115,28 @@ def thread_switches():
         for tid in tids:
             try:
                 with open(f"/proc/{pid}/task/{tid}/status") as f:
-                    name, cs = "", 0
+                    name, cs, ics = "", 0, 0
                     for line in f:
                         if line.startswith("Name:"):
                             name = line.split(":", 1)[1].strip()
                         elif "ctxt_switches:" in line:
                             cs += int(line.split()[1])
+                            if line.startswith("nonvoluntary"):
+                                ics += int(line.split()[1])
             except OSError:
                 continue  # ended meanwhile
             group = re.split(r"[/:]", name, maxsplit=1)[0].rstrip("-.0123456789") or name
-            n[(pid, tid)] = (group, cs)
+            n[(pid, tid)] = (group, cs, ics)
     return n
 
 
-def switches_by_group(before, after, ios):
+def switches_by_group(before, after, ios, which=1):
     """Context switches per I/O between two thread_switches samples, by thread group,
-    largest first (threads that ended meanwhile are lost: a floor)."""
+    largest first (threads that ended meanwhile are lost: a floor). which: 1 all, 2 the
+    involuntary ones."""
     g = {}
-    for k, (group, cs) in after.items():
-        g[group] = g.get(group, 0) + cs - before.get(k, (group, 0))[1]
+    for k, v in after.items():
+        g[v[0]] = g.get(v[0], 0) + v[which] - before.get(k, (v[0], 0, 0))[which]
     return {k: v / ios for k, v in sorted(g.items(), key=lambda kv: -kv[1]) if v > 0}
 
 
@@ -205,6 +209,7 @@ def run_job(dev, job, runtime, size, pid, out_json):
         "guest_cs_per_io": (c1 - c0) / ios,
         "target_cs_per_io": switches_since(s0, s1) / ios if pid else None,
         "cs_per_io_by_thread": switches_by_group(a0, a1, ios),
+        "ics_per_io_by_thread": switches_by_group(a0, a1, ios, 2),
         "ios": ios,
     }
 
@@ -267,15 +272,17 @@ def print_table(results, order, args, title):
                   f"{tgt:>10} {r['guest_cs_per_io']:>12.2f} {tcs:>10}")
             first = False
     print()
-    print("context switches per I/O by guest thread (the largest five; a switch in and out "
-          "of the CPU idle loop counts in swapper's, which /proc does not list):")
+    print("context switches per I/O by guest thread (the largest five, the involuntary "
+          "ones in brackets; a switch in and out of the CPU idle loop counts in swapper's, "
+          "which /proc does not list):")
     for job in JOBS:
         for t in order:
             r = results.get((job[0], t))
             if r and r.get("cs_per_io_by_thread"):
                 top = list(r["cs_per_io_by_thread"].items())[:5]
+                inv = r.get("ics_per_io_by_thread", {})
                 print(f"  {job[0]:<18} {t:<12} " +
-                      "  ".join(f"{k} {v:.2f}" for k, v in top))
+                      "  ".join(f"{k} {v:.2f} ({inv.get(k, 0):.2f})" for k, v in top))
     print()
     print("ratios ulp-targetd / other (IOPS > 1 is faster; p50 and guest CPU per I/O < 1 "
           "are better):")
@@ -304,6 +311,8 @@ def launch(script, args, targets, per_target_extra_s=60):
            "--out", "/run/ulp-vm", "--only", ",".join(targets)]
     if args.quick:
         cmd.append("--quick")
+    if args.targetd_args:
+        cmd.append(f"--targetd-args={args.targetd_args}")
     cmd += getattr(args, "guest_extra", [])
     rc = subprocess.call(cmd)
     if keep:
@@ -318,6 +327,9 @@ def add_common_args(ap, targets):
     ap.add_argument("--runtime", type=int, default=None)
     ap.add_argument("--targetd",
                     default=os.path.join(ROOT, "build/tools/ulp-targetd/ulp-targetd"))
+    ap.add_argument("--targetd-args", default="",
+                    help="more ulp-targetd arguments, as one string (e.g. "
+                         "\"--cq-busy-poll-us 200\")")
     ap.add_argument("--out", default=None)
     ap.add_argument("--timeout", type=int, default=None)
     ap.add_argument("--only", default=",".join(targets))
