@@ -329,7 +329,7 @@ def add_common_args(ap, targets):
                     default=os.path.join(ROOT, "build/tools/ulp-targetd/ulp-targetd"))
     ap.add_argument("--targetd-args", default="",
                     help="more ulp-targetd arguments, as one string (e.g. "
-                         "\"--cq-busy-poll-us 200\")")
+                         "\"--srp-srq\")")
     ap.add_argument("--out", default=None)
     ap.add_argument("--timeout", type=int, default=None)
     ap.add_argument("--only", default=",".join(targets))
