@@ -34,6 +34,20 @@ uint64_t now_us()
 // called from one of them is told -EDEADLK before anything else.
 thread_local const PollCq *t_in_done = nullptr;
 
+// What done() callbacks of this thread's current batch asked to run at its end.
+thread_local std::vector<std::pair<void (*)(void *), void *>> t_batch_end;
+
+// The end of a batch, outermost: run what its callbacks deferred (and what those defer).
+void run_batch_end()
+{
+	while (!t_batch_end.empty()) {
+		auto fns = std::move(t_batch_end);
+		t_batch_end.clear();
+		for (auto &[fn, arg] : fns)
+			fn(arg);
+	}
+}
+
 // rdma_dim() at the end of a pass, and ib_cq_rdma_dim_work's modify_cq when it moves.
 void dim_sample(PollCq &p, int completed)
 {
@@ -102,6 +116,8 @@ int process_cq(PollCq &p, int budget, std::span<Wc> wcs)
 			else
 				dropped++; // a flushed WR that had no cqe: silently consumed
 		}
+		if (!in_done.saved)
+			run_batch_end();
 		completed += n;
 		if (n != batch || completed >= budget)
 			break;
@@ -431,6 +447,14 @@ int process_cq_direct(Cq &cq, int budget)
 	if (p->ctx == PollCtx::BusyPoll)
 		return PollCqOps::process_direct(*p->group, *p, budget);
 	return 0; // threaded: its own thread dispatches (the kernel WARNs)
+}
+
+bool defer_to_batch_end(void (*fn)(void *), void *arg)
+{
+	if (!t_in_done)
+		return false;
+	t_batch_end.emplace_back(fn, arg);
+	return true;
 }
 
 bool cq_stats(const Cq &cq, CqStats *out)

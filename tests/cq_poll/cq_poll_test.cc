@@ -573,6 +573,111 @@ TEST(CqPoll, FreeFromOwnDoneRefused)
 	rig.qa.clear();
 }
 
+// ---------------------------------------------------------------------------------------------
+// defer_to_batch_end: what done() callbacks defer runs once, after the last callback of their
+// batch (kPollBatch WCs) and outside every callback; nested passes wait for the outer batch;
+// outside a callback nothing is deferred.
+
+namespace batch_end
+{
+struct State {
+	int dispatched = 0;                // callbacks of the outer CQ run so far
+	bool in_cb = false;                // a callback is running
+	std::vector<int> flushed_at;       // `dispatched` at each deferred run
+	int ran_inside = 0;                // deferred runs seen inside a callback
+	int deferred = 0;                  // registrations accepted
+	ulp::Cq *inner = nullptr;          // polled from the outer callback idx 3, if set
+	std::vector<int> inner_flushed_at; // `dispatched` when the inner registrations ran
+};
+struct BCtx {
+	ulp::Cqe cqe;
+	State *st = nullptr;
+	int idx = 0;
+	bool inner = false; // a completion of the inner CQ
+};
+void flush(void *arg)
+{
+	auto *st = static_cast<State *>(arg);
+	if (st->in_cb)
+		st->ran_inside++;
+	st->flushed_at.push_back(st->dispatched);
+}
+void flush_inner(void *arg)
+{
+	auto *st = static_cast<State *>(arg);
+	st->inner_flushed_at.push_back(st->dispatched);
+}
+void done(ulp::Cq *, ulp::Wc *wc)
+{
+	auto *c = container_of(wc->wr_cqe, &BCtx::cqe);
+	State &st = *c->st;
+	if (c->inner) {
+		st.deferred += ulp::defer_to_batch_end(flush_inner, &st) ? 1 : 0;
+		return;
+	}
+	st.in_cb = true;
+	st.dispatched++;
+	// Every callback of a batch defers the same flush: each registration runs.
+	if (c->idx % 2 == 0)
+		st.deferred += ulp::defer_to_batch_end(flush, &st) ? 1 : 0;
+	if (c->idx == 3 && st.inner)
+		ulp::process_cq_direct(*st.inner, 64);
+	st.in_cb = false;
+}
+} // namespace batch_end
+
+TEST(CqPoll, DeferToBatchEndRunsAfterTheBatch)
+{
+	using namespace batch_end;
+	Rig rig;
+	ASSERT_TRUE(rig.init(Exec::Inline)); // each WRITE completes inside its post_send
+	constexpr int kN = 2 * ulp::kPollBatch + 5;
+	auto cq = ulp::alloc_cq(*rig.da, 128, 0, PollCtx::Direct);
+	auto inner = ulp::alloc_cq(*rig.da, 64, 0, PollCtx::Direct);
+	ASSERT_TRUE(cq && inner);
+	int qi = rig.add_qp(cq.get(), 128);
+	int qj = rig.add_qp(inner.get());
+	ASSERT_GE(qi, 0);
+	ASSERT_GE(qj, 0);
+	State st;
+	st.inner = inner.get();
+	std::vector<BCtx> ctxs(kN);
+	BCtx in[2];
+	for (int i = 0; i < kN; i++) {
+		ctxs[size_t(i)].cqe.done = done;
+		ctxs[size_t(i)].st = &st;
+		ctxs[size_t(i)].idx = i;
+		ASSERT_EQ(rig.write0(qi, &ctxs[size_t(i)].cqe), 0);
+	}
+	for (auto &c : in) {
+		c.cqe.done = done;
+		c.st = &st;
+		c.inner = true;
+		ASSERT_EQ(rig.write0(qj, &c.cqe), 0);
+	}
+	// Outside a callback: refused, nothing runs later.
+	EXPECT_FALSE(ulp::defer_to_batch_end(flush, &st));
+
+	int got = 0;
+	ASSERT_TRUE(wait_for(
+	    [&] {
+		    got += ulp::process_cq_direct(*cq, 256);
+		    return got == kN;
+	    },
+	    nullptr, kLong));
+	EXPECT_EQ(st.deferred, (kN + 1) / 2 + 2);
+	EXPECT_EQ(st.ran_inside, 0) << "a deferred function ran inside a done() callback";
+	// One run per registration, each after the last callback of its batch: batches of
+	// kPollBatch, then the rest.
+	std::vector<int> want;
+	for (int i = 0; i < kN; i += 2)
+		want.push_back(std::min(kN, (i / ulp::kPollBatch + 1) * ulp::kPollBatch));
+	EXPECT_EQ(st.flushed_at, want);
+	// The inner pass's registrations waited for the end of the outer batch (the first).
+	EXPECT_EQ(st.inner_flushed_at, (std::vector<int>{ulp::kPollBatch, ulp::kPollBatch}));
+	rig.qa.clear();
+}
+
 TEST(CqPoll, FreeRefusedWhileQpUsesIt)
 {
 	// ib_free_cq would WARN and free; the QP would then complete into freed memory.
