@@ -221,7 +221,7 @@ bool Channel::finished()
 	bool fin = false;
 	enter([&] {
 		fin = state_ == ChState::Disconnected && busy_ == 0 && !reap_wait_ &&
-		      ctl_.free_count() == ctl_.size();
+		      !plug_queued_ && ctl_.free_count() == ctl_.size();
 	});
 	return fin;
 }
@@ -240,6 +240,10 @@ void Channel::run_event(ChEvent ev, ChArg arg)
 		break;
 	case ChEvent::DataIn:
 		do_data_in(x);
+		break;
+	case ChEvent::FlushPlug:
+		plug_queued_ = false;
+		flush_plug();
 		break;
 	case ChEvent::Status:
 		do_status(x);
@@ -657,6 +661,7 @@ void Channel::close(const char *why)
 		sq_wait_.pop_front();
 		fail_job(&x);
 	}
+	drop_plug(); // pieces of this poll batch not yet posted
 	// The nexus goes on without this channel; the last one out closes it (on the reaper:
 	// its commands are aborted and waited for).
 	if (in_nexus_) {

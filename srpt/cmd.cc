@@ -3,6 +3,7 @@
 // to the SCSI core, their data moved by rw contexts (one per remote descriptor, chained,
 // within the send queue's budget), and their SRP_RSPs (see channel.h).
 #include "core/log.h"
+#include "cq_poll/cq_poll.h"
 #include "scsi/core.h"
 #include "scsi/sense.h"
 #include "srpt/channel.h"
@@ -557,15 +558,7 @@ bool Channel::post_rw(Ioctx *x)
 		x->wrs_posted = 1;
 		sq_avail_--;
 		x->posted = std::chrono::steady_clock::now();
-		const SendWr *bad = nullptr;
-		if (int rc = qp()->post_send(&x->wr, &bad); rc != 0) {
-			sq_avail_++;
-			x->wrs_posted = 0;
-			ULP_LOG_RATELIMITED(Error, Srpt, "{}: post_send: {}", peer_,
-			                    std::strerror(-rc));
-			close("post_send failed");
-			fail_job(x);
-		}
+		post_piece(x, &x->wr);
 		return true;
 	}
 	// As many contexts as fit, from the first not yet posted; the piece ends in a
@@ -600,16 +593,76 @@ bool Channel::post_rw(Ioctx *x)
 	x->wrs_posted = wrs;
 	x->posted = std::chrono::steady_clock::now();
 	sq_avail_ -= wrs;
-	const SendWr *bad = nullptr;
-	if (int rc = qp()->post_send(chain, &bad); rc != 0) {
-		// Nothing of the chain completes if the QP refused it: fail the job now.
-		sq_avail_ += wrs;
-		x->wrs_posted = 0;
-		ULP_LOG_RATELIMITED(Error, Srpt, "{}: post_send: {}", peer_, std::strerror(-rc));
-		close("post_send failed");
-		fail_job(x);
-	}
+	post_piece(x, chain);
 	return true;
+}
+
+void Channel::post_piece(Ioctx *x, SendWr *first)
+{
+	SendWr *last = first;
+	while (last->next)
+		last = last->next;
+	x->plug_first = first;
+	x->plug_last = last;
+	plug_.push_back(*x);
+	// Inside a poll batch the pieces its completions produce go out together at its end:
+	// one post_send, one doorbell. Not after the close (the QP flushes them at once) and
+	// not outside a batch (a backstore's thread, the CM thread): now.
+	if (plug_queued_)
+		return;
+	if (state_ < ChState::Disconnecting && defer_to_batch_end(&Channel::plug_end, this)) {
+		plug_queued_ = true;
+		return;
+	}
+	flush_plug();
+}
+
+void Channel::plug_end(void *arg)
+{
+	// Outside every done() callback of the batch, so not holding this channel: post()
+	// runs the flush here, or hands it to the thread that holds the channel now.
+	static_cast<Channel *>(arg)->post(ChEvent::FlushPlug, {});
+}
+
+void Channel::flush_plug()
+{
+	if (plug_.empty())
+		return;
+	for (auto it = plug_.begin(), nx = std::next(it); nx != plug_.end(); it = nx++)
+		it->plug_last->next = nx->plug_first;
+	const SendWr *bad = nullptr;
+	const int rc = qp()->post_send(plug_.front().plug_first, &bad);
+	for (Ioctx &x : plug_)
+		x.plug_last->next = nullptr; // each piece's WRs are its own again
+	if (rc == 0) {
+		plug_.clear();
+		return;
+	}
+	// The pieces before the one bad falls in went out; from it on nothing did (a piece is
+	// posted whole or not at all, as when it was posted alone). No bad: none went out.
+	while (bad && !plug_.empty()) {
+		Ioctx &x = plug_.front();
+		bool here = false;
+		for (const SendWr *w = x.plug_first; w && !here; w = w->next)
+			here = w == bad;
+		if (here)
+			break;
+		plug_.pop_front();
+	}
+	ULP_LOG_RATELIMITED(Error, Srpt, "{}: post_send: {}", peer_, std::strerror(-rc));
+	close("post_send failed"); // drops what plug_ still holds
+	drop_plug();
+}
+
+void Channel::drop_plug()
+{
+	while (!plug_.empty()) {
+		Ioctx &x = plug_.front();
+		plug_.pop_front();
+		sq_avail_ += x.wrs_posted;
+		x.wrs_posted = 0;
+		fail_job(&x);
+	}
 }
 
 void Channel::run_sq_wait()
