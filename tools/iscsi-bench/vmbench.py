@@ -100,10 +100,10 @@ def switches_since(before, after):
 
 
 def thread_switches():
-    """Context switches of every thread in the guest, by (pid, tid): (group, all, involuntary),
-    group being the thread's name without its instance numbers (ksoftirqd/1 -> ksoftirqd,
-    kworker/0:1H-kblockd -> kworker, iou-wrk-123 -> iou-wrk). Involuntary: preempted while
-    it could still run."""
+    """Context switches and CPU time of every thread in the guest, by (pid, tid): (group, all
+    switches, involuntary ones, CPU ticks, of which in the kernel), group being the thread's name without its
+    instance numbers (ksoftirqd/1 -> ksoftirqd, kworker/0:1H-kblockd -> kworker, iou-wrk-123
+    -> iou-wrk). Involuntary: preempted while it could still run."""
     n = {}
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
@@ -123,20 +123,24 @@ def thread_switches():
                             cs += int(line.split()[1])
                             if line.startswith("nonvoluntary"):
                                 ics += int(line.split()[1])
+                with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                    st = f.read().rsplit(")", 1)[1].split()
+                    ticks = int(st[11]) + int(st[12])  # utime + stime
+                    sticks = int(st[12])
             except OSError:
                 continue  # ended meanwhile
             group = re.split(r"[/:]", name, maxsplit=1)[0].rstrip("-.0123456789") or name
-            n[(pid, tid)] = (group, cs, ics)
+            n[(pid, tid)] = (group, cs, ics, ticks, sticks)
     return n
 
 
 def switches_by_group(before, after, ios, which=1):
     """Context switches per I/O between two thread_switches samples, by thread group,
     largest first (threads that ended meanwhile are lost: a floor). which: 1 all, 2 the
-    involuntary ones."""
+    involuntary ones, 3 CPU ticks, 4 of them in the kernel."""
     g = {}
     for k, v in after.items():
-        g[v[0]] = g.get(v[0], 0) + v[which] - before.get(k, (v[0], 0, 0))[which]
+        g[v[0]] = g.get(v[0], 0) + v[which] - before.get(k, (v[0], 0, 0, 0, 0))[which]
     return {k: v / ios for k, v in sorted(g.items(), key=lambda kv: -kv[1]) if v > 0}
 
 
@@ -210,6 +214,10 @@ def run_job(dev, job, runtime, size, pid, out_json):
         "target_cs_per_io": switches_since(s0, s1) / ios if pid else None,
         "cs_per_io_by_thread": switches_by_group(a0, a1, ios),
         "ics_per_io_by_thread": switches_by_group(a0, a1, ios, 2),
+        "cpu_us_per_io_by_thread": {k: v * 1e6 / CLK_TCK for k, v in
+                                    switches_by_group(a0, a1, ios, 3).items()},
+        "sys_us_per_io_by_thread": {k: v * 1e6 / CLK_TCK for k, v in
+                                    switches_by_group(a0, a1, ios, 4).items()},
         "ios": ios,
     }
 
@@ -283,6 +291,16 @@ def print_table(results, order, args, title):
                 inv = r.get("ics_per_io_by_thread", {})
                 print(f"  {job[0]:<18} {t:<12} " +
                       "  ".join(f"{k} {v:.2f} ({inv.get(k, 0):.2f})" for k, v in top))
+    print()
+    print("CPU per I/O by guest thread, us (the largest five; in the kernel in brackets):")
+    for job in JOBS:
+        for t in order:
+            r = results.get((job[0], t))
+            if r and r.get("cpu_us_per_io_by_thread"):
+                top = list(r["cpu_us_per_io_by_thread"].items())[:5]
+                ksys = r.get("sys_us_per_io_by_thread", {})
+                print(f"  {job[0]:<18} {t:<12} " +
+                      "  ".join(f"{k} {v:.1f} ({ksys.get(k, 0):.1f})" for k, v in top))
     print()
     print("ratios ulp-targetd / other (IOPS > 1 is faster; p50 and guest CPU per I/O < 1 "
           "are better):")
