@@ -280,28 +280,13 @@ def print_table(results, order, args, title):
                   f"{tgt:>10} {r['guest_cs_per_io']:>12.2f} {tcs:>10}")
             first = False
     print()
-    print("context switches per I/O by guest thread (the largest five, the involuntary "
-          "ones in brackets; a switch in and out of the CPU idle loop counts in swapper's, "
-          "which /proc does not list):")
-    for job in JOBS:
-        for t in order:
-            r = results.get((job[0], t))
-            if r and r.get("cs_per_io_by_thread"):
-                top = list(r["cs_per_io_by_thread"].items())[:5]
-                inv = r.get("ics_per_io_by_thread", {})
-                print(f"  {job[0]:<18} {t:<12} " +
-                      "  ".join(f"{k} {v:.2f} ({inv.get(k, 0):.2f})" for k, v in top))
-    print()
-    print("CPU per I/O by guest thread, us (the largest five; in the kernel in brackets):")
-    for job in JOBS:
-        for t in order:
-            r = results.get((job[0], t))
-            if r and r.get("cpu_us_per_io_by_thread"):
-                top = list(r["cpu_us_per_io_by_thread"].items())[:5]
-                ksys = r.get("sys_us_per_io_by_thread", {})
-                print(f"  {job[0]:<18} {t:<12} " +
-                      "  ".join(f"{k} {v:.1f} ({ksys.get(k, 0):.1f})" for k, v in top))
-    print()
+    by_thread(results, order, "context switches per I/O by guest thread (the largest five, "
+              "the involuntary ones in brackets; a switch in and out of the CPU idle loop "
+              "counts in swapper's, which /proc does not list):",
+              "cs_per_io_by_thread", "ics_per_io_by_thread", ".2f")
+    by_thread(results, order, "CPU per I/O by guest thread, us (the largest five; in the "
+              "kernel in brackets):", "cpu_us_per_io_by_thread", "sys_us_per_io_by_thread",
+              ".1f")
     print("ratios ulp-targetd / other (IOPS > 1 is faster; p50 and guest CPU per I/O < 1 "
           "are better):")
     for job in JOBS:
@@ -312,6 +297,21 @@ def print_table(results, order, args, title):
                 print(f"  {job[0]:<18} vs {t:<5}  IOPS {u['iops'] / o['iops']:.2f}x  "
                       f"p50 {u['p50_us'] / max(o['p50_us'], 1e-9):.2f}x  "
                       f"guest CPU/IO {u['guest_us_per_io'] / o['guest_us_per_io']:.2f}x")
+
+
+def by_thread(results, order, title, key, part_key, fmt):
+    """Print a per-thread figure of every job and target: the largest five groups, each
+    with the part part_key gives in brackets."""
+    print(title)
+    for job in JOBS:
+        for t in order:
+            r = results.get((job[0], t))
+            if r and r.get(key):
+                part = r.get(part_key, {})
+                print(f"  {job[0]:<18} {t:<12} " + "  ".join(
+                    f"{k} {v:{fmt}} ({part.get(k, 0):{fmt}})"
+                    for k, v in list(r[key].items())[:5]))
+    print()
 
 
 def launch(script, args, targets, per_target_extra_s=60):
