@@ -639,16 +639,19 @@ void Channel::flush_plug()
 		return;
 	}
 	// The pieces before the one bad falls in went out; from it on nothing did (a piece is
-	// posted whole or not at all, as when it was posted alone). No bad: none went out.
-	while (bad && !plug_.empty()) {
-		Ioctx &x = plug_.front();
-		bool here = false;
-		for (const SendWr *w = x.plug_first; w && !here; w = w->next)
-			here = w == bad;
-		if (here)
+	// posted whole or not at all, as when it was posted alone). A bad in no piece, or
+	// none: nothing went out.
+	size_t went = 0;
+	bool found = false;
+	for (Ioctx &x : plug_) {
+		for (const SendWr *w = x.plug_first; w && !found; w = w->next)
+			found = w == bad;
+		if (found)
 			break;
-		plug_.pop_front();
+		went++;
 	}
+	for (; found && went > 0; went--)
+		plug_.pop_front();
 	ULP_LOG_RATELIMITED(Error, Srpt, "{}: post_send: {}", peer_, std::strerror(-rc));
 	close("post_send failed"); // drops what plug_ still holds
 	drop_plug();
