@@ -40,12 +40,13 @@ thread_local std::vector<std::pair<void (*)(void *), void *>> t_batch_end;
 // The end of a batch, outermost: run what its callbacks deferred (and what those defer).
 void run_batch_end()
 {
-	while (!t_batch_end.empty()) {
-		auto fns = std::move(t_batch_end);
-		t_batch_end.clear();
-		for (auto &[fn, arg] : fns)
-			fn(arg);
+	// By index, and each entry copied before its call: a call may append (and reallocate).
+	// The vector keeps its capacity: no allocation per batch.
+	for (size_t i = 0; i < t_batch_end.size(); i++) {
+		const auto [fn, arg] = t_batch_end[i];
+		fn(arg);
 	}
+	t_batch_end.clear();
 }
 
 // rdma_dim() at the end of a pass, and ib_cq_rdma_dim_work's modify_cq when it moves.
