@@ -14,6 +14,7 @@
 // because they free chunks: no reader or writer can hold a chunk's pointer while it is
 // freed. Concurrent writes to the same bytes are the initiator's problem (SBC leaves their
 // result undefined), as with any disk.
+#include "core/sanitizer.h"
 #include "core/shard_lock.h"
 #include "scsi/bs_internal.h"
 
@@ -26,7 +27,7 @@
 #include <new>
 #include <optional>
 
-#if defined(__SANITIZE_THREAD__)
+#if ULP_TSAN
 extern "C" void __tsan_ignore_thread_begin();
 extern "C" void __tsan_ignore_thread_end();
 #endif
@@ -45,11 +46,11 @@ namespace
 // everything else it still checks.
 inline void copy_data(void *to, const void *from, size_t n)
 {
-#if defined(__SANITIZE_THREAD__)
+#if ULP_TSAN
 	__tsan_ignore_thread_begin();
 #endif
 	std::memcpy(to, from, n);
-#if defined(__SANITIZE_THREAD__)
+#if ULP_TSAN
 	__tsan_ignore_thread_end();
 #endif
 }

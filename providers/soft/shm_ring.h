@@ -46,6 +46,8 @@
 // static_asserts, kRingMagic/kRingVersion checked at the handshake.
 #pragma once
 
+#include "core/sanitizer.h"
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -172,14 +174,7 @@ inline void ring_store(uint32_t &f, uint32_t v)
 // copies they order look like races. In TSan builds every link region gets a
 // synchronisation object that both ends find by the memfd's inode (ring_sync), released
 // before each store and acquired after each load. Elsewhere these cost nothing.
-#if defined(__SANITIZE_THREAD__)
-#define ULP_RING_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define ULP_RING_TSAN 1
-#endif
-#endif
-#ifdef ULP_RING_TSAN
+#if ULP_TSAN
 extern "C" void __tsan_acquire(void *addr);
 extern "C" void __tsan_release(void *addr);
 #endif
@@ -191,14 +186,14 @@ inline void *ring_sync(uint64_t inode)
 }
 inline void ring_release([[maybe_unused]] void *sync)
 {
-#ifdef ULP_RING_TSAN
+#if ULP_TSAN
 	if (sync)
 		__tsan_release(sync);
 #endif
 }
 inline void ring_acquire([[maybe_unused]] void *sync)
 {
-#ifdef ULP_RING_TSAN
+#if ULP_TSAN
 	if (sync)
 		__tsan_acquire(sync);
 #endif

@@ -4,6 +4,7 @@
 // (unwritten and unmapped ranges read as zeros, extent() reports them); allocation failure;
 // bad configs and requests; resize while I/O runs. The file and block backstores are in
 // backstore_file_test.cc.
+#include "core/sanitizer.h"
 #include "tests/scsi/backstore_env.h"
 
 #include <fcntl.h>
@@ -291,7 +292,7 @@ TEST(RamBackstore, ConcurrentIoRacesUnmap)
 // sanitizers' shadow memory cannot live with.
 TEST(RamBackstore, AllocationFailureIsNoSpace)
 {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if ULP_ASAN || ULP_TSAN
 	GTEST_SKIP() << "RLIMIT_AS cannot be used under ASan/TSan (shadow memory)";
 #else
 	auto bs = make(mem_cfg("ram", 1024 * MiB));

@@ -2,9 +2,11 @@
 // tools/ulp-targetd/heap_usage.cc - the allocator's own figures (see heap_usage.h).
 #include "tools/ulp-targetd/heap_usage.h"
 
+#include "core/sanitizer.h"
+
 #include <cstddef>
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#if ULP_ASAN || ULP_TSAN
 // The sanitizer runtimes' allocator interface (compiler-rt's
 // sanitizer/allocator_interface.h, which GCC 12 does not ship; libasan and libtsan export
 // both).
@@ -20,8 +22,8 @@ namespace targetd
 HeapUsage heap_usage()
 {
 	HeapUsage u;
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#if defined(__SANITIZE_ADDRESS__)
+#if ULP_ASAN || ULP_TSAN
+#if ULP_ASAN
 	u.allocator = "asan";
 #else
 	u.allocator = "tsan";
