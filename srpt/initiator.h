@@ -61,7 +61,7 @@
 namespace ulp
 {
 class Provider;
-class SockAddr;
+struct SockAddr;
 } // namespace ulp
 
 namespace ulp::srpt

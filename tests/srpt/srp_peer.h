@@ -47,7 +47,7 @@ public:
 		ConnParam param;
 	};
 
-	explicit SrpPeer(Device &dev, PeerConfig cfg = {}) : cfg_(cfg), dev_(&dev)
+	explicit SrpPeer(Device &dev, PeerConfig cfg = {}) : cfg_(cfg)
 	{
 		pd_ = dev.alloc_pd();
 		CqInitAttr ca;
@@ -259,7 +259,6 @@ private:
 	}
 
 	PeerConfig cfg_;
-	Device *dev_;
 	std::unique_ptr<Pd> pd_;
 	std::unique_ptr<Cq> scq_, rcq_;
 	std::vector<uint8_t> buf_;

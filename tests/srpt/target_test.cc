@@ -574,7 +574,6 @@ TEST(SrptCmd, TableThatDoesNotAddUpIsInvalidField)
 	// The table in our memory says 4 x 4096; the command says 16384 + 512.
 	const auto cdb5 = rw10(true, 0, 33);
 	auto c = data_cmd(5, true, 0, 16384 + 512, Fmt::External, d, cdb5, {});
-	srp::Rsp r;
 	std::vector<uint8_t> keep;
 	ASSERT_EQ(p.send(cmd_iu(c)), 0);
 	auto rr = next_rsp(p, &keep);
@@ -650,7 +649,6 @@ TEST(SrptCmd, UnknownLunIsCheckCondition)
 	t.tag = 3;
 	t.lun = lun5;
 	t.cdb = tur;
-	srp::Rsp r;
 	std::vector<uint8_t> keep;
 	ASSERT_EQ(l.p->send(cmd_iu(t)), 0);
 	auto rr = next_rsp(*l.p, &keep);
