@@ -540,6 +540,20 @@ void complete_sense(Cmd *cmd, Sense s, bool info_valid, uint32_t info)
 	cmd_finish(cmd);
 }
 
+void exec_good(Cmd *cmd)
+{
+	complete_good(cmd);
+}
+
+void flush_done(BsIo *io, int err)
+{
+	auto *cmd = static_cast<Cmd *>(io->priv);
+	if (err < 0)
+		complete_sense(cmd, errno_sense(err, true));
+	else
+		complete_good(cmd);
+}
+
 void complete_data_in(Cmd *cmd, std::span<const uint8_t> data)
 {
 	size_t n = std::min<size_t>(data.size(), cmd->xfer_len);

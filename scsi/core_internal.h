@@ -118,6 +118,11 @@ void complete_sense(Cmd *cmd, Sense s, bool info_valid = false, uint32_t info = 
 // An emulated command's data-in: copy data (at most xfer_len bytes) into the buffer and
 // complete GOOD with the residual of what was actually moved.
 void complete_data_in(Cmd *cmd, std::span<const uint8_t> data);
+// An execute function that has nothing to do: GOOD.
+void exec_good(Cmd *cmd);
+// A Flush's done(): GOOD, or the sense of the backstore's error (SYNCHRONIZE CACHE, and
+// the flushes of START STOP UNIT and MODE SELECT's WCE change).
+void flush_done(BsIo *io, int err);
 // A backstore errno as a sense reason (-EIO -> READ/WRITE ERROR, -ENOSPC -> SPACE
 // ALLOCATION FAILED, -EROFS -> WRITE PROTECTED, -ERANGE -> LBA OUT OF RANGE, others ->
 // LOGICAL UNIT FAILURE).

@@ -63,15 +63,6 @@ void exec_rw(Cmd *cmd)
 	bs_submit(cmd, write ? BsOp::Write : BsOp::Read, off, cmd->xfer_len, iov, fua, rw_done);
 }
 
-void flush_done(BsIo *io, int err)
-{
-	auto *cmd = static_cast<Cmd *>(io->priv);
-	if (err < 0)
-		complete_sense(cmd, errno_sense(err, true));
-	else
-		complete_good(cmd);
-}
-
 void exec_sync_cache(Cmd *cmd)
 {
 	if (!cmd->lu->wce()) {
@@ -79,11 +70,6 @@ void exec_sync_cache(Cmd *cmd)
 		return;
 	}
 	bs_submit(cmd, BsOp::Flush, 0, 0, {}, false, flush_done);
-}
-
-void exec_good(Cmd *cmd)
-{
-	complete_good(cmd);
 }
 
 void exec_read_capacity_10(Cmd *cmd)

@@ -26,8 +26,8 @@ namespace ulp::scsi
 namespace
 {
 
-constexpr size_t kHeader = 8;
-constexpr size_t kDescriptor = 16;
+constexpr size_t kLbaStatusHeader = 8;
+constexpr size_t kLbaStatusDescriptor = 16;
 constexpr size_t kMaxDescs = 64;
 constexpr unsigned kMaxExtents = 1024;
 
@@ -53,7 +53,9 @@ void exec_get_lba_status(Cmd *cmd)
 		complete_sense(cmd, Sense::LbaOutOfRange);
 		return;
 	}
-	const size_t room = cmd->cdb_xfer > kHeader ? (cmd->cdb_xfer - kHeader) / kDescriptor : 0;
+	const size_t room = cmd->cdb_xfer > kLbaStatusHeader
+	                        ? (cmd->cdb_xfer - kLbaStatusHeader) / kLbaStatusDescriptor
+	                        : 0;
 	const size_t limit = std::clamp<size_t>(room, 1, kMaxDescs);
 
 	std::vector<Desc> d;
@@ -97,10 +99,10 @@ void exec_get_lba_status(Cmd *cmd)
 		}
 	}
 done:
-	std::vector<uint8_t> out(kHeader + d.size() * kDescriptor);
+	std::vector<uint8_t> out(kLbaStatusHeader + d.size() * kLbaStatusDescriptor);
 	put_be32(out.data(), static_cast<uint32_t>(out.size() - 4));
 	for (size_t i = 0; i < d.size(); i++) {
-		uint8_t *p = &out[kHeader + i * kDescriptor];
+		uint8_t *p = &out[kLbaStatusHeader + i * kLbaStatusDescriptor];
 		put_be64(p, d[i].lba);
 		put_be32(p + 8, d[i].blocks);
 		p[12] = d[i].status;

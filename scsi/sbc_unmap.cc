@@ -29,8 +29,8 @@ namespace ulp::scsi
 namespace
 {
 
-constexpr size_t kHeader = 8;
-constexpr size_t kDescriptor = 16;
+constexpr size_t kUnmapHeader = 8;
+constexpr size_t kUnmapDescriptor = 16;
 
 struct Range {
 	uint64_t lba;
@@ -102,14 +102,14 @@ Sense parse_list(Cmd *cmd, std::vector<Range> *out)
 	if (sgl_copy_out(cmd, 0, list.data(), list.size()) != list.size())
 		return Sense::InternalTargetFailure;
 	size_t bd_len = get_be16(&list[2]);
-	bd_len = std::min(bd_len, list.size() - kHeader);
-	const size_t n = bd_len / kDescriptor;
+	bd_len = std::min(bd_len, list.size() - kUnmapHeader);
+	const size_t n = bd_len / kUnmapDescriptor;
 	if (n > lu.cfg().max_unmap_descs)
 		return Sense::InvalidParamListField;
 	uint64_t total = 0;
 	out->reserve(n);
 	for (size_t i = 0; i < n; i++) {
-		const uint8_t *d = &list[kHeader + i * kDescriptor];
+		const uint8_t *d = &list[kUnmapHeader + i * kUnmapDescriptor];
 		const uint64_t lba = get_be64(d);
 		const uint32_t blocks = get_be32(d + 8);
 		if (Sense r = sbc_check_range(lu, lba, blocks); r != Sense::None)
@@ -160,7 +160,7 @@ Sense sbc_parse_unmap(Cmd *cmd)
 	if ((c[1] & 0x01) && !kSbcAncSup)
 		return Sense::InvalidCdbField;
 	const uint16_t len = get_be16(c + 7);
-	if (len > 0 && len < kHeader)
+	if (len > 0 && len < kUnmapHeader)
 		return Sense::ParamListLengthError;
 	cmd->cdb_xfer = len;
 	cmd->cdb_dir = DataDir::Write;

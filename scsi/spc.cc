@@ -22,20 +22,6 @@ namespace ulp::scsi
 namespace
 {
 
-void exec_good(Cmd *cmd)
-{
-	complete_good(cmd);
-}
-
-void flush_done(BsIo *io, int err)
-{
-	auto *cmd = static_cast<Cmd *>(io->priv);
-	if (err < 0)
-		complete_sense(cmd, errno_sense(err, true));
-	else
-		complete_good(cmd);
-}
-
 // ---- REQUEST SENSE (SPC-4 6.39) --------------------------------------------------------
 
 void exec_request_sense(Cmd *cmd)

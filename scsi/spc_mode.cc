@@ -287,15 +287,6 @@ Sense check_params(const Cmd *cmd, std::span<const uint8_t> p, ModeValues *v)
 	return Sense::None;
 }
 
-void select_flush_done(BsIo *io, int err)
-{
-	auto *cmd = static_cast<Cmd *>(io->priv);
-	if (err < 0)
-		complete_sense(cmd, errno_sense(err, true));
-	else
-		complete_good(cmd);
-}
-
 void exec_mode_select(Cmd *cmd)
 {
 	LogicalUnit &lu = *cmd->lu;
@@ -322,7 +313,7 @@ void exec_mode_select(Cmd *cmd)
 	// left in the volatile cache is flushed before MODE SELECT completes, so that WCE 0
 	// holds for them too. Writes from now on are made durable one by one (sbc.cc).
 	if (wce_off) {
-		bs_submit(cmd, BsOp::Flush, 0, 0, {}, false, select_flush_done);
+		bs_submit(cmd, BsOp::Flush, 0, 0, {}, false, flush_done);
 		return;
 	}
 	complete_good(cmd);
