@@ -148,6 +148,10 @@ class LocalTest : public ConfTest
 {
 };
 
+// Every access a peer needs to WRITE into and READ from a region.
+inline constexpr uint32_t kRemoteAll =
+    ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ;
+
 // gtest parameter names: "soft-inproc" -> "soft_inproc".
 inline std::string fabric_param_name(const ::testing::TestParamInfo<std::string> &i)
 {

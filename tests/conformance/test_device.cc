@@ -134,8 +134,6 @@ TEST_P(LocalTest, IwarpProfileLimits)
 TEST_P(ConfTest, IwarpReadSinkNeedsRemoteWrite)
 {
 	CONNECT(EpConfig{}, EpConfig{}, true);
-	constexpr uint32_t kRemoteAll =
-	    ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ;
 	auto pm = peer().reg_mr(4096, kRemoteAll);
 	auto data = pattern(1024, 41);
 	ASSERT_EQ(peer().fill(pm.id, 0, data), 0);

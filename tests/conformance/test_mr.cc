@@ -11,7 +11,6 @@ namespace
 {
 
 constexpr uint32_t kPage = 4096;
-constexpr uint32_t kRemoteAll = ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ;
 
 class MrTest : public ConfTest
 {

@@ -11,8 +11,6 @@ namespace ulp::conf
 namespace
 {
 
-constexpr uint32_t kRemoteAll = ACCESS_LOCAL_WRITE | ACCESS_REMOTE_WRITE | ACCESS_REMOTE_READ;
-
 // IB spec 9.4.4: an RDMA WRITE places data at the responder's virtual address under its
 // R_Key and consumes no receive WR: the responder sees no completion.
 TEST_P(ConfTest, RdmaWrite)

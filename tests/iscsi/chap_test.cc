@@ -53,15 +53,15 @@ ChapKeys keys_of(const TextWriter &w, std::deque<std::string> &store)
 	return k;
 }
 
-const ChapSecret kIni{"alice", "initiator-secret-1"};
-const ChapSecret kTgt{"target-bob", "target-secret-22"};
+const ChapSecret kIniSecret{"alice", "initiator-secret-1"};
+const ChapSecret kTgtSecret{"target-bob", "target-secret-22"};
 
 ChapCredentials creds(bool mutual)
 {
 	ChapCredentials c;
-	c.incoming = kIni;
+	c.incoming = kIniSecret;
 	if (mutual)
-		c.outgoing = kTgt;
+		c.outgoing = kTgtSecret;
 	return c;
 }
 
@@ -151,10 +151,10 @@ TEST_P(ChapAlgs, OneWayAndMutual)
 {
 	ChapPolicy p;
 	p.algorithms = {GetParam()};
-	Outcome o = exchange(p, creds(false), p, kIni, std::nullopt);
+	Outcome o = exchange(p, creds(false), p, kIniSecret, std::nullopt);
 	EXPECT_EQ(o.target, ChapStatus::Done) << o.target_why;
 	EXPECT_EQ(o.initiator, ChapStatus::Done);
-	o = exchange(p, creds(true), p, kIni, kTgt);
+	o = exchange(p, creds(true), p, kIniSecret, kTgtSecret);
 	EXPECT_EQ(o.target, ChapStatus::Done) << o.target_why;
 	EXPECT_EQ(o.initiator, ChapStatus::Done) << o.initiator_why;
 }
@@ -208,19 +208,20 @@ TEST(Chap, WrongSecretOrUser)
 	Outcome o =
 	    exchange(p, creds(false), p, ChapSecret{"alice", "a-wrong-secret-x"}, std::nullopt);
 	EXPECT_EQ(o.target, ChapStatus::Failed);
-	o = exchange(p, creds(false), p, ChapSecret{"mallory", kIni.secret}, std::nullopt);
+	o = exchange(p, creds(false), p, ChapSecret{"mallory", kIniSecret.secret}, std::nullopt);
 	EXPECT_EQ(o.target, ChapStatus::Failed);
 	// Mutual: the target proves a secret the initiator does not expect.
-	o = exchange(p, creds(true), p, kIni, ChapSecret{kTgt.user, "not-the-target-one"});
+	o = exchange(p, creds(true), p, kIniSecret,
+	             ChapSecret{kTgtSecret.user, "not-the-target-one"});
 	EXPECT_EQ(o.target, ChapStatus::Done);
 	EXPECT_EQ(o.initiator, ChapStatus::Failed);
 	// Mutual asked but the target has no outgoing secret.
-	o = exchange(p, creds(false), p, kIni, kTgt);
+	o = exchange(p, creds(false), p, kIniSecret, kTgtSecret);
 	EXPECT_EQ(o.target, ChapStatus::Failed);
 	// The target requires mutual CHAP; the initiator does not ask.
 	ChapCredentials req = creds(true);
 	req.require_mutual = true;
-	o = exchange(p, req, p, kIni, std::nullopt);
+	o = exchange(p, req, p, kIniSecret, std::nullopt);
 	EXPECT_EQ(o.target, ChapStatus::Failed);
 }
 
@@ -239,9 +240,9 @@ TEST(Chap, ReflectionAndSameSecret)
 	std::vector<uint8_t> c;
 	ASSERT_TRUE(parse_binary(value_of(ch, "CHAP_C"), kMaxBinaryLen, &c));
 	uint8_t r[16];
-	ASSERT_TRUE(chap_response(ChapAlg::Md5, static_cast<uint8_t>(id), kIni.secret, c, r));
+	ASSERT_TRUE(chap_response(ChapAlg::Md5, static_cast<uint8_t>(id), kIniSecret.secret, c, r));
 	TextWriter rsp, out;
-	rsp.add("CHAP_N", kIni.user);
+	rsp.add("CHAP_N", kIniSecret.user);
 	rsp.add("CHAP_R", encode_hex(r));
 	rsp.add("CHAP_I", "1");
 	rsp.add("CHAP_C", value_of(ch, "CHAP_C")); // the target's own challenge
@@ -251,8 +252,8 @@ TEST(Chap, ReflectionAndSameSecret)
 
 	// Target configured with the initiator's secret for the other direction.
 	ChapCredentials same = creds(false);
-	same.outgoing = ChapSecret{"target-bob", kIni.secret};
-	Outcome o = exchange(p, same, p, kIni, ChapSecret{"target-bob", kIni.secret});
+	same.outgoing = ChapSecret{"target-bob", kIniSecret.secret};
+	Outcome o = exchange(p, same, p, kIniSecret, ChapSecret{"target-bob", kIniSecret.secret});
 	EXPECT_EQ(o.target, ChapStatus::Failed);
 	EXPECT_NE(o.target_why.find("same"), std::string::npos);
 }
@@ -287,7 +288,7 @@ TEST(Chap, ShortSecretsAndMalformedKeys)
 	// The initiator refuses an algorithm it did not offer.
 	ChapPolicy md5;
 	md5.algorithms = {ChapAlg::Md5};
-	ChapInitiator i(md5, kIni, std::nullopt);
+	ChapInitiator i(md5, kIniSecret, std::nullopt);
 	TextWriter st, ans;
 	i.start(st);
 	EXPECT_EQ(str(st), std::string("CHAP_A=5\0", 9));

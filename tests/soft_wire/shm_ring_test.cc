@@ -23,10 +23,6 @@ using namespace std::chrono_literals;
 namespace
 {
 
-constexpr auto kDrop = 3000ms;
-constexpr int kReplyMs = 3000;
-constexpr auto kCmBound = ms(kCmTimeoutMs + 1500);
-
 class SoftRing : public ::testing::Test
 {
 protected:

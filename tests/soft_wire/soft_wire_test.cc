@@ -30,10 +30,7 @@ using namespace std::chrono_literals;
 namespace
 {
 
-constexpr auto kDrop = 3000ms;                     // malformed packet -> ERR + DISCONNECTED + flush
-constexpr int kReplyMs = 3000;                     // a reply the target owes us
-constexpr int kQuietMs = 200;                      // "nothing comes back" is sampled this long
-constexpr auto kCmBound = ms(kCmTimeoutMs + 1500); // any CM-phase wait of the target
+constexpr int kQuietMs = 200; // "nothing comes back" is sampled this long
 
 int open_fds()
 {

@@ -53,6 +53,14 @@ using ulp::soft::PktHdr;
 using ulp::soft::PktOp;
 constexpr size_t kMaxPrivateData = ulp::ConnParam::kMaxPrivateData;
 
+// The bounds the tests of both wires wait with:
+// a malformed packet -> ERR + DISCONNECTED + flush;
+inline constexpr auto kDrop = std::chrono::milliseconds(3000);
+// a reply the target owes us;
+inline constexpr int kReplyMs = 3000;
+// any CM-phase wait of the target.
+inline constexpr auto kCmBound = std::chrono::milliseconds(kCmTimeoutMs + 1500);
+
 inline PktHdr hdr(PktOp op, uint32_t psn = 0, uint32_t len = 0)
 {
 	PktHdr h{};

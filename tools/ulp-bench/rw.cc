@@ -8,7 +8,7 @@
 //   sge  RwCtx init + post + destroy per I/O, SGE path (MULTI_WR / SINGLE_WR)
 //   mr   the same with force-MR: [LOCAL_INV] + REG_MR + data per MR
 //
-// One iteration is one context (one I/O); kDepth are kept in flight, each on its own
+// One iteration is one context (one I/O); kRwDepth are kept in flight, each on its own
 // page-aligned scatter table of size/4096 entries. ratio = ctx/s of the path / ctx/s of raw.
 //
 // --device NAME: both QPs on that verbs device (rxe0), connected by hand (its GID, as
@@ -45,10 +45,10 @@ using tools::open_named_device;
 namespace
 {
 
-constexpr uint32_t kDepth = 8;        // contexts in flight
+constexpr uint32_t kRwDepth = 8;      // contexts in flight
 constexpr uint32_t kMaxIo = 1u << 20; // largest I/O
 constexpr uint32_t kPage = 4096;      // scatter entries are pages
-constexpr std::array<uint32_t, 3> kSizes = {4096, 128 * 1024, kMaxIo};
+constexpr std::array<uint32_t, 3> kRwSizes = {4096, 128 * 1024, kMaxIo};
 
 // Two soft devices (or one verbs device twice), the rw QP on a, a plain peer QP on b,
 // connected by hand.
@@ -57,7 +57,7 @@ struct Conn {
 	bool own = false; // soft devices this Conn created
 	std::unique_ptr<Pd> pa, pb;
 	std::unique_ptr<Cq> cqa, cqb;
-	std::unique_ptr<DmaRegion> ma, mb; // a: kDepth I/O buffers; b: one remote buffer
+	std::unique_ptr<DmaRegion> ma, mb; // a: kRwDepth I/O buffers; b: one remote buffer
 	std::unique_ptr<Mr> mra, mrb;
 	MemMap map; // a's memory
 	std::unique_ptr<RwQp> rq;
@@ -99,7 +99,7 @@ struct Conn {
 		cqb = db->create_cq(ca);
 		if (!cqa || !cqb)
 			fatal("create_cq: %s", std::strerror(errno));
-		ma = dma_alloc(size_t{kDepth} * kMaxIo);
+		ma = dma_alloc(size_t{kRwDepth} * kMaxIo);
 		mb = dma_alloc(kMaxIo);
 		if (!ma || !mb)
 			fatal("dma_alloc: %s", std::strerror(errno));
@@ -114,7 +114,7 @@ struct Conn {
 		qa.cap.max_recv_wr = 4;
 		qa.cap.max_send_sge = da->attr().max_sge;
 		qa.cap.max_recv_sge = 1;
-		qa.cap.max_rdma_ctxs = kDepth;
+		qa.cap.max_rdma_ctxs = kRwDepth;
 		RwQpOptions o;
 		o.max_pages = kMaxIo / kPage;
 		o.force_mr = force_mr;
@@ -131,7 +131,7 @@ struct Conn {
 			fatal("create_qp: %s", std::strerror(errno));
 		connect(rq->qp(), *db, qb->qp_num());
 		connect(*qb, *da, rq->qp().qp_num());
-		tables.resize(kDepth);
+		tables.resize(kRwDepth);
 		return 0;
 	}
 
@@ -163,7 +163,7 @@ struct Conn {
 
 	void set_size(uint32_t size)
 	{
-		for (uint32_t s = 0; s < kDepth; s++) {
+		for (uint32_t s = 0; s < kRwDepth; s++) {
 			SgTable &t = tables[s];
 			t.clear();
 			t.reserve(kMaxIo / kPage);
@@ -279,12 +279,12 @@ std::string probe(Conn &c, RwDir dir)
 void bm_rw(benchmark::State &st, Conn *c, uint32_t size, RwDir dir)
 {
 	c->set_size(size);
-	std::array<RwCtx, kDepth> ctx;
-	std::array<Slot, kDepth> slot;
+	std::array<RwCtx, kRwDepth> ctx;
+	std::array<Slot, kRwDepth> slot;
 	const uint64_t raddr = reinterpret_cast<uint64_t>(c->mb->addr());
 	uint64_t i = 0;
 	for (auto _ : st) {
-		const uint32_t s = i++ % kDepth;
+		const uint32_t s = i++ % kRwDepth;
 		if (ctx[s].type() != RwType::None) { // polled for another slot maybe
 			wait_slot(*c->cqa, slot[s]);
 			ctx[s].destroy();
@@ -296,7 +296,7 @@ void bm_rw(benchmark::State &st, Conn *c, uint32_t size, RwDir dir)
 		if (int rc = ctx[s].post(&slot[s].cqe, nullptr))
 			fatal("RwCtx::post: %s", std::strerror(-rc));
 	}
-	for (uint32_t s = 0; s < kDepth; s++) {
+	for (uint32_t s = 0; s < kRwDepth; s++) {
 		wait_slot(*c->cqa, slot[s]);
 		ctx[s].destroy();
 	}
@@ -309,10 +309,10 @@ void bm_raw(benchmark::State &st, Conn *c, uint32_t size, RwDir dir)
 	const uint32_t max_sge =
 	    dir == RwDir::Write ? c->rq->max_write_sge() : c->rq->max_read_sge();
 	const uint64_t raddr = reinterpret_cast<uint64_t>(c->mb->addr());
-	std::array<std::vector<Sge>, kDepth> sges;
-	std::array<std::vector<RdmaWr>, kDepth> wrs;
-	std::array<Slot, kDepth> slot;
-	for (uint32_t s = 0; s < kDepth; s++) {
+	std::array<std::vector<Sge>, kRwDepth> sges;
+	std::array<std::vector<RdmaWr>, kRwDepth> wrs;
+	std::array<Slot, kRwDepth> slot;
+	for (uint32_t s = 0; s < kRwDepth; s++) {
 		const SgTable &t = c->tables[s];
 		for (size_t k = 0; k < t.size(); k++)
 			sges[s].push_back(
@@ -334,14 +334,14 @@ void bm_raw(benchmark::State &st, Conn *c, uint32_t size, RwDir dir)
 	}
 	uint64_t i = 0;
 	for (auto _ : st) {
-		const uint32_t s = i++ % kDepth;
+		const uint32_t s = i++ % kRwDepth;
 		wait_slot(*c->cqa, slot[s]);
 		slot[s].busy = true;
 		const SendWr *bad = nullptr;
 		if (int rc = c->rq->qp().post_send(&wrs[s][0], &bad))
 			fatal("post_send: %s", std::strerror(-rc));
 	}
-	for (uint32_t s = 0; s < kDepth; s++)
+	for (uint32_t s = 0; s < kRwDepth; s++)
 		wait_slot(*c->cqa, slot[s]);
 }
 
@@ -406,7 +406,7 @@ int run_rw(const RwOptions &o)
 	std::vector<Bench> benches;
 	for (RwDir dir : {RwDir::Write, RwDir::Read}) {
 		const char *op = dir == RwDir::Write ? "WRITE" : "READ";
-		for (uint32_t size : kSizes) {
+		for (uint32_t size : kRwSizes) {
 			for (const char *path : {"raw", "sge", "mr"}) {
 				if (!have_mr && std::string(path) == "mr")
 					continue;
@@ -444,13 +444,13 @@ int run_rw(const RwOptions &o)
 	              : std::string("soft provider (engine threads, in-process)");
 	rep.title(fmt::format("{}, {} contexts in flight, page-sized scatter entries, {:.2f} s "
 	                      "per figure",
-	                      where, kDepth, min_time));
+	                      where, kRwDepth, min_time));
 	rep.note("raw = the same RDMA WRs posted directly; ratio = ctx/s / raw ctx/s");
 	rep.machine(load);
 	rep.meta("provider", json_str(on_device ? "verbs" : "soft"));
 	if (on_device)
 		rep.meta("device", json_str(o.device));
-	rep.meta("depth", json_int(kDepth));
+	rep.meta("depth", json_int(kRwDepth));
 	rep.meta("quick", json_bool(o.quick));
 	rep.meta("min_time_s", json_num(min_time, 3));
 	if (!skipped.empty())

@@ -32,11 +32,6 @@ void log_line(const std::string &s)
 	ULP_LOG(Info, Tool, "{}", s);
 }
 
-[[noreturn]] void fail(int err, const std::string &msg)
-{
-	throw MethodError{err, msg};
-}
-
 // SIGINT, SIGTERM and SIGHUP are blocked in every thread (block_signals, before the first
 // thread starts) and taken synchronously by run() with sigwaitinfo: no handler runs in an
 // arbitrary thread, and no system call of a worker is interrupted by a SIGHUP.
@@ -113,6 +108,11 @@ std::string srp_stats_line(srpt::Target &t)
 }
 
 } // namespace
+
+void fail(int err, const std::string &msg)
+{
+	throw MethodError{err, msg};
+}
 
 void block_signals()
 {

@@ -166,6 +166,9 @@ private:
 // Daemon::run takes them with sigwaitinfo. Call first in main, before any thread exists.
 void block_signals();
 
+// An operation's failure: throws admin::MethodError {err (a negative errno), msg}.
+[[noreturn]] void fail(int err, const std::string &msg);
+
 // The RPC method table over a daemon (methods.cc).
 void add_methods(Daemon &d, admin::Methods &m);
 

@@ -19,11 +19,6 @@ using admin::MethodError;
 namespace
 {
 
-[[noreturn]] void fail(int err, const std::string &msg)
-{
-	throw MethodError{err, msg};
-}
-
 void log_change(const std::string &who, const std::string &what)
 {
 	ULP_LOG(Info, Tool, "admin ({}): {}", who.empty() ? "?" : who, what);
