@@ -35,7 +35,12 @@ vm=(qemu-system-x86 busybox-static cpio kmod iproute2 xz-utils
 	rdma-core ibverbs-providers ibverbs-utils rdmacm-utils perftest libibverbs-dev librdmacm-dev
 	dmsetup jq)
 
-pkgs=("${build[@]}" "${libs[@]}" "${peers[@]}" "${service[@]}" "${libiscsi_build[@]}" "${tools[@]}" "${vm[@]}")
+# a real single-node Ceph cluster, one mon and one OSD on 127.0.0.1 (scripts/ceph-dev.sh,
+# ctest -L ceph) with the ceph, rbd and rados CLIs; librbd/librados for the rbd backstore
+ceph=(ceph-mon ceph-osd ceph-common librbd-dev librados-dev)
+
+pkgs=("${build[@]}" "${libs[@]}" "${peers[@]}" "${service[@]}" "${libiscsi_build[@]}" "${tools[@]}" "${vm[@]}"
+	"${ceph[@]}")
 
 missing=()
 for p in "${pkgs[@]}"; do
