@@ -5,15 +5,23 @@
 #   scripts/test.sh [BUILD_DIR [CMAKE_ARGS...]]
 #
 # BUILD_DIR defaults to build; CMAKE_ARGS go to the configure step, e.g.
-# `scripts/test.sh build-asan -DULP_SANITIZE=ON` (what .ci/run does second). ctest honours
-# CTEST_PARALLEL_LEVEL from the environment; every test is bounded by --timeout.
+# `scripts/test.sh build-asan -DULP_SANITIZE=ON` (what .ci/run does second). Tests run
+# as many at a time as there are CPUs (CTEST_PARALLEL_LEVEL overrides it: 1 runs them one
+# by one); the few that must run alone say so in their RESOURCE_LOCK or RUN_SERIAL
+# property. Every test is bounded by --timeout.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+. scripts/steps.sh
 
 build_dir=${1:-build}
 if (($#)); then shift; fi
 
+step "$build_dir: install"
 scripts/install-deps.sh "$build_dir"
+step "$build_dir: compile"
 cmake -G Ninja -B "$build_dir" "$@"
 ninja -C "$build_dir" -j "$(nproc)"
-ctest --test-dir "$build_dir" -L fast --output-on-failure --timeout 600
+step "$build_dir: tests"
+ctest --test-dir "$build_dir" -L fast --output-on-failure --timeout 600 \
+	-j "${CTEST_PARALLEL_LEVEL:-$(nproc)}"
+step_end
