@@ -84,10 +84,11 @@ std::unique_ptr<Backstore> make_backstore(const BackstoreConfig &cfg, int *err, 
 
 	const bool mem = cfg.kind == "null" || cfg.kind == "ram";
 	const bool disk = cfg.kind == "file" || cfg.kind == "block";
-	if (!mem && !disk)
+	const bool rbd = cfg.kind == "rbd";
+	if (!mem && !disk && !rbd)
 		return refuse(err, why, -EINVAL,
 		              "unknown backstore kind '" + cfg.kind +
-		                  "' (expected null, ram, file or block)");
+		                  "' (expected null, ram, file, block or rbd)");
 	const std::string who = cfg.kind + " backstore: ";
 	if (!is_pow2(cfg.block_size) || cfg.block_size < 512 || cfg.block_size > 65536)
 		return refuse(err, why, -EINVAL,
@@ -111,6 +112,8 @@ std::unique_ptr<Backstore> make_backstore(const BackstoreConfig &cfg, int *err, 
 		return make_null_backstore(cfg);
 	if (cfg.kind == "ram")
 		return make_ram_backstore(cfg, err, why);
+	if (rbd)
+		return make_rbd_backstore(cfg, err, why);
 	return make_file_backstore(cfg, err, why);
 }
 

@@ -19,6 +19,9 @@
 //          with unmap (fallocate PUNCH_HOLE on the device: deallocates and guarantees
 //          zeros, which BLKDISCARD does not) where the device can discard; its size
 //          from BLKGETSIZE64
+//   rbd    a Ceph RBD image through librbd's asynchronous calls, with its cache off:
+//          a write completes when the OSDs hold it (no volatile cache to flush); UNMAP
+//          discards, zeroing what is not whole (see scsi/bs_rbd.cc)
 //
 // Capacity at run time (issue 5; LIO resizes a backstore through configfs): resize() makes
 // the backstore a new size while requests run, storage_size() says what the storage under
@@ -31,7 +34,8 @@
 // or block read that the page cache holds whole (buffered, not O_DIRECT); otherwise, for
 // file and block, on the submitting thread when that thread runs an event loop
 // (core/event_loop.h: a TCP worker, which reaps a ring of its own), else on the backstore's
-// completion thread. It must not block and must not call back into this backstore's
+// completion thread; for rbd, always on the backstore's completion thread (librbd's own
+// callback thread only hands the request over). It must not block and must not call back into this backstore's
 // destructor. Destruction waits (bounded, logged) for requests in flight; it may run on any
 // thread, an event loop's included, but not inside done().
 #pragma once
@@ -87,7 +91,7 @@ public:
 	Backstore(const Backstore &) = delete;
 	Backstore &operator=(const Backstore &) = delete;
 
-	const std::string &kind() const { return kind_; } // "null", "ram", "file", "block"
+	const std::string &kind() const { return kind_; } // "null", "ram", "file", "block", "rbd"
 	// Bytes. Changes under resize() while other threads read it: each reader uses the value
 	// it loaded once for one decision (a range check), never two loads for one request.
 	uint64_t size() const { return size_.load(std::memory_order_acquire); }
@@ -167,8 +171,23 @@ private:
 	uint32_t queue_depth_;
 };
 
+// An RBD image and the Ceph client that opens it (kind "rbd"; scsi/bs_rbd.cc).
+struct RbdConfig {
+	std::string pool;      // the image's pool (required)
+	std::string nspace;    // the RADOS namespace within the pool ("": the default one)
+	std::string image;     // the image's name (required)
+	std::string conf;      // ceph.conf ("": librados' own search: $CEPH_CONF, /etc/ceph)
+	std::string client;    // the client id, without "client." ("": admin)
+	std::string keyring;   // the keyring file ("": what ceph.conf names)
+	std::string group;     // LUs of one group share one RADOS client, the unit that is
+	                       // fenced (blocklisted) together ("": "default")
+	bool create = false;   // create the image (BackstoreConfig::size bytes) when missing
+	uint32_t timeout_s = 30; // seconds: connecting to the cluster at open, and each OSD
+	                         // operation (rados_osd_op_timeout) before it fails -ETIMEDOUT
+};
+
 struct BackstoreConfig {
-	std::string kind;          // "null", "ram", "file", "block"
+	std::string kind;          // "null", "ram", "file", "block", "rbd"
 	std::string path;          // file / block: the path; ram, null: unused
 	uint64_t size = 0;         // bytes; file: created or extended to this when non-zero
 	                           // (0 = the file's current size); block: 0 = the device's
@@ -177,6 +196,8 @@ struct BackstoreConfig {
 	bool direct = true;        // file/block: O_DIRECT where aligned
 	bool write_cache = true;   // file/block: report a volatile cache (honour FUA/flush)
 	bool read_only = false;    // open read-only; writes fail with -EROFS
+	RbdConfig rbd;             // rbd: the image (size: 0 = the image's; else it must match,
+	                           // or is the size to create it with)
 };
 
 // Make a backstore, or nullptr with *err set (negative errno) and a message in *why.

@@ -29,6 +29,8 @@ std::unique_ptr<Backstore> make_ram_backstore(const BackstoreConfig &cfg, int *e
                                               std::string *why);
 std::unique_ptr<Backstore> make_file_backstore(const BackstoreConfig &cfg, int *err,
                                                std::string *why);
+std::unique_ptr<Backstore> make_rbd_backstore(const BackstoreConfig &cfg, int *err,
+                                              std::string *why);
 
 // Counters and open-time facts of a file or block backstore. Counters are relaxed atomics
 // read without a lock: exact once the requests they count have completed.

@@ -1,0 +1,413 @@
+// SPDX-License-Identifier: MIT
+// tests/ceph/rbd_backstore_test.cc - the rbd backstore (scsi/bs_rbd.cc) against a real
+// single-node Ceph cluster that the program starts once (scripts/ceph-dev.sh, memstore, a
+// free monitor port, its own directory) and stops at the end: data written and read back
+// across reopening, UNMAP and WRITE ZEROES reading zeros exactly over their range, more
+// requests than the queue depth, capacity changed outside and by resize(), the errors an
+// administrator meets (no pool, no image, the wrong size, no cluster, a group with another
+// client), and an OSD stopped under I/O: bounded errors, then service again.
+#include "core/thread_name.h"
+#include "tests/scsi/backstore_env.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <sys/socket.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <thread>
+
+namespace ulp::scsi::bs_test
+{
+namespace
+{
+
+// The cluster: started before the first test, stopped after the last.
+struct Cluster {
+	std::string dir;  // its directory (ceph.conf, keyring)
+	std::string conf; // dir/ceph.conf
+	std::string keyring;
+	bool up = false;
+};
+Cluster g_cluster;
+
+std::string sh(const std::string &cmd, int *rc = nullptr)
+{
+	std::string out;
+	FILE *p = popen((cmd + " 2>&1").c_str(), "r");
+	if (!p) {
+		if (rc)
+			*rc = -1;
+		return out;
+	}
+	char buf[4096];
+	size_t n;
+	while ((n = fread(buf, 1, sizeof(buf), p)) > 0)
+		out.append(buf, n);
+	int st = pclose(p);
+	if (rc)
+		*rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+	return out;
+}
+
+std::string ceph_dev(const std::string &args, int *rc)
+{
+	return sh("timeout 180 bash " ULP_SOURCE_DIR "/scripts/ceph-dev.sh " + args + " --dir " +
+	              g_cluster.dir,
+	          rc);
+}
+
+// A TCP port nothing listens on now (the kernel's choice for port 0).
+int free_port()
+{
+	int s = socket(AF_INET, SOCK_STREAM, 0);
+	sockaddr_in a{};
+	a.sin_family = AF_INET;
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	socklen_t len = sizeof(a);
+	if (bind(s, reinterpret_cast<sockaddr *>(&a), sizeof(a)) < 0 ||
+	    getsockname(s, reinterpret_cast<sockaddr *>(&a), &len) < 0) {
+		close(s);
+		return 0;
+	}
+	close(s);
+	return ntohs(a.sin_port);
+}
+
+class CephEnv : public ::testing::Environment
+{
+public:
+	void SetUp() override
+	{
+		char tmpl[] = "/tmp/ulp-rbd-test.XXXXXX";
+		ASSERT_TRUE(mkdtemp(tmpl));
+		g_cluster.dir = tmpl;
+		g_cluster.conf = g_cluster.dir + "/ceph.conf";
+		g_cluster.keyring = g_cluster.dir + "/keyring";
+		unsetenv("CEPH_ARGS");
+		unsetenv("CEPH_CONF");
+		unsetenv("CEPH_KEYRING");
+		const int port = free_port();
+		ASSERT_GT(port, 0);
+		int rc = 0;
+		std::string out =
+		    ceph_dev("start --port " + std::to_string(port) + " --timeout 60", &rc);
+		ASSERT_EQ(rc, 0) << out;
+		g_cluster.up = true;
+		setenv("CEPH_CONF", g_cluster.conf.c_str(), 1); // for the rbd and ceph CLIs
+	}
+	void TearDown() override
+	{
+		if (!g_cluster.up)
+			return;
+		int rc = 0;
+		std::string out = ceph_dev("stop --timeout 20", &rc);
+		EXPECT_EQ(rc, 0) << out;
+		sh("rm -rf " + g_cluster.dir);
+	}
+};
+
+const auto *g_env = ::testing::AddGlobalTestEnvironment(new CephEnv);
+
+std::string rbd_cli(const std::string &args, int *rc = nullptr)
+{
+	return sh("timeout 60 rbd --client-mount-timeout 10 " + args, rc);
+}
+
+BackstoreConfig rbd_cfg(const std::string &image, uint64_t size = 0, bool create = false)
+{
+	BackstoreConfig c;
+	c.kind = "rbd";
+	c.size = size;
+	c.queue_depth = 16;
+	c.rbd.pool = "rbd";
+	c.rbd.image = image;
+	c.rbd.conf = g_cluster.conf;
+	c.rbd.keyring = g_cluster.keyring;
+	c.rbd.create = create;
+	c.rbd.timeout_s = 10;
+	return c;
+}
+
+std::vector<uint8_t> pattern(size_t n, uint32_t seed)
+{
+	std::vector<uint8_t> v(n);
+	std::mt19937 rng(seed);
+	for (auto &b : v)
+		b = static_cast<uint8_t>(rng());
+	return v;
+}
+
+int refused(const BackstoreConfig &cfg, std::string *why)
+{
+	int err = 0;
+	auto bs = make_backstore(cfg, &err, why);
+	EXPECT_FALSE(bs);
+	return err;
+}
+
+TEST(RbdBackstore, WritesReadBackAcrossReopen)
+{
+	const uint64_t size = 64 * MiB;
+	auto bs = make(rbd_cfg("rw", size, true));
+	ASSERT_TRUE(bs);
+	EXPECT_EQ(bs->kind(), "rbd");
+	EXPECT_EQ(bs->size(), size);
+	EXPECT_FALSE(bs->write_cache()); // rbd_cache off: GOOD means the OSDs hold it
+	EXPECT_TRUE(bs->can_unmap());
+	EXPECT_EQ(bs->unmap_granularity(), 4 * MiB); // the default object size
+
+	// Across an object boundary (4 MiB), vectored in uneven pieces, and at the last block.
+	auto a = pattern(1 * MiB, 1);
+	const uint64_t off = 4 * MiB - 256 * KiB;
+	std::vector<iovec> iov = {{a.data(), 4096},
+	                          {a.data() + 4096, 512 * KiB - 4096},
+	                          {a.data() + 512 * KiB, 512 * KiB}};
+	ASSERT_EQ(run(*bs, BsOp::Write, off, a.size(), iov), 0);
+	auto tail = pattern(512, 2);
+	ASSERT_EQ(rw(*bs, BsOp::Write, size - 512, tail.data(), 512, true), 0);
+	ASSERT_EQ(run(*bs, BsOp::Flush, 0, 0), 0);
+
+	// done() never runs on librbd's thread: on the backstore's completion thread.
+	Tracker t;
+	Req r;
+	std::vector<uint8_t> b(4096);
+	r.iov = {{b.data(), b.size()}};
+	r.set(BsOp::Read, off, b.size(), &t);
+	r.t = &t;
+	bs->submit(&r.io);
+	ASSERT_TRUE(t.wait(1));
+	EXPECT_NE(r.on, std::this_thread::get_id());
+
+	bs.reset();
+	bs = make(rbd_cfg("rw")); // size from the image, no create
+	ASSERT_TRUE(bs);
+	EXPECT_EQ(bs->size(), size);
+	std::vector<uint8_t> got(a.size());
+	ASSERT_EQ(rw(*bs, BsOp::Read, off, got.data(), got.size()), 0);
+	EXPECT_TRUE(got == a);
+	std::vector<uint8_t> got_tail(512);
+	ASSERT_EQ(rw(*bs, BsOp::Read, size - 512, got_tail.data(), 512), 0);
+	EXPECT_TRUE(got_tail == tail);
+	// Never written: zeros.
+	std::vector<uint8_t> z(8192, 0xee);
+	ASSERT_EQ(rw(*bs, BsOp::Read, 32 * MiB, z.data(), z.size()), 0);
+	EXPECT_EQ(std::count(z.begin(), z.end(), 0), 8192);
+
+	// Past the end: -ERANGE, without reaching librbd.
+	EXPECT_EQ(rw(*bs, BsOp::Read, size, z.data(), 512), -ERANGE);
+	EXPECT_EQ(rw(*bs, BsOp::Write, size - 512, z.data(), 1024), -ERANGE);
+}
+
+// UNMAP and WRITE ZEROES over ranges that cut objects: zeros exactly over the range (librbd's
+// plain discard would skip the partial objects and leave old data), the rest untouched.
+TEST(RbdBackstore, UnmapAndWriteZeroesReadZerosExactly)
+{
+	const uint64_t size = 16 * MiB;
+	auto bs = make(rbd_cfg("unmap", size, true));
+	ASSERT_TRUE(bs);
+	auto a = pattern(size, 3);
+	for (uint64_t off = 0; off < size; off += 4 * MiB)
+		ASSERT_EQ(rw(*bs, BsOp::Write, off, a.data() + off, 4 * MiB), 0);
+
+	struct Range {
+		BsOp op;
+		uint64_t off, len;
+	};
+	// Whole objects, a range inside one object, one across two objects' edges.
+	const Range ranges[] = {{BsOp::Unmap, 3 * MiB + 512, 6 * MiB + 1024},
+	                        {BsOp::Unmap, 12 * MiB + 4096, 8192},
+	                        {BsOp::WriteZeroes, 14 * MiB - 1536, 512 * 5}};
+	for (const Range &rg : ranges) {
+		ASSERT_EQ(run(*bs, rg.op, rg.off, rg.len), 0)
+		    << bs_op_str(rg.op) << " at " << rg.off;
+		std::memset(a.data() + rg.off, 0, rg.len);
+	}
+	std::vector<uint8_t> got(size);
+	for (uint64_t off = 0; off < size; off += 4 * MiB)
+		ASSERT_EQ(rw(*bs, BsOp::Read, off, got.data() + off, 4 * MiB), 0);
+	for (uint64_t i = 0; i < size; i += 512)
+		ASSERT_EQ(std::memcmp(got.data() + i, a.data() + i, 512), 0)
+		    << "block at byte " << i;
+}
+
+// More requests than the queue depth: the rest wait in order and all complete, once each.
+TEST(RbdBackstore, MoreRequestsThanQueueDepth)
+{
+	auto cfg = rbd_cfg("deep", 8 * MiB, true);
+	cfg.queue_depth = 4;
+	auto bs = make(cfg);
+	ASSERT_TRUE(bs);
+	constexpr int kN = 64;
+	auto data = pattern(kN * 4096, 4);
+	Tracker t;
+	std::vector<std::unique_ptr<Req>> reqs;
+	for (int i = 0; i < kN; i++) {
+		auto r = std::make_unique<Req>();
+		r->iov = {{data.data() + i * 4096, 4096}};
+		r->set(BsOp::Write, uint64_t(i) * 4096 * 3, 4096, &t);
+		reqs.push_back(std::move(r));
+	}
+	for (auto &r : reqs)
+		bs->submit(&r->io);
+	ASSERT_TRUE(t.wait(kN));
+	for (auto &r : reqs) {
+		EXPECT_EQ(r->calls.load(), 1);
+		EXPECT_EQ(r->err, 0);
+	}
+	std::vector<uint8_t> b(4096);
+	for (int i = 0; i < kN; i++) {
+		ASSERT_EQ(rw(*bs, BsOp::Read, uint64_t(i) * 4096 * 3, b.data(), 4096), 0);
+		ASSERT_EQ(std::memcmp(b.data(), data.data() + i * 4096, 4096), 0) << i;
+	}
+}
+
+// An image grown outside (rbd resize) is seen by storage_size(); resize() changes the image.
+TEST(RbdBackstore, CapacityFollowsTheImage)
+{
+	auto bs = make(rbd_cfg("grow", 8 * MiB, true));
+	ASSERT_TRUE(bs);
+	int rc = 0;
+	std::string out = rbd_cli("resize rbd/grow --size 12M", &rc);
+	ASSERT_EQ(rc, 0) << out;
+	uint64_t now = 0;
+	std::string why;
+	ASSERT_EQ(bs->storage_size(&now, &why), 0) << why;
+	EXPECT_EQ(now, 12 * MiB);
+	EXPECT_EQ(bs->size(), 8 * MiB); // the logical unit decides when to take it
+
+	ASSERT_EQ(bs->resize(20 * MiB, &why), 0) << why;
+	EXPECT_EQ(bs->size(), 20 * MiB);
+	out = rbd_cli("info rbd/grow", &rc);
+	EXPECT_NE(out.find("size 20 MiB"), std::string::npos) << out;
+	auto a = pattern(4096, 5);
+	EXPECT_EQ(rw(*bs, BsOp::Write, 20 * MiB - 4096, a.data(), 4096), 0);
+}
+
+TEST(RbdBackstore, ReadOnlyRefusesWrites)
+{
+	{
+		auto bs = make(rbd_cfg("ro", 4 * MiB, true));
+		ASSERT_TRUE(bs);
+	}
+	auto cfg = rbd_cfg("ro");
+	cfg.read_only = true;
+	auto bs = make(cfg);
+	ASSERT_TRUE(bs);
+	std::vector<uint8_t> b(4096);
+	EXPECT_EQ(rw(*bs, BsOp::Read, 0, b.data(), b.size()), 0);
+	EXPECT_EQ(rw(*bs, BsOp::Write, 0, b.data(), b.size()), -EROFS);
+	EXPECT_EQ(run(*bs, BsOp::Unmap, 0, 4096), -EROFS);
+	std::string why;
+	EXPECT_EQ(bs->resize(8 * MiB, &why), -EROFS);
+}
+
+// What an administrator gets wrong, each refused with the name in the message.
+TEST(RbdBackstore, BadConfigsAreRefusedByName)
+{
+	std::string why;
+	EXPECT_EQ(refused(rbd_cfg("nosuch"), &why), -ENOENT);
+	EXPECT_NE(why.find("rbd/nosuch"), std::string::npos) << why;
+	EXPECT_NE(why.find("no such image"), std::string::npos) << why;
+
+	auto cfg = rbd_cfg("x", 4 * MiB, true);
+	cfg.rbd.pool = "nopool";
+	EXPECT_EQ(refused(cfg, &why), -ENOENT);
+	EXPECT_NE(why.find("nopool"), std::string::npos) << why;
+	EXPECT_NE(why.find("no such pool"), std::string::npos) << why;
+
+	{
+		auto bs = make(rbd_cfg("sized", 4 * MiB, true));
+		ASSERT_TRUE(bs);
+	}
+	EXPECT_EQ(refused(rbd_cfg("sized", 8 * MiB), &why), -EINVAL);
+	EXPECT_NE(why.find("4194304"), std::string::npos) << why;
+
+	cfg = rbd_cfg("");
+	EXPECT_EQ(refused(cfg, &why), -EINVAL);
+	EXPECT_NE(why.find("image"), std::string::npos) << why;
+
+	cfg = rbd_cfg("c", 0, true);
+	EXPECT_EQ(refused(cfg, &why), -EINVAL);
+	EXPECT_NE(why.find("size"), std::string::npos) << why;
+
+	// One group, one client: a second identity in the same group is refused.
+	auto first = make(rbd_cfg("sized"));
+	ASSERT_TRUE(first);
+	cfg = rbd_cfg("sized");
+	cfg.rbd.client = "ulp-gw";
+	EXPECT_EQ(refused(cfg, &why), -EINVAL);
+	EXPECT_NE(why.find("group default"), std::string::npos) << why;
+	cfg.rbd.group = "gw";
+	cfg.rbd.keyring = g_cluster.dir + "/client.ulp-gw.keyring";
+	auto second = make(cfg); // its own group: its own client, with profile rbd caps
+	ASSERT_TRUE(second);
+	std::vector<uint8_t> b(4096);
+	EXPECT_EQ(rw(*second, BsOp::Read, 0, b.data(), b.size()), 0);
+}
+
+// No monitor at the configured address: a bounded wait (timeout_s), then a clear error.
+TEST(RbdBackstore, NoClusterFailsInBoundedTime)
+{
+	const int port = free_port();
+	const std::string conf = g_cluster.dir + "/nobody.conf";
+	{
+		std::ofstream f(conf);
+		f << "[global]\nmon_host = v2:127.0.0.1:" << port
+		  << "\nauth_client_required = none\n";
+	}
+	auto cfg = rbd_cfg("rw");
+	cfg.rbd.conf = conf;
+	cfg.rbd.group = "nobody";
+	cfg.rbd.timeout_s = 3;
+	const auto t0 = std::chrono::steady_clock::now();
+	std::string why;
+	int err = refused(cfg, &why);
+	const auto secs =
+	    std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - t0)
+	        .count();
+	EXPECT_LT(err, 0);
+	EXPECT_LE(secs, 20);
+	EXPECT_NE(why.find("cannot connect"), std::string::npos) << why;
+}
+
+// The OSD stopped under I/O: requests fail within the OSD timeout (never hang, never GOOD),
+// and once it is back the same backstore serves again with what was acknowledged intact.
+TEST(RbdBackstore, OsdDownFailsBoundedThenRecovers)
+{
+	auto cfg = rbd_cfg("osd", 8 * MiB, true);
+	cfg.rbd.group = "osd";
+	cfg.rbd.timeout_s = 3;
+	auto bs = make(cfg);
+	ASSERT_TRUE(bs);
+	auto a = pattern(64 * KiB, 6);
+	ASSERT_EQ(rw(*bs, BsOp::Write, 0, a.data(), a.size()), 0);
+
+	int rc = 0;
+	std::string out = ceph_dev("stop-osd --timeout 20", &rc);
+	ASSERT_EQ(rc, 0) << out;
+	auto b = pattern(4096, 7);
+	const auto t0 = std::chrono::steady_clock::now();
+	const int err = rw(*bs, BsOp::Write, 1 * MiB, b.data(), b.size());
+	const auto secs =
+	    std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - t0)
+	        .count();
+	EXPECT_EQ(err, -EIO);
+	EXPECT_LE(secs, 9);
+
+	out = ceph_dev("start-osd --timeout 60", &rc);
+	ASSERT_EQ(rc, 0) << out;
+	std::vector<uint8_t> got(a.size());
+	int r = -EIO;
+	// The OSD takes a moment to serve the PGs again: a few bounded tries.
+	for (int i = 0; i < 10 && r != 0; i++)
+		r = rw(*bs, BsOp::Read, 0, got.data(), got.size());
+	ASSERT_EQ(r, 0);
+	EXPECT_TRUE(got == a);
+	EXPECT_EQ(rw(*bs, BsOp::Write, 1 * MiB, b.data(), b.size()), 0);
+}
+
+} // namespace
+} // namespace ulp::scsi::bs_test
