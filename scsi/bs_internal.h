@@ -52,4 +52,16 @@ struct FileBsStats {
 // false when bs is not a file or block backstore.
 bool file_bs_stats(const Backstore &bs, FileBsStats *out);
 
+// Counters of an rbd backstore (scsi/bs_rbd.cc), relaxed atomics read without a lock.
+struct RbdBsStats {
+	uint32_t inflight = 0;  // requests librbd holds (or whose completion is on its way)
+	uint64_t completed = 0; // requests librbd gave back since open
+	uint64_t errors = 0;    // of them, failed
+	uint64_t busy_ns = 0;   // summed ns from submission to librbd's callback (their mean
+	                        // latency: busy_ns / completed)
+};
+
+// false when bs is not an rbd backstore.
+bool rbd_bs_stats(const Backstore &bs, RbdBsStats *out);
+
 } // namespace ulp::scsi

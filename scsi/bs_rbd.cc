@@ -19,14 +19,13 @@
 //     so that an OSD that does not answer fails the request (-ETIMEDOUT, reported as
 //     -EIO) instead of hanging the LU's commands forever.
 //
-// Threading. librbd calls a completion's callback on its own thread, serialised per image;
-// whatever runs there delays every other completion of the image. The callback only puts
-// the request on this backstore's completion list and wakes its completion thread
-// ("ulp-bs-rbd"), which calls done(). Requests beyond queue_depth wait in a FIFO (in
-// order) and are started by the completion thread as slots free.
+// Threading: scsi/bs_rbd_queue.h. librbd's callback thread only hands each completion to
+// the thread that submitted it - its event loop, or the backstore's completion thread for a
+// thread without one - and done() runs there.
 #include "core/log.h"
 #include "core/thread_name.h"
 #include "scsi/bs_internal.h"
+#include "scsi/bs_rbd_queue.h"
 
 #include <rados/librados.h>
 #include <rbd/librbd.h>
@@ -34,13 +33,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
-#include <condition_variable>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 namespace ulp::scsi
@@ -49,7 +46,6 @@ namespace ulp::scsi
 namespace
 {
 
-constexpr auto kRbdDrainWait = std::chrono::seconds(10); // bound on destruction's wait
 
 std::string rbd_strerror(int e)
 {
@@ -147,57 +143,25 @@ std::shared_ptr<RbdClient> get_client(const RbdConfig &cfg, int *err, std::strin
 	return c;
 }
 
-class RbdBackstore;
-
-// A request in librbd's hands: one of queue_depth slots, made at open (the data path
-// allocates nothing of its own).
-struct RbdReq {
-	RbdBackstore *bs = nullptr;
-	BsIo *io = nullptr;
-	int ret = 0;                              // librbd's result, set by the callback
-	RbdReq *next = nullptr;                   // the free list or the completion list
-	std::chrono::steady_clock::time_point t0; // when it went to librbd
-};
-
-void rbd_cb(rbd_completion_t c, void *arg);
-
 class RbdBackstore final : public Backstore
 {
 public:
 	RbdBackstore(const BackstoreConfig &cfg, uint64_t size, std::shared_ptr<RbdClient> client,
-	             rados_ioctx_t ioctx, rbd_image_t image, uint64_t obj_size)
+	             rados_ioctx_t ioctx, std::shared_ptr<RbdDev> dev, uint64_t obj_size)
 	    : Backstore("rbd", size, cfg.queue_depth), client_(std::move(client)), ioctx_(ioctx),
-	      image_(image), read_only_(cfg.read_only),
-	      obj_size_(static_cast<uint32_t>(std::min<uint64_t>(obj_size, 1u << 31))),
-	      who_("rbd backstore " + cfg.rbd.pool + "/" +
-	           (cfg.rbd.nspace.empty() ? "" : cfg.rbd.nspace + "/") + cfg.rbd.image + ": "),
-	      slots_(cfg.queue_depth)
+	      dev_(std::move(dev)), read_only_(cfg.read_only),
+	      obj_size_(static_cast<uint32_t>(std::min<uint64_t>(obj_size, 1u << 31)))
 	{
-		for (RbdReq &r : slots_) {
-			r.bs = this;
-			r.next = free_;
-			free_ = &r;
-		}
-		thread_ = std::thread([this] { run(); });
 	}
 
-	~RbdBackstore() override
+	// Second phase: the shared queue and its completion thread. 0 or a negative errno.
+	int init(std::string *why)
 	{
-		std::unique_lock g(lock_);
-		stopping_ = true;
-		if (!cv_idle_.wait_for(g, kRbdDrainWait,
-		                       [this] { return inflight_ == 0 && !fifo_; }))
-			ULP_LOG(
-			    Error, Scsi,
-			    "{}{} requests still in librbd after {} s; closing the image anyway",
-			    who_, inflight_, kRbdDrainWait.count());
-		quit_ = true;
-		cv_work_.notify_all();
-		g.unlock();
-		thread_.join();
-		rbd_close(image_); // waits for librbd's own in-flight requests
-		rados_ioctx_destroy(ioctx_);
+		shared_ = std::make_unique<RbdQueue>(dev_, nullptr);
+		return shared_->init(why);
 	}
+
+	~RbdBackstore() override;
 
 	bool can_unmap() const override { return true; }
 	bool write_cache() const override { return false; }
@@ -213,33 +177,14 @@ public:
 			io->done(io, -EROFS);
 			return;
 		}
-		RbdReq *r;
-		{
-			std::lock_guard g(lock_);
-			if (stopping_) {
-				r = nullptr;
-			} else if (!free_) {
-				// Wait, in order, for a slot (FIFO through bs_next).
-				io->bs_next = nullptr;
-				if (fifo_tail_)
-					fifo_tail_->bs_next = io;
-				else
-					fifo_ = io;
-				fifo_tail_ = io;
-				return;
-			} else {
-				r = free_;
-				free_ = r->next;
-				inflight_++;
-			}
-		}
-		if (!r) {
-			ULP_LOG_RATELIMITED(Error, Scsi, "{}{} submitted during destruction", who_,
-			                    bs_op_str(io->op));
+		if (dev_->stopping.load(std::memory_order_relaxed)) {
+			ULP_LOG_RATELIMITED(Error, Scsi, "{}{} submitted during destruction",
+			                    dev_->who, bs_op_str(io->op));
 			io->done(io, -ESHUTDOWN);
 			return;
 		}
-		start(r, io);
+		RbdQueue *q = RbdQueue::of_this_loop(dev_);
+		(q ? q : shared_.get())->submit(io);
 	}
 
 	// GET LBA STATUS: not yet from the image's allocation (a cached object map walk);
@@ -254,18 +199,19 @@ public:
 		return 0;
 	}
 
-	// Grow or shrink the image itself (rbd_resize); an image shrunk outside stays as it is.
+	// Grow or shrink the image itself (rbd_resize); an image resized outside is what
+	// storage_size() reports, for the logical unit to take.
 	int resize(uint64_t bytes, std::string *why) override
 	{
 		if (read_only_) {
 			if (why)
-				*why = who_ + "read-only";
+				*why = dev_->who + "read-only";
 			return -EROFS;
 		}
-		int r = rbd_resize(image_, bytes);
+		int r = rbd_resize(dev_->image, bytes);
 		if (r < 0) {
 			if (why)
-				*why = who_ + "rbd_resize: " + rbd_strerror(r);
+				*why = dev_->who + "rbd_resize: " + rbd_strerror(r);
 			return r;
 		}
 		set_size(bytes);
@@ -274,167 +220,105 @@ public:
 
 	int storage_size(uint64_t *bytes, std::string *why) override
 	{
-		int r = rbd_get_size(image_, bytes);
+		int r = rbd_get_size(dev_->image, bytes);
 		if (r < 0 && why)
-			*why = who_ + "rbd_get_size: " + rbd_strerror(r);
+			*why = dev_->who + "rbd_get_size: " + rbd_strerror(r);
 		return r;
 	}
 
-	// librbd's thread: hand r to the completion thread.
-	void completed(RbdReq *r)
+	void stats(RbdBsStats *s) const
 	{
-		std::lock_guard g(lock_);
-		r->next = nullptr;
-		if (done_tail_)
-			done_tail_->next = r;
-		else
-			done_ = r;
-		done_tail_ = r;
-		cv_work_.notify_one();
+		const RbdDev &d = *dev_;
+		s->inflight = d.inflight.load(std::memory_order_relaxed);
+		s->completed = d.completed.load(std::memory_order_relaxed);
+		s->errors = d.errors.load(std::memory_order_relaxed);
+		s->busy_ns = d.busy_ns.load(std::memory_order_relaxed);
 	}
 
 private:
-	void start(RbdReq *r, BsIo *io)
-	{
-		r->io = io;
-		r->ret = 0;
-		r->t0 = std::chrono::steady_clock::now();
-		rbd_completion_t c;
-		int ret = rbd_aio_create_completion(r, rbd_cb, &c);
-		if (ret < 0) {
-			r->ret = ret;
-			completed(r);
-			return;
-		}
-		const int iovcnt = static_cast<int>(io->iov.size());
-		switch (io->op) {
-		case BsOp::Read:
-			ret = rbd_aio_readv(image_, io->iov.data(), iovcnt, io->offset, c);
-			break;
-		case BsOp::Write:
-			ret = rbd_aio_writev(image_, io->iov.data(), iovcnt, io->offset, c);
-			break;
-		case BsOp::Flush:
-			ret = rbd_aio_flush(image_, c);
-			break;
-		case BsOp::Unmap:
-		case BsOp::WriteZeroes:
-			ret = rbd_aio_write_zeroes(image_, io->offset, io->length, c, 0, 0);
-			break;
-		default:
-			ret = -EINVAL;
-		}
-		if (ret < 0) { // refused at once: the callback will not run
-			rbd_aio_release(c);
-			r->ret = ret;
-			completed(r);
-		}
-	}
-
-	// The completion thread: done() for what librbd finished; FIFO requests into the slots.
-	void run()
-	{
-		set_thread_name("ulp-bs-rbd");
-		std::unique_lock g(lock_);
-		for (;;) {
-			cv_work_.wait(g, [this] { return done_ || quit_; });
-			if (!done_ && quit_)
-				return;
-			RbdReq *list = done_;
-			done_ = done_tail_ = nullptr;
-			g.unlock();
-			while (list) {
-				RbdReq *r = list;
-				list = r->next;
-				finish(r);
-			}
-			g.lock();
-		}
-	}
-
-	// On the completion thread: r's request is done; give its slot to the next waiter.
-	void finish(RbdReq *r)
-	{
-		BsIo *io = r->io;
-		int ret = r->ret;
-		if (io->op == BsOp::Read && ret >= 0 && static_cast<uint64_t>(ret) != io->length) {
-			// librbd reads zeros past what was written and never short; a short count
-			// here is a bug somewhere: never hand back a buffer partly filled.
-			ULP_LOG_RATELIMITED(Error, Scsi, "{}read of {} bytes at {} returned {}",
-			                    who_, io->length, io->offset, ret);
-			ret = -EIO;
-		}
-		ret = map_error(io, ret > 0 ? 0 : ret);
-		BsIo *next = nullptr;
-		{
-			std::lock_guard g(lock_);
-			if (fifo_) { // accepted before any stop: they run
-				next = fifo_;
-				fifo_ = next->bs_next;
-				if (!fifo_)
-					fifo_tail_ = nullptr;
-			} else {
-				r->next = free_;
-				free_ = r;
-				inflight_--;
-			}
-		}
-		io->done(io, ret);
-		if (next)
-			start(r, next);
-		else
-			cv_idle_.notify_all();
-	}
-
-	// librbd's errors as the contract's: -ERANGE, -EROFS, -ENOSPC as they are; the rest is
-	// a medium error for the initiator, logged (rate limited) with what it was.
-	int map_error(const BsIo *io, int ret)
-	{
-		if (ret == 0 || ret == -ERANGE || ret == -EROFS || ret == -ENOSPC || ret == -EINVAL)
-			return ret;
-		if (ret == -ESHUTDOWN) // EBLOCKLISTED: this client is fenced off the cluster
-			ULP_LOG_RATELIMITED(
-			    Error, Scsi,
-			    "{}client.{} is blocklisted by the cluster: {} at {} fails", who_,
-			    client_->client, bs_op_str(io->op), io->offset);
-		else
-			ULP_LOG_RATELIMITED(Error, Scsi, "{}{} of {} bytes at {}: {}", who_,
-			                    bs_op_str(io->op), io->length, io->offset,
-			                    rbd_strerror(ret));
-		return -EIO;
-	}
-
 	std::shared_ptr<RbdClient> client_; // the group's RADOS client
 	rados_ioctx_t ioctx_;               // the pool (and namespace)
-	rbd_image_t image_;                 // the open image
+	std::shared_ptr<RbdDev> dev_;       // the open image, shared with the queues
 	const bool read_only_;              // opened read-only
 	const uint32_t obj_size_;           // bytes: the image's object size (unmap granularity)
-	const std::string who_;             // "rbd backstore POOL/IMAGE: ", for messages
-
-	std::vector<RbdReq> slots_; // queue_depth requests, fixed at open
-	std::mutex lock_;           // guards everything below
-	RbdReq *free_ = nullptr;    // slots not in librbd
-	uint32_t inflight_ = 0;     // slots in librbd or on the completion list
-	BsIo *fifo_ = nullptr;      // requests waiting for a slot, oldest first (bs_next)
-	BsIo *fifo_tail_ = nullptr; // the newest waiter
-	RbdReq *done_ = nullptr;    // completed by librbd, for the completion thread, in order
-	RbdReq *done_tail_ = nullptr;
-	bool stopping_ = false;           // destruction began: refuse new requests
-	bool quit_ = false;               // the completion thread ends
-	std::condition_variable cv_work_; // done_ or quit_ changed
-	std::condition_variable cv_idle_; // inflight_ went down
-	std::thread thread_;              // the completion thread (run())
+	std::unique_ptr<RbdQueue> shared_;  // the queue of threads without an event loop
 };
 
-void rbd_cb(rbd_completion_t c, void *arg)
+// Destruction: refuse new requests; wait (bounded, logged) until librbd holds no request of
+// any queue, delivering this thread's own loop queue's completions here; close each loop
+// queue on its loop (bounded); end the shared queue's thread; close the image. A loop queue
+// whose loop is ending is closed by that loop's loop_ending() instead (bs_rbd_queue.h).
+RbdBackstore::~RbdBackstore()
 {
-	auto *r = static_cast<RbdReq *>(arg);
-	r->ret = static_cast<int>(rbd_aio_get_return_value(c));
-	rbd_aio_release(c);
-	r->bs->completed(r);
+	RbdDev &d = *dev_;
+	d.stopping.store(true);
+	EventLoop *const here = this_event_loop();
+	const auto t0 = std::chrono::steady_clock::now();
+	const auto deadline = t0 + d.drain_wait;
+	auto logged = t0;
+	std::unique_lock g(d.qs_lock);
+	auto own = [&]() -> RbdQueue * {
+		for (RbdQueue *q : d.loop_qs)
+			if (here && q->loop() == here)
+				return q;
+		return nullptr;
+	};
+	while (d.inflight.load(std::memory_order_acquire)) {
+		if (RbdQueue *q = own()) {
+			g.unlock();
+			const size_t n = q->reap();
+			g.lock();
+			if (n)
+				continue;
+		}
+		const auto now = std::chrono::steady_clock::now();
+		if (now >= deadline) {
+			ULP_LOG(Error, Scsi,
+			        "{}{} requests still in librbd after {} s; closing anyway", d.who,
+			        d.inflight.load(), d.drain_wait.count());
+			break;
+		}
+		if (now - logged >= std::chrono::seconds(1)) {
+			ULP_LOG(Info, Scsi, "{}waiting for {} requests in librbd", d.who,
+			        d.inflight.load());
+			logged = now;
+		}
+		d.qs_changed.wait_for(g, std::chrono::milliseconds(own() ? 1 : 100));
+	}
+	// Each loop queue is closed on its loop; one on this thread's loop, here. A post is
+	// made under qs_lock: a loop that is ending cannot finish (its loop_ending() closes
+	// the queue, under qs_lock) and be freed while it is posted to.
+	const std::vector<RbdQueue *> qs = d.loop_qs;
+	for (RbdQueue *q : qs) {
+		if (here && q->loop() == here)
+			q->close(true);
+		else
+			q->loop()->post(
+			    [q] { q->close(false); }); // false: its loop_ending() closes it
+	}
+	const auto close_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+	if (!d.qs_changed.wait_until(g, close_deadline, [&] { return d.loop_qs.empty(); }))
+		ULP_LOG(Error, Scsi, "{}{} event loops did not close their queues within 10 s",
+		        d.who, d.loop_qs.size());
+	g.unlock();
+	shared_->stop_thread();
+	if (shared_->inflight())
+		(void)shared_.release(); // librbd may still call back into it: never freed
+	rbd_close(d.image);              // waits for what librbd still holds
+	d.image = nullptr;
+	rados_ioctx_destroy(ioctx_);
 }
 
 } // namespace
+
+bool rbd_bs_stats(const Backstore &bs, RbdBsStats *out)
+{
+	auto *r = dynamic_cast<const RbdBackstore *>(&bs);
+	if (!r)
+		return false;
+	r->stats(out);
+	return true;
+}
 
 std::unique_ptr<Backstore> make_rbd_backstore(const BackstoreConfig &cfg, int *err,
                                               std::string *why)
@@ -523,8 +407,20 @@ std::unique_ptr<Backstore> make_rbd_backstore(const BackstoreConfig &cfg, int *e
 		        name, info.size, cfg.block_size, info.size - size);
 	ULP_LOG(Info, Scsi, "rbd backstore {}: open, {} bytes, objects of {} bytes{}", name, size,
 	        info.obj_size, cfg.read_only ? ", read-only" : "");
-	return std::make_unique<RbdBackstore>(cfg, size, std::move(client), ioctx, image,
-	                                      info.obj_size);
+	auto dev = std::make_shared<RbdDev>();
+	dev->image = image;
+	dev->who = "rbd backstore " + name + ": ";
+	dev->client = "client." + client->client;
+	dev->queue_depth = cfg.queue_depth;
+	dev->drain_wait = std::chrono::seconds(rc.timeout_s + 5);
+	auto bs =
+	    std::make_unique<RbdBackstore>(cfg, size, std::move(client), ioctx, dev, info.obj_size);
+	if (int e = bs->init(why); e < 0) {
+		*err = e;
+		*why = dev->who + *why;
+		return nullptr; // the destructor closes the image and the pool
+	}
+	return bs;
 }
 
 } // namespace ulp::scsi

@@ -5,9 +5,11 @@
 // across reopening, UNMAP and WRITE ZEROES reading zeros exactly over their range, more
 // requests than the queue depth, capacity changed outside and by resize(), the errors an
 // administrator meets (no pool, no image, the wrong size, no cluster, a group with another
-// client), and an OSD stopped under I/O: bounded errors, then service again.
+// client), an OSD stopped under I/O (bounded errors, then service again), and completions
+// delivered on the event loop that submitted (a loop stopped, the backstore destroyed on one).
 #include "core/thread_name.h"
 #include "tests/scsi/backstore_env.h"
+#include "tests/scsi/event_loop_env.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -15,6 +17,7 @@
 #include <sys/socket.h>
 
 #include <cstdlib>
+#include <deque>
 #include <fstream>
 #include <random>
 #include <thread>
@@ -407,6 +410,122 @@ TEST(RbdBackstore, OsdDownFailsBoundedThenRecovers)
 	ASSERT_EQ(r, 0);
 	EXPECT_TRUE(got == a);
 	EXPECT_EQ(rw(*bs, BsOp::Write, 1 * MiB, b.data(), b.size()), 0);
+}
+
+// Writes from an event loop, beyond the queue depth: each loop has its own queue.
+struct RbdLoopBatch {
+	TestLoop *loop;
+	Tracker t;
+	std::deque<Req> reqs;
+	std::vector<uint8_t> data;
+	RbdLoopBatch(TestLoop *l, unsigned n, size_t len, uint64_t at, uint32_t seed)
+	    : loop(l), reqs(n), data(pattern(n * len, seed))
+	{
+		for (unsigned i = 0; i < n; i++) {
+			reqs[i].iov = {{data.data() + i * len, len}};
+			reqs[i].set(BsOp::Write, at + i * len, len, &t);
+		}
+	}
+	bool submit(Backstore &bs)
+	{
+		return loop->run([&] {
+			for (Req &r : reqs)
+				bs.submit(&r.io);
+		});
+	}
+	void check_done(const char *what)
+	{
+		for (size_t i = 0; i < reqs.size(); i++) {
+			EXPECT_EQ(reqs[i].calls.load(), 1) << what << ": request " << i;
+			EXPECT_EQ(reqs[i].err, 0) << what << ": request " << i;
+			EXPECT_EQ(reqs[i].on, loop->tid())
+			    << what << ": request " << i << " off its loop";
+		}
+	}
+	void check_image(Backstore &bs, uint64_t at)
+	{
+		std::vector<uint8_t> got(data.size());
+		ASSERT_EQ(rw(bs, BsOp::Read, at, got.data(), got.size()), 0);
+		EXPECT_TRUE(got == data);
+	}
+};
+
+// done() runs on the loop that submitted, not on librbd's thread nor a shared one; a
+// thread without a loop gets the backstore's completion thread.
+TEST(RbdBackstore, CompletionsRunOnTheSubmittingLoop)
+{
+	auto cfg = rbd_cfg("loops", 16 * MiB, true);
+	cfg.queue_depth = 8;
+	auto bs = make(cfg);
+	ASSERT_TRUE(bs);
+	TestLoop l0("loop 0"), l1("loop 1");
+	RbdLoopBatch b0(&l0, 48, 16 * KiB, 0, 10), b1(&l1, 48, 16 * KiB, 8 * MiB, 11);
+	ASSERT_TRUE(b0.submit(*bs));
+	ASSERT_TRUE(b1.submit(*bs));
+	ASSERT_TRUE(b0.t.wait(48));
+	ASSERT_TRUE(b1.t.wait(48));
+	b0.check_done("loop 0");
+	b1.check_done("loop 1");
+	b0.check_image(*bs, 0);
+	b1.check_image(*bs, 8 * MiB);
+	RbdBsStats st;
+	ASSERT_TRUE(rbd_bs_stats(*bs, &st));
+	EXPECT_EQ(st.completed, 96u + 2u);
+	EXPECT_EQ(st.errors, 0u);
+	EXPECT_EQ(st.inflight, 0u);
+	EXPECT_GT(st.busy_ns, 0u);
+}
+
+// A loop stopped while its requests are in librbd: they complete on its thread before it
+// ends; the backstore serves on.
+TEST(RbdBackstore, LoopStoppedUnderIo)
+{
+	auto cfg = rbd_cfg("loopstop", 16 * MiB, true);
+	cfg.queue_depth = 4;
+	auto bs = make(cfg);
+	ASSERT_TRUE(bs);
+	auto l0 = std::make_unique<TestLoop>("loop 0");
+	RbdLoopBatch b0(l0.get(), 64, 64 * KiB, 0, 12);
+	ASSERT_TRUE(b0.submit(*bs));
+	l0->stop();
+	{
+		std::lock_guard g(b0.t.lock);
+		EXPECT_EQ(b0.t.completed, 64u) << "the loop delivered its requests before it ended";
+	}
+	b0.check_done("loop 0");
+	l0.reset();
+	b0.check_image(*bs, 0);
+}
+
+// Destroyed on one loop's thread while both loops have requests in librbd: every request
+// completes once, on its own loop, before the destructor returns; the loops go on.
+TEST(RbdBackstore, DestroyedOnOneOfTheLoops)
+{
+	auto cfg = rbd_cfg("loopdestroy", 16 * MiB, true);
+	cfg.queue_depth = 4;
+	auto bs = make(cfg);
+	ASSERT_TRUE(bs);
+	TestLoop l0("loop 0"), l1("loop 1");
+	RbdLoopBatch b0(&l0, 32, 64 * KiB, 0, 13), b1(&l1, 32, 64 * KiB, 8 * MiB, 14);
+	ASSERT_TRUE(l0.run([&] {
+		for (Req &r : b0.reqs)
+			bs->submit(&r.io);
+		EXPECT_TRUE(b1.submit(*bs));
+		bs.reset();
+	}));
+	EXPECT_FALSE(bs);
+	EXPECT_EQ(b0.t.completed + b1.t.completed, 64u);
+	b0.check_done("loop 0");
+	b1.check_done("loop 1");
+	size_t w0 = 1, w1 = 1;
+	ASSERT_TRUE(l0.run([&] { w0 = l0.watched(); }));
+	ASSERT_TRUE(l1.run([&] { w1 = l1.watched(); }));
+	EXPECT_EQ(w0, 0u) << "the queue's eventfd is no longer watched";
+	EXPECT_EQ(w1, 0u);
+	auto again = make(rbd_cfg("loopdestroy"));
+	ASSERT_TRUE(again);
+	b0.check_image(*again, 0);
+	b1.check_image(*again, 8 * MiB);
 }
 
 } // namespace
