@@ -22,6 +22,8 @@ const char *bs_op_str(BsOp op)
 		return "unmap";
 	case BsOp::WriteZeroes:
 		return "write-zeroes";
+	case BsOp::CompareAndWrite:
+		return "compare-and-write";
 	}
 	return "?";
 }
@@ -43,10 +45,24 @@ int bs_check_io(uint64_t size, const BsIo *io)
 	case BsOp::Unmap:
 	case BsOp::WriteZeroes:
 		break;
+	case BsOp::CompareAndWrite: // only where compare_and_write_max() says (bs_check_caw)
+		return -EOPNOTSUPP;
 	default:
 		return -EINVAL; // a value outside the enum: never trust the caller's bytes
 	}
 	// Written so that offset + length cannot wrap.
+	if (io->offset > size || io->length > size - io->offset)
+		return -ERANGE;
+	return 0;
+}
+
+int bs_check_caw(uint64_t size, const BsIo *io)
+{
+	uint64_t sum = 0;
+	for (const iovec &v : io->iov)
+		sum += v.iov_len;
+	if (io->op != BsOp::CompareAndWrite || io->length == 0 || sum != 2 * io->length)
+		return -EINVAL;
 	if (io->offset > size || io->length > size - io->offset)
 		return -ERANGE;
 	return 0;

@@ -35,9 +35,9 @@
 // file and block, on the submitting thread when that thread runs an event loop
 // (core/event_loop.h: a TCP worker, which reaps a ring of its own), else on the backstore's
 // completion thread; for rbd, always on the backstore's completion thread (librbd's own
-// callback thread only hands the request over). It must not block and must not call back into this backstore's
-// destructor. Destruction waits (bounded, logged) for requests in flight; it may run on any
-// thread, an event loop's included, but not inside done().
+// callback thread only hands the request over). It must not block and must not call back into this
+// backstore's destructor. Destruction waits (bounded, logged) for requests in flight; it may run on
+// any thread, an event loop's included, but not inside done().
 #pragma once
 
 #include <sys/uio.h>
@@ -58,6 +58,12 @@ enum class BsOp : uint8_t {
 	Flush,       // make every completed write durable (SYNCHRONIZE CACHE)
 	Unmap,       // deallocate [offset, offset + length): reads return zeros afterwards
 	WriteZeroes, // [offset, offset + length) reads as zeros afterwards, allocated or not
+	// Compare [offset, offset + length) with the first length bytes of iov and, only when
+	// equal, write the next length bytes over it, as one operation that no other request -
+	// from this process or another gateway on the same storage - sees half done. Only to a
+	// backstore whose compare_and_write_max() covers length; others fail it -EOPNOTSUPP.
+	// -EILSEQ: they differed, nothing written, BsIo::miscompare says where.
+	CompareAndWrite,
 };
 
 const char *bs_op_str(BsOp op);
@@ -68,7 +74,10 @@ struct BsIo {
 	bool atomic = false;        // Write: indivisible (atomic_write_max, WRITE ATOMIC)
 	uint64_t offset = 0;        // bytes from the start of the backstore
 	uint64_t length = 0;        // bytes; for Read/Write the sum of iov lengths
-	std::span<const iovec> iov; // Read/Write buffers, valid until done()
+	std::span<const iovec> iov; // Read/Write buffers (CompareAndWrite: compare data, then
+	                            // write data, 2 * length), valid until done()
+	uint64_t miscompare = 0;    // CompareAndWrite failed -EILSEQ: the first differing
+	                            // byte, from offset (set by the backstore)
 	// Called exactly once: err is 0, or a negative errno (-EIO: medium error; -ENOSPC:
 	// out of space on a thin backstore; -EINVAL: a bad request; -ERANGE: beyond the end,
 	// which a request the core checked can still meet when the size shrank since;
@@ -111,6 +120,11 @@ public:
 	// part of it written. 0: it cannot promise that of any length (WRITE ATOMIC is then
 	// not offered).
 	virtual uint32_t atomic_write_max() const { return 0; }
+	// The longest CompareAndWrite, bytes, the backstore performs itself, atomic against
+	// every writer of the storage (rbd: the OSD compares and writes). 0: none; COMPARE AND
+	// WRITE is then read, compare and write under the logical unit's own turn, atomic
+	// against this process only (scsi/sbc_caw.cc).
+	virtual uint32_t compare_and_write_max() const { return 0; }
 
 	// Start io; never blocks. io->done is called exactly once (possibly before submit
 	// returns: see Threading above).
@@ -173,15 +187,15 @@ private:
 
 // An RBD image and the Ceph client that opens it (kind "rbd"; scsi/bs_rbd.cc).
 struct RbdConfig {
-	std::string pool;      // the image's pool (required)
-	std::string nspace;    // the RADOS namespace within the pool ("": the default one)
-	std::string image;     // the image's name (required)
-	std::string conf;      // ceph.conf ("": librados' own search: $CEPH_CONF, /etc/ceph)
-	std::string client;    // the client id, without "client." ("": admin)
-	std::string keyring;   // the keyring file ("": what ceph.conf names)
-	std::string group;     // LUs of one group share one RADOS client, the unit that is
-	                       // fenced (blocklisted) together ("": "default")
-	bool create = false;   // create the image (BackstoreConfig::size bytes) when missing
+	std::string pool;        // the image's pool (required)
+	std::string nspace;      // the RADOS namespace within the pool ("": the default one)
+	std::string image;       // the image's name (required)
+	std::string conf;        // ceph.conf ("": librados' own search: $CEPH_CONF, /etc/ceph)
+	std::string client;      // the client id, without "client." ("": admin)
+	std::string keyring;     // the keyring file ("": what ceph.conf names)
+	std::string group;       // LUs of one group share one RADOS client, the unit that is
+	                         // fenced (blocklisted) together ("": "default")
+	bool create = false;     // create the image (BackstoreConfig::size bytes) when missing
 	uint32_t timeout_s = 30; // seconds: connecting to the cluster at open, and each OSD
 	                         // operation (rados_osd_op_timeout) before it fails -ETIMEDOUT
 };

@@ -21,6 +21,9 @@ inline constexpr uint32_t kBsMaxQueueDepth = 4096;
 // Read/Write, its iov adds up to length; -ERANGE when it does not fit, -EINVAL when the iov
 // does not add up (or op is unknown). Flush carries no range.
 int bs_check_io(uint64_t size, const BsIo *io);
+// bs_check_io() for a CompareAndWrite (which bs_check_io() refuses, -EOPNOTSUPP, for the
+// kinds that do not perform it): its iov adds up to twice length.
+int bs_check_caw(uint64_t size, const BsIo *io);
 
 // The kinds. cfg has passed make_backstore()'s checks; they fail with *err (negative
 // errno) and a message in *why.

@@ -15,6 +15,9 @@
 //     that zeroes the parts of objects it does not cover whole (rbd_aio_discard would
 //     skip them, rbd_skip_partial_discard, and leave old data to be read back). Whole
 //     objects are deleted, so the optimal unmap granularity is the object size.
+//   - COMPARE AND WRITE: rbd_aio_compare_and_write, atomic in the OSD against every
+//     gateway, where librbd 16 takes it: within one 512-byte sector (so: LUs of 512-byte
+//     blocks); the mismatch offset librbd reports is an image offset, made relative.
 //   - Timeouts: rados_osd_op_timeout and client_mount_timeout are RbdConfig::timeout_s,
 //     so that an OSD that does not answer fails the request (-ETIMEDOUT, reported as
 //     -EIO) instead of hanging the LU's commands forever.
@@ -46,6 +49,9 @@ namespace ulp::scsi
 namespace
 {
 
+// The longest COMPARE AND WRITE librbd 16 performs, bytes, and the boundary it may not
+// cross: one 512-byte sector.
+constexpr uint32_t kRbdCawSector = 512;
 
 std::string rbd_strerror(int e)
 {
@@ -167,9 +173,24 @@ public:
 	bool write_cache() const override { return false; }
 	uint32_t unmap_granularity() const override { return obj_size_; }
 
+	// COMPARE AND WRITE in the OSD: rbd_aio_compare_and_write, one object operation
+	// (cmpext + write), atomic against every client of the image. librbd 16 takes one
+	// only within a 512-byte sector (ImageCompareAndWriteRequest refuses longer ones,
+	// -EINVAL): with 512-byte blocks every COMPARE AND WRITE of the core's one block is
+	// done in the OSD; submit() declines (-EOPNOTSUPP) anything else, and the core
+	// compares and writes itself, atomic against this gateway only (logged at open).
+	uint32_t compare_and_write_max() const override { return kRbdCawSector; }
+
 	void submit(BsIo *io) override
 	{
-		if (int r = bs_check_io(size(), io); r < 0) {
+		const uint64_t sz = size();
+		int r =
+		    io->op == BsOp::CompareAndWrite ? bs_check_caw(sz, io) : bs_check_io(sz, io);
+		if (!r && io->op == BsOp::CompareAndWrite &&
+		    (io->length > kRbdCawSector ||
+		     io->offset / kRbdCawSector != (io->offset + io->length - 1) / kRbdCawSector))
+			r = -EOPNOTSUPP;
+		if (r < 0) {
 			io->done(io, r);
 			return;
 		}
@@ -405,6 +426,13 @@ std::unique_ptr<Backstore> make_rbd_backstore(const BackstoreConfig &cfg, int *e
 		        "rbd backstore {}: {} bytes is not a multiple of the block size {}; the "
 		        "last {} bytes are not served",
 		        name, info.size, cfg.block_size, info.size - size);
+	if (cfg.block_size > kRbdCawSector)
+		ULP_LOG(
+		    Warn, Scsi,
+		    "rbd backstore {}: COMPARE AND WRITE of {}-byte blocks is atomic within this "
+		    "gateway only (librbd 16 compares at most 512 bytes in the OSD); use 512-byte "
+		    "blocks where several gateways serve the image",
+		    name, cfg.block_size);
 	ULP_LOG(Info, Scsi, "rbd backstore {}: open, {} bytes, objects of {} bytes{}", name, size,
 	        info.obj_size, cfg.read_only ? ", read-only" : "");
 	auto dev = std::make_shared<RbdDev>();
@@ -412,6 +440,7 @@ std::unique_ptr<Backstore> make_rbd_backstore(const BackstoreConfig &cfg, int *e
 	dev->who = "rbd backstore " + name + ": ";
 	dev->client = "client." + client->client;
 	dev->queue_depth = cfg.queue_depth;
+	dev->obj_size = info.obj_size ? info.obj_size : 1;
 	dev->drain_wait = std::chrono::seconds(rc.timeout_s + 5);
 	auto bs =
 	    std::make_unique<RbdBackstore>(cfg, size, std::move(client), ioctx, dev, info.obj_size);

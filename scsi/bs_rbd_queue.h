@@ -56,6 +56,7 @@ struct RbdDev {
 	std::string who;                   // "rbd backstore POOL/IMAGE: ", for messages
 	std::string client;                // "client.ID", for messages
 	uint32_t queue_depth = 0;          // slots per queue
+	uint64_t obj_size = 1;             // bytes: the image's object size
 	std::chrono::seconds drain_wait;   // bound on waits for librbd to give requests back:
 	                                   // its own timeouts (timeout_s) plus a margin
 	const uint64_t id;                 // unique in the process: the thread-local table's key
@@ -82,6 +83,7 @@ struct RbdSlot {
 	BsIo *io = nullptr;      // the request, while the slot is busy
 	int ret = 0;             // librbd's result, set by the callback
 	uint64_t t0_ns = 0;      // steady clock at submission to librbd, ns
+	uint64_t mismatch = 0;   // CompareAndWrite: where librbd found the first difference
 	RbdSlot *next = nullptr; // free list or completion list link
 };
 

@@ -646,6 +646,7 @@ void bs_submit(Cmd *cmd, BsOp op, uint64_t offset, uint64_t len, std::span<const
 	io.offset = offset;
 	io.length = len;
 	io.iov = iov;
+	io.miscompare = 0;
 	io.done = done;
 	io.priv = cmd;
 	cmd->lu->bs().submit(&io);

@@ -6,6 +6,11 @@
 //
 // Atomicity: the command holds the LU's read-modify-write turn from its read to its write
 // (sbc_rmw.cc), so no other COMPARE AND WRITE or ORWRITE changes the blocks in between.
+// That is atomic against this process only. A backstore whose storage other gateways
+// share compares and writes itself (Backstore::compare_and_write_max(), rbd: the OSD does
+// both in one operation on the object): the command then sends it one CompareAndWrite,
+// still inside the turn (ORWRITE here goes on reading and writing), and falls back to the
+// read-compare-write only where the backstore declines (-EOPNOTSUPP).
 //
 // On a mismatch nothing is written and the command ends with MISCOMPARE, MISCOMPARE
 // DURING VERIFY OPERATION, and the INFORMATION field set to the offset of the first byte
@@ -16,6 +21,8 @@
 // abort after the compare stops it before the write.
 #include "scsi/sbc_internal.h"
 
+#include <algorithm>
+
 namespace ulp::scsi
 {
 
@@ -23,14 +30,17 @@ namespace
 {
 
 enum class CawStep : uint8_t {
-	Start, // holds the LU's read-modify-write turn, nothing submitted yet
-	Read,  // the range is being read
-	Write, // the compare matched; the write data is being written
+	Start,  // holds the LU's read-modify-write turn, nothing submitted yet
+	Native, // the backstore compares and writes (BsOp::CompareAndWrite)
+	Read,   // the range is being read
+	Write,  // the compare matched; the write data is being written
 };
 
 struct CawState : SbcStep {
 	CawStep step = CawStep::Start;
-	SbcBuf buf; // nr_blocks blocks: the data read, then the data to write
+	bool native = false; // the backstore performs it (compare_and_write_max() covers it)
+	SbcBuf buf;          // native: the Data-Out Buffer (compare, write), 2 * nr_blocks
+	                     // blocks; else nr_blocks: the data read, then the data to write
 	iovec iov{};
 };
 
@@ -47,11 +57,38 @@ void caw_run(Cmd *cmd)
 				sbc_rmw_finish(cmd, Sense::None); // answered as aborted
 				return;
 			}
+			if (st->native) {
+				// Both halves, contiguous: the backstore takes them as two buffers.
+				if (sgl_copy_out(cmd, 0, st->buf.get(), 2 * len) != 2 * len) {
+					sbc_rmw_finish(cmd, Sense::InternalTargetFailure);
+					return;
+				}
+				st->step = CawStep::Native;
+				st->iov = {st->buf.get(), 2 * len};
+				const bool fua = (cmd->flags & CMD_FUA) || !cmd->lu->wce();
+				if (!sbc_step_submit(cmd, BsOp::CompareAndWrite, off, len,
+				                     {&st->iov, 1}, fua))
+					return;
+				break;
+			}
 			st->step = CawStep::Read;
 			st->iov = {st->buf.get(), len};
 			if (!sbc_step_submit(cmd, BsOp::Read, off, len, {&st->iov, 1}, false))
 				return;
 			break;
+		case CawStep::Native:
+			if (st->err == -EOPNOTSUPP) { // declined for this range: ours, then
+				st->native = false;
+				st->step = CawStep::Start;
+				break;
+			}
+			if (st->err == -EILSEQ) {
+				sbc_rmw_finish(cmd, Sense::Miscompare, true,
+				               std::min<uint64_t>(cmd->io.miscompare, len - 1));
+				return;
+			}
+			sbc_rmw_finish(cmd, st->err ? errno_sense(st->err, true) : Sense::None);
+			return;
 		case CawStep::Read: {
 			if (st->err) {
 				sbc_rmw_finish(cmd, errno_sense(st->err, false));
@@ -93,8 +130,12 @@ void exec_caw(Cmd *cmd)
 	}
 	LogicalUnit &lu = *cmd->lu;
 	auto *st = sbc_step_new<CawState>(cmd, caw_run);
-	if (st)
-		st->buf = sbc_buf_alloc(size_t(cmd->nr_blocks) * lu.block_size());
+	const size_t len = size_t(cmd->nr_blocks) * lu.block_size();
+	if (st) {
+		// Twice len either way: the fallback from a native attempt reuses it.
+		st->native = lu.bs().compare_and_write_max() >= len;
+		st->buf = sbc_buf_alloc(2 * len);
+	}
 	if (!st || !st->buf) {
 		complete_sense(cmd, Sense::InsufficientResources);
 		return;
