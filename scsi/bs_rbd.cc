@@ -36,6 +36,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -198,6 +199,10 @@ public:
 			io->done(io, -EROFS);
 			return;
 		}
+		if (dev_->fenced.load(std::memory_order_relaxed)) {
+			io->done(io, -EIO); // blocklisted: said once, when it was found
+			return;
+		}
 		if (dev_->stopping.load(std::memory_order_relaxed)) {
 			ULP_LOG_RATELIMITED(Error, Scsi, "{}{} submitted during destruction",
 			                    dev_->who, bs_op_str(io->op));
@@ -250,10 +255,23 @@ public:
 	void stats(RbdBsStats *s) const
 	{
 		const RbdDev &d = *dev_;
+		s->fenced = d.fenced.load(std::memory_order_relaxed);
 		s->inflight = d.inflight.load(std::memory_order_relaxed);
 		s->completed = d.completed.load(std::memory_order_relaxed);
 		s->errors = d.errors.load(std::memory_order_relaxed);
 		s->busy_ns = d.busy_ns.load(std::memory_order_relaxed);
+	}
+
+	// The client's address as the OSDs see it, what `ceph osd blocklist add` takes.
+	std::string client_addr() const
+	{
+		char *addrs = nullptr;
+		std::string a;
+		if (rados_getaddrs(client_->cluster, &addrs) == 0 && addrs) {
+			a = addrs;
+			std::free(addrs);
+		}
+		return a;
 	}
 
 private:
@@ -338,6 +356,7 @@ bool rbd_bs_stats(const Backstore &bs, RbdBsStats *out)
 	if (!r)
 		return false;
 	r->stats(out);
+	out->client_addr = r->client_addr();
 	return true;
 }
 

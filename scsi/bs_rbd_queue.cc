@@ -41,18 +41,24 @@ void rbd_cb(rbd_completion_t c, void *arg)
 // librbd's errors as the contract's (backstore.h): -ERANGE, -EROFS, -ENOSPC, -EINVAL as
 // they are; the rest is a medium error for the initiator, logged (rate limited) with what
 // it was.
-int map_error(const RbdDev &d, const BsIo *io, int ret)
+int map_error(RbdDev &d, const BsIo *io, int ret)
 {
 	if (ret == 0 || ret == -ERANGE || ret == -EROFS || ret == -ENOSPC || ret == -EINVAL ||
 	    ret == -EOPNOTSUPP)
 		return ret;
-	if (ret == -ESHUTDOWN) // EBLOCKLISTED: this client is fenced off the cluster
-		ULP_LOG_RATELIMITED(Error, Scsi,
-		                    "{}{} is blocklisted by the cluster: {} at {} fails", d.who,
-		                    d.client, bs_op_str(io->op), io->offset);
-	else
+	if (ret == -ESHUTDOWN) { // EBLOCKLISTED: this client is fenced off the cluster
+		// Sticky: the OSDs refuse everything from this client instance from now on, and
+		// another gateway may own the image. Said once, then every request fails at
+		// submit() without reaching librbd.
+		if (!d.fenced.exchange(true))
+			ULP_LOG(Error, Scsi,
+			        "{}{} is blocklisted by the cluster (fenced): this LU fails every "
+			        "command with MEDIUM ERROR from now on ({} at {} was the first)",
+			        d.who, d.client, bs_op_str(io->op), io->offset);
+	} else {
 		ULP_LOG_RATELIMITED(Error, Scsi, "{}{} of {} bytes at {}: {}", d.who,
 		                    bs_op_str(io->op), io->length, io->offset, std::strerror(-ret));
+	}
 	return -EIO;
 }
 

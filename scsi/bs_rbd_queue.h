@@ -61,6 +61,7 @@ struct RbdDev {
 	                                   // its own timeouts (timeout_s) plus a margin
 	const uint64_t id;                 // unique in the process: the thread-local table's key
 	std::atomic<bool> stopping{false}; // destruction started: no request, no new queue
+	std::atomic<bool> fenced{false};   // the client was blocklisted: every request fails
 	std::atomic<uint32_t> inflight{0}; // slots of every queue that librbd holds or whose
 	                                   // completion is not yet delivered
 	// Latency of what completed, for stats: requests and their summed time in librbd.

@@ -143,6 +143,15 @@ std::vector<uint8_t> pattern(size_t n, uint32_t seed)
 	return v;
 }
 
+// The number after "key": in a JSON text, or 0 (the ceph CLI's flat answers).
+uint64_t json_u64(const std::string &json, const std::string &key)
+{
+	const auto p = json.find("\"" + key + "\":");
+	if (p == std::string::npos)
+		return 0;
+	return std::strtoull(json.c_str() + p + key.size() + 3, nullptr, 10);
+}
+
 int refused(const BackstoreConfig &cfg, std::string *why)
 {
 	int err = 0;
@@ -516,6 +525,80 @@ TEST(RbdBackstore, CompareAndWriteIsAtomicAcrossClients)
 	std::memcpy(&v, got.data(), sizeof(v));
 	EXPECT_EQ(v, 2u * kPer) << retries.load() << " miscompares retried";
 	std::printf("%d miscompares retried\n", retries.load());
+}
+
+// The client blocklisted under I/O (what another gateway taking the image over does): from
+// then on nothing answers GOOD, each request fails as a medium error without hanging, and
+// the backstore says it is fenced.
+TEST(RbdBackstore, BlocklistedClientNeverAnswersGood)
+{
+	auto cfg = rbd_cfg("fence", 8 * MiB, true);
+	cfg.rbd.group = "fence";
+	auto bs = make(cfg);
+	ASSERT_TRUE(bs);
+	auto a = pattern(4096, 30);
+	ASSERT_EQ(rw(*bs, BsOp::Write, 0, a.data(), a.size()), 0);
+	RbdBsStats st;
+	ASSERT_TRUE(rbd_bs_stats(*bs, &st));
+	EXPECT_FALSE(st.fenced);
+	// "v2:127.0.0.1:0/NONCE" (or a list of them): what `ceph osd blocklist add` takes.
+	std::string addr = st.client_addr;
+	if (auto p = addr.find("127.0.0.1:"); p != std::string::npos) {
+		addr = addr.substr(p);
+		addr = addr.substr(0, addr.find_first_of(",]"));
+	}
+	ASSERT_NE(addr.find('/'), std::string::npos) << st.client_addr;
+
+	// I/O running while the blocklist lands.
+	std::atomic<bool> stop{false};
+	std::atomic<int> good_after{0};
+	std::atomic<bool> listed{false};
+	std::thread io([&] {
+		std::vector<uint8_t> b(4096);
+		while (!stop) {
+			const bool was_listed = listed.load();
+			const int r = rw(*bs, BsOp::Write, 4096, b.data(), b.size());
+			if (r == 0 && was_listed)
+				good_after++;
+		}
+	});
+	int rc = 0;
+	std::string out = sh("timeout 60 ceph osd blocklist add " + addr, &rc);
+	ASSERT_EQ(rc, 0) << out;
+	// The blocklist holds from the osdmap epoch that carries it; until the OSD has that
+	// map, a write may still land (as it would have a moment earlier). Count from then.
+	const uint64_t epoch = json_u64(sh("timeout 60 ceph osd dump -f json"), "epoch");
+	ASSERT_GT(epoch, 0u);
+	bool osd_has_it = false;
+	for (int i = 0; i < 100 && !osd_has_it; i++) {
+		osd_has_it =
+		    json_u64(sh("timeout 60 ceph tell osd.0 status"), "newest_map") >= epoch;
+		if (!osd_has_it)
+			std::this_thread::sleep_for(std::chrono::milliseconds(100));
+	}
+	ASSERT_TRUE(osd_has_it) << "osd.0 did not get osdmap epoch " << epoch << " in 10 s";
+	listed = true;
+	std::this_thread::sleep_for(std::chrono::milliseconds(500));
+	stop = true;
+	io.join();
+	EXPECT_EQ(good_after.load(), 0) << "a write answered GOOD after the blocklist";
+
+	std::vector<uint8_t> got(4096);
+	EXPECT_EQ(rw(*bs, BsOp::Read, 0, got.data(), got.size()), -EIO);
+	EXPECT_EQ(rw(*bs, BsOp::Write, 0, a.data(), a.size()), -EIO);
+	ASSERT_TRUE(rbd_bs_stats(*bs, &st));
+	EXPECT_TRUE(st.fenced);
+	bs.reset();
+	out = sh("timeout 60 ceph osd blocklist rm " + addr, &rc);
+	EXPECT_EQ(rc, 0) << out;
+
+	// Another client (a new instance: not on the list) reads what was acknowledged.
+	auto other = rbd_cfg("fence");
+	other.rbd.group = "fence-2";
+	auto bs2 = make(other);
+	ASSERT_TRUE(bs2);
+	ASSERT_EQ(rw(*bs2, BsOp::Read, 0, got.data(), got.size()), 0);
+	EXPECT_TRUE(got == a);
 }
 
 // Writes from an event loop, beyond the queue depth: each loop has its own queue.
