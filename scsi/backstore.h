@@ -45,6 +45,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -155,6 +156,14 @@ public:
 			*why = kind_ + " backstore: cannot change size";
 		return -EOPNOTSUPP;
 	}
+
+	// Call changed() when the storage's size may have changed outside (rbd: the image
+	// resized by `rbd resize` or by another gateway), on a thread of the backstore's, never
+	// inside a call of this interface; the logical unit then rescans (storage_size()).
+	// nullptr stops the calls and returns only once none runs. Kinds whose storage nothing
+	// else resizes, or that cannot tell (a file grown by hand: SIGHUP or `ulpctl lun
+	// rescan` rescans it), ignore it.
+	virtual void on_storage_change(std::function<void()> changed) { (void)changed; }
 
 	// What the storage under the backstore holds now, bytes, not rounded to any block:
 	// file: the file's length (fstat); block: the device's (BLKGETSIZE64); ram, null: size()

@@ -161,11 +161,32 @@ public:
 	{
 	}
 
-	// Second phase: the shared queue and its completion thread. 0 or a negative errno.
+	// Second phase: the shared queue and its completion thread, and the watch on the
+	// image's header (resizes). 0 or a negative errno.
 	int init(std::string *why)
 	{
 		shared_ = std::make_unique<RbdQueue>(dev_, nullptr);
-		return shared_->init(why);
+		if (int r = shared_->init(why); r < 0)
+			return r;
+		// librbd calls this on its own thread: it only wakes our completion thread.
+		auto cb = [](void *arg) { static_cast<RbdQueue *>(arg)->notify_storage_changed(); };
+		if (int r = rbd_update_watch(dev_->image, &watch_, cb, shared_.get()); r < 0) {
+			// Not fatal: resizes outside are then seen on SIGHUP or `ulpctl lun
+			// rescan`.
+			ULP_LOG(Warn, Scsi,
+			        "{}no watch on the image header ({}): a resize outside is "
+			        "seen only on a rescan",
+			        dev_->who, rbd_strerror(r));
+		} else {
+			watching_ = true;
+		}
+		return 0;
+	}
+
+	void on_storage_change(std::function<void()> changed) override
+	{
+		std::lock_guard g(dev_->notify_lock); // waits for a call that runs
+		dev_->storage_changed = std::move(changed);
 	}
 
 	~RbdBackstore() override;
@@ -281,6 +302,8 @@ private:
 	const bool read_only_;              // opened read-only
 	const uint32_t obj_size_;           // bytes: the image's object size (unmap granularity)
 	std::unique_ptr<RbdQueue> shared_;  // the queue of threads without an event loop
+	uint64_t watch_ = 0;                // rbd_update_watch's handle
+	bool watching_ = false;             // watch_ is registered
 };
 
 // Destruction: refuse new requests; wait (bounded, logged) until librbd holds no request of
@@ -291,6 +314,8 @@ RbdBackstore::~RbdBackstore()
 {
 	RbdDev &d = *dev_;
 	d.stopping.store(true);
+	if (watching_) // waits for a callback that runs; none comes after
+		rbd_update_unwatch(d.image, watch_);
 	EventLoop *const here = this_event_loop();
 	const auto t0 = std::chrono::steady_clock::now();
 	const auto deadline = t0 + d.drain_wait;

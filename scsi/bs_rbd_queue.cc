@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 #include <unordered_map>
+#include <utility>
 
 namespace ulp::scsi
 {
@@ -313,14 +314,17 @@ void RbdQueue::finish(RbdSlot *s)
 			inflight_--;
 		}
 	}
-	io->done(io, ret);
-	if (next) {
-		start(s, next);
-	} else if (d.inflight.fetch_sub(1, std::memory_order_acq_rel) == 1 &&
-	           d.stopping.load(std::memory_order_acquire)) {
+	// Counted out before done(): whoever sees the request done sees it out of librbd too
+	// (the statistics). A destructor woken here still waits for this done() to return:
+	// it joins the completion thread, and a loop queue's close runs on this loop, after.
+	if (!next && d.inflight.fetch_sub(1, std::memory_order_acq_rel) == 1 &&
+	    d.stopping.load(std::memory_order_acquire)) {
 		std::lock_guard g(d.qs_lock);
 		d.qs_changed.notify_all();
 	}
+	io->done(io, ret);
+	if (next)
+		start(s, next);
 }
 
 void RbdQueue::run()
@@ -328,13 +332,26 @@ void RbdQueue::run()
 	set_thread_name("ulp-bs-rbd");
 	std::unique_lock g(lock_);
 	for (;;) {
-		cv_.wait(g, [this] { return done_ || quit_; });
+		cv_.wait(g, [this] { return done_ || changed_ || quit_; });
 		if (!done_ && quit_)
 			return;
+		const bool changed = std::exchange(changed_, false);
 		g.unlock();
 		reap();
+		if (changed) {
+			std::lock_guard n(dev_->notify_lock);
+			if (dev_->storage_changed)
+				dev_->storage_changed();
+		}
 		g.lock();
 	}
+}
+
+void RbdQueue::notify_storage_changed()
+{
+	std::lock_guard g(lock_);
+	changed_ = true;
+	cv_.notify_one();
 }
 
 void RbdQueue::stop_thread()

@@ -41,6 +41,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -69,6 +70,8 @@ struct RbdDev {
 	std::atomic<uint64_t> busy_ns{0};   // summed ns from submission to librbd's callback
 	std::atomic<uint64_t> errors{0};    // of them, failed
 
+	std::mutex notify_lock;                // guards storage_changed; held while it runs
+	std::function<void()> storage_changed; // Backstore::on_storage_change's, or empty
 	std::mutex qs_lock;                    // guards loop_qs; never per request
 	std::condition_variable qs_changed;    // a loop queue closed, or inflight reached 0
 	std::vector<class RbdQueue *> loop_qs; // queues open on event loops (each closes itself)
@@ -126,6 +129,9 @@ public:
 	void close(bool qs_locked);
 	// Shared queue: end the completion thread (after the backstore's drain).
 	void stop_thread();
+	// Shared queue, any thread (librbd's watch callback): run dev's storage_changed on the
+	// completion thread soon (several calls before it runs make one).
+	void notify_storage_changed();
 
 	void loop_readable() override;
 	void loop_ending() override;
@@ -150,6 +156,7 @@ private:
 	RbdSlot *done_ = nullptr;      // completed, not yet delivered, in completion order
 	RbdSlot *done_tail_ = nullptr; // the newest of them
 	bool quit_ = false;            // shared queue: the completion thread ends
+	bool changed_ = false;         // shared queue: storage_changed is to run
 	std::condition_variable cv_;   // shared queue: done_ or quit_ changed
 	std::thread thread_;           // shared queue: the completion thread (run())
 };

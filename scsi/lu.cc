@@ -60,6 +60,19 @@ LogicalUnit::LogicalUnit(std::string name, std::unique_ptr<Backstore> bs, const 
     : pr_(pr_state_create()), name_(std::move(name)), bs_(std::move(bs)), cfg_(cfg)
 {
 	wce_ = bs_->write_cache();
+	// Storage resized outside (an RBD image by `rbd resize`): rescan, which raises
+	// CAPACITY DATA HAS CHANGED when the block count moved. Runs on a backstore thread.
+	bs_->on_storage_change([this] {
+		uint64_t was = 0, now = 0;
+		std::string why;
+		if (rescan_capacity(&was, &now, &why) < 0)
+			ULP_LOG(Warn, Scsi,
+			        "LU {}: the storage changed, capacity left at {} blocks: {}", name_,
+			        was, why);
+		else if (was != now)
+			ULP_LOG(Info, Scsi, "LU {}: the storage changed size: {} -> {} blocks",
+			        name_, was, now);
+	});
 	const int e = lbppb_exponent_of(cfg_.block_size, cfg_.physical_block_size);
 	lbppb_exp_ = static_cast<uint8_t>(e > 0 ? e : 0);
 	const uint64_t h = fingerprint(name_);
@@ -77,6 +90,7 @@ LogicalUnit::LogicalUnit(std::string name, std::unique_ptr<Backstore> bs, const 
 
 LogicalUnit::~LogicalUnit()
 {
+	bs_->on_storage_change(nullptr); // no rescan of a half-destroyed LU
 	ShardLockAll g(lock_);
 	size_t n = 0;
 	for (TaskShard &t : task_shards_) {

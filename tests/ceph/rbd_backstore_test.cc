@@ -8,6 +8,7 @@
 // client), an OSD stopped under I/O (bounded errors, then service again), and completions
 // delivered on the event loop that submitted (a loop stopped, the backstore destroyed on one).
 #include "core/thread_name.h"
+#include "scsi/lu.h"
 #include "tests/scsi/backstore_env.h"
 #include "tests/scsi/event_loop_env.h"
 
@@ -296,6 +297,26 @@ TEST(RbdBackstore, CapacityFollowsTheImage)
 	EXPECT_NE(out.find("size 20 MiB"), std::string::npos) << out;
 	auto a = pattern(4096, 5);
 	EXPECT_EQ(rw(*bs, BsOp::Write, 20 * MiB - 4096, a.data(), 4096), 0);
+}
+
+// A logical unit on an image resized outside (`rbd resize`, as an administrator or another
+// gateway would) takes the new capacity by itself: librbd's header watch, then the LU's
+// rescan (which raises CAPACITY DATA HAS CHANGED), without SIGHUP or ulpctl.
+TEST(RbdBackstore, LogicalUnitFollowsAResizeOutside)
+{
+	auto bs = make(rbd_cfg("follow", 8 * MiB, true));
+	ASSERT_TRUE(bs);
+	LogicalUnit lu("follow", std::move(bs), LuConfig{});
+	ASSERT_EQ(lu.nr_blocks(), 8 * MiB / 512);
+	int rc = 0;
+	std::string out = rbd_cli("resize rbd/follow --size 24M", &rc);
+	ASSERT_EQ(rc, 0) << out;
+	const auto deadline = std::chrono::steady_clock::now() + 10s;
+	while (lu.nr_blocks() != 24 * MiB / 512 && std::chrono::steady_clock::now() < deadline)
+		std::this_thread::sleep_for(10ms);
+	EXPECT_EQ(lu.nr_blocks(), 24 * MiB / 512);
+	std::vector<uint8_t> b(512, 7);
+	EXPECT_EQ(rw(lu.bs(), BsOp::Write, 24 * MiB - 512, b.data(), b.size()), 0);
 }
 
 TEST(RbdBackstore, ReadOnlyRefusesWrites)
