@@ -11,6 +11,7 @@
 #include "scsi/lu.h"
 #include "tests/scsi/backstore_env.h"
 #include "tests/scsi/event_loop_env.h"
+#include "tests/scsi/loop_batch.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -622,44 +623,6 @@ TEST(RbdBackstore, BlocklistedClientNeverAnswersGood)
 	EXPECT_TRUE(got == a);
 }
 
-// Writes from an event loop, beyond the queue depth: each loop has its own queue.
-struct RbdLoopBatch {
-	TestLoop *loop;
-	Tracker t;
-	std::deque<Req> reqs;
-	std::vector<uint8_t> data;
-	RbdLoopBatch(TestLoop *l, unsigned n, size_t len, uint64_t at, uint32_t seed)
-	    : loop(l), reqs(n), data(pattern(n * len, seed))
-	{
-		for (unsigned i = 0; i < n; i++) {
-			reqs[i].iov = {{data.data() + i * len, len}};
-			reqs[i].set(BsOp::Write, at + i * len, len, &t);
-		}
-	}
-	bool submit(Backstore &bs)
-	{
-		return loop->run([&] {
-			for (Req &r : reqs)
-				bs.submit(&r.io);
-		});
-	}
-	void check_done(const char *what)
-	{
-		for (size_t i = 0; i < reqs.size(); i++) {
-			EXPECT_EQ(reqs[i].calls.load(), 1) << what << ": request " << i;
-			EXPECT_EQ(reqs[i].err, 0) << what << ": request " << i;
-			EXPECT_EQ(reqs[i].on, loop->tid())
-			    << what << ": request " << i << " off its loop";
-		}
-	}
-	void check_image(Backstore &bs, uint64_t at)
-	{
-		std::vector<uint8_t> got(data.size());
-		ASSERT_EQ(rw(bs, BsOp::Read, at, got.data(), got.size()), 0);
-		EXPECT_TRUE(got == data);
-	}
-};
-
 // done() runs on the loop that submitted, not on librbd's thread nor a shared one; a
 // thread without a loop gets the backstore's completion thread.
 TEST(RbdBackstore, CompletionsRunOnTheSubmittingLoop)
@@ -669,18 +632,18 @@ TEST(RbdBackstore, CompletionsRunOnTheSubmittingLoop)
 	auto bs = make(cfg);
 	ASSERT_TRUE(bs);
 	TestLoop l0("loop 0"), l1("loop 1");
-	RbdLoopBatch b0(&l0, 48, 16 * KiB, 0, 10), b1(&l1, 48, 16 * KiB, 8 * MiB, 11);
+	LoopBatch b0(&l0, 48, 16 * KiB, 0), b1(&l1, 48, 16 * KiB, 8 * MiB);
 	ASSERT_TRUE(b0.submit(*bs));
 	ASSERT_TRUE(b1.submit(*bs));
 	ASSERT_TRUE(b0.t.wait(48));
 	ASSERT_TRUE(b1.t.wait(48));
 	b0.check_done("loop 0");
 	b1.check_done("loop 1");
-	b0.check_image(*bs, 0);
-	b1.check_image(*bs, 8 * MiB);
+	b0.check_read(*bs);
+	b1.check_read(*bs);
 	RbdBsStats st;
 	ASSERT_TRUE(rbd_bs_stats(*bs, &st));
-	EXPECT_EQ(st.completed, 96u + 2u);
+	EXPECT_EQ(st.completed, 96u + 96u); // the writes, then each read back
 	EXPECT_EQ(st.errors, 0u);
 	EXPECT_EQ(st.inflight, 0u);
 	EXPECT_GT(st.busy_ns, 0u);
@@ -695,7 +658,7 @@ TEST(RbdBackstore, LoopStoppedUnderIo)
 	auto bs = make(cfg);
 	ASSERT_TRUE(bs);
 	auto l0 = std::make_unique<TestLoop>("loop 0");
-	RbdLoopBatch b0(l0.get(), 64, 64 * KiB, 0, 12);
+	LoopBatch b0(l0.get(), 64, 64 * KiB, 0);
 	ASSERT_TRUE(b0.submit(*bs));
 	l0->stop();
 	{
@@ -704,7 +667,7 @@ TEST(RbdBackstore, LoopStoppedUnderIo)
 	}
 	b0.check_done("loop 0");
 	l0.reset();
-	b0.check_image(*bs, 0);
+	b0.check_read(*bs);
 }
 
 // Destroyed on one loop's thread while both loops have requests in librbd: every request
@@ -716,7 +679,7 @@ TEST(RbdBackstore, DestroyedOnOneOfTheLoops)
 	auto bs = make(cfg);
 	ASSERT_TRUE(bs);
 	TestLoop l0("loop 0"), l1("loop 1");
-	RbdLoopBatch b0(&l0, 32, 64 * KiB, 0, 13), b1(&l1, 32, 64 * KiB, 8 * MiB, 14);
+	LoopBatch b0(&l0, 32, 64 * KiB, 0), b1(&l1, 32, 64 * KiB, 8 * MiB);
 	ASSERT_TRUE(l0.run([&] {
 		for (Req &r : b0.reqs)
 			bs->submit(&r.io);
@@ -734,8 +697,8 @@ TEST(RbdBackstore, DestroyedOnOneOfTheLoops)
 	EXPECT_EQ(w1, 0u);
 	auto again = make(rbd_cfg("loopdestroy"));
 	ASSERT_TRUE(again);
-	b0.check_image(*again, 0);
-	b1.check_image(*again, 8 * MiB);
+	b0.check_read(*again);
+	b1.check_read(*again);
 }
 
 } // namespace
