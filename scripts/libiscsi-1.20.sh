@@ -30,6 +30,18 @@ if [[ -f $stamp && -x $dest/prefix/bin/iscsi-test-cu ]]; then
 	echo "libiscsi-1.20: cached in $dest"
 	exit 0
 fi
+[[ -L $dest ]] && rm -f "$dest" # a link to a sibling tree's build that is gone
+# A sibling build tree of the same checkout (build/ beside build-asan/, as CI has) that
+# built the same tarball already: link to it rather than build again (a minute or two on
+# two cores). The tool is a peer, not code under test: no tree needs its own flags in it.
+# Its libtool rpath names the sibling's path, which the link keeps valid.
+for other in "$(dirname "$(cd "$build_dir" && pwd)")"/*/_deps/"libiscsi-$ver"; do
+	if [[ $other != "$dest" && -f $other/.built-$want_sha && -x $other/prefix/bin/iscsi-test-cu ]]; then
+		ln -s "$other" "$dest"
+		echo "libiscsi-1.20: using the build in $other"
+		exit 0
+	fi
+done
 
 for tool in autoreconf libtoolize make cc; do
 	command -v $tool >/dev/null || {
