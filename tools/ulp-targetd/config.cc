@@ -137,6 +137,29 @@ bool parse_cpu_list(const std::string &s, std::vector<int> *out, std::string *wh
 	return true;
 }
 
+std::string lun_key_misplaced(const std::string &kind, const std::string &key)
+{
+	static constexpr const char *kRbdOnly[] = {"pool",  "image",  "namespace",
+	                                           "conf",  "client", "keyring",
+	                                           "group", "create", "timeout"};
+	static constexpr const char *kNotRbd[] = {"path", "direct", "write_cache", "wc"};
+	if (kind == "rbd") {
+		for (const char *k : kNotRbd)
+			if (key == k)
+				return key +
+				       " is a file and block key: an rbd LUN names its image with "
+				       "pool and image, and has no O_DIRECT nor volatile cache";
+		return "";
+	}
+	for (const char *k : kRbdOnly)
+		if (key == k)
+			return key +
+			       " is an rbd key (pool, image, namespace, conf, client, keyring, "
+			       "group, create, timeout), not one of a " +
+			       kind + " backstore";
+	return "";
+}
+
 namespace
 {
 
@@ -185,7 +208,21 @@ bool set_digests(const std::string &d, iscsi::OperationalPrefs *p, std::string *
 	return true;
 }
 
-// "N:KIND[:key=value,...]", e.g. "0:ram:size=1G", "1:file:path=/x.img,size=10G,bs=4096".
+// A whole decimal number in [lo, hi] (no size suffix: seconds are not bytes).
+bool parse_uint(const std::string &s, uint64_t lo, uint64_t hi, uint64_t *out)
+{
+	if (s.empty() || s.size() > 19 ||
+	    !std::all_of(s.begin(), s.end(), [](char ch) { return ch >= '0' && ch <= '9'; }))
+		return false;
+	const uint64_t v = std::stoull(s);
+	if (v < lo || v > hi)
+		return false;
+	*out = v;
+	return true;
+}
+
+// "N:KIND[:key=value,...]", e.g. "0:ram:size=1G", "1:file:path=/x.img,size=10G,bs=4096",
+// "2:rbd:pool=rbd,image=disk2,create=1,size=64M".
 bool parse_lun_flag(const std::string &s, LunCfg *out, std::string *why)
 {
 	auto c1 = s.find(':');
@@ -217,7 +254,12 @@ bool parse_lun_flag(const std::string &s, LunCfg *out, std::string *why)
 			return false;
 		}
 		std::string k = kv.substr(0, eq), v = kv.substr(eq + 1);
+		if (std::string m = lun_key_misplaced(out->bs.kind, k); !m.empty()) {
+			*why = "--lun " + s + ": " + m;
+			return false;
+		}
 		bool b;
+		scsi::RbdConfig &rbd = out->bs.rbd;
 		if (k == "size") {
 			if (!parse_size(v, &out->bs.size)) {
 				*why = "--lun " + s + ": bad size " + v;
@@ -268,9 +310,38 @@ bool parse_lun_flag(const std::string &s, LunCfg *out, std::string *why)
 				return false;
 			}
 			out->bs.queue_depth = uint32_t(n);
+		} else if (k == "pool") {
+			rbd.pool = v;
+		} else if (k == "image") {
+			rbd.image = v;
+		} else if (k == "namespace") {
+			rbd.nspace = v;
+		} else if (k == "conf") {
+			rbd.conf = v;
+		} else if (k == "client") {
+			rbd.client = v;
+		} else if (k == "keyring") {
+			rbd.keyring = v;
+		} else if (k == "group") {
+			rbd.group = v;
+		} else if (k == "create") {
+			if (!parse_bool_word(v, &rbd.create)) {
+				*why = "--lun " + s + ": create is yes or no";
+				return false;
+			}
+		} else if (k == "timeout") {
+			uint64_t n;
+			if (!parse_uint(v, 1, 3600, &n)) {
+				*why = "--lun " + s + ": timeout is 1..3600 seconds, not " + v;
+				return false;
+			}
+			rbd.timeout_s = uint32_t(n);
 		} else {
-			*why = "--lun " + s + ": unknown key " + k +
-			       " (size, path, bs, pbs, ro, removable, direct, write_cache, qd)";
+			*why =
+			    "--lun " + s + ": unknown key " + k +
+			    " (size, path, bs, pbs, ro, removable, direct, write_cache, qd; rbd: "
+			    "pool, image, namespace, conf, client, keyring, group, create, "
+			    "timeout)";
 			return false;
 		}
 	}
@@ -425,12 +496,17 @@ private:
 
 bool load_lun(Reader &r, const toml::table &lt, const std::string &ctx, LunCfg *l)
 {
-	if (!r.known(lt, ctx,
-	             {"lun", "backstore", "path", "size", "block_size", "physical_block_size",
-	              "read_only", "removable", "direct", "write_cache", "queue_depth"}))
+	if (!r.known(lt, ctx, {"lun",         "backstore",   "path",
+	                       "size",        "block_size",  "physical_block_size",
+	                       "read_only",   "removable",   "direct",
+	                       "write_cache", "queue_depth", "pool",
+	                       "image",       "namespace",   "conf",
+	                       "client",      "keyring",     "group",
+	                       "create",      "timeout"}))
 		return false;
 	if (!lt.get("backstore"))
-		return r.fail(lt, ctx + "backstore: missing (ram, file, block or null)");
+		return r.fail(lt, ctx + "backstore: missing (ram, file, block, rbd or null)");
+	scsi::RbdConfig &rbd = l->bs.rbd;
 	if (!r.integer(lt, "lun", ctx, &l->lun, 0, 16383) ||
 	    !r.str(lt, "backstore", ctx, &l->bs.kind) || !r.str(lt, "path", ctx, &l->bs.path) ||
 	    !r.size(lt, "size", ctx, &l->bs.size) ||
@@ -440,8 +516,17 @@ bool load_lun(Reader &r, const toml::table &lt, const std::string &ctx, LunCfg *
 	    !r.boolean(lt, "removable", ctx, &l->removable) ||
 	    !r.boolean(lt, "direct", ctx, &l->bs.direct) ||
 	    !r.boolean(lt, "write_cache", ctx, &l->bs.write_cache) ||
-	    !r.integer(lt, "queue_depth", ctx, &l->bs.queue_depth, 1, 4096))
+	    !r.integer(lt, "queue_depth", ctx, &l->bs.queue_depth, 1, 4096) ||
+	    !r.str(lt, "pool", ctx, &rbd.pool) || !r.str(lt, "image", ctx, &rbd.image) ||
+	    !r.str(lt, "namespace", ctx, &rbd.nspace) || !r.str(lt, "conf", ctx, &rbd.conf) ||
+	    !r.str(lt, "client", ctx, &rbd.client) || !r.str(lt, "keyring", ctx, &rbd.keyring) ||
+	    !r.str(lt, "group", ctx, &rbd.group) || !r.boolean(lt, "create", ctx, &rbd.create) ||
+	    !r.integer(lt, "timeout", ctx, &rbd.timeout_s, 1, 3600))
 		return false;
+	// A key of another kind is named where it stands, not only as check_lun's value error.
+	for (auto &[k, v] : lt)
+		if (std::string m = lun_key_misplaced(l->bs.kind, std::string(k.str())); !m.empty())
+			return r.fail_at(k.source(), ctx + std::string(k.str()) + ": " + m);
 	l->bs.read_only = l->read_only;
 	std::string w;
 	if (!check_lun("", *l, &w))
@@ -711,9 +796,15 @@ void add_flags(CLI::App &app, Flags &f)
 	app.add_option("--target", f.target,
 	               "the target's iSCSI name (default iqn.2026-11.org.ulp:target)");
 	app.add_option("--lun", f.luns,
-	               "N:KIND[:key=value,...], KIND ram|file|block|null, keys size, path, bs, "
-	               "pbs, ro, removable, direct, write_cache, qd; e.g. 0:ram:size=1G or "
-	               "1:file:path=/srv/d.img,size=10G (repeatable)");
+	               "N:KIND[:key=value,...], KIND ram|file|block|rbd|null, keys size, path, "
+	               "bs, pbs, ro, removable, direct, write_cache, qd; rbd (a Ceph RBD image): "
+	               "pool, image (both required), namespace, conf (ceph.conf), client (id "
+	               "without client.), keyring, group (LUNs of a group share one Ceph "
+	               "client), create=1 (make the image, of size=, when missing), timeout "
+	               "(seconds, default 30), and size (default: the image's; else it must "
+	               "match), bs, pbs, ro, removable, qd; e.g. 0:ram:size=1G, "
+	               "1:file:path=/srv/d.img,size=10G or "
+	               "2:rbd:pool=rbd,image=disk2,create=1,size=64G (repeatable)");
 	app.add_option("--acl", f.acls, "an initiator name allowed in (repeatable; none: open)");
 	app.add_option("--chap", f.chap, "USER:SECRET the initiators must prove (CHAP)");
 	app.add_option("--mutual-chap", f.mutual_chap,
@@ -783,9 +874,50 @@ bool check_lun(const std::string &target, const LunCfg &l, std::string *why)
 		return false;
 	}
 	const std::string &k = l.bs.kind;
-	if (k != "ram" && k != "file" && k != "block" && k != "null") {
-		*why = who + "backstore must be ram, file, block or null, not \"" + k + "\"";
+	if (k != "ram" && k != "file" && k != "block" && k != "rbd" && k != "null") {
+		*why = who + "backstore must be ram, file, block, rbd or null, not \"" + k + "\"";
 		return false;
+	}
+	// What a request (the admin socket's) set that this kind has no use for: refused, not
+	// ignored, so that nobody believes a setting took effect.
+	const scsi::RbdConfig &rbd = l.bs.rbd;
+	const scsi::RbdConfig defaults{};
+	const std::pair<bool, const char *> given[] = {
+	    {!l.bs.path.empty(), "path"},
+	    {!l.bs.direct, "direct"},
+	    {!l.bs.write_cache, "write_cache"},
+	    {!rbd.pool.empty(), "pool"},
+	    {!rbd.image.empty(), "image"},
+	    {!rbd.nspace.empty(), "namespace"},
+	    {!rbd.conf.empty(), "conf"},
+	    {!rbd.client.empty(), "client"},
+	    {!rbd.keyring.empty(), "keyring"},
+	    {!rbd.group.empty(), "group"},
+	    {rbd.create, "create"},
+	    {rbd.timeout_s != defaults.timeout_s, "timeout"},
+	};
+	for (const auto &[set, key] : given)
+		if (std::string m = lun_key_misplaced(k, key); set && !m.empty()) {
+			*why = who + m;
+			return false;
+		}
+	if (k == "rbd") {
+		if (rbd.pool.empty()) {
+			*why = who + "an rbd backstore needs a pool (pool=NAME)";
+			return false;
+		}
+		if (rbd.image.empty()) {
+			*why = who + "an rbd backstore needs an image (image=NAME)";
+			return false;
+		}
+		if (rbd.create && l.bs.size == 0) {
+			*why = who + "create needs a size: the image's, e.g. size=64G";
+			return false;
+		}
+		if (rbd.timeout_s < 1 || rbd.timeout_s > 3600) {
+			*why = who + "timeout must be 1..3600 seconds";
+			return false;
+		}
 	}
 	if ((k == "file" || k == "block") && l.bs.path.empty()) {
 		*why = who + "a " + k + " backstore needs a path";

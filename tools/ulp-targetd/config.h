@@ -66,7 +66,7 @@
 //   allow_target_reset = false          # TARGET WARM/COLD RESET from any initiator
 //     [[target.lun]]
 //     lun = 0
-//     backstore = "file"                # ram | file | block | null
+//     backstore = "file"                # ram | file | block | rbd | null
 //     path = "/srv/disk1.img"
 //     size = "10G"                      # bytes, or with K M G T (powers of 1024); file:
 //                                       # created or extended to it at start; on SIGHUP
@@ -77,8 +77,28 @@
 //     removable = false                 # a removable medium (START STOP UNIT ejects it)
 //     read_only = false
 //     direct = true                     # O_DIRECT where aligned (file, block)
-//     write_cache = true
-//     queue_depth = 64                  # backstore requests at once (file, block)
+//     write_cache = true                # report a volatile cache (file, block)
+//     queue_depth = 64                  # backstore requests at once
+//     [[target.lun]]                    # a Ceph RBD image through librbd (scsi/bs_rbd.cc)
+//     lun = 1
+//     backstore = "rbd"
+//     pool = "rbd"                      # required
+//     image = "disk1"                   # required
+//     namespace = "gw1"                 # a RADOS namespace of the pool; "": the default
+//     conf = "/etc/ceph/ceph.conf"      # "": librados' search ($CEPH_CONF, /etc/ceph)
+//     client = "ulp-gw"                 # the Ceph client id without "client."; "": admin
+//     keyring = "/etc/ceph/ceph.client.ulp-gw.keyring"  # "": what ceph.conf names
+//     group = "default"                 # LUNs of a group share one Ceph client, the
+//                                       # identity Ceph fences; they must name the same
+//                                       # conf, client and keyring ("": "default")
+//     create = false                    # make the image, of size bytes, when missing
+//     timeout = 30                      # seconds (1..3600): connecting at start, then
+//                                       # each OSD operation before it fails
+//     size = "64G"                      # optional: absent or 0, the image's size; else
+//                                       # it must be the image's (or the one to create)
+//   rbd LUNs take block_size, physical_block_size, read_only, removable and queue_depth
+//   too, but not path, direct or write_cache (no O_DIRECT, no volatile cache: librbd's
+//   cache is off); the rbd keys belong to rbd LUNs only. Either mistake is an error.
 //
 // Every key is checked: a key this list does not name, or a value of the wrong type, is an
 // error naming the file, line and column ("/etc/ulp-targetd.toml:12:1: target.lun.sise:
@@ -220,6 +240,10 @@ struct Config {
 bool check_target(const TargetCfg &t, std::string *why);
 bool check_lun(const std::string &target, const LunCfg &l, std::string *why);
 bool check_chap(const ulp::iscsi::ChapSecret &s, std::string *why);
+// "" when a LUN of backstore kind may be given key (a --lun key, a [[target.lun]] key, a
+// lun_create parameter), else why not: rbd's keys (pool, image, ...) are rbd LUNs' only,
+// and path, direct and write_cache (file and block keys) are not rbd's.
+std::string lun_key_misplaced(const std::string &kind, const std::string &key);
 // A cpulist ("0-3,8"; "" is none) into CPUs in order; false and why when malformed or
 // naming a CPU this machine does not have.
 bool parse_cpu_list(const std::string &s, std::vector<int> *out, std::string *why);

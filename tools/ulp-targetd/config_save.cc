@@ -142,14 +142,36 @@ std::string to_toml(const Config &c)
 			lt.insert("backstore", l.bs.kind);
 			if (!l.bs.path.empty())
 				lt.insert("path", l.bs.path);
+			const bool rbd = l.bs.kind == "rbd";
+			if (rbd) {
+				// An empty string is librados' own default: left out, as the
+				// file would have it.
+				const scsi::RbdConfig &r = l.bs.rbd;
+				lt.insert("pool", r.pool);
+				if (!r.nspace.empty())
+					lt.insert("namespace", r.nspace);
+				lt.insert("image", r.image);
+				const std::pair<const char *, const std::string *> opt[] = {
+				    {"conf", &r.conf},
+				    {"client", &r.client},
+				    {"keyring", &r.keyring},
+				    {"group", &r.group}};
+				for (const auto &[k, v] : opt)
+					if (!v->empty())
+						lt.insert(k, *v);
+				lt.insert("create", r.create);
+				lt.insert("timeout", int64_t(r.timeout_s));
+			}
 			lt.insert("size", int64_t(l.bs.size));
 			lt.insert("block_size", int64_t(l.bs.block_size));
 			if (l.physical_block_size)
 				lt.insert("physical_block_size", int64_t(l.physical_block_size));
 			lt.insert("read_only", l.read_only);
 			lt.insert("removable", l.removable);
-			lt.insert("direct", l.bs.direct);
-			lt.insert("write_cache", l.bs.write_cache);
+			if (!rbd) { // keys rbd refuses (check_lun)
+				lt.insert("direct", l.bs.direct);
+				lt.insert("write_cache", l.bs.write_cache);
+			}
 			lt.insert("queue_depth", int64_t(l.bs.queue_depth));
 			luns.push_back(std::move(lt));
 		}

@@ -427,6 +427,15 @@ int Daemon::start(std::string *why)
 	try {
 		for (const TargetCfg &t : cfg_.targets)
 			targets_.push_back(make_target(t));
+	} catch (const MethodError &e) {
+		*why = e.message;
+		// Storage the configuration names that is not there (no such file, pool or
+		// image), or that does not match it, is not mended by starting again: exit
+		// status 2, which the unit does not restart. Anything else (a cluster that does
+		// not answer yet, an I/O error) may pass: 1, restarted.
+		return e.code == -ENOENT || e.code == -EINVAL ? 2 : 1;
+	}
+	try {
 		iscsi::target::TargetConfig tc;
 		tc.prefs = cfg_.prefs;
 		tc.cmd_window = cfg_.cmd_window;

@@ -70,7 +70,8 @@ public:
 	Daemon &operator=(const Daemon &) = delete;
 
 	// Make the configuration real, listen on every portal, start the admin socket; READY=1
-	// to systemd once all of it listens. 0, or the exit status (1) with *why.
+	// to systemd once all of it listens. 0, or the exit status with *why: 2 when a LUN's
+	// storage is missing or does not match its configuration, else 1.
 	int start(std::string *why);
 	// Until SIGINT or SIGTERM; SIGHUP: reload() and rescan_all(). Then shutdown().
 	void run();

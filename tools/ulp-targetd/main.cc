@@ -17,14 +17,14 @@
 // initiator writes to log in. The iSER and SRP portals share the provider set-up (the
 // verbs device, or one soft device per address).
 //
-// SIGHUP re-reads the size of every LUN's storage (a file's length, a block device's
-// size; ram and null LUNs cannot change from outside and stay as they are) and applies a
-// change in whole blocks, growing or shrinking: the LUN's initiators get UNIT ATTENTION,
-// CAPACITY DATA HAS CHANGED (Linux then re-reads the capacity). One log line per LUN:
-// "capacity OLD -> NEW blocks", "no capacity change", or why it stayed. So an administrator
-// grows a LUN with `truncate -s +1G lun.img` (or by growing the device) and `kill -HUP`.
-// With SRP portals, SIGHUP (and the shutdown) also logs the SRP target's counters ("SRP
-// stats: logins N ... ext_tables N ...").
+// SIGHUP re-reads the size of every LUN's storage (a file's length, a block device's or an
+// rbd image's size; ram and null LUNs cannot change from outside and stay as they are) and
+// applies a change in whole blocks, growing or shrinking: the LUN's initiators get UNIT
+// ATTENTION, CAPACITY DATA HAS CHANGED (Linux then re-reads the capacity). One log line per
+// LUN: "capacity OLD -> NEW blocks", "no capacity change", or why it stayed. So an
+// administrator grows a LUN with `truncate -s +1G lun.img` (or by growing the device) and
+// `kill -HUP`. With SRP portals, SIGHUP (and the shutdown) also logs the SRP target's
+// counters ("SRP stats: logins N ... ext_tables N ...").
 //
 // Started with --config, SIGHUP first re-reads that file and applies the difference
 // (reload.cc): targets, LUNs, ACLs, CHAP and portals added, changed or removed, as the admin
@@ -49,23 +49,26 @@ int main(int argc, char **argv)
 {
 	CLI::App app{
 	    "ulp-targetd: an iSCSI (TCP and iSER) and SRP target serving LUNs from RAM, files, "
-	    "block devices or nothing (null), with the ulp SCSI target core."};
+	    "block devices, Ceph RBD images or nothing (null), with the ulp SCSI target core."};
 	app.footer(
 	    "Signals: SIGINT, SIGTERM: log every session out (bounded), flush, exit.\n"
 	    "SIGHUP: with --config, re-read the file and apply the difference (targets, LUNs, "
 	    "ACLs, CHAP, portals; a file with an error changes nothing and the error names its "
 	    "line and column); then log the SRP target's counters (with SRP portals) and re-read "
-	    "every LUN's storage size - a file's length, a block device's size "
-	    "(ram and null LUNs stay as they are) - and apply a change in whole blocks, growing "
-	    "or shrinking; initiators get UNIT ATTENTION, CAPACITY DATA HAS CHANGED, and a log "
-	    "line per LUN says OLD -> NEW blocks or no capacity change. E.g. `truncate -s +1G "
-	    "lun.img; kill -HUP <pid>`. A file LUN's size= is where it starts: it follows the file "
-	    "from the first SIGHUP on, also below size=.\n"
+	    "every LUN's storage size - a file's length, a block device's or an rbd image's "
+	    "size (ram and null LUNs stay as they are) - and apply a change in whole blocks, "
+	    "growing or shrinking; initiators get UNIT ATTENTION, CAPACITY DATA HAS CHANGED, "
+	    "and a log line per LUN says OLD -> NEW blocks or no capacity change. E.g. "
+	    "`truncate -s +1G lun.img; kill -HUP <pid>`. A file LUN's size= is where it starts: "
+	    "it follows the file from the first SIGHUP on, also below size=.\n"
 	    "Persistent reservations: those an initiator registers with APTPL 1 are written to "
 	    "--state-dir (a file per LUN) before the command completes, and are there again "
 	    "after a restart or a crash. A state file found damaged or of another LUN stops the "
 	    "start with its name; moving it aside starts that LUN without its reservations.\n"
 	    "Administration while it runs: --admin-socket PATH, then `ulpctl --socket PATH show`.\n"
+	    "Exit status: 0 after SIGINT or SIGTERM; 2 a configuration error, a LUN's storage "
+	    "missing (no such file, pool or image) or not matching it included; 1 any other "
+	    "failure to start.\n"
 	    "Statistics: `ulpctl stats` (--json, --prometheus), or --metrics-http 9261 for a "
 	    "Prometheus scrape of GET http://127.0.0.1:9261/metrics (off by default).");
 	targetd::Flags f;
@@ -98,9 +101,9 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	targetd::Daemon d(f, std::move(cfg));
-	if (d.start(&why) != 0) {
+	if (int rc = d.start(&why); rc != 0) {
 		std::fprintf(stderr, "ulp-targetd: %s\n", why.c_str());
-		return 1;
+		return rc;
 	}
 	d.run();
 	return 0;

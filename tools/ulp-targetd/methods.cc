@@ -136,25 +136,50 @@ void add_methods(Daemon &d, admin::Methods &m)
 		       return out;
 	       }});
 	m.add({"lun_create",
-	       "a new LUN on a target, with its backstore (ram, file, block, null); sessions "
-	       "that see the target hear REPORTED LUNS DATA HAS CHANGED",
+	       "a new LUN on a target, with its backstore (ram, file, block, rbd, null); "
+	       "sessions that see the target hear REPORTED LUNS DATA HAS CHANGED",
 	       {target_param(),
 	        {"lun", ParamType::Uint, true, 0, 16383},
-	        {"backstore", ParamType::String, true, 0, UINT64_MAX, "ram | file | block | null"},
+	        {"backstore", ParamType::String, true, 0, UINT64_MAX,
+	         "ram | file | block | rbd | null"},
 	        {"size", ParamType::Size, false, 0, UINT64_MAX,
-	         "bytes, or \"32M\" (ram, null: required; file: created or extended to it)"},
+	         "bytes, or \"32M\" (ram, null: required; file: created or extended to it; "
+	         "rbd: the image's (default), or its size to create)"},
 	        {"path", ParamType::String, false, 0, UINT64_MAX, "file or block device"},
 	        {"block_size", ParamType::Uint, false, 512, 65536},
 	        {"physical_block_size", ParamType::Uint, false, 0, 1u << 31},
 	        {"read_only", ParamType::Bool},
 	        {"removable", ParamType::Bool},
-	        {"direct", ParamType::Bool},
-	        {"write_cache", ParamType::Bool},
-	        {"queue_depth", ParamType::Uint, false, 1, 4096}},
+	        {"direct", ParamType::Bool, false, 0, UINT64_MAX, "file, block"},
+	        {"write_cache", ParamType::Bool, false, 0, UINT64_MAX, "file, block"},
+	        {"queue_depth", ParamType::Uint, false, 1, 4096},
+	        {"pool", ParamType::String, false, 0, UINT64_MAX, "rbd: the image's pool"},
+	        {"image", ParamType::String, false, 0, UINT64_MAX, "rbd: the image"},
+	        {"namespace", ParamType::String, false, 0, UINT64_MAX,
+	         "rbd: a RADOS namespace (default: none)"},
+	        {"conf", ParamType::String, false, 0, UINT64_MAX,
+	         "rbd: ceph.conf (default: librados' search)"},
+	        {"client", ParamType::String, false, 0, UINT64_MAX,
+	         "rbd: the Ceph client id, without client. (default admin)"},
+	        {"keyring", ParamType::String, false, 0, UINT64_MAX,
+	         "rbd: the keyring (default: ceph.conf's)"},
+	        {"group", ParamType::String, false, 0, UINT64_MAX,
+	         "rbd: LUNs of a group share one Ceph client (default \"default\")"},
+	        {"create", ParamType::Bool, false, 0, UINT64_MAX,
+	         "rbd: create the image, of size bytes, when missing"},
+	        {"timeout", ParamType::Uint, false, 1, 3600,
+	         "rbd: seconds to connect, and for each OSD operation (default 30)"}},
 	       [&d](const json &p, const Caller &c) -> json {
 		       LunCfg l;
 		       l.lun = admin::param_uint(p, "lun", 0);
 		       l.bs.kind = admin::param_str(p, "backstore");
+		       // A parameter of another kind is refused even at its default value, as
+		       // the --lun flag and the file refuse the key.
+		       for (const auto &[k, v] : p.items())
+			       if (std::string m = lun_key_misplaced(l.bs.kind, k); !m.empty())
+				       throw MethodError{
+				           -EINVAL, "target " + admin::param_str(p, "target") +
+				                        " LUN " + std::to_string(l.lun) + ": " + m};
 		       l.bs.size = admin::param_size(p, "size", 0);
 		       l.bs.path = admin::param_str(p, "path");
 		       l.bs.block_size = uint32_t(admin::param_uint(p, "block_size", 512));
@@ -166,6 +191,16 @@ void add_methods(Daemon &d, admin::Methods &m)
 		       l.bs.direct = admin::param_bool(p, "direct", true);
 		       l.bs.write_cache = admin::param_bool(p, "write_cache", true);
 		       l.bs.queue_depth = uint32_t(admin::param_uint(p, "queue_depth", 64));
+		       scsi::RbdConfig &r = l.bs.rbd;
+		       r.pool = admin::param_str(p, "pool");
+		       r.image = admin::param_str(p, "image");
+		       r.nspace = admin::param_str(p, "namespace");
+		       r.conf = admin::param_str(p, "conf");
+		       r.client = admin::param_str(p, "client");
+		       r.keyring = admin::param_str(p, "keyring");
+		       r.group = admin::param_str(p, "group");
+		       r.create = admin::param_bool(p, "create", false);
+		       r.timeout_s = uint32_t(admin::param_uint(p, "timeout", r.timeout_s));
 		       const std::string t = admin::param_str(p, "target");
 		       d.lun_create(t, l, c.who);
 		       return {{"target", t}, {"lun", l.lun}};
@@ -183,8 +218,8 @@ void add_methods(Daemon &d, admin::Methods &m)
 		                           ms(p, "timeout_ms", 10000), c.who);
 	       }});
 	m.add({"lun_resize",
-	       "set a LUN's capacity (ram, null: its size; file: the file is grown or cut); "
-	       "initiators hear CAPACITY DATA HAS CHANGED",
+	       "set a LUN's capacity (ram, null: its size; file: the file is grown or cut; rbd: "
+	       "the image is resized); initiators hear CAPACITY DATA HAS CHANGED",
 	       {target_param(),
 	        {"lun", ParamType::Uint, true, 0, 16383},
 	        {"size", ParamType::Size, true}},
@@ -194,7 +229,8 @@ void add_methods(Daemon &d, admin::Methods &m)
 		                           admin::param_size(p, "size", 0), c.who);
 	       }});
 	m.add({"lun_rescan",
-	       "re-read a LUN's storage size (a file's length, a block device's size) and apply it",
+	       "re-read a LUN's storage size (a file's length, a block device's or an rbd "
+	       "image's size) and apply it",
 	       {target_param(), {"lun", ParamType::Uint, false, 0, 16383, "default: every LUN"}},
 	       [&d](const json &p, const Caller &) {
 		       return d.lun_rescan(

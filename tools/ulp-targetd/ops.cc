@@ -29,6 +29,17 @@ const char *digest_str(iscsi::Digest d)
 	return d == iscsi::Digest::Crc32c ? "CRC32C" : "None";
 }
 
+// Where a LUN's blocks are, for log lines: a path, "POOL/[NAMESPACE/]IMAGE", or "".
+std::string lun_storage(const LunCfg &l)
+{
+	if (l.bs.kind != "rbd")
+		return l.bs.path;
+	const scsi::RbdConfig &r = l.bs.rbd;
+	return r.pool + "/" + (r.nspace.empty() ? "" : r.nspace + "/") + r.image;
+}
+
+// The LUN under lun_create's parameter names, plus what the running LU says; the keys of
+// its kind only (rbd's, or path, direct and write_cache), as the file has them.
 json lun_json(const LunCfg &l, const scsi::LogicalUnit *lu)
 {
 	json j = {{"lun", l.lun},
@@ -36,9 +47,26 @@ json lun_json(const LunCfg &l, const scsi::LogicalUnit *lu)
 	          {"block_size", l.bs.block_size},
 	          {"read_only", l.read_only},
 	          {"removable", l.removable},
-	          {"direct", l.bs.direct},
-	          {"write_cache", l.bs.write_cache},
 	          {"queue_depth", l.bs.queue_depth}};
+	if (l.bs.kind == "rbd") {
+		const scsi::RbdConfig &r = l.bs.rbd;
+		j["pool"] = r.pool;
+		j["image"] = r.image;
+		j["create"] = r.create;
+		j["timeout"] = r.timeout_s;
+		const std::pair<const char *, const std::string *> opt[] = {
+		    {"namespace", &r.nspace},
+		    {"conf", &r.conf},
+		    {"client", &r.client},
+		    {"keyring", &r.keyring},
+		    {"group", &r.group}};
+		for (const auto &[k, v] : opt)
+			if (!v->empty())
+				j[k] = *v;
+	} else {
+		j["direct"] = l.bs.direct;
+		j["write_cache"] = l.bs.write_cache;
+	}
 	if (!l.bs.path.empty())
 		j["path"] = l.bs.path;
 	if (l.physical_block_size)
@@ -423,8 +451,8 @@ void Daemon::lun_create(const std::string &target, const LunCfg &l, const std::s
 		if (int rc = tpg->add_lun(l.lun, *lu); rc != 0)
 			fail(rc, "add LUN " + std::to_string(l.lun) + ": " + std::strerror(-rc));
 	log_change(who, "target " + target + " LUN " + std::to_string(l.lun) + " created (" +
-	                    l.bs.kind + (l.bs.path.empty() ? "" : " " + l.bs.path) + ", " +
-	                    std::to_string(lu->bs().size()) + " bytes)");
+	                    l.bs.kind + (lun_storage(l).empty() ? "" : " " + lun_storage(l)) +
+	                    ", " + std::to_string(lu->bs().size()) + " bytes)");
 	t.lus[l.lun] = std::move(lu);
 	t.cfg.luns.push_back(l);
 	std::sort(t.cfg.luns.begin(), t.cfg.luns.end(),
@@ -738,14 +766,31 @@ json Daemon::save(const std::string &path, const std::string &who)
 		fail(-EINVAL, "no configuration file to save to (the daemon was started without "
 		              "--config): give a path");
 	// A file LUN's size is where it starts: save what it is now (it may have been grown
-	// and rescanned), so that a restart does not extend or cut it back.
+	// and rescanned), so that a restart does not extend or cut it back. An rbd LUN's size,
+	// when given, must be the image's at the next start: the image's now, unrounded (it
+	// may have been grown outside and rescanned); 0 (the image's, whatever it is) stays.
 	Config c = cfg_;
 	for (TargetCfg &tc : c.targets)
 		if (TargetRt *t = find_target(tc.name))
-			for (LunCfg &l : tc.luns)
-				if (auto it = t->lus.find(l.lun);
-				    it != t->lus.end() && l.bs.kind == "file")
-					l.bs.size = it->second->bs().size();
+			for (LunCfg &l : tc.luns) {
+				auto it = t->lus.find(l.lun);
+				if (it == t->lus.end())
+					continue;
+				scsi::Backstore &bs = it->second->bs();
+				uint64_t now = 0;
+				std::string w;
+				if (l.bs.kind == "file") {
+					l.bs.size = bs.size();
+				} else if (l.bs.kind == "rbd" && l.bs.size) {
+					if (bs.storage_size(&now, &w) == 0)
+						l.bs.size = now;
+					else
+						ULP_LOG(Warn, Tool,
+						        "save: target {} LUN {}: {}; saving its "
+						        "configured size",
+						        tc.name, l.lun, w);
+				}
+			}
 	std::string why;
 	if (int rc = save_config(c, to, &why); rc != 0)
 		fail(rc, why);

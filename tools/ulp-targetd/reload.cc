@@ -25,9 +25,17 @@ using admin::MethodError;
 namespace
 {
 
+bool same_rbd(const scsi::RbdConfig &a, const scsi::RbdConfig &b)
+{
+	return a.pool == b.pool && a.nspace == b.nspace && a.image == b.image && a.conf == b.conf &&
+	       a.client == b.client && a.keyring == b.keyring && a.group == b.group &&
+	       a.create == b.create && a.timeout_s == b.timeout_s;
+}
+
+// A LUN whose storage or the way it is opened changed is made again; a size alone is resized.
 bool same_lun_but_size(const LunCfg &a, const LunCfg &b)
 {
-	return a.bs.kind == b.bs.kind && a.bs.path == b.bs.path &&
+	return a.bs.kind == b.bs.kind && a.bs.path == b.bs.path && same_rbd(a.bs.rbd, b.bs.rbd) &&
 	       a.bs.block_size == b.bs.block_size &&
 	       a.physical_block_size == b.physical_block_size && a.read_only == b.read_only &&
 	       a.removable == b.removable && a.bs.direct == b.bs.direct &&

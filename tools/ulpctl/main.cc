@@ -6,6 +6,7 @@
 //   ulpctl show                      portals, targets, LUNs, ACLs, the SRP target port
 //   ulpctl session list              who is logged in, how, and what is in flight
 //   ulpctl lun create --target IQN --lun 1 --backstore ram --size 32M
+//   ulpctl lun create -t IQN -l 2 -b rbd --pool rbd --image disk2 --create --size 64G
 //   ulpctl session logout iscsi:3
 //   ulpctl save
 //
@@ -79,6 +80,15 @@ void table(const std::vector<std::string> &head, const std::vector<std::vector<s
 		line(r);
 }
 
+// Where a LUN's blocks are: its path, or an rbd image as POOL/[NAMESPACE/]IMAGE.
+std::string where(const json &l)
+{
+	if (l.contains("image"))
+		return str(l["pool"]) + "/" +
+		       (l.contains("namespace") ? str(l["namespace"]) + "/" : "") + str(l["image"]);
+	return l.contains("path") ? str(l["path"]) : "";
+}
+
 void print_show(const json &r)
 {
 	std::cout << "ulp-targetd"
@@ -101,8 +111,8 @@ void print_show(const json &r)
 		std::cout << "   |  o- luns\n";
 		for (const json &l : t["luns"]) {
 			std::string d = str(l["backstore"]);
-			if (l.contains("path"))
-				d += " " + str(l["path"]);
+			if (!where(l).empty())
+				d += " " + where(l);
 			d += " " + human_size(l["size"].get<uint64_t>());
 			if (l.contains("blocks"))
 				d += " (" + std::to_string(l["blocks"].get<uint64_t>()) +
@@ -275,7 +285,10 @@ int main(int argc, char **argv)
 	    "  target list|create|delete, lun list|create|delete|resize|rescan,\n"
 	    "  acl list|add|delete, chap set|clear, srp-acl add|delete,\n"
 	    "  portal list|create|delete, session list|logout|drop, connection drop,\n"
-	    "  log get|set.  `ulpctl NOUN VERB --help` for each.");
+	    "  log get|set.  `ulpctl NOUN VERB --help` for each.\n"
+	    "A Ceph RBD image as a LUN: ulpctl lun create -t IQN -l 2 -b rbd --pool rbd "
+	    "--image disk2\n"
+	    "  [--conf /etc/ceph/ceph.conf --client ID --keyring FILE] [--create --size 64G].");
 
 	std::string method;
 	json params = json::object();
@@ -370,6 +383,10 @@ int main(int argc, char **argv)
 	std::string l_target, l_bs, l_size, l_path;
 	uint64_t l_lun = 0, l_bsize = 512, l_pbs = 0, l_qd = 64;
 	bool l_ro = false, l_rm = false, l_nodirect = false, l_nowc = false;
+	// rbd: the image and the Ceph client that opens it (lun_create's parameters)
+	std::string r_pool, r_image, r_ns, r_conf, r_client, r_keyring, r_group;
+	bool r_create = false;
+	uint64_t r_timeout = 0; // seconds; 0: the daemon's default
 	auto *ll = lun->add_subcommand("list", "LUNs of a target (or all)");
 	ll->add_option("--target,-t", l_target);
 	ll->callback([&] {
@@ -380,8 +397,10 @@ int main(int argc, char **argv)
 	auto *lc = lun->add_subcommand("create", "a new LUN with its backstore");
 	lc->add_option("--target,-t", l_target)->required();
 	lc->add_option("--lun,-l", l_lun)->required();
-	lc->add_option("--backstore,-b", l_bs, "ram | file | block | null")->required();
-	lc->add_option("--size", l_size, "bytes, or 32M, 10G");
+	lc->add_option("--backstore,-b", l_bs, "ram | file | block | rbd | null")->required();
+	lc->add_option("--size", l_size,
+	               "bytes, or 32M, 10G (rbd: default the image's; else it must match, or is "
+	               "the size --create makes)");
 	lc->add_option("--path", l_path, "file or block device");
 	lc->add_option("--block-size", l_bsize, "logical block (default 512)");
 	lc->add_option("--physical-block-size", l_pbs);
@@ -390,6 +409,19 @@ int main(int argc, char **argv)
 	lc->add_flag("--no-direct", l_nodirect, "no O_DIRECT (file, block)");
 	lc->add_flag("--no-write-cache", l_nowc, "report no volatile cache");
 	lc->add_option("--queue-depth", l_qd);
+	lc->add_option("--pool", r_pool, "rbd: the image's pool (required)");
+	lc->add_option("--image", r_image, "rbd: the image's name (required)");
+	lc->add_option("--namespace", r_ns, "rbd: a RADOS namespace in the pool");
+	lc->add_option("--conf", r_conf, "rbd: ceph.conf (default: $CEPH_CONF, /etc/ceph)");
+	lc->add_option("--client", r_client,
+	               "rbd: the Ceph client id, without client. (default admin)");
+	lc->add_option("--keyring", r_keyring, "rbd: the client's keyring (default: ceph.conf's)");
+	lc->add_option("--group", r_group,
+	               "rbd: LUNs of a group share one Ceph client, the identity Ceph fences "
+	               "(default \"default\")");
+	lc->add_flag("--create", r_create, "rbd: create the image, of --size, when it is missing");
+	lc->add_option("--rbd-timeout", r_timeout,
+	               "rbd: seconds to connect, and for each OSD operation (default 30)");
 	lc->callback([&] {
 		method = "lun_create";
 		set("target", l_target);
@@ -404,9 +436,23 @@ int main(int argc, char **argv)
 			set("physical_block_size", l_pbs);
 		set("read_only", l_ro);
 		set("removable", l_rm);
-		set("direct", !l_nodirect);
-		set("write_cache", !l_nowc);
+		// Only when asked: rbd takes neither (the daemon refuses them).
+		if (l_nodirect)
+			set("direct", false);
+		if (l_nowc)
+			set("write_cache", false);
 		set("queue_depth", l_qd);
+		const std::pair<const char *, const std::string *> rbd[] = {
+		    {"pool", &r_pool},  {"image", &r_image},   {"namespace", &r_ns},
+		    {"conf", &r_conf},  {"client", &r_client}, {"keyring", &r_keyring},
+		    {"group", &r_group}};
+		for (const auto &[k, v] : rbd)
+			if (!v->empty())
+				set(k, *v);
+		if (r_create)
+			set("create", true);
+		if (r_timeout)
+			set("timeout", r_timeout);
 	});
 	uint64_t lun_grace = 5000, lun_timeout = 10000;
 	auto *ld = lun->add_subcommand("delete",
@@ -599,11 +645,10 @@ int main(int argc, char **argv)
 		std::vector<std::vector<std::string>> rows;
 		for (const json &l : r)
 			rows.push_back({str(l["target"]), std::to_string(l["lun"].get<uint64_t>()),
-			                str(l["backstore"]),
-			                l.contains("path") ? str(l["path"]) : "-",
+			                str(l["backstore"]), where(l).empty() ? "-" : where(l),
 			                human_size(l["size"].get<uint64_t>()),
 			                std::to_string(l["block_size"].get<uint64_t>())});
-		table({"TARGET", "LUN", "BACKSTORE", "PATH", "SIZE", "BLOCK"}, rows);
+		table({"TARGET", "LUN", "BACKSTORE", "PATH/IMAGE", "SIZE", "BLOCK"}, rows);
 	} else if (method == "portal_list") {
 		std::vector<std::vector<std::string>> rows;
 		for (const json &p : r)

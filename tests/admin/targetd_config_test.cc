@@ -1,0 +1,330 @@
+// SPDX-License-Identifier: MIT
+// tests/admin/targetd_config_test.cc - ulp-targetd's configuration in process
+// (tools/ulp-targetd/config.h), nothing started or opened: rbd LUNs from --lun flags, from
+// the TOML file and from a request's values (check_lun), the forms accepted and the
+// mistakes refused with what names them; and a file with rbd, file and ram LUNs written by
+// to_toml (what `ulpctl save` writes) and read back to the same configuration.
+#include "tools/ulp-targetd/config.h"
+
+#include <gtest/gtest.h>
+#include <toml++/toml.h>
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace targetd
+{
+namespace
+{
+
+constexpr char kIqn[] = "iqn.2026-11.org.ulp:config";
+
+// A scratch directory for the files, removed with them.
+struct Scratch {
+	std::string path;
+	Scratch()
+	{
+		char t[] = "/tmp/ulp-config-test-XXXXXX";
+		if (::mkdtemp(t))
+			path = t;
+	}
+	~Scratch()
+	{
+		if (!path.empty())
+			std::filesystem::remove_all(path);
+	}
+	Scratch(const Scratch &) = delete;
+	Scratch &operator=(const Scratch &) = delete;
+	std::string write(const std::string &name, const std::string &text) const
+	{
+		const std::string f = path + "/" + name;
+		std::ofstream(f) << text;
+		return f;
+	}
+};
+
+// The flags' one target from --lun values; false with *why as the daemon would print it.
+bool from_flags(const std::vector<std::string> &luns, Config *c, std::string *why)
+{
+	Flags f;
+	f.target = kIqn;
+	f.luns = luns;
+	return build_config(f, c, why);
+}
+
+// A [[target]] holding lun_body as its one [[target.lun]].
+std::string one_lun_file(const std::string &lun_body)
+{
+	return std::string("[[target]]\nname = \"") + kIqn + "\"\n  [[target.lun]]\n" + lun_body;
+}
+
+TEST(TargetdConfig, RbdLunFlagsAccepted)
+{
+	Config c;
+	std::string why;
+	ASSERT_TRUE(from_flags(
+	    {"0:rbd:pool=rbd,image=disk0",
+	     "1:rbd:pool=p1,image=img1,namespace=ns1,conf=/etc/ceph/x.conf,client=ulp-gw,"
+	     "keyring=/etc/ceph/gw.keyring,group=g1,create=1,size=64M,timeout=7,ro=1,qd=8,"
+	     "bs=4096,pbs=8192,removable=yes"},
+	    &c, &why))
+	    << why;
+	ASSERT_EQ(c.targets.size(), 1u);
+	ASSERT_EQ(c.targets[0].luns.size(), 2u);
+	const LunCfg &a = c.targets[0].luns[0];
+	EXPECT_EQ(a.bs.kind, "rbd");
+	EXPECT_EQ(a.bs.rbd.pool, "rbd");
+	EXPECT_EQ(a.bs.rbd.image, "disk0");
+	EXPECT_EQ(a.bs.size, 0u) << "no size: the image's";
+	EXPECT_FALSE(a.bs.rbd.create);
+	EXPECT_EQ(a.bs.rbd.timeout_s, 30u);
+	EXPECT_TRUE(a.bs.rbd.nspace.empty() && a.bs.rbd.conf.empty() && a.bs.rbd.client.empty() &&
+	            a.bs.rbd.keyring.empty() && a.bs.rbd.group.empty());
+	const LunCfg &b = c.targets[0].luns[1];
+	EXPECT_EQ(b.lun, 1u);
+	EXPECT_EQ(b.bs.rbd.pool, "p1");
+	EXPECT_EQ(b.bs.rbd.image, "img1");
+	EXPECT_EQ(b.bs.rbd.nspace, "ns1");
+	EXPECT_EQ(b.bs.rbd.conf, "/etc/ceph/x.conf");
+	EXPECT_EQ(b.bs.rbd.client, "ulp-gw");
+	EXPECT_EQ(b.bs.rbd.keyring, "/etc/ceph/gw.keyring");
+	EXPECT_EQ(b.bs.rbd.group, "g1");
+	EXPECT_TRUE(b.bs.rbd.create);
+	EXPECT_EQ(b.bs.size, 64u << 20);
+	EXPECT_EQ(b.bs.rbd.timeout_s, 7u);
+	EXPECT_TRUE(b.read_only);
+	EXPECT_TRUE(b.bs.read_only) << "the backstore opens the image read-only";
+	EXPECT_EQ(b.bs.queue_depth, 8u);
+	EXPECT_EQ(b.bs.block_size, 4096u);
+	EXPECT_EQ(b.physical_block_size, 8192u);
+	EXPECT_TRUE(b.removable);
+	EXPECT_TRUE(b.bs.path.empty());
+}
+
+TEST(TargetdConfig, RbdLunFlagsRefusedWithWhy)
+{
+	struct Case {
+		const char *lun;  // the --lun value
+		const char *want; // in the message
+	} cases[] = {
+	    {"0:rbd:image=disk0", "LUN 0: an rbd backstore needs a pool (pool=NAME)"},
+	    {"0:rbd:pool=rbd", "LUN 0: an rbd backstore needs an image (image=NAME)"},
+	    {"0:rbd", "needs a pool"},
+	    {"0:rbd:pool=rbd,image=i,path=/srv/x.img", "path is a file and block key"},
+	    {"0:rbd:pool=rbd,image=i,direct=1", "direct is a file and block key"},
+	    {"0:rbd:pool=rbd,image=i,write_cache=0", "write_cache is a file and block key"},
+	    {"0:rbd:pool=rbd,image=i,wc=1", "wc is a file and block key"},
+	    {"0:ram:size=1M,pool=rbd", "pool is an rbd key"},
+	    {"0:file:path=/srv/x.img,image=disk0", "image is an rbd key"},
+	    {"0:block:path=/dev/sdx,timeout=5", "timeout is an rbd key"},
+	    {"0:null:size=1M,create=1", "create is an rbd key"},
+	    {"0:rbd:pool=rbd,image=i,create=1", "create needs a size"},
+	    {"0:rbd:pool=rbd,image=i,create=maybe", "create is yes or no"},
+	    {"0:rbd:pool=rbd,image=i,timeout=0", "timeout is 1..3600 seconds, not 0"},
+	    {"0:rbd:pool=rbd,image=i,timeout=3601", "timeout is 1..3600 seconds"},
+	    {"0:rbd:pool=rbd,image=i,timeout=5s", "timeout is 1..3600 seconds, not 5s"},
+	    {"0:rbd:pool=rbd,image=i,size=lots", "bad size lots"},
+	    {"0:rbd:pool=rbd,imgae=i", "unknown key imgae"},
+	    {"0:rbd:pool=rbd,image", "'image' is not key=value"},
+	};
+	for (const Case &k : cases) {
+		Config c;
+		std::string why;
+		EXPECT_FALSE(from_flags({k.lun}, &c, &why)) << k.lun;
+		EXPECT_NE(why.find(k.want), std::string::npos)
+		    << "--lun " << k.lun << ": '" << why << "' does not say '" << k.want << "'";
+	}
+}
+
+TEST(TargetdConfig, RbdLunFromTheFile)
+{
+	Scratch d;
+	ASSERT_FALSE(d.path.empty());
+	const std::string f =
+	    d.write("rbd.toml", one_lun_file("  lun = 3\n  backstore = \"rbd\"\n  pool = \"rbd\"\n"
+	                                     "  image = \"disk3\"\n  namespace = \"gw\"\n"
+	                                     "  conf = \"/c/ceph.conf\"\n  client = \"ulp-gw\"\n"
+	                                     "  keyring = \"/c/gw.keyring\"\n  group = \"g\"\n"
+	                                     "  create = true\n  timeout = 12\n  size = \"1G\"\n"
+	                                     "  block_size = 4096\n  read_only = false\n"
+	                                     "  queue_depth = 32\n"));
+	Config c;
+	std::string why;
+	ASSERT_TRUE(load_config_file(f, &c, &why)) << why;
+	ASSERT_EQ(c.targets.size(), 1u);
+	ASSERT_EQ(c.targets[0].luns.size(), 1u);
+	const LunCfg &l = c.targets[0].luns[0];
+	EXPECT_EQ(l.lun, 3u);
+	EXPECT_EQ(l.bs.kind, "rbd");
+	EXPECT_EQ(l.bs.rbd.pool, "rbd");
+	EXPECT_EQ(l.bs.rbd.image, "disk3");
+	EXPECT_EQ(l.bs.rbd.nspace, "gw");
+	EXPECT_EQ(l.bs.rbd.conf, "/c/ceph.conf");
+	EXPECT_EQ(l.bs.rbd.client, "ulp-gw");
+	EXPECT_EQ(l.bs.rbd.keyring, "/c/gw.keyring");
+	EXPECT_EQ(l.bs.rbd.group, "g");
+	EXPECT_TRUE(l.bs.rbd.create);
+	EXPECT_EQ(l.bs.rbd.timeout_s, 12u);
+	EXPECT_EQ(l.bs.size, 1u << 30);
+	EXPECT_EQ(l.bs.block_size, 4096u);
+	EXPECT_EQ(l.bs.queue_depth, 32u);
+}
+
+TEST(TargetdConfig, RbdLunMistakesInTheFileNameTheirPlace)
+{
+	Scratch d;
+	ASSERT_FALSE(d.path.empty());
+	struct Case {
+		const char *body; // the [[target.lun]] table's lines (the table is line 3)
+		const char *want; // after "FILE:"
+	} cases[] = {
+	    {"  lun = 0\n  backstore = \"rbd\"\n  pool = \"rbd\"\n  image = \"i\"\n"
+	     "  path = \"/srv/x.img\"\n",
+	     ":8:3: target.lun.path: path is a file and block key"},
+	    {"  lun = 0\n  backstore = \"rbd\"\n  pool = \"rbd\"\n  image = \"i\"\n"
+	     "  direct = true\n",
+	     ":8:3: target.lun.direct: direct is a file and block key"},
+	    {"  lun = 0\n  backstore = \"ram\"\n  size = \"1M\"\n  pool = \"rbd\"\n",
+	     ":7:3: target.lun.pool: pool is an rbd key"},
+	    {"  lun = 0\n  backstore = \"file\"\n  path = \"/x\"\n  group = \"g\"\n",
+	     ":7:3: target.lun.group: group is an rbd key"},
+	    {"  lun = 0\n  backstore = \"rbd\"\n  pool = \"rbd\"\n",
+	     ":3:3: target.lun: LUN 0: an rbd backstore needs an image (image=NAME)"},
+	    {"  lun = 0\n  backstore = \"rbd\"\n  image = \"i\"\n",
+	     ":3:3: target.lun: LUN 0: an rbd backstore needs a pool (pool=NAME)"},
+	    {"  lun = 0\n  backstore = \"rbd\"\n  pool = \"rbd\"\n  image = \"i\"\n"
+	     "  create = true\n",
+	     ":3:3: target.lun: LUN 0: create needs a size"},
+	    {"  lun = 0\n  backstore = \"rbd\"\n  pool = \"rbd\"\n  image = \"i\"\n"
+	     "  timeout = 0\n",
+	     ":8:13: target.lun.timeout: must be 1..3600"},
+	    {"  lun = 0\n  backstore = \"rbd\"\n  pool = \"rbd\"\n  image = \"i\"\n"
+	     "  create = \"yes\"\n",
+	     ":8:12: target.lun.create: must be true or false"},
+	    {"  lun = 0\n  backstore = \"rbd\"\n  pool = 7\n  image = \"i\"\n",
+	     ":6:10: target.lun.pool: must be a string"},
+	    {"  lun = 0\n  backstore = \"rbd\"\n  pool = \"rbd\"\n  image = \"i\"\n"
+	     "  nspace = \"x\"\n",
+	     ":8:3: target.lun.nspace: unknown key"},
+	};
+	for (const Case &k : cases) {
+		const std::string f = d.write("bad.toml", one_lun_file(k.body));
+		Config c;
+		std::string why;
+		EXPECT_FALSE(load_config_file(f, &c, &why)) << k.body;
+		EXPECT_NE(why.find(f + k.want), std::string::npos)
+		    << "'" << why << "' does not say '" << f << k.want << "'";
+	}
+}
+
+// The admin socket's lun_create hands check_lun values, not keys: what another kind set is
+// refused all the same.
+TEST(TargetdConfig, CheckLunRefusesAnotherKindsValues)
+{
+	auto check = [](const LunCfg &l) {
+		std::string why;
+		return check_lun(kIqn, l, &why) ? std::string("ok") : why;
+	};
+	LunCfg rbd;
+	rbd.lun = 4;
+	rbd.bs.kind = "rbd";
+	rbd.bs.rbd.pool = "rbd";
+	rbd.bs.rbd.image = "disk4";
+	EXPECT_EQ(check(rbd), "ok");
+	LunCfg l = rbd;
+	l.bs.path = "/srv/x.img";
+	EXPECT_EQ(check(l),
+	          std::string("target ") + kIqn + " LUN 4: " + lun_key_misplaced("rbd", "path"));
+	l = rbd;
+	l.bs.write_cache = false;
+	EXPECT_NE(check(l).find("write_cache is a file and block key"), std::string::npos);
+	l = rbd;
+	l.bs.rbd.timeout_s = 0;
+	EXPECT_NE(check(l).find("timeout must be 1..3600 seconds"), std::string::npos);
+	l = rbd;
+	l.bs.rbd.image.clear();
+	EXPECT_NE(check(l).find("needs an image"), std::string::npos);
+	LunCfg ram;
+	ram.bs.kind = "ram";
+	ram.bs.size = 1 << 20;
+	EXPECT_EQ(check(ram), "ok");
+	l = ram;
+	l.bs.rbd.group = "g";
+	EXPECT_NE(check(l).find("group is an rbd key"), std::string::npos) << check(l);
+	l = ram;
+	l.bs.rbd.timeout_s = 5;
+	EXPECT_NE(check(l).find("timeout is an rbd key"), std::string::npos) << check(l);
+	EXPECT_EQ(lun_key_misplaced("rbd", "pool"), "");
+	EXPECT_EQ(lun_key_misplaced("rbd", "queue_depth"), "");
+	EXPECT_EQ(lun_key_misplaced("file", "path"), "");
+	EXPECT_NE(lun_key_misplaced("file", "keyring"), "");
+}
+
+// save's text read back is the same configuration, and saving that gives the same text.
+TEST(TargetdConfig, RbdLunsRoundTripThroughSave)
+{
+	Scratch d;
+	ASSERT_FALSE(d.path.empty());
+	Config c;
+	std::string why;
+	ASSERT_TRUE(from_flags(
+	    {"0:rbd:pool=rbd,image=disk0",
+	     "1:rbd:pool=p1,image=img1,namespace=ns1,conf=/etc/ceph/x.conf,client=ulp-gw,"
+	     "keyring=/etc/ceph/gw.keyring,group=g1,create=1,size=64M,timeout=7,ro=1,qd=8,"
+	     "bs=4096",
+	     "2:file:path=" + d.path + "/f.img,size=8M,direct=0,wc=0", "3:ram:size=16M"},
+	    &c, &why))
+	    << why;
+	const std::string text = to_toml(c);
+	const std::string f = d.write("saved.toml", text);
+
+	// The rbd tables carry no key check_lun would refuse on reading them.
+	const toml::table saved = toml::parse(text);
+	const toml::array &luns = *saved["target"][0]["lun"].as_array();
+	ASSERT_EQ(luns.size(), 4u);
+	for (const toml::node &n : luns) {
+		const toml::table &t = *n.as_table();
+		const std::string kind = *t["backstore"].value<std::string>();
+		for (auto &[k, v] : t)
+			EXPECT_EQ(lun_key_misplaced(kind, std::string(k.str())), "")
+			    << "saved " << kind << " LUN has " << k.str();
+	}
+
+	Config back;
+	ASSERT_TRUE(load_config_file(f, &back, &why)) << why << "\n" << text;
+	ASSERT_EQ(back.targets.size(), 1u);
+	ASSERT_EQ(back.targets[0].luns.size(), 4u);
+	for (size_t i = 0; i < 4; i++) {
+		const LunCfg &a = c.targets[0].luns[i], &b = back.targets[0].luns[i];
+		SCOPED_TRACE("LUN " + std::to_string(a.lun));
+		EXPECT_EQ(b.lun, a.lun);
+		EXPECT_EQ(b.bs.kind, a.bs.kind);
+		EXPECT_EQ(b.bs.path, a.bs.path);
+		EXPECT_EQ(b.bs.size, a.bs.size);
+		EXPECT_EQ(b.bs.block_size, a.bs.block_size);
+		EXPECT_EQ(b.bs.queue_depth, a.bs.queue_depth);
+		EXPECT_EQ(b.bs.direct, a.bs.direct);
+		EXPECT_EQ(b.bs.write_cache, a.bs.write_cache);
+		EXPECT_EQ(b.read_only, a.read_only);
+		EXPECT_EQ(b.bs.read_only, a.bs.read_only);
+		EXPECT_EQ(b.bs.rbd.pool, a.bs.rbd.pool);
+		EXPECT_EQ(b.bs.rbd.nspace, a.bs.rbd.nspace);
+		EXPECT_EQ(b.bs.rbd.image, a.bs.rbd.image);
+		EXPECT_EQ(b.bs.rbd.conf, a.bs.rbd.conf);
+		EXPECT_EQ(b.bs.rbd.client, a.bs.rbd.client);
+		EXPECT_EQ(b.bs.rbd.keyring, a.bs.rbd.keyring);
+		EXPECT_EQ(b.bs.rbd.group, a.bs.rbd.group);
+		EXPECT_EQ(b.bs.rbd.create, a.bs.rbd.create);
+		EXPECT_EQ(b.bs.rbd.timeout_s, a.bs.rbd.timeout_s);
+	}
+	// load_config_file reads the file alone: the flags' portal default is not in it.
+	back.portals = c.portals;
+	EXPECT_EQ(to_toml(back), text);
+}
+
+} // namespace
+} // namespace targetd

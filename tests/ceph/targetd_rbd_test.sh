@@ -1,0 +1,248 @@
+#!/usr/bin/env bash
+# ctest targetd_rbd: ulp-targetd serving rbd LUNs from a real single-node Ceph cluster
+# (scripts/ceph-dev.sh, memstore, in a temporary directory on a free monitor port):
+#   - a missing image, or pool, named in --lun: exit status 2 and the name in the message;
+#   - an rbd LUN made by create=1,size=64M serves ulp-initiator over TCP, every block read
+#     back checked (LBA, generation, CRC32C);
+#   - a second rbd LUN (another group, as client.ulp-gw) added by `ulpctl lun create`, listed
+#     by `ulpctl lun list` with its pool and image, and serving verified I/O too;
+#   - a missing image at run time: a JSON-RPC error naming it, and no LUN added;
+#   - `ulpctl save`, and a daemon started from that file serves both LUNs with the data the
+#     first one wrote;
+#   - SIGTERM: exit 0 within 30 s; then the cluster stops and no process of it is left.
+# Every wait is bounded (timeout, or a counted loop).
+#
+#   bash tests/ceph/targetd_rbd_test.sh ULP_TARGETD ULPCTL ULP_INITIATOR CEPH_DEV_SH
+set -euo pipefail
+usage='usage: targetd_rbd_test.sh ULP_TARGETD ULPCTL ULP_INITIATOR CEPH_DEV_SH'
+targetd=${1:?$usage}
+ulpctl_bin=${2:?$usage}
+initiator=${3:?$usage}
+ceph_dev=${4:?$usage}
+
+say() { echo "targetd_rbd: $*"; }
+failure=
+fail() {
+	failure=$*
+	echo "targetd_rbd: FAIL: $*" >&2
+	exit 1
+}
+unset CEPH_ARGS CEPH_KEYRING CEPH_CONF
+
+cdir=$(mktemp -d /tmp/ulp-targetd-rbd-ceph.XXXXXX) # the cluster's (ceph-dev.sh's own)
+work=$(mktemp -d /tmp/ulp-targetd-rbd.XXXXXX)       # the daemon's files
+conf=$cdir/ceph.conf
+sock=$work/admin.sock
+iqn=iqn.2026-11.org.ulp:rbd-test
+pid=''
+dev() { timeout 120 bash "$ceph_dev" "$@" --dir "$cdir"; }
+ulpctl() { timeout 60 "$ulpctl_bin" --socket "$sock" --timeout 50 "$@"; }
+rbd_cli() { timeout 60 rbd -c "$conf" --keyring "$cdir/keyring" --client-mount-timeout 10 "$@"; }
+
+# ours: the live processes started with -c $conf (a zombie has no cmdline).
+ours() {
+	local p args i
+	for p in /proc/[0-9]*; do
+		mapfile -d '' args 2>/dev/null <"$p/cmdline" || continue
+		for ((i = 1; i + 1 < ${#args[@]}; i++)); do
+			if [[ ${args[i]} == -c && ${args[i + 1]} == "$conf" ]]; then
+				echo "${p#/proc/} ${args[*]}"
+				break
+			fi
+		done
+	done
+}
+
+cleanup() {
+	local rc=$? left f
+	trap - EXIT
+	set +e
+	if [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null; then
+		kill -KILL "$pid" 2>/dev/null
+		wait "$pid" 2>/dev/null
+	fi
+	[[ -e $conf ]] && dev stop --timeout 10 >/dev/null 2>&1
+	left=$(ours)
+	if [[ -n $left ]]; then
+		echo "targetd_rbd: FAIL: processes of $cdir left after stop:" >&2
+		echo "$left" >&2
+		# ours alone, by PID: they run with this test's own $conf
+		# shellcheck disable=SC2046
+		kill -KILL $(awk '{print $1}' <<<"$left") 2>/dev/null
+		rc=1
+	fi
+	if ((rc)); then
+		for f in "$work"/*.log; do
+			[[ -s $f ]] || continue
+			echo "---- tail of $f" >&2
+			tail -n 30 "$f" >&2
+		done
+		for f in "$cdir"/log/mon.a.log "$cdir"/log/osd.0.log; do
+			[[ -s $f ]] || continue
+			echo "---- tail of $f (log lines only)" >&2
+			grep -E '^[0-9]{4}-' "$f" | tail -n 20 >&2
+		done
+		echo "targetd_rbd: FAILED (rc $rc)${failure:+: $failure}" >&2
+	else
+		say "PASS"
+	fi
+	rm -rf "$work" "$cdir"
+	exit "$rc"
+}
+trap cleanup EXIT
+
+# A free port for the monitor, so that this test runs beside a developer's default cluster.
+port=
+for ((i = 0; i < 100; i++)); do
+	p=$((20000 + ($$ * 7 + i * 13) % 10000))
+	if ! (: </dev/tcp/127.0.0.1/"$p") 2>/dev/null; then
+		port=$p
+		break
+	fi
+done
+[[ -n $port ]] || fail "no free port found for the monitor"
+
+t0=$SECONDS
+dev start --port "$port" --timeout 60 >"$work/ceph-start.log" 2>&1 ||
+	fail "scripts/ceph-dev.sh start: $(tail -n 20 "$work/ceph-start.log")"
+say "cluster up on 127.0.0.1:$port in $((SECONDS - t0)) s"
+
+# start NAME ARGS...: ulp-targetd in the background ($pid), its TCP port in $tport once it
+# listens (bounded: 60 s, a cluster connection included); its log in $work/NAME.log.
+start() {
+	local name=$1 i
+	shift
+	rm -f "$work/$name.port"
+	"$targetd" --portal 127.0.0.1:0 --admin-socket "$sock" --state-dir "$work/state" "$@" \
+		--ready-fd 3 3>"$work/$name.port" 2>"$work/$name.log" &
+	pid=$!
+	tport=
+	for ((i = 0; i < 600; i++)); do
+		tport=$(head -n 1 "$work/$name.port" 2>/dev/null || true)
+		[[ $tport =~ ^[0-9]+$ ]] && break
+		kill -0 "$pid" 2>/dev/null || fail "$name: ulp-targetd exited during start-up"
+		sleep 0.1
+	done
+	[[ $tport =~ ^[0-9]+$ ]] || fail "$name: ulp-targetd not listening after 60 s"
+}
+
+# stop NAME: SIGTERM, exit status 0 within 30 s.
+stop() {
+	local name=$1 rc=0 i
+	kill -TERM "$pid"
+	for ((i = 0; i < 300; i++)); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	kill -0 "$pid" 2>/dev/null && fail "$name: ulp-targetd still running 30 s after SIGTERM"
+	wait "$pid" || rc=$?
+	pid=''
+	((rc == 0)) || fail "$name: ulp-targetd exited $rc after SIGTERM"
+}
+
+# verify LUN ARGS...: one ulp-initiator run over TCP, checking every block it reads back.
+verify() {
+	local lun=$1
+	shift
+	timeout 120 "$initiator" --transport tcp -p "127.0.0.1:$tport" -t "$iqn" -l "$lun" \
+		--quiet --cmd-timeout 60 "$@" >"$work/initiator.out" 2>>"$work/initiator.log" ||
+		fail "ulp-initiator on LUN $lun ($*): $(tail -n 5 "$work/initiator.out" "$work/initiator.log")"
+}
+
+lun0="0:rbd:pool=rbd,image=ulp-lun0,conf=$conf,keyring=$cdir/keyring"
+
+# ---- a missing image or pool: exit 2, named ------------------------------------------------------
+# NAME|KEYS|WHAT: the --lun keys, and the name and the words the message must have.
+for bad in "no-such-image-at-start|pool=rbd,image=no-such-image-at-start|no such image" \
+	"no-such-pool|pool=no-such-pool,image=ulp-lun0|no such pool"; do
+	IFS='|' read -r name keys what <<<"$bad"
+	rc=0
+	timeout 90 "$targetd" --portal 127.0.0.1:0 --target "$iqn" --state-dir "$work/state" \
+		--lun "0:rbd:$keys,conf=$conf,keyring=$cdir/keyring" >"$work/bad.out" 2>&1 || rc=$?
+	((rc == 2)) || fail "--lun 0:rbd:$keys: exit status $rc, expected 2: $(tail -n 3 "$work/bad.out")"
+	grep -q "^ulp-targetd: .*$name.*$what" "$work/bad.out" ||
+		fail "--lun 0:rbd:$keys: '$name' and '$what' not in: $(tail -n 3 "$work/bad.out")"
+done
+rc=0
+"$targetd" --lun 0:rbd:pool=rbd --check >"$work/bad.out" 2>&1 || rc=$?
+if ((rc != 2)) || ! grep -q "needs an image" "$work/bad.out"; then
+	fail "--check of an rbd LUN without image: exit $rc: $(cat "$work/bad.out")"
+fi
+say "PASS: a missing image or pool stops the start with exit status 2 and its name"
+
+# ---- LUN 0 created at start, verified I/O ------------------------------------------------------
+start first --target "$iqn" --lun "$lun0,create=1,size=64M"
+rbd_cli info rbd/ulp-lun0 >"$work/info.out" 2>&1 || fail "rbd info: $(cat "$work/info.out")"
+grep -q "size 64 MiB" "$work/info.out" || fail "rbd image ulp-lun0 is not 64 MiB: $(cat "$work/info.out")"
+verify 0 -w mixed -b 4k -q 16 -r 3 --range 32M --verify-only
+verify 0 -w write -b 128k -q 8 -r 0 -s 16M --offset 32M --range 16M --verify-only
+say "PASS: rbd LUN 0 (create=1, size=64M) serves verified I/O over TCP"
+
+# ---- LUN 1 added at run time, in its own group as client.ulp-gw --------------------------------
+out=$(ulpctl lun create -t "$iqn" -l 1 -b rbd --pool rbd --image ulp-lun1 --create \
+	--size 32M --conf "$conf" --client ulp-gw --keyring "$cdir/client.ulp-gw.keyring" \
+	--group gw --rbd-timeout 20 2>&1) || fail "ulpctl lun create (rbd): $out"
+out=$(ulpctl lun list -t "$iqn" 2>&1) || fail "ulpctl lun list: $out"
+grep -Eq "^$iqn +1 +rbd +rbd/ulp-lun1 +32M +512\$" <<<"$out" ||
+	fail "ulpctl lun list does not show LUN 1 as rbd/ulp-lun1, 32M: $out"
+grep -Eq "^$iqn +0 +rbd +rbd/ulp-lun0 +64M " <<<"$out" || fail "ulpctl lun list lost LUN 0: $out"
+ulpctl --json lun list -t "$iqn" >"$work/luns.json" 2>&1 || fail "ulpctl --json lun list"
+python3 - "$work/luns.json" <<'PY' || fail "lun list JSON: $(cat "$work/luns.json")"
+import json, sys
+luns = {l["lun"]: l for l in json.load(open(sys.argv[1]))}
+l = luns[1]
+want = {"backstore": "rbd", "pool": "rbd", "image": "ulp-lun1", "client": "ulp-gw",
+        "group": "gw", "create": True, "timeout": 20, "size": 32 << 20}
+bad = {k: l.get(k) for k, v in want.items() if l.get(k) != v}
+bad.update({k: l[k] for k in ("path", "direct", "write_cache") if k in l})
+if bad:
+    sys.exit(f"LUN 1: {bad}")
+PY
+verify 1 -w mixed -b 4k -q 16 -r 2 --verify-only
+say "PASS: rbd LUN 1 added by ulpctl (client.ulp-gw, group gw), listed, verified I/O"
+
+# ---- a missing image at run time: a JSON-RPC error naming it -------------------------------------
+rc=0
+out=$(ulpctl lun create -t "$iqn" -l 2 -b rbd --pool rbd --image no-such-image-at-run-time \
+	--conf "$conf" --keyring "$cdir/keyring" 2>&1) || rc=$?
+((rc == 1)) || fail "ulpctl lun create of a missing image: exit $rc, expected 1: $out"
+grep -q "lun_create: .*no-such-image-at-run-time.*no such image.*(-2)" <<<"$out" ||
+	fail "lun_create of a missing image: the error does not name it: $out"
+out=$(ulpctl --json call lun_create \
+	"{\"target\":\"$iqn\",\"lun\":2,\"backstore\":\"rbd\",\"pool\":\"rbd\",\"image\":\"i\",\"path\":\"/x\"}" 2>&1) &&
+	fail "lun_create of an rbd LUN with a path was accepted: $out"
+grep -q "path is a file and block key" <<<"$out" || fail "rbd with a path: $out"
+out=$(ulpctl lun list -t "$iqn" 2>&1) || fail "ulpctl lun list: $out"
+grep -Eq "^$iqn +2 " <<<"$out" && fail "LUN 2 listed after its creation failed: $out"
+say "PASS: a missing image at run time is a JSON-RPC error naming it; nothing added"
+
+# ---- save, stop, and start again from the saved file ---------------------------------------------
+out=$(ulpctl save "$work/saved.toml" 2>&1) || fail "ulpctl save: $out"
+grep -Eq "^ *image = [\"']ulp-lun1[\"']" "$work/saved.toml" ||
+	fail "saved file has no image ulp-lun1: $(cat "$work/saved.toml")"
+stop first
+say "PASS: SIGTERM: exit 0"
+out=$("$targetd" --config "$work/saved.toml" --check 2>&1) || fail "--check of the saved file: $out"
+# Its own portal (the saved one was the first daemon's ephemeral port).
+sed -i 's/^portals = .*/portals = []/' "$work/saved.toml"
+start second --config "$work/saved.toml"
+out=$(ulpctl lun list -t "$iqn" 2>&1) || fail "ulpctl lun list (second): $out"
+grep -Eq "^$iqn +1 +rbd +rbd/ulp-lun1 +32M" <<<"$out" || fail "second daemon: no LUN 1: $out"
+# Every block the first daemon wrote there is read back with its header intact: 16 MiB of
+# 512-byte blocks, all checked (a block without a header would not count).
+verify 0 -w read -b 128k -q 8 -r 0 -s 16M --offset 32M --range 16M --verify -j
+python3 - "$work/initiator.out" <<'PY' || fail "LUN 0 after the restart: $(tail -n 20 "$work/initiator.out")"
+import json, sys
+r = json.loads(open(sys.argv[1]).read())
+if not r["ok"] or r["verify_errors"] or r["verified_blocks"] != (16 << 20) // 512:
+    sys.exit(f"verified_blocks {r['verified_blocks']}, verify_errors {r['verify_errors']}")
+PY
+verify 1 -w randwrite -b 4k -q 8 -r 1 --verify-only
+stop second
+say "PASS: a daemon from the saved file serves both rbd LUNs, the data intact; exit 0"
+
+# ---- the cluster stops, nothing of it left --------------------------------------------------------
+dev stop --timeout 20 >"$work/ceph-stop.log" 2>&1 || fail "ceph-dev.sh stop: $(cat "$work/ceph-stop.log")"
+left=$(ours)
+[[ -z $left ]] || fail "processes of $cdir left after stop: $left"
+say "PASS: cluster stopped, no process of it left"
