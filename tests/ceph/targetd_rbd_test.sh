@@ -201,6 +201,27 @@ PY
 verify 1 -w mixed -b 4k -q 16 -r 2 --verify-only
 say "PASS: rbd LUN 1 added by ulpctl (client.ulp-gw, group gw), listed, verified I/O"
 
+# ---- statistics: librbd's side of each rbd LUN ----------------------------------------------
+ulpctl --json stats >"$work/stats.json" 2>&1 || fail "ulpctl --json stats: $(cat "$work/stats.json")"
+python3 - "$work/stats.json" <<'PY' || fail "stats JSON: $(head -c 2000 "$work/stats.json")"
+import json, sys
+st = json.load(open(sys.argv[1]))
+luns = {l["lun"]: l for t in st["io"] if t["fabric"] == "iscsi" for l in t["luns"]}
+for n in (0, 1):
+    r = luns[n].get("rbd")
+    if not r:
+        sys.exit(f"LUN {n}: no rbd statistics")
+    if r["completed"] <= 0 or r["errors"] != 0 or r["inflight"] != 0 or r["fenced"]:
+        sys.exit(f"LUN {n}: {r}")
+    if r["avg_us"] <= 0 or "127.0.0.1" not in r["client_addr"]:
+        sys.exit(f"LUN {n}: {r}")
+if luns[0]["rbd"]["client_addr"] == luns[1]["rbd"]["client_addr"]:
+    sys.exit("LUNs 0 and 1 are in two groups but share a client")
+PY
+out=$(ulpctl stats 2>&1) || fail "ulpctl stats: $out"
+grep -q "RBD_LUN" <<<"$out" || fail "ulpctl stats has no rbd table: $out"
+say "PASS: ulpctl stats shows librbd's side of both LUNs (a client per group)"
+
 # ---- a missing image at run time: a JSON-RPC error naming it -------------------------------------
 rc=0
 out=$(ulpctl lun create -t "$iqn" -l 2 -b rbd --pool rbd --image no-such-image-at-run-time \

@@ -5,6 +5,7 @@
 #include "tools/ulp-targetd/heap_usage.h"
 
 #include "iscsi/target/session.h"
+#include "scsi/bs_internal.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -329,8 +330,20 @@ json Daemon::io_stats()
 	const std::vector<iscsi::target::SessionInfo> infos = iscsi_->session_info();
 	for (auto &t : targets_) {
 		json luns = json::array();
-		for (auto &[n, lu] : t->lus)
-			luns.push_back({{"lun", n}, {"io", io_json(lu->stats_.read())}});
+		for (auto &[n, lu] : t->lus) {
+			json l = {{"lun", n}, {"io", io_json(lu->stats_.read())}};
+			// An rbd LUN's side of librbd: requests in it now, how many it gave back
+			// and their mean time there, failures, and whether the cluster fenced it.
+			if (scsi::RbdBsStats rs; scsi::rbd_bs_stats(lu->bs(), &rs))
+				l["rbd"] = {
+				    {"inflight", rs.inflight},
+				    {"completed", rs.completed},
+				    {"errors", rs.errors},
+				    {"avg_us", rs.completed ? rs.busy_ns / rs.completed / 1000 : 0},
+				    {"fenced", rs.fenced},
+				    {"client_addr", rs.client_addr}};
+			luns.push_back(std::move(l));
+		}
 		json sessions = json::array();
 		for (const auto &s : infos) {
 			if (s.params.type != iscsi::SessionType::Normal ||

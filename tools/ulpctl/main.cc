@@ -218,12 +218,20 @@ void print_stats(const json &r)
 		head.insert(head.end(), x.begin(), x.end());
 		rows.push_back(head);
 	};
-	std::vector<std::vector<std::string>> conns;
+	std::vector<std::vector<std::string>> conns, rbd;
 	if (r.contains("io") && r["io"].is_array())
 		for (const json &t : r["io"]) {
 			row({str(t["target"]), str(t["fabric"]), "total"}, t["io"]);
-			for (const json &l : t["luns"])
+			for (const json &l : t["luns"]) {
 				row({"", "", "lun " + str(l["lun"])}, l["io"]);
+				if (auto b = l.find("rbd"); b != l.end() && b->is_object())
+					rbd.push_back({str(t["target"]), str(l["lun"]),
+					               str((*b)["inflight"]),
+					               str((*b)["completed"]), str((*b)["errors"]),
+					               str((*b)["avg_us"]),
+					               b->value("fenced", false) ? "FENCED" : "no",
+					               str((*b)["client_addr"])});
+			}
 			for (const json &s : t["sessions"]) {
 				row({"", "", str(s["id"]) + " " + str(s["initiator"])}, s["io"]);
 				for (const json &c : s["connections"])
@@ -245,6 +253,12 @@ void print_stats(const json &r)
 	if (!conns.empty()) {
 		std::cout << "\n";
 		table({"SESSION", "PEER", "WINDOW", "CMDS"}, conns);
+	}
+	if (!rbd.empty()) { // librbd's side of the rbd LUNs (AVG_US: submission to callback)
+		std::cout << "\n";
+		table({"TARGET", "RBD_LUN", "INFLIGHT", "DONE", "ERRORS", "AVG_US", "FENCED",
+		       "CLIENT"},
+		      rbd);
 	}
 	if (r.contains("rdma_portals") && !r["rdma_portals"].empty()) {
 		std::vector<std::vector<std::string>> p;
