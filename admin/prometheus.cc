@@ -201,14 +201,44 @@ std::string prometheus_text(const json &st)
 			io_families(e, "ulp_target", "SCSI commands ended, by kind (every session)",
 			            tl, t.value("io", json()), bounds);
 			if (auto ls = t.find("luns"); ls != t.end() && ls->is_array())
-				for (const json &l : *ls)
+				for (const json &l : *ls) {
+					const Labels ll = {{"target", text(t, "target")},
+					                   {"lun", text(l, "lun")}};
 					io_families(e, "ulp_lun",
 					            "SCSI commands ended on the LUN, by kind "
 					            "(every fabric)",
-					            {{"target", text(t, "target")},
-					             {"lun", text(l, "lun")}},
+					            ll,
 					            l.is_object() ? l.value("io", json()) : json(),
 					            bounds);
+					// An rbd LUN's side of librbd (ulpctl stats' RBD_LUN
+					// table).
+					auto r = l.is_object() ? l.find("rbd") : l.end();
+					if (r == l.end() || !r->is_object())
+						continue;
+					uint64_t v = 0;
+					if (num(*r, "inflight", &v))
+						e.add("ulp_rbd_inflight", "gauge",
+						      "requests in librbd now", ll,
+						      std::to_string(v));
+					if (num(*r, "completed", &v))
+						e.add("ulp_rbd_requests_total", "counter",
+						      "requests librbd completed", ll,
+						      std::to_string(v));
+					if (num(*r, "errors", &v))
+						e.add("ulp_rbd_errors_total", "counter",
+						      "requests librbd failed", ll,
+						      std::to_string(v));
+					if (num(*r, "avg_us", &v))
+						e.add(
+						    "ulp_rbd_latency_avg_seconds", "gauge",
+						    "mean time in librbd since the start, seconds",
+						    ll, seconds(double(v) / 1e6));
+					if (auto f = r->find("fenced");
+					    f != r->end() && f->is_boolean())
+						e.add("ulp_rbd_fenced", "gauge",
+						      "1: the cluster blocklisted the LUN's client",
+						      ll, f->get<bool>() ? "1" : "0");
+				}
 			auto ss = t.find("sessions");
 			if (ss == t.end() || !ss->is_array())
 				continue;

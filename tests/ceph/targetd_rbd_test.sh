@@ -220,7 +220,12 @@ if luns[0]["rbd"]["client_addr"] == luns[1]["rbd"]["client_addr"]:
 PY
 out=$(ulpctl stats 2>&1) || fail "ulpctl stats: $out"
 grep -q "RBD_LUN" <<<"$out" || fail "ulpctl stats has no rbd table: $out"
-say "PASS: ulpctl stats shows librbd's side of both LUNs (a client per group)"
+out=$(ulpctl stats --prometheus 2>&1) || fail "ulpctl stats --prometheus: $out"
+grep -Eq '^ulp_rbd_requests_total\{target="[^"]+",lun="0"\} [1-9][0-9]*$' <<<"$out" ||
+	fail "no ulp_rbd_requests_total for LUN 0 in: $(grep ulp_rbd <<<"$out")"
+grep -Eq '^ulp_rbd_fenced\{target="[^"]+",lun="1"\} 0$' <<<"$out" ||
+	fail "no ulp_rbd_fenced 0 for LUN 1 in: $(grep ulp_rbd <<<"$out")"
+say "PASS: ulpctl stats (text, JSON, Prometheus) shows librbd's side of both LUNs (a client per group)"
 
 # ---- a missing image at run time: a JSON-RPC error naming it -------------------------------------
 rc=0
