@@ -29,7 +29,8 @@
 # iscsi-test-cu process (CU_TIMEOUT, default 200 s), each runner (RUNNER_TIMEOUT, default
 # 240 s); the runner gives the daemon 10 s to listen (the image is made beforehand, so the
 # daemon only connects and opens it). At the end the cluster stops and no process started
-# with this test's ceph.conf (ceph daemons, ulp-targetd) is left.
+# with this test's ceph.conf (ceph daemons, ulp-targetd) is left (tests/ceph/cluster.sh: the
+# cluster, its processes, the clean-up).
 #
 #   bash tests/ceph/libiscsi_rbd_test.sh ULP_TARGETD ISCSI_TEST_CU VERSION CEPH_DEV_SH [FAMILY...]
 #
@@ -48,86 +49,20 @@ families=("$@")
 here=$(cd "$(dirname "$0")" && pwd)
 runner=$here/../iscsi/libiscsi_cu.sh
 
-say() { echo "libiscsi_rbd: $*"; }
-failure=
-fail() {
-	failure=$*
-	echo "libiscsi_rbd: FAIL: $*" >&2
-	exit 1
-}
-unset CEPH_ARGS CEPH_KEYRING CEPH_CONF
-[[ -x $cu ]] || cu=$(command -v "$cu") || fail "$2 missing (scripts/install-deps.sh BUILD_DIR builds libiscsi 1.20)"
-
-cdir=$(mktemp -d /tmp/ulp-libiscsi-rbd-ceph.XXXXXX) # the cluster's (ceph-dev.sh's own)
-work=$(mktemp -d /tmp/ulp-libiscsi-rbd.XXXXXX)       # the daemon's state, the logs
-conf=$cdir/ceph.conf
-dev() { timeout 120 bash "$ceph_dev" "$@" --dir "$cdir"; }
-
-# ours: the live processes whose arguments name this test's $conf: the ceph daemons (-c
-# $conf) and ulp-targetd (conf=$conf in its --lun). A zombie has no cmdline.
-ours() {
-	local p args
-	for p in /proc/[0-9]*; do
-		[[ ${p#/proc/} == "$$" ]] && continue
-		mapfile -d '' args 2>/dev/null <"$p/cmdline" || continue
-		((${#args[@]})) || continue
-		[[ " ${args[*]} " == *"$conf"* ]] && echo "${p#/proc/} ${args[*]}"
-	done
-	return 0
-}
-
-cleanup() {
-	local rc=$? left f
-	trap - EXIT
-	set +e
-	[[ -e $conf ]] && dev stop --timeout 10 >/dev/null 2>&1
-	left=$(ours)
-	if [[ -n $left ]]; then
-		echo "libiscsi_rbd: FAIL: processes of $cdir left after stop:" >&2
-		echo "$left" >&2
-		# ours alone, by PID: they run with this test's own $conf
-		# shellcheck disable=SC2046
-		kill -KILL $(awk '{print $1}' <<<"$left") 2>/dev/null
-		rc=1
-	fi
-	if ((rc)); then
-		for f in "$work"/logs/targetd-*.log; do
-			[[ -s $f ]] || continue
-			echo "---- tail of $f" >&2
-			tail -n 30 "$f" >&2
-		done
-		for f in "$cdir"/log/mon.a.log "$cdir"/log/osd.0.log; do
-			[[ -s $f ]] || continue
-			echo "---- tail of $f (log lines only)" >&2
-			grep -E '^[0-9]{4}-' "$f" | tail -n 20 >&2
-		done
-		echo "libiscsi_rbd: FAILED (rc $rc)${failure:+: $failure}" >&2
-	else
-		say "PASS"
-	fi
+# shellcheck source=SCRIPTDIR/cluster.sh
+source "$(dirname "${BASH_SOURCE[0]}")/cluster.sh"
+# cdir: the cluster's (ceph-dev.sh's own); work: the daemon's state, the logs.
+cluster_init libiscsi_rbd "$ceph_dev" ulp-libiscsi-rbd
+cluster_on_failure() { cluster_tail 30 "" "$work"/logs/targetd-*.log; }
+cluster_on_exit() {
 	if [[ -n ${CU_LOG_DIR:-} ]]; then
 		mkdir -p "$CU_LOG_DIR" && cp -r "$work"/logs/. "$CU_LOG_DIR"/ 2>/dev/null
 	fi
-	rm -rf "$work" "$cdir"
-	exit "$rc"
+	return 0
 }
-trap cleanup EXIT
+[[ -x $cu ]] || cu=$(command -v "$cu") || fail "$2 missing (scripts/install-deps.sh BUILD_DIR builds libiscsi 1.20)"
 
-# A free port for the monitor, so that this test runs beside a developer's default cluster.
-port=
-for ((i = 0; i < 100; i++)); do
-	p=$((20000 + ($$ * 7 + i * 13) % 10000))
-	if ! (: </dev/tcp/127.0.0.1/"$p") 2>/dev/null; then
-		port=$p
-		break
-	fi
-done
-[[ -n $port ]] || fail "no free port found for the monitor"
-
-t0=$SECONDS
-dev start --port "$port" --timeout 60 >"$work/ceph-start.log" 2>&1 ||
-	fail "scripts/ceph-dev.sh start: $(tail -n 20 "$work/ceph-start.log")"
-say "cluster up on 127.0.0.1:$port in $((SECONDS - t0)) s"
+cluster_start
 
 # One runner per family: its own daemon and a fresh image. The runner waits 10 s for the
 # daemon to listen; the image is made here beforehand, so that the daemon's start is a
@@ -135,8 +70,7 @@ say "cluster up on 127.0.0.1:$port in $((SECONDS - t0)) s"
 failed=()
 for family in "${families[@]}"; do
 	image=ulp-cu-$family
-	timeout 60 rbd -c "$conf" --keyring "$cdir/keyring" --client-mount-timeout 10 \
-		create --size 128M "rbd/$image" >"$work/rbd-create.log" 2>&1 ||
+	cluster_rbd create --size 128M "rbd/$image" >"$work/rbd-create.log" 2>&1 ||
 		fail "rbd create rbd/$image: $(cat "$work/rbd-create.log")"
 	lun="0:rbd:pool=rbd,image=$image,create=1,size=128M,conf=$conf,keyring=$cdir/keyring"
 	t1=$SECONDS
@@ -155,7 +89,5 @@ done
 ((${#failed[@]} == 0)) || fail "failures outside libiscsi_known.txt (cu: FAIL / XPASS above) in: ${failed[*]}"
 
 # ---- the cluster stops, nothing of it left --------------------------------------------------
-dev stop --timeout 20 >"$work/ceph-stop.log" 2>&1 || fail "ceph-dev.sh stop: $(cat "$work/ceph-stop.log")"
-left=$(ours)
-[[ -z $left ]] || fail "processes of $cdir left after stop: $left"
+cluster_stop
 say "cluster stopped, no process of it left"

@@ -3,7 +3,7 @@
 # iSCSI/TCP, iSER and SRP (both on the soft RDMA provider): nothing acknowledged is lost.
 #
 #   - a single-node Ceph cluster (scripts/ceph-dev.sh, memstore, in a temporary directory on
-#     a free monitor port), as tests/ceph/targetd_rbd_test.sh starts it;
+#     a free monitor port), started by tests/ceph/cluster.sh as in the other Ceph tests;
 #   - ulp-targetd with a TCP, an iSER and an SRP portal on 127.0.0.1 (ephemeral ports, read
 #     from --ready-fd: "TCP\niser ISER\nsrp SRP\n", as ulp-stress starts its own daemon,
 #     tools/ulp-stress/target.cc) and LUN 0 an rbd image made by create=1 (64 MiB;
@@ -45,129 +45,47 @@ ceph_dev=${4:?$usage}
 scenarios=login-storm,kill,target-disconnect,exhaustion,faults,cq-race
 transports=tcp,iser,srp
 
-say() { echo "stress_rbd: $*"; }
-failure=
-fail() {
-	failure=$*
-	echo "stress_rbd: FAIL: $*" >&2
-	exit 1
-}
-unset CEPH_ARGS CEPH_KEYRING CEPH_CONF ULP_TARGETD
-
-cdir=$(mktemp -d /tmp/ulp-stress-rbd-ceph.XXXXXX) # the cluster's (ceph-dev.sh's own)
-work=$(mktemp -d /tmp/ulp-stress-rbd.XXXXXX)       # the daemon's and ulp-stress's files
-conf=$cdir/ceph.conf
-sock=$work/admin.sock
-iqn=iqn.2026-11.org.ulp:stress-rbd
-pid=''
+# shellcheck source=SCRIPTDIR/cluster.sh
+source "$(dirname "${BASH_SOURCE[0]}")/cluster.sh"
+# cdir: the cluster's (ceph-dev.sh's own); work: the daemon's and ulp-stress's files.
+cluster_init stress_rbd "$ceph_dev" ulp-stress-rbd
+unset ULP_TARGETD
 spid=''
-dev() { timeout 120 bash "$ceph_dev" "$@" --dir "$cdir"; }
-ulpctl() { timeout 60 "$ulpctl_bin" --socket "$sock" --timeout 50 "$@"; }
-
-# ours: the live processes started with -c $conf (a zombie has no cmdline).
-ours() {
-	local p args i
-	for p in /proc/[0-9]*; do
-		mapfile -d '' args 2>/dev/null <"$p/cmdline" || continue
-		for ((i = 1; i + 1 < ${#args[@]}; i++)); do
-			if [[ ${args[i]} == -c && ${args[i + 1]} == "$conf" ]]; then
-				echo "${p#/proc/} ${args[*]}"
-				break
-			fi
-		done
-	done
-}
-
-cleanup() {
-	local rc=$? left f
-	trap - EXIT
-	set +e
-	# ulp-stress, with its children: the process group timeout made (run_stress).
+# ulp-stress, with its children: the process group timeout made (run_stress).
+cluster_on_cleanup() {
 	if [[ -n $spid ]] && kill -0 "$spid" 2>/dev/null; then
 		kill -KILL -- "-$spid" 2>/dev/null || kill -KILL "$spid" 2>/dev/null
 		wait "$spid" 2>/dev/null
 	fi
-	if [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null; then
-		kill -KILL "$pid" 2>/dev/null
-		wait "$pid" 2>/dev/null
-	fi
-	[[ -e $conf ]] && dev stop --timeout 10 >/dev/null 2>&1
-	left=$(ours)
-	if [[ -n $left ]]; then
-		echo "stress_rbd: FAIL: processes of $cdir left after stop:" >&2
-		echo "$left" >&2
-		# ours alone, by PID: they run with this test's own $conf
-		# shellcheck disable=SC2046
-		kill -KILL $(awk '{print $1}' <<<"$left") 2>/dev/null
-		rc=1
-	fi
-	if ((rc)); then
-		for f in "$work"/warm-up.err "$work"/stress.err; do
-			[[ -s $f ]] || continue
-			echo "---- tail of $f (ulp-stress's progress and errors)" >&2
-			tail -n 40 "$f" >&2
-		done
-		for f in "$work"/targetd.log "$work"/ceph-*.log; do
-			[[ -s $f ]] || continue
-			echo "---- tail of $f" >&2
-			tail -n 40 "$f" >&2
-		done
-		for f in "$cdir"/log/mon.a.log "$cdir"/log/osd.0.log; do
-			[[ -s $f ]] || continue
-			echo "---- tail of $f (log lines only)" >&2
-			grep -E '^[0-9]{4}-' "$f" | tail -n 20 >&2
-		done
-		echo "stress_rbd: FAILED (rc $rc)${failure:+: $failure}" >&2
-	else
-		say "PASS"
-	fi
-	rm -rf "$work" "$cdir"
-	exit "$rc"
+	return 0
 }
-trap cleanup EXIT
+cluster_on_failure() {
+	cluster_tail 40 "ulp-stress's progress and errors" "$work"/warm-up.err "$work"/stress.err
+	cluster_tail 40 "" "$work"/targetd.log "$work"/ceph-*.log
+}
 
-# A free port for the monitor, so that this test runs beside a developer's default cluster.
-port=
-for ((i = 0; i < 100; i++)); do
-	p=$((20000 + ($$ * 7 + i * 13) % 10000))
-	if ! (: </dev/tcp/127.0.0.1/"$p") 2>/dev/null; then
-		port=$p
-		break
-	fi
-done
-[[ -n $port ]] || fail "no free port found for the monitor"
+sock=$work/admin.sock
+iqn=iqn.2026-11.org.ulp:stress-rbd
+ulpctl() { timeout 60 "$ulpctl_bin" --socket "$sock" --timeout 50 "$@"; }
 
 t_all=$SECONDS
-dev start --port "$port" --timeout 60 >"$work/ceph-start.log" 2>&1 ||
-	fail "scripts/ceph-dev.sh start: $(tail -n 20 "$work/ceph-start.log")"
-say "cluster up on 127.0.0.1:$port in $((SECONDS - t_all)) s"
+cluster_start
 
 # ---- ulp-targetd: TCP, iSER and SRP portals, LUN 0 on RBD ------------------------------------
 lun0="0:rbd:pool=rbd,image=ulp-stress,create=1,size=64M,conf=$conf,client=ulp-gw"
 lun0+=",keyring=$cdir/client.ulp-gw.keyring"
-"$targetd" --portal 127.0.0.1:0 --iser-portal 127.0.0.1:0 --srp-portal 127.0.0.1:0 \
-	--target "$iqn" --lun "$lun0" --admin-socket "$sock" --state-dir "$work/state" \
-	--ready-fd 3 3>"$work/ports" 2>"$work/targetd.log" &
-pid=$!
 # The ready lines, "TCP\niser ISER\nsrp SRP\n": bounded, 60 s (the cluster connection and
 # the image's creation included).
-tcp_port='' iser_port='' srp_port=''
-for ((i = 0; i < 600; i++)); do
-	tcp_port=$(sed -n 1p "$work/ports" 2>/dev/null || true)
-	iser_port=$(awk '$1 == "iser" { print $2; exit }' "$work/ports" 2>/dev/null || true)
-	srp_port=$(awk '$1 == "srp" { print $2; exit }' "$work/ports" 2>/dev/null || true)
-	[[ $tcp_port =~ ^[0-9]+$ && $iser_port =~ ^[0-9]+$ && $srp_port =~ ^[0-9]+$ ]] && break
-	kill -0 "$pid" 2>/dev/null || fail "ulp-targetd exited during start-up"
-	sleep 0.1
-done
-[[ $tcp_port =~ ^[0-9]+$ && $iser_port =~ ^[0-9]+$ && $srp_port =~ ^[0-9]+$ ]] ||
-	fail "ulp-targetd: no TCP, iSER and SRP ports on --ready-fd after 60 s: '$(tr '\n' ' ' <"$work/ports")'"
+targetd_spawn "$work/ports" "$work/targetd.log" \
+	"$targetd" --portal 127.0.0.1:0 --iser-portal 127.0.0.1:0 --srp-portal 127.0.0.1:0 \
+	--target "$iqn" --lun "$lun0" --admin-socket "$sock" --state-dir "$work/state"
+targetd_wait_ready "" "$work/ports" iser srp
 [[ -S $sock ]] || fail "ulp-targetd: no admin socket $sock"
 # The add_target line logged for the SRP portal (the default port id: its device's node GUID).
 srp_target=$(grep -oE "id_ext=[0-9a-f]{16},ioc_guid=[0-9a-f]{16},dest=127\.0\.0\.1:$srp_port" \
 	"$work/targetd.log" | head -n 1 || true)
 [[ -n $srp_target ]] || fail "ulp-targetd: no SRP add_target line for 127.0.0.1:$srp_port in its log"
-say "ulp-targetd (pid $pid) on rbd/ulp-stress: TCP $tcp_port, iSER $iser_port, SRP $srp_port ($srp_target)"
+say "ulp-targetd (pid $targetd_pid) on rbd/ulp-stress: TCP $tcp_port, iSER $iser_port, SRP $srp_port ($srp_target)"
 t0=$SECONDS
 
 # ---- warm-up: every event loop that may serve the LUN opens its rbd queue ------------------
@@ -194,7 +112,7 @@ run_stress() { # NAME BOUND ARGS...: ulp-stress against our daemon, its exit sta
 	spid=$!
 	wait "$spid" || rc=$?
 	spid=''
-	kill -0 "$pid" 2>/dev/null || fail "$name: ulp-targetd died under ulp-stress"
+	kill -0 "$targetd_pid" 2>/dev/null || fail "$name: ulp-targetd died under ulp-stress"
 	((rc != 124 && rc != 137)) || fail "$name: ulp-stress did not finish within $bound s"
 }
 run_stress warm-up 90 --scenario login-storm --sessions 8 --cycles 16
@@ -204,7 +122,7 @@ say "warm-up: a storm of 8 nexuses at once per transport (no resource check): ok
 # ---- ulp-stress's short profile, every check --------------------------------------------------
 # Bounded: 240 s (about 40 s here; its watchdog bounds each step at 30 s).
 t0=$SECONDS
-run_stress stress 240 --scenario "$scenarios" --admin-socket "$sock" --target-pid "$pid" --json
+run_stress stress 240 --scenario "$scenarios" --admin-socket "$sock" --target-pid "$targetd_pid" --json
 # Every row: cycles and I/Os done, no failure; every scenario on every transport; ok overall.
 out=$(python3 - "$work/stress.out" "$scenarios" "$transports" 2>&1 <<'PY'
 import json, sys
@@ -253,20 +171,9 @@ PY
 say "PASS: librbd completed the LUN's commands, no error, none in flight, not fenced"
 
 # ---- SIGTERM: exit 0 within 30 s ------------------------------------------------------------
-kill -TERM "$pid"
-for ((i = 0; i < 300; i++)); do
-	kill -0 "$pid" 2>/dev/null || break
-	sleep 0.1
-done
-kill -0 "$pid" 2>/dev/null && fail "ulp-targetd still running 30 s after SIGTERM"
-rc=0
-wait "$pid" || rc=$?
-pid=''
-((rc == 0)) || fail "ulp-targetd exited $rc after SIGTERM"
+targetd_stop ""
 say "PASS: SIGTERM: exit 0"
 
 # ---- the cluster stops, nothing of it left --------------------------------------------------
-dev stop --timeout 20 >"$work/ceph-stop.log" 2>&1 || fail "ceph-dev.sh stop: $(cat "$work/ceph-stop.log")"
-left=$(ours)
-[[ -z $left ]] || fail "processes of $cdir left after stop: $left"
+cluster_stop
 say "PASS: cluster stopped, no process of it left ($((SECONDS - t_all)) s in all)"

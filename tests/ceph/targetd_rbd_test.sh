@@ -10,7 +10,8 @@
 #   - `ulpctl save`, and a daemon started from that file serves both LUNs with the data the
 #     first one wrote;
 #   - SIGTERM: exit 0 within 30 s; then the cluster stops and no process of it is left.
-# Every wait is bounded (timeout, or a counted loop).
+# Every wait is bounded (timeout, or a counted loop). The cluster, its clean-up and the
+# daemon's start and stop: tests/ceph/cluster.sh.
 #
 #   bash tests/ceph/targetd_rbd_test.sh ULP_TARGETD ULPCTL ULP_INITIATOR CEPH_DEV_SH
 set -euo pipefail
@@ -20,131 +21,33 @@ ulpctl_bin=${2:?$usage}
 initiator=${3:?$usage}
 ceph_dev=${4:?$usage}
 
-say() { echo "targetd_rbd: $*"; }
-failure=
-fail() {
-	failure=$*
-	echo "targetd_rbd: FAIL: $*" >&2
-	exit 1
-}
-unset CEPH_ARGS CEPH_KEYRING CEPH_CONF
+# shellcheck source=SCRIPTDIR/cluster.sh
+source "$(dirname "${BASH_SOURCE[0]}")/cluster.sh"
+# cdir: the cluster's (ceph-dev.sh's own); work: the daemon's files.
+cluster_init targetd_rbd "$ceph_dev" ulp-targetd-rbd
+cluster_on_failure() { cluster_tail 30 "" "$work"/*.log; }
 
-cdir=$(mktemp -d /tmp/ulp-targetd-rbd-ceph.XXXXXX) # the cluster's (ceph-dev.sh's own)
-work=$(mktemp -d /tmp/ulp-targetd-rbd.XXXXXX)       # the daemon's files
-conf=$cdir/ceph.conf
 sock=$work/admin.sock
 iqn=iqn.2026-11.org.ulp:rbd-test
-pid=''
-dev() { timeout 120 bash "$ceph_dev" "$@" --dir "$cdir"; }
 ulpctl() { timeout 60 "$ulpctl_bin" --socket "$sock" --timeout 50 "$@"; }
-rbd_cli() { timeout 60 rbd -c "$conf" --keyring "$cdir/keyring" --client-mount-timeout 10 "$@"; }
 
-# ours: the live processes started with -c $conf (a zombie has no cmdline).
-ours() {
-	local p args i
-	for p in /proc/[0-9]*; do
-		mapfile -d '' args 2>/dev/null <"$p/cmdline" || continue
-		for ((i = 1; i + 1 < ${#args[@]}; i++)); do
-			if [[ ${args[i]} == -c && ${args[i + 1]} == "$conf" ]]; then
-				echo "${p#/proc/} ${args[*]}"
-				break
-			fi
-		done
-	done
-}
+cluster_start
 
-cleanup() {
-	local rc=$? left f
-	trap - EXIT
-	set +e
-	if [[ -n $pid ]] && kill -0 "$pid" 2>/dev/null; then
-		kill -KILL "$pid" 2>/dev/null
-		wait "$pid" 2>/dev/null
-	fi
-	[[ -e $conf ]] && dev stop --timeout 10 >/dev/null 2>&1
-	left=$(ours)
-	if [[ -n $left ]]; then
-		echo "targetd_rbd: FAIL: processes of $cdir left after stop:" >&2
-		echo "$left" >&2
-		# ours alone, by PID: they run with this test's own $conf
-		# shellcheck disable=SC2046
-		kill -KILL $(awk '{print $1}' <<<"$left") 2>/dev/null
-		rc=1
-	fi
-	if ((rc)); then
-		for f in "$work"/*.log; do
-			[[ -s $f ]] || continue
-			echo "---- tail of $f" >&2
-			tail -n 30 "$f" >&2
-		done
-		for f in "$cdir"/log/mon.a.log "$cdir"/log/osd.0.log; do
-			[[ -s $f ]] || continue
-			echo "---- tail of $f (log lines only)" >&2
-			grep -E '^[0-9]{4}-' "$f" | tail -n 20 >&2
-		done
-		echo "targetd_rbd: FAILED (rc $rc)${failure:+: $failure}" >&2
-	else
-		say "PASS"
-	fi
-	rm -rf "$work" "$cdir"
-	exit "$rc"
-}
-trap cleanup EXIT
-
-# A free port for the monitor, so that this test runs beside a developer's default cluster.
-port=
-for ((i = 0; i < 100; i++)); do
-	p=$((20000 + ($$ * 7 + i * 13) % 10000))
-	if ! (: </dev/tcp/127.0.0.1/"$p") 2>/dev/null; then
-		port=$p
-		break
-	fi
-done
-[[ -n $port ]] || fail "no free port found for the monitor"
-
-t0=$SECONDS
-dev start --port "$port" --timeout 60 >"$work/ceph-start.log" 2>&1 ||
-	fail "scripts/ceph-dev.sh start: $(tail -n 20 "$work/ceph-start.log")"
-say "cluster up on 127.0.0.1:$port in $((SECONDS - t0)) s"
-
-# start NAME ARGS...: ulp-targetd in the background ($pid), its TCP port in $tport once it
-# listens (bounded: 60 s, a cluster connection included); its log in $work/NAME.log.
+# start NAME ARGS...: ulp-targetd in the background (targetd_pid), its TCP port in tcp_port
+# once it listens (bounded: 60 s, a cluster connection included); its log in $work/NAME.log.
 start() {
-	local name=$1 i
+	local name=$1
 	shift
-	rm -f "$work/$name.port"
-	"$targetd" --portal 127.0.0.1:0 --admin-socket "$sock" --state-dir "$work/state" "$@" \
-		--ready-fd 3 3>"$work/$name.port" 2>"$work/$name.log" &
-	pid=$!
-	tport=
-	for ((i = 0; i < 600; i++)); do
-		tport=$(head -n 1 "$work/$name.port" 2>/dev/null || true)
-		[[ $tport =~ ^[0-9]+$ ]] && break
-		kill -0 "$pid" 2>/dev/null || fail "$name: ulp-targetd exited during start-up"
-		sleep 0.1
-	done
-	[[ $tport =~ ^[0-9]+$ ]] || fail "$name: ulp-targetd not listening after 60 s"
-}
-
-# stop NAME: SIGTERM, exit status 0 within 30 s.
-stop() {
-	local name=$1 rc=0 i
-	kill -TERM "$pid"
-	for ((i = 0; i < 300; i++)); do
-		kill -0 "$pid" 2>/dev/null || break
-		sleep 0.1
-	done
-	kill -0 "$pid" 2>/dev/null && fail "$name: ulp-targetd still running 30 s after SIGTERM"
-	wait "$pid" || rc=$?
-	pid=''
-	((rc == 0)) || fail "$name: ulp-targetd exited $rc after SIGTERM"
+	targetd_spawn "$work/$name.port" "$work/$name.log" \
+		"$targetd" --portal 127.0.0.1:0 --admin-socket "$sock" --state-dir "$work/state" "$@"
+	targetd_wait_ready "$name" "$work/$name.port"
 }
 
 # verify LUN ARGS...: one ulp-initiator run over TCP, checking every block it reads back.
 verify() {
 	local lun=$1
 	shift
-	timeout 120 "$initiator" --transport tcp -p "127.0.0.1:$tport" -t "$iqn" -l "$lun" \
+	timeout 120 "$initiator" --transport tcp -p "127.0.0.1:$tcp_port" -t "$iqn" -l "$lun" \
 		--quiet --cmd-timeout 60 "$@" >"$work/initiator.out" 2>>"$work/initiator.log" ||
 		fail "ulp-initiator on LUN $lun ($*): $(tail -n 5 "$work/initiator.out" "$work/initiator.log")"
 }
@@ -172,7 +75,7 @@ say "PASS: a missing image or pool stops the start with exit status 2 and its na
 
 # ---- LUN 0 created at start, verified I/O ------------------------------------------------------
 start first --target "$iqn" --lun "$lun0,create=1,size=64M"
-rbd_cli info rbd/ulp-lun0 >"$work/info.out" 2>&1 || fail "rbd info: $(cat "$work/info.out")"
+cluster_rbd info rbd/ulp-lun0 >"$work/info.out" 2>&1 || fail "rbd info: $(cat "$work/info.out")"
 grep -q "size 64 MiB" "$work/info.out" || fail "rbd image ulp-lun0 is not 64 MiB: $(cat "$work/info.out")"
 verify 0 -w mixed -b 4k -q 16 -r 3 --range 32M --verify-only
 verify 0 -w write -b 128k -q 8 -r 0 -s 16M --offset 32M --range 16M --verify-only
@@ -246,7 +149,7 @@ say "PASS: a missing image at run time is a JSON-RPC error naming it; nothing ad
 out=$(ulpctl save "$work/saved.toml" 2>&1) || fail "ulpctl save: $out"
 grep -Eq "^ *image = [\"']ulp-lun1[\"']" "$work/saved.toml" ||
 	fail "saved file has no image ulp-lun1: $(cat "$work/saved.toml")"
-stop first
+targetd_stop first
 say "PASS: SIGTERM: exit 0"
 out=$("$targetd" --config "$work/saved.toml" --check 2>&1) || fail "--check of the saved file: $out"
 # Its own portal (the saved one was the first daemon's ephemeral port).
@@ -264,11 +167,9 @@ if not r["ok"] or r["verify_errors"] or r["verified_blocks"] != (16 << 20) // 51
     sys.exit(f"verified_blocks {r['verified_blocks']}, verify_errors {r['verify_errors']}")
 PY
 verify 1 -w randwrite -b 4k -q 8 -r 1 --verify-only
-stop second
+targetd_stop second
 say "PASS: a daemon from the saved file serves both rbd LUNs, the data intact; exit 0"
 
 # ---- the cluster stops, nothing of it left --------------------------------------------------------
-dev stop --timeout 20 >"$work/ceph-stop.log" 2>&1 || fail "ceph-dev.sh stop: $(cat "$work/ceph-stop.log")"
-left=$(ours)
-[[ -z $left ]] || fail "processes of $cdir left after stop: $left"
+cluster_stop
 say "PASS: cluster stopped, no process of it left"
