@@ -36,8 +36,10 @@ vm=(qemu-system-x86 busybox-static cpio kmod iproute2 xz-utils
 	dmsetup jq)
 
 # a real single-node Ceph cluster, one mon and one OSD on 127.0.0.1 (scripts/ceph-dev.sh,
-# ctest -L ceph) with the ceph, rbd and rados CLIs; librbd/librados for the rbd backstore
-ceph=(ceph-mon ceph-osd ceph-common librbd-dev librados-dev)
+# ctest -L ceph) with the ceph, rbd and rados CLIs; librbd/librados for the rbd backstore;
+# tgt-rbd (tgtd's bs_rbd backstore, --bstype rbd) is the reference RBD gateway of
+# tools/rbd-bench
+ceph=(ceph-mon ceph-osd ceph-common librbd-dev librados-dev tgt-rbd)
 
 pkgs=("${build[@]}" "${libs[@]}" "${peers[@]}" "${service[@]}" "${libiscsi_build[@]}" "${tools[@]}" "${vm[@]}"
 	"${ceph[@]}")
