@@ -865,6 +865,16 @@ void add_flags(CLI::App &app, Flags &f)
 	               "127.0.0.1; another address is served with a warning; default: none)");
 }
 
+std::array<std::pair<const char *, const std::string *>, 5>
+rbd_optional_keys(const scsi::RbdConfig &r)
+{
+	return {{{"namespace", &r.nspace},
+	         {"conf", &r.conf},
+	         {"client", &r.client},
+	         {"keyring", &r.keyring},
+	         {"group", &r.group}}};
+}
+
 bool check_lun(const std::string &target, const LunCfg &l, std::string *why)
 {
 	const std::string who = (target.empty() ? std::string() : "target " + target + " ") +

@@ -114,10 +114,12 @@
 
 #include <CLI/CLI.hpp>
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace targetd
@@ -239,6 +241,9 @@ struct Config {
 // admin methods run the same ones. false with *why.
 bool check_target(const TargetCfg &t, std::string *why);
 bool check_lun(const std::string &target, const LunCfg &l, std::string *why);
+// An rbd LUN's keys that are written only when set (save, listings), with their values.
+std::array<std::pair<const char *, const std::string *>, 5>
+rbd_optional_keys(const ulp::scsi::RbdConfig &r);
 bool check_chap(const ulp::iscsi::ChapSecret &s, std::string *why);
 // "" when a LUN of backstore kind may be given key (a --lun key, a [[target.lun]] key, a
 // lun_create parameter), else why not: rbd's keys (pool, image, ...) are rbd LUNs' only,

@@ -148,15 +148,8 @@ std::string to_toml(const Config &c)
 				// file would have it.
 				const scsi::RbdConfig &r = l.bs.rbd;
 				lt.insert("pool", r.pool);
-				if (!r.nspace.empty())
-					lt.insert("namespace", r.nspace);
 				lt.insert("image", r.image);
-				const std::pair<const char *, const std::string *> opt[] = {
-				    {"conf", &r.conf},
-				    {"client", &r.client},
-				    {"keyring", &r.keyring},
-				    {"group", &r.group}};
-				for (const auto &[k, v] : opt)
+				for (const auto &[k, v] : rbd_optional_keys(r))
 					if (!v->empty())
 						lt.insert(k, *v);
 				lt.insert("create", r.create);

@@ -55,13 +55,7 @@ json lun_json(const LunCfg &l, const scsi::LogicalUnit *lu)
 		j["image"] = r.image;
 		j["create"] = r.create;
 		j["timeout"] = r.timeout_s;
-		const std::pair<const char *, const std::string *> opt[] = {
-		    {"namespace", &r.nspace},
-		    {"conf", &r.conf},
-		    {"client", &r.client},
-		    {"keyring", &r.keyring},
-		    {"group", &r.group}};
-		for (const auto &[k, v] : opt)
+		for (const auto &[k, v] : rbd_optional_keys(r))
 			if (!v->empty())
 				j[k] = *v;
 	} else {
