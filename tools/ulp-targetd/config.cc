@@ -139,9 +139,6 @@ bool parse_cpu_list(const std::string &s, std::vector<int> *out, std::string *wh
 
 std::string lun_key_misplaced(const std::string &kind, const std::string &key)
 {
-	static constexpr const char *kRbdOnly[] = {"pool",  "image",  "namespace",
-	                                           "conf",  "client", "keyring",
-	                                           "group", "create", "timeout"};
 	static constexpr const char *kNotRbd[] = {"path", "direct", "write_cache", "wc"};
 	if (kind == "rbd") {
 		for (const char *k : kNotRbd)
@@ -151,12 +148,14 @@ std::string lun_key_misplaced(const std::string &kind, const std::string &key)
 				       "pool and image, and has no O_DIRECT nor volatile cache";
 		return "";
 	}
-	for (const char *k : kRbdOnly)
-		if (key == k)
-			return key +
-			       " is an rbd key (pool, image, namespace, conf, client, keyring, "
-			       "group, create, timeout), not one of a " +
-			       kind + " backstore";
+	const bool rbd_only = key == "create" || key == "timeout" ||
+	                      std::any_of(std::begin(kRbdStringKeys), std::end(kRbdStringKeys),
+	                                  [&](const auto &e) { return key == e.first; });
+	if (rbd_only)
+		return key +
+		       " is an rbd key (pool, image, namespace, conf, client, keyring, "
+		       "group, create, timeout), not one of a " +
+		       kind + " backstore";
 	return "";
 }
 
@@ -310,20 +309,11 @@ bool parse_lun_flag(const std::string &s, LunCfg *out, std::string *why)
 				return false;
 			}
 			out->bs.queue_depth = uint32_t(n);
-		} else if (k == "pool") {
-			rbd.pool = v;
-		} else if (k == "image") {
-			rbd.image = v;
-		} else if (k == "namespace") {
-			rbd.nspace = v;
-		} else if (k == "conf") {
-			rbd.conf = v;
-		} else if (k == "client") {
-			rbd.client = v;
-		} else if (k == "keyring") {
-			rbd.keyring = v;
-		} else if (k == "group") {
-			rbd.group = v;
+		} else if (auto sk =
+		               std::find_if(std::begin(kRbdStringKeys), std::end(kRbdStringKeys),
+		                            [&](const auto &e) { return k == e.first; });
+		           sk != std::end(kRbdStringKeys)) {
+			rbd.*(sk->second) = v;
 		} else if (k == "create") {
 			if (!parse_bool_word(v, &rbd.create)) {
 				*why = "--lun " + s + ": create is yes or no";
@@ -517,12 +507,12 @@ bool load_lun(Reader &r, const toml::table &lt, const std::string &ctx, LunCfg *
 	    !r.boolean(lt, "direct", ctx, &l->bs.direct) ||
 	    !r.boolean(lt, "write_cache", ctx, &l->bs.write_cache) ||
 	    !r.integer(lt, "queue_depth", ctx, &l->bs.queue_depth, 1, 4096) ||
-	    !r.str(lt, "pool", ctx, &rbd.pool) || !r.str(lt, "image", ctx, &rbd.image) ||
-	    !r.str(lt, "namespace", ctx, &rbd.nspace) || !r.str(lt, "conf", ctx, &rbd.conf) ||
-	    !r.str(lt, "client", ctx, &rbd.client) || !r.str(lt, "keyring", ctx, &rbd.keyring) ||
-	    !r.str(lt, "group", ctx, &rbd.group) || !r.boolean(lt, "create", ctx, &rbd.create) ||
+	    !r.boolean(lt, "create", ctx, &rbd.create) ||
 	    !r.integer(lt, "timeout", ctx, &rbd.timeout_s, 1, 3600))
 		return false;
+	for (const auto &[k, m] : kRbdStringKeys)
+		if (!r.str(lt, k, ctx, &(rbd.*m)))
+			return false;
 	// A key of another kind is named where it stands, not only as check_lun's value error.
 	for (auto &[k, v] : lt)
 		if (std::string m = lun_key_misplaced(l->bs.kind, std::string(k.str())); !m.empty())
@@ -863,16 +853,6 @@ void add_flags(CLI::App &app, Flags &f)
 	               "[HOST:]PORT: serve GET /metrics, the statistics in Prometheus' text "
 	               "format (as `ulpctl stats --prometheus`), over HTTP (PORT alone: "
 	               "127.0.0.1; another address is served with a warning; default: none)");
-}
-
-std::array<std::pair<const char *, const std::string *>, 5>
-rbd_optional_keys(const scsi::RbdConfig &r)
-{
-	return {{{"namespace", &r.nspace},
-	         {"conf", &r.conf},
-	         {"client", &r.client},
-	         {"keyring", &r.keyring},
-	         {"group", &r.group}}};
 }
 
 bool check_lun(const std::string &target, const LunCfg &l, std::string *why)

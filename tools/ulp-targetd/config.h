@@ -114,7 +114,6 @@
 
 #include <CLI/CLI.hpp>
 
-#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -241,9 +240,14 @@ struct Config {
 // admin methods run the same ones. false with *why.
 bool check_target(const TargetCfg &t, std::string *why);
 bool check_lun(const std::string &target, const LunCfg &l, std::string *why);
-// An rbd LUN's keys that are written only when set (save, listings), with their values.
-std::array<std::pair<const char *, const std::string *>, 5>
-rbd_optional_keys(const ulp::scsi::RbdConfig &r);
+// An rbd LUN's keys whose values are strings, each with its member: one list for the --lun
+// and TOML readers, save and the listings (pool and image are required, the rest written
+// only when set).
+inline constexpr std::pair<const char *, std::string ulp::scsi::RbdConfig::*> kRbdStringKeys[] = {
+    {"pool", &ulp::scsi::RbdConfig::pool},        {"image", &ulp::scsi::RbdConfig::image},
+    {"namespace", &ulp::scsi::RbdConfig::nspace}, {"conf", &ulp::scsi::RbdConfig::conf},
+    {"client", &ulp::scsi::RbdConfig::client},    {"keyring", &ulp::scsi::RbdConfig::keyring},
+    {"group", &ulp::scsi::RbdConfig::group}};
 bool check_chap(const ulp::iscsi::ChapSecret &s, std::string *why);
 // "" when a LUN of backstore kind may be given key (a --lun key, a [[target.lun]] key, a
 // lun_create parameter), else why not: rbd's keys (pool, image, ...) are rbd LUNs' only,

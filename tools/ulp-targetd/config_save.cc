@@ -147,11 +147,9 @@ std::string to_toml(const Config &c)
 				// An empty string is librados' own default: left out, as the
 				// file would have it.
 				const scsi::RbdConfig &r = l.bs.rbd;
-				lt.insert("pool", r.pool);
-				lt.insert("image", r.image);
-				for (const auto &[k, v] : rbd_optional_keys(r))
-					if (!v->empty())
-						lt.insert(k, *v);
+				for (const auto &[k, m] : kRbdStringKeys)
+					if (!(r.*m).empty())
+						lt.insert(k, r.*m);
 				lt.insert("create", r.create);
 				lt.insert("timeout", int64_t(r.timeout_s));
 			}

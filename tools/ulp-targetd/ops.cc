@@ -51,13 +51,11 @@ json lun_json(const LunCfg &l, const scsi::LogicalUnit *lu)
 	          {"queue_depth", l.bs.queue_depth}};
 	if (l.bs.kind == "rbd") {
 		const scsi::RbdConfig &r = l.bs.rbd;
-		j["pool"] = r.pool;
-		j["image"] = r.image;
 		j["create"] = r.create;
 		j["timeout"] = r.timeout_s;
-		for (const auto &[k, v] : rbd_optional_keys(r))
-			if (!v->empty())
-				j[k] = *v;
+		for (const auto &[k, m] : kRbdStringKeys)
+			if (!(r.*m).empty())
+				j[k] = r.*m;
 	} else {
 		j["direct"] = l.bs.direct;
 		j["write_cache"] = l.bs.write_cache;
