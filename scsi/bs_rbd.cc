@@ -26,7 +26,6 @@
 // the thread that submitted it - its event loop, or the backstore's completion thread for a
 // thread without one - and done() runs there.
 #include "core/log.h"
-#include "core/thread_name.h"
 #include "scsi/bs_internal.h"
 #include "scsi/bs_rbd_queue.h"
 
@@ -154,10 +153,9 @@ class RbdBackstore final : public Backstore
 {
 public:
 	RbdBackstore(const BackstoreConfig &cfg, uint64_t size, std::shared_ptr<RbdClient> client,
-	             rados_ioctx_t ioctx, std::shared_ptr<RbdDev> dev, uint64_t obj_size)
+	             rados_ioctx_t ioctx, std::shared_ptr<RbdDev> dev)
 	    : Backstore("rbd", size, cfg.queue_depth), client_(std::move(client)), ioctx_(ioctx),
-	      dev_(std::move(dev)), read_only_(cfg.read_only),
-	      obj_size_(static_cast<uint32_t>(std::min<uint64_t>(obj_size, 1u << 31)))
+	      dev_(std::move(dev)), read_only_(cfg.read_only)
 	{
 	}
 
@@ -193,7 +191,10 @@ public:
 
 	bool can_unmap() const override { return true; }
 	bool write_cache() const override { return false; }
-	uint32_t unmap_granularity() const override { return obj_size_; }
+	uint32_t unmap_granularity() const override
+	{
+		return static_cast<uint32_t>(std::min<uint64_t>(dev_->obj_size, 1u << 31));
+	}
 
 	// COMPARE AND WRITE in the OSD: rbd_aio_compare_and_write, one object operation
 	// (cmpext + write), atomic against every client of the image. librbd 16 takes one
@@ -300,7 +301,6 @@ private:
 	rados_ioctx_t ioctx_;               // the pool (and namespace)
 	std::shared_ptr<RbdDev> dev_;       // the open image, shared with the queues
 	const bool read_only_;              // opened read-only
-	const uint32_t obj_size_;           // bytes: the image's object size (unmap granularity)
 	std::unique_ptr<RbdQueue> shared_;  // the queue of threads without an event loop
 	uint64_t watch_ = 0;                // rbd_update_watch's handle
 	bool watching_ = false;             // watch_ is registered
@@ -486,8 +486,7 @@ std::unique_ptr<Backstore> make_rbd_backstore(const BackstoreConfig &cfg, int *e
 	dev->queue_depth = cfg.queue_depth;
 	dev->obj_size = info.obj_size ? info.obj_size : 1;
 	dev->drain_wait = std::chrono::seconds(rc.timeout_s + 5);
-	auto bs =
-	    std::make_unique<RbdBackstore>(cfg, size, std::move(client), ioctx, dev, info.obj_size);
+	auto bs = std::make_unique<RbdBackstore>(cfg, size, std::move(client), ioctx, dev);
 	if (int e = bs->init(why); e < 0) {
 		*err = e;
 		*why = dev->who + *why;

@@ -229,19 +229,12 @@ void RbdQueue::completed(RbdSlot *s)
 		else
 			done_ = s;
 		done_tail_ = s;
+		if (!loop_ && was_empty)
+			cv_.notify_one(); // the completion thread checks done_ under lock_
 	}
-	if (was_empty)
-		wake();
-}
-
-void RbdQueue::wake()
-{
-	if (loop_) {
+	if (loop_ && was_empty) { // one wake-up per batch: the loop empties the list
 		const uint64_t one = 1;
 		(void)!::write(efd_, &one, sizeof(one));
-	} else {
-		std::lock_guard g(lock_); // against a lost wake-up between run()'s check and wait
-		cv_.notify_one();
 	}
 }
 

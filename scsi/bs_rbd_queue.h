@@ -139,7 +139,6 @@ public:
 private:
 	void start(RbdSlot *s, BsIo *io);
 	void finish(RbdSlot *s);
-	void wake();
 	void run(); // the shared queue's completion thread
 
 	const std::shared_ptr<RbdDev> dev_; // the image, shared by the queues
