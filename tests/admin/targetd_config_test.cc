@@ -23,6 +23,20 @@ namespace
 
 constexpr char kIqn[] = "iqn.2026-11.org.ulp:config";
 
+// Every field of an rbd LUN's config as expected, each named where it differs.
+void expect_rbd(const ulp::scsi::RbdConfig &got, const ulp::scsi::RbdConfig &want)
+{
+	EXPECT_EQ(got.pool, want.pool);
+	EXPECT_EQ(got.image, want.image);
+	EXPECT_EQ(got.nspace, want.nspace);
+	EXPECT_EQ(got.conf, want.conf);
+	EXPECT_EQ(got.client, want.client);
+	EXPECT_EQ(got.keyring, want.keyring);
+	EXPECT_EQ(got.group, want.group);
+	EXPECT_EQ(got.create, want.create);
+	EXPECT_EQ(got.timeout_s, want.timeout_s);
+}
+
 // A scratch directory for the files, removed with them.
 struct Scratch {
 	std::string path;
@@ -77,25 +91,23 @@ TEST(TargetdConfig, RbdLunFlagsAccepted)
 	ASSERT_EQ(c.targets[0].luns.size(), 2u);
 	const LunCfg &a = c.targets[0].luns[0];
 	EXPECT_EQ(a.bs.kind, "rbd");
-	EXPECT_EQ(a.bs.rbd.pool, "rbd");
-	EXPECT_EQ(a.bs.rbd.image, "disk0");
+	ulp::scsi::RbdConfig want; // defaults but for the two required keys
+	want.pool = "rbd";
+	want.image = "disk0";
+	expect_rbd(a.bs.rbd, want);
 	EXPECT_EQ(a.bs.size, 0u) << "no size: the image's";
-	EXPECT_FALSE(a.bs.rbd.create);
-	EXPECT_EQ(a.bs.rbd.timeout_s, 30u);
-	EXPECT_TRUE(a.bs.rbd.nspace.empty() && a.bs.rbd.conf.empty() && a.bs.rbd.client.empty() &&
-	            a.bs.rbd.keyring.empty() && a.bs.rbd.group.empty());
 	const LunCfg &b = c.targets[0].luns[1];
 	EXPECT_EQ(b.lun, 1u);
-	EXPECT_EQ(b.bs.rbd.pool, "p1");
-	EXPECT_EQ(b.bs.rbd.image, "img1");
-	EXPECT_EQ(b.bs.rbd.nspace, "ns1");
-	EXPECT_EQ(b.bs.rbd.conf, "/etc/ceph/x.conf");
-	EXPECT_EQ(b.bs.rbd.client, "ulp-gw");
-	EXPECT_EQ(b.bs.rbd.keyring, "/etc/ceph/gw.keyring");
-	EXPECT_EQ(b.bs.rbd.group, "g1");
-	EXPECT_TRUE(b.bs.rbd.create);
+	expect_rbd(b.bs.rbd, {.pool = "p1",
+	                      .nspace = "ns1",
+	                      .image = "img1",
+	                      .conf = "/etc/ceph/x.conf",
+	                      .client = "ulp-gw",
+	                      .keyring = "/etc/ceph/gw.keyring",
+	                      .group = "g1",
+	                      .create = true,
+	                      .timeout_s = 7});
 	EXPECT_EQ(b.bs.size, 64u << 20);
-	EXPECT_EQ(b.bs.rbd.timeout_s, 7u);
 	EXPECT_TRUE(b.read_only);
 	EXPECT_TRUE(b.bs.read_only) << "the backstore opens the image read-only";
 	EXPECT_EQ(b.bs.queue_depth, 8u);
@@ -160,15 +172,15 @@ TEST(TargetdConfig, RbdLunFromTheFile)
 	const LunCfg &l = c.targets[0].luns[0];
 	EXPECT_EQ(l.lun, 3u);
 	EXPECT_EQ(l.bs.kind, "rbd");
-	EXPECT_EQ(l.bs.rbd.pool, "rbd");
-	EXPECT_EQ(l.bs.rbd.image, "disk3");
-	EXPECT_EQ(l.bs.rbd.nspace, "gw");
-	EXPECT_EQ(l.bs.rbd.conf, "/c/ceph.conf");
-	EXPECT_EQ(l.bs.rbd.client, "ulp-gw");
-	EXPECT_EQ(l.bs.rbd.keyring, "/c/gw.keyring");
-	EXPECT_EQ(l.bs.rbd.group, "g");
-	EXPECT_TRUE(l.bs.rbd.create);
-	EXPECT_EQ(l.bs.rbd.timeout_s, 12u);
+	expect_rbd(l.bs.rbd, {.pool = "rbd",
+	                      .nspace = "gw",
+	                      .image = "disk3",
+	                      .conf = "/c/ceph.conf",
+	                      .client = "ulp-gw",
+	                      .keyring = "/c/gw.keyring",
+	                      .group = "g",
+	                      .create = true,
+	                      .timeout_s = 12});
 	EXPECT_EQ(l.bs.size, 1u << 30);
 	EXPECT_EQ(l.bs.block_size, 4096u);
 	EXPECT_EQ(l.bs.queue_depth, 32u);
@@ -311,15 +323,7 @@ TEST(TargetdConfig, RbdLunsRoundTripThroughSave)
 		EXPECT_EQ(b.bs.write_cache, a.bs.write_cache);
 		EXPECT_EQ(b.read_only, a.read_only);
 		EXPECT_EQ(b.bs.read_only, a.bs.read_only);
-		EXPECT_EQ(b.bs.rbd.pool, a.bs.rbd.pool);
-		EXPECT_EQ(b.bs.rbd.nspace, a.bs.rbd.nspace);
-		EXPECT_EQ(b.bs.rbd.image, a.bs.rbd.image);
-		EXPECT_EQ(b.bs.rbd.conf, a.bs.rbd.conf);
-		EXPECT_EQ(b.bs.rbd.client, a.bs.rbd.client);
-		EXPECT_EQ(b.bs.rbd.keyring, a.bs.rbd.keyring);
-		EXPECT_EQ(b.bs.rbd.group, a.bs.rbd.group);
-		EXPECT_EQ(b.bs.rbd.create, a.bs.rbd.create);
-		EXPECT_EQ(b.bs.rbd.timeout_s, a.bs.rbd.timeout_s);
+		expect_rbd(b.bs.rbd, a.bs.rbd);
 	}
 	// load_config_file reads the file alone: the flags' portal default is not in it.
 	back.portals = c.portals;
