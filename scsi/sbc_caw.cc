@@ -132,9 +132,10 @@ void exec_caw(Cmd *cmd)
 	auto *st = sbc_step_new<CawState>(cmd, caw_run);
 	const size_t len = size_t(cmd->nr_blocks) * lu.block_size();
 	if (st) {
-		// Twice len either way: the fallback from a native attempt reuses it.
+		// Native: both halves (twice len), which the fallback from a declined attempt
+		// reuses; the read-compare-write alone needs len.
 		st->native = lu.bs().compare_and_write_max() >= len;
-		st->buf = sbc_buf_alloc(2 * len);
+		st->buf = sbc_buf_alloc(st->native ? 2 * len : len);
 	}
 	if (!st || !st->buf) {
 		complete_sense(cmd, Sense::InsufficientResources);
