@@ -18,6 +18,7 @@
 // No lock is held while a done() callback runs.
 #pragma once
 
+#include "core/check.h"
 #include "core/epoll_loop.h"
 #include "cq_poll/cq_poll.h"
 #include "cq_poll/dim.h"
@@ -45,10 +46,21 @@ struct Poller;
 // pending and running bits). Guarded by the lock of whoever queues it: Poller::lock for
 // Softirq, WorkPool::lock for the workqueues.
 enum class RunState : uint8_t {
-	Idle,    // armed (or about to be), waiting for an event
-	Queued,  // on a ready list or work queue
-	Running, // a thread is processing it
+	Idle,    // armed (or about to be), waiting for an event -> Queued
+	Queued,  // on a ready list or work queue -> Running | Idle (free_cq took it off)
+	Running, // a thread is processing it -> Idle | Queued (more work, or an event came)
 };
+const char *run_state_str(RunState s);
+
+// The cycle drawn above; change_state checks every step against it.
+inline constexpr StateTable<RunState, 3> kRunStates = {
+    "threaded CQ",
+    run_state_str,
+    {
+        /* Idle */ to(RunState::Queued),
+        /* Queued */ to(RunState::Running, RunState::Idle),
+        /* Running */ to(RunState::Idle, RunState::Queued),
+    }};
 
 using ReadyHook =
     boost::intrusive::list_member_hook<boost::intrusive::link_mode<boost::intrusive::safe_link>>;

@@ -17,6 +17,19 @@ namespace ulp
 
 using namespace cqp;
 
+const char *run_state_str(RunState s)
+{
+	switch (s) {
+	case RunState::Idle:
+		return "Idle";
+	case RunState::Queued:
+		return "Queued";
+	case RunState::Running:
+		return "Running";
+	}
+	return "?";
+}
+
 void cqp::BoundedThread::join(const char *what)
 {
 	if (!thr.joinable())
@@ -63,7 +76,7 @@ void WorkPool::kick(PollCq &p)
 		}
 		if (p.state == RunState::Queued)
 			return;
-		p.state = RunState::Queued;
+		change_state(&p.state, RunState::Queued, kRunStates);
 		queue_of(p).push_back(p);
 	}
 	// A bound CQ wakes its own worker only: waking them all cost a thread switch
@@ -83,7 +96,7 @@ int WorkPool::kill(PollCq &p)
 	p.abort.store(true, std::memory_order_relaxed);
 	if (p.state == RunState::Queued) {
 		queue_of(p).erase(queue_of(p).iterator_to(p));
-		p.state = RunState::Idle;
+		change_state(&p.state, RunState::Idle, kRunStates);
 	}
 	while (p.state == RunState::Running)
 		if (!done_cv_.wait_for(g, kStopTimeout,
@@ -116,7 +129,7 @@ void WorkPool::work(int i)
 		}
 		PollCq &p = q->front();
 		q->pop_front();
-		p.state = RunState::Running;
+		change_state(&p.state, RunState::Running, kRunStates);
 		p.runner = self;
 		p.again = false;
 		g.unlock();
@@ -124,15 +137,15 @@ void WorkPool::work(int i)
 		g.lock();
 		p.runner = {};
 		if (p.dying) {
-			p.state = RunState::Idle;
+			change_state(&p.state, RunState::Idle, kRunStates);
 			done_cv_.notify_all();
 			continue;
 		}
 		if (more || p.again) {
-			p.state = RunState::Queued;
+			change_state(&p.state, RunState::Queued, kRunStates);
 			queue_of(p).push_back(p); // requeue_work: behind the others
 		} else {
-			p.state = RunState::Idle;
+			change_state(&p.state, RunState::Idle, kRunStates);
 		}
 		p.again = false;
 	}
@@ -189,7 +202,7 @@ void Poller::on_event_locked(Cq *c)
 	if (p.state == RunState::Running)
 		p.again = true; // the pass may already have polled past it
 	else if (p.state == RunState::Idle) {
-		p.state = RunState::Queued;
+		change_state(&p.state, RunState::Queued, kRunStates);
 		ready.push_back(p);
 	}
 }
@@ -240,7 +253,7 @@ void Poller::run()
 		}
 		PollCq &p = ready.front();
 		ready.pop_front();
-		p.state = RunState::Running;
+		change_state(&p.state, RunState::Running, kRunStates);
 		p.runner = self;
 		p.again = false;
 		g.unlock();
@@ -248,15 +261,15 @@ void Poller::run()
 		g.lock();
 		p.runner = {};
 		if (p.dying) {
-			p.state = RunState::Idle;
+			change_state(&p.state, RunState::Idle, kRunStates);
 			done_cv.notify_all();
 			continue;
 		}
 		if (more || p.again) {
-			p.state = RunState::Queued;
+			change_state(&p.state, RunState::Queued, kRunStates);
 			ready.push_back(p); // budget used up: the other CQs go first
 		} else {
-			p.state = RunState::Idle;
+			change_state(&p.state, RunState::Idle, kRunStates);
 		}
 		p.again = false;
 	}
@@ -277,7 +290,7 @@ int Poller::kill(PollCq &p)
 		p.abort.store(true, std::memory_order_relaxed);
 		if (p.state == RunState::Queued) {
 			ready.erase(ready.iterator_to(p));
-			p.state = RunState::Idle;
+			change_state(&p.state, RunState::Idle, kRunStates);
 		}
 		while (p.state == RunState::Running)
 			if (!done_cv.wait_for(g, kStopTimeout,
