@@ -2,6 +2,8 @@
 // iscsi/chap.cc - CHAP (RFC 7143 12.1.3) on OpenSSL's digests and random generator.
 #include "iscsi/chap.h"
 
+#include "core/check.h"
+
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/rand.h>
@@ -148,6 +150,60 @@ std::string chap_alg_list(std::span<const ChapAlg> algs)
 // ---------------------------------------------------------------------------------------------
 // Target
 
+const char *chap_target_state_str(ChapTarget::State s)
+{
+	switch (s) {
+	case ChapTarget::State::WaitAlgorithms:
+		return "WaitAlgorithms";
+	case ChapTarget::State::WaitResponse:
+		return "WaitResponse";
+	case ChapTarget::State::Done:
+		return "Done";
+	}
+	return "?";
+}
+
+const char *chap_initiator_state_str(ChapInitiator::State s)
+{
+	switch (s) {
+	case ChapInitiator::State::Start:
+		return "Start";
+	case ChapInitiator::State::WaitChallenge:
+		return "WaitChallenge";
+	case ChapInitiator::State::WaitTarget:
+		return "WaitTarget";
+	case ChapInitiator::State::Done:
+		return "Done";
+	}
+	return "?";
+}
+
+namespace
+{
+
+// The exchanges drawn in chap.h; a failure leaves the state where it is (the login ends).
+// change_state checks every step against them.
+constexpr StateTable<ChapTarget::State, 3> kTargetStates = {
+    "CHAP target",
+    chap_target_state_str,
+    {
+        /* WaitAlgorithms */ to(ChapTarget::State::WaitResponse),
+        /* WaitResponse */ to(ChapTarget::State::Done),
+        /* Done */ 0,
+    }};
+
+constexpr StateTable<ChapInitiator::State, 4> kInitiatorStates = {
+    "CHAP initiator",
+    chap_initiator_state_str,
+    {
+        /* Start */ to(ChapInitiator::State::WaitChallenge),
+        /* WaitChallenge */ to(ChapInitiator::State::WaitTarget, ChapInitiator::State::Done),
+        /* WaitTarget */ to(ChapInitiator::State::Done),
+        /* Done */ 0,
+    }};
+
+} // namespace
+
 ChapTarget::ChapTarget(const ChapPolicy &policy, ChapCredentials cred)
     : policy_(policy), cred_(std::move(cred))
 {
@@ -195,7 +251,7 @@ ChapStatus ChapTarget::step(const ChapKeys &in, TextWriter &out)
 			out.add_num("CHAP_A", static_cast<uint64_t>(alg_));
 			out.add_num("CHAP_I", id_);
 			out.add("CHAP_C", encode_hex(challenge_));
-			state_ = State::WaitResponse;
+			change_state(&state_, State::WaitResponse, kTargetStates);
 			return ChapStatus::Continue;
 		}
 		// 12.1.3: the target cannot accept any of the proposed algorithms.
@@ -226,7 +282,7 @@ ChapStatus ChapTarget::step(const ChapKeys &in, TextWriter &out)
 			if (cred_.require_mutual)
 				return fail(ChapStatus::Failed, "mutual CHAP required");
 			wipe(challenge_);
-			state_ = State::Done;
+			change_state(&state_, State::Done, kTargetStates);
 			return ChapStatus::Done;
 		}
 		// The initiator asks the target to authenticate itself.
@@ -262,7 +318,7 @@ ChapStatus ChapTarget::step(const ChapKeys &in, TextWriter &out)
 		OPENSSL_cleanse(rsp, sizeof(rsp));
 		wipe(challenge_);
 		mutual_ = true;
-		state_ = State::Done;
+		change_state(&state_, State::Done, kTargetStates);
 		return ChapStatus::Done;
 	}
 	case State::Done:
@@ -302,7 +358,7 @@ void ChapInitiator::start(TextWriter &out)
 		if (chap_alg_available(a))
 			algs.push_back(a);
 	out.add("CHAP_A", chap_alg_list(algs));
-	state_ = State::WaitChallenge;
+	change_state(&state_, State::WaitChallenge, kInitiatorStates);
 }
 
 ChapStatus ChapInitiator::step(const ChapKeys &in, TextWriter &out)
@@ -336,7 +392,7 @@ ChapStatus ChapInitiator::step(const ChapKeys &in, TextWriter &out)
 		out.add("CHAP_R", encode_hex({rsp, len}));
 		OPENSSL_cleanse(rsp, sizeof(rsp));
 		if (!target_) {
-			state_ = State::Done;
+			change_state(&state_, State::Done, kInitiatorStates);
 			return ChapStatus::Done;
 		}
 		// Mutual: our own challenge, never the target's (9.2.1).
@@ -346,7 +402,7 @@ ChapStatus ChapInitiator::step(const ChapKeys &in, TextWriter &out)
 		} while (chap_equal(challenge_, peer_challenge_));
 		out.add_num("CHAP_I", id_);
 		out.add("CHAP_C", encode_hex(challenge_));
-		state_ = State::WaitTarget;
+		change_state(&state_, State::WaitTarget, kInitiatorStates);
 		return ChapStatus::Continue;
 	}
 	case State::WaitTarget: {
@@ -372,7 +428,7 @@ ChapStatus ChapInitiator::step(const ChapKeys &in, TextWriter &out)
 		if (!ok)
 			return fail(ChapStatus::Failed, "target failed mutual CHAP");
 		wipe(challenge_);
-		state_ = State::Done;
+		change_state(&state_, State::Done, kInitiatorStates);
 		return ChapStatus::Done;
 	}
 	case State::Done:

@@ -110,7 +110,7 @@ public:
 	enum class State : uint8_t {
 		WaitAlgorithms, // -> WaitResponse (challenge sent) | failed
 		WaitResponse,   // -> Done (response verified, mutual answer sent) | failed
-		Done,
+		Done,           // authenticated (final): more CHAP keys are a protocol error
 	};
 
 	ChapTarget(const ChapPolicy &policy, ChapCredentials cred);
@@ -148,7 +148,7 @@ public:
 		Start,         // -> WaitChallenge (CHAP_A sent)
 		WaitChallenge, // -> WaitTarget (response sent, mutual asked) | Done (one-way)
 		WaitTarget,    // -> Done (target's response verified) | failed
-		Done,
+		Done,          // authenticated (final): more CHAP keys are a protocol error
 	};
 
 	// own: CHAP_N and the secret the initiator proves; target: the secret the target must
@@ -179,6 +179,9 @@ private:
 	uint8_t peer_id_ = 0;                 // the target's CHAP_I
 	std::string why_;
 };
+
+const char *chap_target_state_str(ChapTarget::State s);
+const char *chap_initiator_state_str(ChapInitiator::State s);
 
 // Helpers for tests and tools: "5,6,7,8"-style CHAP_A lists.
 std::string chap_alg_list(std::span<const ChapAlg> algs);
