@@ -2,6 +2,7 @@
 // iser/initiator.cc - the initiator's iSER transport (see initiator_iser.h).
 #include "iser/initiator.h"
 
+#include "core/check.h"
 #include "core/cm.h"
 #include "core/deadline.h"
 #include "core/dma_heap.h"
@@ -57,6 +58,39 @@ struct CmRec {
 	ConnParam param;
 };
 
+// The connection's life; change_state checks every step against kConnStates.
+enum class IserConnState : uint8_t {
+	Idle,       // -> Connecting (connect) | Closed (closed before connecting)
+	Connecting, // address, route, resources, CM connect -> Up | Closed
+	Up,         // PDUs flow -> Closed (close, a fatal error, a disconnect)
+	Closed,     // final: QP drained and destroyed, every registration released
+};
+
+const char *conn_state_name(IserConnState s)
+{
+	switch (s) {
+	case IserConnState::Idle:
+		return "Idle";
+	case IserConnState::Connecting:
+		return "Connecting";
+	case IserConnState::Up:
+		return "Up";
+	case IserConnState::Closed:
+		return "Closed";
+	}
+	return "?";
+}
+
+constexpr StateTable<IserConnState, 4> kConnStates = {
+    "iSER initiator connection",
+    conn_state_name,
+    {
+        /* Idle */ to(IserConnState::Connecting, IserConnState::Closed),
+        /* Connecting */ to(IserConnState::Up, IserConnState::Closed),
+        /* Up */ to(IserConnState::Closed),
+        /* Closed */ 0,
+    }};
+
 class RdmaTransport final : public InitiatorTransport
 {
 public:
@@ -94,12 +128,7 @@ public:
 	void unmap_data(uint32_t itt) override;
 
 private:
-	enum class State : uint8_t {
-		Idle,       // -> Connecting (connect)
-		Connecting, // address, route, resources, CM connect -> Up | Closed
-		Up,         // PDUs flow -> Closed (close, a fatal error, a disconnect)
-		Closed,     // final: QP drained and destroyed, every registration released
-	};
+	using State = IserConnState;
 
 	struct RecvDesc : rdma::RecvDesc {
 		RdmaTransport *tp = nullptr;
@@ -250,7 +279,7 @@ bool RdmaTransport::connect(const std::string &host, uint16_t port,
 	const auto deadline = clock::now() + timeout;
 	if (state_ != State::Idle)
 		return fail("connect on a used transport");
-	state_ = State::Connecting;
+	change_state(&state_, State::Connecting, kConnStates);
 	if (!cfg_.provider)
 		return fail("iSER: no RDMA provider given");
 	const std::string where = (host.find(':') != std::string::npos ? "[" + host + "]" : host) +
@@ -318,7 +347,7 @@ bool RdmaTransport::connect(const std::string &host, uint16_t port,
 		peer_inv_ = cfg_.allow_remote_inv; // a target that says nothing may use it
 	local_ = id_->local_addr().str();
 	peer_ = id_->peer_addr().str();
-	state_ = State::Up;
+	change_state(&state_, State::Up, kConnStates);
 	return true;
 }
 
@@ -458,12 +487,12 @@ void RdmaTransport::close()
 		if (why_.empty())
 			why_ = "closed";
 	}
-	if (state_ == State::Closed || state_ == State::Idle) {
-		state_ = State::Closed;
+	if (state_ == State::Closed)
 		return;
-	}
 	const State was = state_;
-	state_ = State::Closed;
+	change_state(&state_, State::Closed, kConnStates);
+	if (was == State::Idle)
+		return;
 	// The QP to ERR first (disconnect does it, and a QP that never connected gets it
 	// here): it then starts no new RDMA of the target's into our memory. One already
 	// executing may still be writing (the soft provider's engine thread, a NIC's DMA),
