@@ -2,6 +2,7 @@
 // core/buf_pool.cc - registered buffer pools.
 #include "core/buf_pool.h"
 
+#include "core/check.h"
 #include "core/log.h"
 #include "core/mem_map.h"
 
@@ -12,17 +13,6 @@
 
 namespace ulp
 {
-
-namespace
-{
-
-[[noreturn]] void pool_bug(const char *what, const void *p)
-{
-	ULP_LOG(Error, Core, "BufPool: {} ({})", what, fmt::ptr(p));
-	std::abort();
-}
-
-} // namespace
 
 std::unique_ptr<BufPool> BufPool::create(Pd &pd, size_t buf_size, size_t count, uint32_t access,
                                          MemMap *map)
@@ -120,12 +110,11 @@ void BufPool::put(const Buf *b)
 {
 	// Integer arithmetic: comparing pointers into different arrays is unspecified.
 	auto off = reinterpret_cast<uintptr_t>(b) - reinterpret_cast<uintptr_t>(bufs_.data());
-	if (off >= bufs_.size() * sizeof(Buf) || off % sizeof(Buf) != 0)
-		pool_bug("put of a buffer from another pool", b);
+	ULP_CHECK(off < bufs_.size() * sizeof(Buf) && off % sizeof(Buf) == 0,
+	          "BufPool: put of a buffer from another pool ({})", fmt::ptr(b));
 	auto i = static_cast<uint32_t>(off / sizeof(Buf));
 	std::lock_guard g(lock_);
-	if (!out_[i])
-		pool_bug("put of a buffer that is not in use", b->addr);
+	ULP_CHECK(out_[i], "BufPool: put of a buffer that is not in use ({})", fmt::ptr(b->addr));
 	out_[i] = 0;
 	free_[nfree_++] = i;
 }

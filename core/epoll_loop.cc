@@ -3,6 +3,7 @@
 // header).
 #include "core/epoll_loop.h"
 
+#include "core/check.h"
 #include "core/log.h"
 
 #include <sys/epoll.h>
@@ -11,7 +12,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdlib>
 
 namespace ulp
 {
@@ -58,12 +58,9 @@ int EpollLoop::add_own(int fd, uint32_t tag)
 
 int EpollLoop::add_fd(int fd, LoopWatch *w)
 {
-	if (std::this_thread::get_id() != owner_) {
-		// The rule of core/event_loop.h: a caller off the loop thread is a bug of the
-		// layer above, and the set would be changed under a running turn.
-		ULP_LOG(Error, Core, "{}: add_fd off the loop thread", name_);
-		std::abort();
-	}
+	// The rule of core/event_loop.h: a caller off the loop thread is a bug of the layer
+	// above, and the set would be changed under a running turn.
+	ULP_CHECK(std::this_thread::get_id() == owner_, "{}: add_fd off the loop thread", name_);
 	if (ending_)
 		return -ESHUTDOWN;
 	auto item = std::make_unique<Item>(Item{fd, w, 0, false});
@@ -78,10 +75,7 @@ int EpollLoop::add_fd(int fd, LoopWatch *w)
 
 void EpollLoop::del_fd(int fd)
 {
-	if (std::this_thread::get_id() != owner_) {
-		ULP_LOG(Error, Core, "{}: del_fd off the loop thread", name_);
-		std::abort();
-	}
+	ULP_CHECK(std::this_thread::get_id() == owner_, "{}: del_fd off the loop thread", name_);
 	auto it = std::find_if(watches_.begin(), watches_.end(),
 	                       [&](const auto &i) { return i->fd == fd; });
 	if (it == watches_.end())

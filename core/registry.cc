@@ -18,11 +18,11 @@
 // unregisters, its remove() runs for each device in registration order.
 #include "core/registry.h"
 
+#include "core/check.h"
 #include "core/log.h"
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdlib>
 #include <mutex>
 
 namespace ulp
@@ -66,10 +66,7 @@ public:
 private:
 	static std::unique_lock<std::mutex> lock(const char *op)
 	{
-		if (t_in_callback) {
-			ULP_LOG(Error, Core, "{} called from a registry client callback", op);
-			std::abort();
-		}
+		ULP_CHECK(!t_in_callback, "{} called from a registry client callback", op);
 		return std::unique_lock(state().cb_lock);
 	}
 	std::unique_lock<std::mutex> g_;
