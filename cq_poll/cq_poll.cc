@@ -4,6 +4,7 @@
 // context runs (the threads are in poll_threads.cc, busy polling in poll_group.cc, the CQ
 // pool in cq_pool.cc; the locks and their order in cq_poll_internal.h).
 #include "cq_poll/cq_poll.h"
+#include "core/check.h"
 #include "core/log.h"
 #include "core/thread_name.h"
 #include "cq_poll/cq_poll_internal.h"
@@ -12,7 +13,6 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdlib>
 
 namespace ulp
 {
@@ -430,10 +430,7 @@ int free_cq(CqHandle &cq)
 void CqDeleter::operator()(Cq *cq) const
 {
 	int rc = free_cq(cq);
-	if (rc) {
-		ULP_LOG(Error, CqPoll, "CqHandle destroyed while its CQ is in use ({})", rc);
-		std::abort();
-	}
+	ULP_CHECK(rc == 0, "CqHandle destroyed while its CQ is in use ({})", rc);
 }
 
 int process_cq_direct(Cq &cq, int budget)

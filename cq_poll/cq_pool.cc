@@ -2,12 +2,12 @@
 // cq_poll/cq_pool.cc - the shared CQ pool (ib_cq_pool_get / ib_cq_pool_put /
 // ib_cq_pool_cleanup): per device and poll context, CQs of max(nr_cqe, kMaxSharedCqSz)
 // entries, one per completion vector, handed out by the entries they have left.
+#include "core/check.h"
 #include "core/log.h"
 #include "cq_poll/cq_poll_internal.h"
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdlib>
 
 namespace ulp
 {
@@ -81,12 +81,9 @@ void cq_pool_put(Cq *cq, unsigned nr_cqe)
 {
 	PollCq *p = cq ? lookup(*cq) : nullptr;
 	std::lock_guard l(G().lock);
-	if (!p || !p->shared || static_cast<int>(nr_cqe) > p->cqe_used) {
-		ULP_LOG(Error, CqPoll,
-		        "cq_pool_put({}, {}): not a pool CQ or more cqes than accounted ({})",
-		        fmt::ptr(cq), nr_cqe, p ? p->cqe_used : -1);
-		std::abort();
-	}
+	ULP_CHECK(p && p->shared && static_cast<int>(nr_cqe) <= p->cqe_used,
+	          "cq_pool_put({}, {}): not a pool CQ or more cqes than accounted ({})",
+	          fmt::ptr(cq), nr_cqe, p ? p->cqe_used : -1);
 	p->cqe_used -= static_cast<int>(nr_cqe);
 }
 

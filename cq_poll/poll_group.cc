@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: MIT
 // cq_poll/poll_group.cc - BusyPoll: CQs attached to a PollGroup and processed only on its
 // owner's thread, inside poll() or run() (SPDK's poll groups).
+#include "core/check.h"
 #include "core/log.h"
 #include "cq_poll/cq_poll_internal.h"
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdlib>
 
 namespace ulp
 {
@@ -82,10 +82,7 @@ PollGroup::PollGroup() : owner_(std::this_thread::get_id()) {}
 PollGroup::~PollGroup()
 {
 	std::lock_guard l(lock_);
-	if (!cqs_.empty()) {
-		ULP_LOG(Error, CqPoll, "PollGroup destroyed with {} CQs attached", cqs_.size());
-		std::abort();
-	}
+	ULP_CHECK(cqs_.empty(), "PollGroup destroyed with {} CQs attached", cqs_.size());
 }
 
 int PollGroup::nr_cqs() const

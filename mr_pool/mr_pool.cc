@@ -2,21 +2,19 @@
 // mr_pool/mr_pool.cc - the MR pool (drivers/infiniband/core/mr_pool.c).
 #include "mr_pool/mr_pool.h"
 
+#include "core/check.h"
 #include "core/log.h"
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdlib>
 
 namespace ulp
 {
 
 MrPool::~MrPool()
 {
-	if (destroy()) {
-		ULP_LOG(Error, MrPool, "pool destroyed with {} MRs in use", used());
-		std::abort();
-	}
+	const int rc = destroy();
+	ULP_CHECK(rc == 0, "pool destroyed with {} MRs in use", used());
 }
 
 int MrPool::init(Pd &pd, int nr, uint32_t max_num_sg)
@@ -77,14 +75,8 @@ void MrPool::put(Mr *mr)
 {
 	std::lock_guard g(lock_);
 	Node *n = lookup(mr);
-	if (!n) {
-		ULP_LOG(Error, MrPool, "put of MR {} that is not from this pool", fmt::ptr(mr));
-		std::abort();
-	}
-	if (n->entry.is_linked()) {
-		ULP_LOG(Error, MrPool, "MR {} (lkey {:#x}) put twice", fmt::ptr(mr), mr->lkey());
-		std::abort();
-	}
+	ULP_CHECK(n, "put of MR {} that is not from this pool", fmt::ptr(mr));
+	ULP_CHECK(!n->entry.is_linked(), "MR {} (lkey {:#x}) put twice", fmt::ptr(mr), mr->lkey());
 	free_.push_front(*n); // list_add: LIFO
 	used_--;
 }
