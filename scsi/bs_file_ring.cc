@@ -13,6 +13,7 @@
 // reaping thread: the shared ring's completion thread, which lives as long as the
 // backstore, or a loop ring's own loop thread, which drains the ring before it exits.
 #include "scsi/bs_file_ring.h"
+#include "core/check.h"
 #include "core/log.h"
 #include "core/thread_name.h"
 
@@ -421,13 +422,10 @@ int FileRing::pick_fd(uint64_t off, const iovec *v, size_t n)
 io_uring_sqe *FileRing::get_sqe()
 {
 	io_uring_sqe *sqe = io_uring_get_sqe(&ring_);
-	if (!sqe) {
-		// Cannot happen: the SQ has a spare entry beyond one per slot, and every
-		// prepared entry is submitted before the lock is dropped (or is retried by the
-		// reaping thread). Continuing would lose a request.
-		ULP_LOG_RATELIMITED(Error, Scsi, "{}io_uring SQ full", dev_->who());
-		std::abort();
-	}
+	// Cannot fail: the SQ has a spare entry beyond one per slot, and every prepared entry
+	// is submitted before the lock is dropped (or is retried by the reaping thread).
+	// Continuing would lose a request.
+	ULP_CHECK(sqe, "{}io_uring SQ full", dev_->who());
 	prepared_ = true;
 	return sqe;
 }

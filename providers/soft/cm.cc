@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // providers/soft/cm.cc - connection management: the in-process half, the event worker,
 // and the provider object. The socket half (cross-process) is in sock_cm.cc.
+#include "core/check.h"
 #include "core/log.h"
 #include "providers/soft/cm_id.h"
 #include "providers/soft/sock_wire.h"
@@ -9,7 +10,6 @@
 
 #include <cassert>
 #include <cerrno>
-#include <cstdlib>
 
 namespace ulp::soft
 {
@@ -152,10 +152,8 @@ SoftCmId::~SoftCmId()
 		G.ids.erase(this);
 	}
 	// rdma_destroy_id from inside the id's own handler would wait for itself forever.
-	if (CmWorker::get().on_worker() && CmWorker::get().current() == ref.get()) {
-		ULP_LOG(Error, Soft, "cm: id destroyed from its own event handler");
-		std::abort();
-	}
+	ULP_CHECK(!(CmWorker::get().on_worker() && CmWorker::get().current() == ref.get()),
+	          "cm: id destroyed from its own event handler");
 	{
 		std::lock_guard g(ref->lock); // waits for a running handler
 		ref->id = nullptr;
