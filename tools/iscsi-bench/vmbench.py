@@ -15,7 +15,7 @@ the figures and prints the table and the ratios against ulp-targetd:
   of microseconds).
 
 Under TCG, rxe computes its CRCs in emulated software: the figures compare stacks within
-one run and say nothing about hardware (../shared/LAB.md has reference figures).
+one run and say nothing about hardware.
 """
 import argparse
 import json
