@@ -2,7 +2,8 @@
 // core/dma_heap.h - contiguous I/O buffers of any size from one registered region.
 //
 // A target moving a command's data by RDMA needs a buffer of the command's length inside
-// registered memory, and DESIGN.md forbids registering per I/O. BufPool (buf_pool.h) hands
+// registered memory, and registering per I/O (pinning pages, updating the device's
+// translation tables) is too slow for the I/O path. BufPool (buf_pool.h) hands
 // out buffers of one size; a storage target sees 512 bytes to megabytes. DmaHeap is a buddy
 // allocator over one DmaRegion registered once: blocks of 2^k bytes, 4 KiB to max_alloc,
 // split on demand and merged with their buddy on free, so a 4 KiB read and a 1 MiB write
@@ -12,7 +13,7 @@
 // Threading: blocks of up to 128 KiB (a 4 KiB command's buffer, and the usual sizes up to a
 // common max_sectors) are freed into and taken from a small cache of the calling thread's
 // shard (core/shard_lock.h), under that shard's lock only: the pollers that run different
-// connections' completions then share no lock per command (issue 19; SPDK's iobuf keeps
+// connections' completions then share no lock per command (SPDK's iobuf keeps
 // per-thread caches the same way). Everything else, and a cache that is empty or full, goes
 // to the buddy allocator under the heap's lock. When the buddy allocator cannot satisfy a
 // request, the caches are given back (merged) and it tries once more, so cached blocks never

@@ -5,7 +5,7 @@
 // turn() at a time, and calls end() once before it exits.
 //
 // Users: cq_poll's poller threads (the RDMA connections' completions run there, and so do
-// the file backstore's per-loop rings for their commands: issue 19) and the tests' loops.
+// the file backstore's per-loop rings for their commands) and the tests' loops.
 // The iSCSI TCP worker keeps its own epoll set, whose items are also listeners and
 // connections, and follows the same rules.
 #pragma once

@@ -9,7 +9,7 @@
 // from an RDMA completion - finds it with this_event_loop() and may
 // keep per-thread resources there: the file backstore's io_uring per worker, whose eventfd
 // the loop watches and whose completions it reaps on the thread that submitted them, so
-// that nothing of one I/O is shared with another worker (issue 19). A thread without a
+// that nothing of one I/O is shared with another worker. A thread without a
 // loop (this_event_loop() == nullptr) gets the resource's thread-neutral form instead.
 //
 // Rules, which every EventLoop keeps:

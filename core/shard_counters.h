@@ -4,7 +4,7 @@
 // a cache line no other busy thread writes, and readers sum the shards (the kernel's percpu
 // counters). For the fabrics' per-I/O counters (RDMA READs posted, commands received): a
 // counter under one lock, bumped by every poller thread for every command, put that lock's
-// line and its futex waits on the I/O path of every connection (issue 19).
+// line and its futex waits on the I/O path of every connection.
 //
 // S must be a struct of uint64_t fields only (checked as far as the language lets: standard
 // layout, its size a multiple of 8). A sum is a snapshot in which each counter is exact but

@@ -6,7 +6,7 @@
 // A std::mutex or a std::shared_mutex that every worker takes per command puts one cache
 // line in every worker's path: each lock (shared or not) writes it, so it moves between
 // cores on every command, and a mutex held across a few lines makes the other workers wait
-// in futex(2) (issue 19 counted them). A ShardLock has one mutex per shard, each on its own
+// in futex(2). A ShardLock has one mutex per shard, each on its own
 // cache line; a thread takes its own shard's (lock_shard: uncontended while no two busy
 // threads share a shard), and the slow path - a configuration change, an ORDERED command,
 // a task management function - takes every shard's, in index order (lock_all), which

@@ -9,7 +9,7 @@
 // ib_process_cq_direct). Each pass polls batches of IB_POLL_BATCH WCs and calls
 // wr_cqe->done for each, up to a budget, then re-arms with IB_CQ_REPORT_MISSED_EVENTS.
 //
-// Here (DESIGN.md section 6):
+// Here:
 //   Direct           never armed; the owner calls process_cq_direct(cq, budget).
 //   Softirq          one poller thread per group of completion vectors (vector v goes to
 //                    poller v % n, n = min(num_comp_vectors, CPUs)); the poller owns a

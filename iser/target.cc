@@ -196,7 +196,7 @@ int Conn::setup(Pd &pd, DmaHeap &heap, const IserCmHdr &ch, std::string *why)
 	if (int err = create_qp(pd, qa, &ro, why); err != 0)
 		return err;
 	// SEND_WITH_INV for responses: the initiator must allow it (it registers every
-	// buffer) and the device must have it (RFC 7145 8.3.2; PROTOCOLS.md).
+	// buffer) and the device must have it (RFC 7145 8.3.2).
 	send_inv_ = !(ch.flags & ISER_SEND_W_INV_NOT_SUP) &&
 	            (da.device_cap_flags & DEVICE_MEM_MGT_EXTENSIONS);
 	// RFC 7145 5.1.2: receives are posted before the connection is accepted, so before
@@ -274,7 +274,7 @@ void Conn::fill_send(TxDesc *d, OutPdu *p)
 	d->pdu = p;
 	rdma::prepare_send(*d, uint32_t(n));
 	// The status of a command that had STags invalidates one of them on the way
-	// (SEND_WITH_INV: the read STag if any, else the write STag; PROTOCOLS.md).
+	// (SEND_WITH_INV: the read STag if any, else the write STag).
 	IscsiCmd *c = p->cmd;
 	const IserHdr *h = c && c->xprt ? &static_cast<CmdCtx *>(c->xprt)->hdr : nullptr;
 	if (send_inv_ && h && p->last_of_cmd && !c->local && (h->rsv || h->wsv)) {

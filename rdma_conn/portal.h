@@ -2,7 +2,7 @@
 // rdma_conn/portal.h - what every RDMA ULP connection shares, from listening to freeing: the
 // portal (an RDMA/CM listener with its per-device resources and its event thread) and the
 // connection's RDMA half (QP, CQ from the pool, rw contexts, bounded drain). iSER and SRP
-// are two protocols over this one mechanism (DESIGN.md section 2); the kernel has no such
+// are two protocols over this one mechanism; the kernel has no such
 // layer and each ULP repeats it with its own bugs (isert, srpt).
 //
 // A portal:
@@ -62,7 +62,7 @@ struct PortalConfig {
 	int vector_hint = -1;           // CQ pool completion vector; -1: round robin
 	// Who runs the connections' completions. Softirq: the poller thread of the CQ's vector
 	// takes its event and runs done() itself, so a connection's I/O stays on that one
-	// thread (issue 19). Workqueue (what ib_srpt and isert ask of the kernel) hands each
+	// thread. Workqueue (what ib_srpt and isert ask of the kernel) hands each
 	// event from the poller to a completion worker: a second thread and a lock shared by
 	// every worker on each event, which userspace pays for and the kernel's per-CPU
 	// kworker does not.

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A real single-node Ceph cluster (Debian 12's ceph-mon and ceph-osd, Ceph 16.2 pacific) for
 # development, tests and CI: one monitor and one OSD on 127.0.0.1, no mgr, everything inside
-# one directory. scripts/ceph-dev.sh --help says how; shared/HA-DESIGN.md section 3 says why.
+# one directory. scripts/ceph-dev.sh --help says how. A real cluster rather than a mock: the
+# rbd backstore and its tests (ctest -L ceph) meet librbd and the daemons as deployed.
 set -euo pipefail
 
 usage() {

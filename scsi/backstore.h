@@ -23,7 +23,7 @@
 //          a write completes when the OSDs hold it (no volatile cache to flush); UNMAP
 //          discards, zeroing what is not whole (see scsi/bs_rbd.cc)
 //
-// Capacity at run time (issue 5; LIO resizes a backstore through configfs): resize() makes
+// Capacity at run time (LIO resizes a backstore through configfs): resize() makes
 // the backstore a new size while requests run, storage_size() says what the storage under
 // it holds now (an administrator may have grown the file or the device). The logical unit
 // applies both (LogicalUnit::set_capacity, rescan_capacity) and tells the initiators.

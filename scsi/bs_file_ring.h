@@ -9,7 +9,7 @@
 // run the iSER and SRP connections' completions and so submit their commands): made
 // on that thread at its first request, its eventfd watched by that loop, its completions
 // reaped and done() called on that same thread. A worker's I/O then shares nothing with
-// another worker's: no lock, no cache line written by both, no thread hop (issue 19; SPDK's
+// another worker's: no lock, no cache line written by both, no thread hop (SPDK's
 // per-thread io channels).
 //
 // Locking. FileRing::lock_ guards a ring's slots, FIFO and submission side. On the shared

@@ -286,7 +286,7 @@ private:
 	// shared: read, write, extent; exclusive: zero() (it frees chunks), atomic writes,
 	// resize() (it replaces the table and changes size()).
 	// Split by thread (core/shard_lock.h): the I/O path writes no line another worker's
-	// requests write (issue 19).
+	// requests write.
 	ShardLock lock_;
 	std::unique_ptr<std::atomic<uint8_t *>[]> chunks_; // per chunk: calloc'd memory or null
 	uint64_t nchunks_; // chunks covering size() (lock_); entries past it are null

@@ -7,7 +7,7 @@
 // command's state and aborted flag), or all parts at once (LogicalUnit::lock_.lock_all:
 // the ordering state, ORDERED commands, waiting TMFs), and its session's lock (the
 // session's command list). The I/O path of a SIMPLE command takes its own part only, so
-// that workers share no lock (issue 19); it takes all parts when ORDERED commands or TMFs
+// that workers share no lock; it takes all parts when ORDERED commands or TMFs
 // are about. Never a task-set lock and the session's at once, never across a fabric
 // callback, an execute function or a backstore submit.
 #include "scsi/core.h"

@@ -162,7 +162,7 @@ public:
 	}
 	bool thin() const { return cfg_.thin && bs_->can_unmap(); }
 
-	// Capacity at run time (issue 5; LIO: a backstore resized through configfs). Makes the
+	// Capacity at run time (LIO: a backstore resized through configfs). Makes the
 	// LU bytes long (Backstore::resize) and, when that changed the capacity, raises
 	// CAPACITY DATA HAS CHANGED for every I_T nexus; READ CAPACITY reports the new size
 	// from then on, and commands checked against the old one meet the backstore's own
@@ -227,7 +227,7 @@ public:
 
 	// The core's state; see scsi/core.cc, scsi/tmr.cc, scsi/ua.cc, scsi/pr.cc.
 	struct TmrWait;
-	// The task set, split by shard (core/shard_lock.h; issue 19): a command is kept and
+	// The task set, split by shard (core/shard_lock.h): a command is kept and
 	// counted in the part of the thread that submitted it (Cmd::shard), under that
 	// shard's mutex, so that workers submitting and finishing commands write no line in
 	// common. What orders commands against each other - ORDERED ones executing, those

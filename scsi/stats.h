@@ -9,7 +9,7 @@
 // without the core (iSCSI's TASK SET FULL for lack of a buffer, SRP's refused IUs) is the
 // fabric's own counter, not these.
 //
-// Nothing on the per-I/O path is shared between workers (DESIGN.md 11): the counters are
+// Nothing on the per-I/O path is shared between workers: the counters are
 // sharded, each thread adding to the shard of its this_shard() (core/shard_lock.h) modulo
 // kStatShards cache-line aligned shards, with relaxed atomic adds (two threads may share one).
 // Readers sum the shards (IoStats::read), on the slow path: the sum is a snapshot in which

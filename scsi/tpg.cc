@@ -273,8 +273,8 @@ void Tpg::session_lost(Nexus *s)
 
 int Tpg::close_session(Nexus *s, std::chrono::milliseconds timeout)
 {
-	// Stop, abort and let go (session_lost), wait (bounded, logged), free: the teardown
-	// order of DESIGN.md 9.
+	// Stop, abort and let go (session_lost), wait (bounded, logged), free: the session
+	// goes only once no command holds it.
 	session_lost(s);
 	{
 		using clock = std::chrono::steady_clock;
@@ -338,7 +338,7 @@ int lu_quiesce(LogicalUnit &lu, const std::vector<Tpg *> &tpgs, std::chrono::mil
 		return n;
 	};
 	// Removal is rare and slow-path: a poll of the sessions' command lists every few ms
-	// instead of a count every command would have to keep (nothing per I/O, DESIGN.md 11).
+	// instead of a count every command would have to keep (nothing per I/O).
 	auto wait_until = [&](clock::time_point deadline) {
 		auto next_log = clock::now() + std::chrono::seconds(2);
 		for (;;) {

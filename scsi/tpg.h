@@ -183,7 +183,7 @@ private:
 	std::string name_;
 	uint16_t rtpi_;
 	mutable std::shared_mutex life_lock_;
-	mutable ShardLock lock_; // split by thread: lookups take their own shard (issue 19)
+	mutable ShardLock lock_; // split by thread: lookups take their own shard
 	std::map<uint64_t, LunEntry> luns_;
 	std::map<std::string, std::shared_ptr<const NodeAcl>> acls_;
 	std::vector<std::unique_ptr<Nexus>> sessions_;

@@ -5,7 +5,7 @@
 //
 // Names follow SAM-5 / SPC-4 and the kernel's target core (include/target/target_core_base.h)
 // so that a reader of drivers/target finds their way. No RDMA knowledge here or anywhere
-// in scsi/ (DESIGN.md section 8).
+// in scsi/: the same core serves iSCSI over TCP.
 #pragma once
 
 #include "core/byteorder.h"

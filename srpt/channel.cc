@@ -521,7 +521,7 @@ void Channel::publish()
 
 uint32_t Channel::take_delta()
 {
-	// PROTOCOLS.md: each response returns its own request's credit and whatever is owed:
+	// channel.h's credits: each response returns its own request's credit and whatever is owed:
 	// 1 + owed, which keeps window_ where it is. On an SRQ, what brings window_ to the
 	// channel's share instead (channel.h): less while others joined, more once they left.
 	const int32_t kept = window_ - 1 - int32_t(owed_); // this request's credit settled

@@ -12,7 +12,7 @@
 // when the IU is taken apart and goes back when the core releases the command. Control
 // IUs the target starts (SRP_CRED_REQ) have their own two buffers.
 //
-// Credits (SRP r16a 5.5, PROTOCOLS.md): the login grants rq_size; every request the
+// Credits (SRP r16a 5.5): the login grants rq_size; every request the
 // initiator sends (SRP_CMD, SRP_TSK_MGMT, SRP_I_LOGOUT) spends one; every SRP_RSP returns
 // 1 + owed, owed being the credits of requests answered by no response (aborted commands);
 // when credits are owed and no response is coming, an SRP_CRED_REQ returns them. The

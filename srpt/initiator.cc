@@ -334,7 +334,7 @@ int Initiator::Impl::login_one(uint32_t idx, const SockAddr &dst,
 	if (rc = setup_chan(c, &cmw); rc != 0)
 		return failed_with(rc, cmw);
 
-	// SRP r16a 6.2 / SRP-INTEROP.md 1: srp_login_req_rdma as ib_srp's srp_send_req builds
+	// SRP r16a 6.2: srp_login_req_rdma as ib_srp's srp_send_req builds
 	// it (tag 0, direct and indirect descriptors, immediate data at 68 when asked for).
 	srp::LoginReq lr;
 	lr.req_it_iu_len = cfg.max_it_iu_len;

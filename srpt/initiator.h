@@ -2,7 +2,7 @@
 // srpt/initiator.h - an SRP initiator (the kernel's ib_srp, over RDMA/CM): the tests' and
 // ulp-initiator's client of SRP targets (ulp-targetd's srpt/, LIO's ib_srpt).
 //
-// Login (SRP r16a 6.2; SRP-INTEROP.md 1): one RDMA/CM connection per channel, each with
+// Login (SRP r16a 6.2): one RDMA/CM connection per channel, each with
 // srp_login_req_rdma (56 bytes) as the connect request's private data: channel 0 with
 // MULTICHAN_SINGLE, the others with MULTICHAN_MULTI, in turn, as ib_srp's add_target does.
 // The initiator port id is initiator_ext ‖ the local device's node GUID; the target port

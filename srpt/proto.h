@@ -37,8 +37,7 @@
 //   indirect header    20: table descriptor 0 (16: where the whole table is), total len 16;
 //                          the partial list follows at 20 (4-byte aligned only)
 //   immediate header    4: len 0; the data at the login's imm_data_offset
-// (PROTOCOLS.md puts the LUN of SRP_CMD at 16; srp.h has reserved2[4] there and the LUN at
-// 20, which is what Linux sends.)
+// (SRP_CMD's LUN is at 20: srp.h has reserved2[4] at 16, and Linux sends the LUN at 20.)
 #pragma once
 
 #include <array>

@@ -62,7 +62,7 @@ struct TargetConfig {
 	std::optional<uint64_t> ioc_guid;
 	// The largest SRP_CMD (or other IU) an initiator may send: the receive buffer size.
 	// Linux's ib_srp asks 8260 bytes by default (68 + 8 KiB of immediate data) and has no
-	// fallback when refused (SRP-INTEROP.md 6), so the default leaves room above that.
+	// fallback when refused, so the default leaves room above that.
 	uint32_t max_it_iu_len = 65536;
 	uint32_t rq_size = 128;     // receives per channel, and the credits granted at login
 	uint32_t sq_size = 4096;    // send queue budget per channel, in WRs: half for responses,
@@ -216,7 +216,7 @@ private:
 	std::vector<Channel *> channels_; // every channel not yet freed
 	TargetStats stats_;               // what changes with the nexus table (lock_)
 	// count()'s counters, per thread: the pollers bump them per command, and under lock_
-	// (which guards the nexus table) every channel's poller met on one line (issue 19).
+	// (which guards the nexus table) every channel's poller met on one line.
 	ShardCounters<TargetStats> io_stats_;
 	scsi::Reaper reaper_;
 };

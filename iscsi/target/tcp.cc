@@ -71,7 +71,7 @@ struct WatchItem : EpollItem {
 };
 
 // A worker is an EventLoop: a backstore's per-worker ring is watched and reaped here, so its
-// completions run on the worker that submitted them (issue 19).
+// completions run on the worker that submitted them: one I/O never crosses threads.
 class TcpWorker final : public EventLoop
 {
 public:
@@ -581,7 +581,7 @@ void TcpWorker::accept_all(int lfd)
 		}
 		// The least loaded worker, the first of equals after the last one chosen: a
 		// connection then stays on its worker for life, so its commands never cross
-		// cores (issue 19), and workers fill evenly as sessions come and go.
+		// cores, and workers fill evenly as sessions come and go.
 		TcpWorker *w = this;
 		if (!all_.empty()) {
 			const size_t n = all_.size();

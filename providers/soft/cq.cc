@@ -29,7 +29,7 @@ SoftChannel::~SoftChannel()
 // conformance suite checks it). It is written when the list goes from empty to not empty and
 // cleared when the list empties, both outside lock_: with the calls under the lock, an engine
 // raising an event waited on it while the poller's read ran (most of the target's futex calls
-// over iSER and SRP, issue 19). The clearing side looks again after its read and writes back
+// over iSER and SRP). The clearing side looks again after its read and writes back
 // if an event came meanwhile, so no event is ever pending with the fd clear; a raise that
 // races it can leave the fd readable with nothing pending, which the next get_cq_event
 // clears (a waiter wakes once for nothing).

@@ -26,7 +26,7 @@ struct Devices {
 	// Inline devices in list (written under lock, read without it): progress_inline_all,
 	// called by every get_cq_event and by every post on an engine thread, leaves at once
 	// when there are none instead of taking lock - the lock every poller thread would
-	// otherwise take for each completion event (issue 19).
+	// otherwise take for each completion event.
 	std::atomic<uint32_t> inline_devices{0};
 };
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// tests/admin/targetd_workers_test.cc - ulp-targetd's TCP workers, end to end (issue 19): a
+// tests/admin/targetd_workers_test.cc - ulp-targetd's TCP workers, end to end: a
 // connection goes to the least loaded worker and stays there, which `ulpctl session list`
 // shows; --worker-cpus binds each worker thread to its CPU (read back from /proc); a
 // cpulist that is malformed or names a CPU the machine lacks stops the start with a clear
@@ -208,7 +208,7 @@ TEST(TargetdWorkers, BadCpuListsStopTheStart)
 
 TEST(TargetdWorkers, ManySessionsOnTwoWorkersKeepTheirDataApart)
 {
-	// The per-worker task set, LUN table and RAM backstore shards (issue 19) under
+	// The per-worker task set, LUN table and RAM backstore shards (core/shard_lock.h) under
 	// sessions on both workers writing and reading the one LU at once.
 	Daemon d;
 	ASSERT_TRUE(d.start({"--workers", "2"}));

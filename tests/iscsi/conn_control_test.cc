@@ -306,8 +306,7 @@ TEST_F(ConnTest, SessionReinstatementDropsTheOldConnection)
 	EXPECT_EQ(expect<ScsiRsp>().status, 0);
 }
 
-// ---- Teardown (DESIGN.md 9: stop, drain, wait with a bound, free)
-// ------------------------------------
+// ---- Teardown: stop, drain, wait with a bound, free ---------------------------------------------
 
 // In the middle of a write: R2Ts outstanding, part of the data in, more output queued
 // and not sent.

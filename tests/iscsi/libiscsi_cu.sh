@@ -3,8 +3,8 @@
 # conformance suite (iscsi-test-cu, package libiscsi-bin) against ulp-targetd over TCP on
 # 127.0.0.1.
 #
-# Without TESTS, NAME is the family to run (SCSI, iSCSI), in one process (LAB.md: in one
-# process a repeated Sanitize test spins forever and a CompareAndWrite test leaves a hook
+# Without TESTS, NAME is the family to run (SCSI, iSCSI), in one process (in one process
+# a repeated Sanitize test spins forever and a CompareAndWrite test leaves a hook
 # behind, so a family per process). With TESTS - a comma-separated list of test names
 # (FAMILY.SUITE.TEST) - NAME only names the run and each test runs in a process of its own:
 # the extra runs against a differently configured LUN (LUN_SPEC: a 512e LUN, a read-only

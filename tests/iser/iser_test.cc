@@ -460,7 +460,7 @@ TEST(Iser, FileLunIoStaysOnThePollerThread)
 {
 	// The default (Softirq): the poller that runs the connection's CQ is an event loop, so
 	// the file LUN's commands go to that poller's own ring and complete there - a
-	// command's I/O never leaves the thread that received it (issue 19).
+	// command's I/O never leaves the thread that received it.
 	Target t;
 	t.file = "/dev/shm/ulp-iser-test-" + std::to_string(getpid()) + ".img";
 	ASSERT_TRUE(t.start());

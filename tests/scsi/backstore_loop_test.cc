@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// The file backstore's rings per event loop (issue 19; scsi/bs_file_ring.h): requests
+// The file backstore's rings per event loop (scsi/bs_file_ring.h): requests
 // submitted on a thread that runs an event loop go to a ring of that loop and complete on
 // that thread, with their data; other threads keep the shared ring and its completion
 // thread. Teardown in every order: the backstore destroyed under I/O on two loops, from

@@ -287,7 +287,7 @@ TEST(ScsiCore, OrderedWaitsForOlderAndHoldsBackNewer)
 	EXPECT_EQ(t.lb.wait(r3).status, Status::Good);
 }
 
-// The task set is split by the submitting thread (issue 19): an ORDERED command still waits
+// The task set is split by the submitting thread (scsi/lu.h): an ORDERED command still waits
 // for the SIMPLE ones other threads submitted, and holds back later ones from any thread.
 TEST(ScsiCore, OrderedWaitsForCommandsOfOtherThreads)
 {

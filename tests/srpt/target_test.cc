@@ -58,7 +58,7 @@ struct SrpTarget : test_env::SoftTarget {
 		return tc;
 	}
 
-	// What Linux's ib_srp asks by default (SRP-INTEROP.md 1).
+	// What Linux's ib_srp asks by default (its srp_send_req).
 	srp::LoginReq login_req(uint64_t initiator_ext = 1,
 	                        uint8_t multichan = srp::MULTICHAN_SINGLE)
 	{

@@ -12,7 +12,7 @@
 lio_srpt_start() {
 	local cfs=/sys/kernel/config/target guid tp
 	modprobe target_core_mod || return 1
-	# srp_max_req_size 8260: what ib_srp asks for by default (SRP-INTEROP.md 1).
+	# srp_max_req_size 8260: what ib_srp asks for by default (8 KiB of immediate data at 68).
 	modprobe ib_srpt srp_max_req_size=8260 || return 1
 	mkdir -p $cfs/core/rd_mcp_0/r0 $cfs/core/rd_mcp_1/r1
 	echo rd_pages=65536 >$cfs/core/rd_mcp_0/r0/control
@@ -32,7 +32,7 @@ lio_srpt_start() {
 	ln -s "$tp"/lun/lun_1 "$tp"/acls/10.99.0.1/lun_1/
 	echo 1 >"$tp"/enable || return 1
 	# ib_srpt checks both halves of the target port id against srpt_service_guid, the
-	# node GUID of the first HCA (SRP-INTEROP.md 3).
+	# node GUID of the first HCA.
 	guid=${guid//:/}
 	# shellcheck disable=SC2034 # for the caller
 	lio_srpt_login="id_ext=$guid,ioc_guid=$guid,dest=10.99.0.1:5555"

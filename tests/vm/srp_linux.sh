@@ -355,7 +355,7 @@ case_h() {
 	[[ $peer == ulp ]] || { note "h: ulp-targetd's flags only"; return 0; }
 	logout_all
 	# ib_srp's initiator port id over RDMA/CM: initiator_ext (0) and the port GID's
-	# interface id (SRP-INTEROP.md 1).
+	# interface id, as its srp_send_req builds it.
 	gid=$(cat /sys/class/infiniband/rxe0/ports/1/gids/0)
 	iport=0x0000000000000000$(cut -d: -f5- <<<"$gid" | tr -d :)
 	line="id_ext=0000000000005556,ioc_guid=0000000000000ac1,dest=10.99.0.1:5556"

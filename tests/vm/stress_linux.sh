@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/vm/stress_linux.sh ULP_TARGETD ULPCTL [ULP_STRESS] [-- PART...] - teardown under I/O
 # with the Linux initiators against one ulp-targetd on rxe0, INSIDE the rxe VM (ctest
-# vm_stress_linux starts it through tools/vm/run; issue 17, "In the VM"). One daemon serves
+# vm_stress_linux starts it through tools/vm/run). One daemon serves
 # iSER (10.99.0.1:3260), SRP (:5555) and iSCSI/TCP (:3261) on three RAM LUNs (256 MiB,
 # 64 MiB, 16 MiB) with an admin socket; both initiators share rxe0 and 10.99.0.1 with it.
 #

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // tools/ulp-stress/main.cc - ulp-stress: drain and teardown stress for iSCSI/TCP, iSER and
-// SRP against ulp-targetd (issue 17).
+// SRP against ulp-targetd.
 //
 //   ulp-stress                                  (its own ulp-targetd, every transport and
 //                                                scenario, the short profile)
