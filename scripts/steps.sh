@@ -10,7 +10,8 @@
 # Without ULP_STEP_LOG the banners are all there is.
 
 _step_name='' _step_t0=0
-_steps_t0=${_steps_t0:-$(date +%s)}
+# The run's start, shared with the scripts a run calls (their banners count from it).
+export _steps_t0=${_steps_t0:-$(date +%s)}
 
 step_end() {
 	[[ -n $_step_name ]] || return 0
