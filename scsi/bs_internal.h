@@ -24,6 +24,9 @@ int bs_check_io(uint64_t size, const BsIo *io);
 // bs_check_io() for a CompareAndWrite (which bs_check_io() refuses, -EOPNOTSUPP, for the
 // kinds that do not perform it): its iov adds up to twice length.
 int bs_check_caw(uint64_t size, const BsIo *io);
+// bs_check_io() for a WriteSame of a backstore whose write_same_max() is max: its iov holds
+// one block (its lengths' sum, > 0) that divides length; -EOPNOTSUPP beyond max.
+int bs_check_write_same(uint64_t size, const BsIo *io, uint64_t max);
 
 // The kinds. cfg has passed make_backstore()'s checks; they fail with *err (negative
 // errno) and a message in *why.

@@ -15,6 +15,8 @@
 //     that zeroes the parts of objects it does not cover whole (rbd_aio_discard would
 //     skip them, rbd_skip_partial_discard, and leave old data to be read back). Whole
 //     objects are deleted, so the optimal unmap granularity is the object size.
+//   - WRITE SAME: rbd_aio_writesame, the block crossing the network once; librbd
+//     refuses (-EINVAL) a length the block does not divide, which the core never sends.
 //   - COMPARE AND WRITE: rbd_aio_compare_and_write, atomic in the OSD against every
 //     gateway, where librbd 16 takes it: within one 512-byte sector (so: LUs of 512-byte
 //     blocks); the mismatch offset librbd reports is an image offset, made relative.
@@ -52,6 +54,13 @@ namespace
 // The longest COMPARE AND WRITE librbd 16 performs, bytes, and the boundary it may not
 // cross: one 512-byte sector.
 constexpr uint32_t kRbdCawSector = 512;
+
+// The most objects one WriteSame spans. librbd 16 takes a writesame of any length that the
+// block divides (4 GiB and more, tried on 16.2.15) but sends an operation to every object
+// of it at once, through the group's RADOS client, whose objecter lets 1024 operations be
+// in flight (objecter_inflight_ops) for every LU of the group together: a bound keeps one
+// WRITE SAME from taking most of that. The core splits longer ranges (sbc_write_same.cc).
+constexpr uint64_t kRbdWriteSameObjects = 32;
 
 std::string rbd_strerror(int e)
 {
@@ -120,6 +129,9 @@ std::shared_ptr<RbdClient> get_client(const RbdConfig &cfg, int *err, std::strin
 	const std::string t = std::to_string(cfg.timeout_s);
 	if ((!cfg.keyring.empty() && (r = conf_set(c->cluster, "keyring", cfg.keyring, why)) < 0) ||
 	    (r = conf_set(c->cluster, "rbd_cache", "false", why)) < 0 ||
+	    // A writesame of a zero block as what it says, never a discard that may skip
+	    // partial objects (the core sends zeros as WriteZeroes anyway).
+	    (r = conf_set(c->cluster, "rbd_discard_on_zeroed_write_same", "false", why)) < 0 ||
 	    (r = conf_set(c->cluster, "client_mount_timeout", t, why)) < 0 ||
 	    (r = conf_set(c->cluster, "rados_mon_op_timeout", t, why)) < 0 ||
 	    (r = conf_set(c->cluster, "rados_osd_op_timeout", t, why)) < 0) {
@@ -204,11 +216,16 @@ public:
 	// compares and writes itself, atomic against this gateway only (logged at open).
 	uint32_t compare_and_write_max() const override { return kRbdCawSector; }
 
+	// WRITE SAME: rbd_aio_writesame, the block sent once and replicated by the OSDs
+	// (CEPH_OSD_OP_WRITESAME per object), up to kRbdWriteSameObjects objects a request.
+	uint64_t write_same_max() const override { return dev_->obj_size * kRbdWriteSameObjects; }
+
 	void submit(BsIo *io) override
 	{
 		const uint64_t sz = size();
-		int r =
-		    io->op == BsOp::CompareAndWrite ? bs_check_caw(sz, io) : bs_check_io(sz, io);
+		int r = io->op == BsOp::CompareAndWrite ? bs_check_caw(sz, io)
+		        : io->op == BsOp::WriteSame ? bs_check_write_same(sz, io, write_same_max())
+		                                    : bs_check_io(sz, io);
 		if (!r && io->op == BsOp::CompareAndWrite &&
 		    (io->length > kRbdCawSector ||
 		     io->offset / kRbdCawSector != (io->offset + io->length - 1) / kRbdCawSector))

@@ -203,6 +203,13 @@ void RbdQueue::start(RbdSlot *s, BsIo *io)
 		          : -EINVAL;
 		break;
 	}
+	case BsOp::WriteSame: // one block (bs_check_write_same), in one buffer as the core sends it
+		ret = io->iov.size() == 1
+		          ? rbd_aio_writesame(img, io->offset, io->length,
+		                              static_cast<const char *>(io->iov[0].iov_base),
+		                              io->iov[0].iov_len, c, 0)
+		          : -EINVAL;
+		break;
 	case BsOp::Unmap: // a discard that zeroes what it cannot free (bs_rbd.cc)
 	case BsOp::WriteZeroes:
 		ret = rbd_aio_write_zeroes(img, io->offset, io->length, c, 0, 0);

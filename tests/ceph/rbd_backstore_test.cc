@@ -12,6 +12,7 @@
 #include "tests/scsi/backstore_env.h"
 #include "tests/scsi/event_loop_env.h"
 #include "tests/scsi/loop_batch.h"
+#include "tests/scsi/sbc_env.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -621,6 +622,84 @@ TEST(RbdBackstore, BlocklistedClientNeverAnswersGood)
 	ASSERT_TRUE(bs2);
 	ASSERT_EQ(rw(*bs2, BsOp::Read, 0, got.data(), got.size()), 0);
 	EXPECT_TRUE(got == a);
+}
+
+// ---- Through the SCSI core (the loopback fabric), as an initiator sees an rbd LU ----------
+
+using sbc_test::cdb_ws;
+using sbc_test::Env;
+using sbc_test::is_good;
+
+// A logical unit on image (created, size bytes) as LUN 0 of a target, with a nexus.
+std::unique_ptr<Env> rbd_lu(const std::string &image, uint64_t size, LuConfig cfg = {})
+{
+	auto bs = make(rbd_cfg(image, size, true));
+	if (!bs)
+		return nullptr;
+	return std::make_unique<Env>(std::move(bs), cfg);
+}
+
+uint64_t rbd_requests(const Backstore &bs)
+{
+	RbdBsStats st;
+	EXPECT_TRUE(rbd_bs_stats(bs, &st));
+	return st.completed;
+}
+
+// Whether blocks [lba, lba + n) of e's LU all hold blk, read back in 8 MiB commands.
+::testing::AssertionResult holds(Env &e, uint64_t lba, uint64_t n, const std::vector<uint8_t> &blk)
+{
+	const uint64_t per = 8 * MiB / blk.size();
+	for (uint64_t at = lba; at < lba + n; at += per) {
+		const uint32_t k = static_cast<uint32_t>(std::min(per, lba + n - at));
+		const auto got = e.read(at, k);
+		for (uint32_t i = 0; i < k; i++)
+			if (got.size() != size_t(k) * blk.size() ||
+			    std::memcmp(got.data() + size_t(i) * blk.size(), blk.data(),
+			                blk.size()))
+				return ::testing::AssertionFailure() << "block " << at + i;
+	}
+	return ::testing::AssertionSuccess();
+}
+
+// WRITE SAME of a patterned block through the core: one librbd writesame per at most 32
+// objects (write_same_max), the block everywhere in the range - across object boundaries and
+// past the split - and the neighbouring blocks untouched.
+TEST(RbdScsi, WriteSameByLibrbd)
+{
+	LuConfig cfg;
+	cfg.max_write_same_blocks = 1u << 20; // 512 MiB: room past the split
+	auto e = rbd_lu("ws", 256 * MiB, cfg);
+	ASSERT_TRUE(e);
+	Backstore &bs = e->lu->bs();
+	ASSERT_EQ(bs.write_same_max(), 32 * 4 * MiB);
+	constexpr uint64_t kObj = 4 * MiB / 512; // blocks per object
+	const auto before = pattern(512, 41), after = pattern(512, 42);
+
+	// 30 blocks across the end of object 0.
+	const auto blk = pattern(512, 40);
+	const uint64_t lba = kObj - 10;
+	e->write(lba - 1, before);
+	e->write(lba + 30, after);
+	uint64_t n0 = rbd_requests(bs);
+	ASSERT_TRUE(is_good(e->out(cdb_ws(true, lba, 30), blk)));
+	EXPECT_EQ(rbd_requests(bs) - n0, 1u) << "one writesame";
+	EXPECT_TRUE(holds(*e, lba, 30, blk));
+	EXPECT_TRUE(holds(*e, lba - 1, 1, before));
+	EXPECT_TRUE(holds(*e, lba + 30, 1, after));
+
+	// 128 MiB and 8 blocks from inside object 1, WRITE SAME (10)'s 16-bit count too small:
+	// (16), split after 32 objects into two writesames.
+	const auto blk2 = pattern(512, 43);
+	const uint64_t lba2 = kObj + kObj / 2 + 3, n2 = 32 * kObj + 8;
+	e->write(lba2 - 1, before);
+	e->write(lba2 + n2, after);
+	n0 = rbd_requests(bs);
+	ASSERT_TRUE(is_good(e->out(cdb_ws(true, lba2, static_cast<uint32_t>(n2)), blk2)));
+	EXPECT_EQ(rbd_requests(bs) - n0, 2u) << "split at write_same_max";
+	EXPECT_TRUE(holds(*e, lba2, n2, blk2));
+	EXPECT_TRUE(holds(*e, lba2 - 1, 1, before));
+	EXPECT_TRUE(holds(*e, lba2 + n2, 1, after));
 }
 
 // done() runs on the loop that submitted, not on librbd's thread nor a shared one; a
