@@ -63,6 +63,42 @@ int map_error(RbdDev &d, const BsIo *io, int ret)
 	return -EIO;
 }
 
+// The allocation map (bs_rbd_alloc.h) learns of a request as it goes to librbd...
+void alloc_started(RbdDev &d, RbdSlot *s, const BsIo *io)
+{
+	switch (io->op) {
+	case BsOp::Write:
+	case BsOp::WriteSame:
+	case BsOp::CompareAndWrite:
+		d.alloc.write_started(io->offset, io->length);
+		break;
+	case BsOp::Unmap:
+	case BsOp::WriteZeroes:
+		s->unmap = d.alloc.unmap_started();
+		break;
+	default:
+		break;
+	}
+}
+
+// ... and as librbd answers it (ret: its result as the contract's errno).
+void alloc_ended(RbdDev &d, const RbdSlot *s, const BsIo *io, int ret)
+{
+	switch (io->op) {
+	case BsOp::Write:
+	case BsOp::WriteSame:
+	case BsOp::CompareAndWrite:
+		d.alloc.write_ended(io->offset, io->length);
+		break;
+	case BsOp::Unmap:
+	case BsOp::WriteZeroes:
+		d.alloc.unmap_ended(io->offset, io->length, s->unmap, ret);
+		break;
+	default:
+		break;
+	}
+}
+
 } // namespace
 
 RbdDev::RbdDev() : id(g_next_rbd_dev_id.fetch_add(1)) {}
@@ -165,6 +201,7 @@ void RbdQueue::start(RbdSlot *s, BsIo *io)
 	s->io = io;
 	s->ret = 0;
 	s->t0_ns = rbd_now_ns();
+	alloc_started(*dev_, s, io); // before librbd: a write is mapped from now on
 	rbd_completion_t c;
 	int ret = rbd_aio_create_completion(s, rbd_cb, &c);
 	if (ret < 0) {
@@ -299,6 +336,7 @@ void RbdQueue::finish(RbdSlot *s)
 	}
 	if (ret && ret != -EILSEQ) // a miscompare is an answer, not a failure
 		d.errors.fetch_add(1, std::memory_order_relaxed);
+	alloc_ended(d, s, io, ret);
 	BsIo *next = nullptr;
 	{
 		std::lock_guard g(lock_);

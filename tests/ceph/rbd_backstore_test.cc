@@ -626,9 +626,12 @@ TEST(RbdBackstore, BlocklistedClientNeverAnswersGood)
 
 // ---- Through the SCSI core (the loopback fabric), as an initiator sees an rbd LU ----------
 
+using sbc_test::cdb_lba_status;
+using sbc_test::cdb_unmap;
 using sbc_test::cdb_ws;
 using sbc_test::Env;
 using sbc_test::is_good;
+using sbc_test::unmap_list;
 
 // A logical unit on image (created, size bytes) as LUN 0 of a target, with a nexus.
 std::unique_ptr<Env> rbd_lu(const std::string &image, uint64_t size, LuConfig cfg = {})
@@ -700,6 +703,104 @@ TEST(RbdScsi, WriteSameByLibrbd)
 	EXPECT_TRUE(holds(*e, lba2, n2, blk2));
 	EXPECT_TRUE(holds(*e, lba2 - 1, 1, before));
 	EXPECT_TRUE(holds(*e, lba2 + n2, 1, after));
+}
+
+// Waits (bounded) until bs has ended n allocation walks in all.
+bool walked(const Backstore &bs, uint64_t n)
+{
+	RbdBsStats st;
+	for (int i = 0; i < 1000; i++) {
+		if (!rbd_bs_stats(bs, &st))
+			return false;
+		if (st.alloc_walks >= n)
+			return true;
+		std::this_thread::sleep_for(10ms);
+	}
+	return false;
+}
+
+struct LbaDesc {
+	uint64_t lba;
+	uint32_t blocks;
+	uint8_t status; // 0 mapped, 1 deallocated
+	bool operator==(const LbaDesc &) const = default;
+};
+
+std::ostream &operator<<(std::ostream &o, const LbaDesc &d)
+{
+	return o << "{" << d.lba << ", " << d.blocks << ", " << int(d.status) << "}";
+}
+
+// GET LBA STATUS from lba through the core: its descriptors.
+std::vector<LbaDesc> lba_status(Env &e, uint64_t lba)
+{
+	auto r = e.in(cdb_lba_status(lba, 8 + 16 * 64), 8 + 16 * 64);
+	EXPECT_TRUE(is_good(r));
+	std::vector<LbaDesc> d;
+	if (r.data.size() < 8)
+		return d;
+	const size_t n =
+	    std::min<size_t>((get_be32(r.data.data()) - 4) / 16, (r.xfer_len - 8) / 16);
+	for (size_t i = 0; i < n; i++) {
+		const uint8_t *p = &r.data[8 + 16 * i];
+		d.push_back({get_be64(p), get_be32(p + 8), p[12]});
+	}
+	return d;
+}
+
+// GET LBA STATUS of an rbd LU from its objects: a fresh image all deallocated; a write makes
+// its object mapped, an UNMAP of the whole object deallocated again, at once; the walk at open
+// finds what was written before; another gateway's write is seen at the next walk (a resize
+// asks for one).
+TEST(RbdScsi, GetLbaStatusFromTheObjects)
+{
+	constexpr uint64_t kObj = 4 * MiB / 512;
+	auto e = rbd_lu("lbas", 32 * MiB); // 8 objects
+	ASSERT_TRUE(e);
+	ASSERT_TRUE(walked(e->lu->bs(), 1));
+	const uint64_t n = e->nr();
+	using V = std::vector<LbaDesc>;
+	EXPECT_EQ(lba_status(*e, 0), (V{{0, uint32_t(n), 1}}));
+
+	e->write(3 * kObj + 100, pattern(4096, 50));
+	EXPECT_EQ(lba_status(*e, 0),
+	          (V{{0, 3 * kObj, 1}, {3 * kObj, kObj, 0}, {4 * kObj, 4 * kObj, 1}}));
+	EXPECT_EQ(lba_status(*e, 3 * kObj + 5),
+	          (V{{3 * kObj + 5, kObj - 5, 0}, {4 * kObj, 4 * kObj, 1}}));
+
+	ASSERT_TRUE(is_good(e->out(cdb_unmap(24), unmap_list({{3 * kObj, kObj}}))));
+	EXPECT_EQ(lba_status(*e, 0), (V{{0, uint32_t(n), 1}}));
+
+	// Written, closed, opened again: the walk finds object 3 (and a block of object 7).
+	e->write(3 * kObj, pattern(512, 51));
+	e->write(8 * kObj - 1, pattern(512, 52));
+	e.reset();
+	e = rbd_lu("lbas", 32 * MiB);
+	ASSERT_TRUE(e);
+	ASSERT_TRUE(walked(e->lu->bs(), 1));
+	const V two = {
+	    {0, 3 * kObj, 1}, {3 * kObj, kObj, 0}, {4 * kObj, 3 * kObj, 1}, {7 * kObj, kObj, 0}};
+	EXPECT_EQ(lba_status(*e, 0), two);
+
+	// Another gateway (another client) writes object 5: unseen until the next walk.
+	auto other = rbd_cfg("lbas");
+	other.rbd.group = "lbas-2";
+	auto gw2 = make(other);
+	ASSERT_TRUE(gw2);
+	auto b = pattern(4096, 53);
+	ASSERT_EQ(rw(*gw2, BsOp::Write, 5 * 4 * MiB, b.data(), b.size()), 0);
+	EXPECT_EQ(lba_status(*e, 0), two) << "not before a walk";
+	std::string why;
+	ASSERT_EQ(e->lu->set_capacity(36 * MiB, &why), 0) << why;          // a resize walks again
+	EXPECT_EQ(e->run(test::cdb_tur()).status, Status::CheckCondition); // CAPACITY CHANGED
+	ASSERT_TRUE(walked(e->lu->bs(), 2));
+	EXPECT_EQ(lba_status(*e, 0), (V{{0, 3 * kObj, 1},
+	                                {3 * kObj, kObj, 0},
+	                                {4 * kObj, kObj, 1},
+	                                {5 * kObj, kObj, 0},
+	                                {6 * kObj, kObj, 1},
+	                                {7 * kObj, kObj, 0},
+	                                {8 * kObj, kObj, 1}}));
 }
 
 // done() runs on the loop that submitted, not on librbd's thread nor a shared one; a
