@@ -89,7 +89,10 @@ struct BsIo {
 	// Called exactly once: err is 0, or a negative errno (-EIO: medium error; -ENOSPC:
 	// out of space on a thin backstore; -EINVAL: a bad request; -ERANGE: beyond the end,
 	// which a request the core checked can still meet when the size shrank since;
-	// -EOPNOTSUPP: Unmap on a backstore that cannot deallocate).
+	// -EOPNOTSUPP: Unmap on a backstore that cannot deallocate; -ETIMEDOUT: the storage did
+	// not answer in time - rbd: an OSD operation ran past rados_osd_op_timeout - and the
+	// request may or may not have taken effect: the core answers BUSY, for the initiator to
+	// retry, where -EIO would be a MEDIUM ERROR it does not retry).
 	void (*done)(BsIo *io, int err) = nullptr;
 	void *priv = nullptr;    // the submitter's context (done() recovers its command from it)
 	BsIo *bs_next = nullptr; // backstore-private until done(): its wait-FIFO link (no alloc)

@@ -21,8 +21,11 @@
 //     gateway, where librbd 16 takes it: within one 512-byte sector (so: LUs of 512-byte
 //     blocks); the mismatch offset librbd reports is an image offset, made relative.
 //   - Timeouts: rados_osd_op_timeout and client_mount_timeout are RbdConfig::timeout_s,
-//     so that an OSD that does not answer fails the request (-ETIMEDOUT, reported as
-//     -EIO) instead of hanging the LU's commands forever.
+//     so that an OSD that does not answer fails the request (-ETIMEDOUT, which the core
+//     answers BUSY for the initiator to retry) instead of hanging the LU's commands
+//     forever; only the commands of this LU that met the OSD fail, nothing is torn down.
+//   - Fenced (blocklisted, -EBLOCKLISTED which is -ESHUTDOWN): a medium error, from then on
+//     for every request (bs_rbd_queue.cc), never GOOD.
 //
 // Threading: scsi/bs_rbd_queue.h. librbd's callback thread only hands each completion to
 // the thread that submitted it - its event loop, or the backstore's completion thread for a
@@ -269,11 +272,15 @@ public:
 
 	// GET LBA STATUS from the allocation map (bs_rbd_alloc.h): whole objects known
 	// deallocated, everything else mapped; everything mapped until the first walk ended.
+	// Fenced: a medium error as for every other command (another gateway may own the
+	// image now, and what this one knew of it is stale).
 	int extent(uint64_t offset, BsExtent *out) override
 	{
 		const uint64_t sz = size();
 		if (offset >= sz)
 			return -ERANGE;
+		if (dev_->fenced.load(std::memory_order_relaxed))
+			return -EIO;
 		dev_->alloc.extent(offset, sz, out);
 		return 0;
 	}

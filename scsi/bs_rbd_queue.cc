@@ -40,13 +40,20 @@ void rbd_cb(rbd_completion_t c, void *arg)
 }
 
 // librbd's errors as the contract's (backstore.h): -ERANGE, -EROFS, -ENOSPC, -EINVAL as
-// they are; the rest is a medium error for the initiator, logged (rate limited) with what
-// it was.
+// they are; -ETIMEDOUT (an OSD operation past rados_osd_op_timeout) as it is, which the
+// core answers BUSY; the rest is a medium error for the initiator. Failures are logged (rate
+// limited) with what they were.
 int map_error(RbdDev &d, const BsIo *io, int ret)
 {
 	if (ret == 0 || ret == -ERANGE || ret == -EROFS || ret == -ENOSPC || ret == -EINVAL ||
 	    ret == -EOPNOTSUPP)
 		return ret;
+	if (ret == -ETIMEDOUT) {
+		ULP_LOG_RATELIMITED(Warn, Scsi,
+		                    "{}{} of {} bytes at {}: no answer from the OSDs in time; BUSY",
+		                    d.who, bs_op_str(io->op), io->length, io->offset);
+		return ret;
+	}
 	if (ret == -ESHUTDOWN) { // EBLOCKLISTED: this client is fenced off the cluster
 		// Sticky: the OSDs refuse everything from this client instance from now on, and
 		// another gateway may own the image. Said once, then every request fails at

@@ -408,15 +408,22 @@ TEST(RbdBackstore, NoClusterFailsInBoundedTime)
 	EXPECT_NE(why.find("cannot connect"), std::string::npos) << why;
 }
 
-// The OSD stopped under I/O: requests fail within the OSD timeout (never hang, never GOOD),
-// and once it is back the same backstore serves again with what was acknowledged intact.
+// The OSD stopped under I/O: requests fail within the OSD timeout (never hang, never GOOD)
+// with -ETIMEDOUT, which an initiator sees as BUSY without sense data; another LU (on storage
+// the OSD does not hold) serves on; once the OSD is back the same backstore serves again
+// with what was acknowledged intact.
 TEST(RbdBackstore, OsdDownFailsBoundedThenRecovers)
 {
 	auto cfg = rbd_cfg("osd", 8 * MiB, true);
 	cfg.rbd.group = "osd";
 	cfg.rbd.timeout_s = 3;
-	auto bs = make(cfg);
-	ASSERT_TRUE(bs);
+	auto made = make(cfg);
+	ASSERT_TRUE(made);
+	sbc_test::Env e(std::move(made));
+	e.t.add(1); // a RAM LU beside it
+	Nexus *s1 = e.t.login("iqn.init:b", 1);
+	EXPECT_TRUE(sbc_test::is_sense(e.run(test::cdb_tur()), 0x3f0e)) << "LUN 1 added";
+	Backstore *bs = &e.lu->bs();
 	auto a = pattern(64 * KiB, 6);
 	ASSERT_EQ(rw(*bs, BsOp::Write, 0, a.data(), a.size()), 0);
 
@@ -429,8 +436,18 @@ TEST(RbdBackstore, OsdDownFailsBoundedThenRecovers)
 	const auto secs =
 	    std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - t0)
 	        .count();
-	EXPECT_EQ(err, -EIO);
+	EXPECT_EQ(err, -ETIMEDOUT);
 	EXPECT_LE(secs, 9);
+	const auto t1 = std::chrono::steady_clock::now();
+	auto busy = e.t.lb.run(e.s, 0, sbc_test::cdb_rw(0x8a, 2048, 8), DataDir::Write, b,
+	                       TaskAttr::Simple, 0, std::chrono::seconds(30));
+	EXPECT_LE(std::chrono::steady_clock::now() - t1, 9s);
+	EXPECT_TRUE(busy.finished);
+	EXPECT_EQ(busy.status, Status::Busy);
+	EXPECT_TRUE(busy.sense.empty());
+	EXPECT_TRUE(
+	    sbc_test::is_good(e.t.lb.run(s1, 1, sbc_test::cdb_rw(0x8a, 0, 8), DataDir::Write, b)))
+	    << "the other LU serves on";
 
 	out = ceph_dev("start-osd --timeout 60", &rc);
 	ASSERT_EQ(rc, 0) << out;
@@ -442,6 +459,9 @@ TEST(RbdBackstore, OsdDownFailsBoundedThenRecovers)
 	ASSERT_EQ(r, 0);
 	EXPECT_TRUE(got == a);
 	EXPECT_EQ(rw(*bs, BsOp::Write, 1 * MiB, b.data(), b.size()), 0);
+	EXPECT_TRUE(sbc_test::is_good(
+	    e.t.lb.run(e.s, 0, sbc_test::cdb_rw(0x8a, 2048, 8), DataDir::Write, b)))
+	    << "the same nexus is served again";
 }
 
 int caw(Backstore &bs, uint64_t off, const void *cmp, const void *wr, size_t len,
@@ -609,6 +629,8 @@ TEST(RbdBackstore, BlocklistedClientNeverAnswersGood)
 	std::vector<uint8_t> got(4096);
 	EXPECT_EQ(rw(*bs, BsOp::Read, 0, got.data(), got.size()), -EIO);
 	EXPECT_EQ(rw(*bs, BsOp::Write, 0, a.data(), a.size()), -EIO);
+	BsExtent x;
+	EXPECT_EQ(bs->extent(0, &x), -EIO) << "GET LBA STATUS is no answer either";
 	ASSERT_TRUE(rbd_bs_stats(*bs, &st));
 	EXPECT_TRUE(st.fenced);
 	bs.reset();
