@@ -24,6 +24,8 @@ const char *bs_op_str(BsOp op)
 		return "write-zeroes";
 	case BsOp::CompareAndWrite:
 		return "compare-and-write";
+	case BsOp::WriteSame:
+		return "write-same";
 	}
 	return "?";
 }
@@ -46,6 +48,7 @@ int bs_check_io(uint64_t size, const BsIo *io)
 	case BsOp::WriteZeroes:
 		break;
 	case BsOp::CompareAndWrite: // only where compare_and_write_max() says (bs_check_caw)
+	case BsOp::WriteSame:       // only where write_same_max() says (bs_check_write_same)
 		return -EOPNOTSUPP;
 	default:
 		return -EINVAL; // a value outside the enum: never trust the caller's bytes
@@ -63,6 +66,20 @@ int bs_check_caw(uint64_t size, const BsIo *io)
 		sum += v.iov_len;
 	if (io->op != BsOp::CompareAndWrite || io->length == 0 || sum != 2 * io->length)
 		return -EINVAL;
+	if (io->offset > size || io->length > size - io->offset)
+		return -ERANGE;
+	return 0;
+}
+
+int bs_check_write_same(uint64_t size, const BsIo *io, uint64_t max)
+{
+	uint64_t block = 0;
+	for (const iovec &v : io->iov)
+		block += v.iov_len;
+	if (io->op != BsOp::WriteSame || block == 0 || io->length % block != 0)
+		return -EINVAL;
+	if (io->length > max)
+		return -EOPNOTSUPP;
 	if (io->offset > size || io->length > size - io->offset)
 		return -ERANGE;
 	return 0;

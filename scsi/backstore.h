@@ -21,7 +21,8 @@
 //          from BLKGETSIZE64
 //   rbd    a Ceph RBD image through librbd's asynchronous calls, with its cache off:
 //          a write completes when the OSDs hold it (no volatile cache to flush); UNMAP
-//          discards, zeroing what is not whole (see scsi/bs_rbd.cc)
+//          discards, zeroing what is not whole; WRITE SAME by librbd's writesame, the
+//          OSDs replicating the block (see scsi/bs_rbd.cc)
 //
 // Capacity at run time (LIO resizes a backstore through configfs): resize() makes
 // the backstore a new size while requests run, storage_size() says what the storage under
@@ -65,6 +66,11 @@ enum class BsOp : uint8_t {
 	// backstore whose compare_and_write_max() covers length; others fail it -EOPNOTSUPP.
 	// -EILSEQ: they differed, nothing written, BsIo::miscompare says where.
 	CompareAndWrite,
+	// The block in iov (the sum of its lengths, a divisor of length) written over every
+	// block of [offset, offset + length), the storage replicating it (WRITE SAME without
+	// UNMAP, SBC-3 5.42, 5.43). Only to a backstore whose write_same_max() covers length;
+	// others fail it -EOPNOTSUPP.
+	WriteSame,
 };
 
 const char *bs_op_str(BsOp op);
@@ -76,13 +82,17 @@ struct BsIo {
 	uint64_t offset = 0;        // bytes from the start of the backstore
 	uint64_t length = 0;        // bytes; for Read/Write the sum of iov lengths
 	std::span<const iovec> iov; // Read/Write buffers (CompareAndWrite: compare data, then
-	                            // write data, 2 * length), valid until done()
+	                            // write data, 2 * length; WriteSame: the one block),
+	                            // valid until done()
 	uint64_t miscompare = 0;    // CompareAndWrite failed -EILSEQ: the first differing
 	                            // byte, from offset (set by the backstore)
 	// Called exactly once: err is 0, or a negative errno (-EIO: medium error; -ENOSPC:
 	// out of space on a thin backstore; -EINVAL: a bad request; -ERANGE: beyond the end,
 	// which a request the core checked can still meet when the size shrank since;
-	// -EOPNOTSUPP: Unmap on a backstore that cannot deallocate).
+	// -EOPNOTSUPP: Unmap on a backstore that cannot deallocate; -ETIMEDOUT: the storage did
+	// not answer in time - rbd: an OSD operation ran past rados_osd_op_timeout - and the
+	// request may or may not have taken effect: the core answers BUSY, for the initiator to
+	// retry, where -EIO would be a MEDIUM ERROR it does not retry).
 	void (*done)(BsIo *io, int err) = nullptr;
 	void *priv = nullptr;    // the submitter's context (done() recovers its command from it)
 	BsIo *bs_next = nullptr; // backstore-private until done(): its wait-FIFO link (no alloc)
@@ -126,6 +136,11 @@ public:
 	// WRITE is then read, compare and write under the logical unit's own turn, atomic
 	// against this process only (scsi/sbc_caw.cc).
 	virtual uint32_t compare_and_write_max() const { return 0; }
+	// The longest WriteSame, bytes, the backstore performs itself (rbd: the OSDs replicate
+	// the block, which crosses the network once). 0: none; WRITE SAME then writes a buffer
+	// of copies of the block, request after request (scsi/sbc_write_same.cc). The core
+	// splits a longer range into requests of at most this many bytes.
+	virtual uint64_t write_same_max() const { return 0; }
 
 	// Start io; never blocks. io->done is called exactly once (possibly before submit
 	// returns: see Threading above).

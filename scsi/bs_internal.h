@@ -24,6 +24,9 @@ int bs_check_io(uint64_t size, const BsIo *io);
 // bs_check_io() for a CompareAndWrite (which bs_check_io() refuses, -EOPNOTSUPP, for the
 // kinds that do not perform it): its iov adds up to twice length.
 int bs_check_caw(uint64_t size, const BsIo *io);
+// bs_check_io() for a WriteSame of a backstore whose write_same_max() is max: its iov holds
+// one block (its lengths' sum, > 0) that divides length; -EOPNOTSUPP beyond max.
+int bs_check_write_same(uint64_t size, const BsIo *io, uint64_t max);
 
 // The kinds. cfg has passed make_backstore()'s checks; they fail with *err (negative
 // errno) and a message in *why.
@@ -57,13 +60,14 @@ bool file_bs_stats(const Backstore &bs, FileBsStats *out);
 
 // Counters of an rbd backstore (scsi/bs_rbd.cc), relaxed atomics read without a lock.
 struct RbdBsStats {
-	uint32_t inflight = 0;   // requests librbd holds (or whose completion is on its way)
-	uint64_t completed = 0;  // requests librbd gave back since open
-	uint64_t errors = 0;     // of them, failed
-	uint64_t busy_ns = 0;    // summed ns from submission to librbd's callback (their mean
-	                         // latency: busy_ns / completed)
-	bool fenced = false;     // the client was blocklisted: the LU fails every command
-	std::string client_addr; // the RADOS client's address (what a blocklist entry names)
+	uint32_t inflight = 0;    // requests librbd holds (or whose completion is on its way)
+	uint64_t completed = 0;   // requests librbd gave back since open
+	uint64_t errors = 0;      // of them, failed
+	uint64_t busy_ns = 0;     // summed ns from submission to librbd's callback (their mean
+	                          // latency: busy_ns / completed)
+	bool fenced = false;      // the client was blocklisted: the LU fails every command
+	uint64_t alloc_walks = 0; // allocation walks that ended well (GET LBA STATUS's source)
+	std::string client_addr;  // the RADOS client's address (what a blocklist entry names)
 };
 
 // false when bs is not an rbd backstore.

@@ -15,17 +15,23 @@
 //     that zeroes the parts of objects it does not cover whole (rbd_aio_discard would
 //     skip them, rbd_skip_partial_discard, and leave old data to be read back). Whole
 //     objects are deleted, so the optimal unmap granularity is the object size.
+//   - WRITE SAME: rbd_aio_writesame, the block crossing the network once; librbd
+//     refuses (-EINVAL) a length the block does not divide, which the core never sends.
 //   - COMPARE AND WRITE: rbd_aio_compare_and_write, atomic in the OSD against every
 //     gateway, where librbd 16 takes it: within one 512-byte sector (so: LUs of 512-byte
 //     blocks); the mismatch offset librbd reports is an image offset, made relative.
 //   - Timeouts: rados_osd_op_timeout and client_mount_timeout are RbdConfig::timeout_s,
-//     so that an OSD that does not answer fails the request (-ETIMEDOUT, reported as
-//     -EIO) instead of hanging the LU's commands forever.
+//     so that an OSD that does not answer fails the request (-ETIMEDOUT, which the core
+//     answers BUSY for the initiator to retry) instead of hanging the LU's commands
+//     forever; only the commands of this LU that met the OSD fail, nothing is torn down.
+//   - Fenced (blocklisted, -EBLOCKLISTED which is -ESHUTDOWN): a medium error, from then on
+//     for every request (bs_rbd_queue.cc), never GOOD.
 //
 // Threading: scsi/bs_rbd_queue.h. librbd's callback thread only hands each completion to
 // the thread that submitted it - its event loop, or the backstore's completion thread for a
 // thread without one - and done() runs there.
 #include "core/log.h"
+#include "core/thread_name.h"
 #include "scsi/bs_internal.h"
 #include "scsi/bs_rbd_queue.h"
 
@@ -33,14 +39,17 @@
 #include <rbd/librbd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace ulp::scsi
@@ -52,6 +61,18 @@ namespace
 // The longest COMPARE AND WRITE librbd 16 performs, bytes, and the boundary it may not
 // cross: one 512-byte sector.
 constexpr uint32_t kRbdCawSector = 512;
+
+// The most objects one WriteSame spans. librbd 16 takes a writesame of any length that the
+// block divides (4 GiB and more, tried on 16.2.15) but sends an operation to every object
+// of it at once, through the group's RADOS client, whose objecter lets 1024 operations be
+// in flight (objecter_inflight_ops) for every LU of the group together: a bound keeps one
+// WRITE SAME from taking most of that. The core splits longer ranges (sbc_write_same.cc).
+constexpr uint64_t kRbdWriteSameObjects = 32;
+
+// How often the allocation walk runs again (bs_rbd_alloc.h): the bound on how long a write
+// by another gateway, or an unmap this one could not account for, goes unseen by GET LBA
+// STATUS. A walk that took long waits ten times as long as it took instead.
+constexpr auto kAllocWalkEvery = std::chrono::seconds(60);
 
 std::string rbd_strerror(int e)
 {
@@ -120,6 +141,9 @@ std::shared_ptr<RbdClient> get_client(const RbdConfig &cfg, int *err, std::strin
 	const std::string t = std::to_string(cfg.timeout_s);
 	if ((!cfg.keyring.empty() && (r = conf_set(c->cluster, "keyring", cfg.keyring, why)) < 0) ||
 	    (r = conf_set(c->cluster, "rbd_cache", "false", why)) < 0 ||
+	    // A writesame of a zero block as what it says, never a discard that may skip
+	    // partial objects (the core sends zeros as WriteZeroes anyway).
+	    (r = conf_set(c->cluster, "rbd_discard_on_zeroed_write_same", "false", why)) < 0 ||
 	    (r = conf_set(c->cluster, "client_mount_timeout", t, why)) < 0 ||
 	    (r = conf_set(c->cluster, "rados_mon_op_timeout", t, why)) < 0 ||
 	    (r = conf_set(c->cluster, "rados_osd_op_timeout", t, why)) < 0) {
@@ -166,9 +190,15 @@ public:
 		shared_ = std::make_unique<RbdQueue>(dev_, nullptr);
 		if (int r = shared_->init(why); r < 0)
 			return r;
-		// librbd calls this on its own thread: it only wakes our completion thread.
-		auto cb = [](void *arg) { static_cast<RbdQueue *>(arg)->notify_storage_changed(); };
-		if (int r = rbd_update_watch(dev_->image, &watch_, cb, shared_.get()); r < 0) {
+		// librbd calls this on its own thread: it only wakes our completion thread and the
+		// allocation walker (a resize outside changes what there is to walk).
+		auto cb = [](void *arg) {
+			auto *self = static_cast<RbdBackstore *>(arg);
+			self->shared_->notify_storage_changed();
+			self->want_walk();
+		};
+		walker_ = std::thread([this] { walk_loop(); });
+		if (int r = rbd_update_watch(dev_->image, &watch_, cb, this); r < 0) {
 			// Not fatal: resizes outside are then seen on SIGHUP or `ulpctl lun
 			// rescan`.
 			ULP_LOG(Warn, Scsi,
@@ -204,11 +234,16 @@ public:
 	// compares and writes itself, atomic against this gateway only (logged at open).
 	uint32_t compare_and_write_max() const override { return kRbdCawSector; }
 
+	// WRITE SAME: rbd_aio_writesame, the block sent once and replicated by the OSDs
+	// (CEPH_OSD_OP_WRITESAME per object), up to kRbdWriteSameObjects objects a request.
+	uint64_t write_same_max() const override { return dev_->obj_size * kRbdWriteSameObjects; }
+
 	void submit(BsIo *io) override
 	{
 		const uint64_t sz = size();
-		int r =
-		    io->op == BsOp::CompareAndWrite ? bs_check_caw(sz, io) : bs_check_io(sz, io);
+		int r = io->op == BsOp::CompareAndWrite ? bs_check_caw(sz, io)
+		        : io->op == BsOp::WriteSame ? bs_check_write_same(sz, io, write_same_max())
+		                                    : bs_check_io(sz, io);
 		if (!r && io->op == BsOp::CompareAndWrite &&
 		    (io->length > kRbdCawSector ||
 		     io->offset / kRbdCawSector != (io->offset + io->length - 1) / kRbdCawSector))
@@ -235,15 +270,18 @@ public:
 		(q ? q : shared_.get())->submit(io);
 	}
 
-	// GET LBA STATUS: not yet from the image's allocation (a cached object map walk);
-	// everything reads as mapped, as the contract allows for a backstore that cannot tell.
+	// GET LBA STATUS from the allocation map (bs_rbd_alloc.h): whole objects known
+	// deallocated, everything else mapped; everything mapped until the first walk ended.
+	// Fenced: a medium error as for every other command (another gateway may own the
+	// image now, and what this one knew of it is stale).
 	int extent(uint64_t offset, BsExtent *out) override
 	{
 		const uint64_t sz = size();
 		if (offset >= sz)
 			return -ERANGE;
-		out->mapped = true;
-		out->length = sz - offset;
+		if (dev_->fenced.load(std::memory_order_relaxed))
+			return -EIO;
+		dev_->alloc.extent(offset, sz, out);
 		return 0;
 	}
 
@@ -263,6 +301,8 @@ public:
 			return r;
 		}
 		set_size(bytes);
+		dev_->alloc.resize(bytes);
+		want_walk();
 		return 0;
 	}
 
@@ -282,6 +322,7 @@ public:
 		s->completed = d.completed.load(std::memory_order_relaxed);
 		s->errors = d.errors.load(std::memory_order_relaxed);
 		s->busy_ns = d.busy_ns.load(std::memory_order_relaxed);
+		s->alloc_walks = walks_.load(std::memory_order_relaxed);
 	}
 
 	// The client's address as the OSDs see it, what `ceph osd blocklist add` takes.
@@ -297,14 +338,119 @@ public:
 	}
 
 private:
-	std::shared_ptr<RbdClient> client_; // the group's RADOS client
-	rados_ioctx_t ioctx_;               // the pool (and namespace)
-	std::shared_ptr<RbdDev> dev_;       // the open image, shared with the queues
-	const bool read_only_;              // opened read-only
-	std::unique_ptr<RbdQueue> shared_;  // the queue of threads without an event loop
-	uint64_t watch_ = 0;                // rbd_update_watch's handle
-	bool watching_ = false;             // watch_ is registered
+	// The allocation walk (bs_rbd_alloc.h), on the walker thread: rbd_diff_iterate2 of the
+	// image from its creation, parents included, in whole objects. With the object-map and
+	// fast-diff features (among rbd_default_features) librbd answers it from the object map:
+	// one read of two bits per object. Without them, or with the map flagged invalid, it asks
+	// the OSDs about every object in turn: a round trip per object, minutes for a large image
+	// - so it runs off the I/O path, says when it took over a second, and the next waits ten
+	// times as long. Returns how long it took.
+	std::chrono::milliseconds walk();
+	// The walker thread: a walk at once (the map reports everything mapped until it ends),
+	// then every kAllocWalkEvery, and soon after want_walk().
+	void walk_loop();
+	// Ask for a walk soon (a resize). Any thread but the walker's.
+	void want_walk();
+	void stop_walker();
+
+	std::shared_ptr<RbdClient> client_;  // the group's RADOS client
+	rados_ioctx_t ioctx_;                // the pool (and namespace)
+	std::shared_ptr<RbdDev> dev_;        // the open image, shared with the queues
+	const bool read_only_;               // opened read-only
+	std::unique_ptr<RbdQueue> shared_;   // the queue of threads without an event loop
+	uint64_t watch_ = 0;                 // rbd_update_watch's handle
+	bool watching_ = false;              // watch_ is registered
+	std::thread walker_;                 // walk_loop()
+	std::mutex walk_lock_;               // guards the two below
+	std::condition_variable walk_cv_;    // walk_wanted_ or walk_quit_ set
+	bool walk_wanted_ = false;           // a walk is asked for
+	bool walk_quit_ = false;             // the walker ends
+	std::atomic<bool> walk_stop_{false}; // a walk in progress gives up (destruction)
+	std::atomic<uint64_t> walks_{0};     // walks that ended well (stats)
 };
+
+// What the walk's callback fills: per object of the walked size, whether it holds data.
+struct RbdWalk {
+	uint64_t obj_size;
+	std::vector<bool> allocated;
+	const std::atomic<bool> *stop;
+};
+
+int rbd_walk_cb(uint64_t off, size_t len, int exists, void *arg)
+{
+	auto *w = static_cast<RbdWalk *>(arg);
+	if (w->stop->load(std::memory_order_relaxed))
+		return -ECANCELED; // librbd ends the walk with it
+	if (!exists || len == 0)
+		return 0;
+	const uint64_t end =
+	    std::min<uint64_t>((off + len - 1) / w->obj_size + 1, w->allocated.size());
+	for (uint64_t i = off / w->obj_size; i < end; i++)
+		w->allocated[i] = true;
+	return 0;
+}
+
+std::chrono::milliseconds RbdBackstore::walk()
+{
+	RbdDev &d = *dev_;
+	const auto t0 = std::chrono::steady_clock::now();
+	const uint64_t sz = size(); // the map's objects are of this size (not the image's bytes)
+	RbdWalk w{d.obj_size, std::vector<bool>((sz + d.obj_size - 1) / d.obj_size), &walk_stop_};
+	const uint64_t token = d.alloc.walk_started();
+	const int r = rbd_diff_iterate2(d.image, nullptr, 0, sz, 1, 1, rbd_walk_cb, &w);
+	d.alloc.walk_ended(token, sz, w.allocated, r == 0);
+	const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
+	    std::chrono::steady_clock::now() - t0);
+	if (r == 0)
+		walks_.fetch_add(1, std::memory_order_relaxed);
+	else if (r != -ECANCELED)
+		ULP_LOG(Warn, Scsi,
+		        "{}walking the allocation: {}; GET LBA STATUS keeps what it knew", d.who,
+		        rbd_strerror(r));
+	if (took >= std::chrono::seconds(1))
+		ULP_LOG(
+		    Info, Scsi,
+		    "{}walking the allocation of {} objects took {} ms (no fast-diff object map?)",
+		    d.who, w.allocated.size(), took.count());
+	return took;
+}
+
+void RbdBackstore::walk_loop()
+{
+	set_thread_name("ulp-rbd-walk");
+	std::unique_lock g(walk_lock_);
+	auto next = std::chrono::steady_clock::now();
+	for (;;) {
+		walk_cv_.wait_until(g, next, [&] { return walk_quit_ || walk_wanted_; });
+		if (walk_quit_)
+			return;
+		walk_wanted_ = false;
+		g.unlock();
+		const auto took = walk();
+		g.lock();
+		next = std::chrono::steady_clock::now() +
+		       std::max<std::chrono::steady_clock::duration>(kAllocWalkEvery, 10 * took);
+	}
+}
+
+void RbdBackstore::want_walk()
+{
+	std::lock_guard g(walk_lock_);
+	walk_wanted_ = true;
+	walk_cv_.notify_one();
+}
+
+void RbdBackstore::stop_walker()
+{
+	walk_stop_.store(true);
+	{
+		std::lock_guard g(walk_lock_);
+		walk_quit_ = true;
+		walk_cv_.notify_one();
+	}
+	if (walker_.joinable())
+		walker_.join();
+}
 
 // Destruction: refuse new requests; wait (bounded, logged) until librbd holds no request of
 // any queue, delivering this thread's own loop queue's completions here; close each loop
@@ -316,6 +462,7 @@ RbdBackstore::~RbdBackstore()
 	d.stopping.store(true);
 	if (watching_) // waits for a callback that runs; none comes after
 		rbd_update_unwatch(d.image, watch_);
+	stop_walker(); // before the image closes: the walk uses it
 	EventLoop *const here = this_event_loop();
 	const auto t0 = std::chrono::steady_clock::now();
 	const auto deadline = t0 + d.drain_wait;
@@ -486,6 +633,7 @@ std::unique_ptr<Backstore> make_rbd_backstore(const BackstoreConfig &cfg, int *e
 	dev->queue_depth = cfg.queue_depth;
 	dev->obj_size = info.obj_size ? info.obj_size : 1;
 	dev->drain_wait = std::chrono::seconds(rc.timeout_s + 5);
+	dev->alloc.init(dev->obj_size, size);
 	auto bs = std::make_unique<RbdBackstore>(cfg, size, std::move(client), ioctx, dev);
 	if (int e = bs->init(why); e < 0) {
 		*err = e;

@@ -40,13 +40,20 @@ void rbd_cb(rbd_completion_t c, void *arg)
 }
 
 // librbd's errors as the contract's (backstore.h): -ERANGE, -EROFS, -ENOSPC, -EINVAL as
-// they are; the rest is a medium error for the initiator, logged (rate limited) with what
-// it was.
+// they are; -ETIMEDOUT (an OSD operation past rados_osd_op_timeout) as it is, which the
+// core answers BUSY; the rest is a medium error for the initiator. Failures are logged (rate
+// limited) with what they were.
 int map_error(RbdDev &d, const BsIo *io, int ret)
 {
 	if (ret == 0 || ret == -ERANGE || ret == -EROFS || ret == -ENOSPC || ret == -EINVAL ||
 	    ret == -EOPNOTSUPP)
 		return ret;
+	if (ret == -ETIMEDOUT) {
+		ULP_LOG_RATELIMITED(Warn, Scsi,
+		                    "{}{} of {} bytes at {}: no answer from the OSDs in time; BUSY",
+		                    d.who, bs_op_str(io->op), io->length, io->offset);
+		return ret;
+	}
 	if (ret == -ESHUTDOWN) { // EBLOCKLISTED: this client is fenced off the cluster
 		// Sticky: the OSDs refuse everything from this client instance from now on, and
 		// another gateway may own the image. Said once, then every request fails at
@@ -61,6 +68,42 @@ int map_error(RbdDev &d, const BsIo *io, int ret)
 		                    bs_op_str(io->op), io->length, io->offset, std::strerror(-ret));
 	}
 	return -EIO;
+}
+
+// The allocation map (bs_rbd_alloc.h) learns of a request as it goes to librbd...
+void alloc_started(RbdDev &d, RbdSlot *s, const BsIo *io)
+{
+	switch (io->op) {
+	case BsOp::Write:
+	case BsOp::WriteSame:
+	case BsOp::CompareAndWrite:
+		d.alloc.write_started(io->offset, io->length);
+		break;
+	case BsOp::Unmap:
+	case BsOp::WriteZeroes:
+		s->unmap = d.alloc.unmap_started();
+		break;
+	default:
+		break;
+	}
+}
+
+// ... and as librbd answers it (ret: its result as the contract's errno).
+void alloc_ended(RbdDev &d, const RbdSlot *s, const BsIo *io, int ret)
+{
+	switch (io->op) {
+	case BsOp::Write:
+	case BsOp::WriteSame:
+	case BsOp::CompareAndWrite:
+		d.alloc.write_ended(io->offset, io->length);
+		break;
+	case BsOp::Unmap:
+	case BsOp::WriteZeroes:
+		d.alloc.unmap_ended(io->offset, io->length, s->unmap, ret);
+		break;
+	default:
+		break;
+	}
 }
 
 } // namespace
@@ -165,6 +208,7 @@ void RbdQueue::start(RbdSlot *s, BsIo *io)
 	s->io = io;
 	s->ret = 0;
 	s->t0_ns = rbd_now_ns();
+	alloc_started(*dev_, s, io); // before librbd: a write is mapped from now on
 	rbd_completion_t c;
 	int ret = rbd_aio_create_completion(s, rbd_cb, &c);
 	if (ret < 0) {
@@ -203,6 +247,13 @@ void RbdQueue::start(RbdSlot *s, BsIo *io)
 		          : -EINVAL;
 		break;
 	}
+	case BsOp::WriteSame: // one block (bs_check_write_same), in one buffer as the core sends it
+		ret = io->iov.size() == 1
+		          ? rbd_aio_writesame(img, io->offset, io->length,
+		                              static_cast<const char *>(io->iov[0].iov_base),
+		                              io->iov[0].iov_len, c, 0)
+		          : -EINVAL;
+		break;
 	case BsOp::Unmap: // a discard that zeroes what it cannot free (bs_rbd.cc)
 	case BsOp::WriteZeroes:
 		ret = rbd_aio_write_zeroes(img, io->offset, io->length, c, 0, 0);
@@ -292,6 +343,7 @@ void RbdQueue::finish(RbdSlot *s)
 	}
 	if (ret && ret != -EILSEQ) // a miscompare is an answer, not a failure
 		d.errors.fetch_add(1, std::memory_order_relaxed);
+	alloc_ended(d, s, io, ret);
 	BsIo *next = nullptr;
 	{
 		std::lock_guard g(lock_);

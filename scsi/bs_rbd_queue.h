@@ -9,14 +9,16 @@
 // pollers that run the iSER and SRP connections), made on that thread at its first request,
 // whose completions that loop delivers through an eventfd it watches. done() then runs on
 // the thread that submitted, as with the file backstore's loop rings (bs_file_ring.h), and a
-// worker's I/O shares no lock with another worker's.
+// worker's I/O shares no lock with another worker's but the allocation map's (below).
 //
 // librbd calls the completion callback on its own thread, one per image and serialised:
 // whatever runs there delays every other completion of the image. The callback only appends
 // the slot to its queue's completion list and wakes the queue's reaper - the eventfd is
 // written, or the thread notified, only when the list was empty: one wake-up per batch.
 //
-// Locking. RbdQueue::lock_ guards a queue's slots, FIFO and completion list; librbd's
+// Locking. The allocation map's lock (bs_rbd_alloc.h) is the one every queue shares, taken
+// for a few instructions as a write or an unmap starts and as it ends. RbdQueue::lock_
+// guards a queue's slots, FIFO and completion list; librbd's
 // thread takes it once per completion, the submitter once per request, the reaper once per
 // batch and once per request it finishes. Nobody holds it across done() or a librbd call.
 // RbdDev::qs_lock guards the list of loop queues; taken when a queue is made or closed and
@@ -34,6 +36,7 @@
 
 #include "core/event_loop.h"
 #include "scsi/backstore.h"
+#include "scsi/bs_rbd_alloc.h"
 
 #include <rbd/librbd.h>
 
@@ -69,6 +72,8 @@ struct RbdDev {
 	std::atomic<uint64_t> completed{0}; // requests librbd gave back
 	std::atomic<uint64_t> busy_ns{0};   // summed ns from submission to librbd's callback
 	std::atomic<uint64_t> errors{0};    // of them, failed
+	RbdAllocMap alloc; // what is known of the image's allocation (GET LBA STATUS), kept
+	                   // current by the requests as they start and end
 
 	std::mutex notify_lock;                // guards storage_changed; held while it runs
 	std::function<void()> storage_changed; // Backstore::on_storage_change's, or empty
@@ -83,12 +88,13 @@ class RbdQueue;
 
 // One request in librbd's hands. Preallocated per queue slot.
 struct RbdSlot {
-	RbdQueue *q = nullptr;   // the queue it belongs to (fixed)
-	BsIo *io = nullptr;      // the request, while the slot is busy
-	int ret = 0;             // librbd's result, set by the callback
-	uint64_t t0_ns = 0;      // steady clock at submission to librbd, ns
-	uint64_t mismatch = 0;   // CompareAndWrite: where librbd found the first difference
-	RbdSlot *next = nullptr; // free list or completion list link
+	RbdQueue *q = nullptr;        // the queue it belongs to (fixed)
+	BsIo *io = nullptr;           // the request, while the slot is busy
+	int ret = 0;                  // librbd's result, set by the callback
+	uint64_t t0_ns = 0;           // steady clock at submission to librbd, ns
+	uint64_t mismatch = 0;        // CompareAndWrite: where librbd found the first difference
+	RbdAllocMap::UnmapMark unmap; // Unmap, WriteZeroes: the allocation map's mark at start
+	RbdSlot *next = nullptr;      // free list or completion list link
 };
 
 // A queue: queue_depth slots, a FIFO beyond them, and a completion list that its reaper

@@ -577,6 +577,13 @@ Sense errno_sense(int err, bool write)
 		// Checked against the capacity at parse time, but the LU shrank since
 		// (LogicalUnit::set_capacity): as the same command arriving now would be told.
 		return Sense::LbaOutOfRange;
+	case -ETIMEDOUT:
+		// The storage did not answer in time (an OSD down or stuck): BUSY, without sense
+		// (SAM-5 5.3.1), which initiators retry after a while; the medium is not known
+		// bad, and the other LUs go on. A retried write writes the same data again; a
+		// retried COMPARE AND WRITE whose write did land miscompares, as after any
+		// transport failure.
+		return Sense::Busy;
 	default:
 		return Sense::LogicalUnitFailure;
 	}

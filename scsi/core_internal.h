@@ -124,8 +124,8 @@ void exec_good(Cmd *cmd);
 // the flushes of START STOP UNIT and MODE SELECT's WCE change).
 void flush_done(BsIo *io, int err);
 // A backstore errno as a sense reason (-EIO -> READ/WRITE ERROR, -ENOSPC -> SPACE
-// ALLOCATION FAILED, -EROFS -> WRITE PROTECTED, -ERANGE -> LBA OUT OF RANGE, others ->
-// LOGICAL UNIT FAILURE).
+// ALLOCATION FAILED, -EROFS -> WRITE PROTECTED, -ERANGE -> LBA OUT OF RANGE, -ETIMEDOUT ->
+// BUSY status without sense, others -> LOGICAL UNIT FAILURE).
 Sense errno_sense(int err, bool write);
 
 // ---- The data buffer -------------------------------------------------------------------

@@ -10,6 +10,9 @@
 //   Zero   NDOB (no data-out: zeros), or a data-out block of zeros: BsOp::WriteZeroes, so
 //          that zeroing a range (Linux's BLKZEROOUT is WRITE SAME of a zero block) costs
 //          no memory and lets the backstore use its fast path.
+//   Same   anything else, on a backstore that replicates the block itself
+//          (Backstore::write_same_max(); rbd: the OSDs do): BsOp::WriteSame of the one
+//          block, in requests of at most write_same_max() bytes, one after another.
 //   Data   anything else: the block is replicated into a pattern buffer of at most
 //          kPatternBytes and written in requests of up to kPatternIovs copies of it
 //          (one iovec per copy), one after another. The range is never allocated.
@@ -39,6 +42,7 @@ constexpr size_t kPatternIovs = 16;
 enum class WsMode : uint8_t {
 	Unmap, // deallocate the range
 	Zero,  // write zeros to it
+	Same,  // the backstore writes the data-out block to every block of it
 	Data,  // write the data-out block to every block of it
 };
 
@@ -73,11 +77,18 @@ void submit_next(Cmd *cmd, WsState *st, bool *answered)
 	const uint64_t left = cmd->nr_blocks - st->pos;
 	const uint64_t off = (cmd->lba + st->pos) * bs;
 	st->step = WsStep::Io;
-	if (st->mode != WsMode::Data) {
+	if (st->mode == WsMode::Unmap || st->mode == WsMode::Zero) {
 		// One request: the backstores deallocate or zero any range without memory.
 		st->inflight = left;
 		const BsOp op = st->mode == WsMode::Unmap ? BsOp::Unmap : BsOp::WriteZeroes;
 		*answered = sbc_step_submit(cmd, op, off, left * bs, {}, false);
+		return;
+	}
+	if (st->mode == WsMode::Same) {
+		st->inflight = std::min<uint64_t>(left, lu.bs().write_same_max() / bs);
+		st->iov[0] = {st->pattern.get(), bs};
+		*answered = sbc_step_submit(cmd, BsOp::WriteSame, off, st->inflight * bs,
+		                            {st->iov, 1}, !lu.wce());
 		return;
 	}
 	const uint64_t per_iov = st->pattern_bytes / bs;
@@ -123,7 +134,8 @@ void ws_run(Cmd *cmd)
 		bool answered;
 		if (st->pos < cmd->nr_blocks) {
 			submit_next(cmd, st, &answered);
-		} else if (st->mode != WsMode::Data && needs_flush(lu)) {
+		} else if ((st->mode == WsMode::Unmap || st->mode == WsMode::Zero) &&
+		           needs_flush(lu)) {
 			st->step = WsStep::Flush;
 			answered = sbc_step_submit(cmd, BsOp::Flush, 0, 0, {}, false);
 		} else {
@@ -156,8 +168,12 @@ void exec_write_same(Cmd *cmd)
 	} else if (ndob) {
 		st->mode = WsMode::Zero;
 	} else {
-		st->pattern_bytes = static_cast<size_t>(
-		    std::min<uint64_t>(kPatternBytes, uint64_t(cmd->nr_blocks) * bs));
+		// The backstore replicates the block when it can take at least one block at a
+		// time; else a buffer of copies.
+		const bool same = lu.bs().write_same_max() >= bs;
+		st->pattern_bytes = same ? bs
+		                         : static_cast<size_t>(std::min<uint64_t>(
+		                               kPatternBytes, uint64_t(cmd->nr_blocks) * bs));
 		st->pattern = sbc_buf_alloc(st->pattern_bytes);
 		if (!st->pattern) {
 			complete_sense(cmd, Sense::InsufficientResources);
@@ -171,6 +187,8 @@ void exec_write_same(Cmd *cmd)
 		if (all_zero(p, bs)) {
 			st->mode = WsMode::Zero;
 			st->pattern.reset();
+		} else if (same) {
+			st->mode = WsMode::Same;
 		} else {
 			for (size_t have = bs; have < st->pattern_bytes; have *= 2)
 				std::memcpy(p + have, p, std::min(have, st->pattern_bytes - have));

@@ -12,6 +12,7 @@
 #include "tests/scsi/backstore_env.h"
 #include "tests/scsi/event_loop_env.h"
 #include "tests/scsi/loop_batch.h"
+#include "tests/scsi/sbc_env.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -407,15 +408,22 @@ TEST(RbdBackstore, NoClusterFailsInBoundedTime)
 	EXPECT_NE(why.find("cannot connect"), std::string::npos) << why;
 }
 
-// The OSD stopped under I/O: requests fail within the OSD timeout (never hang, never GOOD),
-// and once it is back the same backstore serves again with what was acknowledged intact.
+// The OSD stopped under I/O: requests fail within the OSD timeout (never hang, never GOOD)
+// with -ETIMEDOUT, which an initiator sees as BUSY without sense data; another LU (on storage
+// the OSD does not hold) serves on; once the OSD is back the same backstore serves again
+// with what was acknowledged intact.
 TEST(RbdBackstore, OsdDownFailsBoundedThenRecovers)
 {
 	auto cfg = rbd_cfg("osd", 8 * MiB, true);
 	cfg.rbd.group = "osd";
 	cfg.rbd.timeout_s = 3;
-	auto bs = make(cfg);
-	ASSERT_TRUE(bs);
+	auto made = make(cfg);
+	ASSERT_TRUE(made);
+	sbc_test::Env e(std::move(made));
+	e.t.add(1); // a RAM LU beside it
+	Nexus *s1 = e.t.login("iqn.init:b", 1);
+	EXPECT_TRUE(sbc_test::is_sense(e.run(test::cdb_tur()), 0x3f0e)) << "LUN 1 added";
+	Backstore *bs = &e.lu->bs();
 	auto a = pattern(64 * KiB, 6);
 	ASSERT_EQ(rw(*bs, BsOp::Write, 0, a.data(), a.size()), 0);
 
@@ -428,8 +436,18 @@ TEST(RbdBackstore, OsdDownFailsBoundedThenRecovers)
 	const auto secs =
 	    std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - t0)
 	        .count();
-	EXPECT_EQ(err, -EIO);
+	EXPECT_EQ(err, -ETIMEDOUT);
 	EXPECT_LE(secs, 9);
+	const auto t1 = std::chrono::steady_clock::now();
+	auto busy = e.t.lb.run(e.s, 0, sbc_test::cdb_rw(0x8a, 2048, 8), DataDir::Write, b,
+	                       TaskAttr::Simple, 0, std::chrono::seconds(30));
+	EXPECT_LE(std::chrono::steady_clock::now() - t1, 9s);
+	EXPECT_TRUE(busy.finished);
+	EXPECT_EQ(busy.status, Status::Busy);
+	EXPECT_TRUE(busy.sense.empty());
+	EXPECT_TRUE(
+	    sbc_test::is_good(e.t.lb.run(s1, 1, sbc_test::cdb_rw(0x8a, 0, 8), DataDir::Write, b)))
+	    << "the other LU serves on";
 
 	out = ceph_dev("start-osd --timeout 60", &rc);
 	ASSERT_EQ(rc, 0) << out;
@@ -441,6 +459,9 @@ TEST(RbdBackstore, OsdDownFailsBoundedThenRecovers)
 	ASSERT_EQ(r, 0);
 	EXPECT_TRUE(got == a);
 	EXPECT_EQ(rw(*bs, BsOp::Write, 1 * MiB, b.data(), b.size()), 0);
+	EXPECT_TRUE(sbc_test::is_good(
+	    e.t.lb.run(e.s, 0, sbc_test::cdb_rw(0x8a, 2048, 8), DataDir::Write, b)))
+	    << "the same nexus is served again";
 }
 
 int caw(Backstore &bs, uint64_t off, const void *cmp, const void *wr, size_t len,
@@ -608,6 +629,8 @@ TEST(RbdBackstore, BlocklistedClientNeverAnswersGood)
 	std::vector<uint8_t> got(4096);
 	EXPECT_EQ(rw(*bs, BsOp::Read, 0, got.data(), got.size()), -EIO);
 	EXPECT_EQ(rw(*bs, BsOp::Write, 0, a.data(), a.size()), -EIO);
+	BsExtent x;
+	EXPECT_EQ(bs->extent(0, &x), -EIO) << "GET LBA STATUS is no answer either";
 	ASSERT_TRUE(rbd_bs_stats(*bs, &st));
 	EXPECT_TRUE(st.fenced);
 	bs.reset();
@@ -621,6 +644,185 @@ TEST(RbdBackstore, BlocklistedClientNeverAnswersGood)
 	ASSERT_TRUE(bs2);
 	ASSERT_EQ(rw(*bs2, BsOp::Read, 0, got.data(), got.size()), 0);
 	EXPECT_TRUE(got == a);
+}
+
+// ---- Through the SCSI core (the loopback fabric), as an initiator sees an rbd LU ----------
+
+using sbc_test::cdb_lba_status;
+using sbc_test::cdb_unmap;
+using sbc_test::cdb_ws;
+using sbc_test::Env;
+using sbc_test::is_good;
+using sbc_test::unmap_list;
+
+// A logical unit on image (created, size bytes) as LUN 0 of a target, with a nexus.
+std::unique_ptr<Env> rbd_lu(const std::string &image, uint64_t size, LuConfig cfg = {})
+{
+	auto bs = make(rbd_cfg(image, size, true));
+	if (!bs)
+		return nullptr;
+	return std::make_unique<Env>(std::move(bs), cfg);
+}
+
+uint64_t rbd_requests(const Backstore &bs)
+{
+	RbdBsStats st;
+	EXPECT_TRUE(rbd_bs_stats(bs, &st));
+	return st.completed;
+}
+
+// Whether blocks [lba, lba + n) of e's LU all hold blk, read back in 8 MiB commands.
+::testing::AssertionResult holds(Env &e, uint64_t lba, uint64_t n, const std::vector<uint8_t> &blk)
+{
+	const uint64_t per = 8 * MiB / blk.size();
+	for (uint64_t at = lba; at < lba + n; at += per) {
+		const uint32_t k = static_cast<uint32_t>(std::min(per, lba + n - at));
+		const auto got = e.read(at, k);
+		for (uint32_t i = 0; i < k; i++)
+			if (got.size() != size_t(k) * blk.size() ||
+			    std::memcmp(got.data() + size_t(i) * blk.size(), blk.data(),
+			                blk.size()))
+				return ::testing::AssertionFailure() << "block " << at + i;
+	}
+	return ::testing::AssertionSuccess();
+}
+
+// WRITE SAME of a patterned block through the core: one librbd writesame per at most 32
+// objects (write_same_max), the block everywhere in the range - across object boundaries and
+// past the split - and the neighbouring blocks untouched.
+TEST(RbdScsi, WriteSameByLibrbd)
+{
+	LuConfig cfg;
+	cfg.max_write_same_blocks = 1u << 20; // 512 MiB: room past the split
+	auto e = rbd_lu("ws", 256 * MiB, cfg);
+	ASSERT_TRUE(e);
+	Backstore &bs = e->lu->bs();
+	ASSERT_EQ(bs.write_same_max(), 32 * 4 * MiB);
+	constexpr uint64_t kObj = 4 * MiB / 512; // blocks per object
+	const auto before = pattern(512, 41), after = pattern(512, 42);
+
+	// 30 blocks across the end of object 0.
+	const auto blk = pattern(512, 40);
+	const uint64_t lba = kObj - 10;
+	e->write(lba - 1, before);
+	e->write(lba + 30, after);
+	uint64_t n0 = rbd_requests(bs);
+	ASSERT_TRUE(is_good(e->out(cdb_ws(true, lba, 30), blk)));
+	EXPECT_EQ(rbd_requests(bs) - n0, 1u) << "one writesame";
+	EXPECT_TRUE(holds(*e, lba, 30, blk));
+	EXPECT_TRUE(holds(*e, lba - 1, 1, before));
+	EXPECT_TRUE(holds(*e, lba + 30, 1, after));
+
+	// 128 MiB and 8 blocks from inside object 1, WRITE SAME (10)'s 16-bit count too small:
+	// (16), split after 32 objects into two writesames.
+	const auto blk2 = pattern(512, 43);
+	const uint64_t lba2 = kObj + kObj / 2 + 3, n2 = 32 * kObj + 8;
+	e->write(lba2 - 1, before);
+	e->write(lba2 + n2, after);
+	n0 = rbd_requests(bs);
+	ASSERT_TRUE(is_good(e->out(cdb_ws(true, lba2, static_cast<uint32_t>(n2)), blk2)));
+	EXPECT_EQ(rbd_requests(bs) - n0, 2u) << "split at write_same_max";
+	EXPECT_TRUE(holds(*e, lba2, n2, blk2));
+	EXPECT_TRUE(holds(*e, lba2 - 1, 1, before));
+	EXPECT_TRUE(holds(*e, lba2 + n2, 1, after));
+}
+
+// Waits (bounded) until bs has ended n allocation walks in all.
+bool walked(const Backstore &bs, uint64_t n)
+{
+	RbdBsStats st;
+	for (int i = 0; i < 1000; i++) {
+		if (!rbd_bs_stats(bs, &st))
+			return false;
+		if (st.alloc_walks >= n)
+			return true;
+		std::this_thread::sleep_for(10ms);
+	}
+	return false;
+}
+
+struct LbaDesc {
+	uint64_t lba;
+	uint32_t blocks;
+	uint8_t status; // 0 mapped, 1 deallocated
+	bool operator==(const LbaDesc &) const = default;
+};
+
+std::ostream &operator<<(std::ostream &o, const LbaDesc &d)
+{
+	return o << "{" << d.lba << ", " << d.blocks << ", " << int(d.status) << "}";
+}
+
+// GET LBA STATUS from lba through the core: its descriptors.
+std::vector<LbaDesc> lba_status(Env &e, uint64_t lba)
+{
+	auto r = e.in(cdb_lba_status(lba, 8 + 16 * 64), 8 + 16 * 64);
+	EXPECT_TRUE(is_good(r));
+	std::vector<LbaDesc> d;
+	if (r.data.size() < 8)
+		return d;
+	const size_t n =
+	    std::min<size_t>((get_be32(r.data.data()) - 4) / 16, (r.xfer_len - 8) / 16);
+	for (size_t i = 0; i < n; i++) {
+		const uint8_t *p = &r.data[8 + 16 * i];
+		d.push_back({get_be64(p), get_be32(p + 8), p[12]});
+	}
+	return d;
+}
+
+// GET LBA STATUS of an rbd LU from its objects: a fresh image all deallocated; a write makes
+// its object mapped, an UNMAP of the whole object deallocated again, at once; the walk at open
+// finds what was written before; another gateway's write is seen at the next walk (a resize
+// asks for one).
+TEST(RbdScsi, GetLbaStatusFromTheObjects)
+{
+	constexpr uint64_t kObj = 4 * MiB / 512;
+	auto e = rbd_lu("lbas", 32 * MiB); // 8 objects
+	ASSERT_TRUE(e);
+	ASSERT_TRUE(walked(e->lu->bs(), 1));
+	const uint64_t n = e->nr();
+	using V = std::vector<LbaDesc>;
+	EXPECT_EQ(lba_status(*e, 0), (V{{0, uint32_t(n), 1}}));
+
+	e->write(3 * kObj + 100, pattern(4096, 50));
+	EXPECT_EQ(lba_status(*e, 0),
+	          (V{{0, 3 * kObj, 1}, {3 * kObj, kObj, 0}, {4 * kObj, 4 * kObj, 1}}));
+	EXPECT_EQ(lba_status(*e, 3 * kObj + 5),
+	          (V{{3 * kObj + 5, kObj - 5, 0}, {4 * kObj, 4 * kObj, 1}}));
+
+	ASSERT_TRUE(is_good(e->out(cdb_unmap(24), unmap_list({{3 * kObj, kObj}}))));
+	EXPECT_EQ(lba_status(*e, 0), (V{{0, uint32_t(n), 1}}));
+
+	// Written, closed, opened again: the walk finds object 3 (and a block of object 7).
+	e->write(3 * kObj, pattern(512, 51));
+	e->write(8 * kObj - 1, pattern(512, 52));
+	e.reset();
+	e = rbd_lu("lbas", 32 * MiB);
+	ASSERT_TRUE(e);
+	ASSERT_TRUE(walked(e->lu->bs(), 1));
+	const V two = {
+	    {0, 3 * kObj, 1}, {3 * kObj, kObj, 0}, {4 * kObj, 3 * kObj, 1}, {7 * kObj, kObj, 0}};
+	EXPECT_EQ(lba_status(*e, 0), two);
+
+	// Another gateway (another client) writes object 5: unseen until the next walk.
+	auto other = rbd_cfg("lbas");
+	other.rbd.group = "lbas-2";
+	auto gw2 = make(other);
+	ASSERT_TRUE(gw2);
+	auto b = pattern(4096, 53);
+	ASSERT_EQ(rw(*gw2, BsOp::Write, 5 * 4 * MiB, b.data(), b.size()), 0);
+	EXPECT_EQ(lba_status(*e, 0), two) << "not before a walk";
+	std::string why;
+	ASSERT_EQ(e->lu->set_capacity(36 * MiB, &why), 0) << why;          // a resize walks again
+	EXPECT_EQ(e->run(test::cdb_tur()).status, Status::CheckCondition); // CAPACITY CHANGED
+	ASSERT_TRUE(walked(e->lu->bs(), 2));
+	EXPECT_EQ(lba_status(*e, 0), (V{{0, 3 * kObj, 1},
+	                                {3 * kObj, kObj, 0},
+	                                {4 * kObj, kObj, 1},
+	                                {5 * kObj, kObj, 0},
+	                                {6 * kObj, kObj, 1},
+	                                {7 * kObj, kObj, 0},
+	                                {8 * kObj, kObj, 1}}));
 }
 
 // done() runs on the loop that submitted, not on librbd's thread nor a shared one; a

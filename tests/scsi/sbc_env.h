@@ -231,6 +231,8 @@ inline std::unique_ptr<Backstore> make_bs(const std::string &kind, uint64_t size
 
 // In front of a backstore: fails the requests of chosen kinds that touch a byte range with
 // a chosen errno, records every request's op and FUA flag, and can report no unmap support.
+// With write_same_max_ set it offers WriteSame (as rbd does) and performs one as a Write of
+// the block's copies to the backstore behind it, which must be synchronous (ram).
 class FaultyBackstore final : public Backstore
 {
 public:
@@ -242,6 +244,7 @@ public:
 	bool can_unmap() const override { return inner_->can_unmap(); }
 	bool write_cache() const override { return write_cache_; }
 	uint32_t atomic_write_max() const override { return inner_->atomic_write_max(); }
+	uint64_t write_same_max() const override { return write_same_max_; }
 	int extent(uint64_t off, BsExtent *out) override
 	{
 		if (extent_err_)
@@ -261,6 +264,10 @@ public:
 		}
 		if (err) {
 			io->done(io, err);
+			return;
+		}
+		if (io->op == BsOp::WriteSame) {
+			io->done(io, write_same(io));
 			return;
 		}
 		inner_->submit(io);
@@ -291,8 +298,33 @@ public:
 	}
 	bool write_cache_ = true;
 	int extent_err_ = 0;
+	uint64_t write_same_max_ = 0;
 
 private:
+	// A WriteSame as one Write of copies of its block (iov[0]) to the synchronous inner.
+	int write_same(const BsIo *io)
+	{
+		if (io->iov.size() != 1 || io->iov[0].iov_len == 0 ||
+		    io->length % io->iov[0].iov_len || io->length > write_same_max_)
+			return -EINVAL;
+		const auto *blk = static_cast<const uint8_t *>(io->iov[0].iov_base);
+		Bytes copies;
+		for (uint64_t at = 0; at < io->length; at += io->iov[0].iov_len)
+			copies.insert(copies.end(), blk, blk + io->iov[0].iov_len);
+		iovec v{copies.data(), copies.size()};
+		BsIo w;
+		w.op = BsOp::Write;
+		w.fua = io->fua;
+		w.offset = io->offset;
+		w.length = copies.size();
+		w.iov = {&v, 1};
+		int err = 1;
+		w.priv = &err;
+		w.done = [](BsIo *d, int e) { *static_cast<int *>(d->priv) = e; };
+		inner_->submit(&w);
+		return err == 1 ? -EIO : err; // 1: the inner backstore did not answer at once
+	}
+
 	std::unique_ptr<Backstore> inner_;
 	std::mutex lock_;
 	std::vector<Op> ops_;

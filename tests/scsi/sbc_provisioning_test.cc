@@ -112,6 +112,47 @@ TEST_P(SbcData, WriteSameZeroesUnmapAndNdob)
 	}
 }
 
+// A backstore that replicates the block itself (Backstore::write_same_max()) gets WriteSame
+// requests of the one block, at most write_same_max() bytes each, in order; the data is
+// the block everywhere in the range and nowhere else. Zeros stay WriteZeroes; a backstore
+// without it gets the buffer of copies (WriteSameData above).
+TEST(SbcWriteSame, ByTheBackstoreSplitAtItsMaximum)
+{
+	Env e(ram_bs(1 << 20), {}, false, true);
+	e.faulty->write_same_max_ = 8 * kBs;
+	e.lu->set_wce(false);
+	const Bytes blk = pattern(kBs, 5), before = pattern(kBs, 6), after = pattern(kBs, 7);
+	e.write(99, before);
+	e.write(120, after);
+	e.faulty->clear();
+	ASSERT_TRUE(is_good(e.out(cdb_ws(false, 100, 20), blk)));
+	auto ops = e.faulty->ops();
+	ASSERT_EQ(ops.size(), 3u);
+	const uint64_t lens[] = {8, 8, 4};
+	for (size_t i = 0; i < 3; i++) {
+		EXPECT_EQ(ops[i].op, BsOp::WriteSame) << i;
+		EXPECT_EQ(ops[i].offset, (100 + 8 * i) * kBs) << i;
+		EXPECT_EQ(ops[i].length, lens[i] * kBs) << i;
+		EXPECT_TRUE(ops[i].fua) << "WCE 0: durable before GOOD";
+	}
+	EXPECT_EQ(e.read(99, 1), before);
+	EXPECT_EQ(e.read(100, 20), repeat(blk, 20));
+	EXPECT_EQ(e.read(120, 1), after);
+
+	e.faulty->clear();
+	ASSERT_TRUE(is_good(e.out(cdb_ws(true, 100, 20), Bytes(kBs, 0))));
+	ops = e.faulty->ops();
+	ASSERT_EQ(ops.size(), 2u);
+	EXPECT_EQ(ops[0].op, BsOp::WriteZeroes);
+	EXPECT_EQ(ops[1].op, BsOp::Flush) << "WCE 0 on a cached backstore";
+
+	// A failed request fails the command with its sense, and nothing after it is sent.
+	e.faulty->fail(BsOp::WriteSame, 108 * kBs, 109 * kBs, -EIO);
+	e.faulty->clear();
+	EXPECT_TRUE(is_sense(e.out(cdb_ws(true, 100, 20), blk), 0x0c00, 3));
+	EXPECT_EQ(e.faulty->ops().size(), 2u);
+}
+
 TEST(SbcWriteSame, WriteCacheOffFlushesUnmapAndZeroes)
 {
 	Env e(ram_bs(1 << 20), {}, false, true);

@@ -158,6 +158,36 @@ TEST(SbcReadWrite, BackstoreErrorsMapToSense)
 	EXPECT_TRUE(is_sense(e.out(cdb_rw(0x8a, 10, 1), pattern(kBs, 1)), 0x3e01, 0x4));
 }
 
+// Storage that does not answer in time (-ETIMEDOUT: an rbd OSD past its timeout) is BUSY
+// without sense data, for READ, WRITE, the multi-step commands and SYNCHRONIZE CACHE; the
+// same LU serves on once it answers, and another LU of the target never noticed. A real
+// I/O error stays a MEDIUM ERROR.
+TEST(SbcReadWrite, StorageTimeoutIsBusyForThatLuOnly)
+{
+	Env e(ram_bs(1 << 20), {}, false, true);
+	e.t.add(1);
+	Nexus *s1 = e.t.login("iqn.init:b", 1);
+	EXPECT_TRUE(is_sense(e.run(cdb_tur()), 0x3f0e)) << "REPORTED LUNS DATA HAS CHANGED";
+	auto busy = [](const LoopResult &r) {
+		return r.finished && r.status == Status::Busy && r.sense.empty();
+	};
+	e.faulty->fail(BsOp::Read, 10 * kBs, 11 * kBs, -ETIMEDOUT);
+	EXPECT_TRUE(busy(e.in(cdb_rw(0x88, 8, 4), 4 * kBs)));
+	e.faulty->fail(BsOp::Write, 10 * kBs, 11 * kBs, -ETIMEDOUT);
+	EXPECT_TRUE(busy(e.out(cdb_rw(0x8a, 10, 1), pattern(kBs, 1))));
+	EXPECT_TRUE(busy(e.out(cdb_ws(true, 0, 64), pattern(kBs, 2)))) << "WRITE SAME";
+	EXPECT_TRUE(
+	    is_good(e.t.lb.run(s1, 1, cdb_rw(0x8a, 10, 1), DataDir::Write, pattern(kBs, 3))))
+	    << "LUN 1 is not concerned";
+	e.faulty->fail(BsOp::Flush, 0, 0, -ETIMEDOUT);
+	EXPECT_TRUE(busy(e.run(cdb_rw(0x35, 0, 0)))) << "SYNCHRONIZE CACHE";
+	e.faulty->fail(BsOp::Write, 10 * kBs, 11 * kBs, -EIO);
+	EXPECT_TRUE(is_sense(e.out(cdb_rw(0x8a, 10, 1), pattern(kBs, 1)), 0x0c00, 0x3));
+	e.faulty->fail(BsOp::Read, 0, 0, 0);
+	e.write(10, pattern(kBs, 4));
+	EXPECT_EQ(e.read(10, 1), pattern(kBs, 4)) << "the LU serves on";
+}
+
 // ===========================================================================================
 // READ CAPACITY, SYNCHRONIZE CACHE, PRE-FETCH
 // ===========================================================================================
