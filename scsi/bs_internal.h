@@ -66,7 +66,7 @@ struct RbdBsStats {
 	uint64_t busy_ns = 0;     // summed ns from submission to librbd's callback (their mean
 	                          // latency: busy_ns / completed)
 	bool fenced = false;      // the client was blocklisted: the LU fails every command
-	uint64_t alloc_walks = 0; // allocation walks that ended well (GET LBA STATUS's source)
+	uint64_t alloc_walks = 0; // allocation walks the map took (GET LBA STATUS's source)
 	std::string client_addr;  // the RADOS client's address (what a blocklist entry names)
 };
 

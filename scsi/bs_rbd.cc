@@ -366,7 +366,7 @@ private:
 	bool walk_wanted_ = false;           // a walk is asked for
 	bool walk_quit_ = false;             // the walker ends
 	std::atomic<bool> walk_stop_{false}; // a walk in progress gives up (destruction)
-	std::atomic<uint64_t> walks_{0};     // walks that ended well (stats)
+	std::atomic<uint64_t> walks_{0};     // walks the map took (stats)
 };
 
 // What the walk's callback fills: per object of the walked size, whether it holds data.
@@ -398,10 +398,12 @@ std::chrono::milliseconds RbdBackstore::walk()
 	RbdWalk w{d.obj_size, std::vector<bool>((sz + d.obj_size - 1) / d.obj_size), &walk_stop_};
 	const uint64_t token = d.alloc.walk_started();
 	const int r = rbd_diff_iterate2(d.image, nullptr, 0, sz, 1, 1, rbd_walk_cb, &w);
-	d.alloc.walk_ended(token, sz, w.allocated, r == 0);
+	// Counted only when the map took it: a walk a resize overtook (the header watch can
+	// start one between rbd_resize and the new size) tells nothing of the new objects.
+	const bool taken = d.alloc.walk_ended(token, sz, w.allocated, r == 0);
 	const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(
 	    std::chrono::steady_clock::now() - t0);
-	if (r == 0)
+	if (taken)
 		walks_.fetch_add(1, std::memory_order_relaxed);
 	else if (r != -ECANCELED)
 		ULP_LOG(Warn, Scsi,

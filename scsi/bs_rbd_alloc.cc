@@ -86,7 +86,7 @@ uint64_t RbdAllocMap::walk_started()
 	return walk_;
 }
 
-void RbdAllocMap::walk_ended(uint64_t token, uint64_t size, const std::vector<bool> &allocated,
+bool RbdAllocMap::walk_ended(uint64_t token, uint64_t size, const std::vector<bool> &allocated,
                              bool ok)
 {
 	std::lock_guard g(lock_);
@@ -94,11 +94,12 @@ void RbdAllocMap::walk_ended(uint64_t token, uint64_t size, const std::vector<bo
 	walk_ = 0;
 	if (!ok || !current || (size + obj_size_ - 1) / obj_size_ != dealloc_.size() ||
 	    allocated.size() != dealloc_.size())
-		return; // failed, or the image changed size meanwhile: the next walk tells
+		return false; // failed, or the image changed size meanwhile: the next walk tells
 	for (size_t i = 0; i < dealloc_.size(); i++)
 		if (!touched_[i])
 			dealloc_[i] = allocated[i] ? 0 : 1;
 	known_ = true;
+	return true;
 }
 
 void RbdAllocMap::extent(uint64_t offset, uint64_t size, BsExtent *out)

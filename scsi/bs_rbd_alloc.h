@@ -65,8 +65,9 @@ public:
 	// A walk starts; its token for walk_ended().
 	uint64_t walk_started();
 	// The walk of an image of size bytes ended: allocated says, per object, whether it
-	// found data there; ok false: it failed (nothing learnt).
-	void walk_ended(uint64_t token, uint64_t size, const std::vector<bool> &allocated, bool ok);
+	// found data there; ok false: it failed. True when the map took its result: false for
+	// a failed walk and one a resize overtook (nothing learnt).
+	bool walk_ended(uint64_t token, uint64_t size, const std::vector<bool> &allocated, bool ok);
 
 	// The state at offset (< size, the backstore's size now) and how far it extends.
 	void extent(uint64_t offset, uint64_t size, BsExtent *out);

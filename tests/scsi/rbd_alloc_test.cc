@@ -29,7 +29,7 @@ void walk(RbdAllocMap &m, std::vector<uint64_t> with_data, uint64_t size = kSize
 	std::vector<bool> a((size + kObj - 1) / kObj);
 	for (uint64_t i : with_data)
 		a[i] = true;
-	m.walk_ended(m.walk_started(), size, a, true);
+	EXPECT_TRUE(m.walk_ended(m.walk_started(), size, a, true));
 }
 
 TEST(RbdAllocMap, MappedUntilAWalkThenWhatItFound)
@@ -54,7 +54,7 @@ TEST(RbdAllocMap, MappedUntilAWalkThenWhatItFound)
 	EXPECT_EQ(e.length, 4 * kObj);
 	// A failed walk changes nothing.
 	std::vector<bool> none(8);
-	m.walk_ended(m.walk_started(), kSize, none, false);
+	EXPECT_FALSE(m.walk_ended(m.walk_started(), kSize, none, false));
 	EXPECT_FALSE(dealloc(m, 3));
 }
 
@@ -132,7 +132,7 @@ TEST(RbdAllocMap, AResizeDiscardsTheWalkAndKnowsNothingPastTheMap)
 	walk(m, {});
 	const uint64_t t = m.walk_started();
 	m.resize(kSize + kObj);
-	m.walk_ended(t, kSize, std::vector<bool>(8, true), true);
+	EXPECT_FALSE(m.walk_ended(t, kSize, std::vector<bool>(8, true), true));
 	EXPECT_TRUE(dealloc(m, 0)) << "the walk of the old size was discarded";
 	EXPECT_FALSE(dealloc(m, 8)) << "a new object is not known deallocated";
 	// A size larger than the map (not told yet): a deallocated run stops at its end.
