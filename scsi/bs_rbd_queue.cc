@@ -70,40 +70,43 @@ int map_error(RbdDev &d, const BsIo *io, int ret)
 	return -EIO;
 }
 
-// The allocation map (bs_rbd_alloc.h) learns of a request as it goes to librbd...
-void alloc_started(RbdDev &d, RbdSlot *s, const BsIo *io)
+// What a request is to the allocation map (bs_rbd_alloc.h): writes map their objects,
+// Unmap and WriteZeroes (librbd deletes the objects they cover whole) may deallocate them.
+enum class AllocEffect { None, Write, Unmap };
+
+AllocEffect alloc_effect(BsOp op)
 {
-	switch (io->op) {
+	switch (op) {
 	case BsOp::Write:
 	case BsOp::WriteSame:
 	case BsOp::CompareAndWrite:
-		d.alloc.write_started(io->offset, io->length);
-		break;
+		return AllocEffect::Write;
 	case BsOp::Unmap:
 	case BsOp::WriteZeroes:
-		s->unmap = d.alloc.unmap_started();
-		break;
+		return AllocEffect::Unmap;
 	default:
-		break;
+		return AllocEffect::None;
 	}
+}
+
+// The map learns of a request as it goes to librbd...
+void alloc_started(RbdDev &d, RbdSlot *s, const BsIo *io)
+{
+	const AllocEffect e = alloc_effect(io->op);
+	if (e == AllocEffect::Write)
+		d.alloc.write_started(io->offset, io->length);
+	else if (e == AllocEffect::Unmap)
+		s->unmap = d.alloc.unmap_started();
 }
 
 // ... and as librbd answers it (ret: its result as the contract's errno).
 void alloc_ended(RbdDev &d, const RbdSlot *s, const BsIo *io, int ret)
 {
-	switch (io->op) {
-	case BsOp::Write:
-	case BsOp::WriteSame:
-	case BsOp::CompareAndWrite:
+	const AllocEffect e = alloc_effect(io->op);
+	if (e == AllocEffect::Write)
 		d.alloc.write_ended(io->offset, io->length);
-		break;
-	case BsOp::Unmap:
-	case BsOp::WriteZeroes:
+	else if (e == AllocEffect::Unmap)
 		d.alloc.unmap_ended(io->offset, io->length, s->unmap, ret);
-		break;
-	default:
-		break;
-	}
 }
 
 } // namespace
