@@ -15,6 +15,10 @@ build_dir=${1:-}
 build=(build-essential cmake ninja-build pkg-config git)
 libs=(libgtest-dev libgmock-dev libbenchmark-dev libboost-dev libcli11-dev libspdlog-dev
 	liburing-dev libssl-dev libtomlplusplus-dev nlohmann-json3-dev)
+# <sys/sdt.h>: the USDT trace points perf and bpftrace attach to (core/trace.h,
+# docs/tracing.md); without it they compile to nothing and their test skips. readelf, which
+# that test reads the probes' notes with, comes with build-essential (binutils).
+trace=(systemtap-sdt-dev)
 # real peers: fio (ulp-bench scsi's reference on the same file); libiscsi's tools and its
 # conformance suite iscsi-test-cu (tests/iscsi), tgt (the userspace reference target), and
 # open-iscsi (Linux's iSCSI/iSER initiator, driven in the rxe VM: tests/vm)
@@ -41,7 +45,7 @@ vm=(qemu-system-x86 busybox-static cpio kmod iproute2 xz-utils
 # tools/rbd-bench
 ceph=(ceph-mon ceph-osd ceph-common librbd-dev librados-dev tgt-rbd)
 
-pkgs=("${build[@]}" "${libs[@]}" "${peers[@]}" "${service[@]}" "${libiscsi_build[@]}" "${tools[@]}" "${vm[@]}"
+pkgs=("${build[@]}" "${libs[@]}" "${trace[@]}" "${peers[@]}" "${service[@]}" "${libiscsi_build[@]}" "${tools[@]}" "${vm[@]}"
 	"${ceph[@]}")
 
 missing=()
