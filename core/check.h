@@ -12,14 +12,17 @@
 //                                  cond so the caller handles it.
 //
 // State machines change state through change_state() with their table of legal
-// transitions: an illegal one fails a check naming the machine and both states.
+// transitions: an illegal one fails a check naming the machine and both states, and every
+// legal one fires the trace point ulp:state_change (core/trace.h) with the object whose
+// state it is - this, or the command - so that a tracer follows one object.
 //
 //   constexpr StateTable<ConnState, 5> kConnStates = {"iSCSI connection", conn_state_str, {
 //       /* Login */ to(ConnState::FullFeature, ConnState::Closing), ...}};
-//   change_state(&state_, ConnState::Closing, kConnStates);
+//   change_state(&state_, ConnState::Closing, kConnStates, this);
 #pragma once
 
 #include "core/log.h"
+#include "core/trace.h"
 
 #include <array>
 #include <cstddef>
@@ -89,12 +92,17 @@ namespace ulp
 {
 
 // The one way a state machine changes state: *state becomes next if the table allows it,
-// and otherwise the check fails, naming the machine and both states.
+// and otherwise the check fails, naming the machine and both states. obj is what the trace
+// point reports as the object (null: state itself); the states' names are looked up only
+// while a tracer is attached.
 template <typename S, size_t N>
-inline void change_state(S *state, S next, const StateTable<S, N> &t)
+inline void change_state(S *state, S next, const StateTable<S, N> &t, const void *obj = nullptr)
 {
 	ULP_CHECK(t.legal(*state, next), "{}: illegal state change {} -> {}", t.machine,
 	          t.name(*state), t.name(next));
+	if (ULP_TRACE_ENABLED(state_change))
+		ULP_TRACE(state_change, t.machine, obj ? obj : static_cast<const void *>(state),
+		          t.name(*state), t.name(next));
 	*state = next;
 }
 

@@ -251,7 +251,7 @@ ChapStatus ChapTarget::step(const ChapKeys &in, TextWriter &out)
 			out.add_num("CHAP_A", static_cast<uint64_t>(alg_));
 			out.add_num("CHAP_I", id_);
 			out.add("CHAP_C", encode_hex(challenge_));
-			change_state(&state_, State::WaitResponse, kTargetStates);
+			change_state(&state_, State::WaitResponse, kTargetStates, this);
 			return ChapStatus::Continue;
 		}
 		// 12.1.3: the target cannot accept any of the proposed algorithms.
@@ -282,7 +282,7 @@ ChapStatus ChapTarget::step(const ChapKeys &in, TextWriter &out)
 			if (cred_.require_mutual)
 				return fail(ChapStatus::Failed, "mutual CHAP required");
 			wipe(challenge_);
-			change_state(&state_, State::Done, kTargetStates);
+			change_state(&state_, State::Done, kTargetStates, this);
 			return ChapStatus::Done;
 		}
 		// The initiator asks the target to authenticate itself.
@@ -318,7 +318,7 @@ ChapStatus ChapTarget::step(const ChapKeys &in, TextWriter &out)
 		OPENSSL_cleanse(rsp, sizeof(rsp));
 		wipe(challenge_);
 		mutual_ = true;
-		change_state(&state_, State::Done, kTargetStates);
+		change_state(&state_, State::Done, kTargetStates, this);
 		return ChapStatus::Done;
 	}
 	case State::Done:
@@ -358,7 +358,7 @@ void ChapInitiator::start(TextWriter &out)
 		if (chap_alg_available(a))
 			algs.push_back(a);
 	out.add("CHAP_A", chap_alg_list(algs));
-	change_state(&state_, State::WaitChallenge, kInitiatorStates);
+	change_state(&state_, State::WaitChallenge, kInitiatorStates, this);
 }
 
 ChapStatus ChapInitiator::step(const ChapKeys &in, TextWriter &out)
@@ -392,7 +392,7 @@ ChapStatus ChapInitiator::step(const ChapKeys &in, TextWriter &out)
 		out.add("CHAP_R", encode_hex({rsp, len}));
 		OPENSSL_cleanse(rsp, sizeof(rsp));
 		if (!target_) {
-			change_state(&state_, State::Done, kInitiatorStates);
+			change_state(&state_, State::Done, kInitiatorStates, this);
 			return ChapStatus::Done;
 		}
 		// Mutual: our own challenge, never the target's (9.2.1).
@@ -402,7 +402,7 @@ ChapStatus ChapInitiator::step(const ChapKeys &in, TextWriter &out)
 		} while (chap_equal(challenge_, peer_challenge_));
 		out.add_num("CHAP_I", id_);
 		out.add("CHAP_C", encode_hex(challenge_));
-		change_state(&state_, State::WaitTarget, kInitiatorStates);
+		change_state(&state_, State::WaitTarget, kInitiatorStates, this);
 		return ChapStatus::Continue;
 	}
 	case State::WaitTarget: {
@@ -428,7 +428,7 @@ ChapStatus ChapInitiator::step(const ChapKeys &in, TextWriter &out)
 		if (!ok)
 			return fail(ChapStatus::Failed, "target failed mutual CHAP");
 		wipe(challenge_);
-		change_state(&state_, State::Done, kInitiatorStates);
+		change_state(&state_, State::Done, kInitiatorStates, this);
 		return ChapStatus::Done;
 	}
 	case State::Done:

@@ -279,7 +279,7 @@ bool RdmaTransport::connect(const std::string &host, uint16_t port,
 	const auto deadline = clock::now() + timeout;
 	if (state_ != State::Idle)
 		return fail("connect on a used transport");
-	change_state(&state_, State::Connecting, kConnStates);
+	change_state(&state_, State::Connecting, kConnStates, this);
 	if (!cfg_.provider)
 		return fail("iSER: no RDMA provider given");
 	const std::string where = (host.find(':') != std::string::npos ? "[" + host + "]" : host) +
@@ -347,7 +347,7 @@ bool RdmaTransport::connect(const std::string &host, uint16_t port,
 		peer_inv_ = cfg_.allow_remote_inv; // a target that says nothing may use it
 	local_ = id_->local_addr().str();
 	peer_ = id_->peer_addr().str();
-	change_state(&state_, State::Up, kConnStates);
+	change_state(&state_, State::Up, kConnStates, this);
 	return true;
 }
 
@@ -490,7 +490,7 @@ void RdmaTransport::close()
 	if (state_ == State::Closed)
 		return;
 	const State was = state_;
-	change_state(&state_, State::Closed, kConnStates);
+	change_state(&state_, State::Closed, kConnStates, this);
 	if (was == State::Idle)
 		return;
 	// The QP to ERR first (disconnect does it, and a QP that never connected gets it

@@ -73,7 +73,7 @@ void cmd_init(Cmd *cmd)
 	cmd->resid = Residual::None;
 	cmd->resid_count = 0;
 	cmd->xfer_len = 0;
-	change_state(&cmd->state, CmdState::New, kCmdStates);
+	change_state(&cmd->state, CmdState::New, kCmdStates, cmd);
 	cmd->lu = nullptr;
 	cmd->lu_pin.store(nullptr, std::memory_order_relaxed);
 	cmd->shard = 0;
@@ -170,7 +170,7 @@ void restart_dormant(LogicalUnit &lu, CmdDormantList &run)
 			lu.task_shards_[c.shard].simple_active++;
 		}
 		c.counted = true;
-		change_state(&c.state, CmdState::Executing, kCmdStates);
+		change_state(&c.state, CmdState::Executing, kCmdStates, &c);
 		lu.dormant_.pop_front();
 		run.push_back(c);
 		if (c.task_attr == TaskAttr::Ordered)
@@ -194,7 +194,8 @@ bool leave_task_set(LogicalUnit &lu, Cmd *cmd)
 	if (cmd->task_node.is_linked())
 		t.tasks.erase(t.tasks.iterator_to(*cmd));
 	ULP_CHECK(!cmd->dormant_node.is_linked());
-	change_state(&cmd->state, aborted ? CmdState::Aborted : CmdState::Complete, kCmdStates);
+	change_state(&cmd->state, aborted ? CmdState::Aborted : CmdState::Complete, kCmdStates,
+	             cmd);
 	return aborted;
 }
 
@@ -254,7 +255,7 @@ void cmd_finish(Cmd *cmd)
 	} else {
 		aborted = cmd->aborted;
 		change_state(&cmd->state, aborted ? CmdState::Aborted : CmdState::Complete,
-		             kCmdStates);
+		             kCmdStates, cmd);
 	}
 
 	// Counted before the fabric sees it: an initiator that has its response finds it
@@ -296,7 +297,7 @@ void start_exec(Cmd *cmd)
 {
 	LogicalUnit *lu = cmd->lu;
 	if (!lu) {
-		change_state(&cmd->state, CmdState::Executing, kCmdStates);
+		change_state(&cmd->state, CmdState::Executing, kCmdStates, cmd);
 		cmd->execute(cmd);
 		return;
 	}
@@ -310,7 +311,7 @@ void start_exec(Cmd *cmd)
 		else
 			st = may_start(*lu, cmd) ? Start::Now : Start::Slow;
 		if (st == Start::Now)
-			change_state(&cmd->state, CmdState::Executing, kCmdStates);
+			change_state(&cmd->state, CmdState::Executing, kCmdStates, cmd);
 	}
 	if (st == Start::Slow) {
 		// A TMF may have aborted it between the two locks: it looks again.
@@ -319,9 +320,9 @@ void start_exec(Cmd *cmd)
 			st = Start::Abort;
 		} else if (may_start(*lu, cmd)) {
 			st = Start::Now;
-			change_state(&cmd->state, CmdState::Executing, kCmdStates);
+			change_state(&cmd->state, CmdState::Executing, kCmdStates, cmd);
 		} else {
-			change_state(&cmd->state, CmdState::Dormant, kCmdStates);
+			change_state(&cmd->state, CmdState::Dormant, kCmdStates, cmd);
 			lu->dormant_.push_back(*cmd);
 			return;
 		}
@@ -452,9 +453,9 @@ void submit_held(Cmd *cmd)
 		std::lock_guard g(task_lock(cmd));
 		lu->task_shards_[cmd->shard].tasks.push_back(*cmd);
 		if (data_out)
-			change_state(&cmd->state, CmdState::WritePending, kCmdStates);
+			change_state(&cmd->state, CmdState::WritePending, kCmdStates, cmd);
 	} else if (data_out) {
-		change_state(&cmd->state, CmdState::WritePending, kCmdStates);
+		change_state(&cmd->state, CmdState::WritePending, kCmdStates, cmd);
 	}
 	if (!data_out) {
 		start_exec(cmd);
@@ -485,7 +486,7 @@ void submit(Cmd *cmd)
 	cmd->refs.store(3, std::memory_order_relaxed);
 	cmd->start_ns = stats_now_ns();
 	cmd->shard = static_cast<uint8_t>(this_shard());
-	change_state(&cmd->state, CmdState::Parsing, kCmdStates);
+	change_state(&cmd->state, CmdState::Parsing, kCmdStates, cmd);
 	submit_held(cmd);
 	put(cmd);
 }
@@ -500,8 +501,8 @@ void write_done(Cmd *cmd, bool ok)
 			    cmd_state_str(cmd->state), (unsigned long long)cmd->tag);
 			return;
 		}
-		change_state(&cmd->state, CmdState::Parsing,
-		             kCmdStates); // between data-out and ordering
+		// between data-out and ordering
+		change_state(&cmd->state, CmdState::Parsing, kCmdStates, cmd);
 		if (cmd->aborted) {
 			g.unlock();
 			cmd_finish(cmd);

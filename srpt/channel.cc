@@ -213,7 +213,7 @@ void Channel::kick()
 
 void Channel::set_state(ChState s)
 {
-	change_state(&state_, s, kChStates);
+	change_state(&state_, s, kChStates, this);
 }
 
 bool Channel::finished()
@@ -481,7 +481,7 @@ Ioctx *Channel::get_ioctx()
 	if (!x)
 		return nullptr;
 	busy_++;
-	change_state(&x->state, IoState::New, kIoStates);
+	change_state(&x->state, IoState::New, kIoStates, x);
 	x->opcode = 0;
 	x->tag = 0;
 	x->in_core = false;
@@ -505,7 +505,7 @@ void Channel::put_ioctx(Ioctx *x)
 {
 	destroy_rw(x);
 	free_data(x);
-	change_state(&x->state, IoState::Free, kIoStates);
+	change_state(&x->state, IoState::Free, kIoStates, x);
 	ioctxs_.put(x);
 	busy_--;
 	publish();

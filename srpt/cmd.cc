@@ -133,7 +133,7 @@ void Channel::handle_cmd(Ioctx *x, std::span<const uint8_t> iu)
 		return;
 	}
 	target_.count(&TargetStats::ext_tables);
-	change_state(&x->state, IoState::FetchTable, kIoStates);
+	change_state(&x->state, IoState::FetchTable, kIoStates, x);
 	start_rw(x, RwJob::Table, c.table.len);
 }
 
@@ -213,7 +213,7 @@ void Channel::free_data(Ioctx *x)
 
 void Channel::submit(Ioctx *x)
 {
-	change_state(&x->state, IoState::Submitted, kIoStates);
+	change_state(&x->state, IoState::Submitted, kIoStates, x);
 	x->in_core = true;
 	scsi::submit(&x->cmd);
 }
@@ -225,7 +225,7 @@ void Channel::refuse_cmd(Ioctx *x, scsi::Sense why)
 	scsi::cmd_init(sc);
 	sc->status = scsi::sense_status(why);
 	sc->sense_len = scsi::build_sense(why, sc->sense);
-	change_state(&x->state, IoState::Responding, kIoStates);
+	change_state(&x->state, IoState::Responding, kIoStates, x);
 	build_rsp(x);
 	send_rsp(x);
 }
@@ -275,14 +275,14 @@ void Channel::handle_tsk_mgmt(Ioctx *x, std::span<const uint8_t> iu)
 	m.response = scsi::TmfResponse::Complete;
 	m.pending.store(0);
 	m.core_done = nullptr;
-	change_state(&x->state, IoState::Submitted, kIoStates);
+	change_state(&x->state, IoState::Submitted, kIoStates, x);
 	x->in_core = true;
 	scsi::tmr_submit(&m);
 }
 
 void Channel::refuse_tmf(Ioctx *x, uint8_t rsp_code)
 {
-	change_state(&x->state, IoState::Responding, kIoStates);
+	change_state(&x->state, IoState::Responding, kIoStates, x);
 	const uint8_t data[4] = {0, 0, 0, rsp_code};
 	srp::Rsp r;
 	r.tag = x->tag;
@@ -300,7 +300,7 @@ void Channel::do_tm_rsp(Ioctx *x)
 	// The core is done with the request (queue_tm_rsp comes once).
 	x->in_core = false;
 	if (state_ >= ChState::Disconnecting) {
-		change_state(&x->state, IoState::Done, kIoStates);
+		change_state(&x->state, IoState::Done, kIoStates, x);
 		put_ioctx(x);
 		return;
 	}
@@ -352,11 +352,11 @@ void Channel::send_rsp(Ioctx *x)
 void Channel::do_status(Ioctx *x)
 {
 	if (state_ >= ChState::Disconnecting) {
-		change_state(&x->state, IoState::Done, kIoStates);
+		change_state(&x->state, IoState::Done, kIoStates, x);
 		scsi::cmd_put(&x->cmd); // nowhere to send it
 		return;
 	}
-	change_state(&x->state, IoState::Responding, kIoStates);
+	change_state(&x->state, IoState::Responding, kIoStates, x);
 	build_rsp(x);
 	send_rsp(x);
 }
@@ -364,11 +364,11 @@ void Channel::do_status(Ioctx *x)
 void Channel::do_data_in(Ioctx *x)
 {
 	if (state_ >= ChState::Disconnecting) {
-		change_state(&x->state, IoState::Done, kIoStates);
+		change_state(&x->state, IoState::Done, kIoStates, x);
 		scsi::cmd_put(&x->cmd);
 		return;
 	}
-	change_state(&x->state, IoState::Responding, kIoStates);
+	change_state(&x->state, IoState::Responding, kIoStates, x);
 	build_rsp(x);
 	if (x->cmd.xfer_len == 0) {
 		send_rsp(x);
@@ -385,7 +385,7 @@ void Channel::do_aborted(Ioctx *x)
 	// No response of its own: its credit is owed, returned with the next response or an
 	// SRP_CRED_REQ (put_ioctx).
 	owed_++;
-	change_state(&x->state, IoState::Done, kIoStates);
+	change_state(&x->state, IoState::Done, kIoStates, x);
 	scsi::cmd_put(&x->cmd);
 }
 
@@ -409,7 +409,7 @@ void Channel::send_done(Cq *, Wc *wc)
 			ch->close("send failed");
 		}
 		if (x->opcode == srp::CMD && x->in_core) {
-			change_state(&x->state, IoState::Done, kIoStates);
+			change_state(&x->state, IoState::Done, kIoStates, x);
 			scsi::cmd_put(&x->cmd); // release_cmd follows
 		} else {
 			ch->put_ioctx(x); // refused before the core, or a TMF's response
@@ -445,7 +445,7 @@ void Channel::do_write_pending(Ioctx *x)
 		scsi::write_done(&x->cmd, false);
 		return;
 	}
-	change_state(&x->state, IoState::NeedData, kIoStates);
+	change_state(&x->state, IoState::NeedData, kIoStates, x);
 	start_rw(x, RwJob::DataOut, x->cmd.xfer_len);
 }
 
@@ -460,7 +460,7 @@ void Channel::do_abort_write(Ioctx *x)
 		if (x->sq_node.is_linked())
 			sq_wait_.erase(sq_wait_.iterator_to(*x));
 		destroy_rw(x);
-		change_state(&x->state, IoState::Submitted, kIoStates);
+		change_state(&x->state, IoState::Submitted, kIoStates, x);
 		scsi::write_done(&x->cmd, false);
 		return;
 	}
@@ -740,7 +740,7 @@ void Channel::rw_piece_done(Ioctx *x, const Wc &wc)
 		}
 	} else {
 		destroy_rw(x);
-		change_state(&x->state, IoState::Submitted, kIoStates);
+		change_state(&x->state, IoState::Submitted, kIoStates, x);
 		scsi::write_done(&x->cmd, complete && !x->abort_write);
 	}
 	run_sq_wait();
@@ -756,12 +756,12 @@ void Channel::fail_job(Ioctx *x)
 		put_ioctx(x); // never given to the core
 		return;
 	case IoState::NeedData:
-		change_state(&x->state, IoState::Submitted, kIoStates);
+		change_state(&x->state, IoState::Submitted, kIoStates, x);
 		scsi::write_done(&x->cmd, false);
 		return;
 	case IoState::Responding:
 		if (x->opcode == srp::CMD && x->in_core) {
-			change_state(&x->state, IoState::Done, kIoStates);
+			change_state(&x->state, IoState::Done, kIoStates, x);
 			scsi::cmd_put(&x->cmd);
 		} else {
 			put_ioctx(x); // refused before the core, or a TMF's response

@@ -82,7 +82,7 @@ Initiator::Impl::~Impl()
 
 void Initiator::Impl::set_state(IniState s)
 {
-	change_state(&state, s, kIniStates);
+	change_state(&state, s, kIniStates, this);
 }
 
 uint32_t Initiator::Impl::live() const
@@ -403,7 +403,7 @@ int Initiator::Impl::login_one(uint32_t idx, const SockAddr &dst,
 	// retries, rnr_retry_count 7: forever).
 	if (rc = c.recvs.post_all(*c.id->qp()); rc != 0)
 		return failed_with(rc, std::string("post_recv: ") + std::strerror(-rc));
-	change_state(&c.state, ChanState::Live, kChanStates);
+	change_state(&c.state, ChanState::Live, kChanStates, &c);
 	ULP_LOG(Info, Srpt, "channel {} to {}: {} credits, max_ti_iu_len {}, immediate data {}",
 	        idx, dst.str(), rsp.req_lim_delta, rsp.max_ti_iu_len,
 	        c.max_imm ? "up to " + std::to_string(c.max_imm) + " bytes" : std::string("no"));
@@ -470,7 +470,7 @@ void Initiator::Impl::chan_fail(Chan &c, const std::string &w)
 	if (c.state == ChanState::Failed || c.state == ChanState::Closed)
 		return;
 	const bool was_live = c.state == ChanState::Live;
-	change_state(&c.state, ChanState::Failed, kChanStates);
+	change_state(&c.state, ChanState::Failed, kChanStates, &c);
 	c.why = w;
 	if (was_live)
 		ULP_LOG(Info, Srpt, "channel {}: {}", c.idx, w);
@@ -488,7 +488,7 @@ void Initiator::Impl::chan_fail(Chan &c, const std::string &w)
 		if (r.state == ReqState::Free)
 			continue;
 		if (r.state == ReqState::Active) {
-			change_state(&r.state, ReqState::Ending, kReqStates);
+			change_state(&r.state, ReqState::Ending, kReqStates, &r);
 			r.res.outcome = Outcome::ConnectionLost;
 		}
 		r.send_pending = false;
@@ -517,7 +517,7 @@ void Initiator::Impl::fail(const std::string &w, Outcome first, Req *first_req)
 	if (state != IniState::Failed && state != IniState::Closed)
 		set_state(IniState::Failed);
 	if (first_req && first_req->state == ReqState::Active) {
-		change_state(&first_req->state, ReqState::Ending, kReqStates);
+		change_state(&first_req->state, ReqState::Ending, kReqStates, first_req);
 		first_req->res.outcome = first;
 		first_req->ch->unanswered--;
 	}
@@ -556,7 +556,7 @@ void Initiator::Impl::teardown(Chan &c)
 		c.map.unregister_region(reinterpret_cast<void *>(mr->iova()), mr->length());
 	c.user_mrs.clear();
 	c.pd.reset();
-	change_state(&c.state, ChanState::Closed, kChanStates);
+	change_state(&c.state, ChanState::Closed, kChanStates, &c);
 }
 
 void Initiator::Impl::teardown_failed()

@@ -307,7 +307,7 @@ int Initiator::Impl::submit(const Request &req, Callback cb, uint64_t *tag)
 	r.abort_pending = false;
 	r.cb = std::move(cb);
 	r.deadline = clock::now() + cfg.cmd_timeout;
-	change_state(&r.state, ReqState::Active, kReqStates);
+	change_state(&r.state, ReqState::Active, kReqStates, &r);
 	c.req_lim--;
 	c.unanswered++;
 	stats.commands++;
@@ -338,7 +338,7 @@ int Initiator::Impl::submit(const Request &req, Callback cb, uint64_t *tag)
 void Initiator::Impl::end_req(Req &r, Outcome o)
 {
 	Chan &c = *r.ch;
-	change_state(&r.state, ReqState::Ending, kReqStates);
+	change_state(&r.state, ReqState::Ending, kReqStates, &r);
 	r.res.outcome = o;
 	c.unanswered--;
 	// SRP has no remote invalidation: every key dies by our LOCAL_INV before the buffer
@@ -387,7 +387,7 @@ void Initiator::Impl::maybe_finish(Req &r)
 	r.sq_held = 0;
 	done.emplace_back(std::move(r.cb), r.res);
 	r.cb = nullptr;
-	change_state(&r.state, ReqState::Free, kReqStates);
+	change_state(&r.state, ReqState::Free, kReqStates, &r);
 	c.reqs.put(&r);
 }
 

@@ -414,7 +414,7 @@ void Session::on_logout_rsp(const Pdu &pdu)
 	logout_ok_ = h.response == 0;
 	complete(t, TaskOutcome::Completed);
 	// 11.15: the connection (and with reason 0 the session) is gone; close our end.
-	change_state(&state_, SessionState::Closed, kSessionStates);
+	change_state(&state_, SessionState::Closed, kSessionStates, this);
 	error_ = logout_ok_ ? "logged out"
 	                    : "logout refused (response " + std::to_string(h.response) + ")";
 	tp_->close();

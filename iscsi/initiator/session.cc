@@ -729,7 +729,7 @@ void Session::start_logout()
 		fail("no task slot for the logout");
 		return;
 	}
-	change_state(&state_, SessionState::LoggingOut, kSessionStates);
+	change_state(&state_, SessionState::LoggingOut, kSessionStates, this);
 	// 11.14: Logout Request, immediate (as open-iscsi sends it), reason "close the
 	// session"; CmdSN is the next one, not advanced.
 	LogoutReq h;
@@ -785,7 +785,7 @@ void Session::fail(const std::string &why)
 {
 	if (state_ == SessionState::Failed || state_ == SessionState::Closed)
 		return;
-	change_state(&state_, SessionState::Failed, kSessionStates);
+	change_state(&state_, SessionState::Failed, kSessionStates, this);
 	error_ = why;
 	ULP_LOG(Debug, Iscsi, "{}", "session failed: " + why); // the caller reports it
 	if (tp_)

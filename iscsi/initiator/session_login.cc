@@ -42,7 +42,7 @@ bool Session::login(const Portal &portal)
 		// 11.13 class 1: the target moved; log in again where it says.
 		ULP_LOG(Info, Iscsi, "{}", "login redirected to " + portal_str(next));
 		at = next;
-		change_state(&state_, SessionState::Idle, kSessionStates);
+		change_state(&state_, SessionState::Idle, kSessionStates, this);
 		error_.clear();
 		login_status_ = LoginStatus::Success;
 		login_error_ = InitiatorLoginError::None;
@@ -51,7 +51,7 @@ bool Session::login(const Portal &portal)
 
 bool Session::login_once(const Portal &portal, Portal *redirect)
 {
-	change_state(&state_, SessionState::LoggingIn, kSessionStates);
+	change_state(&state_, SessionState::LoggingIn, kSessionStates, this);
 	tp_ = make_tp_();
 	tp_->attach(this);
 	if (!tp_->connect(portal.host, portal.port, cfg_.connect_timeout)) {
@@ -166,7 +166,7 @@ void Session::enter_ffp(const InitiatorLogin &l)
 	cmdsn_ = l.cmdsn();
 	last_rx_ = clock::now();
 	next_timer_check_ = last_rx_; // timers looked at from the first poll()
-	change_state(&state_, SessionState::FullFeature, kSessionStates);
+	change_state(&state_, SessionState::FullFeature, kSessionStates, this);
 	ULP_LOG(Info, Iscsi, "{}",
 	        "logged in to " +
 	            (sparams_.type == SessionType::Discovery ? std::string("discovery")

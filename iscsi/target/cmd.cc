@@ -112,7 +112,7 @@ void Conn::free_cmd(IscsiCmd *c)
 	return_window_slot(c);
 	if (c->immediate)
 		imm_live_--;
-	change_state(&c->state, IscsiCmd::State::Free, kCmdStates);
+	change_state(&c->state, IscsiCmd::State::Free, kCmdStates, c);
 	c->r2ts.clear();
 	free_.push_back(c);
 	live_--;
@@ -198,7 +198,7 @@ void Conn::on_scsi_cmd(const Pdu &pdu, bool data_lost)
 		slots_--;
 		c->window_slot = true;
 	}
-	change_state(&c->state, IscsiCmd::State::Waiting, kCmdStates);
+	change_state(&c->state, IscsiCmd::State::Waiting, kCmdStates, c);
 	c->itt = h.itt;
 	c->lun_raw = h.lun;
 	c->cmdsn = h.cmdsn;
@@ -220,7 +220,7 @@ void Conn::on_scsi_cmd(const Pdu &pdu, bool data_lost)
 		}
 		c->data = nullptr;
 		c->local = true;
-		change_state(&c->state, IscsiCmd::State::Responding, kCmdStates);
+		change_state(&c->state, IscsiCmd::State::Responding, kCmdStates, c);
 		c->cmd.status = scsi::Status::TaskSetFull;
 		c->cmd.sense_len = 0;
 		c->cmd.resid = scsi::Residual::None;
@@ -329,7 +329,7 @@ void Conn::cmdsn_received(uint32_t sn)
 		return;
 	slots_--;
 	c->window_slot = true; // given back when ExpCmdSN passes it (free_cmd)
-	change_state(&c->state, IscsiCmd::State::Waiting, kCmdStates);
+	change_state(&c->state, IscsiCmd::State::Waiting, kCmdStates, c);
 	c->cmdsn = sn;
 	c->immediate = false;
 	c->local = false;
@@ -341,7 +341,7 @@ void Conn::cmdsn_received(uint32_t sn)
 
 void Conn::submit_cmd(IscsiCmd *c)
 {
-	change_state(&c->state, IscsiCmd::State::Submitted, kCmdStates);
+	change_state(&c->state, IscsiCmd::State::Submitted, kCmdStates, c);
 	scsi::submit(&c->cmd);
 }
 
@@ -540,7 +540,7 @@ void Conn::send_response(IscsiCmd *c, bool data_in)
 		return;
 	}
 	c->rsp_held = false;
-	change_state(&c->state, IscsiCmd::State::Responding, kCmdStates);
+	change_state(&c->state, IscsiCmd::State::Responding, kCmdStates, c);
 	if (data_in)
 		send_read_response(c);
 	else
@@ -655,14 +655,14 @@ void Conn::data_transfer_failed(IscsiCmd *c)
 void Conn::do_aborted(IscsiCmd *c)
 {
 	// No response of its own (the TMF response, or the session's end, covers it).
-	change_state(&c->state, IscsiCmd::State::Responding, kCmdStates);
+	change_state(&c->state, IscsiCmd::State::Responding, kCmdStates, c);
 	scsi::cmd_put(&c->cmd);
 }
 
 void Conn::do_release(IscsiCmd *c)
 {
 	c->core_released = true;
-	change_state(&c->state, IscsiCmd::State::Released, kCmdStates);
+	change_state(&c->state, IscsiCmd::State::Released, kCmdStates, c);
 	if (c->pdus_queued == 0)
 		free_cmd(c);
 }

@@ -221,7 +221,7 @@ void Conn::login_complete(const TargetLogin &l)
 	digests_.header = cparams_.header_digest == Digest::Crc32c;
 	digests_.data = cparams_.data_digest == Digest::Crc32c;
 	statsn_ = l.next_statsn();
-	change_state(&state_, ConnState::FullFeature, kConnStates);
+	change_state(&state_, ConnState::FullFeature, kConnStates, this);
 	const SessionParams &sp = sess_->params; // sess_->conn is this (create_session)
 	node_ = sess_->node.get();
 	target_.login_done(sess_, cparams_);
@@ -538,7 +538,7 @@ void Conn::start_closing(const std::string &why, Ending how)
 	// The Logout Response is out: the initiator may close before our send completes
 	// (over iSER its disconnect can beat the SEND's completion). Not a lost connection.
 	const bool answered_logout = state_ == ConnState::LoggingOut && !logout_pending_;
-	change_state(&state_, ConnState::Closing, kConnStates);
+	change_state(&state_, ConnState::Closing, kConnStates, this);
 	if (was_ffp && how == Ending::Lost && !answered_logout &&
 	    !reaping_) // reaping: sess_ may be gone
 		ULP_LOG(Warn, Iscsi, "{}",
@@ -589,7 +589,7 @@ void Conn::maybe_done()
 {
 	if (state_ != ConnState::Closing || !reaped_ || live_ || tmrs_out_ || pdus_out_)
 		return;
-	change_state(&state_, ConnState::Done, kConnStates);
+	change_state(&state_, ConnState::Done, kConnStates, this);
 }
 
 } // namespace ulp::iscsi::target

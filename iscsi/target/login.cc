@@ -47,7 +47,7 @@ TargetLogin::~TargetLogin() = default;
 
 void TargetLogin::set_state(TargetLoginState s)
 {
-	change_state(&state_, s, kTargetLoginStates);
+	change_state(&state_, s, kTargetLoginStates, this);
 }
 
 bool TargetLogin::fail(LoginStatus s, std::string why)

@@ -256,7 +256,7 @@ void Conn::on_logout(const Pdu &pdu)
 	}
 	// 11.14: the response goes out once the connection's commands have ended; the
 	// initiator sends no new ones meanwhile.
-	change_state(&state_, ConnState::LoggingOut, kConnStates);
+	change_state(&state_, ConnState::LoggingOut, kConnStates, this);
 	logout_pending_ = true;
 	logout_itt_ = h.itt;
 	ULP_LOG(Info, Iscsi, "{}",

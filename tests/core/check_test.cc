@@ -46,6 +46,24 @@ TEST(Check, LegalTransitionsChangeTheState)
 	EXPECT_EQ(d, Door::Open);
 }
 
+// A tracer attached to ulp:state_change (its semaphore up, as perf or bpftrace leave it):
+// the probe's arguments are computed - the names looked up - and the change is the same.
+TEST(Check, StateChangeWithATracerAttached)
+{
+#ifdef ULP_TRACE_ON
+	ulp_state_change_semaphore = 1;
+	EXPECT_TRUE(ULP_TRACE_ENABLED(state_change));
+#endif
+	Door d = Door::Closed;
+	change_state(&d, Door::Open, kDoor, &d);
+	change_state(&d, Door::Closed, kDoor);
+	EXPECT_EQ(d, Door::Closed);
+#ifdef ULP_TRACE_ON
+	ulp_state_change_semaphore = 0;
+	EXPECT_FALSE(ULP_TRACE_ENABLED(state_change));
+#endif
+}
+
 // This build defines NDEBUG (every build type but Debug does): assert() would be gone,
 // ULP_CHECK is not.
 TEST(CheckDeathTest, IllegalTransitionAbortsNamingBothStates)
