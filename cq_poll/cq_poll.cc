@@ -7,6 +7,7 @@
 #include "core/check.h"
 #include "core/log.h"
 #include "core/thread_name.h"
+#include "core/trace.h"
 #include "cq_poll/cq_poll_internal.h"
 
 #include <unistd.h>
@@ -127,6 +128,9 @@ int process_cq(PollCq &p, int budget, std::span<Wc> wcs)
 		if (p.abort.load(std::memory_order_relaxed))
 			break;
 	}
+	// Every poll context's pass ends here (threads, busy polling, direct): one probe
+	// shows how full the passes run, per CQ.
+	ULP_TRACE(cq_pass, &cq, completed, budget);
 	p.passes.fetch_add(1, std::memory_order_relaxed);
 	if (completed)
 		p.completions.fetch_add(static_cast<uint64_t>(completed),
