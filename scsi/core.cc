@@ -14,6 +14,7 @@
 #include "core/check.h"
 
 #include "core/log.h"
+#include "core/trace.h"
 #include "scsi/core_internal.h"
 #include "scsi/fabric.h"
 #include "scsi/pr.h"
@@ -268,21 +269,20 @@ void cmd_finish(Cmd *cmd)
 	if (lu)
 		lu->stats_.count_cmd(*cmd, aborted, data_in, lat);
 	Fabric &f = cmd->sess->fabric();
-	if (aborted) {
-		if (cmd->send_tas) {
-			// SAM-5 5.6: TASK ABORTED to the other nexus whose task a TMF aborted.
-			cmd->status = Status::TaskAborted;
-			cmd->sense_len = 0;
-			cmd->xfer_len = 0;
-			f.queue_status(cmd);
-		} else {
-			f.aborted_task(cmd);
-		}
-	} else if (data_in) {
-		f.queue_data_in(cmd);
-	} else {
-		f.queue_status(cmd);
+	if (aborted && cmd->send_tas) {
+		// SAM-5 5.6: TASK ABORTED to the other nexus whose task a TMF aborted.
+		cmd->status = Status::TaskAborted;
+		cmd->sense_len = 0;
+		cmd->xfer_len = 0;
 	}
+	// Before the fabric sees it: its response probe (iscsi_rsp, srp_rsp) comes after.
+	ULP_TRACE(scsi_cmd_done, cmd, unsigned(cmd->status), int(aborted), lat);
+	if (aborted && !cmd->send_tas)
+		f.aborted_task(cmd);
+	else if (data_in)
+		f.queue_data_in(cmd);
+	else
+		f.queue_status(cmd);
 	for (Tmr *t : tmrs)
 		tmr_respond(t);
 	put(cmd);
@@ -417,7 +417,10 @@ void submit_held(Cmd *cmd)
 	}
 	if (stopping) {
 		// The session is being torn down: no new work, and no answer (the connection
-		// that would carry it is going away).
+		// that would carry it is going away). Started undecoded, so that a tracer
+		// pairing starts with ends sees this one too.
+		ULP_TRACE(scsi_cmd_start, cmd, unsigned(cmd->cdb[0]), cmd->lba, cmd->nr_blocks,
+		          cmd->data_length);
 		cmd->aborted = true;
 		cmd_finish(cmd);
 		return;
@@ -427,6 +430,9 @@ void submit_held(Cmd *cmd)
 	cmd->read_only = ro;
 
 	Sense r = parse(cmd);
+	// Decoded (or refused: then lba and blocks are what parsing got to, mostly 0).
+	ULP_TRACE(scsi_cmd_start, cmd, unsigned(cmd->cdb[0]), cmd->lba, cmd->nr_blocks,
+	          cmd->data_length);
 	if (r == Sense::UnitAttention) {
 		set_residual(cmd);
 		cmd_finish(cmd);
