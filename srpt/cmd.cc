@@ -3,6 +3,7 @@
 // to the SCSI core, their data moved by rw contexts (one per remote descriptor, chained,
 // within the send queue's budget), and their SRP_RSPs (see channel.h).
 #include "core/log.h"
+#include "core/trace.h"
 #include "cq_poll/cq_poll.h"
 #include "scsi/core.h"
 #include "scsi/sense.h"
@@ -70,6 +71,8 @@ void Channel::handle_cmd(Ioctx *x, std::span<const uint8_t> iu)
 	srp::Cmd c;
 	const srp::CmdError e = srp::parse_cmd(iu, o, &c);
 	x->tag = c.tag;
+	// Every SRP_CMD with a tag, refused ones too: each gets an srp_rsp.
+	ULP_TRACE(srp_cmd, x, &x->cmd, c.tag, c.data_len);
 	if (e != srp::CmdError::None) {
 		target_.count(&TargetStats::bad_ius);
 		ULP_LOG_RATELIMITED(Warn, Srpt, "{}: SRP_CMD refused: {} ({} bytes)", peer_,
@@ -316,6 +319,7 @@ void Channel::build_rsp(Ioctx *x)
 	r.tag = x->tag;
 	r.req_lim_delta = take_delta();
 	r.status = uint8_t(sc.status);
+	ULP_TRACE(srp_rsp, x, &x->cmd, x->tag, unsigned(r.status));
 	if (sc.sense_len) {
 		r.flags |= srp::RSP_SNSVALID;
 		r.sense = std::span<const uint8_t>(sc.sense, sc.sense_len);

@@ -5,6 +5,7 @@
 // for them (the kernel's iscsi_target.c command paths, iscsi_target_datain_values.c).
 #include "iscsi/target/conn.h"
 
+#include "core/trace.h"
 #include "scsi/core.h"
 
 #include <algorithm>
@@ -198,6 +199,10 @@ void Conn::on_scsi_cmd(const Pdu &pdu, bool data_lost)
 		slots_--;
 		c->window_slot = true;
 	}
+	// Accepted: from here on every answer goes through the slot. Fired first, so that a
+	// tracer has the ITT before the slot's states.
+	ULP_TRACE(iscsi_cmd, c, &c->cmd, h.itt, h.cmdsn, h.edtl,
+	          int(transport_ == Transport::Iser));
 	change_state(&c->state, IscsiCmd::State::Waiting, kCmdStates, c);
 	c->itt = h.itt;
 	c->lun_raw = h.lun;
@@ -225,6 +230,7 @@ void Conn::on_scsi_cmd(const Pdu &pdu, bool data_lost)
 		c->cmd.sense_len = 0;
 		c->cmd.resid = scsi::Residual::None;
 		c->cmd.resid_count = 0;
+		ULP_TRACE(iscsi_rsp, c, &c->cmd, c->itt, unsigned(c->cmd.status), 0);
 		queue_cmd_pdu(c, build_scsi_rsp(c), true);
 		if (!h.immediate && !due)
 			cmdsn_received(h.cmdsn);
@@ -541,6 +547,7 @@ void Conn::send_response(IscsiCmd *c, bool data_in)
 	}
 	c->rsp_held = false;
 	change_state(&c->state, IscsiCmd::State::Responding, kCmdStates, c);
+	ULP_TRACE(iscsi_rsp, c, &c->cmd, c->itt, unsigned(c->cmd.status), int(data_in));
 	if (data_in)
 		send_read_response(c);
 	else
