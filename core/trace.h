@@ -11,10 +11,11 @@
 // What a probe costs while nothing is attached: one nop in the code and an ELF note
 // (.note.stapsdt) naming the probe and where its arguments are; no branch, no call. A
 // tracer turns the nop into a breakpoint (a uprobe). The arguments are still computed,
-// into registers or memory the note describes, so pass what is already at hand - a
-// pointer, an integer, a constant name - never a formatted string. A probe whose
-// arguments need a call (change_state's state names) goes under ULP_TRACE_ENABLED, a
-// load and a not-taken branch: tracers add one to the probe's semaphore on attach.
+// into registers the note names (a load or a move for one in memory or a constant), so
+// pass what is already at hand - a pointer, an integer, a constant name - never a
+// formatted string. A probe whose arguments need a call (change_state's state names)
+// goes under ULP_TRACE_ENABLED, a load and a not-taken branch: tracers add one to the
+// probe's semaphore on attach.
 //
 // Without <sys/sdt.h> (or with -DULP_NO_TRACE) every probe compiles to nothing and
 // ULP_TRACE_ON stays undefined: the build never depends on the header.
@@ -78,6 +79,13 @@
 #ifndef _SDT_HAS_SEMAPHORES
 #define _SDT_HAS_SEMAPHORES 1
 #endif
+// Every argument in a register. sdt.h's default lets the compiler name a constant as an
+// immediate ($40), and perf (6.1) leaves such an argument out of the uprobe it makes;
+// that site's argument list then differs from the probe's other sites, and the kernel
+// refuses them the one event perf makes per probe ("Argument type or name is different
+// from existing probe"): iscsi_rsp's response site could not be traced with perf while
+// its TASK SET FULL site passed constants.
+#define STAP_SDT_ARG_CONSTRAINT r
 #include <sys/sdt.h>
 
 // The semaphores (sdt.h's naming: provider_name_semaphore, unmangled): tracers count
