@@ -7,9 +7,10 @@
 #   1. login; both LUNs (ram 64M, file 32M) appear as sd disks of the right size;
 #   2. fio with crc32c verify: 4K and 128K random writes read back and checked, on both
 #      LUNs, concurrently (the "baseline" regions);
-#   3. three rounds of logout while fio writes elsewhere on both LUNs, then login again:
-#      the logout must succeed, fio must end, the target must close the session, and the
-#      baseline data must read back intact after the new login;
+#   3. two rounds of logout while fio writes elsewhere on both LUNs (4K, then 128K), then
+#      login again: the logout must succeed, fio must end, the target must close the
+#      session, and the baseline data must read back intact after the new login (a third,
+#      4K again, repeated the first: 21 s of the VM's time for nothing new);
 #   4. LU RESET and TARGET WARM RESET while fio writes with verify: the LU reset is
 #      answered; the target reset is not supported (RFC 7143 11.5.1), so the initiator
 #      drops the session and logs in again (session recovery). fio must not see an error
@@ -192,9 +193,9 @@ set_baseline_jobs
 run_fio baseline-write 120 "${jobs[@]}"
 run_fio baseline-check 120 --verify_only "${jobs[@]}"
 
-# ---- 3: logout while I/O runs, three times ---------------------------------------------------
+# ---- 3: logout while I/O runs, twice ---------------------------------------------------------
 
-for round in 1 2 3; do
+for round in 1 2; do
 	bs=$([[ $round == 2 ]] && echo 128k || echo 4k)
 	start_scratch_io $bs
 	wait_io_running $dev0 100
