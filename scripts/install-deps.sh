@@ -27,9 +27,10 @@ peers=(fio libiscsi-bin tgt open-iscsi sg3-utils)
 service=(systemd)
 # libiscsi 1.20.0 built from trixie's upstream tarball (scripts/libiscsi-1.20.sh)
 libiscsi_build=(autoconf automake libtool libcunit1-dev librdmacm-dev)
-# clang + its runtimes: scripts/fuzz.sh (libFuzzer, ASan, UBSan); strace: iscsi-bench
-# scale --futex counts the target's futex calls
-tools=(clang libclang-rt-14-dev clang-format python3 strace)
+# clang + its runtimes: scripts/fuzz.sh (libFuzzer, ASan, UBSan); lld: the linker every
+# tree uses where it is installed (CMakeLists.txt, ULP_LLD); strace: iscsi-bench scale
+# --futex counts the target's futex calls
+tools=(clang libclang-rt-14-dev lld clang-format python3 strace)
 
 # the rxe VM (tools/vm, ctest -L vm): qemu boots Debian's kernel with rdma_rxe (Soft-RoCE);
 # the guest runs the host's own verbs tools and builds through a read-only 9p root; dmsetup
