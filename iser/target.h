@@ -19,7 +19,7 @@
 // Built on rdma_conn/: the portal (listen, per-device PD and data heap, CQs from the pool,
 // the event thread with bounded drain and reap) is an rdma::Portal, each connection an
 // rdma::PortalConn (its QP, CQ and rw contexts) and an iscsi::target::Conn (the session
-// layer), serialised by rdma::Serial in Inline mode: completions arrive on the CQ pool's
+// layer), serialised by Serial in Inline mode: completions arrive on the CQ pool's
 // workers, CM events on the provider's CM thread, SCSI completions on backstore threads,
 // and whichever thread brings the work runs it (no thread switch per I/O: each costs tens
 // of microseconds under TCG). Per connection: a receive ring and a send ring of registered

@@ -4,7 +4,7 @@
 // iSER, SRP) does the same way.
 //
 // The core calls a fabric from any thread (fabric.h); a connection runs its own work one
-// piece at a time (rdma_conn/serial.h). So each callback is posted to the command's
+// piece at a time (core/serial.h). So each callback is posted to the command's
 // connection, as one event that names the callback: FabricRoute mirrors scsi::Fabric one for
 // one. A fabric derives from FabricRoute<Derived> and supplies
 //   static void route(Cmd *cmd, FabricEvent ev); // post ev to cmd's connection

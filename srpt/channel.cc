@@ -65,7 +65,7 @@ constexpr auto kWaitLogPeriod = std::chrono::seconds(5);
 } // namespace
 
 Channel::Channel(Portal &portal, std::unique_ptr<CmId> id, std::string peer)
-    : rdma::PortalConn(portal, std::move(id)), rdma::Serial<ChEvent, ChArg>(Mode::Inline),
+    : rdma::PortalConn(portal, std::move(id)), Serial<ChEvent, ChArg>(Mode::Inline),
       portal_(portal), target_(portal.target()), peer_(std::move(peer))
 {
 	zlw_cqe_.done = zlw_done;

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // srpt/channel.h - one SRP RDMA channel of the target (the kernel's struct srpt_rdma_ch and
 // its ioctxs), on rdma_conn/: its QP, CQ and rw contexts are an rdma::PortalConn's; its
-// work is serialised by rdma::Serial in Inline mode (completions on the CQ pool's workers,
+// work is serialised by Serial in Inline mode (completions on the CQ pool's workers,
 // CM events on the CM thread, SCSI callbacks on backstore threads: whichever thread brings
 // the work runs it).
 //
@@ -60,9 +60,9 @@
 
 #include "core/check.h"
 #include "core/deadline.h"
+#include "core/serial.h"
 #include "rdma_conn/portal.h"
 #include "rdma_conn/ring.h"
-#include "rdma_conn/serial.h"
 #include "rw/rw.h"
 #include "rw/sg_table.h"
 #include "scsi/cmd.h"
@@ -158,7 +158,7 @@ enum class ChEvent : uint8_t {
 	FlushPlug,                      // the poll batch ended: post what plug_ holds
 };
 
-// What a ChEvent carries (rdma::Serial's arg), by event; ReapDone, Logout and FlushPlug carry
+// What a ChEvent carries (Serial's arg), by event; ReapDone, Logout and FlushPlug carry
 // nothing.
 struct ChArg {
 	Ioctx *x = nullptr;        // the core's callbacks: the command's (or the TMF's) ioctx
@@ -234,7 +234,7 @@ struct ChannelParams {
 	std::array<uint8_t, 16> i_port_id{};
 };
 
-class Channel final : public rdma::PortalConn, public rdma::Serial<ChEvent, ChArg>
+class Channel final : public rdma::PortalConn, public Serial<ChEvent, ChArg>
 {
 public:
 	// Receives beyond the credits: SRP_CRED_RSP and SRP_AER_RSP spend no credit.

@@ -24,7 +24,7 @@
 //
 // Locking: lock_ guards the nexus table, the channels list and the statistics that change
 // with them (count()'s per-command counters are per thread, core/shard_counters.h). A channel's
-// own lock (its rdma::Serial) is taken before lock_, never after; lock_ is never held while
+// own lock (its Serial) is taken before lock_, never after; lock_ is never held while
 // a channel's events run (posts made under it are post_deferred).
 #pragma once
 

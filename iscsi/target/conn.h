@@ -7,7 +7,7 @@
 // received PDU (on_pdu), the time (on_tick) and the events other threads posted
 // (run_events); the Conn hands PDUs back to send (the transport's queue_pdu). Everything a
 // Conn holds is touched by one thread at a time, "the owner thread" below: the holder of
-// its serialiser (rdma::Serial: the TCP worker that owns it, or over iSER whichever thread
+// its serialiser (Serial: the TCP worker that owns it, or over iSER whichever thread
 // brings the work). The SCSI core calls back from backstore threads and the reaper; those
 // calls are posted (post) and run by the holder.
 //
@@ -43,12 +43,12 @@
 #pragma once
 
 #include "core/check.h"
+#include "core/serial.h"
 #include "iscsi/discovery.h"
 #include "iscsi/pdu.h"
 #include "iscsi/target/login.h"
 #include "iscsi/target/session.h"
 #include "iscsi/target/target.h"
-#include "rdma_conn/serial.h"
 #include "scsi/cmd.h"
 #include "scsi/fabric_route.h"
 
@@ -220,7 +220,7 @@ enum class ConnEvent : uint8_t {
 	        // reset)
 };
 
-// What a ConnEvent carries (rdma::Serial's arg), by event; the others carry nothing.
+// What a ConnEvent carries (Serial's arg), by event; the others carry nothing.
 struct ConnArg {
 	IscsiCmd *cmd = nullptr;   // WritePending, AbortWrite, DataIn, Status, AbortedTask, Release
 	scsi::Tmr *tmr = nullptr;  // TmRsp
@@ -251,10 +251,10 @@ inline constexpr StateTable<ConnState, 5> kConnStates = {
         /* Done */ 0,
     }};
 
-// A Conn is serialised by rdma::Serial (rdma_conn/serial.h): over TCP its worker thread owns
+// A Conn is serialised by Serial (core/serial.h): over TCP its worker thread owns
 // it (Owner mode: events run on the worker), over iSER whoever brings the work runs it
 // (Inline mode: a backstore's completion sends its own response).
-class Conn : public rdma::Serial<ConnEvent, ConnArg>
+class Conn : public Serial<ConnEvent, ConnArg>
 {
 public:
 	Conn(Target &target, Transport transport, std::string peer, std::string local, Mode mode);
@@ -303,14 +303,14 @@ public:
 	virtual int worker() const { return -1; }
 
 	// ---- Any thread -----------------------------------------------------------------------
-	// post and post_deferred (rdma::Serial): the SCSI core's callbacks, routed here by
+	// post and post_deferred (Serial): the SCSI core's callbacks, routed here by
 	// Target (scsi::FabricRoute), and the target's own events.
 
 protected:
 	// ---- Transport hooks (owner thread) ----------------------------------------------------
 	// Take p for sending, in order; pdu_done(p) follows.
 	virtual void queue_pdu(OutPdu *p) = 0;
-	// (rdma::Serial::kick: make the owner, or some thread, run the events soon.)
+	// (Serial::kick: make the owner, or some thread, run the events soon.)
 	// One posted event, run holding the connection.
 	void run_event(ConnEvent ev, ConnArg arg) override;
 	// Stop reading and writing; queued PDUs are handed back through pdu_done(p, false).

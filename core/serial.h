@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// rdma_conn/serial.h - a connection's single-holder serialiser: its work runs one piece at
+// core/serial.h - a connection's single-holder serialiser: its work runs one piece at
 // a time, on whichever thread brings it, with an inbox for what other threads post.
 //
 // A ULP connection is entered from many threads: its CQ's completion workers, the CM
@@ -35,7 +35,7 @@
 #include <utility>
 #include <vector>
 
-namespace ulp::rdma
+namespace ulp
 {
 
 template <typename Event, typename Arg> class Serial
@@ -148,4 +148,4 @@ private:
 	std::vector<std::pair<Event, Arg>> running_; // the holder's batch being run
 };
 
-} // namespace ulp::rdma
+} // namespace ulp
