@@ -825,6 +825,37 @@ TEST(RbdScsi, GetLbaStatusFromTheObjects)
 	                                {8 * kObj, kObj, 1}}));
 }
 
+// An image without the object-map and fast-diff features (made by an older client, or by
+// an admin who turned them off): librbd's diff then asks the OSDs object by object, and
+// the walk must find the same allocation (bs_rbd.cc).
+TEST(RbdScsi, GetLbaStatusWithoutFastDiff)
+{
+	constexpr uint64_t kObj = 4 * MiB / 512;
+	int rc = -1;
+	const std::string out =
+	    rbd_cli("create --size 32M --image-feature layering rbd/lbas-nofd", &rc);
+	ASSERT_EQ(rc, 0) << out;
+	const std::string info = rbd_cli("info rbd/lbas-nofd");
+	ASSERT_EQ(info.find("fast-diff"), std::string::npos) << info;
+	{
+		auto gw = make(rbd_cfg("lbas-nofd"));
+		ASSERT_TRUE(gw);
+		auto b = pattern(4096, 60);
+		ASSERT_EQ(rw(*gw, BsOp::Write, 3 * 4 * MiB + 8192, b.data(), b.size()), 0);
+		ASSERT_EQ(rw(*gw, BsOp::Write, 6 * 4 * MiB, b.data(), b.size()), 0);
+	}
+	auto bs = make(rbd_cfg("lbas-nofd"));
+	ASSERT_TRUE(bs);
+	auto e = std::make_unique<Env>(std::move(bs), LuConfig{});
+	ASSERT_TRUE(walked(e->lu->bs(), 1));
+	using V = std::vector<LbaDesc>;
+	EXPECT_EQ(lba_status(*e, 0), (V{{0, 3 * kObj, 1},
+	                                {3 * kObj, kObj, 0},
+	                                {4 * kObj, 2 * kObj, 1},
+	                                {6 * kObj, kObj, 0},
+	                                {7 * kObj, kObj, 1}}));
+}
+
 // done() runs on the loop that submitted, not on librbd's thread nor a shared one; a
 // thread without a loop gets the backstore's completion thread.
 TEST(RbdBackstore, CompletionsRunOnTheSubmittingLoop)
