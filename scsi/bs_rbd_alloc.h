@@ -26,7 +26,11 @@
 // are of another size of the image).
 //
 // Locking: one mutex, held briefly by each write and unmap as it starts and as it ends, by
-// extent() and by the walk's start and end; never across a librbd call.
+// extent() and by the walk's start and end; never across a librbd call. Its cost beside an
+// OSD round trip: under 4 KiB random writes at queue depth 32 over TCP (tools/rbd-bench/run
+// --paths ulp-tcp --jobs randwrite --runtime 20 --runs 1, 4,196 IOPS), perf record -g of
+// ulp-targetd for 6 s found 0.05% of its samples in RbdAllocMap, and 1.1% in every
+// pthread_mutex_lock of the process together (2026-11-29).
 #pragma once
 
 #include "scsi/backstore.h"
