@@ -44,7 +44,7 @@ enum class Sub : uint8_t {
 	Scsi,   // scsi/: the target core and backstores
 	Iscsi,  // iscsi/: the iSCSI target and initiator
 	Iser,   // iser/: the iSER transport
-	Srpt,   // srpt/: the SRP target and initiator
+	Srpt,   // srp/: the SRP target and initiator
 	Tool,   // tools/: the daemons and clients
 };
 

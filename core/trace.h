@@ -46,7 +46,7 @@
 //                 its response leaves the connection: status in a SCSI Response, or in
 //                 the last Data-In (data_in 1)
 //   srp_cmd       (const void *ioctx, const void *cmd, uint64_t tag, unsigned data_len)
-//                 an SRP_CMD taken apart (srpt/): its ioctx, the scsi::Cmd, the tag
+//                 an SRP_CMD taken apart (srp/target/): its ioctx, the scsi::Cmd, the tag
 //   srp_rsp       (const void *ioctx, const void *cmd, uint64_t tag, unsigned status)
 //                 its SRP_RSP built (sent behind any RDMA WRITE of read data)
 #pragma once

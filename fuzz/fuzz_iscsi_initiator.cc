@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// fuzz/fuzz_iscsi_initiator.cc - the initiator session (iser/initiator.h) fed an arbitrary
-// byte stream as its target's side of a full feature phase connection.
+// fuzz/fuzz_iscsi_initiator.cc - the initiator session (iser/initiator/initiator.h) fed an
+// arbitrary byte stream as its target's side of a full feature phase connection.
 //
 // A fake transport (tests/iscsi/fake_target.h, shared with initiator_peer_test) logs the
 // session in through the real TargetLogin engine (so every input starts in the full feature

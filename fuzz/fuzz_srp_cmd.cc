@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // fuzz/fuzz_srp_cmd.cc - libFuzzer target: what the SRP target parses from an initiator's
-// SEND (srpt/proto.cc): parse_cmd with its descriptors (direct, indirect with the table
+// SEND (srp/proto.cc): parse_cmd with its descriptors (direct, indirect with the table
 // inline or external, immediate data), desc_at/check_desc_list over the partial list, and
 // parse_tsk_mgmt.
 //
@@ -20,7 +20,7 @@
 // Seeds: ULP_FUZZ_SEEDS=<dir> makes the binary write Linux's commands there and exit
 // (scripts/fuzz.sh does this).
 #include "core/byteorder.h"
-#include "srpt/proto.h"
+#include "srp/proto.h"
 
 #include <algorithm>
 #include <cstdio>

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// fuzz/fuzz_srp_login.cc - libFuzzer target: the SRP login codec (srpt/proto.cc) against
+// fuzz/fuzz_srp_login.cc - libFuzzer target: the SRP login codec (srp/proto.cc) against
 // arbitrary CM private data: parse_login_req (what the target reads from a CM REQ, in the
 // IB CM form or the RDMA/CM form), parse_login_rsp and parse_login_rej (what the initiator
 // reads from a REP or REJ).
@@ -11,7 +11,7 @@
 //
 // Seeds: ULP_FUZZ_SEEDS=<dir> makes the binary write Linux's logins there and exit
 // (scripts/fuzz.sh does this).
-#include "srpt/proto.h"
+#include "srp/proto.h"
 
 #include <cstdio>
 #include <cstdlib>

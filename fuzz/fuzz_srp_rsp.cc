@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // fuzz/fuzz_srp_rsp.cc - libFuzzer target: what the SRP initiator parses from a target's
-// SEND (srpt/proto.cc): parse_rsp, parse_cred_req, parse_aer_req, parse_t_logout and
+// SEND (srp/proto.cc): parse_rsp, parse_cred_req, parse_aer_req, parse_t_logout and
 // parse_tag_iu.
 //
 // Input: the IU, whole (libFuzzer's buffer ends where it ends: ASan sees any read past
@@ -14,7 +14,7 @@
 // Seeds: ULP_FUZZ_SEEDS=<dir> makes the binary write ib_srpt's IUs there and exit
 // (scripts/fuzz.sh does this).
 #include "core/byteorder.h"
-#include "srpt/proto.h"
+#include "srp/proto.h"
 
 #include <cstdio>
 #include <cstdlib>

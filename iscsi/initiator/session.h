@@ -2,7 +2,7 @@
 // iscsi/initiator/session.h - an iSCSI initiator session (RFC 7143): connect and log in, discovery,
 // SCSI commands with many in flight, task management, pings, logout. The userspace
 // counterpart of Linux's libiscsi.c and of libiscsi, over a transport interface
-// (iscsi/initiator/transport.h: TCP, iscsi/initiator/tcp.cc; iSER, iser/initiator.h).
+// (iscsi/initiator/transport.h: TCP, iscsi/initiator/tcp.cc; iSER, iser/initiator/initiator.h).
 //
 // Use, from one thread (a Session logs in once; make a new one to log in again):
 //

@@ -4,7 +4,7 @@
 //
 // The session (iscsi/initiator/session.h) speaks PDUs; a transport moves them. TCP
 // (iscsi/initiator/tcp.cc) writes them to a byte stream and cuts the incoming stream into
-// PDUs with PduReader; iSER (iser/initiator.h) carries control PDUs in SEND messages and
+// PDUs with PduReader; iSER (iser/initiator/initiator.h) carries control PDUs in SEND messages and
 // moves SCSI data by RDMA, which is why the interface is at the PDU level and the session
 // never touches a socket.
 //

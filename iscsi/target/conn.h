@@ -3,7 +3,7 @@
 // (RFC 7143 sections 3, 4, 11), as a fabric of the SCSI core (the kernel's
 // iscsi_target.c, iscsi_target_erl0.c).
 //
-// A Conn is owned by its transport (iscsi/target/tcp.h, iser/target.h), which hands it each
+// A Conn is owned by its transport (iscsi/target/tcp.h, iser/target/target.h), which hands it each
 // received PDU (on_pdu), the time (on_tick) and the events other threads posted
 // (run_events); the Conn hands PDUs back to send (the transport's queue_pdu). Everything a
 // Conn holds is touched by one thread at a time, "the owner thread" below: the holder of

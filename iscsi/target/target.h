@@ -3,7 +3,7 @@
 // sessions, and the answers the login and discovery engines need (the kernel's
 // iscsi_target_tpg.c and iscsi_target_login.c session half).
 //
-// A Target is transport neutral. Transports (TCP: iscsi/target/tcp.h; iSER: iser/target.h)
+// A Target is transport neutral. Transports (TCP: iscsi/target/tcp.h; iSER: iser/target/target.h)
 // accept connections and run a Conn (iscsi/target/conn.h) on each; a Conn's login asks the Target
 // which targets exist, who may log in and how, and finally which session it joins. The
 // session's SCSI side is a scsi::Nexus on the target's scsi::Tpg, whose fabric is the

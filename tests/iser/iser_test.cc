@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // tests/iser/iser_test.cc - iSCSI over RDMA on the soft provider: the iSER target
-// (iser/target.h) and the initiator's iSER transport (iser/initiator.h) in one
+// (iser/target/target.h) and the initiator's iSER transport (iser/initiator/initiator.h) in one
 // process, then ulp-targetd and ulp-initiator in two.
 //
 // In one process both ends share one soft device (the in-process wire). What is checked:
@@ -17,8 +17,8 @@
 #include "iscsi/initiator/scsi.h"
 #include "iscsi/initiator/session.h"
 #include "iscsi/target/target.h"
-#include "iser/initiator.h"
-#include "iser/target.h"
+#include "iser/initiator/initiator.h"
+#include "iser/target/target.h"
 #include "providers/soft/soft.h"
 #include "scsi/backstore.h"
 #include "scsi/bs_internal.h"

@@ -9,7 +9,7 @@
 #include "core/addr.h"
 #include "core/dma_mem.h"
 #include "providers/soft/soft.h"
-#include "srpt/initiator.h"
+#include "srp/initiator/initiator.h"
 #include "tests/srpt/srp_env.h"
 
 #include <gtest/gtest.h>
@@ -43,7 +43,7 @@ inline constexpr char kInitiatorIp[] = "127.0.0.2";
 
 // ---- The initiator side ------------------------------------------------------------------
 
-// Which data buffer descriptors the initiator uses (srpt/initiator.h DescMode).
+// Which data buffer descriptors the initiator uses (srp/initiator/initiator.h DescMode).
 enum class Desc : uint8_t { Direct, Indirect, External, Immediate };
 
 inline const char *desc_name(Desc d)

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
-// tests/srpt/fault_test.cc - the SRP target (srpt/target.h) and the SRP initiator
-// (srpt/initiator.h) under faults the soft provider injects, in one process (ulp-targetd and
-// an initiator in two processes: fault_xproc_test.cc; what both share: fault_env.h).
+// tests/srpt/fault_test.cc - the SRP target (srp/target/target.h) and the SRP initiator
+// (srp/initiator/initiator.h) under faults the soft provider injects, in one process (ulp-targetd
+// and an initiator in two processes: fault_xproc_test.cc; what both share: fault_env.h).
 //
 // One process, two soft devices: the target's (127.0.0.1) and the initiator's (127.0.0.2),
 // so that a fault rule on one device fires on that side's QPs only. The initiator runs

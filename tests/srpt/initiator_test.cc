@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// tests/srpt/initiator_test.cc - the SRP initiator (srpt/initiator.h) against the SRP
-// target (srpt/target.h, srpt/portal.h), both in one process on one soft device.
+// tests/srpt/initiator_test.cc - the SRP initiator (srp/initiator/initiator.h) against the SRP
+// target (srp/target/target.h, srp/target/portal.h), both in one process on one soft device.
 //
 // What is checked: the login (credits, IU lengths, immediate data, a rejected target port
 // id, four channels on one nexus); data written and read back byte for byte with every
@@ -13,7 +13,7 @@
 #include "core/dma_mem.h"
 #include "core/log.h"
 #include "providers/soft/soft.h"
-#include "srpt/initiator.h"
+#include "srp/initiator/initiator.h"
 #include "tests/srpt/srp_env.h"
 
 #include <gtest/gtest.h>

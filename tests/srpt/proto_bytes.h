@@ -3,7 +3,7 @@
 // proto_cmd_test.cc): byte strings, and SRP_CMD IUs built the way Linux's ib_srp builds them.
 #pragma once
 
-#include "srpt/proto.h"
+#include "srp/proto.h"
 
 #include <gtest/gtest.h>
 

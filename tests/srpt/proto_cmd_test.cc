@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// SRP_CMD (srpt/proto.h) against the bytes Linux's ib_srp puts on the wire (srp_map_data,
+// SRP_CMD (srp/proto.h) against the bytes Linux's ib_srp puts on the wire (srp_map_data,
 // srp_queuecommand): immediate, direct, indirect and external descriptor tables, additional
 // CDB bytes, every error, every truncation refused without a read past it, the builder and
 // round trips (byte strings in proto_bytes.h).

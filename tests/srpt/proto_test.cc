@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// The SRP information units (srpt/proto.h) against the bytes Linux's ib_srp and ib_srpt put
+// The SRP information units (srp/proto.h) against the bytes Linux's ib_srp and ib_srpt put
 // on the wire (include/scsi/srp.h; srp_send_req, srpt_build_cmd_rsp): logins, responses,
 // task management and the other IUs, every refusal reached by a crafted IU, and every
 // truncation of a valid IU refused without a read past it (run under ASan too:

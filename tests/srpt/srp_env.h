@@ -10,8 +10,8 @@
 #include "scsi/backstore.h"
 #include "scsi/lu.h"
 #include "scsi/tpg.h"
-#include "srpt/portal.h"
-#include "srpt/target.h"
+#include "srp/target/portal.h"
+#include "srp/target/target.h"
 
 #include <gtest/gtest.h>
 

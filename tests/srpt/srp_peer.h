@@ -13,7 +13,7 @@
 #include "core/cm.h"
 #include "core/registry.h"
 #include "providers/soft/soft.h"
-#include "srpt/proto.h"
+#include "srp/proto.h"
 #include "tests/common/event_queue.h"
 
 #include <gtest/gtest.h>

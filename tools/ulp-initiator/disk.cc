@@ -2,7 +2,7 @@
 // tools/ulp-initiator/disk.cc - the two Disks (see disk.h).
 #include "tools/ulp-initiator/disk.h"
 
-#include "srpt/initiator.h"
+#include "srp/initiator/initiator.h"
 
 #include <algorithm>
 #include <cerrno>

@@ -15,7 +15,7 @@
 #include "core/dma_mem.h"
 #include "core/log.h"
 #include "iscsi/initiator/session.h"
-#include "iser/initiator.h"
+#include "iser/initiator/initiator.h"
 #include "providers/soft/soft.h"
 #include "tools/common/named_device.h"
 #include "tools/ulp-initiator/srp_session.h"

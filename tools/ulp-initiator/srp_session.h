@@ -5,7 +5,7 @@
 #pragma once
 
 #include "core/dma_mem.h"
-#include "srpt/initiator.h"
+#include "srp/initiator/initiator.h"
 #include "tools/ulp-initiator/disk.h"
 
 #include <memory>

@@ -6,7 +6,7 @@
 #pragma once
 
 #include "iscsi/initiator/session.h"
-#include "iser/initiator.h"
+#include "iser/initiator/initiator.h"
 #include "tools/ulp-initiator/disk.h"
 #include "tools/ulp-initiator/srp_session.h"
 

@@ -17,7 +17,7 @@
 //     hold the whole SRQ and starve the others. This scenario found a second one in ulp:
 //     credits beyond the SRQ's receives leave the flow control to RNR NAKs, under which
 //     some channels completed a hundredth of what others did; srpt now grants a channel
-//     on an SRQ its share of the receives (srpt/channel.h, credits).
+//     on an SRQ its share of the receives (srp/target/channel.h, credits).
 // Each nexus writes and reads its own 2 MiB and reads a shared 8 MiB that one session
 // wrote before (fill_region), so the data in flight is not bounded by the blocks a nexus
 // owns. A round's I/O lasts 8 x the profile's I/O burst, longer on a machine too slow for

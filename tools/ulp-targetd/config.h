@@ -107,7 +107,7 @@
 
 #include "core/log.h"
 #include "iscsi/target/target.h"
-#include "iser/target.h"
+#include "iser/target/target.h"
 #include "scsi/backstore.h"
 #include "scsi/lu.h"
 #include "scsi/tpg.h"

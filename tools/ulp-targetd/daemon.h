@@ -23,13 +23,13 @@
 #include "admin/rpc.h"
 #include "admin/server.h"
 #include "iscsi/target/tcp.h"
-#include "iser/target.h"
+#include "iser/target/target.h"
 #include "scsi/lu.h"
 #include "scsi/pr.h"
 #include "scsi/pr_store.h"
 #include "scsi/tpg.h"
-#include "srpt/portal.h"
-#include "srpt/target.h"
+#include "srp/target/portal.h"
+#include "srp/target/target.h"
 #include "tools/ulp-targetd/config.h"
 
 #include <chrono>

@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: MIT
-// srpt/channel.cc - an SRP channel's life: set-up, receives and the wait list, credits,
+// srp/target/channel.cc - an SRP channel's life: set-up, receives and the wait list, credits,
 // ioctxs, the zero-length-write close (see channel.h). The commands themselves are in
 // cmd.cc.
-#include "srpt/channel.h"
+#include "srp/target/channel.h"
 
 #include "core/log.h"
-#include "srpt/portal.h"
+#include "srp/target/portal.h"
 
 #include <algorithm>
 #include <cstring>

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// iser/initiator.h - the initiator's iSER transport (RFC 7145; Linux's ib_iser):
+// iser/initiator/initiator.h - the initiator's iSER transport (RFC 7145; Linux's ib_iser):
 // iSCSI PDUs in SEND messages behind the iSER header, SCSI data moved by the target with
 // RDMA READ and WRITE into buffers this side registers per command.
 //

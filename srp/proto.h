@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
-// srpt/proto.h - the SCSI RDMA Protocol's information units (T10 SRP r16a, and SRP-2's
+// srp/proto.h - the SCSI RDMA Protocol's information units (T10 SRP r16a, and SRP-2's
 // immediate data), as Linux's include/scsi/srp.h lays them out: parsers that check every
 // length and field a peer sends, and builders for what we send. Both ends use them (the
-// target in srpt/, the initiator, the fuzzers); nothing here allocates or touches the
-// network.
+// target in srp/target/, the initiator in srp/initiator/, the fuzzers); nothing here
+// allocates or touches the network.
 //
 // Byte layouts (offsets in bytes; multi-byte fields big-endian unless said; "tag" is the
 // initiator's opaque 8 bytes, echoed as they came):

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// srpt/target.h - the SRP target (T10 SRP r16a, SRP-2's immediate data; the kernel's
+// srp/target/target.h - the SRP target (T10 SRP r16a, SRP-2's immediate data; the kernel's
 // ib_srpt): one SRP target port, a fabric of the SCSI core, served on RDMA/CM portals.
 //
 // The pieces, and where they are:
@@ -34,7 +34,7 @@
 #include "scsi/reaper.h"
 #include "scsi/stats.h"
 #include "scsi/tpg.h"
-#include "srpt/proto.h"
+#include "srp/proto.h"
 
 #include <array>
 #include <chrono>

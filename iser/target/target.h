@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// iser/target.h - the iSER transport, target side (RFC 7145; the kernel's ib_isert):
+// iser/target/target.h - the iSER transport, target side (RFC 7145; the kernel's ib_isert):
 // RDMA/CM portals on a device (the soft provider or an rdma-core one) and one Conn per
 // connection, running the iSCSI session layer (Conn) over RDMA.
 //

@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: MIT
-// srpt/initiator.cc - the SRP initiator: login over RDMA/CM, the channels' resources, CM
+// srp/initiator/initiator.cc - the SRP initiator: login over RDMA/CM, the channels' resources, CM
 // events, polling, timers, logout and teardown (see initiator.h; commands are in
 // initiator_io.cc).
 #include "core/deadline.h"
 #include "core/drain.h"
 #include "core/log.h"
 #include "core/registry.h"
-#include "srpt/initiator_impl.h"
+#include "srp/initiator/initiator_impl.h"
 
 #include <poll.h>
 #include <sys/eventfd.h>

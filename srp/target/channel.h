@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// srpt/channel.h - one SRP RDMA channel of the target (the kernel's struct srpt_rdma_ch and
+// srp/target/channel.h - one SRP RDMA channel of the target (the kernel's struct srpt_rdma_ch and
 // its ioctxs), on rdma_conn/: its QP, CQ and rw contexts are an rdma::PortalConn's; its
 // work is serialised by Serial in Inline mode (completions on the CQ pool's workers,
 // CM events on the CM thread, SCSI callbacks on backstore threads: whichever thread brings
@@ -67,8 +67,8 @@
 #include "rw/sg_table.h"
 #include "scsi/cmd.h"
 #include "scsi/fabric_route.h"
-#include "srpt/proto.h"
-#include "srpt/target.h"
+#include "srp/proto.h"
+#include "srp/target/target.h"
 
 #include <boost/intrusive/list.hpp>
 #include <sys/uio.h>

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// srpt/proto.cc - the SRP information units (see srpt/proto.h for the byte layouts).
+// srp/proto.cc - the SRP information units (see srp/proto.h for the byte layouts).
 //
 // Every parser compares each length it is about to use with the buffer it was given,
 // before reading, and does its arithmetic in 64 bits: the lengths are the peer's 32-bit
@@ -7,7 +7,7 @@
 // kernel target. Builders check the output span and return 0 when the IU does not fit.
 // Tags are the initiator's opaque 8 bytes: Linux's ib_srp stores a host-order u64 and
 // the target echoes the bytes, so they are copied, never byte-swapped.
-#include "srpt/proto.h"
+#include "srp/proto.h"
 
 #include "core/byteorder.h"
 

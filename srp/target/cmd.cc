@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// srpt/cmd.cc - an SRP channel's commands: SRP_CMD and SRP_TSK_MGMT taken apart and given
+// srp/target/cmd.cc - an SRP channel's commands: SRP_CMD and SRP_TSK_MGMT taken apart and given
 // to the SCSI core, their data moved by rw contexts (one per remote descriptor, chained,
 // within the send queue's budget), and their SRP_RSPs (see channel.h).
 #include "core/log.h"
@@ -7,8 +7,8 @@
 #include "cq_poll/cq_poll.h"
 #include "scsi/core.h"
 #include "scsi/sense.h"
-#include "srpt/channel.h"
-#include "srpt/portal.h"
+#include "srp/target/channel.h"
+#include "srp/target/portal.h"
 
 #include <algorithm>
 #include <cstring>

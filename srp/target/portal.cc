@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// srpt/portal.cc - SRP logins over RDMA/CM and the per-device SRQs (see portal.h).
-#include "srpt/portal.h"
+// srp/target/portal.cc - SRP logins over RDMA/CM and the per-device SRQs (see portal.h).
+#include "srp/target/portal.h"
 
 #include "core/log.h"
 #include "core/registry.h"
@@ -180,7 +180,7 @@ std::unique_ptr<rdma::PortalConn> Portal::on_connect_request(CmEvent &ev, rdma::
 	                 req.imm_data_offset < req.req_it_iu_len;
 	if (imm)
 		p.imm_data_offset = req.imm_data_offset;
-	// READ credits as rdma_cm hands them to the passive side (see iser/target.cc): our
+	// READ credits as rdma_cm hands them to the passive side (see iser/target/target.cc): our
 	// RDMA READs of write data need the initiator to answer them.
 	const DeviceAttr &da = res.dev->attr();
 	accept->initiator_depth =

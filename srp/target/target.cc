@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
-// srpt/target.cc - the SRP target port: identifiers, logins' nexus decisions, teardown and
+// srp/target/target.cc - the SRP target port: identifiers, logins' nexus decisions, teardown and
 // the SCSI core's callbacks routed to channels (see target.h).
-#include "srpt/target.h"
+#include "srp/target/target.h"
 
 #include "core/log.h"
-#include "srpt/channel.h"
+#include "srp/target/channel.h"
 
 #include <algorithm>
 #include <cinttypes>

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// iser/initiator.cc - the initiator's iSER transport (see initiator_iser.h).
-#include "iser/initiator.h"
+// iser/initiator/initiator.cc - the initiator's iSER transport (see initiator_iser.h).
+#include "iser/initiator/initiator.h"
 
 #include "core/check.h"
 #include "core/cm.h"

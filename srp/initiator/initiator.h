@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// srpt/initiator.h - an SRP initiator (the kernel's ib_srp, over RDMA/CM): the tests' and
-// ulp-initiator's client of SRP targets (ulp-targetd's srpt/, LIO's ib_srpt).
+// srp/initiator/initiator.h - an SRP initiator (the kernel's ib_srp, over RDMA/CM): the tests' and
+// ulp-initiator's client of SRP targets (ulp-targetd's srp/target/, LIO's ib_srpt).
 //
 // Login (SRP r16a 6.2): one RDMA/CM connection per channel, each with
 // srp_login_req_rdma (56 bytes) as the connect request's private data: channel 0 with
@@ -47,7 +47,7 @@
 // calls everything.
 #pragma once
 
-#include "srpt/proto.h"
+#include "srp/proto.h"
 
 #include <array>
 #include <chrono>

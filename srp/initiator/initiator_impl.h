@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
-// srpt/initiator_impl.h - the SRP initiator's insides (see initiator.h), shared by
+// srp/initiator/initiator_impl.h - the SRP initiator's insides (see initiator.h), shared by
 // initiator.cc (login, CM events, polling, teardown) and initiator_io.cc (commands, their
 // registrations and descriptors, responses, credits, task management). Private: nothing
-// outside srpt/initiator*.cc includes it.
+// outside srp/initiator/ includes it.
 //
 // One channel (Chan) is what ib_srp calls a struct srp_rdma_ch: an RDMA/CM id with its QP,
 // and here also its own PD. A PD per channel (ib_srp shares one per device) makes a failed
@@ -27,7 +27,7 @@
 #include "cq_poll/cq_poll.h"
 #include "mr_pool/mr_pool.h"
 #include "rdma_conn/ring.h"
-#include "srpt/initiator.h"
+#include "srp/initiator/initiator.h"
 
 #include <chrono>
 #include <deque>

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// srpt/portal.h - an SRP target portal: an RDMA/CM listener (rdma::Portal) whose connect
+// srp/target/portal.h - an SRP target portal: an RDMA/CM listener (rdma::Portal) whose connect
 // requests are SRP logins (the kernel's srpt_cm_req_recv, over RDMA/CM only: SRP has no
 // well-known port; Linux's tests use 5555).
 //
@@ -24,8 +24,8 @@
 #pragma once
 
 #include "rdma_conn/portal.h"
-#include "srpt/channel.h"
-#include "srpt/target.h"
+#include "srp/target/channel.h"
+#include "srp/target/target.h"
 
 #include <map>
 #include <memory>

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// iser/target.cc - the iSER transport, target side (see target.h).
-#include "iser/target.h"
+// iser/target/target.cc - the iSER transport, target side (see target.h).
+#include "iser/target/target.h"
 
 #include "core/log.h"
 #include "iscsi/target/conn.h"

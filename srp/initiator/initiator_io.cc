@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
-// srpt/initiator_io.cc - the SRP initiator's commands: the data buffer registered and
+// srp/initiator/initiator_io.cc - the SRP initiator's commands: the data buffer registered and
 // described (ib_srp's srp_map_data), SRP_CMD posted behind its REG_MRs, SRP_RSP and the
 // target's other IUs taken apart, keys invalidated before a command is handed back, credits,
 // task management and logout (see initiator.h, initiator_impl.h).
 #include "core/log.h"
-#include "srpt/initiator_impl.h"
+#include "srp/initiator/initiator_impl.h"
 
 #include <algorithm>
 #include <cerrno>
