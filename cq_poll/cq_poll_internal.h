@@ -93,6 +93,14 @@ struct PollCq {
 	std::atomic<int> dim_max_level{-1};   // (relaxed)
 };
 
+// The one way a threaded CQ's RunState changes (under the lock that guards it). The trace
+// point's object is the Cq, the address the ULP holds and ulp:cq_pass reports, so that a
+// tracer joins one CQ's state changes and passes.
+inline void set_run_state(PollCq &p, RunState next)
+{
+	change_state(&p.state, next, kRunStates, p.cq.get());
+}
+
 using ReadyList =
     boost::intrusive::list<PollCq,
                            boost::intrusive::member_hook<PollCq, ReadyHook, &PollCq::ready_hook>,
