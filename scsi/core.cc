@@ -279,7 +279,7 @@ void cmd_finish(Cmd *cmd)
 	ULP_TRACE(scsi_cmd_done, cmd, unsigned(cmd->status), int(aborted), lat);
 	if (aborted && !cmd->send_tas)
 		f.aborted_task(cmd);
-	else if (data_in)
+	else if (data_in) // never for an aborted command (data_in above)
 		f.queue_data_in(cmd);
 	else
 		f.queue_status(cmd);
