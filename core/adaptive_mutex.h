@@ -31,6 +31,7 @@ public:
 	void lock() { pthread_mutex_lock(&m_); }
 	bool try_lock() { return pthread_mutex_trylock(&m_) == 0; }
 	void unlock() { pthread_mutex_unlock(&m_); }
+	pthread_mutex_t *native_handle() { return &m_; } // for ULP_ASSERT_HELD (core/lock_assert.h)
 
 private:
 	pthread_mutex_t m_;

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // core/dma_heap.cc - the buddy allocator over a registered region (see dma_heap.h).
 #include "core/dma_heap.h"
+#include "core/lock_assert.h"
 
 #include "core/log.h"
 #include "core/mem_map.h"
@@ -120,6 +121,7 @@ void *DmaHeap::alloc(size_t len)
 
 void *DmaHeap::alloc_locked(unsigned want)
 {
+	ULP_ASSERT_HELD(lock_);
 	unsigned o = want;
 	while (o <= max_order_ && head_[o] == npos)
 		o++;
@@ -174,6 +176,7 @@ void DmaHeap::free(void *p)
 
 void DmaHeap::release_locked(size_t u, unsigned o)
 {
+	ULP_ASSERT_HELD(lock_);
 	used_ -= size_t(1) << o;
 	// Merge with the buddy while it is free and whole.
 	while (o < max_order_) {

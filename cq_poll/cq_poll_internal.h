@@ -20,6 +20,7 @@
 
 #include "core/check.h"
 #include "core/epoll_loop.h"
+#include "core/lock_assert.h"
 #include "cq_poll/cq_poll.h"
 #include "cq_poll/dim.h"
 
@@ -93,11 +94,13 @@ struct PollCq {
 	std::atomic<int> dim_max_level{-1};   // (relaxed)
 };
 
-// The one way a threaded CQ's RunState changes (under the lock that guards it). The trace
-// point's object is the Cq, the address the ULP holds and ulp:cq_pass reports, so that a
-// tracer joins one CQ's state changes and passes.
-inline void set_run_state(PollCq &p, RunState next)
+// The one way a threaded CQ's RunState changes, under lock, the one that guards it (its
+// Poller's for a Softirq CQ, the WorkPool's for a workqueue CQ), which the caller holds. The
+// trace point's object is the Cq, the address the ULP holds and ulp:cq_pass reports, so
+// that a tracer joins one CQ's state changes and passes.
+inline void set_run_state(PollCq &p, RunState next, std::mutex &lock)
 {
+	ULP_ASSERT_HELD(lock);
 	change_state(&p.state, next, kRunStates, p.cq.get());
 }
 

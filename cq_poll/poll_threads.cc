@@ -76,7 +76,7 @@ void WorkPool::kick(PollCq &p)
 		}
 		if (p.state == RunState::Queued)
 			return;
-		set_run_state(p, RunState::Queued);
+		set_run_state(p, RunState::Queued, lock);
 		queue_of(p).push_back(p);
 	}
 	// A bound CQ wakes its own worker only: waking them all cost a thread switch
@@ -96,7 +96,7 @@ int WorkPool::kill(PollCq &p)
 	p.abort.store(true, std::memory_order_relaxed);
 	if (p.state == RunState::Queued) {
 		queue_of(p).erase(queue_of(p).iterator_to(p));
-		set_run_state(p, RunState::Idle);
+		set_run_state(p, RunState::Idle, lock);
 	}
 	while (p.state == RunState::Running)
 		if (!done_cv_.wait_for(g, kStopTimeout,
@@ -129,7 +129,7 @@ void WorkPool::work(int i)
 		}
 		PollCq &p = q->front();
 		q->pop_front();
-		set_run_state(p, RunState::Running);
+		set_run_state(p, RunState::Running, lock);
 		p.runner = self;
 		p.again = false;
 		g.unlock();
@@ -137,15 +137,15 @@ void WorkPool::work(int i)
 		g.lock();
 		p.runner = {};
 		if (p.dying) {
-			set_run_state(p, RunState::Idle);
+			set_run_state(p, RunState::Idle, lock);
 			done_cv_.notify_all();
 			continue;
 		}
 		if (more || p.again) {
-			set_run_state(p, RunState::Queued);
+			set_run_state(p, RunState::Queued, lock);
 			queue_of(p).push_back(p); // requeue_work: behind the others
 		} else {
-			set_run_state(p, RunState::Idle);
+			set_run_state(p, RunState::Idle, lock);
 		}
 		p.again = false;
 	}
@@ -189,6 +189,7 @@ void Poller::wake()
 
 void Poller::on_event_locked(Cq *c)
 {
+	ULP_ASSERT_HELD(lock);
 	auto it = cqs.find(c);
 	if (it == cqs.end())
 		return; // freed since the event was raised
@@ -202,7 +203,7 @@ void Poller::on_event_locked(Cq *c)
 	if (p.state == RunState::Running)
 		p.again = true; // the pass may already have polled past it
 	else if (p.state == RunState::Idle) {
-		set_run_state(p, RunState::Queued);
+		set_run_state(p, RunState::Queued, lock);
 		ready.push_back(p);
 	}
 }
@@ -253,7 +254,7 @@ void Poller::run()
 		}
 		PollCq &p = ready.front();
 		ready.pop_front();
-		set_run_state(p, RunState::Running);
+		set_run_state(p, RunState::Running, lock);
 		p.runner = self;
 		p.again = false;
 		g.unlock();
@@ -261,15 +262,15 @@ void Poller::run()
 		g.lock();
 		p.runner = {};
 		if (p.dying) {
-			set_run_state(p, RunState::Idle);
+			set_run_state(p, RunState::Idle, lock);
 			done_cv.notify_all();
 			continue;
 		}
 		if (more || p.again) {
-			set_run_state(p, RunState::Queued);
+			set_run_state(p, RunState::Queued, lock);
 			ready.push_back(p); // budget used up: the other CQs go first
 		} else {
-			set_run_state(p, RunState::Idle);
+			set_run_state(p, RunState::Idle, lock);
 		}
 		p.again = false;
 	}
@@ -290,7 +291,7 @@ int Poller::kill(PollCq &p)
 		p.abort.store(true, std::memory_order_relaxed);
 		if (p.state == RunState::Queued) {
 			ready.erase(ready.iterator_to(p));
-			set_run_state(p, RunState::Idle);
+			set_run_state(p, RunState::Idle, lock);
 		}
 		while (p.state == RunState::Running)
 			if (!done_cv.wait_for(g, kStopTimeout,

@@ -3,6 +3,7 @@
 #include "rdma_conn/portal.h"
 
 #include "core/drain.h"
+#include "core/lock_assert.h"
 #include "core/log.h"
 #include "core/thread_name.h"
 #include "cq_poll/cq_poll.h"
@@ -251,6 +252,7 @@ void Portal::stop()
 
 void Portal::free_device_res(Device *dev, DeviceRes &r)
 {
+	ULP_ASSERT_NOT_HELD(lock_);
 	release_device(r);
 	r.heap.reset();
 	const bool last = pool_user_drop(*dev);
@@ -317,6 +319,7 @@ void Portal::schedule_close(PortalConn *c)
 
 DeviceRes *Portal::device_res(Device &dev, int *err)
 {
+	ULP_ASSERT_HELD(lock_);
 	auto it = devices_.find(&dev);
 	if (it != devices_.end())
 		return &it->second;
@@ -375,6 +378,7 @@ void Portal::note_removal(CmId *id)
 
 void Portal::handle_removals()
 {
+	ULP_ASSERT_NOT_HELD(lock_);
 	// Event thread. The listener whose device went away is destroyed here (its handler may
 	// be waiting for lock_: never under it).
 	std::unique_ptr<CmId> dead;
@@ -571,6 +575,7 @@ void Portal::reap(const std::vector<PortalConn *> &all)
 	// after). Connections that are drained (no completion will come) and finished (every
 	// command released, nothing in flight; checked under their own lock) are freed. Only
 	// this thread frees, so the pointers stay valid meanwhile.
+	ULP_ASSERT_NOT_HELD(lock_);
 	for (PortalConn *c : all) {
 		if (!c->drained() || !c->finished())
 			continue;

@@ -14,6 +14,7 @@
 // backstore, or a loop ring's own loop thread, which drains the ring before it exits.
 #include "scsi/bs_file_ring.h"
 #include "core/check.h"
+#include "core/lock_assert.h"
 #include "core/log.h"
 #include "core/thread_name.h"
 
@@ -254,6 +255,7 @@ void FileRing::close(bool rings_locked)
 	std::unique_lock g(dev->rings_lock, std::defer_lock);
 	if (!rings_locked)
 		g.lock();
+	ULP_ASSERT_HELD(dev->rings_lock);
 	ctr_.fold_into(&dev->retired);
 	std::erase(dev->loop_rings, this);
 	dev->rings_closed.notify_all();

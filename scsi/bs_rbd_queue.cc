@@ -2,6 +2,7 @@
 // scsi/bs_rbd_queue.cc - the rbd backstore's request queues (see bs_rbd_queue.h).
 #include "scsi/bs_rbd_queue.h"
 
+#include "core/lock_assert.h"
 #include "core/log.h"
 #include "core/thread_name.h"
 
@@ -460,6 +461,7 @@ void RbdQueue::close(bool qs_locked)
 		std::unique_lock g(dev->qs_lock, std::defer_lock);
 		if (!qs_locked)
 			g.lock();
+		ULP_ASSERT_HELD(dev->qs_lock);
 		std::erase(dev->loop_qs, this);
 		dev->qs_changed.notify_all();
 	}

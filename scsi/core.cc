@@ -12,7 +12,7 @@
 // callback, an execute function or a backstore submit.
 #include "scsi/core.h"
 #include "core/check.h"
-
+#include "core/lock_assert.h"
 #include "core/log.h"
 #include "core/trace.h"
 #include "scsi/core_internal.h"
@@ -138,6 +138,10 @@ enum class Start {
 // or waiting) and count themselves in their own part.
 bool may_start(LogicalUnit &lu, Cmd *cmd)
 {
+	if (cmd->task_attr == TaskAttr::Ordered)
+		ULP_ASSERT_HELD_ALL(lu.lock_);
+	else
+		ULP_ASSERT_HELD(task_lock(cmd));
 	switch (cmd->task_attr) {
 	case TaskAttr::HeadOfQueue:
 		return true;
@@ -159,6 +163,7 @@ bool may_start(LogicalUnit &lu, Cmd *cmd)
 // Under lu.lock_.lock_all: move the dormant commands that may start now into run, in order.
 void restart_dormant(LogicalUnit &lu, CmdDormantList &run)
 {
+	ULP_ASSERT_HELD_ALL(lu.lock_);
 	while (!lu.dormant_.empty()) {
 		Cmd &c = lu.dormant_.front();
 		if (c.task_attr == TaskAttr::Ordered) {
@@ -183,6 +188,10 @@ void restart_dormant(LogicalUnit &lu, CmdDormantList &run)
 // task set and its count, its state final. Whether it was aborted.
 bool leave_task_set(LogicalUnit &lu, Cmd *cmd)
 {
+	if (cmd->task_attr == TaskAttr::Ordered)
+		ULP_ASSERT_HELD_ALL(lu.lock_);
+	else
+		ULP_ASSERT_HELD(task_lock(cmd));
 	const bool aborted = cmd->aborted;
 	LogicalUnit::TaskShard &t = lu.task_shards_[cmd->shard];
 	if (cmd->counted) {

@@ -12,6 +12,7 @@
 // across a fabric callback or a backstore submit.
 #pragma once
 
+#include "core/lock_assert.h"
 #include "core/shard_lock.h"
 #include "scsi/backstore.h"
 #include "scsi/cmd.h"
@@ -255,6 +256,7 @@ public:
 	// false to stop.
 	template <class F> void for_each_task(F &&f)
 	{
+		ULP_ASSERT_HELD_ALL(lock_);
 		for (TaskShard &t : task_shards_)
 			for (Cmd &c : t.tasks)
 				if (!f(c))

@@ -35,6 +35,7 @@
 
 #include "core/byteorder.h"
 #include "core/crc32c.h"
+#include "core/lock_assert.h"
 #include "core/log.h"
 
 #include <algorithm>
@@ -379,6 +380,7 @@ PrUndo pr_undo_save(const PrState &pr)
 
 void pr_undo_restore(PrState &pr, PrUndo &&u)
 {
+	ULP_ASSERT_HELD(pr.lock);
 	pr.regs = std::move(u.regs);
 	pr.type = u.type;
 	pr.holder = u.holder;

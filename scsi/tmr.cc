@@ -28,6 +28,7 @@
 // (the function's response covers it); TASK ABORTED status when it belongs to another
 // nexus and the LU has TAS set (SAM-5 5.6); otherwise nothing, plus a COMMANDS CLEARED BY
 // ANOTHER INITIATOR unit attention for its nexus (SAM-5 CLEAR TASK SET, TAS 0).
+#include "core/lock_assert.h"
 #include "scsi/core.h"
 #include "scsi/core_internal.h"
 #include "scsi/fabric.h"
@@ -71,6 +72,7 @@ bool try_get(Cmd *cmd)
 // a command already answered.
 void abort_locked(LogicalUnit &lu, Cmd *cmd, bool tas, LogicalUnit::TmrWait *w, AbortWork &work)
 {
+	ULP_ASSERT_HELD_ALL(lu.lock_);
 	if (cmd->state == CmdState::Complete || cmd->state == CmdState::Aborted)
 		return;
 	if (w)
@@ -107,6 +109,7 @@ void do_work(AbortWork &work)
 // Register w on lu if it waits for anything (under lu.lock_.lock_all); counts it in tmr->pending.
 void add_wait(LogicalUnit &lu, LogicalUnit::TmrWait *&w)
 {
+	ULP_ASSERT_HELD_ALL(lu.lock_);
 	if (w->cmds.empty()) {
 		delete w;
 		w = nullptr;
@@ -278,6 +281,7 @@ void abort_nexus_tasks(LogicalUnit &lu, Tmr *tmr, std::span<const NexusId> which
 // core.cc calls this under lu.lock_.lock_all when cmd ends.
 void tmr_cmd_finished(LogicalUnit &lu, Cmd *cmd, std::vector<Tmr *> &done)
 {
+	ULP_ASSERT_HELD_ALL(lu.lock_);
 	for (auto it = lu.tmr_waits_.begin(); it != lu.tmr_waits_.end();) {
 		LogicalUnit::TmrWait *w = *it;
 		std::erase(w->cmds, cmd);

@@ -2,6 +2,7 @@
 // scsi/tpg.cc - target port groups, ACLs, sessions and their teardown.
 #include "scsi/tpg.h"
 
+#include "core/lock_assert.h"
 #include "core/log.h"
 #include "scsi/core_internal.h"
 #include "scsi/fabric.h"
@@ -85,6 +86,7 @@ int Tpg::remove_lun(uint64_t lun, LogicalUnit **lu)
 
 void Tpg::luns_changed_locked(const LogicalUnit *skip)
 {
+	ULP_ASSERT_HELD_ALL(lock_);
 	// SPC-4 5.14 (the logical unit inventory changed): every I_T nexus hears REPORTED LUNS
 	// DATA HAS CHANGED. A nexus whose ACL maps LUNs of its own sees no change. It is queued
 	// on the LUs the nexus has used (ua_add_if_seen): one it has not used reports POWER ON

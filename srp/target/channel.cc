@@ -4,6 +4,7 @@
 // cmd.cc.
 #include "srp/target/channel.h"
 
+#include "core/lock_assert.h"
 #include "core/log.h"
 #include "srp/target/portal.h"
 
@@ -418,6 +419,7 @@ static bool spends_credit(int op)
 
 bool Channel::process_iu(RecvIoctx *r)
 {
+	ULP_ASSERT_HELD(*this); // the serialiser: a channel's work is its holder's
 	const std::span<const uint8_t> iu(static_cast<const uint8_t *>(r->buf->addr), r->byte_len);
 	const int op = srp::iu_opcode(iu);
 	Ioctx *x = nullptr;
@@ -521,6 +523,7 @@ void Channel::publish()
 
 uint32_t Channel::take_delta()
 {
+	ULP_ASSERT_HELD(*this); // the serialiser: a channel's work is its holder's
 	// channel.h's credits: each response returns its own request's credit and whatever is owed:
 	// 1 + owed, which keeps window_ where it is. On an SRQ, what brings window_ to the
 	// channel's share instead (channel.h): less while others joined, more once they left.

@@ -2,6 +2,7 @@
 // srp/target/cmd.cc - an SRP channel's commands: SRP_CMD and SRP_TSK_MGMT taken apart and given
 // to the SCSI core, their data moved by rw contexts (one per remote descriptor, chained,
 // within the send queue's budget), and their SRP_RSPs (see channel.h).
+#include "core/lock_assert.h"
 #include "core/log.h"
 #include "core/trace.h"
 #include "cq_poll/cq_poll.h"
@@ -342,6 +343,7 @@ void Channel::build_rsp(Ioctx *x)
 
 void Channel::send_rsp(Ioctx *x)
 {
+	ULP_ASSERT_HELD(*this); // the serialiser: a channel's work is its holder's
 	rdma::prepare_send(*x, x->rsp_len);
 	x->job = RwJob::None;
 	x->n_rw = 0;
@@ -531,6 +533,7 @@ void Channel::destroy_rw(Ioctx *x)
 
 void Channel::start_rw(Ioctx *x, RwJob job, uint32_t len)
 {
+	ULP_ASSERT_HELD(*this); // the serialiser: a channel's work is its holder's
 	x->job = job;
 	x->rw_len = len;
 	x->n_rw = 0;
@@ -555,6 +558,7 @@ void Channel::start_rw(Ioctx *x, RwJob job, uint32_t len)
 
 bool Channel::post_rw(Ioctx *x)
 {
+	ULP_ASSERT_HELD(*this); // the serialiser: a channel's work is its holder's
 	// A response alone: one SEND.
 	if (x->job == RwJob::None) {
 		if (sq_avail_ == 0)
@@ -630,6 +634,7 @@ void Channel::plug_end(void *arg)
 
 void Channel::flush_plug()
 {
+	ULP_ASSERT_HELD(*this); // the serialiser: a channel's work is its holder's
 	if (plug_.empty())
 		return;
 	for (auto it = plug_.begin(), nx = std::next(it); nx != plug_.end(); it = nx++)
