@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // iscsi/target/tcp.cc - the iSCSI/TCP transport (see tcp.h).
 #include "iscsi/target/tcp.h"
+#include "core/bounded_thread.h"
 #include "core/deadline.h"
 #include "core/epoll_loop.h"
 #include "core/log.h"
@@ -122,7 +123,7 @@ private:
 	TcpConfig cfg_;
 	int index_;
 	EpollLoop loop_; // "tcp worker N": the epoll set, post()'s queue, the loop's end
-	std::thread thread_;
+	BoundedThread thread_;
 	std::thread::id tid_;
 	std::atomic<bool> stop_{false};
 	std::vector<int> pre_listen_;                      // add_listener's, until start()
@@ -380,7 +381,7 @@ int TcpWorker::start()
 		if (int rc = listen_on(fd); rc != 0)
 			return rc;
 	pre_listen_.clear();
-	thread_ = std::thread([this] { run(); });
+	thread_.start([this] { run(); });
 	// Named and bound here, before start() returns: once the daemon says it is ready, its
 	// workers are what /proc and its configuration say.
 	set_thread_name(thread_.native_handle(), "ulp-tcp/" + std::to_string(index_));
@@ -406,7 +407,7 @@ void TcpWorker::stop()
 		return;
 	stop_ = true;
 	loop_.wake();
-	thread_.join();
+	thread_.join(log::Sub::Iscsi, "a TCP worker (a connection's teardown hangs?)");
 }
 
 int TcpWorker::listen_on(int fd)
