@@ -6,7 +6,6 @@
 #include "core/check.h"
 #include "core/log.h"
 
-#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -44,40 +43,57 @@ int EpollLoop::init()
 	return 0;
 }
 
-int EpollLoop::add_own(int fd, uint32_t tag)
+int EpollLoop::add_item(std::unique_ptr<Item> item, ItemList &list)
 {
-	auto item = std::make_unique<Item>(Item{fd, nullptr, tag, true});
 	epoll_event ev{};
-	ev.events = EPOLLIN;
+	ev.events = item->events;
 	ev.data.ptr = item.get();
-	if (epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev) != 0)
+	if (epoll_ctl(epfd_, EPOLL_CTL_ADD, item->fd, &ev) != 0)
 		return -errno;
-	own_.push_back(std::move(item));
+	list.push_back(std::move(item));
 	return 0;
 }
 
-int EpollLoop::add_fd(int fd, LoopWatch *w)
+EpollLoop::ItemList::iterator EpollLoop::find_watch(int fd)
+{
+	return std::find_if(watches_.begin(), watches_.end(),
+	                    [&](const auto &i) { return i->fd == fd; });
+}
+
+int EpollLoop::add_own(int fd, uint32_t tag)
+{
+	return add_item(std::make_unique<Item>(Item{fd, nullptr, tag, true, EPOLLIN}), own_);
+}
+
+int EpollLoop::add_fd(int fd, LoopWatch *w, uint32_t events)
 {
 	// The rule of core/event_loop.h: a caller off the loop thread is a bug of the layer
 	// above, and the set would be changed under a running turn.
 	ULP_CHECK(std::this_thread::get_id() == owner_, "{}: add_fd off the loop thread", name_);
 	if (ending_)
 		return -ESHUTDOWN;
-	auto item = std::make_unique<Item>(Item{fd, w, 0, false});
+	return add_item(std::make_unique<Item>(Item{fd, w, 0, false, events}), watches_);
+}
+
+int EpollLoop::modify(int fd, uint32_t events)
+{
+	ULP_CHECK(std::this_thread::get_id() == owner_, "{}: modify off the loop thread", name_);
+	auto it = find_watch(fd);
+	if (it == watches_.end())
+		return -ENOENT;
 	epoll_event ev{};
-	ev.events = EPOLLIN;
-	ev.data.ptr = item.get();
-	if (epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev) != 0)
+	ev.events = events;
+	ev.data.ptr = it->get();
+	if (epoll_ctl(epfd_, EPOLL_CTL_MOD, fd, &ev) != 0)
 		return -errno;
-	watches_.push_back(std::move(item));
+	(*it)->events = events;
 	return 0;
 }
 
 void EpollLoop::del_fd(int fd)
 {
 	ULP_CHECK(std::this_thread::get_id() == owner_, "{}: del_fd off the loop thread", name_);
-	auto it = std::find_if(watches_.begin(), watches_.end(),
-	                       [&](const auto &i) { return i->fd == fd; });
+	auto it = find_watch(fd);
 	if (it == watches_.end())
 		return;
 	epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr);
@@ -121,8 +137,8 @@ void EpollLoop::run_posted()
 
 int EpollLoop::turn(int timeout_ms, std::span<uint32_t> own)
 {
-	epoll_event evs[32];
-	const int n = epoll_wait(epfd_, evs, 32, timeout_ms);
+	epoll_event evs[kBatch];
+	const int n = epoll_wait(epfd_, evs, kBatch, timeout_ms);
 	if (n < 0)
 		return errno == EINTR ? 0 : -errno;
 	size_t nown = 0;
@@ -133,7 +149,7 @@ int EpollLoop::turn(int timeout_ms, std::span<uint32_t> own)
 			(void)!::read(evfd_, &v, sizeof(v));
 			run_posted();
 		} else if (item->w) {
-			item->w->loop_readable();
+			item->w->loop_events(evs[i].events);
 		} else if (item->own && nown < own.size()) {
 			own[nown++] = item->tag;
 		}

@@ -3,14 +3,14 @@
 // runs it: "this thread is a loop; here is how to watch a descriptor on it" (SPDK's
 // spdk_thread with its pollers and messages; the kernel's per-CPU workqueues).
 //
-// A thread that runs an event loop (iscsi/target/tcp.cc's TcpWorker; cq_poll's pollers, on
-// core/epoll_loop.h) installs an EventLoop for its lifetime (EventLoopScope). Code running on
-// that thread - a backstore's submit() called by the SCSI core from a connection's PDU or
-// from an RDMA completion - finds it with this_event_loop() and may
-// keep per-thread resources there: the file backstore's io_uring per worker, whose eventfd
-// the loop watches and whose completions it reaps on the thread that submitted them, so
-// that nothing of one I/O is shared with another worker. A thread without a
-// loop (this_event_loop() == nullptr) gets the resource's thread-neutral form instead.
+// A thread that runs an event loop (iscsi/target/tcp.cc's TcpWorker and cq_poll's pollers,
+// both on core/epoll_loop.h) installs an EventLoop for its lifetime (EventLoopScope). Code
+// running on that thread - a backstore's submit() called by the SCSI core from a connection's
+// PDU or from an RDMA completion - finds it with this_event_loop() and may keep per-thread
+// resources there: the file backstore's io_uring per worker, whose eventfd the loop watches
+// and whose completions it reaps on the thread that submitted them, so that nothing of one
+// I/O is shared with another worker. A thread without a loop (this_event_loop() == nullptr)
+// gets the resource's thread-neutral form instead.
 //
 // Rules, which every EventLoop keeps:
 //   - add_fd, del_fd: on the loop's own thread only. A watch's callbacks run on that thread.
@@ -24,6 +24,7 @@
 //     the thread exits: the watch ends its work there (bounded) and calls del_fd.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 
 namespace ulp
@@ -37,6 +38,14 @@ public:
 	// The watched descriptor is readable. Level triggered: called again on a later turn
 	// while it stays readable.
 	virtual void loop_readable() = 0;
+	// What fired, for a watch the loop was asked to wait for more than readability on
+	// (EpollLoop::add_fd with a mask): epoll(7)'s bits, EPOLLERR and EPOLLHUP included. A
+	// watch that only reads keeps this default.
+	virtual void loop_events(uint32_t events)
+	{
+		(void)events;
+		loop_readable();
+	}
 	// The loop is ending: finish or abandon the work kept on it (bounded), then del_fd. The
 	// loop is no longer installed on the thread (this_event_loop() is null).
 	virtual void loop_ending() = 0;

@@ -18,6 +18,7 @@
 // No lock is held while a done() callback runs.
 #pragma once
 
+#include "core/bounded_thread.h"
 #include "core/check.h"
 #include "core/epoll_loop.h"
 #include "core/lock_assert.h"
@@ -125,25 +126,6 @@ inline bool threaded(PollCtx c)
 	return c == PollCtx::Softirq || c == PollCtx::Workqueue || c == PollCtx::UnboundWorkqueue;
 }
 
-// A thread whose exit can be waited for with a bound (std::thread has no timed join).
-struct BoundedThread {
-	std::thread thr;
-	std::future<void> exited; // ready once the body has returned
-
-	template <class F> void start(F &&body)
-	{
-		std::promise<void> p;
-		exited = p.get_future();
-		thr = std::thread([body = std::forward<F>(body), p = std::move(p)]() mutable {
-			body();
-			p.set_value();
-		});
-	}
-	// Join; after kStopTimeout log what we wait for (a done() callback that blocks) and
-	// keep waiting: returning early would leave the thread running on freed state.
-	void join(const char *what);
-};
-
 // __ib_process_cq: poll batches into wcs, dispatch, until a short batch or the budget.
 int process_cq(PollCq &p, int budget, std::span<Wc> wcs);
 // One pass of a threaded CQ: up to budget, then (under budget) re-arm and poll once more,
@@ -185,7 +167,7 @@ private:
 	std::vector<ReadyList> bound_;             // per worker: Workqueue CQs bound to it (lock)
 	ReadyList unbound_;                        // UnboundWorkqueue CQs, any worker (lock)
 	bool stop_ = false; // workers exit when their queues are empty (lock)
-	std::vector<cqp::BoundedThread> workers_;
+	std::vector<BoundedThread> workers_;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -227,7 +209,7 @@ struct Poller {
 	std::unordered_map<const Cq *, PollCq *> cqs; // CQs attached here (lock)
 	ReadyList ready;                              // Softirq CQs with work (lock)
 	bool stop = false;                            // the thread should exit (lock)
-	cqp::BoundedThread thr;
+	BoundedThread thr;
 };
 
 // ---------------------------------------------------------------------------------------------

@@ -30,18 +30,6 @@ const char *run_state_str(RunState s)
 	return "?";
 }
 
-void cqp::BoundedThread::join(const char *what)
-{
-	if (!thr.joinable())
-		return;
-	if (exited.wait_for(kStopTimeout) != std::future_status::ready)
-		ULP_LOG(Warn, CqPoll,
-		        "{} did not stop within {} s (a done() callback blocked?); still "
-		        "waiting",
-		        what, static_cast<long long>(kStopTimeout.count()));
-	thr.join();
-}
-
 // ---------------------------------------------------------------------------------------------
 // The completion work pool
 
@@ -61,7 +49,8 @@ WorkPool::~WorkPool()
 	}
 	notify_all();
 	for (auto &w : workers_)
-		w.join("completion worker");
+		w.join(log::Sub::CqPoll, "completion worker (a done() callback blocked?)",
+		       kStopTimeout);
 }
 
 void WorkPool::kick(PollCq &p)
@@ -179,7 +168,7 @@ Poller::~Poller()
 		stop = true;
 	}
 	wake();
-	thr.join("poller thread");
+	thr.join(log::Sub::CqPoll, "poller thread (a done() callback blocked?)", kStopTimeout);
 }
 
 void Poller::wake()

@@ -12,7 +12,7 @@ namespace ulp::scsi
 Reaper::Reaper(std::string name, std::chrono::milliseconds timeout)
     : name_(std::move(name)), timeout_(timeout)
 {
-	thread_ = std::thread([this] { loop(); });
+	thread_.start([this] { loop(); });
 }
 
 Reaper::~Reaper()
@@ -22,7 +22,7 @@ Reaper::~Reaper()
 		stop_ = true;
 		cv_.notify_all();
 	}
-	thread_.join();
+	thread_.join(log::Sub::Scsi, (name_ + " (nexuses still closing)").c_str());
 }
 
 void Reaper::close(Nexus *s, std::function<void()> done)

@@ -15,6 +15,8 @@
 // Locking: lock_ guards the queue and the counters; done() runs without it.
 #pragma once
 
+#include "core/bounded_thread.h"
+
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -61,7 +63,7 @@ private:
 	size_t busy_ = 0;       // entries taken off queue_ and not yet done
 	uint64_t timeouts_ = 0; // close_session attempts that timed out
 	bool stop_ = false;     // the thread exits once queue_ is empty
-	std::thread thread_;
+	BoundedThread thread_;
 };
 
 } // namespace ulp::scsi

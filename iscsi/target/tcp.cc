@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 // iscsi/target/tcp.cc - the iSCSI/TCP transport (see tcp.h).
 #include "iscsi/target/tcp.h"
+#include "core/bounded_thread.h"
 #include "core/deadline.h"
-#include "core/event_loop.h"
+#include "core/epoll_loop.h"
 #include "core/log.h"
 #include "core/thread_name.h"
 
@@ -14,7 +15,6 @@
 #include <netinet/tcp.h>
 #include <sched.h>
 #include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -58,41 +58,41 @@ std::string addr_str(const sockaddr_storage &ss)
 
 class TcpConn;
 
-// What an epoll event names (data.ptr): a listening socket, a connection, or a descriptor
-// another layer watches on the worker (core/event_loop.h). The eventfd is nullptr.
-struct EpollItem {
-	enum class Kind : uint8_t { Listener, Conn, Watch } kind;
-	int fd = -1; // listeners, watches: the descriptor
+// A listening socket (a portal) watched on worker 0's loop: readable means connections wait
+// in its backlog.
+struct Listener final : LoopWatch {
+	Listener(TcpWorker &w, int fd) : w(w), fd(fd) {}
+	void loop_readable() override;
+	// The loop ends: stop watching. The socket stays open, as the portal does (TcpServer
+	// closes it through stop_accepting or close_portal).
+	void loop_ending() override;
+
+	TcpWorker &w;
+	const int fd; // the listening socket, owned by the worker (closed when the portal goes)
 };
 
-// A descriptor watched for another layer (add_fd); w is null once del_fd ran.
-struct WatchItem : EpollItem {
-	LoopWatch *w = nullptr; // called on loop_readable, or null: removed this turn
-};
-
-// A worker is an EventLoop: a backstore's per-worker ring is watched and reaped here, so its
-// completions run on the worker that submitted them: one I/O never crosses threads.
-class TcpWorker final : public EventLoop
+// A worker thread runs an EpollLoop (core/epoll_loop.h) and installs it as the thread's
+// EventLoop: its listeners and connections are watches of that loop, and so is a
+// backstore's per-worker ring, whose completions then run on the worker that submitted them:
+// one I/O never crosses threads. Other threads reach the worker through the loop's post().
+class TcpWorker
 {
 public:
 	TcpWorker(Target &t, const TcpConfig &cfg, int index);
 	~TcpWorker();
 
+	// Before start(): a listening socket for worker 0 to accept on.
+	void add_listener(int fd) { pre_listen_.push_back(fd); }
+	void set_peers(std::vector<TcpWorker *> all) { all_ = std::move(all); }
 	int start();
 	void stop();
-	void add_listener(int fd)
-	{
-		listeners_.push_back(
-		    std::make_unique<EpollItem>(EpollItem{EpollItem::Kind::Listener, fd}));
-	}
-	void set_peers(std::vector<TcpWorker *> all) { all_ = std::move(all); }
 	// Any thread: a new connection for this worker.
 	void give(int fd);
 	// Any thread (under the connection's inbox lock): run c's events soon.
 	void wake(TcpConn *c);
 	bool on_thread() const { return std::this_thread::get_id() == tid_; }
 	int index() const { return index_; }
-	int epfd() const { return epfd_; }
+	EpollLoop &loop() { return loop_; }
 	size_t conns() const { return nconns_.load(); }
 	// Connections dealt to it and not reaped yet: what the acceptor balances.
 	size_t load() const { return load_.load(std::memory_order_relaxed); }
@@ -104,51 +104,36 @@ public:
 	// added or removed at run time; the worker does it on its loop).
 	void add_listener_async(int fd);
 	void close_listener_async(int fd);
-
-	// EventLoop (core/event_loop.h).
-	int add_fd(int fd, LoopWatch *w) override;
-	void del_fd(int fd) override;
-	bool post(std::function<void()> fn) override;
-	const char *name() const override { return name_.c_str(); }
+	// Worker thread: take the connections a listener has waiting.
+	void accept_all(int lfd);
 
 private:
-	void loop();
-	// The loop's end, on its thread: what was posted runs, the watches end (their
-	// loop_ending), before the thread exits.
-	void end_loop();
-	void accept_all(int lfd);
+	void run();
 	void adopt(int fd);
 	void reap();
-	// Listeners added, closed or all closed as asked; after a batch of events, never in
-	// the middle of one (an event later in the batch may point at a listener).
-	void apply_listener_changes();
+	// Worker thread (or before start): watch listening socket fd; 0 or -errno.
+	int listen_on(int fd);
+	// Worker thread: stop watching listening socket fd and close it. Safe in the middle of
+	// a turn: the loop drops a removed watch's later events (core/event_loop.h).
+	void close_listener(int fd);
+	// Worker thread: the connections other threads woke, to run this turn.
+	void take_woken();
 
 	Target &target_;
 	TcpConfig cfg_;
 	int index_;
-	int epfd_ = -1;
-	int evfd_ = -1; // wake-ups: new connections, posted events, stop
-	std::thread thread_;
+	EpollLoop loop_; // "tcp worker N": the epoll set, post()'s queue, the loop's end
+	BoundedThread thread_;
 	std::thread::id tid_;
 	std::atomic<bool> stop_{false};
-	std::vector<std::unique_ptr<EpollItem>> listeners_;
-	std::atomic<bool> close_listeners_{false}; // close_listeners() was asked for
-	std::vector<TcpWorker *> all_;             // every worker, for dealing accepted sockets
-	size_t next_ = 0;                          // where the search for the least loaded starts
-	std::atomic<size_t> load_{0};              // see load(); the acceptor adds, reap() takes
+	std::vector<int> pre_listen_;                      // add_listener's, until start()
+	std::vector<std::unique_ptr<Listener>> listeners_; // watched; worker thread only
+	std::vector<TcpWorker *> all_; // every worker, for dealing accepted sockets
+	size_t next_ = 0;              // where the search for the least loaded starts
+	std::atomic<size_t> load_{0};  // see load(); the acceptor adds, reap() takes
 
-	std::mutex lock_; // guards new_fds_, woken_, add_lfds_, close_lfds_, posted_, ended_
-	std::vector<int> new_fds_;
-	std::vector<TcpConn *> woken_;
-	std::vector<int> add_lfds_;                 // listeners to start watching
-	std::vector<int> close_lfds_;               // listeners to close
-	std::vector<std::function<void()>> posted_; // post(): to run on the loop
-	bool ended_ = false;                        // the loop has ended: post() refuses
-
-	const std::string name_;                             // "tcp worker N", for logs
-	std::vector<std::unique_ptr<WatchItem>> watches_;    // add_fd's; worker thread only
-	std::vector<std::unique_ptr<WatchItem>> dead_watch_; // del_fd's, freed after the turn
-	bool ending_ = false;                                // add_fd refuses; worker thread only
+	std::mutex lock_;              // guards woken_
+	std::vector<TcpConn *> woken_; // wake()'s, until take_woken; reap() takes a done one out
 
 	std::vector<std::unique_ptr<TcpConn>> conns_; // owned; worker thread only
 	std::vector<TcpConn *> marked_;               // to flush/run this turn
@@ -156,13 +141,14 @@ private:
 	std::chrono::steady_clock::time_point next_tick_;
 };
 
-class TcpConn final : public Conn, public EpollItem
+// A connection is a watch of its worker's loop: EPOLLIN always, EPOLLOUT while a send was
+// short (flush).
+class TcpConn final : public Conn, public LoopWatch
 {
 public:
 	TcpConn(Target &t, TcpWorker &w, int fd, std::string peer, std::string local)
-	    : Conn(t, Transport::Tcp, std::move(peer), std::move(local), Mode::Owner),
-	      EpollItem{EpollItem::Kind::Conn, fd}, w_(w), fd_(fd), reader_(kReaderCap),
-	      rbuf_(kReadChunk)
+	    : Conn(t, Transport::Tcp, std::move(peer), std::move(local), Mode::Owner), w_(w),
+	      fd_(fd), reader_(kReaderCap), rbuf_(kReadChunk)
 	{
 	}
 	~TcpConn() override
@@ -175,8 +161,24 @@ public:
 	bool marked = false;                   // in the worker's marked_ list
 	std::atomic<bool> wake_pending{false}; // in the worker's woken_ list
 
-	void on_readable();
 	void flush();
+
+	// LoopWatch (worker thread): read what came, and run and flush at the end of the turn
+	// (an EPOLLOUT alone is for the flush).
+	void loop_events(uint32_t events) override
+	{
+		if (events & (EPOLLIN | EPOLLHUP | EPOLLERR))
+			on_readable();
+		w_.mark(this);
+	}
+	void loop_readable() override { loop_events(EPOLLIN); }
+	// The loop ends: stop watching. The connection stays, as the worker's destructor
+	// finds it (detached when done, else left allocated).
+	void loop_ending() override
+	{
+		if (!closed_)
+			w_.loop().del_fd(fd_);
+	}
 
 protected:
 	void queue_pdu(OutPdu *p) override
@@ -199,13 +201,17 @@ protected:
 	int worker() const override { return w_.index(); }
 
 private:
+	void on_readable();
+	// Wait for EPOLLOUT too (the socket is full) or no longer.
+	void want_out(bool on);
+
 	TcpWorker &w_;
 	int fd_;
 	PduReader reader_;
 	std::vector<uint8_t> rbuf_;
 	std::deque<OutPdu *> outq_;
 	bool closed_ = false;
-	bool epollout_ = false;
+	bool epollout_ = false; // EPOLLOUT is asked for: a send was short
 };
 
 // ---- TcpConn --------------------------------------------------------------------------------
@@ -276,13 +282,8 @@ void TcpConn::flush()
 			if (errno == EINTR)
 				continue;
 			if (errno == EAGAIN || errno == EWOULDBLOCK) {
-				if (!epollout_) {
-					epoll_event ev{};
-					ev.events = EPOLLIN | EPOLLOUT;
-					ev.data.ptr = static_cast<EpollItem *>(this);
-					epoll_ctl(w_.epfd(), EPOLL_CTL_MOD, fd_, &ev);
-					epollout_ = true;
-				}
+				if (!epollout_)
+					want_out(true);
 				return;
 			}
 			const int err = errno;
@@ -305,13 +306,17 @@ void TcpConn::flush()
 				return;
 		}
 	}
-	if (!closed_ && epollout_) {
-		epoll_event ev{};
-		ev.events = EPOLLIN;
-		ev.data.ptr = static_cast<EpollItem *>(this);
-		epoll_ctl(w_.epfd(), EPOLL_CTL_MOD, fd_, &ev);
-		epollout_ = false;
-	}
+	if (!closed_ && epollout_)
+		want_out(false);
+}
+
+void TcpConn::want_out(bool on)
+{
+	// Only while a send is short: a socket with room is always writable, and a level
+	// triggered EPOLLOUT would wake the worker on every turn.
+	if (int rc = w_.loop().modify(fd_, on ? EPOLLIN | EPOLLOUT : EPOLLIN); rc != 0)
+		ULP_LOG_RATELIMITED(Error, Iscsi, "tcp: {}: epoll: {}", peer(), std::strerror(-rc));
+	epollout_ = on;
 }
 
 void TcpConn::close_transport()
@@ -319,7 +324,7 @@ void TcpConn::close_transport()
 	if (closed_)
 		return;
 	closed_ = true;
-	epoll_ctl(w_.epfd(), EPOLL_CTL_DEL, fd_, nullptr);
+	w_.loop().del_fd(fd_);
 	::shutdown(fd_, SHUT_RDWR);
 	::close(fd_);
 	fd_ = -1;
@@ -330,10 +335,22 @@ void TcpConn::close_transport()
 	}
 }
 
+// ---- Listener -------------------------------------------------------------------------------
+
+void Listener::loop_readable()
+{
+	w.accept_all(fd);
+}
+
+void Listener::loop_ending()
+{
+	w.loop().del_fd(fd);
+}
+
 // ---- TcpWorker ------------------------------------------------------------------------------
 
 TcpWorker::TcpWorker(Target &t, const TcpConfig &cfg, int index)
-    : target_(t), cfg_(cfg), index_(index), name_("tcp worker " + std::to_string(index))
+    : target_(t), cfg_(cfg), index_(index), loop_("tcp worker " + std::to_string(index))
 {
 }
 
@@ -353,31 +370,18 @@ TcpWorker::~TcpWorker()
 		c->detach();
 	}
 	conns_.clear();
-	if (epfd_ >= 0)
-		::close(epfd_);
-	if (evfd_ >= 0)
-		::close(evfd_);
 }
 
 int TcpWorker::start()
 {
-	epfd_ = epoll_create1(EPOLL_CLOEXEC);
-	evfd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-	if (epfd_ < 0 || evfd_ < 0)
-		return -errno;
-	epoll_event ev{};
-	ev.events = EPOLLIN;
-	ev.data.ptr = nullptr; // the eventfd
-	if (epoll_ctl(epfd_, EPOLL_CTL_ADD, evfd_, &ev) != 0)
-		return -errno;
-	for (auto &l : listeners_) {
-		epoll_event le{};
-		le.events = EPOLLIN;
-		le.data.ptr = l.get();
-		if (epoll_ctl(epfd_, EPOLL_CTL_ADD, l->fd, &le) != 0)
-			return -errno;
-	}
-	thread_ = std::thread([this] { loop(); });
+	if (int rc = loop_.init(); rc != 0)
+		return rc;
+	// The loop's owner is this thread until the worker's takes it over (run).
+	for (int fd : pre_listen_)
+		if (int rc = listen_on(fd); rc != 0)
+			return rc;
+	pre_listen_.clear();
+	thread_.start([this] { run(); });
 	// Named and bound here, before start() returns: once the daemon says it is ready, its
 	// workers are what /proc and its configuration say.
 	set_thread_name(thread_.native_handle(), "ulp-tcp/" + std::to_string(index_));
@@ -402,159 +406,97 @@ void TcpWorker::stop()
 	if (!thread_.joinable())
 		return;
 	stop_ = true;
-	uint64_t one = 1;
-	(void)!::write(evfd_, &one, sizeof(one));
-	thread_.join();
+	loop_.wake();
+	thread_.join(log::Sub::Iscsi, "a TCP worker (a connection's teardown hangs?)");
 }
+
+int TcpWorker::listen_on(int fd)
+{
+	auto l = std::make_unique<Listener>(*this, fd);
+	if (int rc = loop_.add_fd(fd, l.get()); rc != 0)
+		return rc;
+	listeners_.push_back(std::move(l));
+	return 0;
+}
+
+void TcpWorker::close_listener(int fd)
+{
+	auto it = std::find_if(listeners_.begin(), listeners_.end(),
+	                       [&](const auto &l) { return l->fd == fd; });
+	if (it == listeners_.end())
+		return;
+	loop_.del_fd(fd);
+	::close(fd);
+	listeners_.erase(it);
+}
+
+// Asked of the worker from other threads: run on its loop. Once the loop has ended, post()
+// refuses and nothing happens, as nothing would on a stopped worker.
 
 void TcpWorker::close_listeners()
 {
-	close_listeners_ = true;
-	uint64_t one = 1;
-	(void)!::write(evfd_, &one, sizeof(one));
+	loop_.post([this] {
+		while (!listeners_.empty())
+			close_listener(listeners_.back()->fd);
+	});
 }
 
 void TcpWorker::add_listener_async(int fd)
 {
-	{
-		std::lock_guard g(lock_);
-		add_lfds_.push_back(fd);
-	}
-	uint64_t one = 1;
-	(void)!::write(evfd_, &one, sizeof(one));
+	loop_.post([this, fd] {
+		if (int rc = listen_on(fd); rc != 0) {
+			ULP_LOG(Error, Iscsi, "tcp: epoll of a new portal: {}", std::strerror(-rc));
+			::close(fd);
+		}
+	});
 }
 
 void TcpWorker::close_listener_async(int fd)
 {
-	{
-		std::lock_guard g(lock_);
-		close_lfds_.push_back(fd);
-	}
-	uint64_t one = 1;
-	(void)!::write(evfd_, &one, sizeof(one));
-}
-
-void TcpWorker::apply_listener_changes()
-{
-	std::vector<int> add, close;
-	{
-		std::lock_guard g(lock_);
-		add.swap(add_lfds_);
-		close.swap(close_lfds_);
-	}
-	if (close_listeners_.exchange(false)) {
-		for (auto &l : listeners_)
-			close.push_back(l->fd);
-	}
-	for (int fd : add) {
-		auto l = std::make_unique<EpollItem>(EpollItem{EpollItem::Kind::Listener, fd});
-		epoll_event le{};
-		le.events = EPOLLIN;
-		le.data.ptr = l.get();
-		if (epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &le) != 0) {
-			ULP_LOG(Error, Iscsi, "tcp: epoll of a new portal: {}",
-			        std::strerror(errno));
-			::close(fd);
-			continue;
-		}
-		listeners_.push_back(std::move(l));
-	}
-	for (int fd : close) {
-		auto it = std::find_if(listeners_.begin(), listeners_.end(),
-		                       [&](const auto &l) { return l->fd == fd; });
-		if (it == listeners_.end())
-			continue;
-		epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr);
-		::close(fd);
-		listeners_.erase(it);
-	}
-}
-
-int TcpWorker::add_fd(int fd, LoopWatch *w)
-{
-	if (ending_)
-		return -ESHUTDOWN;
-	auto item = std::make_unique<WatchItem>();
-	item->kind = EpollItem::Kind::Watch;
-	item->fd = fd;
-	item->w = w;
-	epoll_event ev{};
-	ev.events = EPOLLIN;
-	ev.data.ptr = static_cast<EpollItem *>(item.get());
-	if (epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev) != 0)
-		return -errno;
-	watches_.push_back(std::move(item));
-	return 0;
-}
-
-void TcpWorker::del_fd(int fd)
-{
-	auto it = std::find_if(watches_.begin(), watches_.end(),
-	                       [&](const auto &i) { return i->fd == fd; });
-	if (it == watches_.end())
-		return;
-	epoll_ctl(epfd_, EPOLL_CTL_DEL, fd, nullptr);
-	// An event for it may sit further down this turn's batch: the item stays allocated
-	// until the turn ends, without its watch.
-	(*it)->w = nullptr;
-	dead_watch_.push_back(std::move(*it));
-	watches_.erase(it);
-}
-
-bool TcpWorker::post(std::function<void()> fn)
-{
-	{
-		std::lock_guard g(lock_);
-		if (ended_)
-			return false;
-		posted_.push_back(std::move(fn));
-	}
-	uint64_t one = 1;
-	(void)!::write(evfd_, &one, sizeof(one));
-	return true;
-}
-
-void TcpWorker::end_loop()
-{
-	std::vector<std::function<void()>> posted;
-	{
-		std::lock_guard g(lock_);
-		ended_ = true;
-		posted.swap(posted_);
-	}
-	for (auto &fn : posted)
-		fn();
-	ending_ = true;
-	while (!watches_.empty()) {
-		WatchItem *item = watches_.back().get();
-		item->w->loop_ending();
-		if (!watches_.empty() && watches_.back().get() == item) {
-			ULP_LOG(Error, Iscsi,
-			        "{}: a watch did not remove itself when the loop ended", name_);
-			del_fd(item->fd);
-		}
-	}
-	dead_watch_.clear();
+	loop_.post([this, fd] { close_listener(fd); });
 }
 
 void TcpWorker::give(int fd)
 {
-	{
-		std::lock_guard g(lock_);
-		new_fds_.push_back(fd);
-	}
-	uint64_t one = 1;
-	(void)!::write(evfd_, &one, sizeof(one));
+	auto take = [this, fd] {
+		// Stopping (the target has stopped: TcpServer's contract): a connection adopted
+		// now could not finish its login before the worker frees its connections.
+		if (stop_.load()) {
+			load_.fetch_sub(1, std::memory_order_relaxed);
+			::close(fd);
+			return;
+		}
+		adopt(fd);
+	};
+	if (!loop_.post(std::move(take)))
+		::close(fd); // the worker has ended: nobody would serve it
 }
 
 void TcpWorker::wake(TcpConn *c)
 {
+	// Through woken_, not a function holding c: reap() may free c before a posted function
+	// ran, and takes it out of woken_ first. One take_woken posted per batch of wake-ups.
+	bool first;
 	{
 		std::lock_guard g(lock_);
+		first = woken_.empty();
 		woken_.push_back(c);
 	}
-	uint64_t one = 1;
-	(void)!::write(evfd_, &one, sizeof(one));
+	if (first)
+		loop_.post([this] { take_woken(); });
+}
+
+void TcpWorker::take_woken()
+{
+	std::vector<TcpConn *> woken;
+	{
+		std::lock_guard g(lock_);
+		woken.swap(woken_);
+	}
+	for (TcpConn *c : woken) {
+		c->wake_pending = false;
+		mark(c);
+	}
 }
 
 void TcpWorker::mark(TcpConn *c)
@@ -615,13 +557,8 @@ void TcpWorker::adopt(int fd)
 	getpeername(fd, reinterpret_cast<sockaddr *>(&peer), &pl);
 	getsockname(fd, reinterpret_cast<sockaddr *>(&local), &ll);
 	auto c = std::make_unique<TcpConn>(target_, *this, fd, addr_str(peer), addr_str(local));
-	epoll_event ev{};
-	ev.events = EPOLLIN;
-	ev.data.ptr = static_cast<EpollItem *>(c.get());
-	if (epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
-		const int err = errno;
-		c->on_transport_error(std::string("epoll: ") + std::strerror(err));
-	}
+	if (int rc = loop_.add_fd(fd, c.get(), EPOLLIN); rc != 0)
+		c->on_transport_error(std::string("epoll: ") + std::strerror(-rc));
 	conns_.push_back(std::move(c));
 	nconns_ = conns_.size();
 }
@@ -648,64 +585,22 @@ void TcpWorker::reap()
 	nconns_ = conns_.size();
 }
 
-void TcpWorker::loop()
+void TcpWorker::run()
 {
 	tid_ = std::this_thread::get_id();
-	EventLoopScope installed(this);
+	loop_.set_owner();
+	EventLoopScope installed(&loop_);
 	next_tick_ = std::chrono::steady_clock::now() + cfg_.tick;
-	epoll_event evs[64];
-	std::vector<int> fresh;
-	std::vector<TcpConn *> woken;
-	std::vector<std::function<void()>> posted;
 	while (!stop_.load()) {
 		auto now = std::chrono::steady_clock::now();
 		int timeout = poll_timeout_ms(next_tick_, now);
 		if (!marked_.empty())
 			timeout = 0;
-		int n = epoll_wait(epfd_, evs, 64, timeout);
-		bool listener_changes = false;
-		for (int i = 0; i < n; i++) {
-			const epoll_event &e = evs[i];
-			auto *item = static_cast<EpollItem *>(e.data.ptr);
-			if (item && item->kind == EpollItem::Kind::Listener) {
-				accept_all(item->fd);
-				continue;
-			}
-			if (item && item->kind == EpollItem::Kind::Watch) {
-				if (LoopWatch *w = static_cast<WatchItem *>(item)->w)
-					w->loop_readable();
-				continue;
-			}
-			if (!item) {
-				uint64_t v;
-				(void)!::read(evfd_, &v, sizeof(v));
-				{
-					std::lock_guard g(lock_);
-					fresh.swap(new_fds_);
-					woken.swap(woken_);
-					posted.swap(posted_);
-				}
-				for (auto &fn : posted)
-					fn();
-				posted.clear();
-				for (int fd : fresh)
-					adopt(fd);
-				fresh.clear();
-				for (TcpConn *c : woken) {
-					c->wake_pending = false;
-					mark(c);
-				}
-				woken.clear();
-				listener_changes = true;
-				continue;
-			}
-			auto *c = static_cast<TcpConn *>(item);
-			if (e.events & (EPOLLIN | EPOLLHUP | EPOLLERR))
-				c->on_readable();
-			mark(c);
-		}
-		if (listener_changes)
-			apply_listener_changes();
+		// The connections' and listeners' events, the backstores' watches, and what other
+		// threads posted (new connections, wake-ups, portal changes).
+		if (int rc = loop_.turn(timeout, {}); rc < 0)
+			ULP_LOG_RATELIMITED(Error, Iscsi, "{}: epoll_wait: {}", loop_.name(),
+			                    std::strerror(-rc));
 		// Run what the input and the other threads produced, then write it out.
 		// A connection marked again while this runs (its own output, or an event posted
 		// by another connection of this worker) is appended and run again.
@@ -726,10 +621,9 @@ void TcpWorker::loop()
 			}
 			reap();
 		}
-		dead_watch_.clear();
 	}
 	installed.release(); // the watches end with no loop on the thread (core/event_loop.h)
-	end_loop();
+	loop_.end();
 }
 
 // ---- TcpServer ------------------------------------------------------------------------------

@@ -1,12 +1,13 @@
 // SPDX-License-Identifier: MIT
 // iscsi/target/tcp.h - the iSCSI/TCP transport, target side: portals (listening sockets) and
-// worker threads, each running an epoll loop over many connections (RFC 7143 on TCP).
+// worker threads, each running an epoll loop (core/epoll_loop.h) over many connections
+// (RFC 7143 on TCP).
 //
 // A worker owns its connections: it reads their sockets, cuts the bytes into PDUs
 // (PduReader, digests and MaxRecvDataSegmentLength as the login set them), hands them to
 // the Conn, runs the events other threads posted, writes what the Conn queued (one
-// sendmsg gathers many PDUs; a full socket arms EPOLLOUT), ticks the Conn's timers, and
-// frees a Conn once it is done. Sockets are non-blocking; no call blocks the loop.
+// sendmsg gathers many PDUs; a full socket waits for EPOLLOUT), ticks the Conn's timers,
+// and frees a Conn once it is done. Sockets are non-blocking; no call blocks the loop.
 //
 // Accepting: worker 0 watches the listening sockets and deals new connections to the
 // workers in turn.

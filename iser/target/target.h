@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // iser/target/target.h - the iSER transport, target side (RFC 7145; the kernel's ib_isert):
 // RDMA/CM portals on a device (the soft provider or an rdma-core one) and one Conn per
-// connection, running the iSCSI session layer (Conn) over RDMA.
+// connection (conn.h), running the iSCSI session layer (iscsi::target::Conn) over RDMA.
 //
 // What iSER changes (RFC 7145 section 7), and where it happens here:
 //   - every iSCSI PDU travels in a SEND, behind a 28-byte iSER header; no digests
