@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: MIT
 // tests/conformance/fixture.h - gtest fixtures of the conformance suite.
 //
-// ConfTest: a test with a connection. SetUp forks the peer first on cross-process fabrics
+// Conformance: a test with a connection. SetUp forks the peer first on cross-process fabrics
 // (before this process creates a device, i.e. before any provider thread exists); the
 // test then calls CONNECT(local_cfg, peer_cfg) and drives local() directly through core/
 // and peer() by commands.
 //
-// LocalTest: device-local tests (state machine, CQs, attributes) that have no peer; they
+// ConformanceLocal: device-local tests (state machine, CQs, attributes) that have no peer; they
 // run on the fabrics without a child process.
 #pragma once
 
@@ -21,7 +21,7 @@
 namespace ulp::conf
 {
 
-class ConfTest : public ::testing::TestWithParam<std::string>
+class Conformance : public ::testing::TestWithParam<std::string>
 {
 protected:
 	void SetUp() override
@@ -144,7 +144,7 @@ protected:
 	bool peer_killed_ = false;
 };
 
-class LocalTest : public ConfTest
+class ConformanceLocal : public Conformance
 {
 };
 

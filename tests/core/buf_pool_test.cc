@@ -17,14 +17,14 @@ namespace ulp
 namespace
 {
 
-class BufPoolTest : public ::testing::Test
+class BufPools : public ::testing::Test
 {
 protected:
 	test::TestDevice dev{"bufpool0"};
 	test::TestPd pd{dev};
 };
 
-TEST_F(BufPoolTest, GetUntilEmptyThenPutBack)
+TEST_F(BufPools, GetUntilEmptyThenPutBack)
 {
 	auto p = BufPool::create(pd, 100, 8, ACCESS_LOCAL_WRITE);
 	ASSERT_TRUE(p);
@@ -59,7 +59,7 @@ TEST_F(BufPoolTest, GetUntilEmptyThenPutBack)
 	EXPECT_EQ(p->in_use(), 0u);
 }
 
-TEST_F(BufPoolTest, FreshPoolInAddressOrderThenLifo)
+TEST_F(BufPools, FreshPoolInAddressOrderThenLifo)
 {
 	auto p = BufPool::create(pd, 64, 4, 0);
 	ASSERT_TRUE(p);
@@ -80,7 +80,7 @@ TEST_F(BufPoolTest, FreshPoolInAddressOrderThenLifo)
 		p->put(x);
 }
 
-TEST_F(BufPoolTest, PageAlignmentForLargeBuffers)
+TEST_F(BufPools, PageAlignmentForLargeBuffers)
 {
 	auto p = BufPool::create(pd, 4096, 3, 0);
 	ASSERT_TRUE(p);
@@ -93,7 +93,7 @@ TEST_F(BufPoolTest, PageAlignmentForLargeBuffers)
 	q->put(b);
 }
 
-TEST_F(BufPoolTest, RegionIsDmaMemoryWithOneMr)
+TEST_F(BufPools, RegionIsDmaMemoryWithOneMr)
 {
 	auto p = BufPool::create(pd, 512, 16, ACCESS_LOCAL_WRITE | ACCESS_REMOTE_READ);
 	ASSERT_TRUE(p);
@@ -103,7 +103,7 @@ TEST_F(BufPoolTest, RegionIsDmaMemoryWithOneMr)
 	EXPECT_NE(p->lkey(), p->rkey()); // the test PD issues distinct keys
 }
 
-TEST_F(BufPoolTest, EntersAndLeavesMemMap)
+TEST_F(BufPools, EntersAndLeavesMemMap)
 {
 	MemMap map;
 	{
@@ -121,7 +121,7 @@ TEST_F(BufPoolTest, EntersAndLeavesMemMap)
 	EXPECT_EQ(map.size(), 0u);
 }
 
-TEST_F(BufPoolTest, BufOf)
+TEST_F(BufPools, BufOf)
 {
 	auto p = BufPool::create(pd, 100, 4, 0);
 	ASSERT_TRUE(p);
@@ -135,7 +135,7 @@ TEST_F(BufPoolTest, BufOf)
 	p->put(b);
 }
 
-TEST_F(BufPoolTest, CreateErrors)
+TEST_F(BufPools, CreateErrors)
 {
 	errno = 0;
 	EXPECT_EQ(BufPool::create(pd, 0, 4, 0), nullptr);
@@ -163,7 +163,7 @@ TEST_F(BufPoolTest, CreateErrors)
 	EXPECT_EQ(map.size(), 1u);
 }
 
-TEST_F(BufPoolTest, ConcurrentGetPut)
+TEST_F(BufPools, ConcurrentGetPut)
 {
 	auto p = BufPool::create(pd, 64, 32, 0);
 	ASSERT_TRUE(p);
@@ -190,7 +190,7 @@ TEST_F(BufPoolTest, ConcurrentGetPut)
 	EXPECT_EQ(p->in_use(), 0u);
 }
 
-TEST_F(BufPoolTest, DoublePutAborts)
+TEST_F(BufPools, DoublePutAborts)
 {
 	GTEST_FLAG_SET(death_test_style, "threadsafe");
 	auto p = BufPool::create(pd, 64, 2, 0);
@@ -202,7 +202,7 @@ TEST_F(BufPoolTest, DoublePutAborts)
 	EXPECT_DEATH(p->put(&foreign), "another pool");
 }
 
-TEST_F(BufPoolTest, DestroyWithBuffersOutIsReported)
+TEST_F(BufPools, DestroyWithBuffersOutIsReported)
 {
 	GTEST_FLAG_SET(death_test_style, "threadsafe");
 	// Reported always; fatal only in debug builds.

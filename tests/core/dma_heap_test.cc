@@ -23,14 +23,14 @@ namespace
 
 constexpr size_t KiB = 1024, MiB = 1024 * KiB;
 
-class DmaHeapTest : public ::testing::Test
+class DmaHeaps : public ::testing::Test
 {
 protected:
 	test::TestDevice dev{"dmaheap0"};
 	test::TestPd pd{dev};
 };
 
-TEST_F(DmaHeapTest, BlocksAreAlignedSizedAndInsideTheRegion)
+TEST_F(DmaHeaps, BlocksAreAlignedSizedAndInsideTheRegion)
 {
 	auto h = DmaHeap::create(pd, 4 * MiB, 1 * MiB, ACCESS_LOCAL_WRITE);
 	ASSERT_TRUE(h);
@@ -62,7 +62,7 @@ TEST_F(DmaHeapTest, BlocksAreAlignedSizedAndInsideTheRegion)
 	EXPECT_EQ(h->in_use(), 0u);
 }
 
-TEST_F(DmaHeapTest, SplitsAndMergesBackToWholeBlocks)
+TEST_F(DmaHeaps, SplitsAndMergesBackToWholeBlocks)
 {
 	auto h = DmaHeap::create(pd, 2 * MiB, 1 * MiB, ACCESS_LOCAL_WRITE);
 	ASSERT_TRUE(h);
@@ -89,7 +89,7 @@ TEST_F(DmaHeapTest, SplitsAndMergesBackToWholeBlocks)
 	h->free(b);
 }
 
-TEST_F(DmaHeapTest, BadFreesAreReportedAndIgnored)
+TEST_F(DmaHeaps, BadFreesAreReportedAndIgnored)
 {
 	auto h = DmaHeap::create(pd, 1 * MiB, 1 * MiB, ACCESS_LOCAL_WRITE);
 	ASSERT_TRUE(h);
@@ -108,7 +108,7 @@ TEST_F(DmaHeapTest, BadFreesAreReportedAndIgnored)
 	h->free(whole);
 }
 
-TEST_F(DmaHeapTest, EntersTheMemoryMap)
+TEST_F(DmaHeaps, EntersTheMemoryMap)
 {
 	MemMap map;
 	{
@@ -123,7 +123,7 @@ TEST_F(DmaHeapTest, EntersTheMemoryMap)
 	EXPECT_EQ(map.size(), 0u);
 }
 
-TEST_F(DmaHeapTest, RejectsBadSizes)
+TEST_F(DmaHeaps, RejectsBadSizes)
 {
 	EXPECT_FALSE(DmaHeap::create(pd, 1 * MiB, 3 * KiB, ACCESS_LOCAL_WRITE));
 	EXPECT_FALSE(DmaHeap::create(pd, 1 * MiB, 12 * KiB, ACCESS_LOCAL_WRITE));
@@ -132,7 +132,7 @@ TEST_F(DmaHeapTest, RejectsBadSizes)
 
 // Random allocations and frees against a model: live blocks never overlap, their contents
 // survive the neighbours' traffic, and everything merges back at the end.
-TEST_F(DmaHeapTest, RandomWorkloadAgainstAModel)
+TEST_F(DmaHeaps, RandomWorkloadAgainstAModel)
 {
 	auto h = DmaHeap::create(pd, 8 * MiB, 1 * MiB, ACCESS_LOCAL_WRITE);
 	ASSERT_TRUE(h);
@@ -181,7 +181,7 @@ TEST_F(DmaHeapTest, RandomWorkloadAgainstAModel)
 		h->free(p);
 }
 
-TEST_F(DmaHeapTest, ThreadsFreeEachOthersBlocksThroughTheirCaches)
+TEST_F(DmaHeaps, ThreadsFreeEachOthersBlocksThroughTheirCaches)
 {
 	// Four threads, each its own shard's cache: rounds of blocks from 4 KiB to 256 KiB
 	// (cached and not), filled with the owner's mark; then each thread checks and frees

@@ -17,7 +17,7 @@ using test::TestPd;
 
 constexpr uint32_t kPage = 4096;
 
-class MapSgTest : public ::testing::Test
+class MapSg : public ::testing::Test
 {
 protected:
 	TestDevice dev{"mapsg0"};
@@ -30,7 +30,7 @@ protected:
 	}
 };
 
-TEST_F(MapSgTest, AlignedEntries)
+TEST_F(MapSg, AlignedEntries)
 {
 	auto m = mr(16);
 	SgEntry sg[] = {{0x10000, 2 * kPage}, {0x20000, kPage}};
@@ -43,7 +43,7 @@ TEST_F(MapSgTest, AlignedEntries)
 	EXPECT_EQ(off, 0u);
 }
 
-TEST_F(MapSgTest, NullOffsetPointer)
+TEST_F(MapSg, NullOffsetPointer)
 {
 	auto m = mr(16);
 	SgEntry sg[] = {{0x10000, kPage}};
@@ -51,7 +51,7 @@ TEST_F(MapSgTest, NullOffsetPointer)
 	EXPECT_EQ(pages(*m), (std::vector<uint64_t>{0x10000}));
 }
 
-TEST_F(MapSgTest, UnalignedFirstEntry)
+TEST_F(MapSg, UnalignedFirstEntry)
 {
 	auto m = mr(16);
 	// Starts 0x100 into a page, ends on the boundary at 0x12000.
@@ -63,7 +63,7 @@ TEST_F(MapSgTest, UnalignedFirstEntry)
 	EXPECT_EQ(m->length(), 0x1f10u);
 }
 
-TEST_F(MapSgTest, SgOffsetIntoFirstEntry)
+TEST_F(MapSg, SgOffsetIntoFirstEntry)
 {
 	auto m = mr(16);
 	SgEntry sg[] = {{0x10000, 0x3000}};
@@ -75,7 +75,7 @@ TEST_F(MapSgTest, SgOffsetIntoFirstEntry)
 	EXPECT_EQ(off, 0u);
 }
 
-TEST_F(MapSgTest, LastEntryMayEndUnaligned)
+TEST_F(MapSg, LastEntryMayEndUnaligned)
 {
 	auto m = mr(16);
 	SgEntry sg[] = {{0x10000, kPage}, {0x20000, 0x10}};
@@ -84,7 +84,7 @@ TEST_F(MapSgTest, LastEntryMayEndUnaligned)
 	EXPECT_EQ(m->length(), kPage + 0x10u);
 }
 
-TEST_F(MapSgTest, GapAfterUnalignedEndStops)
+TEST_F(MapSg, GapAfterUnalignedEndStops)
 {
 	auto m = mr(16);
 	// Entry 0 ends mid-page and entry 1 does not continue it: only entry 0 maps.
@@ -96,7 +96,7 @@ TEST_F(MapSgTest, GapAfterUnalignedEndStops)
 	EXPECT_EQ(off, 0u); // entry 1 is unmapped from its start
 }
 
-TEST_F(MapSgTest, UnalignedStartOfLaterEntryStops)
+TEST_F(MapSg, UnalignedStartOfLaterEntryStops)
 {
 	auto m = mr(16);
 	SgEntry sg[] = {{0x10000, kPage}, {0x20000, kPage}, {0x30010, 0x100}};
@@ -105,7 +105,7 @@ TEST_F(MapSgTest, UnalignedStartOfLaterEntryStops)
 	EXPECT_EQ(m->length(), 2u * kPage);
 }
 
-TEST_F(MapSgTest, ContiguousEntriesCoalesce)
+TEST_F(MapSg, ContiguousEntriesCoalesce)
 {
 	auto m = mr(16);
 	// Virtually contiguous across an unaligned boundary: legal, merged like the kernel.
@@ -115,7 +115,7 @@ TEST_F(MapSgTest, ContiguousEntriesCoalesce)
 	EXPECT_EQ(m->length(), 0x2000u);
 }
 
-TEST_F(MapSgTest, SmallContiguousEntriesShareOnePage)
+TEST_F(MapSg, SmallContiguousEntriesShareOnePage)
 {
 	auto m = mr(16);
 	SgEntry sg[] = {{0x10000, 0x100}, {0x10100, 0x100}, {0x10200, 0x100}};
@@ -124,7 +124,7 @@ TEST_F(MapSgTest, SmallContiguousEntriesShareOnePage)
 	EXPECT_EQ(m->length(), 0x300u);
 }
 
-TEST_F(MapSgTest, PageListFullInsideEntryResumes)
+TEST_F(MapSg, PageListFullInsideEntryResumes)
 {
 	auto m = mr(4);
 	SgEntry sg[] = {{0x10000, 0x6000}};
@@ -143,7 +143,7 @@ TEST_F(MapSgTest, PageListFullInsideEntryResumes)
 	EXPECT_EQ(off, 0u);
 }
 
-TEST_F(MapSgTest, PageListFullInLaterEntry)
+TEST_F(MapSg, PageListFullInLaterEntry)
 {
 	auto m = mr(3);
 	SgEntry sg[] = {{0x10000, 0x2000}, {0x20000, 0x2000}};
@@ -154,7 +154,7 @@ TEST_F(MapSgTest, PageListFullInLaterEntry)
 	EXPECT_EQ(off, 0x1000u); // entry 1 resumes one page in
 }
 
-TEST_F(MapSgTest, PageListFullAtEntryBoundary)
+TEST_F(MapSg, PageListFullAtEntryBoundary)
 {
 	auto m = mr(2);
 	SgEntry sg[] = {{0x10000, 0x2000}, {0x20000, 0x1000}};
@@ -165,7 +165,7 @@ TEST_F(MapSgTest, PageListFullAtEntryBoundary)
 	EXPECT_EQ(off, 0u);
 }
 
-TEST_F(MapSgTest, PageListFullWithUnalignedFirstEntry)
+TEST_F(MapSg, PageListFullWithUnalignedFirstEntry)
 {
 	// The kernel returns an underflowed offset here; we stop at the first uncovered byte.
 	auto m = mr(1);
@@ -178,7 +178,7 @@ TEST_F(MapSgTest, PageListFullWithUnalignedFirstEntry)
 	EXPECT_EQ(off, 0xf00u);
 }
 
-TEST_F(MapSgTest, LargePageSize)
+TEST_F(MapSg, LargePageSize)
 {
 	auto m = mr(4);
 	SgEntry sg[] = {{0x10000, 0x20000}};
@@ -187,7 +187,7 @@ TEST_F(MapSgTest, LargePageSize)
 	EXPECT_EQ(m->page_size(), 0x10000u);
 }
 
-TEST_F(MapSgTest, RejectsBadArguments)
+TEST_F(MapSg, RejectsBadArguments)
 {
 	auto m = mr(4);
 	SgEntry sg[] = {{0x10000, 0x1000}};
@@ -202,7 +202,7 @@ TEST_F(MapSgTest, RejectsBadArguments)
 	EXPECT_EQ(user->map_sg(sg, &off, kPage), -EINVAL); // not a fast-reg MR
 }
 
-TEST_F(MapSgTest, RespectsPageSizeCap)
+TEST_F(MapSg, RespectsPageSizeCap)
 {
 	DeviceAttr a;
 	a.page_size_cap = kPage; // 4 KiB pages only
@@ -217,7 +217,7 @@ TEST_F(MapSgTest, RespectsPageSizeCap)
 	EXPECT_EQ(off, 0x4000u);
 }
 
-TEST_F(MapSgTest, SgGapsDeviceRecordsRuns)
+TEST_F(MapSg, SgGapsDeviceRecordsRuns)
 {
 	DeviceAttr a;
 	a.device_cap_flags = DEVICE_MEM_MGT_EXTENSIONS | DEVICE_SG_GAPS_REG;
@@ -242,7 +242,7 @@ TEST_F(MapSgTest, SgGapsDeviceRecordsRuns)
 // DEVICE_REG_MR_CONTIG (fast-reg MRs are memory windows): aligned entries that the
 // kernel's rule would map into one page list with a hole stop the mapping instead; an
 // entry continuing the previous one exactly is still merged.
-TEST_F(MapSgTest, ContigDeviceStopsAtEveryDiscontinuity)
+TEST_F(MapSg, ContigDeviceStopsAtEveryDiscontinuity)
 {
 	DeviceAttr a;
 	a.device_cap_flags = DEVICE_MEM_MGT_EXTENSIONS | DEVICE_REG_MR_CONTIG;
@@ -284,7 +284,7 @@ protected:
 	}
 };
 
-TEST_F(MapSgTest, MappedHookSetsLocalKeyOrFails)
+TEST_F(MapSg, MappedHookSetsLocalKeyOrFails)
 {
 	HookMr m(pd, 0x4200);
 	m.local = 0x777711;
@@ -303,7 +303,7 @@ TEST_F(MapSgTest, MappedHookSetsLocalKeyOrFails)
 	EXPECT_EQ(m.length(), 0u);
 }
 
-TEST_F(MapSgTest, IncRkeyRotatesKeyByteOfBothKeys)
+TEST_F(MapSg, IncRkeyRotatesKeyByteOfBothKeys)
 {
 	auto m = pd.reg_mr(reinterpret_cast<void *>(0x10000), 0x1000, 0);
 	uint32_t l = m->lkey(), r = m->rkey();

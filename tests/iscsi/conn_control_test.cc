@@ -18,7 +18,7 @@ namespace
 // ABORT TASK of a command that is still waiting for its CmdSN: answered by the connection
 // (the SCSI layer never saw it), and its CmdSN still counts as received (11.5.1), so the
 // commands after it run.
-TEST_F(ConnTest, AbortTaskOfCommandWaitingForItsCmdSn)
+TEST_F(IscsiConn, AbortTaskOfCommandWaitingForItsCmdSn)
 {
 	start();
 	clear_ua();                                            // ExpCmdSN 101
@@ -63,7 +63,7 @@ TEST_F(ConnTest, AbortTaskOfCommandWaitingForItsCmdSn)
 // ABORT TASK of a task never received whose RefCmdSN is in the window and before the
 // TMF's own CmdSN: Function complete, and the target considers that CmdSN received
 // (11.5.1).
-TEST_F(ConnTest, AbortTaskOfUnseenCommandUsesItsCmdSn)
+TEST_F(IscsiConn, AbortTaskOfUnseenCommandUsesItsCmdSn)
 {
 	start();
 	clear_ua();                          // ExpCmdSN 101
@@ -92,7 +92,7 @@ TEST_F(ConnTest, AbortTaskOfUnseenCommandUsesItsCmdSn)
 
 // LOGICAL UNIT RESET aborts a write waiting for its data: no response of its own, the TMF
 // response after it has ended, then BUS DEVICE RESET for the next command.
-TEST_F(ConnTest, LunResetAbortsAWriteWaitingForData)
+TEST_F(IscsiConn, LunResetAbortsAWriteWaitingForData)
 {
 	start({}, [](InitiatorLoginConfig &ic) { ic.prefs.immediate_data = false; });
 	clear_ua();
@@ -121,7 +121,7 @@ TEST_F(ConnTest, LunResetAbortsAWriteWaitingForData)
 // ---- NOP (11.18, 11.19)
 // ------------------------------------------------------------------------------
 
-TEST_F(ConnTest, NopOutIsEchoed)
+TEST_F(IscsiConn, NopOutIsEchoed)
 {
 	start();
 	const uint32_t statsn = ini_->exp_statsn;
@@ -152,7 +152,7 @@ TEST_F(ConnTest, NopOutIsEchoed)
 
 // The target pings an idle initiator (NOP-In with a TTT, StatSN not advanced); an answer
 // (NOP-Out echoing the TTT) keeps the connection, silence past the timeout drops it.
-TEST_F(ConnTest, TargetPingAndTimeout)
+TEST_F(IscsiConn, TargetPingAndTimeout)
 {
 	start([](TargetConfig &tc) {
 		tc.nop_interval = 1000ms;
@@ -190,7 +190,7 @@ TEST_F(ConnTest, TargetPingAndTimeout)
 // ---- Text: SendTargets (11.10, 11.11, appendix C)
 // ---------------------------------------------------
 
-TEST_F(ConnTest, SendTargetsWithContinuation)
+TEST_F(IscsiConn, SendTargetsWithContinuation)
 {
 	start({}, [](InitiatorLoginConfig &ic) {
 		ic.type = SessionType::Discovery;
@@ -239,7 +239,7 @@ TEST_F(ConnTest, SendTargetsWithContinuation)
 
 // The Logout Response waits for the connection's commands; new commands meanwhile are
 // rejected (reason "waiting for logout"); the connection closes after the response.
-TEST_F(ConnTest, LogoutWaitsForCommands)
+TEST_F(IscsiConn, LogoutWaitsForCommands)
 {
 	start({}, [](InitiatorLoginConfig &ic) { ic.prefs.immediate_data = false; });
 	clear_ua();
@@ -273,7 +273,7 @@ TEST_F(ConnTest, LogoutWaitsForCommands)
 
 // RFC 7143 6.3.5: a leading login with the ISID of a live session replaces it (ERL 0:
 // the old connection is dropped, its tasks aborted); the nexus then hears I_T NEXUS LOSS.
-TEST_F(ConnTest, SessionReinstatementDropsTheOldConnection)
+TEST_F(IscsiConn, SessionReinstatementDropsTheOldConnection)
 {
 	start({}, [](InitiatorLoginConfig &ic) { ic.prefs.immediate_data = false; });
 	clear_ua();
@@ -310,7 +310,7 @@ TEST_F(ConnTest, SessionReinstatementDropsTheOldConnection)
 
 // In the middle of a write: R2Ts outstanding, part of the data in, more output queued
 // and not sent.
-TEST_F(ConnTest, TeardownInTheMiddleOfAWrite)
+TEST_F(IscsiConn, TeardownInTheMiddleOfAWrite)
 {
 	start({}, [](InitiatorLoginConfig &ic) {
 		ic.prefs.immediate_data = false;
@@ -336,7 +336,7 @@ TEST_F(ConnTest, TeardownInTheMiddleOfAWrite)
 }
 
 // In the middle of a read: part of the Data-In sent, the rest queued.
-TEST_F(ConnTest, TeardownInTheMiddleOfARead)
+TEST_F(IscsiConn, TeardownInTheMiddleOfARead)
 {
 	start({}, [](InitiatorLoginConfig &ic) { ic.prefs.max_recv_dsl = 4096; });
 	clear_ua();
@@ -356,7 +356,7 @@ TEST_F(ConnTest, TeardownInTheMiddleOfARead)
 
 // The target asks for a logout (Async Message event 1, 11.9.1) when it stops; dropping
 // a connection (stop's deadline) in the middle of a command is bounded too.
-TEST_F(ConnTest, TargetAsksForLogoutThenDrops)
+TEST_F(IscsiConn, TargetAsksForLogoutThenDrops)
 {
 	start({}, [](InitiatorLoginConfig &ic) { ic.prefs.immediate_data = false; });
 	clear_ua();

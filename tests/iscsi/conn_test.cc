@@ -21,7 +21,7 @@ namespace
 // per response, ExpCmdSN by one per command; MaxCmdSN = ExpCmdSN + free slots - 1, and the
 // response that carries a command's status already reports that command's slot free
 // (11.19: the window is never left shut with no PDU coming to reopen it).
-TEST_F(ConnTest, ScsiResponseCarriesSense)
+TEST_F(IscsiConn, ScsiResponseCarriesSense)
 {
 	start();
 	const uint32_t statsn = ini_->exp_statsn;
@@ -52,7 +52,7 @@ TEST_F(ConnTest, ScsiResponseCarriesSense)
 	expect_nothing();
 }
 
-TEST_F(ConnTest, WriteThenReadBack)
+TEST_F(IscsiConn, WriteThenReadBack)
 {
 	start({}, [](InitiatorLoginConfig &ic) { ic.prefs.initial_r2t = false; });
 	EXPECT_FALSE(ini_->sess.initial_r2t);
@@ -71,7 +71,7 @@ TEST_F(ConnTest, WriteThenReadBack)
 // ---- The CmdSN window (RFC 7143 3.2.2.1)
 // ---------------------------------------------------------
 
-TEST_F(ConnTest, CommandsOutsideTheWindowAreIgnored)
+TEST_F(IscsiConn, CommandsOutsideTheWindowAreIgnored)
 {
 	start([](TargetConfig &tc) { tc.cmd_window = 4; });
 	NopIn n = ping();
@@ -102,7 +102,7 @@ TEST_F(ConnTest, CommandsOutsideTheWindowAreIgnored)
 	expect_nothing();
 }
 
-TEST_F(ConnTest, CommandAheadOfExpCmdSnWaitsForTheGap)
+TEST_F(IscsiConn, CommandAheadOfExpCmdSnWaitsForTheGap)
 {
 	start();
 	ScsiCmd first = cmd(kTur, false, false, 0);           // CmdSN 100, sent last
@@ -127,7 +127,7 @@ TEST_F(ConnTest, CommandAheadOfExpCmdSnWaitsForTheGap)
 // 3.2.2.1: "The target MUST silently ignore any non-immediate command outside of this
 // range or non-immediate duplicates within the range": a second command with the CmdSN of
 // one that waits must not take a slot, nor stop the commands after it.
-TEST_F(ConnTest, DuplicateOfAWaitingCommandIsIgnored)
+TEST_F(IscsiConn, DuplicateOfAWaitingCommandIsIgnored)
 {
 	start([](TargetConfig &tc) { tc.cmd_window = 4; });
 	ScsiCmd gap = cmd(kTur, false, false, 0);   // 100, sent last
@@ -154,7 +154,7 @@ TEST_F(ConnTest, DuplicateOfAWaitingCommandIsIgnored)
 
 // Commands waiting for an earlier CmdSN must not shrink the window they were sent in: the
 // initiator ignores a lower MaxCmdSN (3.2.2.1) and may use every CmdSN it was granted.
-TEST_F(ConnTest, WindowStaysOpenWhileCommandsWait)
+TEST_F(IscsiConn, WindowStaysOpenWhileCommandsWait)
 {
 	start([](TargetConfig &tc) { tc.cmd_window = 4; });
 	ScsiCmd gap = cmd(kTur, false, false, 0); // CmdSN 100, sent last
@@ -181,7 +181,7 @@ TEST_F(ConnTest, WindowStaysOpenWhileCommandsWait)
 
 // Immediate commands are delivered at once, take no CmdSN slot and have a few slots of
 // their own; one beyond those is rejected (11.17.1, reason 6).
-TEST_F(ConnTest, ImmediateCommandsUseTheirOwnSlots)
+TEST_F(IscsiConn, ImmediateCommandsUseTheirOwnSlots)
 {
 	start([](TargetConfig &tc) { tc.cmd_window = 2; },
 	      [](InitiatorLoginConfig &ic) { ic.prefs.immediate_data = false; });
@@ -246,7 +246,7 @@ TEST_F(ConnTest, ImmediateCommandsUseTheirOwnSlots)
 
 // ---- Write data: InitialR2T and ImmediateData (13.10, 13.11), R2Ts (11.8) ----------------------
 
-TEST_F(ConnTest, InitialR2tYesImmediateDataNo)
+TEST_F(IscsiConn, InitialR2tYesImmediateDataNo)
 {
 	start({}, [](InitiatorLoginConfig &ic) {
 		ic.prefs.initial_r2t = true;
@@ -287,7 +287,7 @@ TEST_F(ConnTest, InitialR2tYesImmediateDataNo)
 	EXPECT_EQ(read_back(0, 8), data);
 }
 
-TEST_F(ConnTest, InitialR2tYesImmediateDataYes)
+TEST_F(IscsiConn, InitialR2tYesImmediateDataYes)
 {
 	start(); // the initiator's defaults: InitialR2T=Yes, ImmediateData=Yes
 	EXPECT_TRUE(ini_->sess.initial_r2t);
@@ -311,7 +311,7 @@ TEST_F(ConnTest, InitialR2tYesImmediateDataYes)
 	expect_nothing();
 }
 
-TEST_F(ConnTest, InitialR2tNoImmediateDataYes)
+TEST_F(IscsiConn, InitialR2tNoImmediateDataYes)
 {
 	start({}, [](InitiatorLoginConfig &ic) {
 		ic.prefs.initial_r2t = false;
@@ -334,7 +334,7 @@ TEST_F(ConnTest, InitialR2tNoImmediateDataYes)
 	EXPECT_EQ(read_back(0, 32), data);
 }
 
-TEST_F(ConnTest, InitialR2tNoImmediateDataNo)
+TEST_F(IscsiConn, InitialR2tNoImmediateDataNo)
 {
 	start({}, [](InitiatorLoginConfig &ic) {
 		ic.prefs.initial_r2t = false;
@@ -360,7 +360,7 @@ TEST_F(ConnTest, InitialR2tNoImmediateDataNo)
 // Found by fuzz_iscsi_conn (fuzz/corpus/iscsi_conn/crash-data-out-edtl0): a write with
 // EDTL 0 has no buffer, and an empty unsolicited Data-Out for it copied 0 bytes to a null
 // pointer (undefined behaviour: UBSan stops here in the sanitizer build).
-TEST_F(ConnTest, EmptyDataOutForAWriteWithoutData)
+TEST_F(IscsiConn, EmptyDataOutForAWriteWithoutData)
 {
 	start({}, [](InitiatorLoginConfig &ic) { ic.prefs.initial_r2t = false; });
 	clear_ua();
@@ -376,7 +376,7 @@ TEST_F(ConnTest, EmptyDataOutForAWriteWithoutData)
 
 // MaxOutstandingR2T=4 and MaxBurstLength smaller than the write: four R2Ts at once, each a
 // burst, a new one as each completes; Data-Out PDUs smaller than a burst, DataSN per R2T.
-TEST_F(ConnTest, SeveralR2tsPerCommand)
+TEST_F(IscsiConn, SeveralR2tsPerCommand)
 {
 	start({}, [](InitiatorLoginConfig &ic) {
 		ic.prefs.immediate_data = false;
@@ -444,7 +444,7 @@ TEST_F(ConnTest, SeveralR2tsPerCommand)
 // Data-In PDUs of the initiator's MaxRecvDataSegmentLength, F at the end of every
 // MaxBurstLength, the status in the last one (phase collapse: no SCSI Response), StatSN
 // only there.
-TEST_F(ConnTest, DataInSplitAtMrdslWithFAtEachBurst)
+TEST_F(IscsiConn, DataInSplitAtMrdslWithFAtEachBurst)
 {
 	start({}, [](InitiatorLoginConfig &ic) {
 		ic.prefs.max_recv_dsl = 1024;
@@ -495,7 +495,7 @@ TEST_F(ConnTest, DataInSplitAtMrdslWithFAtEachBurst)
 // ---- Digests (13.1, 7.8)
 // ----------------------------------------------------------------------------
 
-TEST_F(ConnTest, HeaderAndDataDigests)
+TEST_F(IscsiConn, HeaderAndDataDigests)
 {
 	start({}, [](InitiatorLoginConfig &ic) {
 		ic.prefs.header_digests = {Digest::Crc32c};
@@ -538,7 +538,7 @@ TEST_F(ConnTest, HeaderAndDataDigests)
 // 7.8: a data digest error is answered with a Reject (Data-Digest-Error) and at ERL 0
 // ends only the task it belongs to, with CHECK CONDITION; a command whose immediate data
 // was hit is still received (its CmdSN used), so the commands after it run.
-TEST_F(ConnTest, DataDigestErrorFailsOnlyThatCommand)
+TEST_F(IscsiConn, DataDigestErrorFailsOnlyThatCommand)
 {
 	start({}, [](InitiatorLoginConfig &ic) {
 		ic.prefs.header_digests = {Digest::Crc32c};
@@ -603,7 +603,7 @@ TEST_F(ConnTest, DataDigestErrorFailsOnlyThatCommand)
 // ---- Rejects (11.17)
 // ----------------------------------------------------------------------------------
 
-TEST_F(ConnTest, DataOutForUnknownTaskIsRejected)
+TEST_F(IscsiConn, DataOutForUnknownTaskIsRejected)
 {
 	start();
 	DataOut d;

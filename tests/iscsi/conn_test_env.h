@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // tests/iscsi/conn_test_env.h - what the connection suites share (conn_test.cc,
-// conn_control_test.cc): CDBs, sense, and ConnTest, a logged-in connection on the harness
+// conn_control_test.cc): CDBs, sense, and IscsiConn, a logged-in connection on the harness
 // (conn_harness.h) with helpers to send PDUs and expect the target's answers.
 #pragma once
 
@@ -72,7 +72,7 @@ inline SenseInfo sense_of(std::span<const uint8_t> data)
 	return s;
 }
 
-class ConnTest : public ::testing::Test
+class IscsiConn : public ::testing::Test
 {
 protected:
 	using TargetTweak = std::function<void(TargetConfig &)>;

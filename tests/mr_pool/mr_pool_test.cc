@@ -89,7 +89,7 @@ public:
 	std::atomic<int> live{0};
 };
 
-class MrPoolTest : public ::testing::Test
+class MrPools : public ::testing::Test
 {
 protected:
 	void SetUp() override
@@ -110,7 +110,7 @@ protected:
 	std::unique_ptr<MrPool> pool_ = std::make_unique<MrPool>();
 };
 
-TEST_F(MrPoolTest, InitGetPutDestroy)
+TEST_F(MrPools, InitGetPutDestroy)
 {
 	ASSERT_EQ(pool_->init(*pd_, 4, 16), 0);
 	EXPECT_EQ(pool_->size(), 4);
@@ -134,7 +134,7 @@ TEST_F(MrPoolTest, InitGetPutDestroy)
 	EXPECT_EQ(pool_->size(), 2);
 }
 
-TEST_F(MrPoolTest, InitArguments)
+TEST_F(MrPools, InitArguments)
 {
 	EXPECT_EQ(pool_->init(*pd_, -1, 16), -EINVAL);
 	EXPECT_EQ(pool_->init(*pd_, 0, 16), 0); // the kernel's nr == 0: an empty pool
@@ -145,7 +145,7 @@ TEST_F(MrPoolTest, InitArguments)
 	EXPECT_EQ(pool_->size(), 2);
 }
 
-TEST_F(MrPoolTest, LifoReuse)
+TEST_F(MrPools, LifoReuse)
 {
 	ASSERT_EQ(pool_->init(*pd_, 4, 16), 0);
 	// init list_add_tail()s: the first get returns MRs in allocation order.
@@ -172,7 +172,7 @@ TEST_F(MrPoolTest, LifoReuse)
 	pool_->put(c);
 }
 
-TEST_F(MrPoolTest, ExhaustionAndRecovery)
+TEST_F(MrPools, ExhaustionAndRecovery)
 {
 	constexpr int kNr = 3;
 	ASSERT_EQ(pool_->init(*pd_, kNr, 16), 0);
@@ -200,7 +200,7 @@ TEST_F(MrPoolTest, ExhaustionAndRecovery)
 	EXPECT_EQ(pool_->destroy(), 0);
 }
 
-TEST_F(MrPoolTest, DestroyWithMrsOutRefuses)
+TEST_F(MrPools, DestroyWithMrsOutRefuses)
 {
 	ASSERT_EQ(pool_->init(*pd_, 3, 16), 0);
 	Mr *mr = pool_->get();
@@ -227,7 +227,7 @@ TEST_F(MrPoolTest, DestroyWithMrsOutRefuses)
 }
 
 // The pool's MRs are fast-registration MRs of the asked size with distinct keys.
-TEST_F(MrPoolTest, MrsAreFastRegWithDistinctKeys)
+TEST_F(MrPools, MrsAreFastRegWithDistinctKeys)
 {
 	constexpr int kNr = 8;
 	ASSERT_EQ(pool_->init(*pd_, kNr, 32), 0);
@@ -351,7 +351,7 @@ TEST(MrPoolDeathTest, DestructorWithMrsOutAborts)
 
 // Two threads get and put for a bounded number of iterations: used() stays within
 // [0, size], ends at 0, and no MR is ever held by two holders at once.
-TEST_F(MrPoolTest, ConcurrentGetPut)
+TEST_F(MrPools, ConcurrentGetPut)
 {
 	constexpr int kNr = 4;
 	constexpr int kIters = 20000;

@@ -18,7 +18,7 @@ using namespace pr_test;
 
 // pr_check is asked directly with CDBs of commands the command families may not offer yet:
 // the tables are about commands, not about what executes them.
-class PrTableTest : public PrTest
+class PrTable : public Pr
 {
 protected:
 	bool conflicts(Nexus *s, std::vector<uint8_t> cdb)
@@ -53,7 +53,7 @@ std::vector<uint8_t> cdb_sa(uint8_t op, uint8_t sa, size_t len)
 	return c;
 }
 
-TEST_F(PrTableTest, NonHoldersPerTypeAndRegistration)
+TEST_F(PrTable, NonHoldersPerTypeAndRegistration)
 {
 	std::vector<uint8_t> rw32(32, 0);
 	rw32[0] = 0x7f;
@@ -145,7 +145,7 @@ TEST_F(PrTableTest, NonHoldersPerTypeAndRegistration)
 // ---- SPC-2 RESERVE / RELEASE ---------------------------------------------------------------
 
 // libiscsi test_reserve6_simple and test_reserve6_2initiators.
-TEST_F(PrTest, Reserve6TwoInitiators)
+TEST_F(Pr, Reserve6TwoInitiators)
 {
 	Nexus *a = join(kPortA), *b = join(kPortB);
 	EXPECT_EQ(t.lb.run(a, 0, cdb6(0x16), DataDir::None).status, Status::Good);
@@ -186,7 +186,7 @@ TEST_F(PrTest, Reserve6TwoInitiators)
 
 // libiscsi test_reserve6_lun_reset, _logout, _itnexus_loss: the reservation goes with a
 // LOGICAL UNIT RESET, the holder's logout, and an I_T NEXUS RESET.
-TEST_F(PrTest, Reserve6ReleasedByResetsAndNexusLoss)
+TEST_F(Pr, Reserve6ReleasedByResetsAndNexusLoss)
 {
 	Nexus *a = join(kPortA), *b = join(kPortB);
 	ASSERT_EQ(t.lb.run(a, 0, cdb6(0x16), DataDir::None).status, Status::Good);
@@ -204,7 +204,7 @@ TEST_F(PrTest, Reserve6ReleasedByResetsAndNexusLoss)
 	EXPECT_EQ(t.lb.run(b, 0, cdb6(0x17), DataDir::None).status, Status::Good);
 }
 
-TEST_F(PrTest, Reserve6CdbChecks)
+TEST_F(Pr, Reserve6CdbChecks)
 {
 	Nexus *a = join(kPortA);
 	for (uint8_t b1 : {0x01, 0x02, 0x10}) {
@@ -215,7 +215,7 @@ TEST_F(PrTest, Reserve6CdbChecks)
 }
 
 // SPC-4 5.13.3 (CRH 1): RESERVE and RELEASE against persistent reservations.
-TEST_F(PrTest, Reserve6WithPersistentReservations)
+TEST_F(Pr, Reserve6WithPersistentReservations)
 {
 	Nexus *a = join(kPortA), *b = join(kPortB), *c = join(kPortC);
 	ASSERT_EQ(out_st(a, SA_REGISTER, 0, K1), Status::Good);

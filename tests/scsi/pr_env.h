@@ -2,7 +2,7 @@
 // tests/scsi/pr_env.h - what the reservation suites share (pr_test.cc, pr_in_test.cc,
 // pr_preempt_test.cc, pr_conflict_test.cc): the service actions, types and flags spelled out
 // from SPC-4, the reservation keys and initiator ports, the CDB and parameter list builders,
-// and PrTest, an LU behind the loopback fabric with PERSISTENT RESERVE IN/OUT as calls.
+// and Pr, an LU behind the loopback fabric with PERSISTENT RESERVE IN/OUT as calls.
 #pragma once
 
 #include "scsi/core.h"
@@ -127,13 +127,10 @@ struct Resv {
 	uint8_t type = 0;
 };
 
-class PrTest : public ::testing::Test
+class Pr : public ::testing::Test
 {
 protected:
-	explicit PrTest(LuConfig cfg = {}, bool gated = false)
-	{
-		lu = &t.add(0, 1 << 20, cfg, gated);
-	}
+	explicit Pr(LuConfig cfg = {}, bool gated = false) { lu = &t.add(0, 1 << 20, cfg, gated); }
 
 	// A session for an initiator port, its POWER ON unit attention consumed.
 	Nexus *join(const std::string &port, Tpg *tpg = nullptr)

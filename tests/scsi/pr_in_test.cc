@@ -17,7 +17,7 @@ using namespace pr_test;
 // ---- PERSISTENT RESERVE IN -----------------------------------------------------------------
 
 // libiscsi test_prin_serviceaction_range: 0..3 work, 4..1Fh are refused.
-TEST_F(PrTest, PrInServiceActionRange)
+TEST_F(Pr, PrInServiceActionRange)
 {
 	Nexus *a = join(kPortA);
 	for (uint8_t sa = 0; sa < 4; sa++)
@@ -31,7 +31,7 @@ TEST_F(PrTest, PrInServiceActionRange)
 
 // libiscsi test_prin_read_keys_simple / _truncate: ADDITIONAL LENGTH covers the whole list
 // whatever the allocation length lets through.
-TEST_F(PrTest, ReadKeysTruncated)
+TEST_F(Pr, ReadKeysTruncated)
 {
 	Nexus *a = join(kPortA), *b = join(kPortB);
 	ASSERT_EQ(out_st(a, SA_REGISTER, 0, K1), Status::Good);
@@ -59,7 +59,7 @@ TEST_F(PrTest, ReadKeysTruncated)
 
 // libiscsi test_prin_report_caps_simple: LENGTH 8, ALLOW COMMANDS <= 5, a type mask within
 // the six types (TMV set), and every type it claims works.
-TEST_F(PrTest, ReportCapabilities)
+TEST_F(Pr, ReportCapabilities)
 {
 	Nexus *a = join(kPortA);
 	auto r = in(a, SA_REPORT_CAPABILITIES);
@@ -113,7 +113,7 @@ std::vector<FullStatus> parse_full_status(const std::vector<uint8_t> &d)
 // SPC-4 6.16.5 and 7.6.4.6: a descriptor per registration; the TransportID is the iSCSI
 // format 01b one (name,i,0xISID) for a session's port, format 00b for a bare name; NUL
 // terminated, padded to a multiple of 4, at least 24 bytes.
-TEST_F(PrTest, ReadFullStatus)
+TEST_F(Pr, ReadFullStatus)
 {
 	Nexus *a = join(kPortA);
 	Nexus *b = join("iqn.2026-01.org.ulp:b");
@@ -210,7 +210,7 @@ TEST(PrTransportId, BuildAndParse)
 
 // ALL_TG_PT: one registration stands for the initiator port through every target port; the
 // same LU exported through a second target port group sees it registered and holding.
-TEST_F(PrTest, AllTargetPorts)
+TEST_F(Pr, AllTargetPorts)
 {
 	Tpg tpg2{"iqn.2026-11.org.ulp:test2", 2};
 	ASSERT_EQ(tpg2.add_lun(0, *lu), 0);

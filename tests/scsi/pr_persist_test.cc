@@ -178,16 +178,16 @@ struct Boot {
 	}
 };
 
-class PrPersistTest : public ::testing::Test
+class PrPersist : public ::testing::Test
 {
 protected:
-	PrPersistTest()
+	PrPersist()
 	{
 		char tmpl[] = "/tmp/ulp-pr-XXXXXX";
 		EXPECT_TRUE(mkdtemp(tmpl));
 		dir = std::string(tmpl) + "/state"; // made by PrStore::open
 	}
-	~PrPersistTest() override
+	~PrPersist() override
 	{
 		std::error_code ec;
 		fs::remove_all(fs::path(dir).parent_path(), ec);
@@ -206,7 +206,7 @@ protected:
 
 // ---- The store ---------------------------------------------------------------------------
 
-TEST_F(PrPersistTest, StoreMakesItsDirectoryPrivateAndRefusesAFile)
+TEST_F(PrPersist, StoreMakesItsDirectoryPrivateAndRefusesAFile)
 {
 	std::string why;
 	auto s = PrStore::open(dir + "/a/b", &why);
@@ -222,7 +222,7 @@ TEST_F(PrPersistTest, StoreMakesItsDirectoryPrivateAndRefusesAFile)
 	EXPECT_FALSE(PrStore::open(dir + "/plain/sub", &why)) << "under a file";
 }
 
-TEST_F(PrPersistTest, StoreReplacesAndRemovesDurablyInOrder)
+TEST_F(PrPersist, StoreReplacesAndRemovesDurablyInOrder)
 {
 	std::string why;
 	auto s = PrStore::open(dir, &why);
@@ -263,7 +263,7 @@ TEST_F(PrPersistTest, StoreReplacesAndRemovesDurablyInOrder)
 
 // ---- APTPL and REPORT CAPABILITIES ---------------------------------------------------------
 
-TEST_F(PrPersistTest, ReportCapabilitiesAndAptplBit)
+TEST_F(PrPersist, ReportCapabilitiesAndAptplBit)
 {
 	Boot r(dir);
 	ASSERT_EQ(r.load, PrLoad::NoState) << r.why;
@@ -292,7 +292,7 @@ TEST_F(PrPersistTest, ReportCapabilitiesAndAptplBit)
 	EXPECT_TRUE(fs::exists(file()));
 }
 
-TEST_F(PrPersistTest, WithoutAStoreAptplIsRefused)
+TEST_F(PrPersist, WithoutAStoreAptplIsRefused)
 {
 	Target t;
 	t.add(0);
@@ -308,7 +308,7 @@ TEST_F(PrPersistTest, WithoutAStoreAptplIsRefused)
 
 // ---- Restarts ------------------------------------------------------------------------------
 
-TEST_F(PrPersistTest, RegistrationsAndReservationSurviveARestart)
+TEST_F(PrPersist, RegistrationsAndReservationSurviveARestart)
 {
 	std::vector<uint8_t> before;
 	uint8_t caps3 = 0;
@@ -345,7 +345,7 @@ TEST_F(PrPersistTest, RegistrationsAndReservationSurviveARestart)
 
 // An ALL_TG_PT registration through one port group is the initiator's through another
 // after a restart too, and the relative target port of a plain one is kept.
-TEST_F(PrPersistTest, TargetPortsSurviveARestart)
+TEST_F(PrPersist, TargetPortsSurviveARestart)
 {
 	auto second_port = [](Boot &r) {
 		auto tpg = std::make_unique<Tpg>("iqn.2026-11.org.ulp:other", 2);
@@ -385,7 +385,7 @@ TEST_F(PrPersistTest, TargetPortsSurviveARestart)
 
 // Every service action that changes the state with APTPL active is in the file when GOOD
 // comes back: a restart at that moment shows exactly what the running target shows.
-TEST_F(PrPersistTest, EveryServiceActionPersists)
+TEST_F(PrPersist, EveryServiceActionPersists)
 {
 	Boot r(dir);
 	Nexus *a = r.join(kPortA), *b = r.join(kPortB), *c = r.join(kPortC);
@@ -428,7 +428,7 @@ TEST_F(PrPersistTest, EveryServiceActionPersists)
 
 // TARGET COLD RESET is a power on: with APTPL active the registrations and the reservation
 // stay (PRgeneration goes to 0), the SPC-2 reservation never does.
-TEST_F(PrPersistTest, ColdResetKeepsAptplState)
+TEST_F(PrPersist, ColdResetKeepsAptplState)
 {
 	Boot r(dir);
 	Nexus *a = r.join(kPortA), *b = r.join(kPortB);
@@ -452,7 +452,7 @@ TEST_F(PrPersistTest, ColdResetKeepsAptplState)
 
 // A write that fails (here: the directory is gone) undoes the change, which the initiator
 // is told did not happen; the next change rewrites the file.
-TEST_F(PrPersistTest, AFailedWriteUndoesTheChange)
+TEST_F(PrPersist, AFailedWriteUndoesTheChange)
 {
 	Boot r(dir);
 	Nexus *a = r.join(kPortA), *b = r.join(kPortB);
@@ -475,7 +475,7 @@ TEST_F(PrPersistTest, AFailedWriteUndoesTheChange)
 
 // PERSISTENT RESERVE OUT commands from several initiators at once: each waits for the one
 // being written, none is lost, and the file ends as the state does.
-TEST_F(PrPersistTest, ConcurrentChangesReachTheFileInOrder)
+TEST_F(PrPersist, ConcurrentChangesReachTheFileInOrder)
 {
 	Boot r(dir);
 	const std::string ports[] = {kPortA, kPortB, kPortC,
@@ -510,7 +510,7 @@ TEST_F(PrPersistTest, ConcurrentChangesReachTheFileInOrder)
 
 // ---- Files that are refused ----------------------------------------------------------------
 
-class PrStateFileTest : public PrPersistTest
+class PrStateFile : public PrPersist
 {
 protected:
 	// A valid state file: two registrations, a reservation.
@@ -541,7 +541,7 @@ protected:
 	}
 };
 
-TEST_F(PrStateFileTest, ValidFileLoads)
+TEST_F(PrStateFile, ValidFileLoads)
 {
 	const auto f = valid();
 	PrLoaded l;
@@ -557,7 +557,7 @@ TEST_F(PrStateFileTest, ValidFileLoads)
 	EXPECT_EQ(l.holder, l.regs[1].id);
 }
 
-TEST_F(PrStateFileTest, TornAndTruncatedFilesAreRefused)
+TEST_F(PrStateFile, TornAndTruncatedFilesAreRefused)
 {
 	const auto f = valid();
 	for (size_t n :
@@ -567,7 +567,7 @@ TEST_F(PrStateFileTest, TornAndTruncatedFilesAreRefused)
 	}
 }
 
-TEST_F(PrStateFileTest, CorruptFilesAreRefused)
+TEST_F(PrStateFile, CorruptFilesAreRefused)
 {
 	const auto f = valid();
 	// Any flipped bit past the magic and length is caught by the checksum.
@@ -586,7 +586,7 @@ TEST_F(PrStateFileTest, CorruptFilesAreRefused)
 	expect_refused(c, PrLoad::Malformed, "a trailing byte");
 }
 
-TEST_F(PrStateFileTest, UnknownVersionIsRefused)
+TEST_F(PrStateFile, UnknownVersionIsRefused)
 {
 	auto f = valid();
 	put_be32(&f[8], 2);
@@ -594,7 +594,7 @@ TEST_F(PrStateFileTest, UnknownVersionIsRefused)
 	expect_refused(f, PrLoad::BadVersion, "version 2");
 }
 
-TEST_F(PrStateFileTest, AnotherLusFileIsRefused)
+TEST_F(PrStateFile, AnotherLusFileIsRefused)
 {
 	const auto f = valid();
 	// lu1's file name with lu0's contents (an administrator's copy gone wrong).
@@ -605,7 +605,7 @@ TEST_F(PrStateFileTest, AnotherLusFileIsRefused)
 }
 
 // A checksum that is right over contents pr_out.cc never writes: refused all the same.
-TEST_F(PrStateFileTest, InconsistentContentsAreRefused)
+TEST_F(PrStateFile, InconsistentContentsAreRefused)
 {
 	const auto f = valid();
 	// Offsets in the body (pr_persist.cc): name (2 + 3), NAA 8, type at 16+13, holder at
@@ -633,7 +633,7 @@ TEST_F(PrStateFileTest, InconsistentContentsAreRefused)
 	expect_refused(e, PrLoad::Malformed, "fewer registrations than bytes");
 }
 
-TEST_F(PrStateFileTest, AStaleTempFileIsIgnored)
+TEST_F(PrStateFile, AStaleTempFileIsIgnored)
 {
 	const auto f = valid();
 	write_file(file() + ".tmp", {1, 2, 3});

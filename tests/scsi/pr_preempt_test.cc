@@ -20,7 +20,7 @@ using std::chrono::milliseconds;
 
 // libiscsi test_prout_preempt_rm_reg: with no reservation, PREEMPT removes the registrations
 // SARK names, bumps PRgeneration once; the preempted nexus hears REGISTRATIONS PREEMPTED.
-TEST_F(PrTest, PreemptRemovesRegistration)
+TEST_F(Pr, PreemptRemovesRegistration)
 {
 	Nexus *a = join(kPortA), *b = join(kPortB);
 	ASSERT_EQ(out_st(a, SA_REGISTER_IGNORE, 0, K1), Status::Good);
@@ -47,7 +47,7 @@ TEST_F(PrTest, PreemptRemovesRegistration)
 // SPC-4 5.13.11.2.4.3 with three initiators: b preempts a's reservation (changing its type):
 // a loses registration and reservation (REGISTRATIONS PREEMPTED), c keeps its registration
 // but its access changed (RESERVATIONS RELEASED), b holds the new reservation.
-TEST_F(PrTest, PreemptTheHolder)
+TEST_F(Pr, PreemptTheHolder)
 {
 	Nexus *a = join(kPortA), *b = join(kPortB), *c = join(kPortC);
 	ASSERT_EQ(out_st(a, SA_REGISTER, 0, K1), Status::Good);
@@ -85,7 +85,7 @@ TEST_F(PrTest, PreemptTheHolder)
 
 // SPC-4 5.13.11.2.4.3: under an all-registrants reservation a zero SARK preempts everyone
 // else; the issuer holds a reservation of the CDB's type.
-TEST_F(PrTest, PreemptAllRegistrantsWithZeroKey)
+TEST_F(Pr, PreemptAllRegistrantsWithZeroKey)
 {
 	Nexus *a = join(kPortA), *b = join(kPortB), *c = join(kPortC);
 	ASSERT_EQ(out_st(a, SA_REGISTER, 0, K1), Status::Good);
@@ -117,7 +117,7 @@ TEST_F(PrTest, PreemptAllRegistrantsWithZeroKey)
 
 // ---- Preempt and abort ---------------------------------------------------------------------
 
-class PrAbortTest : public PrTest
+class PrAbort : public Pr
 {
 protected:
 	static LuConfig cfg(bool tas)
@@ -126,19 +126,19 @@ protected:
 		c.tas = tas;
 		return c;
 	}
-	explicit PrAbortTest(bool tas = true) : PrTest(cfg(tas), /*gated=*/true) {}
+	explicit PrAbort(bool tas = true) : Pr(cfg(tas), /*gated=*/true) {}
 };
 
-class PrAbortNoTasTest : public PrAbortTest
+class PrAbortNoTas : public PrAbort
 {
 protected:
-	PrAbortNoTasTest() : PrAbortTest(false) {}
+	PrAbortNoTas() : PrAbort(false) {}
 };
 
 // SPC-4 5.13.11.2.5: the preempted nexus's task in flight is aborted (TASK ABORTED: TAS is
 // set), and the PREEMPT AND ABORT completes only after it has ended. Tasks of nexuses that
 // were not preempted run on.
-TEST_F(PrAbortTest, AbortsThePreemptedTasksAndWaitsForThem)
+TEST_F(PrAbort, AbortsThePreemptedTasksAndWaitsForThem)
 {
 	Nexus *a = join(kPortA), *b = join(kPortB), *c = join(kPortC);
 	GatedBackstore *g = t.gates[0];
@@ -177,7 +177,7 @@ TEST_F(PrAbortTest, AbortsThePreemptedTasksAndWaitsForThem)
 // TAS 0: the aborted task gets no status; its nexus hears COMMANDS CLEARED BY ANOTHER
 // INITIATOR as well as REGISTRATIONS PREEMPTED. A dormant task and one waiting for its
 // data-out are aborted too.
-TEST_F(PrAbortNoTasTest, AbortsSilentlyWithCommandsCleared)
+TEST_F(PrAbortNoTas, AbortsSilentlyWithCommandsCleared)
 {
 	Nexus *a = join(kPortA), *b = join(kPortB);
 	GatedBackstore *g = t.gates[0];
@@ -211,7 +211,7 @@ TEST_F(PrAbortNoTasTest, AbortsSilentlyWithCommandsCleared)
 }
 
 // A task-management function racing PREEMPT AND ABORT for the same tasks: both answer.
-TEST_F(PrAbortTest, RacesALunReset)
+TEST_F(PrAbort, RacesALunReset)
 {
 	Nexus *a = join(kPortA), *b = join(kPortB);
 	GatedBackstore *g = t.gates[0];
@@ -237,7 +237,7 @@ TEST_F(PrAbortTest, RacesALunReset)
 // Three initiators registering, reserving, preempting and doing I/O at once: every command
 // is answered, the state stays consistent (one reservation at most, keys listed once per
 // registration). Mostly for TSan.
-TEST_F(PrTest, ConcurrentServiceActionsAndIo)
+TEST_F(Pr, ConcurrentServiceActionsAndIo)
 {
 	Nexus *s[3] = {join(kPortA), join(kPortB), join(kPortC)};
 	const uint64_t key[3] = {K1, K2, K3};

@@ -24,7 +24,7 @@ using namespace pr_test;
 // ---- Registering ---------------------------------------------------------------------------
 
 // libiscsi test_prout_register_simple, prout_reregister_key_fails.
-TEST_F(PrTest, RegisterAndReadKeys)
+TEST_F(Pr, RegisterAndReadKeys)
 {
 	Nexus *a = join(kPortA);
 	Keys k0 = keys(a);
@@ -56,7 +56,7 @@ TEST_F(PrTest, RegisterAndReadKeys)
 	EXPECT_TRUE(keys(a).keys.empty());
 }
 
-TEST_F(PrTest, RegistrationsArePerNexusAndListedInOrder)
+TEST_F(Pr, RegistrationsArePerNexusAndListedInOrder)
 {
 	Nexus *a = join(kPortA), *b = join(kPortB), *c = join(kPortC);
 	EXPECT_EQ(out_st(b, SA_REGISTER, 0, K2), Status::Good);
@@ -73,7 +73,7 @@ TEST_F(PrTest, RegistrationsArePerNexusAndListedInOrder)
 }
 
 // SPC-4 5.13.2: registrations survive I_T nexus loss and LOGICAL UNIT RESET.
-TEST_F(PrTest, RegistrationsAndReservationsSurviveNexusLossAndLunReset)
+TEST_F(Pr, RegistrationsAndReservationsSurviveNexusLossAndLunReset)
 {
 	Nexus *a = join(kPortA), *b = join(kPortB);
 	ASSERT_EQ(out_st(a, SA_REGISTER, 0, K1), Status::Good);
@@ -92,7 +92,7 @@ TEST_F(PrTest, RegistrationsAndReservationsSurviveNexusLossAndLunReset)
 
 // ---- Parameter list and CDB checks ---------------------------------------------------------
 
-TEST_F(PrTest, ParameterListAndCdbErrors)
+TEST_F(Pr, ParameterListAndCdbErrors)
 {
 	Nexus *a = join(kPortA);
 	// PTPL_C 0: APTPL 1 is refused (SPC-4 6.17.3); SIP_C 0: so is SPEC_I_PT.
@@ -140,7 +140,7 @@ TEST_F(PrTest, ParameterListAndCdbErrors)
 // libiscsi test_prout_reserve_simple (and test_prin_report_caps_simple's loop): every type
 // reserves, READ RESERVATION shows it (key zero for all-registrants types), RELEASE of the
 // same type ends it. Neither changes PRgeneration (test_prout_clear_simple).
-TEST_F(PrTest, ReserveAndReleaseEveryType)
+TEST_F(Pr, ReserveAndReleaseEveryType)
 {
 	Nexus *a = join(kPortA);
 	ASSERT_EQ(out_st(a, SA_REGISTER_IGNORE, 0, K1), Status::Good);
@@ -171,7 +171,7 @@ TEST_F(PrTest, ReserveAndReleaseEveryType)
 
 // SPC-4 5.13.7 table 67 and 5.13.9: only a registered nexus with its key may reserve,
 // release, clear or preempt; a non-holder's RESERVE conflicts, its RELEASE does nothing.
-TEST_F(PrTest, KeyRulesForEveryServiceAction)
+TEST_F(Pr, KeyRulesForEveryServiceAction)
 {
 	Nexus *a = join(kPortA), *b = join(kPortB), *c = join(kPortC);
 	for (uint8_t sa : {SA_RESERVE, SA_RELEASE, SA_CLEAR, SA_PREEMPT, SA_PREEMPT_ABORT})
@@ -207,7 +207,7 @@ constexpr AccessCase kAccess[] = {
     {EA_AR, true, true, false, false}, {WE_AR, true, true, true, false},
 };
 
-TEST_F(PrTest, AccessPerTypeForRegisteredAndUnregistered)
+TEST_F(Pr, AccessPerTypeForRegisteredAndUnregistered)
 {
 	Nexus *a = join(kPortA), *b = join(kPortB);
 	for (const AccessCase &x : kAccess) {
@@ -238,7 +238,7 @@ TEST_F(PrTest, AccessPerTypeForRegisteredAndUnregistered)
 // libiscsi test_prout_reserve_ownership_*: the holder unregistering releases a reservation
 // of the types one nexus holds; an all-registrants one stays with the other registrant,
 // which can release it.
-TEST_F(PrTest, HolderUnregisteringReleasesUnlessAllRegistrants)
+TEST_F(Pr, HolderUnregisteringReleasesUnlessAllRegistrants)
 {
 	Nexus *a = join(kPortA), *b = join(kPortB);
 	for (uint8_t type : kAllTypes) {
@@ -271,7 +271,7 @@ TEST_F(PrTest, HolderUnregisteringReleasesUnlessAllRegistrants)
 
 // SPC-4 5.13.11.2.2: releasing an RO or AR reservation tells the other registrants
 // (RESERVATIONS RELEASED); WE and EA releases tell nobody. Unregistered nexuses never hear.
-TEST_F(PrTest, ReleaseUnitAttentions)
+TEST_F(Pr, ReleaseUnitAttentions)
 {
 	Nexus *a = join(kPortA), *b = join(kPortB), *c = join(kPortC);
 	ASSERT_EQ(out_st(a, SA_REGISTER, 0, K1), Status::Good);
@@ -297,7 +297,7 @@ TEST_F(PrTest, ReleaseUnitAttentions)
 // libiscsi test_prout_clear_simple: CLEAR removes every registration and the reservation,
 // and bumps PRgeneration once (RESERVE did not). The other registrants hear RESERVATIONS
 // PREEMPTED (SPC-4 5.13.11.2.6).
-TEST_F(PrTest, ClearRemovesEverything)
+TEST_F(Pr, ClearRemovesEverything)
 {
 	Nexus *a = join(kPortA), *b = join(kPortB), *c = join(kPortC);
 	ASSERT_EQ(out_st(a, SA_REGISTER_IGNORE, 0, K1), Status::Good);
@@ -340,7 +340,7 @@ std::vector<uint8_t> move_data(uint64_t key, uint64_t sa_key, bool unreg, uint16
 
 // SPC-4 5.13.8: the holder moves its reservation to another I_T nexus (named by TransportID),
 // registering it; with UNREG it leaves.
-TEST_F(PrTest, RegisterAndMove)
+TEST_F(Pr, RegisterAndMove)
 {
 	Nexus *a = join(kPortA), *b = join(kPortB), *c = join(kPortC);
 	ASSERT_EQ(out_st(a, SA_REGISTER, 0, K1), Status::Good);

@@ -72,7 +72,7 @@ QpState queried(Qp &qp)
 
 // IB spec 10.3.1, figure 124: RESET->INIT->RTR->RTS, INIT->INIT, RTS->RTS, any->ERR,
 // any->RESET; query_qp reports the state reached.
-TEST_P(LocalTest, QpStateMachineLegalPath)
+TEST_P(ConformanceLocal, QpStateMachineLegalPath)
 {
 	OPEN_LOCAL();
 	Bare b;
@@ -105,7 +105,7 @@ TEST_P(LocalTest, QpStateMachineLegalPath)
 
 // IB spec 10.3.1: transitions not in figure 124 fail and leave the QP where it was
 // (ib_modify_qp_is_ok() returns false, the driver -EINVAL).
-TEST_P(LocalTest, QpStateMachineIllegalTransitions)
+TEST_P(ConformanceLocal, QpStateMachineIllegalTransitions)
 {
 	OPEN_LOCAL();
 	Bare b;
@@ -142,7 +142,7 @@ TEST_P(LocalTest, QpStateMachineIllegalTransitions)
 // IB spec 11.2.4.2 (Modify QP, table of required attributes per transition): a transition
 // without one of its required attributes, or with one that is not allowed in it, fails
 // with -EINVAL (ib_modify_qp_is_ok) and the QP stays put.
-TEST_P(LocalTest, QpStateMachineRequiredAttributes)
+TEST_P(ConformanceLocal, QpStateMachineRequiredAttributes)
 {
 	OPEN_LOCAL();
 	Bare b;
@@ -181,7 +181,7 @@ TEST_P(LocalTest, QpStateMachineRequiredAttributes)
 
 // IB spec 10.3.1 / 11.4.1.1: Post Receive in RESET is an error; posting to INIT queues the
 // WR (it completes when the QP reaches RTR and a message arrives, or is flushed).
-TEST_P(LocalTest, PostRecvInResetFailsInInitQueues)
+TEST_P(ConformanceLocal, PostRecvInResetFailsInInitQueues)
 {
 	OPEN_LOCAL();
 	Bare b;
@@ -216,7 +216,7 @@ TEST_P(LocalTest, PostRecvInResetFailsInInitQueues)
 // completes with WR_FLUSH_ERR, in order per queue; WRs posted to an ERR QP are flushed
 // too (the behaviour drain relies on). An unsignaled WR posted without a cqe completes
 // only as a cqe-less flush, which the completion layer above drops (DESIGN 3).
-TEST_P(ConfTest, FlushOnErr)
+TEST_P(Conformance, FlushOnErr)
 {
 	EpConfig lc;
 	lc.rnr_retry = 7;
@@ -281,7 +281,7 @@ TEST_P(ConfTest, FlushOnErr)
 // IB spec 10.8.6 / 11.4.1.1: the send queue holds max_send_wr WRs; an unsignaled WR keeps
 // its slot until a later signaled WR completes; posting to a full queue fails (-ENOMEM in
 // Linux) and reports the first WR not posted in bad_wr.
-TEST_P(ConfTest, SqOverflowWithUnsignaled)
+TEST_P(Conformance, SqOverflowWithUnsignaled)
 {
 	EpConfig lc;
 	lc.max_send_wr = 8;
@@ -353,7 +353,7 @@ TEST_P(ConfTest, SqOverflowWithUnsignaled)
 
 // IB spec 11.4.1.1: a WR with more SGEs than the QP was created with is rejected at post
 // time and reported in bad_wr; nothing of the chain after it is posted.
-TEST_P(ConfTest, PostTooManySgesFails)
+TEST_P(Conformance, PostTooManySgesFails)
 {
 	EpConfig lc;
 	lc.max_sge = 1;
@@ -378,11 +378,12 @@ TEST_P(ConfTest, PostTooManySgesFails)
 
 } // namespace
 
-INSTANTIATE_TEST_SUITE_P(Fabric, LocalTest, ::testing::ValuesIn(local_fabric_names()),
+INSTANTIATE_TEST_SUITE_P(Fabric, ConformanceLocal, ::testing::ValuesIn(local_fabric_names()),
                          fabric_param_name);
 // ULP_CONF_FABRICS naming only cross-process soft fabrics leaves no device-local fabric:
 // the peer tests still run.
-GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(LocalTest);
-INSTANTIATE_TEST_SUITE_P(Fabric, ConfTest, ::testing::ValuesIn(fabric_names()), fabric_param_name);
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(ConformanceLocal);
+INSTANTIATE_TEST_SUITE_P(Fabric, Conformance, ::testing::ValuesIn(fabric_names()),
+                         fabric_param_name);
 
 } // namespace ulp::conf

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// tests/soft/test_bufpool.cc - core/buf_pool.h over a real soft PD: the pool's buffers are
+// tests/soft/buf_pool_test.cc - core/buf_pool.h over a real soft PD: the pool's buffers are
 // registered memory a peer can reach through the pool's keys.
 #include "core/buf_pool.h"
 #include "core/mem_map.h"

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// tests/srpt/fault_test.cc - the SRP target (srp/target/target.h) and the SRP initiator
+// tests/srp/fault_test.cc - the SRP target (srp/target/target.h) and the SRP initiator
 // (srp/initiator/initiator.h) under faults the soft provider injects, in one process (ulp-targetd
 // and an initiator in two processes: fault_xproc_test.cc; what both share: fault_env.h).
 //
@@ -20,7 +20,7 @@
 // initiator goes; then a new login reads every acknowledged write back (a write that
 // failed may or may not have landed: either is accepted for it, nothing else).
 #include "core/log.h"
-#include "tests/srpt/fault_env.h"
+#include "tests/srp/fault_env.h"
 
 #include <functional>
 #include <thread>

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// tests/soft/test_inline.cc - Exec::Inline: work runs on the caller's thread, completions
+// tests/soft/inline_test.cc - Exec::Inline: work runs on the caller's thread, completions
 // are there when post_send returns (or at the next poll), no threads, and the same
 // sequence gives the same completions every time.
 #include "soft_test_util.h"

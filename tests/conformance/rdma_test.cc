@@ -13,7 +13,7 @@ namespace
 
 // IB spec 9.4.4: an RDMA WRITE places data at the responder's virtual address under its
 // R_Key and consumes no receive WR: the responder sees no completion.
-TEST_P(ConfTest, RdmaWrite)
+TEST_P(Conformance, RdmaWrite)
 {
 	CONNECT();
 	auto lm = local().reg_mr(8192, ACCESS_LOCAL_WRITE);
@@ -38,7 +38,7 @@ TEST_P(ConfTest, RdmaWrite)
 
 // IB spec 9.4.4 / 10.7.2: RDMA WRITE with immediate consumes a receive WR at the responder,
 // which completes as RECV_RDMA_WITH_IMM with the immediate data and the written length.
-TEST_P(ConfTest, RdmaWriteWithImm)
+TEST_P(Conformance, RdmaWriteWithImm)
 {
 	CONNECT();
 	auto lm = local().reg_mr(4096, ACCESS_LOCAL_WRITE);
@@ -68,7 +68,7 @@ TEST_P(ConfTest, RdmaWriteWithImm)
 
 // IB spec 9.4.5: an RDMA READ returns the responder's memory into the requester's local
 // SGEs; the requester's WC counts the bytes read.
-TEST_P(ConfTest, RdmaRead)
+TEST_P(Conformance, RdmaRead)
 {
 	CONNECT();
 	auto lm = local().reg_mr(8192, ACCESS_LOCAL_WRITE);
@@ -97,7 +97,7 @@ TEST_P(ConfTest, RdmaRead)
 // RESPST_ERR_RKEY_VIOLATION -> do_class_d1e_error / qp error).
 enum class Violation { BadRkey, WriteNoAccess, ReadNoAccess, Range, OtherPd };
 
-class AccessTest : public ConfTest
+class ConformanceAccess : public Conformance
 {
 protected:
 	void violate(Violation v)
@@ -148,34 +148,34 @@ protected:
 	}
 };
 
-TEST_P(AccessTest, WriteBadRkey)
+TEST_P(ConformanceAccess, WriteBadRkey)
 {
 	violate(Violation::BadRkey);
 }
-TEST_P(AccessTest, WriteWithoutRemoteWrite)
+TEST_P(ConformanceAccess, WriteWithoutRemoteWrite)
 {
 	violate(Violation::WriteNoAccess);
 }
-TEST_P(AccessTest, ReadWithoutRemoteRead)
+TEST_P(ConformanceAccess, ReadWithoutRemoteRead)
 {
 	violate(Violation::ReadNoAccess);
 }
-TEST_P(AccessTest, WriteBeyondMrEnd)
+TEST_P(ConformanceAccess, WriteBeyondMrEnd)
 {
 	violate(Violation::Range);
 }
-TEST_P(AccessTest, WriteMrOfAnotherPd)
+TEST_P(ConformanceAccess, WriteMrOfAnotherPd)
 {
 	violate(Violation::OtherPd);
 }
 
-INSTANTIATE_TEST_SUITE_P(Fabric, AccessTest, ::testing::ValuesIn(fabric_names()),
+INSTANTIATE_TEST_SUITE_P(Fabric, ConformanceAccess, ::testing::ValuesIn(fabric_names()),
                          fabric_param_name);
 
 // IB spec C9-88: "For an HCA responder using Reliable Connection service, for a zero-length
 // RDMA READ or WRITE request, the R_Key shall not be validated." Such requests succeed with
 // any rkey and address, and both QPs stay in RTS.
-TEST_P(ConfTest, ZeroLengthRdmaSkipsRkeyCheck)
+TEST_P(Conformance, ZeroLengthRdmaSkipsRkeyCheck)
 {
 	CONNECT();
 	auto lm = local().reg_mr(4096, ACCESS_LOCAL_WRITE);
@@ -201,7 +201,7 @@ TEST_P(ConfTest, ZeroLengthRdmaSkipsRkeyCheck)
 
 // IB spec 10.7.3.1 / 11.6.2 (LOC_PROT_ERR): a local SGE whose lkey is not valid, or that
 // reaches past its MR, fails the WR with LOC_PROT_ERR at the requester; the QP enters ERR.
-TEST_P(ConfTest, LocalBadLkey)
+TEST_P(Conformance, LocalBadLkey)
 {
 	CONNECT();
 	auto lm = local().reg_mr(4096, ACCESS_LOCAL_WRITE);
@@ -224,7 +224,7 @@ TEST_P(ConfTest, LocalBadLkey)
 	    << "the peer received a message built from a bad lkey: " << describe(pw);
 }
 
-TEST_P(ConfTest, LocalSgeBeyondMr)
+TEST_P(Conformance, LocalSgeBeyondMr)
 {
 	CONNECT();
 	auto lm = local().reg_mr(4096, ACCESS_LOCAL_WRITE);
@@ -241,7 +241,7 @@ TEST_P(ConfTest, LocalSgeBeyondMr)
 // IB spec 10.6.3.1 / 11.6.2: the sink of an RDMA READ is written by the local HCA and needs
 // LOCAL_WRITE; without it the READ fails with LOC_PROT_ERR (rxe: copy_data() under
 // IB_ACCESS_LOCAL_WRITE, status IB_WC_LOC_PROT_ERR).
-TEST_P(ConfTest, ReadSinkWithoutLocalWrite)
+TEST_P(Conformance, ReadSinkWithoutLocalWrite)
 {
 	CONNECT();
 	auto lm = local().reg_mr(4096, ACCESS_REMOTE_READ);
@@ -258,7 +258,7 @@ TEST_P(ConfTest, ReadSinkWithoutLocalWrite)
 // IB spec 10.8.3.3 / 11.4.1.1 (Fence indicator): a fenced WR is not started until every
 // earlier RDMA READ of the QP has completed. A SEND of the buffer that a READ fills must
 // carry the READ's data.
-TEST_P(ConfTest, FencedSendAfterReadSendsReadData)
+TEST_P(Conformance, FencedSendAfterReadSendsReadData)
 {
 	CONNECT();
 	auto lm = local().reg_mr(4096, ACCESS_LOCAL_WRITE);
@@ -289,7 +289,7 @@ TEST_P(ConfTest, FencedSendAfterReadSendsReadData)
 // time (rdma_cm initiator_depth); further READs wait in order. With depth 1, 32 READs all complete
 // in order with the right data; on the soft provider the high-water mark of READs in flight is
 // checked directly.
-class ReadDepthTest : public ConfTest
+class ConformanceReadDepth : public Conformance
 {
 protected:
 	void run(uint8_t depth)
@@ -331,16 +331,16 @@ protected:
 	}
 };
 
-TEST_P(ReadDepthTest, ManyReadsDepth1)
+TEST_P(ConformanceReadDepth, ManyReadsDepth1)
 {
 	run(1);
 }
-TEST_P(ReadDepthTest, ManyReadsDepth4)
+TEST_P(ConformanceReadDepth, ManyReadsDepth4)
 {
 	run(4);
 }
 
-INSTANTIATE_TEST_SUITE_P(Fabric, ReadDepthTest, ::testing::ValuesIn(fabric_names()),
+INSTANTIATE_TEST_SUITE_P(Fabric, ConformanceReadDepth, ::testing::ValuesIn(fabric_names()),
                          fabric_param_name);
 
 // rdma_cm's READ credits are IB CM's (cm_format_req_event, cm_format_rep_event,
@@ -351,7 +351,7 @@ INSTANTIATE_TEST_SUITE_P(Fabric, ReadDepthTest, ::testing::ValuesIn(fabric_names
 // the same with the accept's. The passive QP takes the accept's values; the active QP takes
 // them crossed (max_rd_atomic = the accept's responder_resources). Powers of two: rxe rounds
 // the QP's values up to one.
-TEST_P(ConfTest, ReadCreditsCrossOver)
+TEST_P(Conformance, ReadCreditsCrossOver)
 {
 	EpConfig lc, pc;
 	lc.responder_resources = 8; // the connector answers 8 READs at once
@@ -378,7 +378,7 @@ TEST_P(ConfTest, ReadCreditsCrossOver)
 // max_rd_atomic is 0) never issues a READ: rxe's requester waits for a credit that never
 // comes, and the WR completes only when the QP leaves RTS, flushed. A later WRITE waits
 // behind it (the send queue is ordered). This is the silent stall a ULP must bound.
-TEST_P(ConfTest, ReadWithoutReadCreditWaitsUntilFlushed)
+TEST_P(Conformance, ReadWithoutReadCreditWaitsUntilFlushed)
 {
 	EpConfig lc, pc;
 	pc.responder_resources = 0;
@@ -405,7 +405,7 @@ TEST_P(ConfTest, ReadWithoutReadCreditWaitsUntilFlushed)
 
 // IB spec 11.4.1.1 (Post Send): an RDMA READ with more SGEs than max_sge_rd is rejected at
 // post time (iWARP devices: one).
-TEST_P(ConfTest, ReadWithTooManySges)
+TEST_P(Conformance, ReadWithTooManySges)
 {
 	EpConfig c;
 	c.max_sge = 4;

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// tests/soft/test_queues.cc - CQ moderation and resize, the SRQ limit event, and
+// tests/soft/queues_test.cc - CQ moderation and resize, the SRQ limit event, and
 // LAST_WQE_REACHED, as the soft profiles define them.
 #include "soft_test_util.h"
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// tests/srpt/target_test.cc - the SRP target (srpt/) against a raw initiator on the soft
-// provider: every IU the test sends is built here byte by byte (tests/srpt/srp_peer.h), so
+// tests/srp/target_test.cc - the SRP target (srp/target/) against a raw initiator on the soft
+// provider: every IU the test sends is built here byte by byte (tests/srp/srp_peer.h), so
 // that what Linux's ib_srp sends, and what no initiator should send, can both be tried.
 //
 // What is checked: the login's answer (SRP_LOGIN_RSP's fields; SRP_LOGIN_REJ and its reason
@@ -13,8 +13,8 @@
 // SRQ each channel's credits its share of the receives);
 // multichannel and the SINGLE takeover (6.3); SRP_I_LOGOUT; a stop with channels open.
 #include "core/log.h"
-#include "tests/srpt/srp_env.h"
-#include "tests/srpt/srp_peer.h"
+#include "tests/srp/srp_env.h"
+#include "tests/srp/srp_peer.h"
 
 #include <gtest/gtest.h>
 
@@ -227,7 +227,7 @@ struct Logged {
 
 // ---- Login -------------------------------------------------------------------------------
 
-TEST(SrptLogin, RspCarriesCreditsSizesAndFormats)
+TEST(SrpTargetLogin, RspCarriesCreditsSizesAndFormats)
 {
 	SrpTarget t;
 	ASSERT_TRUE(t.start());
@@ -254,7 +254,7 @@ TEST(SrptLogin, RspCarriesCreditsSizesAndFormats)
 	    << t.capture.text();
 }
 
-TEST(SrptLogin, NoImmediateDataWhenNotAskedOrOffsetTooSmall)
+TEST(SrpTargetLogin, NoImmediateDataWhenNotAskedOrOffsetTooSmall)
 {
 	SrpTarget t;
 	ASSERT_TRUE(t.start());
@@ -290,7 +290,7 @@ void expect_rej(SrpTarget &t, const srp::LoginReq &req, uint32_t reason,
 	}
 }
 
-TEST(SrptLogin, RejectsWithTheReason)
+TEST(SrpTargetLogin, RejectsWithTheReason)
 {
 	SrpTarget t;
 	ASSERT_TRUE(t.start());
@@ -326,7 +326,7 @@ TEST(SrptLogin, RejectsWithTheReason)
 	EXPECT_TRUE(t.wait_idle());
 }
 
-TEST(SrptLogin, AclsByPortIdOrSourceAddress)
+TEST(SrpTargetLogin, AclsByPortIdOrSourceAddress)
 {
 	const auto allowed = srp::make_port_id(7, 0x0002c90300a0b0c0ull);
 	{
@@ -352,7 +352,7 @@ TEST(SrptLogin, AclsByPortIdOrSourceAddress)
 	}
 }
 
-TEST(SrptLogin, MultiJoinsTheNexusUpToTheChannelLimit)
+TEST(SrpTargetLogin, MultiJoinsTheNexusUpToTheChannelLimit)
 {
 	SrpTarget t;
 	TargetConfig tc = SrpTarget::small_cfg();
@@ -393,7 +393,7 @@ TEST(SrptLogin, MultiJoinsTheNexusUpToTheChannelLimit)
 	EXPECT_EQ(std::memcmp(b.data().data(), d.data(), 4096), 0);
 }
 
-TEST(SrptLogin, SingleTerminatesTheNexusChannels)
+TEST(SrpTargetLogin, SingleTerminatesTheNexusChannels)
 {
 	SrpTarget t;
 	ASSERT_TRUE(t.start());
@@ -503,11 +503,11 @@ void PrintTo(const FmtCase &c, std::ostream *os)
 	    << (c.srq ? "_srq" : "");
 }
 
-class SrptData : public ::testing::TestWithParam<FmtCase>
+class SrpTargetData : public ::testing::TestWithParam<FmtCase>
 {
 };
 
-TEST_P(SrptData, WriteThenReadBack)
+TEST_P(SrpTargetData, WriteThenReadBack)
 {
 	const FmtCase fc = GetParam();
 	Logged l;
@@ -550,7 +550,7 @@ TEST_P(SrptData, WriteThenReadBack)
 }
 
 INSTANTIATE_TEST_SUITE_P(
-    Formats, SrptData,
+    Formats, SrpTargetData,
     ::testing::Values(FmtCase{Fmt::Direct, Fmt::Direct, 4096, 0, false},
                       FmtCase{Fmt::Direct, Fmt::Direct, 1u << 20, 0, false},
                       FmtCase{Fmt::Indirect, Fmt::Indirect, 65536, 4096, false},
@@ -565,7 +565,7 @@ INSTANTIATE_TEST_SUITE_P(
 
 // ---- Refused commands --------------------------------------------------------------------
 
-TEST(SrptCmd, TableThatDoesNotAddUpIsInvalidField)
+TEST(SrpTargetCmd, TableThatDoesNotAddUpIsInvalidField)
 {
 	Logged l;
 	ASSERT_TRUE(l.up());
@@ -590,7 +590,7 @@ TEST(SrptCmd, TableThatDoesNotAddUpIsInvalidField)
 	EXPECT_EQ(run_cmd(p, t), 0);
 }
 
-TEST(SrptCmd, MalformedCmdIsCheckConditionAndTheChannelServes)
+TEST(SrpTargetCmd, MalformedCmdIsCheckConditionAndTheChannelServes)
 {
 	Logged l;
 	ASSERT_TRUE(l.up());
@@ -639,7 +639,7 @@ TEST(SrptCmd, MalformedCmdIsCheckConditionAndTheChannelServes)
 	EXPECT_EQ(run_cmd(p, t), 0);
 }
 
-TEST(SrptCmd, UnknownLunIsCheckCondition)
+TEST(SrpTargetCmd, UnknownLunIsCheckCondition)
 {
 	Logged l;
 	ASSERT_TRUE(l.up());
@@ -658,7 +658,7 @@ TEST(SrptCmd, UnknownLunIsCheckCondition)
 	EXPECT_EQ(sense_of(*rr), (std::array<uint8_t, 3>{0x05, 0x25, 0x00}));
 }
 
-TEST(SrptCmd, ShortIuClosesTheChannel)
+TEST(SrpTargetCmd, ShortIuClosesTheChannel)
 {
 	Logged l;
 	ASSERT_TRUE(l.up());
@@ -670,7 +670,7 @@ TEST(SrptCmd, ShortIuClosesTheChannel)
 	EXPECT_GE(l.t.target->stats().bad_ius, 1u);
 }
 
-TEST(SrptCmd, UnknownOpcodeClosesTheChannel)
+TEST(SrpTargetCmd, UnknownOpcodeClosesTheChannel)
 {
 	Logged l;
 	ASSERT_TRUE(l.up());
@@ -697,7 +697,7 @@ void hold_reads(Device &dev, uint32_t count, uint32_t delay_us)
 	ASSERT_GE(soft::inject_fault(dev, fr), 0);
 }
 
-TEST(SrptCredits, EveryRequestsCreditComesBack)
+TEST(SrpTargetCredits, EveryRequestsCreditComesBack)
 {
 	Logged l;
 	TargetConfig tc = SrpTarget::small_cfg();
@@ -731,7 +731,7 @@ TEST(SrptCredits, EveryRequestsCreditComesBack)
 	EXPECT_EQ(l.t.target->stats().credit_overruns, 0u);
 }
 
-TEST(SrptCredits, OverrunIsCountedAndServed)
+TEST(SrpTargetCredits, OverrunIsCountedAndServed)
 {
 	Logged l;
 	TargetConfig tc = SrpTarget::small_cfg();
@@ -767,7 +767,7 @@ TEST(SrptCredits, OverrunIsCountedAndServed)
 	EXPECT_TRUE(l.t.capture.contains("without a credit")) << l.t.capture.text();
 }
 
-TEST(SrptCredits, AbortedCommandsCreditsReturnByCredReq)
+TEST(SrpTargetCredits, AbortedCommandsCreditsReturnByCredReq)
 {
 	Logged l;
 	TargetConfig tc = SrpTarget::small_cfg();
@@ -819,7 +819,7 @@ TEST(SrptCredits, AbortedCommandsCreditsReturnByCredReq)
 // be held back by RNR NAKs instead, which starve some channels (channel.h). Logins grant the
 // share counting the new channel; a channel that got more before others joined is brought
 // down to it by its responses, and back up once they have left.
-TEST(SrptCredits, OnAnSrqEachChannelHoldsItsShare)
+TEST(SrpTargetCredits, OnAnSrqEachChannelHoldsItsShare)
 {
 	SrpTarget t;
 	TargetConfig tc = SrpTarget::small_cfg();
@@ -887,7 +887,7 @@ TEST(SrptCredits, OnAnSrqEachChannelHoldsItsShare)
 
 // ---- Ending a channel --------------------------------------------------------------------
 
-TEST(SrptClose, ILogoutEndsTheChannel)
+TEST(SrpTargetClose, ILogoutEndsTheChannel)
 {
 	Logged l;
 	ASSERT_TRUE(l.up());
@@ -899,7 +899,7 @@ TEST(SrptClose, ILogoutEndsTheChannel)
 	EXPECT_EQ(l.t.target->stats().i_logouts, 1u);
 }
 
-TEST(SrptClose, InitiatorDisconnectMidIo)
+TEST(SrpTargetClose, InitiatorDisconnectMidIo)
 {
 	Logged l;
 	ASSERT_TRUE(l.up());
@@ -916,7 +916,7 @@ TEST(SrptClose, InitiatorDisconnectMidIo)
 	EXPECT_TRUE(l.t.wait_idle());
 }
 
-TEST(SrptClose, StopWithChannelsOpen)
+TEST(SrpTargetClose, StopWithChannelsOpen)
 {
 	Logged l;
 	ASSERT_TRUE(l.up());

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# tests/srpt/targetd_srp_smoke.sh ULP_TARGETD ULP_INITIATOR - ulp-targetd's SRP flags on the
+# tests/srp/targetd_srp_smoke.sh ULP_TARGETD ULP_INITIATOR - ulp-targetd's SRP flags on the
 # soft provider (no VM): an SRP portal starts and logs the add_target line a Linux initiator
 # needs, with the configured or the device's identifiers; SIGTERM ends it in time with
 # status 0; the same from a TOML file; bad values exit 2 with a clear message. ulp-initiator
 # finds a target on its own address without being told its identifiers when they are the
 # default (the device's node GUID), and says what to give when they are not. Logins in
-# depth are the VM test's (tests/vm/srp_linux.sh) and the srpt suites'.
+# depth are the VM test's (tests/vm/srp_linux.sh) and the tests/srp suites'.
 set -euo pipefail
 targetd=${1:?usage: targetd_srp_smoke.sh ULP_TARGETD ULP_INITIATOR}
 initiator=${2:?usage: targetd_srp_smoke.sh ULP_TARGETD ULP_INITIATOR}

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// tests/soft/test_faults.cc - the soft provider's fault injection API.
+// tests/soft/faults_test.cc - the soft provider's fault injection API.
 #include "soft_test_util.h"
 
 #include <cerrno>

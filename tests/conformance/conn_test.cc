@@ -15,7 +15,7 @@ struct Outstanding {
 	MrInfo lm, pm;
 };
 
-void make_outstanding(ConfTest *t, Endpoint &local, Peer &peer, Outstanding *o)
+void make_outstanding(Conformance *t, Endpoint &local, Peer &peer, Outstanding *o)
 {
 	o->lm = local.reg_mr(4096, ACCESS_LOCAL_WRITE);
 	o->pm = peer.reg_mr(4096, ACCESS_LOCAL_WRITE);
@@ -37,7 +37,7 @@ void expect_all_flushed(const std::vector<WcInfo> &wcs, std::vector<uint32_t> id
 // rdma_disconnect(): both QPs go to ERR (the passive side on DREQ), every outstanding WR
 // completes with WR_FLUSH_ERR (IB spec 10.3.1, Error state), and both sides get
 // RDMA_CM_EVENT_DISCONNECTED.
-TEST_P(ConfTest, PeerDisconnectFlushesBothSides)
+TEST_P(Conformance, PeerDisconnectFlushesBothSides)
 {
 	CONNECT();
 	Outstanding o;
@@ -53,7 +53,7 @@ TEST_P(ConfTest, PeerDisconnectFlushesBothSides)
 
 // The same from the active side, with a SEND in RNR retry outstanding: the SEND is flushed
 // too, rather than retried forever against a closed connection.
-TEST_P(ConfTest, LocalDisconnectFlushesStalledSend)
+TEST_P(Conformance, LocalDisconnectFlushesStalledSend)
 {
 	EpConfig c;
 	c.rnr_retry = 7;
@@ -76,7 +76,7 @@ TEST_P(ConfTest, LocalDisconnectFlushesStalledSend)
 
 // A cut wire (soft::cut_connection, as if the peer died): both QPs go to ERR, both sides
 // flush everything outstanding and see DISCONNECTED.
-TEST_P(ConfTest, CutConnectionFlushesBothSides)
+TEST_P(Conformance, CutConnectionFlushesBothSides)
 {
 	CONNECT();
 	if (!fab().soft)
@@ -98,7 +98,7 @@ TEST_P(ConfTest, CutConnectionFlushesBothSides)
 }
 
 // The peer cuts: the test side learns of it the same way.
-TEST_P(ConfTest, PeerCutFlushesLocal)
+TEST_P(Conformance, PeerCutFlushesLocal)
 {
 	CONNECT();
 	if (!fab().soft)
@@ -116,7 +116,7 @@ TEST_P(ConfTest, PeerCutFlushesLocal)
 // survivor completes in error: receives flush; a SEND in flight ends with RETRY_EXC_ERR
 // (the IB spec's transport timer) or WR_FLUSH_ERR when the provider learns of the
 // death first, as the soft socket wire does (DISCONNECTED at once).
-TEST_P(ConfTest, PeerDeathFlushesLocal)
+TEST_P(Conformance, PeerDeathFlushesLocal)
 {
 	EpConfig c;
 	c.rnr_retry = 7;

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// tests/soft/test_device.cc - soft device creation: profiles, limits, refused configs, the
+// tests/soft/device_test.cc - soft device creation: profiles, limits, refused configs, the
 // registry, and objects refused for exceeding the limits.
 #include "soft_test_util.h"
 

@@ -4,7 +4,7 @@
 // task management and the other IUs, every refusal reached by a crafted IU, and every
 // truncation of a valid IU refused without a read past it (run under ASan too:
 // -DULP_SANITIZE=ON). SRP_CMD is in proto_cmd_test.cc.
-#include "tests/srpt/proto_bytes.h"
+#include "tests/srp/proto_bytes.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// tests/srpt/srp_env.h - what every in-process SRP suite starts from: the target side (a
+// tests/srp/srp_env.h - what every in-process SRP suite starts from: the target side (a
 // soft device, a RAM LUN 0 in a TPG, srpt::Target and its portal), a READ(10)/WRITE(10)
 // CDB and the data pattern that names its LBA and generation. target_test.cc,
 // initiator_test.cc and the fault suites (fault_env.h) build on it.

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// tests/soft/test_counters.cc - device and QP counters against a known sequence.
+// tests/soft/counters_test.cc - device and QP counters against a known sequence.
 #include "soft_test_util.h"
 
 #include <thread>

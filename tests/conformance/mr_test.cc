@@ -12,7 +12,7 @@ namespace
 
 constexpr uint32_t kPage = 4096;
 
-class MrTest : public ConfTest
+class ConformanceMr : public Conformance
 {
 protected:
 	// Connect, and on this side a backing buffer of pages registered for local write
@@ -35,7 +35,7 @@ protected:
 	void TearDown() override
 	{
 		frmr_.reset();
-		ConfTest::TearDown();
+		Conformance::TearDown();
 	}
 
 	uint64_t page(uint32_t i) const { return backing_.addr + uint64_t(i) * kPage; }
@@ -95,7 +95,7 @@ protected:
 // iova is the first byte of the first SG entry (after sg_offset) and its length the sum of
 // the entries; after REG_MR the peer's RDMA through (iova, key) lands in the mapped pages,
 // starting at the unaligned offset of the first one.
-TEST_P(MrTest, RegMrContiguousUnalignedStart)
+TEST_P(ConformanceMr, RegMrContiguousUnalignedStart)
 {
 	SetUpMr();
 	if (HasFatalFailure() || IsSkipped())
@@ -130,7 +130,7 @@ TEST_P(MrTest, RegMrContiguousUnalignedStart)
 // A page list of pages in no particular order (the ib_map_mr_sg() case of a scattered I/O
 // buffer): the MR's address space is the concatenation of the entries, and the data of a
 // single RDMA WRITE lands piecewise in the right pages.
-TEST_P(MrTest, RegMrScatteredPages)
+TEST_P(ConformanceMr, RegMrScatteredPages)
 {
 	SetUpMr();
 	if (HasFatalFailure() || IsSkipped())
@@ -178,7 +178,7 @@ TEST_P(MrTest, RegMrScatteredPages)
 // IB spec, memory region keys (key rotation), Linux ib_inc_rkey()/ib_update_fast_reg_key(): after
 // LOCAL_INV and re-registration under the next key, the new key works and the old one is
 // refused with REM_ACCESS_ERR (the point of rotation: a stale key cannot reach the pages).
-TEST_P(MrTest, KeyRotationOldRkeyFails)
+TEST_P(ConformanceMr, KeyRotationOldRkeyFails)
 {
 	SetUpMr();
 	if (HasFatalFailure() || IsSkipped())
@@ -216,7 +216,7 @@ TEST_P(MrTest, KeyRotationOldRkeyFails)
 
 // IB spec 10.6.5 (Local Invalidate): after LOCAL_INV the key no longer grants access: the
 // peer's RDMA through it fails with REM_ACCESS_ERR.
-TEST_P(MrTest, LocalInvThenAccessFails)
+TEST_P(ConformanceMr, LocalInvThenAccessFails)
 {
 	SetUpMr();
 	if (HasFatalFailure() || IsSkipped())
@@ -239,7 +239,7 @@ TEST_P(MrTest, LocalInvThenAccessFails)
 
 // A REG_MR grants only the access it names: a key registered for remote READ refuses a
 // remote WRITE (IB spec 10.6.7, access rights of the region).
-TEST_P(MrTest, RegMrAccessIsEnforced)
+TEST_P(ConformanceMr, RegMrAccessIsEnforced)
 {
 	SetUpMr();
 	if (HasFatalFailure() || IsSkipped())
@@ -255,7 +255,7 @@ TEST_P(MrTest, RegMrAccessIsEnforced)
 // IB spec 10.6.5 (Send with Invalidate): the responder invalidates the named
 // R_Key before completing the receive, whose WC carries IB_WC_WITH_INVALIDATE and the
 // key; a later access with that key fails with REM_ACCESS_ERR.
-TEST_P(MrTest, SendWithInvalidate)
+TEST_P(ConformanceMr, SendWithInvalidate)
 {
 	SetUpMr();
 	if (HasFatalFailure() || IsSkipped())
@@ -288,7 +288,8 @@ TEST_P(MrTest, SendWithInvalidate)
 	EXPECT_EQ(peer_write(frmr_->iova(), rkey, pattern(64, 9), 4), WcStatus::RemAccessErr);
 }
 
-INSTANTIATE_TEST_SUITE_P(Fabric, MrTest, ::testing::ValuesIn(fabric_names()), fabric_param_name);
+INSTANTIATE_TEST_SUITE_P(Fabric, ConformanceMr, ::testing::ValuesIn(fabric_names()),
+                         fabric_param_name);
 
 } // namespace
 } // namespace ulp::conf

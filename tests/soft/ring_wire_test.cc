@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// tests/soft/test_ring_wire.cc - the ring wire's payload paths, between two devices of
+// tests/soft/ring_wire_test.cc - the ring wire's payload paths, between two devices of
 // this process (Wire::Shm: the same rings, memfds and doorbells as across processes).
 //
 // A payload rides in the request slot (up to 80 bytes), stays in a region the peer has

@@ -3,7 +3,7 @@
 // srp_queuecommand): immediate, direct, indirect and external descriptor tables, additional
 // CDB bytes, every error, every truncation refused without a read past it, the builder and
 // round trips (byte strings in proto_bytes.h).
-#include "tests/srpt/proto_bytes.h"
+#include "tests/srp/proto_bytes.h"
 
 #include <gtest/gtest.h>
 

@@ -79,7 +79,7 @@ int drain(Cq &cq, int want, int ms = kTimeoutMs)
 // IB spec 11.4.2.1 (CQ overrun): more completions than the CQ holds is a CQ
 // error; the consumer learns of it through the affiliated asynchronous event CQ_ERR
 // (Linux IB_EVENT_CQ_ERR on the CQ's event handler).
-TEST_P(LocalTest, CqOverflowRaisesCqErr)
+TEST_P(ConformanceLocal, CqOverflowRaisesCqErr)
 {
 	OPEN_LOCAL();
 	std::mutex m;
@@ -120,7 +120,7 @@ TEST_P(LocalTest, CqOverflowRaisesCqErr)
 // no event without an arming; an armed CQ raises exactly one event for the next
 // completion, then stays quiet until armed again. get_cq_event times out with -EAGAIN; the
 // channel fd is readable exactly while an event is pending.
-TEST_P(LocalTest, CompletionChannelArming)
+TEST_P(ConformanceLocal, CompletionChannelArming)
 {
 	OPEN_LOCAL();
 	auto ch = dev().create_comp_channel();
@@ -177,7 +177,7 @@ TEST_P(LocalTest, CompletionChannelArming)
 // IB spec 11.4.2.2: an arming for SOLICITED raises an event only for a completion of a
 // message with the solicited event bit (or an error completion); an ordinary receive does
 // not.
-TEST_P(ConfTest, SolicitedArming)
+TEST_P(Conformance, SolicitedArming)
 {
 	EpConfig lc;
 	lc.channel = true;

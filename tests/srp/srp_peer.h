@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// tests/srpt/srp_peer.h - a raw SRP initiator for the target's tests: an RDMA/CM
+// tests/srp/srp_peer.h - a raw SRP initiator for the target's tests: an RDMA/CM
 // connection whose IUs the test writes and reads byte by byte, so that it can send what no
 // well-behaved initiator sends (IUs beyond its credits, malformed commands, bad descriptor
 // tables, unknown opcodes) and see exactly what the target answers.

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// tests/srpt/fault_env.h - what the SRP fault suites share (fault_test.cc, in one process;
+// tests/srp/fault_env.h - what the SRP fault suites share (fault_test.cc, in one process;
 // fault_xproc_test.cc, across processes): the initiator side (a soft device of its own, a
 // registered arena, the initiator, in any descriptor format) and verified I/O (Io): every
 // unit written once, then random reads and writes, never two on one unit at once, each read
@@ -10,7 +10,7 @@
 #include "core/dma_mem.h"
 #include "providers/soft/soft.h"
 #include "srp/initiator/initiator.h"
-#include "tests/srpt/srp_env.h"
+#include "tests/srp/srp_env.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// tests/srpt/fault_xproc_test.cc - the SRP target and initiator in two processes, with the
+// tests/srp/fault_xproc_test.cc - the SRP target and initiator in two processes, with the
 // verified I/O of fault_env.h (the faults in one process: fault_test.cc).
 //
 // Two processes: ulp-targetd serves SRP on its own soft device and this process logs in
@@ -7,7 +7,7 @@
 // target is killed with SIGKILL under I/O (every command ends), and an ulp-initiator
 // process is killed under I/O (the target frees its channels and serves a new login).
 #include "tests/iscsi/target_process.h"
-#include "tests/srpt/fault_env.h"
+#include "tests/srp/fault_env.h"
 
 #include <signal.h>
 #include <sys/wait.h>

@@ -12,7 +12,7 @@ namespace
 
 // ib_device_attr sanity: everything a ULP sizes itself from is present and consistent
 // (IB spec 11.2.1.2 Query HCA).
-TEST_P(LocalTest, DeviceAttributesSane)
+TEST_P(ConformanceLocal, DeviceAttributesSane)
 {
 	OPEN_LOCAL();
 	const DeviceAttr &a = dev().attr();
@@ -47,7 +47,7 @@ TEST_P(LocalTest, DeviceAttributesSane)
 }
 
 // Creation past the device limits fails (Linux: -EINVAL from the driver's checks).
-TEST_P(LocalTest, CreateBeyondLimitsFails)
+TEST_P(ConformanceLocal, CreateBeyondLimitsFails)
 {
 	OPEN_LOCAL();
 	const DeviceAttr &a = dev().attr();
@@ -86,7 +86,7 @@ TEST_P(LocalTest, CreateBeyondLimitsFails)
 
 // CQ resize (ibv_resize_cq): supported where DEVICE_CQ_RESIZE is reported, -EOPNOTSUPP
 // where not (iWARP devices).
-TEST_P(LocalTest, CqResizeMatchesCapability)
+TEST_P(ConformanceLocal, CqResizeMatchesCapability)
 {
 	OPEN_LOCAL();
 	CqInitAttr ca;
@@ -106,7 +106,7 @@ TEST_P(LocalTest, CqResizeMatchesCapability)
 // rdma_protocol_iwarp() rules that ULPs lean on. RDMAP (RFC 5040) carries one sink STag
 // per READ, so max_sge_rd is 1; iWARP devices do not raise LAST_WQE_REACHED and cannot
 // resize CQs.
-TEST_P(LocalTest, IwarpProfileLimits)
+TEST_P(ConformanceLocal, IwarpProfileLimits)
 {
 	OPEN_LOCAL(true);
 	EXPECT_TRUE(dev().is_iwarp());
@@ -131,7 +131,7 @@ TEST_P(LocalTest, IwarpProfileLimits)
 // Linux rdma_rw registers READ sinks with IB_ACCESS_REMOTE_WRITE on iWARP. The soft iWARP profile
 // enforces it: the READ fails with a local protection error. (siw is lenient: siw_proc_rresp()
 // checks only IB_ACCESS_LOCAL_WRITE, so on siw the READ succeeds.)
-TEST_P(ConfTest, IwarpReadSinkNeedsRemoteWrite)
+TEST_P(Conformance, IwarpReadSinkNeedsRemoteWrite)
 {
 	CONNECT(EpConfig{}, EpConfig{}, true);
 	auto pm = peer().reg_mr(4096, kRemoteAll);
@@ -175,7 +175,7 @@ namespace
 
 // iWARP: one SGE per RDMA READ (RDMAP has a single Data Sink STag per Read Request; Linux
 // rdma_rw uses max_sge_rd for READ WRs). A READ with two SGEs is refused at post time.
-TEST_P(ConfTest, IwarpReadWithTwoSgesFails)
+TEST_P(Conformance, IwarpReadWithTwoSgesFails)
 {
 	EpConfig c;
 	c.max_sge = 2;

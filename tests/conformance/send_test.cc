@@ -13,7 +13,7 @@ namespace
 // rdma_cm (RDMA/CM over IB CM): the active side's private data reaches the passive side in
 // CONNECT_REQUEST, the passive side's in ESTABLISHED at the active side (REQ 56 bytes,
 // REP 196 bytes, IB spec 12.6).
-TEST_P(ConfTest, ConnectPrivateData)
+TEST_P(Conformance, ConnectPrivateData)
 {
 	EpConfig lc, pc;
 	const char req[] = "conformance-req";
@@ -33,7 +33,7 @@ TEST_P(ConfTest, ConnectPrivateData)
 // IB spec 9.4.3 / 9.7.5: a SEND consumes the responder's next receive WR in order; the
 // receive WC carries the byte count and, for SEND_WITH_IMM, IB_WC_WITH_IMM and the
 // immediate data.
-TEST_P(ConfTest, SendRecv)
+TEST_P(Conformance, SendRecv)
 {
 	CONNECT();
 	auto lm = local().reg_mr(8192, ACCESS_LOCAL_WRITE);
@@ -76,7 +76,7 @@ TEST_P(ConfTest, SendRecv)
 
 // IB spec 10.2.9 (shared receive queues): receives for a QP on an SRQ come from the SRQ in
 // the order posted, and the WC names the QP (qp_num).
-TEST_P(ConfTest, SendRecvSrq)
+TEST_P(Conformance, SendRecvSrq)
 {
 	EpConfig pc;
 	pc.srq = true;
@@ -110,7 +110,7 @@ TEST_P(ConfTest, SendRecvSrq)
 
 // IB spec 11.4.1.1 (Post Send, IB_SEND_INLINE): the payload is copied at post time, so the
 // buffer may be reused as soon as post_send returns.
-TEST_P(ConfTest, SendInlineCopiesAtPost)
+TEST_P(Conformance, SendInlineCopiesAtPost)
 {
 	OPEN_LOCAL();
 	if (dev().attr().max_inline_data < 64)
@@ -145,7 +145,7 @@ TEST_P(ConfTest, SendInlineCopiesAtPost)
 // IB spec 9.7.5.2.8 (RNR NAK): a responder without a receive WR answers RNR NAK; the
 // requester retries after the RNR timer, forever with rnr_retry 7, and succeeds once a
 // receive is posted.
-TEST_P(ConfTest, RnrRetryLateRecvSucceeds)
+TEST_P(Conformance, RnrRetryLateRecvSucceeds)
 {
 	EpConfig c;
 	c.rnr_retry = 7;
@@ -174,7 +174,7 @@ TEST_P(ConfTest, RnrRetryLateRecvSucceeds)
 // IB spec 9.7.5.2.8: with rnr_retry < 7 the requester gives up after that many
 // retries: the WR completes with RNR_RETRY_EXC_ERR, the QP enters ERR and the WRs behind it
 // are flushed.
-TEST_P(ConfTest, RnrRetryExhausted)
+TEST_P(Conformance, RnrRetryExhausted)
 {
 	EpConfig c;
 	c.rnr_retry = 1;
@@ -194,7 +194,7 @@ TEST_P(ConfTest, RnrRetryExhausted)
 // IB spec 9.9.3 (responder errors): a SEND longer than the receive WR's buffers is an
 // Invalid Request: the responder completes the receive with LOC_LEN_ERR and NAKs, the
 // requester completes with REM_INV_REQ_ERR (10.7.3.1); both QPs enter ERR.
-TEST_P(ConfTest, RecvBufferTooSmall)
+TEST_P(Conformance, RecvBufferTooSmall)
 {
 	CONNECT();
 	auto lm = local().reg_mr(4096, ACCESS_LOCAL_WRITE);
@@ -222,7 +222,7 @@ TEST_P(ConfTest, RecvBufferTooSmall)
 
 // IB spec 9.4.3 / 11.4.1.1: a send WR gathers its SGEs in order into one message; the
 // receive WC counts the whole message.
-TEST_P(ConfTest, SendRecvMultiSge)
+TEST_P(Conformance, SendRecvMultiSge)
 {
 	EpConfig c;
 	c.max_sge = 2;
@@ -278,7 +278,7 @@ bool wait_async(Endpoint &ep, EventType t, int ms)
 
 // IB spec 10.2.9.5 / 11.6.3 (SRQ limit): an armed SRQ raises SRQ_LIMIT_REACHED once the
 // number of WRs on it drops below the limit, and disarms itself.
-TEST_P(ConfTest, SrqLimitEvent)
+TEST_P(Conformance, SrqLimitEvent)
 {
 	EpConfig lc;
 	lc.srq = true;
@@ -303,7 +303,7 @@ TEST_P(ConfTest, SrqLimitEvent)
 // IB spec 10.3.1 / 11.6.3 (Last WQE Reached): a QP on an SRQ that enters ERR raises
 // LAST_WQE_REACHED where the device reports DEVICE_LAST_WQE_EVENT; rxe and iWARP devices do
 // not, and then there must be no such event either.
-TEST_P(ConfTest, LastWqeReachedMatchesCapability)
+TEST_P(Conformance, LastWqeReachedMatchesCapability)
 {
 	EpConfig lc;
 	lc.srq = true;

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// tests/soft/test_engines.cc - a device's engines, one per completion vector like the queues
+// tests/soft/engines_test.cc - a device's engines, one per completion vector like the queues
 // of a multi-queue NIC: how many a device gets, which one runs a QP (its send CQ's vector),
 // that they are distinct threads, and traffic between QPs on different engines of one
 // device on every wire: ordering, RNR, errors and flushes, a shared SRQ, teardown.

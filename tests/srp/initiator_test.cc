@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// tests/srpt/initiator_test.cc - the SRP initiator (srp/initiator/initiator.h) against the SRP
+// tests/srp/initiator_test.cc - the SRP initiator (srp/initiator/initiator.h) against the SRP
 // target (srp/target/target.h, srp/target/portal.h), both in one process on one soft device.
 //
 // What is checked: the login (credits, IU lengths, immediate data, a rejected target port
@@ -14,7 +14,7 @@
 #include "core/log.h"
 #include "providers/soft/soft.h"
 #include "srp/initiator/initiator.h"
-#include "tests/srpt/srp_env.h"
+#include "tests/srp/srp_env.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// tests/srpt/proto_bytes.h - what the SRP codec suites share (proto_test.cc,
+// tests/srp/proto_bytes.h - what the SRP codec suites share (proto_test.cc,
 // proto_cmd_test.cc): byte strings, and SRP_CMD IUs built the way Linux's ib_srp builds them.
 #pragma once
 
