@@ -3,6 +3,7 @@
 // sends, RDMA READ of write data, RDMA WRITE of read data, teardown.
 #include "iser/target/conn.h"
 
+#include "core/lock_assert.h"
 #include "core/log.h"
 #include "scsi/core.h"
 
@@ -114,6 +115,7 @@ void Conn::recv_done(Cq *, Wc *wc)
 
 void Conn::handle_recv(RxDesc *d, const Wc &wc)
 {
+	ULP_ASSERT_HELD(*this); // the serialiser: a connection's work is its holder's
 	if (wc.status != WcStatus::Success) {
 		// A flush we did not cause (no close_transport yet) is a QP that left RTS on its
 		// own (a fatal error): the connection is as dead as after any other error. Once
@@ -167,6 +169,7 @@ void Conn::fill_send(TxDesc *d, OutPdu *p)
 
 void Conn::queue_pdu(OutPdu *p)
 {
+	ULP_ASSERT_HELD(*this); // the serialiser: a connection's work is its holder's
 	if (closed_) {
 		pdu_done(p, false);
 		return;
@@ -271,6 +274,7 @@ void Conn::free_buffer(IscsiCmd *c)
 
 void Conn::fetch_data_out(IscsiCmd *c)
 {
+	ULP_ASSERT_HELD(*this); // the serialiser: a connection's work is its holder's
 	// RFC 7145 9.5.1: data-out beyond the immediate and unsolicited data is read from the
 	// initiator's buffer; Linux advances the write base VA past what it already sent.
 	const uint32_t need = c->cmd.xfer_len;
@@ -343,6 +347,7 @@ void Conn::read_done(Cq *, Wc *wc)
 
 void Conn::send_read_response(IscsiCmd *c)
 {
+	ULP_ASSERT_HELD(*this); // the serialiser: a connection's work is its holder's
 	if (closed_) {
 		scsi::cmd_put(&c->cmd);
 		return;
