@@ -16,12 +16,12 @@
 // connect() is rdma_cm's active sequence (rdma_resolve_addr, rdma_resolve_route,
 // rdma_create_qp, rdma_connect; the kernel's iser_connect and srp_connect_ch), every step
 // bounded by one deadline: the owner's setup callback makes the PD, CQ and QP once the
-// route names the device. A REJECTED answer is returned with its private data (SRP r16a
-// 6.5's SRP_LOGIN_REJ, an iSER target's reason): the protocol decodes it.
+// route names the device. A REJECTED answer is returned with its private data (SRP's
+// SRP_LOGIN_REJ, an iSER target's reason): the protocol decodes it.
 //
-// Teardown (close(), or stop() and later drain()): the QP to ERR first (disconnect does it
-// for a connected QP: IB spec 11.2.5, rdma_disconnect), so that it starts no new RDMA of the
-// peer's into the owner's memory; then every WR posted comes back flushed through its
+// Teardown (close(), or stop() and later drain()): the QP to ERR first (rdma_disconnect
+// does it for a connected QP), so that it starts no new RDMA of the peer's into the owner's
+// memory; then every WR posted comes back flushed through its
 // done() (core/drain.h, bounded and logged); only then may the owner free what those WRs
 // point at (buffers, MRs), and release() destroys the QP and the id.
 //
