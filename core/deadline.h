@@ -19,4 +19,10 @@ inline int poll_timeout_ms(std::chrono::steady_clock::time_point deadline,
 	return static_cast<int>(std::chrono::ceil<std::chrono::milliseconds>(left).count());
 }
 
+// The same from the clock now: what a bounded wait passes to poll(2) each time round.
+inline int poll_timeout_ms(std::chrono::steady_clock::time_point deadline)
+{
+	return poll_timeout_ms(deadline, std::chrono::steady_clock::now());
+}
+
 } // namespace ulp

@@ -3,27 +3,19 @@
 #include "iser/initiator/initiator.h"
 
 #include "core/check.h"
-#include "core/cm.h"
 #include "core/deadline.h"
 #include "core/dma_heap.h"
-#include "core/drain.h"
 #include "core/log.h"
 #include "core/mem_map.h"
-#include "core/registry.h"
-#include "cq_poll/cq_poll.h"
 #include "iser/proto.h"
 #include "mr_pool/mr_pool.h"
+#include "rdma_conn/client.h"
 #include "rdma_conn/ring.h"
-
-#include <poll.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <deque>
-#include <mutex>
 
 namespace ulp::iser
 {
@@ -40,23 +32,10 @@ constexpr uint32_t kCtrlSends = 32;  // send WRs for control PDUs beside the com
 constexpr uint32_t kUnexpected = 32; // receives beyond one response per command:
                                      // NOP-In, Async Message, Reject, TMF/Text/Logout
 constexpr uint32_t kWrsPerCmd = 3;   // REG_MR + SEND + LOCAL_INV
-constexpr int kPollBudget = 64;      // completions per process_cq_direct call
 constexpr uint32_t kPage = 4096;
 
 constexpr uint8_t kOpScsiCmd = 0x01; // RFC 7143 11.3
 constexpr uint8_t kOpScsiRsp = 0x21; // RFC 7143 11.4
-
-int remaining_ms(clock::time_point deadline)
-{
-	return poll_timeout_ms(deadline, clock::now());
-}
-
-// A CM event as the session's thread sees it (copied off the CM thread).
-struct CmRec {
-	CmEventType type;
-	int status;
-	ConnParam param;
-};
 
 // The connection's life; change_state checks every step against kConnStates.
 enum class IserConnState : uint8_t {
@@ -163,9 +142,7 @@ private:
 
 	bool fail(std::string why);
 	void teardown(); // drain, destroy, free: never from inside a completion callback
-	bool wait_cm(CmEventType want, clock::time_point deadline, CmRec *out);
-	bool setup(std::string *why);
-	void handle_cm_events();
+	int setup(CmId &id, ConnParam *cp, std::string *why);
 	void post_recv(RecvDesc *d);
 	Post post_pdu(TxPdu *p);
 	void run_backlog();
@@ -187,17 +164,12 @@ private:
 	std::string why_;
 	std::string local_, peer_;
 
-	// CM events: pushed by the provider's CM thread, taken by the session's.
-	std::mutex cm_lock_;
-	std::deque<CmRec> cm_events_; // cm_lock_
-	int evfd_ = -1;               // readable while cm_events_ may hold something
-	std::unique_ptr<CmId> id_;    // owns the QP
+	rdma::ClientConn conn_; // the RDMA/CM id (owns the QP), its CM events' mailbox
 
 	Device *dev_ = nullptr;
 	std::unique_ptr<Pd> pd_;
-	std::unique_ptr<CompChannel> ch_;
-	CqHandle cq_;
-	MemMap map_; // the caller's regions
+	rdma::DirectCq cq_; // both queues', polled by the session's thread
+	MemMap map_;        // the caller's regions
 	std::vector<std::unique_ptr<Mr>> user_mrs_;
 	std::unique_ptr<DmaHeap> bounce_;
 	MrPool mrs_;
@@ -215,7 +187,6 @@ private:
 	uint32_t max_io_ = 0;
 	uint32_t depth_ = 0;     // commands with data at once (MRs)
 	bool peer_inv_ = false;  // the target may SEND_WITH_INV (both said so)
-	bool in_cb_ = false;     // inside process_cq_direct (teardown must wait)
 	bool torn_down_ = false; // teardown() ran
 	InitiatorStats local_stats_;
 	InitiatorStats &stats_ = cfg_.stats ? *cfg_.stats : local_stats_;
@@ -225,8 +196,6 @@ RdmaTransport::~RdmaTransport()
 {
 	close();
 	teardown();
-	if (evfd_ >= 0)
-		::close(evfd_);
 }
 
 bool RdmaTransport::fail(std::string why)
@@ -241,38 +210,6 @@ bool RdmaTransport::fail(std::string why)
 
 // ---- Connect ----------------------------------------------------------------------------
 
-bool RdmaTransport::wait_cm(CmEventType want, clock::time_point deadline, CmRec *out)
-{
-	for (;;) {
-		{
-			std::lock_guard g(cm_lock_);
-			if (!cm_events_.empty()) {
-				*out = cm_events_.front();
-				cm_events_.pop_front();
-				if (out->type != want) {
-					why_ = std::string("RDMA/CM: ") + cm_event_str(out->type) +
-					       " instead of " + cm_event_str(want);
-					if (out->status)
-						why_ += std::string(" (") +
-						        std::strerror(-out->status) + ")";
-					return false;
-				}
-				return true;
-			}
-		}
-		const int ms = remaining_ms(deadline);
-		if (ms == 0) {
-			why_ = std::string("RDMA/CM: no ") + cm_event_str(want) + " in time";
-			return false;
-		}
-		pollfd pfd{evfd_, POLLIN, 0};
-		if (::poll(&pfd, 1, ms) > 0) {
-			uint64_t v;
-			(void)!::read(evfd_, &v, sizeof(v));
-		}
-	}
-}
-
 bool RdmaTransport::connect(const std::string &host, uint16_t port,
                             std::chrono::milliseconds timeout)
 {
@@ -284,91 +221,49 @@ bool RdmaTransport::connect(const std::string &host, uint16_t port,
 		return fail("iSER: no RDMA provider given");
 	const std::string where = (host.find(':') != std::string::npos ? "[" + host + "]" : host) +
 	                          ":" + std::to_string(port);
-	std::optional<SockAddr> dst = SockAddr::parse(where);
-	if (!dst)
+	rdma::ClientParams cp;
+	cp.provider = cfg_.provider;
+	cp.deadline = deadline;
+	if (std::optional<SockAddr> dst = SockAddr::parse(where))
+		cp.dst = *dst;
+	else
 		return fail("iSER: " + host + " is not an IP address (RDMA/CM resolves none)");
-	std::optional<SockAddr> src;
-	if (!cfg_.src_ip.empty() && !(src = SockAddr::parse(cfg_.src_ip, 0)))
+	if (!cfg_.src_ip.empty() && !(cp.src = SockAddr::parse(cfg_.src_ip, 0)))
 		return fail("iSER: bad source address " + cfg_.src_ip);
-	evfd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (evfd_ < 0) {
-		const int err = errno;
-		return fail(std::string("eventfd: ") + std::strerror(err));
-	}
-	id_ = cfg_.provider->create_id(
-	    [this](CmId *, CmEvent &ev) {
-		    {
-			    std::lock_guard g(cm_lock_);
-			    cm_events_.push_back(CmRec{ev.event, ev.status, ev.param});
-		    }
-		    uint64_t one = 1;
-		    (void)!::write(evfd_, &one, sizeof(one));
-	    },
-	    this);
-	if (!id_) {
-		const int err = errno;
-		return fail(std::string("rdma_create_id: ") + std::strerror(err));
-	}
-	const int cm_ms = std::max(1, remaining_ms(deadline));
-	CmRec ev;
-	if (int rc = id_->resolve_addr(src ? &*src : nullptr, *dst, cm_ms); rc != 0)
-		return fail("resolve " + where + ": " + std::strerror(-rc));
-	if (!wait_cm(CmEventType::AddrResolved, deadline, &ev))
-		return fail("resolve " + where + ": " + why_);
-	if (int rc = id_->resolve_route(std::max(1, remaining_ms(deadline))); rc != 0)
-		return fail("route to " + where + ": " + std::strerror(-rc));
-	if (!wait_cm(CmEventType::RouteResolved, deadline, &ev))
-		return fail("route to " + where + ": " + why_);
-	std::string why;
-	if (!setup(&why))
-		return fail("iSER " + where + ": " + why);
-
-	// RFC 7145 / Linux iser_cm_hdr: we use real VAs (no zero-based ones), and the target
-	// may invalidate our STags with SEND_WITH_INV unless told otherwise.
-	IserCmHdr ch{ISER_ZBVA_NOT_SUP};
-	if (!cfg_.allow_remote_inv)
-		ch.flags |= ISER_SEND_W_INV_NOT_SUP;
-	uint8_t pd[kIserCmHdrLen];
-	build_iser_cm_hdr(ch, std::span<uint8_t, kIserCmHdrLen>(pd, kIserCmHdrLen));
-	ConnParam cp;
-	cp.set_private_data(pd);
-	// The target READs write data from us and issues no atomics; we READ nothing.
-	const DeviceAttr &da = dev_->attr();
-	cp.responder_resources = uint8_t(std::min<uint32_t>(da.max_qp_rd_atom, cfg_.read_credit));
-	cp.initiator_depth = 0;
-	if (int rc = id_->connect(cp); rc != 0)
-		return fail("connect " + where + ": " + std::strerror(-rc));
-	if (!wait_cm(CmEventType::Established, deadline, &ev))
-		return fail("connect " + where + ": " + why_);
+	cp.setup = [&](CmId &id, ConnParam *p, std::string *why) {
+		const int rc = setup(id, p, why);
+		if (rc != 0)
+			*why = "iSER " + where + ": " + *why;
+		return rc;
+	};
+	rdma::CmRec ev;
+	if (std::string why; conn_.connect(cp, &ev, &why) != 0)
+		return fail(std::move(why));
 	IserCmHdr th{0};
 	if (parse_iser_cm_hdr(ev.param.pdata(), &th))
 		peer_inv_ = cfg_.allow_remote_inv && !(th.flags & ISER_SEND_W_INV_NOT_SUP);
 	else
 		peer_inv_ = cfg_.allow_remote_inv; // a target that says nothing may use it
-	local_ = id_->local_addr().str();
-	peer_ = id_->peer_addr().str();
+	local_ = conn_.id()->local_addr().str();
+	peer_ = conn_.id()->peer_addr().str();
 	change_state(&state_, State::Up, kConnStates, this);
 	return true;
 }
 
-bool RdmaTransport::setup(std::string *why)
+int RdmaTransport::setup(CmId &id, ConnParam *cp, std::string *why)
 {
-	dev_ = id_->device();
-	if (!dev_) {
-		*why = "no device for the address";
-		return false;
-	}
+	dev_ = id.device();
 	const DeviceAttr &da = dev_->attr();
 	if (!(da.device_cap_flags & DEVICE_MEM_MGT_EXTENSIONS)) {
 		*why = dev_->name() + " has no fast registration (REG_MR): iSER needs one STag "
 		                      "per command";
-		return false;
+		return -EOPNOTSUPP;
 	}
 	pd_ = dev_->alloc_pd();
 	if (!pd_) {
 		const int err = errno;
 		*why = std::string("alloc_pd: ") + std::strerror(err);
-		return false;
+		return -err;
 	}
 
 	// Queue depth by send-queue math (initiator_iser.h); fewer commands when the device's
@@ -388,11 +283,11 @@ bool RdmaTransport::setup(std::string *why)
 	max_io_ = std::min<uint32_t>(cfg_.max_io, (pages - 1) * kPage);
 	if (max_io_ == 0) {
 		*why = "the device's fast-registration page lists are too short";
-		return false;
+		return -EOPNOTSUPP;
 	}
 	if (int rc = mrs_.init(*pd_, int(depth_), pages); rc != 0) {
 		*why = std::string("MR pool: ") + std::strerror(-rc);
-		return false;
+		return rc;
 	}
 
 	// Buffers: iSER header + BHS + AHS + data. A receive holds the larger of what we
@@ -414,7 +309,7 @@ bool RdmaTransport::setup(std::string *why)
 		                 });
 	if (rc) {
 		*why = std::string("buffers: ") + std::strerror(-rc);
-		return false;
+		return rc;
 	}
 	// The caller's regions (zero copy) and the bounce heap for everything else.
 	for (std::span<uint8_t> r : cfg_.regions) {
@@ -422,11 +317,11 @@ bool RdmaTransport::setup(std::string *why)
 		if (!mr) {
 			const int err = errno;
 			*why = std::string("register a buffer region: ") + std::strerror(err);
-			return false;
+			return -err;
 		}
 		if (int rc = map_.register_mr(*mr); rc != 0) {
 			*why = std::string("buffer regions overlap: ") + std::strerror(-rc);
-			return false;
+			return rc;
 		}
 		user_mrs_.push_back(std::move(mr));
 	}
@@ -438,44 +333,44 @@ bool RdmaTransport::setup(std::string *why)
 	if (!bounce_) {
 		const int err = errno;
 		*why = std::string("bounce heap: ") + std::strerror(err);
-		return false;
+		return -err;
 	}
 
 	// One CQ for both queues, polled by this thread and slept on through its channel.
-	ch_ = dev_->create_comp_channel();
-	if (!ch_) {
-		const int err = errno;
-		*why = std::string("completion channel: ") + std::strerror(err);
-		return false;
-	}
-	CqOptions co;
-	co.channel = ch_.get();
-	cq_ = alloc_cq(*dev_, int(sq_size_ + 1 + nrecv + 1 + 2), 0, PollCtx::Direct, nullptr, co);
-	if (!cq_) {
-		const int err = errno;
-		*why = std::string("CQ: ") + std::strerror(err);
-		return false;
-	}
+	if (int rc = cq_.create(*dev_, int(sq_size_ + 1 + nrecv + 1 + 2), why); rc != 0)
+		return rc;
 	QpInitAttr qa;
-	qa.send_cq = cq_.get();
-	qa.recv_cq = cq_.get();
+	qa.send_cq = cq_.cq();
+	qa.recv_cq = cq_.cq();
 	qa.cap.max_send_wr = sq_size_ + 1; // + drain's marker
 	qa.cap.max_recv_wr = nrecv + 1;
 	qa.cap.max_send_sge = 1;
 	qa.cap.max_recv_sge = 1;
 	qa.sq_sig_type = SigType::ReqWr;
 	qa.qp_context = this;
-	if (int rc = id_->create_qp(*pd_, qa); rc != 0) {
+	if (int rc = id.create_qp(*pd_, qa); rc != 0) {
 		*why = std::string("create_qp: ") + std::strerror(-rc);
-		return false;
+		return rc;
 	}
 
 	// RFC 7145 5.1.1: receives are posted before the login request can be answered.
-	if (int err = recvs_.post_all(*id_->qp()); err != 0) {
+	if (int err = recvs_.post_all(*id.qp()); err != 0) {
 		*why = std::string("post_recv: ") + std::strerror(-err);
-		return false;
+		return err;
 	}
-	return true;
+
+	// RFC 7145 / Linux iser_cm_hdr: we use real VAs (no zero-based ones), and the target
+	// may invalidate our STags with SEND_WITH_INV unless told otherwise.
+	IserCmHdr ch{ISER_ZBVA_NOT_SUP};
+	if (!cfg_.allow_remote_inv)
+		ch.flags |= ISER_SEND_W_INV_NOT_SUP;
+	uint8_t pd[kIserCmHdrLen];
+	build_iser_cm_hdr(ch, std::span<uint8_t, kIserCmHdrLen>(pd, kIserCmHdrLen));
+	cp->set_private_data(pd);
+	// The target READs write data from us and issues no atomics; we READ nothing.
+	cp->responder_resources = uint8_t(std::min<uint32_t>(da.max_qp_rd_atom, cfg_.read_credit));
+	cp->initiator_depth = 0;
+	return 0;
 }
 
 // ---- Teardown ---------------------------------------------------------------------------
@@ -493,17 +388,10 @@ void RdmaTransport::close()
 	change_state(&state_, State::Closed, kConnStates, this);
 	if (was == State::Idle)
 		return;
-	// The QP to ERR first (disconnect does it, and a QP that never connected gets it
-	// here): it then starts no new RDMA of the target's into our memory. One already
-	// executing may still be writing (the soft provider's engine thread, a NIC's DMA),
-	// so the registrations go back only once the QP is drained (teardown).
-	if (id_ && was == State::Up)
-		id_->disconnect();
-	if (id_ && id_->qp()) {
-		QpAttr a;
-		a.qp_state = QpState::Err;
-		(void)id_->qp()->modify(a, QP_STATE);
-	}
+	// The QP to ERR first: it then starts no new RDMA of the target's into our memory.
+	// One already executing may still be writing (the soft provider's engine thread, a
+	// NIC's DMA), so the registrations go back only once the QP is drained (teardown).
+	conn_.stop();
 	// PDUs: those posted were copied into our send buffers at post time, so they can be
 	// handed back now; the flushes that follow find nothing to return.
 	for (SendDesc &d : sends_.descs())
@@ -517,7 +405,7 @@ void RdmaTransport::close()
 	}
 	// Draining needs this CQ processed, which cannot happen from inside its own
 	// processing: then poll() or the destructor finishes the job.
-	if (!in_cb_)
+	if (!cq_.in_process())
 		teardown();
 }
 
@@ -530,8 +418,7 @@ void RdmaTransport::teardown()
 	// flushes come after whatever the QP was still executing, so from here on nothing
 	// touches the registered buffers: they go back to the session (a bounced READ's bytes
 	// copied out now are final).
-	if (id_ && id_->qp())
-		drain_qp(*id_->qp(), cfg_.drain_timeout);
+	conn_.drain(cfg_.drain_timeout);
 	release_all();
 	// The MRs before the QP, as the kernel's ib_destroy_qp does (rdma_rw_cleanup_mrs): on
 	// rxe a fast-reg MR is a type-2 memory window, which holds its QP while bound; a QP
@@ -539,18 +426,15 @@ void RdmaTransport::teardown()
 	// reference count (6.1), after which its connections fail.
 	if (mrs_.size() && mrs_.destroy() != 0)
 		ULP_LOG(Error, Iser, "initiator: MRs still out at teardown");
-	if (id_)
-		id_->destroy_qp();
+	conn_.destroy_qp();
 	recvs_.release();
 	sends_.release();
-	id_.reset(); // waits out a running CM handler
-	if (cq_ && free_cq(cq_) != 0)
-		(void)cq_.release(); // still referenced: leak it rather than free it under a user
+	conn_.release(); // waits out a running CM handler
+	cq_.destroy();
 	bounce_.reset();
 	for (auto &mr : user_mrs_)
 		map_.unregister_region(reinterpret_cast<void *>(mr->iova()), mr->length());
 	user_mrs_.clear();
-	ch_.reset();
 	pd_.reset();
 }
 
@@ -667,7 +551,7 @@ bool RdmaTransport::post_inv(Reg &r)
 	r.inv_wr.send_flags = SEND_SIGNALED;
 	r.inv_wr.invalidate_rkey = r.mr->rkey();
 	const SendWr *bad = nullptr;
-	if (int rc = id_->qp()->post_send(&r.inv_wr, &bad); rc != 0) {
+	if (int rc = conn_.qp()->post_send(&r.inv_wr, &bad); rc != 0) {
 		fail(std::string("post LOCAL_INV: ") + std::strerror(-rc));
 		return true; // close() released it
 	}
@@ -777,7 +661,7 @@ RdmaTransport::Post RdmaTransport::post_pdu(TxPdu *p)
 		first = &d->reg;
 	}
 	const SendWr *bad = nullptr;
-	if (int rc = id_->qp()->post_send(first, &bad); rc != 0) {
+	if (int rc = conn_.qp()->post_send(first, &bad); rc != 0) {
 		d->pdu = nullptr;
 		sends_.put(d);
 		fail(std::string("post_send: ") + std::strerror(-rc));
@@ -830,7 +714,7 @@ void RdmaTransport::send_done(Cq *, Wc *wc)
 
 void RdmaTransport::post_recv(RecvDesc *d)
 {
-	if (int rc = recvs_.post(*id_->qp(), *d); rc != 0)
+	if (int rc = recvs_.post(*conn_.qp(), *d); rc != 0)
 		fail(std::string("post_recv: ") + std::strerror(-rc));
 }
 
@@ -884,41 +768,9 @@ void RdmaTransport::on_recv(RecvDesc *d, const Wc &wc)
 
 // ---- Polling -------------------------------------------------------------------------------
 
-void RdmaTransport::handle_cm_events()
-{
-	std::deque<CmRec> evs;
-	{
-		std::lock_guard g(cm_lock_);
-		evs.swap(cm_events_);
-	}
-	for (const CmRec &e : evs) {
-		switch (e.type) {
-		case CmEventType::Disconnected:
-			// What the target sent before it disconnected (a Logout Response, say) is
-			// in the CQ already: take it before failing (RC delivers it first, the CM
-			// event comes out of band).
-			while (state_ == State::Up && process() > 0) {
-			}
-			fail("the target disconnected");
-			return;
-		case CmEventType::DeviceRemoval:
-			fail("RDMA device removed");
-			return;
-		case CmEventType::ConnectError:
-		case CmEventType::Unreachable:
-			fail(std::string("RDMA/CM: ") + cm_event_str(e.type));
-			return;
-		default:
-			break;
-		}
-	}
-}
-
 int RdmaTransport::process()
 {
-	in_cb_ = true;
-	const int n = process_cq_direct(*cq_, kPollBudget);
-	in_cb_ = false;
+	const int n = cq_.process();
 	if (state_ == State::Closed)
 		teardown(); // a callback closed us: finish outside the CQ's processing
 	return n;
@@ -929,38 +781,28 @@ bool RdmaTransport::poll(std::chrono::milliseconds timeout)
 	if (state_ != State::Up)
 		return false;
 	const auto deadline = clock::now() + timeout;
+	// The CM's events first; a disconnect after what the target sent before it.
+	auto take_cm = [this] {
+		if (auto w =
+		        conn_.take_events([this] { return state_ == State::Up && process() > 0; }))
+			fail(std::move(*w));
+		return state_ == State::Up;
+	};
+	rdma::ClientConn *const conns[] = {&conn_};
 	for (;;) {
-		handle_cm_events();
-		if (state_ != State::Up)
+		if (!take_cm())
 			return false;
 		if (process() > 0)
 			return state_ == State::Up;
-		// Nothing now: arm, look once more (a completion may have landed before the
-		// arm), then sleep on the channel and the CM's eventfd.
-		if (int rc = cq_->req_notify(CqNotify::NextComp); rc != 0)
-			return fail(std::string("req_notify: ") + std::strerror(-rc));
-		if (process() > 0)
+		std::string why;
+		const int rc = rdma::wait_events(
+		    &cq_, conns, poll_timeout_ms(deadline), [this] { return process(); }, &why);
+		if (rc < 0)
+			return fail(std::move(why));
+		if (rc > 0)
 			return state_ == State::Up;
-		const int ms = remaining_ms(deadline);
-		pollfd pfd[2] = {{ch_->fd(), POLLIN, 0}, {evfd_, POLLIN, 0}};
-		int n = ::poll(pfd, 2, ms);
-		if (n < 0 && errno != EINTR) {
-			const int err = errno;
-			return fail(std::string("poll: ") + std::strerror(err));
-		}
-		if (n > 0 && (pfd[0].revents & POLLIN)) {
-			Cq *ev = nullptr;
-			while (ch_->get_cq_event(&ev, 0) == 0) {
-			}
-		}
-		if (n > 0 && (pfd[1].revents & POLLIN)) {
-			uint64_t v;
-			(void)!::read(evfd_, &v, sizeof(v));
-		}
-		if (n == 0) {
-			handle_cm_events();
-			return state_ == State::Up;
-		}
+		if (poll_timeout_ms(deadline) == 0)
+			return take_cm();
 	}
 }
 

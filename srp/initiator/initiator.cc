@@ -3,14 +3,8 @@
 // events, polling, timers, logout and teardown (see initiator.h; commands are in
 // initiator_io.cc).
 #include "core/deadline.h"
-#include "core/drain.h"
 #include "core/log.h"
-#include "core/registry.h"
 #include "srp/initiator/initiator_impl.h"
-
-#include <poll.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -63,22 +57,6 @@ const char *req_state_str(ReqState s)
 }
 
 } // namespace ini
-
-namespace
-{
-
-int remaining_ms(clock::time_point deadline)
-{
-	return poll_timeout_ms(deadline, clock::now());
-}
-
-} // namespace
-
-Initiator::Impl::~Impl()
-{
-	if (evfd >= 0)
-		::close(evfd);
-}
 
 void Initiator::Impl::set_state(IniState s)
 {
@@ -134,33 +112,21 @@ int Initiator::Impl::setup_device(std::string *w)
 	max_descs = (max_io + chunk - 1) / chunk;
 	nrecv = slots + 1 + kUnsolicited;
 
-	comp = dev->create_comp_channel();
-	if (!comp) {
-		const int err = errno;
-		*w = std::string("completion channel: ") + std::strerror(err);
-		return -ENOMEM;
-	}
 	// One CQ for every channel's queues: commands' WRs, control sends, receives and drain's
 	// two markers each.
 	const uint32_t per_chan = slots * 3 + 2 * (max_descs + 1) + kCtlDescs + 1 + nrecv + 1;
-	CqOptions co;
-	co.channel = comp.get();
 	uint64_t n = uint64_t{per_chan} * std::max<uint32_t>(1, cfg.channels);
 	if (da.max_cqe && n > da.max_cqe)
 		n = da.max_cqe;
-	cq = alloc_cq(*dev, int(n), 0, PollCtx::Direct, nullptr, co);
-	if (!cq) {
-		const int err = errno;
-		*w = std::string("CQ: ") + std::strerror(err);
-		return -ENOMEM;
-	}
+	if (int rc = cq.create(*dev, int(n), w); rc != 0)
+		return rc;
 	// SRP r16a 5.2.1 / Linux's add_target: initiator_ext, then the port's 64-bit id (here
 	// the node GUID: the soft provider has no port GUIDs of its own).
 	i_port_id = srp::make_port_id(cfg.initiator_ext, da.node_guid);
 	return 0;
 }
 
-int Initiator::Impl::setup_chan(Chan &c, std::string *w)
+int Initiator::Impl::setup_chan(Chan &c, CmId &id, std::string *w)
 {
 	const DeviceAttr &da = dev->attr();
 	c.pd = dev->alloc_pd();
@@ -234,50 +200,19 @@ int Initiator::Impl::setup_chan(Chan &c, std::string *w)
 	if (c.sq_size + kCtlDescs + 2 > max_wr)
 		c.sq_size = max_wr - kCtlDescs - 2;
 	QpInitAttr qa;
-	qa.send_cq = cq.get();
-	qa.recv_cq = cq.get();
+	qa.send_cq = cq.cq();
+	qa.recv_cq = cq.cq();
 	qa.cap.max_send_wr = c.sq_size + kCtlDescs + 1;
 	qa.cap.max_recv_wr = nrecv + 1;
 	qa.cap.max_send_sge = 1;
 	qa.cap.max_recv_sge = 1;
 	qa.sq_sig_type = SigType::ReqWr;
 	qa.qp_context = &c;
-	if (rc = c.id->create_qp(*c.pd, qa); rc != 0) {
+	if (rc = id.create_qp(*c.pd, qa); rc != 0) {
 		*w = std::string("create_qp: ") + std::strerror(-rc);
 		return rc;
 	}
 	return 0;
-}
-
-bool Initiator::Impl::wait_cm(Chan &c, CmEventType want, clock::time_point deadline, CmRec *out,
-                              std::string *w)
-{
-	for (;;) {
-		{
-			std::lock_guard g(cm_lock);
-			if (!c.cm.empty()) {
-				*out = c.cm.front();
-				c.cm.pop_front();
-				if (out->type == want)
-					return true;
-				*w = std::string("RDMA/CM: ") + cm_event_str(out->type) +
-				     " instead of " + cm_event_str(want);
-				if (out->status)
-					*w += std::string(" (") + std::strerror(-out->status) + ")";
-				return false;
-			}
-		}
-		const int ms = remaining_ms(deadline);
-		if (ms == 0) {
-			*w = std::string("RDMA/CM: no ") + cm_event_str(want) + " in time";
-			return false;
-		}
-		pollfd pfd{evfd, POLLIN, 0};
-		if (::poll(&pfd, 1, ms) > 0) {
-			uint64_t v;
-			(void)!::read(evfd, &v, sizeof(v));
-		}
-	}
 }
 
 int Initiator::Impl::login_one(uint32_t idx, const SockAddr &dst,
@@ -288,93 +223,64 @@ int Initiator::Impl::login_one(uint32_t idx, const SockAddr &dst,
 	Chan &c = *chans.back();
 	c.owner = this;
 	c.idx = idx;
-	// The CM thread only queues; the caller's thread takes events up (wait_cm, poll).
-	c.id = cfg.provider->create_id(
-	    [this, cp = &c](CmId *, CmEvent &ev) {
-		    {
-			    std::lock_guard g(cm_lock);
-			    cp->cm.push_back(CmRec{ev.event, ev.status, ev.param});
-		    }
-		    uint64_t one = 1;
-		    (void)!::write(evfd, &one, sizeof(one));
-	    },
-	    &c);
 	int rc = 0;
-	CmRec ev;
 	auto failed_with = [&](int e, std::string s) {
 		*w = "channel " + std::to_string(idx) + ": " + s;
 		rc = e;
 		return e;
 	};
-	if (!c.id) {
-		const int err = errno;
-		return failed_with(-ENOMEM, std::string("rdma_create_id: ") + std::strerror(err));
-	}
-	if (rc =
-	        c.id->resolve_addr(src ? &*src : nullptr, dst, std::max(1, remaining_ms(deadline)));
-	    rc != 0)
-		return failed_with(rc, "resolve " + dst.str() + ": " + std::strerror(-rc));
-	std::string cmw;
-	if (!wait_cm(c, CmEventType::AddrResolved, deadline, &ev, &cmw))
-		return failed_with(-EHOSTUNREACH, "resolve " + dst.str() + ": " + cmw);
-	if (rc = c.id->resolve_route(std::max(1, remaining_ms(deadline))); rc != 0)
-		return failed_with(rc, "route to " + dst.str() + ": " + std::strerror(-rc));
-	if (!wait_cm(c, CmEventType::RouteResolved, deadline, &ev, &cmw))
-		return failed_with(-EHOSTUNREACH, "route to " + dst.str() + ": " + cmw);
-	if (!dev) {
-		dev = c.id->device();
-		if (!dev)
-			return failed_with(-ENODEV, "no RDMA device for the address");
-		if (rc = setup_device(&cmw); rc != 0)
-			return failed_with(rc, cmw);
-	} else if (c.id->device() != dev) {
-		// One CQ serves every channel: they must share a device.
-		return failed_with(-EXDEV, "resolved to another RDMA device than channel 0");
-	}
-	if (rc = setup_chan(c, &cmw); rc != 0)
-		return failed_with(rc, cmw);
-
-	// SRP r16a 6.2: srp_login_req_rdma as ib_srp's srp_send_req builds
-	// it (tag 0, direct and indirect descriptors, immediate data at 68 when asked for).
-	srp::LoginReq lr;
-	lr.req_it_iu_len = cfg.max_it_iu_len;
-	lr.req_buf_fmt = srp::BUF_FMT_DIRECT | srp::BUF_FMT_INDIRECT;
-	lr.req_flags = multichan | (cfg.immediate ? srp::IMMED_REQUESTED : 0);
-	lr.imm_data_offset = cfg.immediate ? kImmOffset : 0;
-	lr.initiator_port_id = i_port_id;
-	lr.target_port_id = srp::make_port_id(cfg.id_ext, cfg.ioc_guid);
-	uint8_t pd[srp::kLoginReqRdmaLen];
-	srp::build_login_req_rdma(lr, std::span<uint8_t, srp::kLoginReqRdmaLen>(pd, sizeof(pd)));
-	ConnParam cp;
-	cp.set_private_data(pd);
-	// The target RDMA READs write data (and external tables) from us; we READ nothing
-	// (ib_srp: responder_resources 4, initiator_depth 0).
-	cp.responder_resources =
-	    uint8_t(std::min<uint32_t>(dev->attr().max_qp_rd_atom, cfg.read_credit));
-	cp.initiator_depth = 0;
-	cp.retry_count = 7;
-	cp.rnr_retry_count = 7;
-	if (rc = c.id->connect(cp); rc != 0)
-		return failed_with(rc, "connect " + dst.str() + ": " + std::strerror(-rc));
-	{
-		// Established (the accept's SRP_LOGIN_RSP) or Rejected (SRP_LOGIN_REJ).
-		std::string ign;
-		if (!wait_cm(c, CmEventType::Established, deadline, &ev, &ign)) {
-			if (ev.type == CmEventType::Rejected) {
-				srp::LoginRej rej;
-				if (srp::parse_login_rej(ev.param.pdata(), &rej)) {
-					char b[32];
-					std::snprintf(b, sizeof(b), " (%#" PRIx32 ")", rej.reason);
-					return failed_with(-ECONNREFUSED,
-					                   std::string("SRP_LOGIN_REJ: ") +
-					                       srp::rej_reason_name(rej.reason) +
-					                       b);
-				}
-				return failed_with(-ECONNREFUSED,
-				                   "rejected without an SRP_LOGIN_REJ");
-			}
-			return failed_with(-ETIMEDOUT, "login: " + ign);
+	rdma::ClientParams p;
+	p.provider = cfg.provider;
+	p.dst = dst;
+	p.src = src;
+	p.deadline = deadline;
+	p.setup = [&](CmId &id, ConnParam *cp, std::string *sw) {
+		if (!dev) {
+			dev = id.device();
+			if (int e = setup_device(sw); e != 0)
+				return e;
+		} else if (id.device() != dev) {
+			// One CQ serves every channel: they must share a device.
+			*sw = "resolved to another RDMA device than channel 0";
+			return -EXDEV;
 		}
+		if (int e = setup_chan(c, id, sw); e != 0)
+			return e;
+		// SRP r16a 6.2: srp_login_req_rdma as ib_srp's srp_send_req builds it (tag 0,
+		// direct and indirect descriptors, immediate data at 68 when asked for).
+		srp::LoginReq lr;
+		lr.req_it_iu_len = cfg.max_it_iu_len;
+		lr.req_buf_fmt = srp::BUF_FMT_DIRECT | srp::BUF_FMT_INDIRECT;
+		lr.req_flags = multichan | (cfg.immediate ? srp::IMMED_REQUESTED : 0);
+		lr.imm_data_offset = cfg.immediate ? kImmOffset : 0;
+		lr.initiator_port_id = i_port_id;
+		lr.target_port_id = srp::make_port_id(cfg.id_ext, cfg.ioc_guid);
+		uint8_t pd[srp::kLoginReqRdmaLen];
+		srp::build_login_req_rdma(
+		    lr, std::span<uint8_t, srp::kLoginReqRdmaLen>(pd, sizeof(pd)));
+		cp->set_private_data(pd);
+		// The target RDMA READs write data (and external tables) from us; we READ nothing
+		// (ib_srp: responder_resources 4, initiator_depth 0).
+		cp->responder_resources =
+		    uint8_t(std::min<uint32_t>(dev->attr().max_qp_rd_atom, cfg.read_credit));
+		cp->initiator_depth = 0;
+		cp->retry_count = 7;
+		cp->rnr_retry_count = 7;
+		return 0;
+	};
+	// Established (the accept's SRP_LOGIN_RSP) or Rejected (SRP_LOGIN_REJ).
+	rdma::CmRec ev;
+	std::string cw;
+	if (int e = c.conn.connect(p, &ev, &cw); e == -ECONNREFUSED) {
+		srp::LoginRej rej;
+		if (!srp::parse_login_rej(ev.param.pdata(), &rej))
+			return failed_with(e, "rejected without an SRP_LOGIN_REJ (" + cw + ")");
+		char b[32];
+		std::snprintf(b, sizeof(b), " (%#" PRIx32 ")", rej.reason);
+		return failed_with(e, std::string("SRP_LOGIN_REJ: ") +
+		                          srp::rej_reason_name(rej.reason) + b);
+	} else if (e != 0) {
+		return failed_with(e, cw);
 	}
 	srp::LoginRsp rsp;
 	if (!srp::parse_login_rsp(ev.param.pdata(), &rsp))
@@ -401,7 +307,7 @@ int Initiator::Impl::login_one(uint32_t idx, const SockAddr &dst,
 		return failed_with(rc, std::string("receive buffers: ") + std::strerror(-rc));
 	// A response that came before these are posted waits in the target's queue (RNR
 	// retries, rnr_retry_count 7: forever).
-	if (rc = c.recvs.post_all(*c.id->qp()); rc != 0)
+	if (rc = c.recvs.post_all(*c.conn.qp()); rc != 0)
 		return failed_with(rc, std::string("post_recv: ") + std::strerror(-rc));
 	change_state(&c.state, ChanState::Live, kChanStates, &c);
 	ULP_LOG(Info, Srpt, "channel {} to {}: {} credits, max_ti_iu_len {}, immediate data {}",
@@ -429,11 +335,6 @@ int Initiator::login(const SockAddr &dst, std::string *why)
 	std::optional<SockAddr> src;
 	if (!m.cfg.src_ip.empty() && !(src = SockAddr::parse(m.cfg.src_ip, 0)))
 		return refuse(-EINVAL, "login: bad source address " + m.cfg.src_ip);
-	m.evfd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
-	if (m.evfd < 0) {
-		const int err = errno;
-		return refuse(-err, std::string("eventfd: ") + std::strerror(err));
-	}
 	m.set_state(IniState::LoggingIn);
 	int rc = 0;
 	// ib_srp's add_target: channel 0 SINGLE (ends whatever nexus this initiator port had),
@@ -477,13 +378,7 @@ void Initiator::Impl::chan_fail(Chan &c, const std::string &w)
 	// The QP to ERR first: from then on it answers no RDMA of the target's, and it is the
 	// only QP of this PD, so every key of the channel is unreachable and its commands can
 	// be handed back now, without waiting for LOCAL_INVs that would only be flushed.
-	if (was_live)
-		c.id->disconnect();
-	if (c.id && c.id->qp()) {
-		QpAttr a;
-		a.qp_state = QpState::Err;
-		(void)c.id->qp()->modify(a, QP_STATE);
-	}
+	c.conn.stop();
 	for (Req &r : c.reqs.descs()) {
 		if (r.state == ReqState::Free)
 			continue;
@@ -527,12 +422,11 @@ void Initiator::Impl::fail(const std::string &w, Outcome first, Req *first_req)
 
 void Initiator::Impl::teardown(Chan &c)
 {
-	if (c.state != ChanState::Failed || in_cq)
+	if (c.state != ChanState::Failed || cq.in_process())
 		return;
 	// Every posted WR comes back (flushed) through its done(), which finds the channel
 	// failed and lets it be; bounded per queue.
-	if (c.id && c.id->qp())
-		drain_qp(*c.id->qp(), cfg.drain_timeout);
+	c.conn.drain(cfg.drain_timeout);
 	c.recvs.release();
 	for (Req &r : c.reqs.descs())
 		if (r.table) {
@@ -547,9 +441,7 @@ void Initiator::Impl::teardown(Chan &c)
 	// reference count (6.1), after which its connections fail.
 	if (c.mrs.size() && c.mrs.destroy() != 0)
 		ULP_LOG(Error, Srpt, "channel {}: MRs still out at teardown", c.idx);
-	if (c.id)
-		c.id->destroy_qp();
-	c.id.reset(); // waits out a running CM handler
+	c.conn.release(); // the QP, then the id (waits out a running CM handler)
 	c.bounce.reset();
 	c.tables.reset();
 	for (auto &mr : c.user_mrs)
@@ -579,9 +471,7 @@ void Initiator::Impl::close_all(const std::string &w, bool failing)
 	for (auto &c : chans)
 		teardown(*c);
 	set_state(IniState::Closed);
-	if (cq && free_cq(cq) != 0)
-		(void)cq.release(); // still referenced: leak it rather than free it under a user
-	comp.reset();
+	cq.destroy();
 	run_callbacks();
 }
 
@@ -591,46 +481,17 @@ void Initiator::Impl::handle_cm_events()
 {
 	for (auto &cp : chans) {
 		Chan &c = *cp;
-		std::deque<CmRec> evs;
-		{
-			std::lock_guard g(cm_lock);
-			evs.swap(c.cm);
-		}
-		for (const CmRec &e : evs) {
-			if (c.state != ChanState::Live)
-				break;
-			switch (e.type) {
-			case CmEventType::Disconnected:
-				// What the target sent before it disconnected is in the CQ already
-				// (RC delivers it first; the CM event comes out of band): take it
-				// first.
-				while (c.state == ChanState::Live && process() > 0) {
-				}
-				chan_fail(c, "the target disconnected");
-				break;
-			case CmEventType::DeviceRemoval:
-				chan_fail(c, "RDMA device removed");
-				break;
-			case CmEventType::ConnectError:
-			case CmEventType::Unreachable:
-			case CmEventType::Rejected:
-				chan_fail(c, std::string("RDMA/CM: ") + cm_event_str(e.type));
-				break;
-			default:
-				break; // TimewaitExit and the rest: ib_srp only logs them
-			}
-		}
+		// A disconnect after what the target sent before it (SRP_T_LOGOUT, a response).
+		auto w =
+		    c.conn.take_events([&] { return c.state == ChanState::Live && process() > 0; });
+		if (w && c.state == ChanState::Live)
+			chan_fail(c, *w);
 	}
 }
 
 int Initiator::Impl::process()
 {
-	if (!cq)
-		return 0;
-	in_cq = true;
-	const int n = process_cq_direct(*cq, 64);
-	in_cq = false;
-	return n;
+	return cq.process();
 }
 
 int Initiator::Impl::run_callbacks()
@@ -677,43 +538,20 @@ void Initiator::Impl::check_timers(clock::time_point now)
 
 bool Initiator::Impl::wait(clock::time_point deadline)
 {
-	int ms = remaining_ms(deadline);
+	int ms = poll_timeout_ms(deadline);
 	if (ms == 0)
 		return false;
-	if (cq) {
-		// Arm, look once more (a completion may have landed before the arm), then sleep on
-		// the completion channel and the CM's eventfd together.
-		if (int rc = cq->req_notify(CqNotify::NextComp); rc != 0) {
-			fail(std::string("req_notify: ") + std::strerror(-rc));
-			return true;
-		}
-		if (process() > 0)
-			return true;
-	}
 	// Wake for the command timers too.
 	if (in_flight() > 0)
 		ms = std::min(ms, 50);
-	pollfd pfd[2];
-	nfds_t n = 0;
-	if (comp)
-		pfd[n++] = pollfd{comp->fd(), POLLIN, 0};
-	if (evfd >= 0)
-		pfd[n++] = pollfd{evfd, POLLIN, 0};
-	const int r = ::poll(pfd, n, ms);
-	if (r > 0) {
-		for (nfds_t i = 0; i < n; i++) {
-			if (!(pfd[i].revents & POLLIN))
-				continue;
-			if (comp && pfd[i].fd == comp->fd()) {
-				Cq *ev = nullptr;
-				while (comp->get_cq_event(&ev, 0) == 0) {
-				}
-			} else {
-				uint64_t v;
-				(void)!::read(evfd, &v, sizeof(v));
-			}
-		}
-	}
+	std::vector<rdma::ClientConn *> conns;
+	conns.reserve(chans.size());
+	for (auto &c : chans)
+		conns.push_back(&c->conn);
+	std::string w;
+	if (rdma::wait_events(
+	        &cq, conns, ms, [this] { return process(); }, &w) < 0)
+		fail(w);
 	return true;
 }
 
@@ -786,7 +624,7 @@ Result Initiator::run(const Request &req)
 		}
 	}
 	while (!got && clock::now() < deadline)
-		if (poll(std::chrono::milliseconds(remaining_ms(deadline))) < 0)
+		if (poll(std::chrono::milliseconds(poll_timeout_ms(deadline))) < 0)
 			break;
 	if (!got) {
 		// The timer fails the initiator at cmd_timeout; this is the backstop that keeps the
@@ -813,7 +651,7 @@ void Initiator::logout(std::chrono::milliseconds timeout)
 	m.set_state(IniState::LoggingOut);
 	const auto deadline = clock::now() + timeout;
 	while (m.in_flight() > 0 && clock::now() < deadline)
-		if (m.poll(std::chrono::milliseconds(remaining_ms(deadline))) < 0)
+		if (m.poll(std::chrono::milliseconds(poll_timeout_ms(deadline))) < 0)
 			break;
 	// SRP r16a 6.6: SRP_I_LOGOUT on every channel (ib_srp only disconnects). A target
 	// that honours it ends the channel itself; were we to disconnect as soon as the SEND

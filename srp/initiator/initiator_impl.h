@@ -21,18 +21,16 @@
 #include "core/addr.h"
 #include "core/buf_pool.h"
 #include "core/check.h"
-#include "core/cm.h"
 #include "core/dma_heap.h"
 #include "core/mem_map.h"
-#include "cq_poll/cq_poll.h"
 #include "mr_pool/mr_pool.h"
+#include "rdma_conn/client.h"
 #include "rdma_conn/ring.h"
 #include "srp/initiator/initiator.h"
 
 #include <chrono>
 #include <deque>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -113,13 +111,6 @@ struct Chan;
 struct Owner {
 };
 
-// A CM event as the caller's thread sees it (copied off the CM thread).
-struct CmRec {
-	CmEventType type;
-	int status;
-	ConnParam param;
-};
-
 // One command slot: its IU's send buffer (the SendDesc), its registrations, its result.
 struct Req : rdma::SendDesc {
 	Cqe inv_cqe;        // the last LOCAL_INV's completion leads back here
@@ -179,8 +170,7 @@ struct Chan {
 	uint32_t idx = 0;       // its place in Impl::chans
 	ChanState state = ChanState::Connecting;
 	std::string why;                           // why it failed
-	std::deque<CmRec> cm;                      // CM events not yet taken (Impl::cm_lock)
-	std::unique_ptr<CmId> id;                  // owns the QP
+	rdma::ClientConn conn;                     // the RDMA/CM id (owns the QP), its CM events
 	std::unique_ptr<Pd> pd;                    // its own (see the top of this file)
 	MemMap map;                                // the caller's regions, registered on pd
 	std::vector<std::unique_ptr<Mr>> user_mrs; // the regions' MRs (on pd)
@@ -223,14 +213,9 @@ struct Initiator::Impl : ini::Owner {
 	InitiatorStats stats;
 	std::array<uint8_t, 16> i_port_id{};
 
-	// CM events: pushed by the provider's CM thread into the channel's queue.
-	std::mutex cm_lock;
-	int evfd = -1; // readable while some channel's queue may hold something
-
 	// Device-wide: every channel is on the device the first one resolved to.
 	Device *dev = nullptr;
-	std::unique_ptr<CompChannel> comp;
-	CqHandle cq;
+	rdma::DirectCq cq; // every channel's queues, polled by the caller's thread
 	std::vector<std::unique_ptr<ini::Chan>> chans;
 
 	// Sizes, fixed at the first channel's setup.
@@ -245,10 +230,7 @@ struct Initiator::Impl : ini::Owner {
 	std::vector<srp::DirectDesc> scratch;          // submit's descriptors (no allocation)
 	uint64_t next_gen = 1;                         // command tags' generation (bits 24..62)
 	uint64_t next_tmf = 1;                         // TMF tags' counter
-	bool in_cq = false;                            // inside process_cq_direct: no teardown now
 	ini::clock::time_point next_timer_check{};
-
-	~Impl();
 
 	// initiator.cc
 	void set_state(ini::IniState s);
@@ -261,9 +243,7 @@ struct Initiator::Impl : ini::Owner {
 	int login_one(uint32_t idx, const SockAddr &dst, const std::optional<SockAddr> &src,
 	              uint8_t multichan, ini::clock::time_point deadline, std::string *why);
 	int setup_device(std::string *why);
-	int setup_chan(ini::Chan &c, std::string *why);
-	bool wait_cm(ini::Chan &c, CmEventType want, ini::clock::time_point deadline,
-	             ini::CmRec *out, std::string *why);
+	int setup_chan(ini::Chan &c, CmId &id, std::string *why);
 	void handle_cm_events();
 	int process();
 	int run_callbacks();

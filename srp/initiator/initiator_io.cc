@@ -292,7 +292,7 @@ int Initiator::Impl::submit(const Request &req, Callback cb, uint64_t *tag)
 		first = &r.regs[i];
 	}
 	const SendWr *bad = nullptr;
-	if (int rc = c.id->qp()->post_send(first, &bad); rc != 0) {
+	if (int rc = c.conn.qp()->post_send(first, &bad); rc != 0) {
 		unmap(r, false);
 		c.reqs.put(&r);
 		chan_fail(c, std::string("post_send: ") + std::strerror(-rc));
@@ -369,7 +369,7 @@ void Initiator::Impl::post_inv(Req &r)
 	r.inv_pending = true;
 	const SendWr *bad = nullptr;
 	// Room was reserved at submit (sq_held).
-	if (int rc = c.id->qp()->post_send(first, &bad); rc != 0) {
+	if (int rc = c.conn.qp()->post_send(first, &bad); rc != 0) {
 		chan_fail(c, std::string("post LOCAL_INV: ") + std::strerror(-rc));
 		return;
 	}
@@ -437,7 +437,7 @@ int Initiator::Impl::post_ctl(Chan &c, uint8_t op, const uint8_t *iu, size_t len
 	d->op = op;
 	rdma::prepare_send(*d, uint32_t(len));
 	const SendWr *bad = nullptr;
-	if (int rc = c.id->qp()->post_send(&d->wr, &bad); rc != 0) {
+	if (int rc = c.conn.qp()->post_send(&d->wr, &bad); rc != 0) {
 		c.ctl.put(d);
 		chan_fail(c, std::string("post_send: ") + std::strerror(-rc));
 		return -ENOTCONN;
@@ -576,7 +576,7 @@ void Initiator::Impl::on_recv(Rx *rx, const Wc &wc)
 	if (c.state != ChanState::Live)
 		return;
 	// Taken apart: the buffer goes back before the answer that may bring the next IU.
-	if (int rc = c.recvs.post(*c.id->qp(), *rx); rc != 0) {
+	if (int rc = c.recvs.post(*c.conn.qp(), *rx); rc != 0) {
 		chan_fail(c, std::string("post_recv: ") + std::strerror(-rc));
 		return;
 	}
