@@ -9,6 +9,7 @@
 #     `ulpctl session list` and logged out by `ulpctl session logout` (SRP_T_LOGOUT, then
 #     disconnect), and the initiator hears the logout;
 #   - `ulpctl stats` counts what happened; `ulpctl log set` changes the level at run time;
+#   - --version of the daemon, of ulpctl (with the running daemon's) and of ulp-initiator;
 #   - portals added with `ulpctl portal create` (TCP, iSER) accept logins and stop when
 #     deleted; SIGTERM exits 0 in time.
 set -euo pipefail
@@ -179,6 +180,22 @@ ulpctl log set debug >/dev/null || fail "ulpctl log set"
 [[ $(ulpctl log get) == debug ]] || fail "log level not changed"
 grep -q "log level info -> debug" "$work/targetd.log" || fail "no log line for the level change"
 pass "stats count the logins; log level set at run time"
+
+# --version: the daemon's own, then ulpctl's and the running daemon's (version_get), the
+# same version; a daemon that is not there is said, exit 3, after ulpctl's own line.
+dv=$("$targetd" --version) || fail "ulp-targetd --version"
+[[ $dv =~ ^ulp-targetd\ [0-9]+\.[0-9]+ ]] || fail "ulp-targetd --version: $dv"
+vv=$(ulpctl --version) || fail "ulpctl --version"
+[[ $(sed -n 1p <<<"$vv") =~ ^ulpctl\ [0-9]+\.[0-9]+ ]] || fail "ulpctl --version: $vv"
+[[ $(sed -n 2p <<<"$vv") == "${dv}, pid $pid" ]] || fail "ulpctl --version, the daemon: $vv (want $dv, pid $pid)"
+rc=0
+out=$(timeout 60 "$ulpctl_bin" --socket "$work/nobody.sock" --version 2>"$work/ver.err") || rc=$?
+((rc == 3)) && [[ $out =~ ^ulpctl\  ]] && grep -q "the daemon's version" "$work/ver.err" ||
+	fail "ulpctl --version without a daemon: rc $rc, $out, $(cat "$work/ver.err")"
+for p in "$initiator"; do
+	[[ $("$p" --version) =~ ^ulp-initiator\ [0-9]+\.[0-9]+ ]] || fail "$p --version"
+done
+pass "--version: ulp-targetd, ulpctl with the daemon's (version_get), ulp-initiator"
 
 # A portal added at run time accepts logins; removing it stops that.
 out=$(ulpctl --json portal create 127.0.0.1:0) || fail "portal create: $out"

@@ -37,6 +37,7 @@
 // portal listens, RELOADING=1 around a SIGHUP, STOPPING=1 when it stops.
 #include "tools/ulp-targetd/config.h"
 #include "tools/ulp-targetd/daemon.h"
+#include "ulp/version.h"
 
 #include <CLI/CLI.hpp>
 
@@ -50,6 +51,7 @@ int main(int argc, char **argv)
 	CLI::App app{
 	    "ulp-targetd: an iSCSI (TCP and iSER) and SRP target serving LUNs from RAM, files, "
 	    "block devices, Ceph RBD images or nothing (null), with the ulp SCSI target core."};
+	app.set_version_flag("--version", ulp::version_line("ulp-targetd"));
 	app.footer(
 	    "Signals: SIGINT, SIGTERM: log every session out (bounded), flush, exit.\n"
 	    "SIGHUP: with --config, re-read the file and apply the difference (targets, LUNs, "
