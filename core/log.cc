@@ -99,7 +99,8 @@ struct State {
 	std::shared_ptr<spdlog::sinks::dist_sink_mt> dist;
 	std::shared_ptr<spdlog::logger> logger;
 	spdlog::sink_ptr output;
-	bool journal = false; // output is stderr and stderr is the journal
+	bool journal = false;  // output is stderr and stderr is the journal
+	std::string file_path; // output is this file (to_file), for reopen
 	std::map<int, std::shared_ptr<CaptureSink>> captures;
 	int next_id = 1;
 	std::string program = "ulp";
@@ -277,7 +278,21 @@ int to_file(const std::string &path)
 	State &st = state();
 	std::lock_guard g(st.lock);
 	st.replace_output(std::move(s), false);
+	st.file_path = path;
 	return 0;
+}
+
+int reopen()
+{
+	std::string path;
+	{
+		State &st = state();
+		std::lock_guard g(st.lock);
+		if (st.file_path.empty())
+			return 1;
+		path = st.file_path;
+	}
+	return to_file(path);
 }
 
 void to_stderr()
@@ -285,6 +300,7 @@ void to_stderr()
 	State &st = state();
 	std::lock_guard g(st.lock);
 	st.replace_output(std::make_shared<spdlog::sinks::stderr_sink_mt>(), true);
+	st.file_path.clear();
 }
 
 void to_nothing()
@@ -292,6 +308,7 @@ void to_nothing()
 	State &st = state();
 	std::lock_guard g(st.lock);
 	st.replace_output(nullptr, false);
+	st.file_path.clear();
 }
 
 void detail::write(Level l, Sub s, std::string_view msg)

@@ -77,6 +77,10 @@ inline bool enabled(Level l)
 // to_stderr goes back, and looks again at whether stderr is the journal.
 void set_program(std::string name); // the name in every line ("ulp" by default)
 int to_file(const std::string &path);
+// The file of to_file opened again by its name (after logrotate moved it: the lines go to
+// the new file, none is lost between): 0; a negative errno and the old file kept; or 1 when
+// the output is not a file (nothing to do).
+int reopen();
 void to_stderr();
 void to_nothing(); // no output sink (tests that only capture)
 

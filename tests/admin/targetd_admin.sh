@@ -10,6 +10,7 @@
 #     disconnect), and the initiator hears the logout;
 #   - `ulpctl stats` counts what happened; `ulpctl log set` changes the level at run time;
 #   - --version of the daemon, of ulpctl (with the running daemon's) and of ulp-initiator;
+#   - SIGUSR1 opens --log-file again after logrotate moved it;
 #   - portals added with `ulpctl portal create` (TCP, iSER) accept logins and stop when
 #     deleted; SIGTERM exits 0 in time.
 set -euo pipefail
@@ -19,10 +20,11 @@ initiator=${3:?}
 unit=${4:?}
 example=${5:?}
 work=$(mktemp -d)
-pid='' ipid='' npid=''
+pid='' ipid='' npid='' rpid=''
 cleanup() {
 	set +e
 	[[ -n $npid ]] && kill -KILL "$npid" 2>/dev/null
+	[[ -n $rpid ]] && kill -KILL "$rpid" 2>/dev/null
 	[[ -n $ipid ]] && kill -KILL "$ipid" 2>/dev/null
 	[[ -n $pid ]] && kill -KILL "$pid" 2>/dev/null
 	rm -rf "$work"
@@ -211,6 +213,31 @@ timeout 60 "$initiator" --transport iser -p "127.0.0.1:$p3" -t "$iqn" -l 1 -w mi
 	-r 1 --quiet >"$work/iser.log" 2>&1 || fail "ulp-initiator over the new iSER portal"
 ulpctl portal delete --transport iser "127.0.0.1:$p3" >/dev/null || fail "iser portal delete"
 pass "portals (TCP, iSER) created and deleted at run time"
+
+# --log-file and logrotate: the file moved, SIGUSR1, and the lines go on in a new file.
+"$targetd" --portal 127.0.0.1:0 --target "$iqn:rot" --lun 0:null:size=1M \
+	--log-file "$work/rot.out" --ready-fd 9 9>"$work/rot.port" 2>"$work/rot.err" &
+rpid=$!
+for _ in $(seq 200); do # bounded: 10 s
+	[[ -s $work/rot.port ]] && break
+	kill -0 "$rpid" 2>/dev/null || fail "ulp-targetd --log-file exited during start-up"
+	sleep 0.05
+done
+mv "$work/rot.out" "$work/rot.out.1"
+kill -USR1 "$rpid"
+for _ in $(seq 200); do grep -qs "log file reopened" "$work/rot.out" && break; sleep 0.05; done
+grep -q "log file reopened" "$work/rot.out" || fail "SIGUSR1: no new log file"
+grep -q "listening" "$work/rot.out.1" || fail "the moved log lost its lines: $(cat "$work/rot.out.1")"
+kill -TERM "$rpid"
+rc=0
+wait "$rpid" || rc=$?
+rpid=''
+((rc == 0)) || fail "ulp-targetd --log-file: exit status $rc after SIGTERM"
+grep -q "shutting down" "$work/rot.out" || fail "the lines after SIGUSR1 did not go to the new file"
+kill -USR1 "$pid"
+for _ in $(seq 200); do grep -q "no --log-file to reopen" "$work/targetd.log" && break; sleep 0.05; done
+grep -q "no --log-file to reopen" "$work/targetd.log" || fail "SIGUSR1 without --log-file: no line"
+pass "SIGUSR1 reopens --log-file after logrotate's move; says so without one"
 
 kill -TERM "$pid"
 for _ in $(seq 200); do

@@ -146,6 +146,41 @@ TEST(Log, JournalStreamGetsPriorityPrefixAndNoTimestamp)
 	EXPECT_EQ(rest[19], '.');
 }
 
+// logrotate's move, then reopen: the lines before are in the moved file, those after in a
+// new one by the old name; with stderr as the output, reopen does nothing.
+TEST(Log, ReopenAfterTheFileWasMovedWritesANewOne)
+{
+	LevelGuard lg;
+	set_level(Level::Info);
+	char path[] = "/tmp/ulp-log-reopen-XXXXXX";
+	const int fd = mkstemp(path);
+	ASSERT_GE(fd, 0);
+	close(fd);
+	const std::string moved = std::string(path) + ".1";
+	ASSERT_EQ(to_file(path), 0);
+	ULP_LOG(Info, Tool, "before the move");
+	ASSERT_EQ(rename(path, moved.c_str()), 0);
+	ULP_LOG(Info, Tool, "moved, not reopened");
+	ASSERT_EQ(reopen(), 0);
+	ULP_LOG(Info, Tool, "after reopen");
+	to_stderr();
+	EXPECT_EQ(reopen(), 1);
+	auto slurp = [](const std::string &p) {
+		std::ifstream f(p);
+		std::stringstream ss;
+		ss << f.rdbuf();
+		return ss.str();
+	};
+	const std::string old_text = slurp(moved), new_text = slurp(path);
+	unlink(path);
+	unlink(moved.c_str());
+	EXPECT_NE(old_text.find("before the move\n"), std::string::npos) << old_text;
+	EXPECT_NE(old_text.find("moved, not reopened\n"), std::string::npos) << old_text;
+	EXPECT_EQ(old_text.find("after reopen"), std::string::npos) << old_text;
+	EXPECT_NE(new_text.find("after reopen\n"), std::string::npos) << new_text;
+	EXPECT_EQ(new_text.find("before the move"), std::string::npos) << new_text;
+}
+
 TEST(Log, RateLimitedSitePassesABurstThenCountsWhatItDropped)
 {
 	LevelGuard lg;

@@ -54,6 +54,7 @@ int main(int argc, char **argv)
 	app.set_version_flag("--version", ulp::version_line("ulp-targetd"));
 	app.footer(
 	    "Signals: SIGINT, SIGTERM: log every session out (bounded), flush, exit.\n"
+	    "SIGUSR1: open --log-file again by its name (after logrotate moved it).\n"
 	    "SIGHUP: with --config, re-read the file and apply the difference (targets, LUNs, "
 	    "ACLs, CHAP, portals; a file with an error changes nothing and the error names its "
 	    "line and column); then log the SRP target's counters (with SRP portals) and re-read "
