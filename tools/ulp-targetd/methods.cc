@@ -57,11 +57,12 @@ void add_methods(Daemon &d, admin::Methods &m)
 	m.add({"version_get",
 	       "the daemon's version and the commit it was built from (ulpctl --version)",
 	       {},
-	       [](const json &, const Caller &) {
+	       [&d](const json &, const Caller &) {
 		       return json{{"program", "ulp-targetd"},
 		                   {"version", ULP_VERSION},
 		                   {"git_commit", ULP_GIT_COMMIT},
-		                   {"pid", int64_t(getpid())}};
+		                   {"pid", int64_t(getpid())},
+		                   {"start_time_seconds", d.start_time_seconds()}};
 	       }});
 
 	// ---- The whole picture ------------------------------------------------------------
