@@ -346,6 +346,19 @@ std::string prometheus_text(const json &st)
 			      {}, std::to_string(v.get<uint64_t>()));
 		}
 	}
+	// What runs: the build as labels of a constant 1 (the node exporter's *_build_info), and
+	// since when.
+	if (auto b = st.find("build"); b != st.end() && b->is_object()) {
+		e.add("ulp_build_info", "gauge", "the daemon's version and commit (always 1)",
+		      {{"version", text(*b, "version")}, {"git_commit", text(*b, "git_commit")}},
+		      "1");
+		if (auto t = b->find("start_time_seconds"); t != b->end() && t->is_number()) {
+			char v[32];
+			std::snprintf(v, sizeof v, "%.3f", t->get<double>());
+			e.add("ulp_start_time_seconds", "gauge",
+			      "when the daemon started, seconds since the Unix epoch", {}, v);
+		}
+	}
 	for (const char *k : {"targets", "luns", "sessions", "cmds_in_flight"}) {
 		uint64_t v;
 		if (num(st, k, &v))

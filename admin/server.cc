@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <vector>
 
 namespace ulp::admin
 {
@@ -73,6 +74,25 @@ bool stale_socket(const std::string &path)
 	const int e = errno;
 	::close(fd);
 	return !live && e == ECONNREFUSED;
+}
+
+// Whether the peer of fd has gid among its supplementary groups (SO_PEERGROUPS, Linux 4.13:
+// the groups it had when it connected). An admin added to admin_group has it as a
+// supplementary group, seldom as the primary one SO_PEERCRED reports.
+bool peer_in_group(int fd, gid_t gid)
+{
+	std::vector<gid_t> groups(64);
+	for (int tries = 0; tries < 2; tries++) {
+		socklen_t len = socklen_t(groups.size() * sizeof(gid_t));
+		if (getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups.data(), &len) == 0) {
+			groups.resize(len / sizeof(gid_t));
+			return std::find(groups.begin(), groups.end(), gid) != groups.end();
+		}
+		if (errno != ERANGE)
+			return false;
+		groups.resize(len / sizeof(gid_t) + 1); // len: the size it needs
+	}
+	return false;
 }
 
 } // namespace
@@ -270,8 +290,10 @@ void Server::on_accept(int lfd, Kind kind)
 				continue;
 			}
 			const uid_t allowed = cfg_.allowed_uid ? *cfg_.allowed_uid : ::geteuid();
-			const bool ok = cr.uid == 0 || cr.uid == allowed ||
-			                (cfg_.allowed_gid && cr.gid == *cfg_.allowed_gid);
+			const bool ok =
+			    cr.uid == 0 || cr.uid == allowed ||
+			    (cfg_.allowed_gid &&
+			     (cr.gid == *cfg_.allowed_gid || peer_in_group(fd, *cfg_.allowed_gid)));
 			who = "uid " + std::to_string(cr.uid) + " pid " + std::to_string(cr.pid);
 			if (!ok) {
 				ULP_LOG_RATELIMITED(

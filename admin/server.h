@@ -6,7 +6,8 @@
 //
 // Who may talk: the socket file is created with mode 0600 (0660 with a group), and every
 // peer is checked once more with SO_PEERCRED when it connects: root, the allowed uid (the
-// daemon's own by default) or, with allowed_gid, that primary group. Anyone else gets one
+// daemon's own by default) or, with allowed_gid, a member of that group (its primary group,
+// SO_PEERCRED, or a supplementary one, SO_PEERGROUPS). Anyone else gets one
 // error response (kPermissionDenied) and the connection is closed. TCP peers carry no
 // credentials: a TCP listener admits whoever can reach it, which is why there is none unless
 // configured and why it binds 127.0.0.1 when given only a port.
@@ -45,13 +46,13 @@ namespace ulp::admin
 {
 
 struct ServerConfig {
-	std::string path;                      // the Unix socket; empty: none
-	mode_t mode = 0600;                    // its permissions (0660 when allowed_gid)
-	std::optional<uid_t> allowed_uid;      // unset: the daemon's effective uid
-	std::optional<gid_t> allowed_gid;      // peers whose primary group this is, too
-	std::string tcp;                       // "HOST:PORT" or "PORT" (127.0.0.1); empty: none
-	size_t max_request = kMaxRequestBytes; // one request line, bytes
-	size_t max_pending = 16u << 20;        // responses a client has not read, bytes
+	std::string path;                 // the Unix socket; empty: none
+	mode_t mode = 0600;               // its permissions (0660 when allowed_gid)
+	std::optional<uid_t> allowed_uid; // unset: the daemon's effective uid
+	std::optional<gid_t> allowed_gid; // peers in this group (primary or supplementary), too
+	std::string tcp;                  // "HOST:PORT" or "PORT" (127.0.0.1); empty: none
+	size_t max_request = kMaxRequestBytes;         // one request line, bytes
+	size_t max_pending = 16u << 20;                // responses a client has not read, bytes
 	std::chrono::milliseconds idle_timeout{10000}; // no complete request this long: closed
 	size_t max_clients = 16;                       // connected at once
 	std::string http;            // metrics: "HOST:PORT" or "PORT" (127.0.0.1); empty: none

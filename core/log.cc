@@ -4,15 +4,19 @@
 #include "core/log.h"
 
 #include <spdlog/logger.h>
+#include <spdlog/pattern_formatter.h>
 #include <spdlog/sinks/base_sink.h>
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/dist_sink.h>
 #include <spdlog/sinks/stdout_sinks.h>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -55,11 +59,48 @@ private:
 	std::vector<Record> records_;
 };
 
+// "<N>", the line's syslog priority, which the journal reads off the start of a line it
+// takes from a stream (sd-daemon(3): SD_ERR "<3>", SD_WARNING "<4>", SD_INFO "<6>", ...).
+class PriorityFlag final : public spdlog::custom_flag_formatter
+{
+public:
+	void format(const spdlog::details::log_msg &m, const std::tm &,
+	            spdlog::memory_buf_t &dest) override
+	{
+		// By spdlog level: trace, debug (LOG_DEBUG), info (LOG_INFO), warn (LOG_WARNING),
+		// err (LOG_ERR), critical (LOG_CRIT), off.
+		static constexpr char kPrio[] = {'7', '7', '6', '4', '3', '2', '6'};
+		const size_t i = size_t(m.level) < sizeof kPrio ? size_t(m.level) : 2;
+		const char p[3] = {'<', kPrio[i], '>'};
+		dest.append(p, p + 3);
+	}
+	std::unique_ptr<custom_flag_formatter> clone() const override
+	{
+		return std::make_unique<PriorityFlag>();
+	}
+};
+
+// Whether stderr is the journal: systemd sets JOURNAL_STREAM to "device:inode" of the
+// stream it connected stdout and stderr to (systemd.exec(5)); a program run by a unit whose
+// stderr goes elsewhere, or that redirects its stderr, inherits the variable but not the
+// stream, hence the comparison.
+bool stderr_is_journal()
+{
+	const char *v = getenv("JOURNAL_STREAM");
+	unsigned long long dev = 0, ino = 0;
+	if (!v || sscanf(v, "%llu:%llu", &dev, &ino) != 2)
+		return false;
+	struct stat st;
+	return fstat(STDERR_FILENO, &st) == 0 && st.st_dev == dev && st.st_ino == ino;
+}
+
 struct State {
 	std::mutex lock; // guards everything below (not the writes: the dist_sink has its own)
 	std::shared_ptr<spdlog::sinks::dist_sink_mt> dist;
 	std::shared_ptr<spdlog::logger> logger;
 	spdlog::sink_ptr output;
+	bool journal = false;  // output is stderr and stderr is the journal
+	std::string file_path; // output is this file (to_file), for reopen
 	std::map<int, std::shared_ptr<CaptureSink>> captures;
 	int next_id = 1;
 	std::string program = "ulp";
@@ -68,6 +109,7 @@ struct State {
 	{
 		dist = std::make_shared<spdlog::sinks::dist_sink_mt>();
 		output = std::make_shared<spdlog::sinks::stderr_sink_mt>();
+		journal = stderr_is_journal();
 		set_output(output);
 		dist->add_sink(output);
 		logger = std::make_shared<spdlog::logger>("ulp", dist);
@@ -76,18 +118,27 @@ struct State {
 	}
 	void set_output(const spdlog::sink_ptr &s) // under lock (or in the constructor)
 	{
+		s->set_level(spdlog::level::trace);
+		if (s == output && journal) {
+			// The journal stamps each line with its time and the program (its
+			// identifier) itself: the line is its priority and the message.
+			auto f = std::make_unique<spdlog::pattern_formatter>();
+			f->add_flag<PriorityFlag>('*').set_pattern("%*%v");
+			s->set_formatter(std::move(f));
+			return;
+		}
 		// The program's name is in the pattern, escaped: a '%' in it stays a '%'.
 		std::string name;
 		for (char c : program)
 			name += c == '%' ? std::string("%%") : std::string(1, c);
 		s->set_pattern("%Y-%m-%d %H:%M:%S.%e " + name + ": %v");
-		s->set_level(spdlog::level::trace);
 	}
-	void replace_output(spdlog::sink_ptr s) // under lock
+	void replace_output(spdlog::sink_ptr s, bool is_stderr) // under lock
 	{
 		if (output)
 			dist->remove_sink(output);
 		output = std::move(s);
+		journal = is_stderr && stderr_is_journal();
 		if (output) {
 			set_output(output);
 			dist->add_sink(output);
@@ -226,22 +277,38 @@ int to_file(const std::string &path)
 	}
 	State &st = state();
 	std::lock_guard g(st.lock);
-	st.replace_output(std::move(s));
+	st.replace_output(std::move(s), false);
+	st.file_path = path;
 	return 0;
+}
+
+int reopen()
+{
+	std::string path;
+	{
+		State &st = state();
+		std::lock_guard g(st.lock);
+		if (st.file_path.empty())
+			return 1;
+		path = st.file_path;
+	}
+	return to_file(path);
 }
 
 void to_stderr()
 {
 	State &st = state();
 	std::lock_guard g(st.lock);
-	st.replace_output(std::make_shared<spdlog::sinks::stderr_sink_mt>());
+	st.replace_output(std::make_shared<spdlog::sinks::stderr_sink_mt>(), true);
+	st.file_path.clear();
 }
 
 void to_nothing()
 {
 	State &st = state();
 	std::lock_guard g(st.lock);
-	st.replace_output(nullptr);
+	st.replace_output(nullptr, false);
+	st.file_path.clear();
 }
 
 void detail::write(Level l, Sub s, std::string_view msg)

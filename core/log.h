@@ -6,8 +6,10 @@
 //   ULP_LOG(Warn, CqPoll, "free_cq of CQ {} from its own done(): {}", fmt::ptr(cq), rc);
 //   ULP_LOG_RATELIMITED(Error, Iser, "ITT {:08x}: RDMA READ failed: {}", itt, why);
 //
-// A line reads "2026-11-25 00:20:09.347 ulp-targetd W iser: ..." on stderr (the program name
-// is set by set_program; systemd's journal takes stderr as it is) or in a file (to_file).
+// A line reads "2026-11-25 00:20:09.347 ulp-targetd: iser: warning: ..." on stderr (the
+// program name is set by set_program) or in a file (to_file). When stderr is systemd's
+// journal ($JOURNAL_STREAM names it), a line is "<4>iser: warning: ...": its syslog priority,
+// which `journalctl -p` filters on, and no time or name of its own, which the journal adds.
 // Tests add a capturing sink (Capture) to assert what was logged.
 //
 // The data path may log (errors): a line is formatted into a stack buffer and written
@@ -70,10 +72,15 @@ inline bool enabled(Level l)
 	return l >= level() && l != Level::Off;
 }
 
-// Sinks. The default is stderr, with timestamps. to_file appends to path instead (0, or a
-// negative errno and nothing changed); to_stderr goes back.
+// Sinks. The default is stderr, with timestamps (the journal's form when stderr is the
+// journal). to_file appends to path instead (0, or a negative errno and nothing changed);
+// to_stderr goes back, and looks again at whether stderr is the journal.
 void set_program(std::string name); // the name in every line ("ulp" by default)
 int to_file(const std::string &path);
+// The file of to_file opened again by its name (after logrotate moved it: the lines go to
+// the new file, none is lost between): 0; a negative errno and the old file kept; or 1 when
+// the output is not a file (nothing to do).
+int reopen();
 void to_stderr();
 void to_nothing(); // no output sink (tests that only capture)
 

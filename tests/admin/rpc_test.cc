@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include <grp.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -441,6 +442,64 @@ TEST_F(ServerFixture, PeerOfAnotherUidIsRefused)
 	ASSERT_EQ(c.connect(path, &why), 0);
 	ASSERT_TRUE(c.call("echo", {{"name", "root"}}, &ok, &why));
 	EXPECT_TRUE(ok.contains("result"));
+}
+
+// admin_group: a peer whose primary group is another but that has the allowed group as a
+// supplementary one (how an admin is added to a group) gets in; one without it does not.
+TEST_F(ServerFixture, PeerWithTheGroupAsSupplementaryIsAdmitted)
+{
+	if (::geteuid() != 0)
+		GTEST_SKIP() << "needs root to connect as another uid and groups";
+	ServerConfig cfg;
+	cfg.allowed_uid = 4242;
+	cfg.allowed_gid = 4343;
+	start(cfg);
+	::chmod(dir.c_str(), 0755);
+	::chmod(path.c_str(), 0666);
+	// The child's answer to one echo call as uid/gid 65534 with groups sup, through a pipe.
+	auto call_as = [&](std::vector<gid_t> sup) {
+		int pipefd[2];
+		if (::pipe(pipefd) != 0)
+			return std::string("pipe");
+		pid_t pid = ::fork();
+		if (pid == 0) {
+			::close(pipefd[0]);
+			if (::setgroups(sup.size(), sup.data()) != 0 || ::setgid(65534) != 0 ||
+			    ::setuid(65534) != 0)
+				_exit(3);
+			Client c;
+			std::string why, line;
+			std::string out = "connect-failed";
+			if (c.connect(path, &why) == 0) {
+				c.send_raw(
+				    R"({"jsonrpc":"2.0","id":1,"method":"echo","params":{"name":"g"}})"
+				    "\n",
+				    &why);
+				out = c.read_line(&line, &why, 3s) ? line : "no-response";
+			}
+			(void)!::write(pipefd[1], out.data(), out.size());
+			_exit(0);
+		}
+		::close(pipefd[1]);
+		std::string got;
+		char buf[4096];
+		ssize_t n;
+		while ((n = ::read(pipefd[0], buf, sizeof(buf))) > 0)
+			got.append(buf, size_t(n));
+		::close(pipefd[0]);
+		int st = 0;
+		::waitpid(pid, &st, 0);
+		return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? got
+		                                             : "child status " + std::to_string(st);
+	};
+	json in = json::parse(call_as({100, 4343}), nullptr, false);
+	ASSERT_TRUE(in.is_object()) << in;
+	EXPECT_TRUE(in.contains("result")) << in;
+	json out = json::parse(call_as({100}), nullptr, false);
+	ASSERT_TRUE(out.is_object()) << out;
+	EXPECT_EQ(code(out), kPermissionDenied) << out;
+	EXPECT_EQ(t.calls, 1);
+	EXPECT_EQ(srv->stats().denied, 1u);
 }
 
 TEST_F(ServerFixture, TcpListenerOnLoopbackOnlyWhenConfigured)

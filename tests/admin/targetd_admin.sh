@@ -9,6 +9,8 @@
 #     `ulpctl session list` and logged out by `ulpctl session logout` (SRP_T_LOGOUT, then
 #     disconnect), and the initiator hears the logout;
 #   - `ulpctl stats` counts what happened; `ulpctl log set` changes the level at run time;
+#   - --version of the daemon, of ulpctl (with the running daemon's) and of ulp-initiator;
+#   - SIGUSR1 opens --log-file again after logrotate moved it;
 #   - portals added with `ulpctl portal create` (TCP, iSER) accept logins and stop when
 #     deleted; SIGTERM exits 0 in time.
 set -euo pipefail
@@ -18,10 +20,11 @@ initiator=${3:?}
 unit=${4:?}
 example=${5:?}
 work=$(mktemp -d)
-pid='' ipid='' npid=''
+pid='' ipid='' npid='' rpid=''
 cleanup() {
 	set +e
 	[[ -n $npid ]] && kill -KILL "$npid" 2>/dev/null
+	[[ -n $rpid ]] && kill -KILL "$rpid" 2>/dev/null
 	[[ -n $ipid ]] && kill -KILL "$ipid" 2>/dev/null
 	[[ -n $pid ]] && kill -KILL "$pid" 2>/dev/null
 	rm -rf "$work"
@@ -180,6 +183,22 @@ ulpctl log set debug >/dev/null || fail "ulpctl log set"
 grep -q "log level info -> debug" "$work/targetd.log" || fail "no log line for the level change"
 pass "stats count the logins; log level set at run time"
 
+# --version: the daemon's own, then ulpctl's and the running daemon's (version_get), the
+# same version; a daemon that is not there is said, exit 3, after ulpctl's own line.
+dv=$("$targetd" --version) || fail "ulp-targetd --version"
+[[ $dv =~ ^ulp-targetd\ [0-9]+\.[0-9]+ ]] || fail "ulp-targetd --version: $dv"
+vv=$(ulpctl --version) || fail "ulpctl --version"
+[[ $(sed -n 1p <<<"$vv") =~ ^ulpctl\ [0-9]+\.[0-9]+ ]] || fail "ulpctl --version: $vv"
+[[ $(sed -n 2p <<<"$vv") == "${dv}, pid $pid" ]] || fail "ulpctl --version, the daemon: $vv (want $dv, pid $pid)"
+rc=0
+out=$(timeout 60 "$ulpctl_bin" --socket "$work/nobody.sock" --version 2>"$work/ver.err") || rc=$?
+((rc == 3)) && [[ $out =~ ^ulpctl\  ]] && grep -q "the daemon's version" "$work/ver.err" ||
+	fail "ulpctl --version without a daemon: rc $rc, $out, $(cat "$work/ver.err")"
+for p in "$initiator"; do
+	[[ $("$p" --version) =~ ^ulp-initiator\ [0-9]+\.[0-9]+ ]] || fail "$p --version"
+done
+pass "--version: ulp-targetd, ulpctl with the daemon's (version_get), ulp-initiator"
+
 # A portal added at run time accepts logins; removing it stops that.
 out=$(ulpctl --json portal create 127.0.0.1:0) || fail "portal create: $out"
 p2=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["listening"].rsplit(":",1)[1])' "$out")
@@ -194,6 +213,31 @@ timeout 60 "$initiator" --transport iser -p "127.0.0.1:$p3" -t "$iqn" -l 1 -w mi
 	-r 1 --quiet >"$work/iser.log" 2>&1 || fail "ulp-initiator over the new iSER portal"
 ulpctl portal delete --transport iser "127.0.0.1:$p3" >/dev/null || fail "iser portal delete"
 pass "portals (TCP, iSER) created and deleted at run time"
+
+# --log-file and logrotate: the file moved, SIGUSR1, and the lines go on in a new file.
+"$targetd" --portal 127.0.0.1:0 --target "$iqn:rot" --lun 0:null:size=1M \
+	--log-file "$work/rot.out" --ready-fd 9 9>"$work/rot.port" 2>"$work/rot.err" &
+rpid=$!
+for _ in $(seq 200); do # bounded: 10 s
+	[[ -s $work/rot.port ]] && break
+	kill -0 "$rpid" 2>/dev/null || fail "ulp-targetd --log-file exited during start-up"
+	sleep 0.05
+done
+mv "$work/rot.out" "$work/rot.out.1"
+kill -USR1 "$rpid"
+for _ in $(seq 200); do grep -qs "log file reopened" "$work/rot.out" && break; sleep 0.05; done
+grep -q "log file reopened" "$work/rot.out" || fail "SIGUSR1: no new log file"
+grep -q "listening" "$work/rot.out.1" || fail "the moved log lost its lines: $(cat "$work/rot.out.1")"
+kill -TERM "$rpid"
+rc=0
+wait "$rpid" || rc=$?
+rpid=''
+((rc == 0)) || fail "ulp-targetd --log-file: exit status $rc after SIGTERM"
+grep -q "shutting down" "$work/rot.out" || fail "the lines after SIGUSR1 did not go to the new file"
+kill -USR1 "$pid"
+for _ in $(seq 200); do grep -q "no --log-file to reopen" "$work/targetd.log" && break; sleep 0.05; done
+grep -q "no --log-file to reopen" "$work/targetd.log" || fail "SIGUSR1 without --log-file: no line"
+pass "SIGUSR1 reopens --log-file after logrotate's move; says so without one"
 
 kill -TERM "$pid"
 for _ in $(seq 200); do

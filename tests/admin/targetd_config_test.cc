@@ -11,8 +11,10 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -328,6 +330,47 @@ TEST(TargetdConfig, RbdLunsRoundTripThroughSave)
 	// load_config_file reads the file alone: the flags' portal default is not in it.
 	back.portals = c.portals;
 	EXPECT_EQ(to_toml(back), text);
+}
+
+// ulpctl save: each save keeps the file it replaces in backup/, the last kConfigBackups of
+// them, the newest being the previous save; the file says that comments are not kept.
+TEST(TargetdConfig, SaveKeepsTheLastVersionsInBackup)
+{
+	namespace fs = std::filesystem;
+	const fs::path dir = fs::temp_directory_path() / ("ulp-save-" + std::to_string(getpid()));
+	fs::remove_all(dir);
+	fs::create_directories(dir);
+	const std::string f = (dir / "ulp-targetd.toml").string();
+	Config c;
+	std::string why;
+	const size_t saves = kConfigBackups + 3;
+	for (size_t i = 0; i < saves; i++) {
+		c.targets.clear();
+		TargetCfg t;
+		t.name = std::string(kIqn) + std::to_string(i);
+		c.targets.push_back(t);
+		ASSERT_EQ(save_config(c, f, &why), 0) << why;
+	}
+	std::ifstream in(f);
+	const std::string text{std::istreambuf_iterator<char>(in), {}};
+	EXPECT_NE(text.find("# Comments are not kept"), std::string::npos) << text;
+	EXPECT_NE(text.find(std::string(kIqn) + std::to_string(saves - 1)), std::string::npos);
+	std::vector<std::string> backups;
+	for (const auto &d : fs::directory_iterator(dir / "backup"))
+		backups.push_back(d.path().string());
+	std::sort(backups.begin(), backups.end());
+	ASSERT_EQ(backups.size(), kConfigBackups);
+	// The newest backup is the save before the last; the oldest kept is saves-1-10's.
+	auto holds = [](const std::string &p, const std::string &iqn) {
+		std::ifstream b(p);
+		const std::string t{std::istreambuf_iterator<char>(b), {}};
+		return t.find(iqn + "\"") != std::string::npos;
+	};
+	EXPECT_TRUE(holds(backups.back(), std::string(kIqn) + std::to_string(saves - 2)));
+	EXPECT_TRUE(
+	    holds(backups.front(), std::string(kIqn) + std::to_string(saves - 1 - kConfigBackups)));
+	EXPECT_EQ(fs::status(dir / "backup").permissions() & fs::perms::all, fs::perms::owner_all);
+	fs::remove_all(dir);
 }
 
 } // namespace

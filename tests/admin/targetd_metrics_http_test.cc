@@ -14,6 +14,7 @@
 #include "tests/admin/prom_check.h"
 #include "tests/admin/targetd_env.h"
 #include "tests/iscsi/target_process.h"
+#include "ulp/version.h"
 
 #include <gtest/gtest.h>
 
@@ -23,6 +24,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <filesystem>
 #include <map>
 #include <sstream>
@@ -206,6 +208,17 @@ TEST_F(MetricsHttp, GetMetricsCountsTheVerifiedIoAndSaysWhatUlpctlSays)
 	          after[target_series("ulp_target_written_bytes_total")]);
 	EXPECT_EQ(ctl[target_series("ulp_target_latency_seconds_count")],
 	          after[target_series("ulp_target_latency_seconds_count")]);
+	// The build and the start time, as version_get says them.
+	EXPECT_EQ(ctl[std::string("ulp_build_info{version=\"") + ULP_VERSION + "\",git_commit=\"" +
+	              ULP_GIT_COMMIT + "\"}"],
+	          1)
+	    << out;
+	const double started = after["ulp_start_time_seconds"];
+	const double now =
+	    std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+	        .count();
+	EXPECT_GT(started, now - 600) << out;
+	EXPECT_LE(started, now) << out;
 	// HEAD: the same head, no body.
 	const std::string h = http_exchange(http_port_, "HEAD /metrics HTTP/1.0\r\n\r\n");
 	EXPECT_EQ(status_of(h), 200) << h;

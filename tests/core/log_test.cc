@@ -1,12 +1,15 @@
 // SPDX-License-Identifier: MIT
 // tests/core/log_test.cc - the logger (core/log.h): levels, tags, captures, files, rate
-// limits, and lines from many threads.
+// limits, lines from many threads, and the journal's form of a line.
 #include "core/log.h"
 
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -88,6 +91,94 @@ TEST(Log, FileSinkGetsProgramTagLevelAndTimestamp)
 	EXPECT_EQ(text[10], ' ');
 	EXPECT_EQ(text[19], '.');
 	EXPECT_EQ(to_file("/nonexistent-dir/x.log") < 0, true);
+}
+
+// stderr made a file that JOURNAL_STREAM names, as systemd does when it connects a unit's
+// stderr to the journal: lines carry "<N>" and no time or name; a JOURNAL_STREAM that names
+// another stream (inherited by a program whose stderr was redirected) changes nothing.
+TEST(Log, JournalStreamGetsPriorityPrefixAndNoTimestamp)
+{
+	LevelGuard lg;
+	set_level(Level::Debug);
+	char path[] = "/tmp/ulp-log-journal-XXXXXX";
+	const int fd = mkstemp(path);
+	ASSERT_GE(fd, 0);
+	struct stat st;
+	ASSERT_EQ(fstat(fd, &st), 0);
+	const int saved = dup(STDERR_FILENO);
+	ASSERT_GE(saved, 0);
+	ASSERT_EQ(dup2(fd, STDERR_FILENO), STDERR_FILENO);
+	const std::string stream = std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino);
+
+	setenv("JOURNAL_STREAM", stream.c_str(), 1);
+	to_stderr();
+	ULP_LOG(Warn, CqPoll, "modify_cq failed: {}", -22);
+	ULP_LOG(Error, Iser, "gone");
+	ULP_LOG(Critical, Core, "check");
+	ULP_LOG(Info, Tool, "stopped");
+	ULP_LOG(Debug, Scsi, "detail");
+	setenv("JOURNAL_STREAM", "1:2", 1); // another stream
+	to_stderr();
+	ULP_LOG(Warn, Tool, "not the journal");
+	unsetenv("JOURNAL_STREAM");
+
+	ASSERT_EQ(dup2(saved, STDERR_FILENO), STDERR_FILENO);
+	close(saved);
+	to_stderr();
+	std::ifstream f(path);
+	std::stringstream ss;
+	ss << f.rdbuf();
+	const std::string text = ss.str();
+	close(fd);
+	unlink(path);
+	const std::string journal = "<4>cq_poll: warning: modify_cq failed: -22\n"
+	                            "<3>iser: error: gone\n"
+	                            "<2>core: critical: check\n"
+	                            "<6>stopped\n"
+	                            "<7>scsi: detail\n";
+	ASSERT_EQ(text.substr(0, journal.size()), journal) << text;
+	// Then the usual form again: a timestamp first, no priority.
+	const std::string rest = text.substr(journal.size());
+	EXPECT_EQ(rest.find('<'), std::string::npos) << rest;
+	EXPECT_NE(rest.find(": warning: not the journal\n"), std::string::npos) << rest;
+	ASSERT_GE(rest.size(), 24u);
+	EXPECT_EQ(rest[4], '-');
+	EXPECT_EQ(rest[19], '.');
+}
+
+// logrotate's move, then reopen: the lines before are in the moved file, those after in a
+// new one by the old name; with stderr as the output, reopen does nothing.
+TEST(Log, ReopenAfterTheFileWasMovedWritesANewOne)
+{
+	LevelGuard lg;
+	set_level(Level::Info);
+	char path[] = "/tmp/ulp-log-reopen-XXXXXX";
+	const int fd = mkstemp(path);
+	ASSERT_GE(fd, 0);
+	close(fd);
+	const std::string moved = std::string(path) + ".1";
+	ASSERT_EQ(to_file(path), 0);
+	ULP_LOG(Info, Tool, "before the move");
+	ASSERT_EQ(rename(path, moved.c_str()), 0);
+	ULP_LOG(Info, Tool, "moved, not reopened");
+	ASSERT_EQ(reopen(), 0);
+	ULP_LOG(Info, Tool, "after reopen");
+	to_stderr();
+	EXPECT_EQ(reopen(), 1);
+	auto slurp = [](const std::string &p) {
+		std::ifstream f(p);
+		std::stringstream ss;
+		ss << f.rdbuf();
+		return ss.str();
+	};
+	const std::string old_text = slurp(moved), new_text = slurp(path);
+	unlink(path);
+	unlink(moved.c_str());
+	EXPECT_NE(old_text.find("before the move\n"), std::string::npos) << old_text;
+	EXPECT_NE(old_text.find("moved, not reopened\n"), std::string::npos) << old_text;
+	EXPECT_EQ(old_text.find("after reopen"), std::string::npos) << old_text;
+	EXPECT_NE(new_text.find("after reopen\n"), std::string::npos) << new_text;
+	EXPECT_EQ(new_text.find("before the move"), std::string::npos) << new_text;
 }
 
 TEST(Log, RateLimitedSitePassesABurstThenCountsWhatItDropped)

@@ -6,6 +6,7 @@
 #include "tools/ulp-bench/mrpool.h"
 #include "tools/ulp-bench/rw.h"
 #include "tools/ulp-bench/scsi.h"
+#include "ulp/version.h"
 
 #include <CLI/CLI.hpp>
 
@@ -13,6 +14,7 @@ int main(int argc, char **argv)
 {
 	CLI::App app{"ulp-bench: benchmarks of ulp's layers, each figure printed beside a "
 	             "baseline measured in the same run."};
+	app.set_version_flag("--version", ulp::version_line("ulp-bench"));
 	app.require_subcommand(1);
 
 	ulp::bench::FabricOptions fo;

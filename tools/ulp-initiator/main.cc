@@ -20,6 +20,7 @@
 #include "tools/common/named_device.h"
 #include "tools/ulp-initiator/srp_session.h"
 #include "tools/ulp-initiator/workload.h"
+#include "ulp/version.h"
 
 #include <CLI/CLI.hpp>
 
@@ -158,6 +159,7 @@ int main(int argc, char **argv)
 	    "must be intact. Progress once a second on stderr, final figures on stdout. "
 	    "Exit status 0: success, 1: run failed (login, connection, I/O error, "
 	    "verify mismatch), 2: bad command line."};
+	app.set_version_flag("--version", ulp::version_line("ulp-initiator"));
 	std::string portal_s, target, initiator_name = "iqn.2026-11.org.ulp:ulp-initiator";
 	std::string chap_s, mutual_s, chap_algs, digests = "none", workload = "randread";
 	std::string bs_s = "4k", size_s, offset_s = "0", range_s, imm_s, r2t_s, mrdsl_s;

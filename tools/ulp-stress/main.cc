@@ -18,6 +18,7 @@
 #include "iscsi/initiator/scsi.h"
 #include "providers/soft/soft.h"
 #include "tools/ulp-stress/report.h"
+#include "ulp/version.h"
 
 #include <CLI/CLI.hpp>
 
@@ -118,6 +119,7 @@ int main(int argc, char **argv)
 	    "this program, else from PATH) on the soft RDMA provider with a RAM LUN. Progress on "
 	    "stderr once a second; the table (or --json) on stdout. Exit status 0: every check "
 	    "passed; 1: a check failed; 2: bad command line."};
+	app.set_version_flag("--version", ulp::version_line("ulp-stress"));
 	std::string transports_s = "tcp,iser,srp", scenarios_s, profile_s = "short";
 	uint32_t cycles = 0, sessions = 0;
 	std::string address, target_name = "iqn.2026-11.org.ulp:target", srp_target, admin_socket;

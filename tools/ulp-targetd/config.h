@@ -263,7 +263,9 @@ std::string portal_str(const Portal &p); // "0.0.0.0:3260", "[::1]:3260"
 // target, LUN, portal and setting, CHAP secrets included. load(save(c)) == c.
 std::string to_toml(const Config &c);
 // Write it to path atomically (a temporary file in the same directory, fsync, rename,
-// fsync of the directory), mode 0600 (it holds secrets). 0 or a negative errno with *why.
+// fsync of the directory), mode 0600 (it holds secrets), the file it replaces kept in
+// backup/ beside it (the last kConfigBackups). 0 or a negative errno with *why.
+inline constexpr size_t kConfigBackups = 10;
 int save_config(const Config &c, const std::string &path, std::string *why);
 // Read a TOML file alone (no flags): what SIGHUP re-reads. false with *why naming
 // file:line:column.

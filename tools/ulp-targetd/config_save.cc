@@ -13,10 +13,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
+#include <filesystem>
 #include <sstream>
+#include <string>
+#include <vector>
 
 namespace targetd
 {
@@ -173,10 +178,59 @@ std::string to_toml(const Config &c)
 
 	std::ostringstream os;
 	os << "# ulp-targetd configuration, written by `ulpctl save` (the running configuration).\n"
-	      "# Format: tools/ulp-targetd/config.h. Read at start (--config) and on SIGHUP.\n\n"
+	      "# Format: tools/ulp-targetd/config.h. Read at start (--config) and on SIGHUP.\n"
+	      "# Comments are not kept: each save writes the file anew. The versions it replaced\n"
+	      "# are in backup/ beside it (the last "
+	   << kConfigBackups << ").\n\n"
 	   << t << "\n";
 	return os.str();
 }
+
+namespace
+{
+
+// The file about to be replaced, kept as backup/NAME.YYYYmmdd-HHMMSS.uuuuuu beside it (a
+// hard link: the old inode stays when the rename replaces the name), then the oldest
+// dropped past kConfigBackups (targetcli keeps /etc/target/backup the same way). Nothing
+// to keep: 0. A failure is the save's: it does not go on without its backup.
+int keep_backup(const std::string &path, const std::string &dir, std::string *why)
+{
+	namespace fs = std::filesystem;
+	std::error_code ec;
+	if (!fs::exists(path, ec))
+		return 0;
+	const fs::path bdir = fs::path(dir) / "backup";
+	if (::mkdir(bdir.c_str(), 0700) != 0 && errno != EEXIST) {
+		const int e = errno;
+		*why = "save to " + path + ": backup directory " + bdir.string() + ": " +
+		       std::strerror(e);
+		return -e;
+	}
+	const std::string base = fs::path(path).filename().string() + ".";
+	timespec ts{};
+	clock_gettime(CLOCK_REALTIME, &ts);
+	tm utc{};
+	gmtime_r(&ts.tv_sec, &utc);
+	char stamp[64];
+	const size_t n = strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &utc);
+	snprintf(stamp + n, sizeof stamp - n, ".%06ld", long(ts.tv_nsec / 1000));
+	const fs::path to = bdir / (base + stamp);
+	if (::link(path.c_str(), to.c_str()) != 0) {
+		const int e = errno;
+		*why = "save to " + path + ": backup " + to.string() + ": " + std::strerror(e);
+		return -e;
+	}
+	std::vector<std::string> kept;
+	for (const auto &d : fs::directory_iterator(bdir, ec))
+		if (d.path().filename().string().rfind(base, 0) == 0)
+			kept.push_back(d.path().string());
+	std::sort(kept.begin(), kept.end()); // the stamps sort by time
+	for (size_t i = 0; i + kConfigBackups < kept.size(); i++)
+		::unlink(kept[i].c_str());
+	return 0;
+}
+
+} // namespace
 
 int save_config(const Config &c, const std::string &path, std::string *why)
 {
@@ -216,6 +270,10 @@ int save_config(const Config &c, const std::string &path, std::string *why)
 		*why = "save to " + path + ": close: " + std::strerror(e);
 		::unlink(tmp.c_str());
 		return -e;
+	}
+	if (int rc = keep_backup(path, dir, why); rc != 0) {
+		::unlink(tmp.c_str());
+		return rc;
 	}
 	if (::rename(tmp.c_str(), path.c_str()) != 0) {
 		const int e = errno;

@@ -32,9 +32,9 @@ void log_line(const std::string &s)
 	ULP_LOG(Info, Tool, "{}", s);
 }
 
-// SIGINT, SIGTERM and SIGHUP are blocked in every thread (block_signals, before the first
-// thread starts) and taken synchronously by run() with sigwaitinfo: no handler runs in an
-// arbitrary thread, and no system call of a worker is interrupted by a SIGHUP.
+// SIGINT, SIGTERM, SIGHUP and SIGUSR1 are blocked in every thread (block_signals, before the
+// first thread starts) and taken synchronously by run() with sigwaitinfo: no handler runs in
+// an arbitrary thread, and no system call of a worker is interrupted by a SIGHUP.
 sigset_t daemon_signals()
 {
 	sigset_t s;
@@ -42,6 +42,7 @@ sigset_t daemon_signals()
 	sigaddset(&s, SIGINT);
 	sigaddset(&s, SIGTERM);
 	sigaddset(&s, SIGHUP);
+	sigaddset(&s, SIGUSR1);
 	return s;
 }
 
@@ -593,6 +594,16 @@ void Daemon::run()
 			log_line(std::string("sigwaitinfo: ") + std::strerror(errno));
 			sig = SIGTERM;
 			break;
+		}
+		if (sig == SIGUSR1) {
+			// logrotate moved --log-file (tools/ulp-targetd/ulp-targetd.logrotate).
+			if (int rc = log::reopen(); rc < 0)
+				ULP_LOG(Error, Tool, "SIGUSR1: reopening the log file: {}",
+				        std::strerror(-rc));
+			else
+				log_line(rc == 0 ? "SIGUSR1: log file reopened"
+				                 : "SIGUSR1: no --log-file to reopen");
+			continue;
 		}
 		if (sig != SIGHUP)
 			break;

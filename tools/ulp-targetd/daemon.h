@@ -73,8 +73,13 @@ public:
 	// to systemd once all of it listens. 0, or the exit status with *why: 2 when a LUN's
 	// storage is missing or does not match its configuration, else 1.
 	int start(std::string *why);
-	// Until SIGINT or SIGTERM; SIGHUP: reload() and rescan_all(). Then shutdown().
+	// Until SIGINT or SIGTERM; SIGHUP: reload() and rescan_all(); SIGUSR1: log::reopen().
+	// Then shutdown().
 	void run();
+	double start_time_seconds() const // since the Unix epoch; any thread
+	{
+		return std::chrono::duration<double>(start_time_.time_since_epoch()).count();
+	}
 
 	// ---- Operations (each under lock_; throws admin::MethodError) ----------------------
 	json show();
@@ -161,9 +166,11 @@ private:
 	admin::Methods methods_;
 	std::unique_ptr<admin::Server> admin_;
 	bool started_ = false;
+	// When the daemon started (version_get, Prometheus' ulp_start_time_seconds). Constant.
+	const std::chrono::system_clock::time_point start_time_ = std::chrono::system_clock::now();
 };
 
-// Block SIGINT, SIGTERM and SIGHUP in the calling thread and every thread it starts later;
+// Block SIGINT, SIGTERM, SIGHUP and SIGUSR1 in the calling thread and every thread it starts later;
 // Daemon::run takes them with sigwaitinfo. Call first in main, before any thread exists.
 void block_signals();
 

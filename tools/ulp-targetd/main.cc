@@ -37,6 +37,7 @@
 // portal listens, RELOADING=1 around a SIGHUP, STOPPING=1 when it stops.
 #include "tools/ulp-targetd/config.h"
 #include "tools/ulp-targetd/daemon.h"
+#include "ulp/version.h"
 
 #include <CLI/CLI.hpp>
 
@@ -50,8 +51,10 @@ int main(int argc, char **argv)
 	CLI::App app{
 	    "ulp-targetd: an iSCSI (TCP and iSER) and SRP target serving LUNs from RAM, files, "
 	    "block devices, Ceph RBD images or nothing (null), with the ulp SCSI target core."};
+	app.set_version_flag("--version", ulp::version_line("ulp-targetd"));
 	app.footer(
 	    "Signals: SIGINT, SIGTERM: log every session out (bounded), flush, exit.\n"
+	    "SIGUSR1: open --log-file again by its name (after logrotate moved it).\n"
 	    "SIGHUP: with --config, re-read the file and apply the difference (targets, LUNs, "
 	    "ACLs, CHAP, portals; a file with an error changes nothing and the error names its "
 	    "line and column); then log the SRP target's counters (with SRP portals) and re-read "

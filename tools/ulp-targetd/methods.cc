@@ -6,6 +6,9 @@
 #include "tools/ulp-targetd/daemon.h"
 
 #include "core/log.h"
+#include "ulp/version.h"
+
+#include <unistd.h>
 
 namespace targetd
 {
@@ -50,6 +53,17 @@ void add_methods(Daemon &d, admin::Methods &m)
 	       "every method with its parameters",
 	       {},
 	       [&m](const json &, const Caller &) { return m.describe(); }});
+
+	m.add({"version_get",
+	       "the daemon's version and the commit it was built from (ulpctl --version)",
+	       {},
+	       [&d](const json &, const Caller &) {
+		       return json{{"program", "ulp-targetd"},
+		                   {"version", ULP_VERSION},
+		                   {"git_commit", ULP_GIT_COMMIT},
+		                   {"pid", int64_t(getpid())},
+		                   {"start_time_seconds", d.start_time_seconds()}};
+	       }});
 
 	// ---- The whole picture ------------------------------------------------------------
 	m.add({"config_show",

@@ -6,6 +6,7 @@
 
 #include "iscsi/target/session.h"
 #include "scsi/bs_internal.h"
+#include "ulp/version.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -290,6 +291,9 @@ json Daemon::stats()
 			                   {"heap_bytes", r.heap_bytes}});
 		}
 	out["rdma_portals"] = portals;
+	out["build"] = {{"version", ULP_VERSION},
+	                {"git_commit", ULP_GIT_COMMIT},
+	                {"start_time_seconds", start_time_seconds()}};
 	out["io"] = io_stats();
 	json bounds = json::array();
 	for (size_t i = 0; i < scsi::kLatBuckets; i++)

@@ -15,6 +15,7 @@
 // Exit status: 0 done, 1 the daemon refused (its message on stderr), 2 usage, 3 no daemon.
 #include "admin/client.h"
 #include "admin/prometheus.h"
+#include "ulp/version.h"
 
 #include <CLI/CLI.hpp>
 
@@ -278,13 +279,42 @@ void print_stats(const json &r)
 	print_flat(rest);
 }
 
+// ulpctl --version: its own line, then the daemon's. A daemon that does not answer is said
+// on stderr (exit 3, as any call that cannot reach it), after ulpctl's own line.
+int print_versions(const std::string &socket, int timeout_s)
+{
+	std::cout << ulp::version_line("ulpctl") << std::endl;
+	ulp::admin::Client c;
+	std::string why;
+	json resp;
+	if (c.connect(socket, &why) != 0 ||
+	    !c.call("version_get", json::object(), &resp, &why, std::chrono::seconds(timeout_s))) {
+		std::fprintf(stderr, "ulpctl: the daemon's version: %s\n", why.c_str());
+		return 3;
+	}
+	if (resp.contains("error")) {
+		// A daemon older than version_get.
+		std::fprintf(stderr, "ulpctl: the daemon's version: %s\n",
+		             str(resp["error"]["message"]).c_str());
+		return 1;
+	}
+	const json &r = resp["result"];
+	std::cout << str(r["program"]) << " " << str(r["version"]);
+	if (!str(r["git_commit"]).empty())
+		std::cout << " (git " << str(r["git_commit"]) << ")";
+	std::cout << ", pid " << (r["pid"].is_number_integer() ? r["pid"].get<int64_t>() : 0)
+	          << std::endl;
+	return 0;
+}
+
 } // namespace
 
 int main(int argc, char **argv)
 {
 	CLI::App app{"ulpctl: administer a running ulp-targetd over its admin socket "
 	             "(JSON-RPC 2.0, one request per line)"};
-	app.require_subcommand(1);
+	// At most one; none only with --version.
+	app.require_subcommand(0, 1);
 	std::string socket =
 	    std::getenv("ULPCTL_SOCKET") ? std::getenv("ULPCTL_SOCKET") : kDefaultSocket;
 	bool as_json = false;
@@ -294,6 +324,9 @@ int main(int argc, char **argv)
 	                   std::string(kDefaultSocket) + ")");
 	app.add_flag("--json,-j", as_json, "print the result as JSON (for scripts)");
 	app.add_option("--timeout", timeout_s, "seconds to wait for an answer (default 120)");
+	bool version = false;
+	app.add_flag("--version", version,
+	             "ulpctl's version, then the daemon's (version_get) when it answers");
 	app.footer(
 	    "Nouns and verbs: show, stats, save [PATH], reload, methods, call METHOD [JSON],\n"
 	    "  target list|create|delete, lun list|create|delete|resize|rescan,\n"
@@ -618,6 +651,13 @@ int main(int argc, char **argv)
 		app.parse(argc, argv);
 	} catch (const CLI::ParseError &e) {
 		return app.exit(e) == 0 ? 0 : 2;
+	}
+
+	if (version)
+		return print_versions(socket, timeout_s);
+	if (method.empty()) {
+		std::fprintf(stderr, "ulpctl: a NOUN VERB is required (ulpctl --help)\n");
+		return 2;
 	}
 
 	ulp::admin::Client c;
