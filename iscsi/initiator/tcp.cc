@@ -45,11 +45,6 @@ std::string sockaddr_str(const sockaddr_storage &ss)
 	return "[" + std::string(host) + "]:" + std::to_string(ntohs(s->sin6_port));
 }
 
-int remaining_ms(clock::time_point deadline)
-{
-	return poll_timeout_ms(deadline, clock::now());
-}
-
 class TcpTransport final : public InitiatorTransport
 {
 public:
@@ -131,7 +126,7 @@ bool TcpTransport::connect(const std::string &host, uint16_t port,
 			pollfd pfd{fd, POLLOUT, 0};
 			int n;
 			do {
-				n = ::poll(&pfd, 1, remaining_ms(deadline));
+				n = ::poll(&pfd, 1, poll_timeout_ms(deadline));
 			} while (n < 0 && errno == EINTR);
 			int err = 0;
 			socklen_t len = sizeof(err);
@@ -301,7 +296,7 @@ bool TcpTransport::poll(std::chrono::milliseconds timeout)
 		pollfd pfd{fd_, POLLIN, 0};
 		if (!txq_.empty())
 			pfd.events |= POLLOUT;
-		int wait = first ? remaining_ms(deadline) : 0;
+		int wait = first ? poll_timeout_ms(deadline) : 0;
 		int n = ::poll(&pfd, 1, wait);
 		if (n < 0) {
 			if (errno == EINTR)

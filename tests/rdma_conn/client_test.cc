@@ -203,7 +203,7 @@ struct Client {
 	}
 };
 
-class ClientTest : public ::testing::Test
+class RdmaClient : public ::testing::Test
 {
 protected:
 	void SetUp() override
@@ -243,7 +243,7 @@ protected:
 	SockAddr dst;
 };
 
-TEST_F(ClientTest, NoListenerFailsWithinDeadline)
+TEST_F(RdmaClient, NoListenerFailsWithinDeadline)
 {
 	// A port that was listened on and is no more.
 	std::string why;
@@ -262,7 +262,7 @@ TEST_F(ClientTest, NoListenerFailsWithinDeadline)
 	EXPECT_EQ(c.conn.close(1s), 0);
 }
 
-TEST_F(ClientTest, SilentPeerTimesOutAtDeadline)
+TEST_F(RdmaClient, SilentPeerTimesOutAtDeadline)
 {
 	// A listener that takes each request and never answers it.
 	std::mutex lock;
@@ -297,7 +297,7 @@ TEST_F(ClientTest, SilentPeerTimesOutAtDeadline)
 	held.clear();
 }
 
-TEST_F(ClientTest, ConnectAndDisconnect)
+TEST_F(RdmaClient, ConnectAndDisconnect)
 {
 	Client c;
 	std::string why;
@@ -321,7 +321,7 @@ TEST_F(ClientTest, ConnectAndDisconnect)
 	EXPECT_EQ(c.conn.qp(), nullptr);
 }
 
-TEST_F(ClientTest, RejectCarriesPrivateData)
+TEST_F(RdmaClient, RejectCarriesPrivateData)
 {
 	portal->reject_with = kNoThanks;
 	Client c;
@@ -341,7 +341,7 @@ TEST_F(ClientTest, RejectCarriesPrivateData)
 
 // The before-DISCONNECTED rule: the target sends, then disconnects; the owner looks at
 // its CM events only (not the CQ) and still sees the message before the disconnect.
-TEST_F(ClientTest, WhatCameBeforeDisconnectIsReapedFirst)
+TEST_F(RdmaClient, WhatCameBeforeDisconnectIsReapedFirst)
 {
 	Client c;
 	c.nrecv = 4;
@@ -388,7 +388,7 @@ TEST_F(ClientTest, WhatCameBeforeDisconnectIsReapedFirst)
 
 // The target posts no receive: the client's SENDs wait in RNR retry until close moves the
 // QP to ERR, and every one of them completes flushed before close returns.
-TEST_F(ClientTest, CloseFlushesOutstandingSends)
+TEST_F(RdmaClient, CloseFlushesOutstandingSends)
 {
 	Client c;
 	std::string why;
