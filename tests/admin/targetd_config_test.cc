@@ -362,9 +362,10 @@ TEST(TargetdConfig, SaveKeepsTheLastVersionsInBackup)
 	ASSERT_EQ(backups.size(), kConfigBackups);
 	// The newest backup is the save before the last; the oldest kept is saves-1-10's.
 	auto holds = [](const std::string &p, const std::string &iqn) {
-		std::ifstream b(p);
-		const std::string t{std::istreambuf_iterator<char>(b), {}};
-		return t.find(iqn + "\"") != std::string::npos;
+		Config b;
+		std::string why;
+		return load_config_file(p, &b, &why) && b.targets.size() == 1 &&
+		       b.targets[0].name == iqn;
 	};
 	EXPECT_TRUE(holds(backups.back(), std::string(kIqn) + std::to_string(saves - 2)));
 	EXPECT_TRUE(
