@@ -237,6 +237,44 @@ struct ServerFixture : ::testing::Test {
 		std::string why;
 		ASSERT_EQ(srv->start(&why), 0) << why;
 	}
+	// One echo call from a child process running as uid/gid 65534 with the supplementary
+	// groups sup: its answer (a JSON line), or what went wrong.
+	std::string call_as_nobody(std::vector<gid_t> sup)
+	{
+		int pipefd[2];
+		if (::pipe(pipefd) != 0)
+			return "pipe failed";
+		const pid_t pid = ::fork();
+		if (pid == 0) {
+			::close(pipefd[0]);
+			if (::setgroups(sup.size(), sup.data()) != 0 || ::setgid(65534) != 0 ||
+			    ::setuid(65534) != 0)
+				_exit(3);
+			Client c;
+			std::string why, line;
+			std::string out = "connect-failed";
+			if (c.connect(path, &why) == 0) {
+				c.send_raw(
+				    R"({"jsonrpc":"2.0","id":1,"method":"echo","params":{"name":"x"}})"
+				    "\n",
+				    &why);
+				out = c.read_line(&line, &why, 3s) ? line : "no-response";
+			}
+			(void)!::write(pipefd[1], out.data(), out.size());
+			_exit(0);
+		}
+		::close(pipefd[1]);
+		std::string got;
+		char buf[4096];
+		ssize_t n;
+		while ((n = ::read(pipefd[0], buf, sizeof(buf))) > 0)
+			got.append(buf, size_t(n));
+		::close(pipefd[0]);
+		int st = 0;
+		::waitpid(pid, &st, 0);
+		return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? got
+		                                             : "child status " + std::to_string(st);
+	}
 	json response(Client &c, std::chrono::milliseconds timeout = 5s)
 	{
 		std::string line, why;
@@ -399,37 +437,7 @@ TEST_F(ServerFixture, PeerOfAnotherUidIsRefused)
 	cfg.allowed_uid = 4242;
 	start(cfg);
 	::chmod(dir.c_str(), 0755);
-	int pipefd[2];
-	ASSERT_EQ(::pipe(pipefd), 0);
-	pid_t pid = ::fork();
-	if (pid == 0) {
-		::close(pipefd[0]);
-		if (::setgid(65534) != 0 || ::setuid(65534) != 0)
-			_exit(3);
-		Client c;
-		std::string why, line;
-		json r;
-		std::string out = "connect-failed";
-		if (c.connect(path, &why) == 0) {
-			c.send_raw(
-			    R"({"jsonrpc":"2.0","id":1,"method":"echo","params":{"name":"x"}})"
-			    "\n",
-			    &why);
-			out = c.read_line(&line, &why, 3s) ? line : "no-response";
-		}
-		(void)!::write(pipefd[1], out.data(), out.size());
-		_exit(0);
-	}
-	::close(pipefd[1]);
-	std::string got;
-	char buf[4096];
-	ssize_t n;
-	while ((n = ::read(pipefd[0], buf, sizeof(buf))) > 0)
-		got.append(buf, size_t(n));
-	::close(pipefd[0]);
-	int st = 0;
-	::waitpid(pid, &st, 0);
-	ASSERT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << st;
+	const std::string got = call_as_nobody({});
 	json r = json::parse(got, nullptr, false);
 	ASSERT_TRUE(r.is_object()) << got;
 	EXPECT_EQ(code(r), kPermissionDenied) << got;
@@ -456,46 +464,10 @@ TEST_F(ServerFixture, PeerWithTheGroupAsSupplementaryIsAdmitted)
 	start(cfg);
 	::chmod(dir.c_str(), 0755);
 	::chmod(path.c_str(), 0666);
-	// The child's answer to one echo call as uid/gid 65534 with groups sup, through a pipe.
-	auto call_as = [&](std::vector<gid_t> sup) {
-		int pipefd[2];
-		if (::pipe(pipefd) != 0)
-			return std::string("pipe");
-		pid_t pid = ::fork();
-		if (pid == 0) {
-			::close(pipefd[0]);
-			if (::setgroups(sup.size(), sup.data()) != 0 || ::setgid(65534) != 0 ||
-			    ::setuid(65534) != 0)
-				_exit(3);
-			Client c;
-			std::string why, line;
-			std::string out = "connect-failed";
-			if (c.connect(path, &why) == 0) {
-				c.send_raw(
-				    R"({"jsonrpc":"2.0","id":1,"method":"echo","params":{"name":"g"}})"
-				    "\n",
-				    &why);
-				out = c.read_line(&line, &why, 3s) ? line : "no-response";
-			}
-			(void)!::write(pipefd[1], out.data(), out.size());
-			_exit(0);
-		}
-		::close(pipefd[1]);
-		std::string got;
-		char buf[4096];
-		ssize_t n;
-		while ((n = ::read(pipefd[0], buf, sizeof(buf))) > 0)
-			got.append(buf, size_t(n));
-		::close(pipefd[0]);
-		int st = 0;
-		::waitpid(pid, &st, 0);
-		return WIFEXITED(st) && WEXITSTATUS(st) == 0 ? got
-		                                             : "child status " + std::to_string(st);
-	};
-	json in = json::parse(call_as({100, 4343}), nullptr, false);
+	json in = json::parse(call_as_nobody({100, 4343}), nullptr, false);
 	ASSERT_TRUE(in.is_object()) << in;
 	EXPECT_TRUE(in.contains("result")) << in;
-	json out = json::parse(call_as({100}), nullptr, false);
+	json out = json::parse(call_as_nobody({100}), nullptr, false);
 	ASSERT_TRUE(out.is_object()) << out;
 	EXPECT_EQ(code(out), kPermissionDenied) << out;
 	EXPECT_EQ(t.calls, 1);
