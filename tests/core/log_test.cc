@@ -25,6 +25,15 @@ struct LevelGuard {
 	~LevelGuard() { set_level(saved); }
 };
 
+// A file's whole text.
+std::string slurp(const std::string &path)
+{
+	std::ifstream f(path);
+	std::stringstream ss;
+	ss << f.rdbuf();
+	return ss.str();
+}
+
 TEST(Log, LevelFiltersAndTagsTravelWithTheLine)
 {
 	LevelGuard lg;
@@ -75,10 +84,7 @@ TEST(Log, FileSinkGetsProgramTagLevelAndTimestamp)
 	ULP_LOG(Info, Tool, "stopped");
 	to_stderr();
 	set_program("ulp");
-	std::ifstream f(path);
-	std::stringstream ss;
-	ss << f.rdbuf();
-	const std::string text = ss.str();
+	const std::string text = slurp(path);
 	unlink(path);
 	EXPECT_NE(text.find(" log-test: cq_poll: warning: modify_cq failed: -22\n"),
 	          std::string::npos)
@@ -125,10 +131,7 @@ TEST(Log, JournalStreamGetsPriorityPrefixAndNoTimestamp)
 	ASSERT_EQ(dup2(saved, STDERR_FILENO), STDERR_FILENO);
 	close(saved);
 	to_stderr();
-	std::ifstream f(path);
-	std::stringstream ss;
-	ss << f.rdbuf();
-	const std::string text = ss.str();
+	const std::string text = slurp(path);
 	close(fd);
 	unlink(path);
 	const std::string journal = "<4>cq_poll: warning: modify_cq failed: -22\n"
@@ -165,12 +168,6 @@ TEST(Log, ReopenAfterTheFileWasMovedWritesANewOne)
 	ULP_LOG(Info, Tool, "after reopen");
 	to_stderr();
 	EXPECT_EQ(reopen(), 1);
-	auto slurp = [](const std::string &p) {
-		std::ifstream f(p);
-		std::stringstream ss;
-		ss << f.rdbuf();
-		return ss.str();
-	};
 	const std::string old_text = slurp(moved), new_text = slurp(path);
 	unlink(path);
 	unlink(moved.c_str());
