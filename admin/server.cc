@@ -174,7 +174,7 @@ int Server::start(std::string *why)
 		return -EIO;
 	}
 	started_ = true;
-	thread_ = std::thread([this] { loop(); });
+	thread_.start([this] { loop(); });
 	return 0;
 }
 
@@ -232,7 +232,8 @@ void Server::stop()
 	if (thread_.joinable()) {
 		char c = 1;
 		(void)!::write(wake_[1], &c, 1);
-		thread_.join();
+		thread_.join(log::Sub::Tool,
+		             "the admin socket's thread (a method that does not return?)");
 	}
 	clients_.clear();
 	for (int *fd : {&unix_fd_, &tcp_fd_, &http_fd_, &wake_[0], &wake_[1]})

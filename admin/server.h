@@ -30,6 +30,7 @@
 #pragma once
 
 #include "admin/rpc.h"
+#include "core/bounded_thread.h"
 
 #include <netinet/in.h>
 #include <sys/types.h>
@@ -120,7 +121,7 @@ private:
 	int http_fd_ = -1;
 	uint16_t http_port_ = 0;
 	int wake_[2] = {-1, -1}; // stop()'s wake-up (a pipe)
-	std::thread thread_;
+	BoundedThread thread_;
 	std::vector<std::unique_ptr<Client>> clients_; // the server thread's
 	std::mutex lock_;                              // guards stats_
 	ServerStats stats_;

@@ -198,7 +198,7 @@ Device *Portal::listen_device() const
 
 int Portal::start()
 {
-	thread_ = std::thread([this] { event_loop(); });
+	thread_.start([this] { event_loop(); });
 	return 0;
 }
 
@@ -221,8 +221,8 @@ void Portal::stop()
 		stop_ = true;
 		cv_.notify_all();
 	}
-	if (thread_.joinable())
-		thread_.join();
+	thread_.join(log::Sub::Rdma,
+	             "a portal's event thread (a connection's drain or reap stuck?)");
 	// Not under lock_: a connection's own lock is taken before lock_, never after.
 	std::vector<std::unique_ptr<PortalConn>> conns;
 	{

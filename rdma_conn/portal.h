@@ -35,6 +35,7 @@
 // time the portal stops.
 #pragma once
 
+#include "core/bounded_thread.h"
 #include "core/cm.h"
 #include "core/dma_heap.h"
 #include "core/registry.h"
@@ -256,7 +257,7 @@ private:
 	bool stop_ = false;
 	uint64_t accepted_ = 0;
 	uint64_t rejected_ = 0;
-	std::thread thread_;
+	BoundedThread thread_;
 };
 
 } // namespace ulp::rdma

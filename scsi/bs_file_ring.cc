@@ -174,7 +174,7 @@ int FileRing::init(std::string *why)
 		slots_[i].next_free = i + 1 < depth ? i + 1 : kNoSlot;
 	free_ = 0;
 	if (!loop_) {
-		reaper_ = std::thread([this] { reaper(); });
+		reaper_.start([this] { reaper(); });
 		return 0;
 	}
 	efd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -323,7 +323,7 @@ void FileRing::stop_thread()
 		io_uring_sqe_set_data64(sqe, kStopTag);
 		flush_sq();
 	}
-	reaper_.join();
+	reaper_.join(log::Sub::Scsi, "a file LU's shared ring reaper (its stop NOP not reaped?)");
 }
 
 // ---- Submission ----------------------------------------------------------------------------

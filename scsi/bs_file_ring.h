@@ -36,6 +36,7 @@
 // all); done() must not block (backstore.h), and a loop that runs its turns never gets here.
 #pragma once
 
+#include "core/bounded_thread.h"
 #include "core/event_loop.h"
 #include "scsi/bs_internal.h"
 
@@ -236,7 +237,7 @@ private:
 	bool ring_ok_ = false;               // ring_ initialised (init() got that far)
 	int efd_ = -1;                       // loop ring: the eventfd its CQEs signal
 	bool watched_ = false;               // loop ring: efd_ added to loop_
-	std::thread reaper_;                 // shared ring: the completion thread
+	BoundedThread reaper_;               // shared ring: the completion thread
 	FileCounters ctr_;                   // this ring's counts
 
 	std::mutex lock_;                     // guards everything below but the atomics

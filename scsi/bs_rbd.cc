@@ -30,6 +30,7 @@
 // Threading: scsi/bs_rbd_queue.h. librbd's callback thread only hands each completion to
 // the thread that submitted it - its event loop, or the backstore's completion thread for a
 // thread without one - and done() runs there.
+#include "core/bounded_thread.h"
 #include "core/log.h"
 #include "core/thread_name.h"
 #include "scsi/bs_internal.h"
@@ -197,7 +198,7 @@ public:
 			self->shared_->notify_storage_changed();
 			self->want_walk();
 		};
-		walker_ = std::thread([this] { walk_loop(); });
+		walker_.start([this] { walk_loop(); });
 		if (int r = rbd_update_watch(dev_->image, &watch_, cb, this); r < 0) {
 			// Not fatal: resizes outside are then seen on SIGHUP or `ulpctl lun
 			// rescan`.
@@ -360,7 +361,7 @@ private:
 	std::unique_ptr<RbdQueue> shared_;   // the queue of threads without an event loop
 	uint64_t watch_ = 0;                 // rbd_update_watch's handle
 	bool watching_ = false;              // watch_ is registered
-	std::thread walker_;                 // walk_loop()
+	BoundedThread walker_;               // walk_loop()
 	std::mutex walk_lock_;               // guards the two below
 	std::condition_variable walk_cv_;    // walk_wanted_ or walk_quit_ set
 	bool walk_wanted_ = false;           // a walk is asked for
@@ -450,8 +451,7 @@ void RbdBackstore::stop_walker()
 		walk_quit_ = true;
 		walk_cv_.notify_one();
 	}
-	if (walker_.joinable())
-		walker_.join();
+	walker_.join(log::Sub::Scsi, "an rbd LU's allocation walk (an OSD slow to answer?)");
 }
 
 // Destruction: refuse new requests; wait (bounded, logged) until librbd holds no request of

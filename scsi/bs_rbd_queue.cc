@@ -133,7 +133,7 @@ RbdQueue::~RbdQueue()
 int RbdQueue::init(std::string *why)
 {
 	if (!loop_) {
-		thread_ = std::thread([this] { run(); });
+		thread_.start([this] { run(); });
 		return 0;
 	}
 	efd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -410,8 +410,7 @@ void RbdQueue::stop_thread()
 		quit_ = true;
 		cv_.notify_all();
 	}
-	if (thread_.joinable())
-		thread_.join();
+	thread_.join(log::Sub::Scsi, "an rbd LU's completion thread (a librbd callback stuck?)");
 }
 
 void RbdQueue::loop_readable()

@@ -34,6 +34,7 @@
 // allocated, and logged: librbd will call back into it, so it is never freed.
 #pragma once
 
+#include "core/bounded_thread.h"
 #include "core/event_loop.h"
 #include "scsi/backstore.h"
 #include "scsi/bs_rbd_alloc.h"
@@ -163,7 +164,7 @@ private:
 	bool quit_ = false;            // shared queue: the completion thread ends
 	bool changed_ = false;         // shared queue: storage_changed is to run
 	std::condition_variable cv_;   // shared queue: done_ or quit_ changed
-	std::thread thread_;           // shared queue: the completion thread (run())
+	BoundedThread thread_;         // shared queue: the completion thread (run())
 };
 
 } // namespace ulp::scsi
