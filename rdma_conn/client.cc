@@ -7,6 +7,8 @@
 #include "core/drain.h"
 #include "core/log.h"
 
+#include <boost/container/small_vector.hpp>
+
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -14,7 +16,6 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
-#include <vector>
 
 namespace ulp::rdma
 {
@@ -311,8 +312,8 @@ int wait_events(DirectCq *cq, std::span<ClientConn *const> conns, int timeout_ms
 		if (reap() > 0)
 			return 1;
 	}
-	std::vector<pollfd> pfd;
-	pfd.reserve(conns.size() + 1);
+	// On the stack for the usual few channels: the owner sleeps here whenever it is idle.
+	boost::container::small_vector<pollfd, 8> pfd;
 	if (have_cq)
 		pfd.push_back(pollfd{cq->fd(), POLLIN, 0});
 	for (ClientConn *c : conns)

@@ -19,7 +19,7 @@
 // route names the device. A REJECTED answer is returned with its private data (SRP's
 // SRP_LOGIN_REJ, an iSER target's reason): the protocol decodes it.
 //
-// Teardown (close(), or stop() and later drain()): the QP to ERR first (rdma_disconnect
+// Teardown (drain(), or stop() and later drain()): the QP to ERR first (rdma_disconnect
 // does it for a connected QP), so that it starts no new RDMA of the peer's into the owner's
 // memory; then every WR posted comes back flushed through its
 // done() (core/drain.h, bounded and logged); only then may the owner free what those WRs
@@ -115,12 +115,11 @@ public:
 	// From then on it starts no RDMA; WRs posted come back flushed. Idempotent; safe from
 	// inside a completion callback.
 	void stop();
-	// stop(), then wait until every WR posted has completed and been dispatched
-	// (drain_qp, bounded by timeout per queue; logged when it gives up). Not from inside a
-	// done() of this QP's CQ: the owner dispatches the flushes itself. 0 or -ETIMEDOUT.
+	// The whole close: stop(), then wait until every WR posted has completed and been
+	// dispatched (drain_qp, bounded by timeout per queue; logged when it gives up). Not from
+	// inside a done() of this QP's CQ: the owner dispatches the flushes itself. 0 or
+	// -ETIMEDOUT.
 	int drain(std::chrono::milliseconds timeout);
-	// stop() and drain(): the whole close.
-	int close(std::chrono::milliseconds timeout) { return drain(timeout); }
 	// Destroy the QP, then the id (which waits out a running CM handler). After drain();
 	// and after the owner destroyed its fast-registration MRs (rxe's memory windows hold
 	// their QP: the kernel's rdma_rw_cleanup_mrs before ib_destroy_qp).

@@ -259,7 +259,7 @@ TEST_F(RdmaClient, NoListenerFailsWithinDeadline)
 	EXPECT_LT(took, 2s + 200ms);
 	EXPECT_NE(why.find("connect " + gone.str()), std::string::npos) << why;
 	EXPECT_EQ(c.conn.state(), ClientState::Stopped);
-	EXPECT_EQ(c.conn.close(1s), 0);
+	EXPECT_EQ(c.conn.drain(1s), 0);
 }
 
 TEST_F(RdmaClient, SilentPeerTimesOutAtDeadline)
@@ -290,7 +290,7 @@ TEST_F(RdmaClient, SilentPeerTimesOutAtDeadline)
 		EXPECT_GE(took, 290ms);
 		EXPECT_LT(took, 300ms + 500ms);
 		EXPECT_NE(why.find("in time"), std::string::npos) << why;
-		EXPECT_EQ(c.conn.close(1s), 0);
+		EXPECT_EQ(c.conn.drain(1s), 0);
 	}
 	std::lock_guard g(lock);
 	EXPECT_EQ(held.size(), 1u);
@@ -314,7 +314,7 @@ TEST_F(RdmaClient, ConnectAndDisconnect)
 		std::this_thread::sleep_for(2ms);
 	EXPECT_TRUE(t->established);
 	EXPECT_EQ(portal->conns(), 1u);
-	EXPECT_EQ(c.conn.close(1s), 0);
+	EXPECT_EQ(c.conn.drain(1s), 0);
 	EXPECT_EQ(c.conn.state(), ClientState::Drained);
 	EXPECT_TRUE(portal_empty()) << "the target never saw the disconnect";
 	c.conn.release();
@@ -336,7 +336,7 @@ TEST_F(RdmaClient, RejectCarriesPrivateData)
 	          kNoThanks);
 	EXPECT_NE(why.find("rejected"), std::string::npos) << why;
 	EXPECT_EQ(portal->rejected(), 1u);
-	EXPECT_EQ(c.conn.close(1s), 0);
+	EXPECT_EQ(c.conn.drain(1s), 0);
 }
 
 // The before-DISCONNECTED rule: the target sends, then disconnects; the owner looks at
@@ -380,7 +380,7 @@ TEST_F(RdmaClient, WhatCameBeforeDisconnectIsReapedFirst)
 	EXPECT_EQ(c.recvs.ok, 1) << "the message sent before the disconnect was not reaped";
 	EXPECT_EQ(c.recvs.imm, 0xfeedu);
 	// The other three receives come back flushed.
-	EXPECT_EQ(c.conn.close(1s), 0);
+	EXPECT_EQ(c.conn.drain(1s), 0);
 	EXPECT_EQ(c.recvs.flushed, 3);
 	EXPECT_EQ(c.recvs.other, 0);
 	EXPECT_TRUE(portal_empty());
@@ -398,7 +398,7 @@ TEST_F(RdmaClient, CloseFlushesOutstandingSends)
 	ASSERT_EQ(c.post_sends(kSends), 0);
 	std::this_thread::sleep_for(20ms);
 	EXPECT_EQ(c.cq.process(), 0) << "a SEND completed with no receive posted";
-	EXPECT_EQ(c.conn.close(2s), 0);
+	EXPECT_EQ(c.conn.drain(2s), 0);
 	EXPECT_EQ(c.conn.state(), ClientState::Drained);
 	EXPECT_EQ(c.sends.flushed, kSends);
 	EXPECT_EQ(c.sends.ok + c.sends.other, 0);
