@@ -262,19 +262,30 @@ void set_program(std::string name)
 		st.set_output(st.output);
 }
 
-int to_file(const std::string &path)
+namespace
 {
-	// Opened once here for the errno (spdlog's exception carries only a message).
+// The file sink for path (opened once first for the errno: spdlog's exception carries only
+// a message), or a negative errno.
+int open_file_sink(const std::string &path, spdlog::sink_ptr *out)
+{
 	const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
 	if (fd < 0)
 		return -errno;
 	::close(fd);
-	spdlog::sink_ptr s;
 	try {
-		s = std::make_shared<spdlog::sinks::basic_file_sink_mt>(path, false);
+		*out = std::make_shared<spdlog::sinks::basic_file_sink_mt>(path, false);
 	} catch (const spdlog::spdlog_ex &) {
 		return -EIO;
 	}
+	return 0;
+}
+} // namespace
+
+int to_file(const std::string &path)
+{
+	spdlog::sink_ptr s;
+	if (int rc = open_file_sink(path, &s); rc != 0)
+		return rc;
 	State &st = state();
 	std::lock_guard g(st.lock);
 	st.replace_output(std::move(s), false);
@@ -284,15 +295,23 @@ int to_file(const std::string &path)
 
 int reopen()
 {
+	State &st = state();
 	std::string path;
 	{
-		State &st = state();
 		std::lock_guard g(st.lock);
 		if (st.file_path.empty())
 			return 1;
 		path = st.file_path;
 	}
-	return to_file(path);
+	// Opened outside the lock (a file system may be slow), then put in place only if the
+	// output is still that file: a to_stderr() or to_file() meanwhile wins.
+	spdlog::sink_ptr s;
+	if (int rc = open_file_sink(path, &s); rc != 0)
+		return rc;
+	std::lock_guard g(st.lock);
+	if (st.file_path == path)
+		st.replace_output(std::move(s), false);
+	return 0;
 }
 
 void to_stderr()
