@@ -131,6 +131,11 @@ public:
 	// part of it written. 0: it cannot promise that of any length (WRITE ATOMIC is then
 	// not offered).
 	virtual uint32_t atomic_write_max() const { return 0; }
+	// Bytes, a power of two, or 0 (none): an atomic Write must start at a multiple of it
+	// (SBC-4 6.6.4 ATOMIC ALIGNMENT), and atomic_write_max() is at most it, so that no
+	// atomic Write crosses one. For a backstore whose writes are indivisible only within
+	// a unit of storage (rbd: one RADOS object).
+	virtual uint32_t atomic_write_align() const { return 0; }
 	// The longest CompareAndWrite, bytes, the backstore performs itself, atomic against
 	// every writer of the storage (rbd: the OSD compares and writes). 0: none; COMPARE AND
 	// WRITE is then read, compare and write under the logical unit's own turn, atomic
@@ -210,6 +215,10 @@ private:
 };
 
 // An RBD image and the Ceph client that opens it (kind "rbd"; scsi/bs_rbd.cc).
+// RbdConfig::atomic_unit's default: 128 KiB, within any object (4 MiB by default), and 256
+// blocks of 512 bytes.
+inline constexpr uint32_t kRbdAtomicUnit = 128 * 1024;
+
 struct RbdConfig {
 	std::string pool;        // the image's pool (required)
 	std::string nspace;      // the RADOS namespace within the pool ("": the default one)
@@ -222,6 +231,9 @@ struct RbdConfig {
 	bool create = false;     // create the image (BackstoreConfig::size bytes) when missing
 	uint32_t timeout_s = 30; // seconds: connecting to the cluster at open, and each OSD
 	                         // operation (rados_osd_op_timeout) before it fails -ETIMEDOUT
+	uint32_t atomic_unit = kRbdAtomicUnit; // bytes: WRITE ATOMIC's alignment and longest
+	                                       // length (a power of two from the block size
+	                                       // to the stripe unit); 0: no WRITE ATOMIC
 };
 
 struct BackstoreConfig {

@@ -20,6 +20,10 @@
 //   - COMPARE AND WRITE: rbd_aio_compare_and_write, atomic in the OSD against every
 //     gateway, where librbd 16 takes it: within one 512-byte sector (so: LUs of 512-byte
 //     blocks); the mismatch offset librbd reports is an image offset, made relative.
+//   - WRITE ATOMIC: one write within one object is one OSD operation, applied whole or
+//     not at all; RbdConfig::atomic_unit (a power of two up to the stripe unit) is the
+//     alignment and the longest length the Block Limits page reports, so that none
+//     crosses an object.
 //   - Timeouts: rados_osd_op_timeout and client_mount_timeout are RbdConfig::timeout_s,
 //     so that an OSD that does not answer fails the request (-ETIMEDOUT, which the core
 //     answers BUSY for the initiator to retry) instead of hanging the LU's commands
@@ -180,7 +184,7 @@ public:
 	RbdBackstore(const BackstoreConfig &cfg, uint64_t size, std::shared_ptr<RbdClient> client,
 	             rados_ioctx_t ioctx, std::shared_ptr<RbdDev> dev)
 	    : Backstore("rbd", size, cfg.queue_depth), client_(std::move(client)), ioctx_(ioctx),
-	      dev_(std::move(dev)), read_only_(cfg.read_only)
+	      dev_(std::move(dev)), read_only_(cfg.read_only), atomic_unit_(cfg.rbd.atomic_unit)
 	{
 	}
 
@@ -239,6 +243,14 @@ public:
 	// (CEPH_OSD_OP_WRITESAME per object), up to kRbdWriteSameObjects objects a request.
 	uint64_t write_same_max() const override { return dev_->obj_size * kRbdWriteSameObjects; }
 
+	// WRITE ATOMIC: librbd turns a write within one object into one operation on it, which
+	// the OSD applies whole or not at all, and which no read of the object sees half of.
+	// The atomic unit (a power of two no larger than the stripe unit, so within one
+	// object) is both the alignment and the longest length: no atomic write crosses an
+	// object.
+	uint32_t atomic_write_max() const override { return atomic_unit_; }
+	uint32_t atomic_write_align() const override { return atomic_unit_; }
+
 	void submit(BsIo *io) override
 	{
 		const uint64_t sz = size();
@@ -249,6 +261,12 @@ public:
 		    (io->length > kRbdCawSector ||
 		     io->offset / kRbdCawSector != (io->offset + io->length - 1) / kRbdCawSector))
 			r = -EOPNOTSUPP;
+		// The core sends no atomic write across a unit (sbc_atomic.cc); one that did
+		// would be two object operations, so it is refused rather than torn.
+		if (!r && io->atomic && io->length &&
+		    (!atomic_unit_ ||
+		     io->offset / atomic_unit_ != (io->offset + io->length - 1) / atomic_unit_))
+			r = -EINVAL;
 		if (r < 0) {
 			io->done(io, r);
 			return;
@@ -358,6 +376,7 @@ private:
 	rados_ioctx_t ioctx_;                // the pool (and namespace)
 	std::shared_ptr<RbdDev> dev_;        // the open image, shared with the queues
 	const bool read_only_;               // opened read-only
+	const uint32_t atomic_unit_;         // bytes: WRITE ATOMIC's alignment and longest; 0 none
 	std::unique_ptr<RbdQueue> shared_;   // the queue of threads without an event loop
 	uint64_t watch_ = 0;                 // rbd_update_watch's handle
 	bool watching_ = false;              // watch_ is registered
@@ -556,6 +575,14 @@ std::unique_ptr<Backstore> make_rbd_backstore(const BackstoreConfig &cfg, int *e
 		*why = "rbd backstore " + name + ": create needs a size";
 		return nullptr;
 	}
+	if (rc.atomic_unit &&
+	    ((rc.atomic_unit & (rc.atomic_unit - 1)) || rc.atomic_unit < cfg.block_size)) {
+		*err = -EINVAL;
+		*why = "rbd backstore " + name + ": atomic_unit " + std::to_string(rc.atomic_unit) +
+		       " is not a power of two of at least the block size (" +
+		       std::to_string(cfg.block_size) + "); 0 offers no WRITE ATOMIC";
+		return nullptr;
+	}
 	auto client = get_client(rc, err, why);
 	if (!client)
 		return nullptr;
@@ -613,6 +640,18 @@ std::unique_ptr<Backstore> make_rbd_backstore(const BackstoreConfig &cfg, int *e
 		return fail(-EINVAL, "the image holds " + std::to_string(info.size) +
 		                         " bytes, less than one block of " +
 		                         std::to_string(cfg.block_size));
+	}
+	// The atomic unit within one object: with fancy striping, a stripe unit's bytes are
+	// the run that one object holds.
+	uint64_t stripe_unit = info.obj_size;
+	if (uint64_t su = 0; rbd_get_stripe_unit(image, &su) == 0 && su)
+		stripe_unit = su;
+	if (rc.atomic_unit > stripe_unit) {
+		rbd_close(image);
+		return fail(-EINVAL, "atomic_unit " + std::to_string(rc.atomic_unit) +
+		                         " is larger than the image's stripe unit " +
+		                         std::to_string(stripe_unit) +
+		                         ": a write of it could span two objects");
 	}
 	if (size != info.size)
 		ULP_LOG(Warn, Scsi,

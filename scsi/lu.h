@@ -156,11 +156,17 @@ public:
 	// 16-bit TRANSFER LENGTH of WRITE ATOMIC (16); 0 when it cannot (sbc_atomic.cc).
 	uint32_t atomic_max_blocks() const
 	{
-		const uint64_t n = std::min<uint64_t>({bs_->atomic_write_max() / cfg_.block_size,
-		                                       cfg_.max_xfer_blocks, 0xffff,
-		                                       UINT32_MAX / cfg_.block_size});
+		uint64_t n = std::min<uint64_t>({bs_->atomic_write_max() / cfg_.block_size,
+		                                 cfg_.max_xfer_blocks, 0xffff,
+		                                 UINT32_MAX / cfg_.block_size});
+		if (const uint32_t a = atomic_align_blocks())
+			n = std::min<uint64_t>(n, a);
 		return static_cast<uint32_t>(n);
 	}
+	// SBC-4 6.6.4 ATOMIC ALIGNMENT, blocks: where a WRITE ATOMIC may start
+	// (Backstore::atomic_write_align); 0 anywhere. With atomic_max_blocks() at most this,
+	// no atomic write crosses a multiple of it.
+	uint32_t atomic_align_blocks() const { return bs_->atomic_write_align() / cfg_.block_size; }
 	bool thin() const { return cfg_.thin && bs_->can_unmap(); }
 
 	// Capacity at run time (LIO: a backstore resized through configfs). Makes the

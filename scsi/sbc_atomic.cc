@@ -6,16 +6,28 @@
 // The promise is the backstore's: the command is one Write request marked atomic
 // (BsIo::atomic), which a backstore performs indivisibly up to its atomic_write_max() -
 // the RAM backstore under its table lock held exclusively, allocating before it copies;
-// the null backstore trivially. A backstore that cannot promise it (file, block: a torn
-// write after a power loss is theirs to suffer) reports 0, and then the LU does not offer
-// the command (INVALID COMMAND OPERATION CODE, not in REPORT SUPPORTED OPERATION CODES)
-// and its Block Limits VPD page reports MAXIMUM ATOMIC TRANSFER LENGTH 0.
+// the null backstore trivially; the rbd backstore as one operation on one RADOS object,
+// which the alignment below keeps it within. A backstore that cannot promise it (file,
+// block: a torn write after a power loss is theirs to suffer) reports 0, and then the LU
+// does not offer the command (INVALID COMMAND OPERATION CODE, not in REPORT SUPPORTED
+// OPERATION CODES) and its Block Limits VPD page reports MAXIMUM ATOMIC TRANSFER LENGTH 0.
+//
+// Why an alignment and not a boundary check: SBC-4 lets the device server state where an
+// atomic write may start (ATOMIC ALIGNMENT) and how long it may be, not that it must not
+// cross some LBA. With both at the atomic unit, every write the page allows stays within
+// one unit, and a unit within one object. Linux's sd uses atomic writes only when the
+// alignment divides the physical block (its smallest atomic unit): an rbd LU whose
+// atomic_unit equals its physical block size (pbs=) is one it uses.
 //
 // Limits (SBC-4 6.6.4 Block Limits VPD page, bytes 44..63), for LogicalUnit::
 // atomic_max_blocks() > 0:
 //   MAXIMUM ATOMIC TRANSFER LENGTH     atomic_max_blocks(): the backstore's limit, at most
 //                                      MAXIMUM TRANSFER LENGTH
-//   ATOMIC ALIGNMENT                   0: any LBA
+//   ATOMIC ALIGNMENT                   atomic_align_blocks(): 0, any LBA, or where an
+//                                      atomic write must start (rbd: the atomic unit,
+//                                      which MAXIMUM ATOMIC TRANSFER LENGTH does not exceed,
+//                                      so that none crosses an object); a misaligned
+//                                      LOGICAL BLOCK ADDRESS is INVALID FIELD IN CDB
 //   ATOMIC TRANSFER LENGTH GRANULARITY 0: any length
 //   ... WITH ATOMIC BOUNDARY, MAXIMUM ATOMIC BOUNDARY SIZE  0: no atomic boundaries, so
 //                                      the CDB's ATOMIC BOUNDARY must be 0
@@ -85,6 +97,8 @@ Sense sbc_parse_write_atomic(Cmd *cmd)
 		return r;
 	if (blocks > max)
 		return invalid_cdb_field(cmd, 12); // MAXIMUM ATOMIC TRANSFER LENGTH
+	if (const uint32_t align = lu.atomic_align_blocks(); align && lba % align)
+		return invalid_cdb_field(cmd, 2); // ATOMIC ALIGNMENT
 	if (c[1] & 0x08)
 		cmd->flags |= CMD_FUA;
 	// CMD_DATA_CDB without CMD_BLOCK_XFER: the expected length must be exactly the range

@@ -219,10 +219,13 @@ void put_block_limits(const LogicalUnit &lu, std::vector<uint8_t> &d)
 		put_be32(&d[32], 0x80000000u | kSbcLowestAlignedLba);
 	}
 	put_be64(&d[36], c.max_write_same_blocks);
-	// SBC-4 atomic writes (sbc_atomic.cc): MAXIMUM ATOMIC TRANSFER LENGTH; ATOMIC
-	// ALIGNMENT, ATOMIC TRANSFER LENGTH GRANULARITY 0 (none), and no atomic boundaries
-	// (bytes 56..63 zero). All zero when WRITE ATOMIC is not offered.
-	put_be32(&d[44], lu.atomic_max_blocks());
+	// SBC-4 atomic writes (sbc_atomic.cc): MAXIMUM ATOMIC TRANSFER LENGTH, ATOMIC
+	// ALIGNMENT (0: any LBA), ATOMIC TRANSFER LENGTH GRANULARITY 0 (none), and no atomic
+	// boundaries (bytes 56..63 zero). All zero when WRITE ATOMIC is not offered.
+	if (const uint32_t max = lu.atomic_max_blocks()) {
+		put_be32(&d[44], max);
+		put_be32(&d[48], lu.atomic_align_blocks());
+	}
 }
 
 // SBC-3 6.5.2 block device characteristics: page length 3Ch.

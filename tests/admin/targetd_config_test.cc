@@ -37,6 +37,7 @@ void expect_rbd(const ulp::scsi::RbdConfig &got, const ulp::scsi::RbdConfig &wan
 	EXPECT_EQ(got.group, want.group);
 	EXPECT_EQ(got.create, want.create);
 	EXPECT_EQ(got.timeout_s, want.timeout_s);
+	EXPECT_EQ(got.atomic_unit, want.atomic_unit);
 }
 
 // A scratch directory for the files, removed with them.
@@ -86,7 +87,7 @@ TEST(TargetdConfig, RbdLunFlagsAccepted)
 	    {"0:rbd:pool=rbd,image=disk0",
 	     "1:rbd:pool=p1,image=img1,namespace=ns1,conf=/etc/ceph/x.conf,client=ulp-gw,"
 	     "keyring=/etc/ceph/gw.keyring,group=g1,create=1,size=64M,timeout=7,ro=1,qd=8,"
-	     "bs=4096,pbs=8192,removable=yes"},
+	     "bs=4096,pbs=8192,removable=yes,atomic_unit=16K"},
 	    &c, &why))
 	    << why;
 	ASSERT_EQ(c.targets.size(), 1u);
@@ -108,7 +109,8 @@ TEST(TargetdConfig, RbdLunFlagsAccepted)
 	                      .keyring = "/etc/ceph/gw.keyring",
 	                      .group = "g1",
 	                      .create = true,
-	                      .timeout_s = 7});
+	                      .timeout_s = 7,
+	                      .atomic_unit = 16384});
 	EXPECT_EQ(b.bs.size, 64u << 20);
 	EXPECT_TRUE(b.read_only);
 	EXPECT_TRUE(b.bs.read_only) << "the backstore opens the image read-only";
@@ -142,6 +144,9 @@ TEST(TargetdConfig, RbdLunFlagsRefusedWithWhy)
 	    {"0:rbd:pool=rbd,image=i,timeout=3601", "timeout is 1..3600 seconds"},
 	    {"0:rbd:pool=rbd,image=i,timeout=5s", "timeout is 1..3600 seconds, not 5s"},
 	    {"0:rbd:pool=rbd,image=i,size=lots", "bad size lots"},
+	    {"0:rbd:pool=rbd,image=i,atomic_unit=big", "bad atomic_unit big"},
+	    {"0:rbd:pool=rbd,image=i,atomic_unit=12K", "atomic_unit must be a power of two"},
+	    {"0:ram:size=1M,atomic_unit=64K", "atomic_unit is an rbd key"},
 	    {"0:rbd:pool=rbd,imgae=i", "unknown key imgae"},
 	    {"0:rbd:pool=rbd,image", "'image' is not key=value"},
 	};
@@ -164,6 +169,7 @@ TEST(TargetdConfig, RbdLunFromTheFile)
 	                                     "  conf = \"/c/ceph.conf\"\n  client = \"ulp-gw\"\n"
 	                                     "  keyring = \"/c/gw.keyring\"\n  group = \"g\"\n"
 	                                     "  create = true\n  timeout = 12\n  size = \"1G\"\n"
+	                                     "  atomic_unit = \"4M\"\n"
 	                                     "  block_size = 4096\n  read_only = false\n"
 	                                     "  queue_depth = 32\n"));
 	Config c;
@@ -182,7 +188,8 @@ TEST(TargetdConfig, RbdLunFromTheFile)
 	                      .keyring = "/c/gw.keyring",
 	                      .group = "g",
 	                      .create = true,
-	                      .timeout_s = 12});
+	                      .timeout_s = 12,
+	                      .atomic_unit = 4u << 20});
 	EXPECT_EQ(l.bs.size, 1u << 30);
 	EXPECT_EQ(l.bs.block_size, 4096u);
 	EXPECT_EQ(l.bs.queue_depth, 32u);
@@ -260,6 +267,13 @@ TEST(TargetdConfig, CheckLunRefusesAnotherKindsValues)
 	l.bs.rbd.timeout_s = 0;
 	EXPECT_NE(check(l).find("timeout must be 1..3600 seconds"), std::string::npos);
 	l = rbd;
+	l.bs.rbd.atomic_unit = 3 * 4096;
+	EXPECT_NE(check(l).find("atomic_unit must be a power of two"), std::string::npos);
+	l.bs.rbd.atomic_unit = 256; // below the 512-byte block
+	EXPECT_NE(check(l).find("atomic_unit must be a power of two"), std::string::npos);
+	l.bs.rbd.atomic_unit = 0; // no WRITE ATOMIC
+	EXPECT_EQ(check(l), "ok");
+	l = rbd;
 	l.bs.rbd.image.clear();
 	EXPECT_NE(check(l).find("needs an image"), std::string::npos);
 	LunCfg ram;
@@ -272,6 +286,9 @@ TEST(TargetdConfig, CheckLunRefusesAnotherKindsValues)
 	l = ram;
 	l.bs.rbd.timeout_s = 5;
 	EXPECT_NE(check(l).find("timeout is an rbd key"), std::string::npos) << check(l);
+	l = ram;
+	l.bs.rbd.atomic_unit = 4096;
+	EXPECT_NE(check(l).find("atomic_unit is an rbd key"), std::string::npos) << check(l);
 	EXPECT_EQ(lun_key_misplaced("rbd", "pool"), "");
 	EXPECT_EQ(lun_key_misplaced("rbd", "queue_depth"), "");
 	EXPECT_EQ(lun_key_misplaced("file", "path"), "");

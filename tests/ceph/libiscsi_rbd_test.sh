@@ -11,8 +11,9 @@
 # 512-byte blocks (the LUN's default), so COMPARE AND WRITE is done in the OSD (librbd
 # compares one sector); a fresh image per family. The daemon also gets --allow-target-reset
 # (as the RAM runs: Reserve6.TargetWarmReset and .TargetColdReset) and its own --state-dir.
-# Against the RAM LUN's run, the rbd LUN skips WriteAtomic16.* besides (the rbd backstore
-# offers no atomic writes, so no WRITE ATOMIC (16)); everything else runs the same.
+# WriteAtomic16.* run as on the RAM LUN: the rbd LUN's atomic unit (128 KiB by default, the
+# alignment and longest length in its Block Limits page) holds the suite's writes of 1 to
+# 256 blocks at LBA 0 and at the end of the LUN, both aligned.
 #
 # FAMILY...: the families to run, one runner (one daemon, one image) each; default SCSI.
 # The ctest runs "SCSI iSCSI", which is ALL where ALL runs: ALL is the SCSI family but

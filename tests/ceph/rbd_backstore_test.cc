@@ -650,6 +650,7 @@ TEST(RbdBackstore, BlocklistedClientNeverAnswersGood)
 
 using sbc_test::cdb_lba_status;
 using sbc_test::cdb_unmap;
+using sbc_test::cdb_write_atomic;
 using sbc_test::cdb_ws;
 using sbc_test::Env;
 using sbc_test::is_good;
@@ -725,6 +726,104 @@ TEST(RbdScsi, WriteSameByLibrbd)
 	EXPECT_TRUE(holds(*e, lba2, n2, blk2));
 	EXPECT_TRUE(holds(*e, lba2 - 1, 1, before));
 	EXPECT_TRUE(holds(*e, lba2 + n2, 1, after));
+}
+
+// WRITE ATOMIC within one RADOS object: the Block Limits page gives the atomic unit (128 KiB
+// by default) as alignment and longest length; an aligned write is one librbd request and
+// reads back; one that would cross from object 0 into object 1 is refused and writes
+// nothing; and a reader on another client never sees half of one, while the LU rewrites
+// the last unit of object 0 with two patterns in turn.
+TEST(RbdScsi, WriteAtomicWithinOneObject)
+{
+	auto e = rbd_lu("atomic", 16 * MiB);
+	ASSERT_TRUE(e);
+	Backstore &bs = e->lu->bs();
+	constexpr uint32_t kUnit = kRbdAtomicUnit / 512; // blocks
+	constexpr uint64_t kObj = 4 * MiB / 512;         // blocks per object
+	auto v = e->in(sbc_test::Bytes{0x12, 0x01, 0xb0, 0, 64, 0}, 64);
+	ASSERT_TRUE(is_good(v));
+	ASSERT_EQ(v.data.size(), 64u);
+	EXPECT_EQ(get_be32(&v.data[44]), kUnit) << "MAXIMUM ATOMIC TRANSFER LENGTH";
+	EXPECT_EQ(get_be32(&v.data[48]), kUnit) << "ATOMIC ALIGNMENT";
+
+	const uint64_t lba = kObj - kUnit; // the last unit of object 0
+	const auto old = pattern(2 * kUnit * 512, 60);
+	e->write(lba, old);
+	const auto a = pattern(kUnit * 512, 61), b = pattern(kUnit * 512, 62);
+	uint64_t n0 = rbd_requests(bs);
+	ASSERT_TRUE(is_good(e->out(cdb_write_atomic(lba, kUnit), a)));
+	EXPECT_EQ(rbd_requests(bs) - n0, 1u) << "one librbd write";
+	EXPECT_EQ(e->read(lba, kUnit), a);
+	// Half a unit on: it would span objects 0 and 1 (two OSD operations).
+	n0 = rbd_requests(bs);
+	EXPECT_TRUE(
+	    sbc_test::is_sense(e->out(cdb_write_atomic(lba + kUnit / 2, kUnit), b), 0x2400));
+	EXPECT_EQ(rbd_requests(bs), n0) << "nothing reached librbd";
+	EXPECT_EQ(e->read(lba + kUnit, kUnit),
+	          std::vector<uint8_t>(old.begin() + kUnit * 512, old.end()));
+
+	// Another client reads the unit over and over while the LU writes a and b in turn.
+	auto rcfg = rbd_cfg("atomic");
+	rcfg.rbd.group = "atomic-reader";
+	auto reader_bs = make(rcfg);
+	ASSERT_TRUE(reader_bs);
+	std::atomic<bool> stop{false};
+	std::atomic<int> reads{0}, torn{0}, failed{0};
+	std::thread reader([&] {
+		std::vector<uint8_t> got(kUnit * 512);
+		while (!stop.load()) {
+			if (rw(*reader_bs, BsOp::Read, lba * 512, got.data(), got.size()) != 0) {
+				failed++;
+				continue;
+			}
+			reads++;
+			if (got != a && got != b)
+				torn++;
+		}
+	});
+	// Until the reader has looked 200 times, bounded: 2000 writes or 60 s.
+	const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+	for (int i = 0;
+	     reads.load() < 200 && i < 2000 && std::chrono::steady_clock::now() < deadline; i++)
+		if (!is_good(e->out(cdb_write_atomic(lba, kUnit), i % 2 ? a : b))) {
+			ADD_FAILURE() << "write " << i;
+			break;
+		}
+	stop = true;
+	reader.join();
+	EXPECT_GE(reads.load(), 50) << "too few reads raced the writes to mean anything";
+	EXPECT_EQ(failed.load(), 0);
+	EXPECT_EQ(torn.load(), 0);
+}
+
+// atomic_unit: a power of two from the block size to the stripe unit, or 0 (no WRITE ATOMIC:
+// INVALID COMMAND OPERATION CODE, and the Block Limits page reports none).
+TEST(RbdScsi, AtomicUnitChecked)
+{
+	std::string why;
+	auto cfg = rbd_cfg("atomic-cfg", 8 * MiB, true);
+	cfg.rbd.atomic_unit = 3 * 4096;
+	EXPECT_EQ(refused(cfg, &why), -EINVAL);
+	EXPECT_NE(why.find("power of two"), std::string::npos) << why;
+	cfg.rbd.atomic_unit = 256;
+	EXPECT_EQ(refused(cfg, &why), -EINVAL);
+	EXPECT_NE(why.find("block size"), std::string::npos) << why;
+	cfg.rbd.atomic_unit = 8 * MiB;
+	EXPECT_EQ(refused(cfg, &why), -EINVAL);
+	EXPECT_NE(why.find("stripe unit 4194304"), std::string::npos) << why;
+
+	cfg.rbd.atomic_unit = 0;
+	auto bs = make(cfg);
+	ASSERT_TRUE(bs);
+	Env e(std::move(bs));
+	EXPECT_EQ(e.lu->atomic_max_blocks(), 0u);
+	EXPECT_TRUE(
+	    sbc_test::is_sense(e.out(cdb_write_atomic(0, 1), sbc_test::Bytes(512)), 0x2000));
+	cfg.rbd.atomic_unit = 4 * MiB; // a whole object
+	cfg.rbd.create = false;
+	auto whole = make(cfg);
+	ASSERT_TRUE(whole);
+	EXPECT_EQ(whole->atomic_write_max(), 4 * MiB);
 }
 
 // Waits (bounded) until bs has ended n allocation walks in all.

@@ -27,6 +27,18 @@ inline constexpr uint32_t kBs = 512;
 
 // ---- CDBs ---------------------------------------------------------------------------------
 
+// WRITE ATOMIC (16), SBC-4 5.48.
+inline Bytes cdb_write_atomic(uint64_t lba, uint16_t blocks, uint8_t b1 = 0, uint16_t boundary = 0)
+{
+	Bytes c(16, 0);
+	c[0] = 0x9c;
+	c[1] = b1;
+	put_be64(&c[2], lba);
+	put_be16(&c[10], boundary);
+	put_be16(&c[12], blocks);
+	return c;
+}
+
 inline Bytes cdb_rw(uint8_t op, uint64_t lba, uint32_t blocks, uint8_t b1 = 0)
 {
 	Bytes c;
@@ -244,6 +256,7 @@ public:
 	bool can_unmap() const override { return inner_->can_unmap(); }
 	bool write_cache() const override { return write_cache_; }
 	uint32_t atomic_write_max() const override { return inner_->atomic_write_max(); }
+	uint32_t atomic_write_align() const override { return atomic_align_; }
 	uint64_t write_same_max() const override { return write_same_max_; }
 	int extent(uint64_t off, BsExtent *out) override
 	{
@@ -299,6 +312,7 @@ public:
 	bool write_cache_ = true;
 	int extent_err_ = 0;
 	uint64_t write_same_max_ = 0;
+	uint32_t atomic_align_ = 0; // bytes: atomic_write_align(), as rbd's atomic unit
 
 private:
 	// A WriteSame as one Write of copies of its block (iov[0]) to the synchronous inner.

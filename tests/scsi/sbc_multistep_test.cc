@@ -316,17 +316,6 @@ TEST(SbcOrWrite, SharesTheReadModifyWriteTurnWithCompareAndWrite)
 // WRITE ATOMIC
 // ===========================================================================================
 
-Bytes cdb_write_atomic(uint64_t lba, uint16_t blocks, uint8_t b1 = 0, uint16_t boundary = 0)
-{
-	Bytes c(16, 0);
-	c[0] = 0x9c;
-	c[1] = b1;
-	put_be64(&c[2], lba);
-	put_be16(&c[10], boundary);
-	put_be16(&c[12], blocks);
-	return c;
-}
-
 TEST(SbcWriteAtomic, OneIndivisibleWrite)
 {
 	// libiscsi WriteAtomic16.Simple and .DpoFua: 1..256 blocks at both ends of the LU;
@@ -395,6 +384,48 @@ TEST(SbcWriteAtomic, Fields)
 	ro.read_only = true;
 	Env r(ram_bs(1 << 20), ro);
 	EXPECT_TRUE(is_sense(r.out(cdb_write_atomic(0, 1), Bytes(kBs)), 0x2700, 0x7));
+}
+
+TEST(SbcWriteAtomic, AlignedWhereTheBackstoreSaysSo)
+{
+	// rbd: a write is indivisible only within one RADOS object, so the backstore names an
+	// atomic unit. The Block Limits page reports it as both ATOMIC ALIGNMENT and MAXIMUM
+	// ATOMIC TRANSFER LENGTH (less than the backstore's own maximum): every atomic write
+	// it allows stays within one unit. A misaligned LBA is INVALID FIELD IN CDB and
+	// writes nothing; an aligned one is one atomic Write.
+	Env e(ram_bs(1 << 20), {}, false, true);
+	e.faulty->atomic_align_ = 16 * kBs;
+	EXPECT_EQ(e.lu->atomic_align_blocks(), 16u);
+	EXPECT_EQ(e.lu->atomic_max_blocks(), 16u);
+	auto v = e.in(Bytes{0x12, 0x01, 0xb0, 0, 64, 0}, 64);
+	ASSERT_TRUE(is_good(v));
+	ASSERT_EQ(v.data.size(), 64u);
+	EXPECT_EQ(get_be32(&v.data[44]), 16u) << "MAXIMUM ATOMIC TRANSFER LENGTH";
+	EXPECT_EQ(get_be32(&v.data[48]), 16u) << "ATOMIC ALIGNMENT";
+	EXPECT_EQ(get_be32(&v.data[52]), 0u) << "ATOMIC TRANSFER LENGTH GRANULARITY";
+
+	e.write(0, Bytes(64 * kBs, 0x11));
+	e.faulty->clear();
+	for (uint64_t lba : {1, 8, 15, 17, 31})
+		EXPECT_TRUE(is_sense(e.out(cdb_write_atomic(lba, 1), Bytes(kBs, 0x22)), 0x2400))
+		    << "LBA " << lba;
+	EXPECT_TRUE(is_sense(e.out(cdb_write_atomic(16, 17), Bytes(17 * kBs, 0x22)), 0x2400))
+	    << "longer than the unit";
+	EXPECT_TRUE(e.faulty->ops().empty()) << "nothing reached the backstore";
+	EXPECT_EQ(e.read(0, 64), Bytes(64 * kBs, 0x11));
+	for (auto [lba, blocks] :
+	     {std::pair<uint64_t, uint16_t>{0, 16}, {16, 1}, {32, 7}, {48, 16}}) {
+		e.faulty->clear();
+		const Bytes d = pattern(blocks * kBs, uint8_t(lba + blocks));
+		ASSERT_TRUE(is_good(e.out(cdb_write_atomic(lba, blocks), d))) << "LBA " << lba;
+		auto ops = e.faulty->ops();
+		ASSERT_EQ(ops.size(), 1u);
+		EXPECT_TRUE(ops[0].atomic);
+		EXPECT_EQ(ops[0].offset, lba * kBs);
+		EXPECT_EQ(e.read(lba, blocks), d);
+	}
+	// The end of the LU, aligned (the 2048 blocks of 1 MiB are a multiple of 16).
+	EXPECT_TRUE(is_good(e.out(cdb_write_atomic(e.nr() - 16, 16), Bytes(16 * kBs))));
 }
 
 TEST(SbcWriteAtomic, NotOfferedWhereTheBackstoreCannot)

@@ -148,13 +148,13 @@ std::string lun_key_misplaced(const std::string &kind, const std::string &key)
 				       "pool and image, and has no O_DIRECT nor volatile cache";
 		return "";
 	}
-	const bool rbd_only = key == "create" || key == "timeout" ||
+	const bool rbd_only = key == "create" || key == "timeout" || key == "atomic_unit" ||
 	                      std::any_of(std::begin(kRbdStringKeys), std::end(kRbdStringKeys),
 	                                  [&](const auto &e) { return key == e.first; });
 	if (rbd_only)
 		return key +
 		       " is an rbd key (pool, image, namespace, conf, client, keyring, "
-		       "group, create, timeout), not one of a " +
+		       "group, create, timeout, atomic_unit), not one of a " +
 		       kind + " backstore";
 	return "";
 }
@@ -326,12 +326,19 @@ bool parse_lun_flag(const std::string &s, LunCfg *out, std::string *why)
 				return false;
 			}
 			rbd.timeout_s = uint32_t(n);
+		} else if (k == "atomic_unit") {
+			uint64_t n;
+			if (!parse_size(v, &n) || n > (1u << 30)) {
+				*why = "--lun " + s + ": bad atomic_unit " + v;
+				return false;
+			}
+			rbd.atomic_unit = uint32_t(n);
 		} else {
 			*why =
 			    "--lun " + s + ": unknown key " + k +
 			    " (size, path, bs, pbs, ro, removable, direct, write_cache, qd; rbd: "
 			    "pool, image, namespace, conf, client, keyring, group, create, "
-			    "timeout)";
+			    "timeout, atomic_unit)";
 			return false;
 		}
 	}
@@ -492,7 +499,7 @@ bool load_lun(Reader &r, const toml::table &lt, const std::string &ctx, LunCfg *
 	                       "write_cache", "queue_depth", "pool",
 	                       "image",       "namespace",   "conf",
 	                       "client",      "keyring",     "group",
-	                       "create",      "timeout"}))
+	                       "create",      "timeout",     "atomic_unit"}))
 		return false;
 	if (!lt.get("backstore"))
 		return r.fail(lt, ctx + "backstore: missing (ram, file, block, rbd or null)");
@@ -510,6 +517,13 @@ bool load_lun(Reader &r, const toml::table &lt, const std::string &ctx, LunCfg *
 	    !r.boolean(lt, "create", ctx, &rbd.create) ||
 	    !r.integer(lt, "timeout", ctx, &rbd.timeout_s, 1, 3600))
 		return false;
+	if (uint64_t au = rbd.atomic_unit; lt.get("atomic_unit")) {
+		if (!r.size(lt, "atomic_unit", ctx, &au))
+			return false;
+		if (au > (1u << 30))
+			return r.fail(lt, ctx + "atomic_unit: at most 1G");
+		rbd.atomic_unit = uint32_t(au);
+	}
 	for (const auto &[k, m] : kRbdStringKeys)
 		if (!r.str(lt, k, ctx, &(rbd.*m)))
 			return false;
@@ -785,16 +799,18 @@ void add_flags(CLI::App &app, Flags &f)
 	               "soft device per portal address");
 	app.add_option("--target", f.target,
 	               "the target's iSCSI name (default iqn.2026-11.org.ulp:target)");
-	app.add_option("--lun", f.luns,
-	               "N:KIND[:key=value,...], KIND ram|file|block|rbd|null, keys size, path, "
-	               "bs, pbs, ro, removable, direct, write_cache, qd; rbd (a Ceph RBD image): "
-	               "pool, image (both required), namespace, conf (ceph.conf), client (id "
-	               "without client.), keyring, group (LUNs of a group share one Ceph "
-	               "client), create=1 (make the image, of size=, when missing), timeout "
-	               "(seconds, default 30), and size (default: the image's; else it must "
-	               "match), bs, pbs, ro, removable, qd; e.g. 0:ram:size=1G, "
-	               "1:file:path=/srv/d.img,size=10G or "
-	               "2:rbd:pool=rbd,image=disk2,create=1,size=64G (repeatable)");
+	app.add_option(
+	    "--lun", f.luns,
+	    "N:KIND[:key=value,...], KIND ram|file|block|rbd|null, keys size, path, "
+	    "bs, pbs, ro, removable, direct, write_cache, qd; rbd (a Ceph RBD image): "
+	    "pool, image (both required), namespace, conf (ceph.conf), client (id "
+	    "without client.), keyring, group (LUNs of a group share one Ceph "
+	    "client), create=1 (make the image, of size=, when missing), timeout "
+	    "(seconds, default 30), atomic_unit (WRITE ATOMIC's alignment and "
+	    "longest length, default 128K, 0 none), and size (default: the image's; else it must "
+	    "match), bs, pbs, ro, removable, qd; e.g. 0:ram:size=1G, "
+	    "1:file:path=/srv/d.img,size=10G or "
+	    "2:rbd:pool=rbd,image=disk2,create=1,size=64G (repeatable)");
 	app.add_option("--acl", f.acls, "an initiator name allowed in (repeatable; none: open)");
 	app.add_option("--chap", f.chap, "USER:SECRET the initiators must prove (CHAP)");
 	app.add_option("--mutual-chap", f.mutual_chap,
@@ -885,6 +901,7 @@ bool check_lun(const std::string &target, const LunCfg &l, std::string *why)
 	    {!rbd.group.empty(), "group"},
 	    {rbd.create, "create"},
 	    {rbd.timeout_s != defaults.timeout_s, "timeout"},
+	    {rbd.atomic_unit != defaults.atomic_unit, "atomic_unit"},
 	};
 	for (const auto &[set, key] : given)
 		if (std::string m = lun_key_misplaced(k, key); set && !m.empty()) {
@@ -906,6 +923,14 @@ bool check_lun(const std::string &target, const LunCfg &l, std::string *why)
 		}
 		if (rbd.timeout_s < 1 || rbd.timeout_s > 3600) {
 			*why = who + "timeout must be 1..3600 seconds";
+			return false;
+		}
+		// Against the image's stripe unit when it is opened (bs_rbd.cc).
+		if (const uint32_t au = rbd.atomic_unit;
+		    au && ((au & (au - 1)) || au < l.bs.block_size)) {
+			*why = who +
+			       "atomic_unit must be a power of two of at least the block size "
+			       "(or 0: no WRITE ATOMIC)";
 			return false;
 		}
 	}

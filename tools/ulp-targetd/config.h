@@ -94,6 +94,8 @@
 //     create = false                    # make the image, of size bytes, when missing
 //     timeout = 30                      # seconds (1..3600): connecting at start, then
 //                                       # each OSD operation before it fails
+//     atomic_unit = "128K"              # WRITE ATOMIC's alignment and longest length, a
+//                                       # power of two up to the stripe unit; 0: none
 //     size = "64G"                      # optional: absent or 0, the image's size; else
 //                                       # it must be the image's (or the one to create)
 //   rbd LUNs take block_size, physical_block_size, read_only, removable and queue_depth

@@ -157,6 +157,7 @@ std::string to_toml(const Config &c)
 						lt.insert(k, r.*m);
 				lt.insert("create", r.create);
 				lt.insert("timeout", int64_t(r.timeout_s));
+				lt.insert("atomic_unit", int64_t(r.atomic_unit));
 			}
 			lt.insert("size", int64_t(l.bs.size));
 			lt.insert("block_size", int64_t(l.bs.block_size));

@@ -182,7 +182,9 @@ void add_methods(Daemon &d, admin::Methods &m)
 	        {"create", ParamType::Bool, false, 0, UINT64_MAX,
 	         "rbd: create the image, of size bytes, when missing"},
 	        {"timeout", ParamType::Uint, false, 1, 3600,
-	         "rbd: seconds to connect, and for each OSD operation (default 30)"}},
+	         "rbd: seconds to connect, and for each OSD operation (default 30)"},
+	        {"atomic_unit", ParamType::Size, false, 0, 1u << 30,
+	         "rbd: bytes, WRITE ATOMIC's alignment and longest length (default 128K; 0 none)"}},
 	       [&d](const json &p, const Caller &c) -> json {
 		       LunCfg l;
 		       l.lun = admin::param_uint(p, "lun", 0);
@@ -215,6 +217,7 @@ void add_methods(Daemon &d, admin::Methods &m)
 		       r.group = admin::param_str(p, "group");
 		       r.create = admin::param_bool(p, "create", false);
 		       r.timeout_s = uint32_t(admin::param_uint(p, "timeout", r.timeout_s));
+		       r.atomic_unit = uint32_t(admin::param_size(p, "atomic_unit", r.atomic_unit));
 		       const std::string t = admin::param_str(p, "target");
 		       d.lun_create(t, l, c.who);
 		       return {{"target", t}, {"lun", l.lun}};

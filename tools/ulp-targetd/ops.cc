@@ -54,6 +54,7 @@ json lun_json(const LunCfg &l, const scsi::LogicalUnit *lu)
 		const scsi::RbdConfig &r = l.bs.rbd;
 		j["create"] = r.create;
 		j["timeout"] = r.timeout_s;
+		j["atomic_unit"] = r.atomic_unit;
 		for (const auto &[k, m] : kRbdStringKeys)
 			if (!(r.*m).empty())
 				j[k] = r.*m;

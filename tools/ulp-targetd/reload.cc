@@ -29,7 +29,7 @@ bool same_rbd(const scsi::RbdConfig &a, const scsi::RbdConfig &b)
 {
 	return a.pool == b.pool && a.nspace == b.nspace && a.image == b.image && a.conf == b.conf &&
 	       a.client == b.client && a.keyring == b.keyring && a.group == b.group &&
-	       a.create == b.create && a.timeout_s == b.timeout_s;
+	       a.create == b.create && a.timeout_s == b.timeout_s && a.atomic_unit == b.atomic_unit;
 }
 
 // A LUN whose storage or the way it is opened changed is made again; a size alone is resized.

@@ -434,6 +434,7 @@ int main(int argc, char **argv)
 	std::string r_pool, r_image, r_ns, r_conf, r_client, r_keyring, r_group;
 	bool r_create = false;
 	uint64_t r_timeout = 0; // seconds; 0: the daemon's default
+	std::string r_atomic;   // rbd atomic_unit (bytes, or 64K); empty: the daemon's default
 	auto *ll = lun->add_subcommand("list", "LUNs of a target (or all)");
 	ll->add_option("--target,-t", l_target);
 	ll->callback([&] {
@@ -469,6 +470,9 @@ int main(int argc, char **argv)
 	lc->add_flag("--create", r_create, "rbd: create the image, of --size, when it is missing");
 	lc->add_option("--rbd-timeout", r_timeout,
 	               "rbd: seconds to connect, and for each OSD operation (default 30)");
+	lc->add_option("--atomic-unit", r_atomic,
+	               "rbd: WRITE ATOMIC's alignment and longest length, bytes or 16K; a power "
+	               "of two up to the stripe unit (default 128K; 0: no WRITE ATOMIC)");
 	lc->callback([&] {
 		method = "lun_create";
 		set("target", l_target);
@@ -500,6 +504,8 @@ int main(int argc, char **argv)
 			set("create", true);
 		if (r_timeout)
 			set("timeout", r_timeout);
+		if (!r_atomic.empty())
+			set("atomic_unit", r_atomic);
 	});
 	uint64_t lun_grace = 5000, lun_timeout = 10000;
 	auto *ld = lun->add_subcommand("delete",
