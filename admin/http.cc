@@ -140,7 +140,10 @@ HttpRequest parse_http_request(std::string_view head)
 		return r; // no empty line, or bytes after it: not one head
 	r.status = 0;
 	r.method = std::string(method);
-	r.path = std::string(target.substr(0, target.find('?')));
+	const size_t q = target.find('?');
+	r.path = std::string(target.substr(0, q));
+	if (q != std::string_view::npos)
+		r.query = std::string(target.substr(q + 1));
 	r.minor = version[7] - '0';
 	return r;
 }

@@ -30,6 +30,7 @@ struct HttpRequest {
 	std::string method; // "GET", as sent (case matters: RFC 9110 §9.1)
 	std::string path;   // the origin-form target without its query ("/metrics")
 	int minor = 0;      // HTTP/1.<minor>
+	std::string query;  // what follows the target's '?' ("sessions=1"), as sent; "" when none
 };
 
 // Where the head ends in the bytes received so far: the offset just past the empty line

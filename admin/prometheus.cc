@@ -4,6 +4,8 @@
 
 #include <cstdio>
 #include <map>
+#include <span>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -179,9 +181,130 @@ void io_families(Exposition &e, const std::string &prefix, const char *what, con
 	e.add(h, "histogram", help, l, std::to_string(count), "_count");
 }
 
+// The daemon's fabric counters (stats_get's "iscsi" and "srp"), each with its name, type and
+// meaning (the fields' comments in iscsi/target/target.h and srp/target/target.h).
+struct Figure {
+	const char *key;  // in the JSON object
+	const char *name; // the family
+	const char *type; // "counter" or "gauge"
+	const char *help;
+};
+
+constexpr Figure kIscsiFigures[] = {
+    {"logins", "ulp_iscsi_logins_total", "counter", "iSCSI logins completed, every connection"},
+    {"login_failures", "ulp_iscsi_login_failures_total", "counter",
+     "iSCSI logins that failed (refused or broken off)"},
+    {"sessions_open", "ulp_iscsi_sessions_open", "gauge",
+     "iSCSI sessions open now, normal and discovery"},
+    {"connections_open", "ulp_iscsi_connections_open", "gauge",
+     "iSCSI connections open now, logging in or in full feature phase"},
+    {"reinstatements", "ulp_iscsi_session_reinstatements_total", "counter",
+     "iSCSI sessions closed by a new leading login of the same initiator"},
+    {"teardown_timeouts", "ulp_iscsi_teardown_timeouts_total", "counter",
+     "iSCSI session closes that ran past their bound and were tried again"},
+};
+
+constexpr Figure kSrpFigures[] = {
+    {"logins", "ulp_srp_logins_total", "counter", "SRP channels accepted (SRP_LOGIN_RSP sent)"},
+    {"login_rejects", "ulp_srp_login_rejects_total", "counter",
+     "SRP logins answered SRP_LOGIN_REJ"},
+    {"takeovers", "ulp_srp_takeovers_total", "counter",
+     "SRP logins with MULTI CHANNEL ACTION 0 that ended a live nexus's channels"},
+    {"channels_open", "ulp_srp_channels_open", "gauge", "SRP channels not yet freed"},
+    {"nexuses_open", "ulp_srp_nexuses_open", "gauge", "SRP I_T nexuses not yet closed"},
+    {"cmds", "ulp_srp_commands_total", "counter", "SRP_CMD IUs received"},
+    {"tsk_mgmts", "ulp_srp_task_management_total", "counter", "SRP_TSK_MGMT IUs received"},
+    {"i_logouts", "ulp_srp_initiator_logouts_total", "counter", "SRP_I_LOGOUT IUs received"},
+    {"immediate", "ulp_srp_immediate_data_total", "counter",
+     "SRP commands whose write data came in the IU (immediate data)"},
+    {"ext_tables", "ulp_srp_external_tables_total", "counter",
+     "SRP descriptor tables fetched from the initiator by RDMA READ"},
+    {"rdma_reads", "ulp_srp_rdma_reads_total", "counter",
+     "rw contexts posted to read write data from the initiator"},
+    {"rdma_writes", "ulp_srp_rdma_writes_total", "counter",
+     "rw contexts posted to write read data to the initiator"},
+    {"cred_reqs", "ulp_srp_credit_requests_total", "counter",
+     "SRP_CRED_REQ IUs sent to return credits no response carried"},
+    {"wait_list", "ulp_srp_waited_ius_total", "counter",
+     "SRP IUs that waited: channel not yet live, or no free ioctx"},
+    {"sq_waits", "ulp_srp_send_queue_waits_total", "counter",
+     "SRP transfers that waited for room in the send queue"},
+    {"credit_overruns", "ulp_srp_credit_overruns_total", "counter",
+     "SRP requests beyond the credits the initiator held"},
+    {"bad_ius", "ulp_srp_bad_ius_total", "counter", "SRP IUs refused as malformed or unknown"},
+    {"task_set_full", "ulp_srp_task_set_full_total", "counter",
+     "SRP commands answered TASK SET FULL for lack of a buffer"},
+    {"data_timeouts", "ulp_srp_data_timeouts_total", "counter",
+     "SRP channels closed for a transfer that did not complete in time"},
+    {"no_read_credit", "ulp_srp_no_read_credit_total", "counter",
+     "SRP writes failed because the initiator granted no RDMA READ"},
+    {"teardown_timeouts", "ulp_srp_teardown_timeouts_total", "counter",
+     "SRP nexus closes that ran past their bound"},
+};
+
+struct FabricFigures {
+	const char *fabric;
+	std::span<const Figure> figures;
+};
+
+constexpr FabricFigures kFabricFigures[] = {{"iscsi", kIscsiFigures}, {"srp", kSrpFigures}};
+
+const Figure *find_figure(std::span<const Figure> figs, const std::string &key)
+{
+	for (const Figure &f : figs)
+		if (key == f.key)
+			return &f;
+	return nullptr;
+}
+
 } // namespace
 
-std::string prometheus_text(const json &st)
+bool parse_prometheus_query(std::string_view q, PromOptions *o, std::string *why)
+{
+	*o = PromOptions{};
+	while (!q.empty()) {
+		const size_t amp = q.find('&');
+		const std::string_view kv = q.substr(0, amp);
+		q = amp == std::string_view::npos ? std::string_view() : q.substr(amp + 1);
+		if (kv.empty())
+			continue;
+		const size_t eq = kv.find('=');
+		const std::string_view k = kv.substr(0, eq);
+		const std::string_view v = eq == std::string_view::npos ? "" : kv.substr(eq + 1);
+		if (k != "sessions") {
+			*why = "unknown parameter '" + std::string(k.substr(0, 64)) +
+			       "' (sessions=0|1)";
+			return false;
+		}
+		if (v == "1" || v == "true")
+			o->sessions = true;
+		else if (v == "0" || v == "false")
+			o->sessions = false;
+		else {
+			*why = "sessions is 0 or 1, not '" + std::string(v.substr(0, 64)) + "'";
+			return false;
+		}
+	}
+	return true;
+}
+
+std::vector<std::string> prometheus_unnamed(const json &st)
+{
+	std::vector<std::string> out;
+	if (!st.is_object())
+		return out;
+	for (const FabricFigures &ff : kFabricFigures) {
+		auto f = st.find(ff.fabric);
+		if (f == st.end() || !f->is_object())
+			continue;
+		for (auto &[k, v] : f->items())
+			if (v.is_number() && !find_figure(ff.figures, k))
+				out.push_back(std::string(ff.fabric) + "." + k);
+	}
+	return out;
+}
+
+std::string prometheus_text(const json &st, const PromOptions &o)
 {
 	Exposition e;
 	if (!st.is_object())
@@ -240,7 +363,7 @@ std::string prometheus_text(const json &st)
 						      ll, f->get<bool>() ? "1" : "0");
 				}
 			auto ss = t.find("sessions");
-			if (ss == t.end() || !ss->is_array())
+			if (!o.sessions || ss == t.end() || !ss->is_array())
 				continue;
 			for (const json &s : *ss) {
 				const Labels sl = {{"target", text(t, "target")},
@@ -269,11 +392,13 @@ std::string prometheus_text(const json &st)
 						      std::to_string(v));
 					if (num(c, "pdus_in", &v))
 						e.add("ulp_iscsi_connection_pdus_received_total",
-						      "counter", "PDUs received", cl,
+						      "counter",
+						      "iSCSI PDUs received on the connection", cl,
 						      std::to_string(v));
 					if (num(c, "pdus_out", &v))
 						e.add("ulp_iscsi_connection_pdus_sent_total",
-						      "counter", "PDUs sent", cl,
+						      "counter",
+						      "iSCSI PDUs sent on the connection", cl,
 						      std::to_string(v));
 					if (sint(c, "req_lim", &iv))
 						e.add("ulp_srp_channel_req_lim", "gauge",
@@ -297,19 +422,23 @@ std::string prometheus_text(const json &st)
 		for (const json &p : *ps) {
 			const Labels pl = {{"transport", text(p, "transport")},
 			                   {"address", text(p, "address")}};
-			static const std::pair<const char *, const char *> gauges[] = {
-			    {"connections", "connections accepted and not yet freed"},
-			    {"qps", "QPs of those connections"},
-			    {"cq_entries", "CQ entries reserved in the CQ pools"},
-			    {"mrs_used", "MRs of the rw contexts' pools in use"},
-			    {"mrs", "MRs in the rw contexts' pools"},
-			    {"heap_bytes_used", "registered data heap bytes in use"},
-			    {"heap_bytes", "registered data heap bytes"}};
-			for (auto [k, help] : gauges) {
+			static const std::tuple<const char *, const char *, const char *> gauges[] =
+			    {{"connections", "ulp_rdma_portal_connections",
+			      "connections accepted and not yet freed"},
+			     {"qps", "ulp_rdma_portal_qps", "QPs of those connections"},
+			     {"cq_entries", "ulp_rdma_portal_cq_entries",
+			      "CQ entries reserved in the CQ pools"},
+			     {"mrs_used", "ulp_rdma_portal_mrs_used",
+			      "MRs of the rw contexts' pools in use"},
+			     {"mrs", "ulp_rdma_portal_mrs", "MRs in the rw contexts' pools"},
+			     {"heap_bytes_used", "ulp_rdma_portal_heap_used_bytes",
+			      "registered data heap in use, bytes"},
+			     {"heap_bytes", "ulp_rdma_portal_heap_bytes",
+			      "registered data heap, bytes"}};
+			for (auto [k, name, help] : gauges) {
 				uint64_t v;
 				if (num(p, k, &v))
-					e.add(std::string("ulp_rdma_portal_") + k, "gauge", help,
-					      pl, std::to_string(v));
+					e.add(name, "gauge", help, pl, std::to_string(v));
 			}
 			uint64_t v;
 			if (num(p, "accepted", &v))
@@ -332,18 +461,15 @@ std::string prometheus_text(const json &st)
 			      std::to_string(v));
 	}
 
-	// The daemon's own counters: "*_open" are gauges, the rest counters.
-	for (const char *fabric : {"iscsi", "srp"}) {
-		auto f = st.find(fabric);
+	// The fabrics' own counters, by the tables above.
+	for (const FabricFigures &ff : kFabricFigures) {
+		auto f = st.find(ff.fabric);
 		if (f == st.end() || !f->is_object())
 			continue;
-		for (auto &[k, v] : f->items()) {
-			if (!v.is_number_unsigned())
-				continue;
-			const bool gauge = k.size() > 5 && k.compare(k.size() - 5, 5, "_open") == 0;
-			e.add(std::string("ulp_") + fabric + "_" + k + (gauge ? "" : "_total"),
-			      gauge ? "gauge" : "counter", gauge ? "open now" : "since the start",
-			      {}, std::to_string(v.get<uint64_t>()));
+		for (const Figure &fig : ff.figures) {
+			uint64_t v;
+			if (num(*f, fig.key, &v))
+				e.add(fig.name, fig.type, fig.help, {}, std::to_string(v));
 		}
 	}
 	// What runs: the build as labels of a constant 1 (the node exporter's *_build_info), and
@@ -359,10 +485,16 @@ std::string prometheus_text(const json &st)
 			      "when the daemon started, seconds since the Unix epoch", {}, v);
 		}
 	}
-	for (const char *k : {"targets", "luns", "sessions", "cmds_in_flight"}) {
+	static const std::tuple<const char *, const char *, const char *> now[] = {
+	    {"targets", "ulp_targets", "targets configured"},
+	    {"luns", "ulp_luns", "LUNs configured, every target"},
+	    {"sessions", "ulp_sessions", "sessions (I_T nexuses) open now, every fabric"},
+	    {"cmds_in_flight", "ulp_commands_in_flight",
+	     "commands received and not yet answered, every session"}};
+	for (auto [k, name, help] : now) {
 		uint64_t v;
 		if (num(st, k, &v))
-			e.add(std::string("ulp_") + k, "gauge", "now", {}, std::to_string(v));
+			e.add(name, "gauge", help, {}, std::to_string(v));
 	}
 	return e.text();
 }

@@ -13,6 +13,17 @@
 // (QPs, CQ entries, MRs, registered heap bytes), and the daemon's login and session
 // counters. Label values are escaped as the format requires (\\, \", \n).
 //
+// Names follow Prometheus' rules: the unit last (_bytes, _seconds), counters end in
+// _total, gauges never do, and every family's HELP says what it counts. None is made from a
+// JSON key: the fabric counters are a table here, and a key it does not know is left out
+// (prometheus_unnamed() lists them; tests/admin/targetd_stats_test asserts none against a
+// running daemon, tests/admin/prometheus_test checks the rules on a golden file).
+//
+// ulp_session_* and the connections' series are opt-in (PromOptions::sessions): each
+// login would otherwise start new series (a session id, an initiator port), which a
+// Prometheus server keeps for as long as its retention, whether the session lasted a
+// second or a month. GET /metrics?sessions=1, `ulpctl stats --prometheus --sessions`.
+//
 // Input is a daemon's answer, checked as any input: a field missing or of another type
 // is left out, never a crash.
 #pragma once
@@ -20,10 +31,23 @@
 #include <nlohmann/json.hpp>
 
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace ulp::admin
 {
 
-std::string prometheus_text(const nlohmann::json &stats);
+struct PromOptions {
+	bool sessions = false; // ulp_session_* and per-connection series too
+};
+
+std::string prometheus_text(const nlohmann::json &stats, const PromOptions &o = {});
+
+// The metrics query of GET /metrics ("", "sessions=0", "sessions=1"; '&'-separated):
+// false, with *why, for any other key or value, so that a typo is a 400 and not ignored.
+bool parse_prometheus_query(std::string_view query, PromOptions *o, std::string *why);
+
+// Numeric fields of stats' "iscsi" and "srp" objects that no metric is named for.
+std::vector<std::string> prometheus_unnamed(const nlohmann::json &stats);
 
 } // namespace ulp::admin

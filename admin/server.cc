@@ -440,12 +440,12 @@ void Server::drain(Client &c)
 	}
 }
 
-std::string Server::metrics_text()
+std::string Server::metrics_text(const PromOptions &o)
 {
 	const Method *m = methods_.find("stats_get");
 	if (!m)
 		throw MethodError{-ENOENT, "no stats_get method"};
-	return prometheus_text(m->handler(json::object(), Caller{"metrics"}));
+	return prometheus_text(m->handler(json::object(), Caller{"metrics"}), o);
 }
 
 // One request head, bounded by kMaxHttpHead; answered, then the connection closes.
@@ -473,19 +473,24 @@ void Server::on_http_readable(Client &c)
 		// A head (bytes after it, a body nobody asked for, are not read), or too long.
 		const HttpRequest r =
 		    end == std::string::npos
-		        ? HttpRequest{431, {}, {}, 0}
+		        ? HttpRequest{431, {}, {}, 0, {}}
 		        : parse_http_request(std::string_view(c.in).substr(0, end));
 		int status = r.status;
 		std::string body, extra;
 		const bool head = status == 0 && r.method == "HEAD";
+		PromOptions po;
+		std::string bad_query;
 		if (status == 0 && r.path != "/metrics") {
 			status = 404;
 		} else if (status == 0 && r.method != "GET" && !head) {
 			status = 405;
 			extra = "Allow: GET, HEAD\r\n"; // RFC 9110 §15.5.6
+		} else if (status == 0 && !parse_prometheus_query(r.query, &po, &bad_query)) {
+			status = 400;
+			body = bad_query + "\n";
 		} else if (status == 0) {
 			try {
-				body = metrics_text();
+				body = metrics_text(po);
 				status = 200;
 			} catch (const MethodError &e) {
 				status = 500;

@@ -22,13 +22,15 @@
 //
 // The metrics endpoint (ServerConfig::http, off unless configured): an HTTP listener on the
 // same thread, `GET /metrics` answered with the stats_get method's result in Prometheus text
-// (prometheus.h: the bytes `ulpctl stats --prometheus` prints), 404 for another path, 405
+// (prometheus.h: the bytes `ulpctl stats --prometheus` prints; ?sessions=1 adds the
+// per-session series, another query is 400), 404 for another path, 405
 // for another method, 400 for a malformed head, 431 past kMaxHttpHead (http.h). One request
 // a connection; a client with no complete head in http_timeout gets 408 and is closed; at
 // most http_max_clients at once (the next gets 503). Like the TCP admin listener it binds
 // 127.0.0.1 when given only a port, and logs a warning when told a non-loopback address.
 #pragma once
 
+#include "admin/prometheus.h"
 #include "admin/rpc.h"
 #include "core/bounded_thread.h"
 
@@ -108,8 +110,8 @@ private:
 	void on_accept(int lfd, Kind kind);
 	void on_readable(Client &c);
 	void on_http_readable(Client &c);
-	void drain(Client &c);      // an answered HTTP client's further bytes, read and dropped
-	std::string metrics_text(); // stats_get in Prometheus text
+	void drain(Client &c); // an answered HTTP client's further bytes, read and dropped
+	std::string metrics_text(const PromOptions &o); // stats_get in Prometheus text
 	void on_writable(Client &c);
 	void refuse(int fd, const Error &e);
 

@@ -34,7 +34,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	const nlohmann::json j = nlohmann::json::parse(data, data + size, nullptr, false);
 	if (j.is_discarded())
 		return 0;
-	const std::string out = ulp::admin::prometheus_text(j);
+	// With the per-session series (the larger text), and the query parser on the raw bytes.
+	const std::string out = ulp::admin::prometheus_text(j, {.sessions = true});
+	ulp::admin::PromOptions o;
+	std::string why;
+	(void)ulp::admin::parse_prometheus_query(
+	    std::string_view(reinterpret_cast<const char *>(data), size), &o, &why);
+	(void)ulp::admin::prometheus_unnamed(j);
 	size_t start = 0;
 	while (start < out.size()) {
 		const size_t nl = out.find('\n', start);

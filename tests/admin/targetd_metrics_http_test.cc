@@ -219,6 +219,31 @@ TEST_F(MetricsHttp, GetMetricsCountsTheVerifiedIoAndSaysWhatUlpctlSays)
 	        .count();
 	EXPECT_GT(started, now - 600) << out;
 	EXPECT_LE(started, now) << out;
+
+	// Per-session series only when asked (each login would start new ones), from the
+	// endpoint and from ulpctl alike; a query it does not know is a 400, not ignored.
+	const auto has_session_series = [](const std::string &text) {
+		return text.find("\nulp_session_commands_total{") != std::string::npos &&
+		       text.find("\nulp_iscsi_connection_cmdsn_window{") != std::string::npos;
+	};
+	EXPECT_FALSE(has_session_series(body_of(r1))) << body_of(r1);
+	EXPECT_FALSE(has_session_series(out)) << out;
+	const std::string rs =
+	    http_exchange(http_port_, "GET /metrics?sessions=1 HTTP/1.1\r\n\r\n");
+	ASSERT_EQ(status_of(rs), 200) << rs;
+	EXPECT_TRUE(has_session_series(body_of(rs))) << body_of(rs);
+	EXPECT_FALSE(has_session_series(
+	    body_of(http_exchange(http_port_, "GET /metrics?sessions=0 HTTP/1.1\r\n\r\n"))));
+	ASSERT_EQ(test::run_program(ULPCTL_PATH,
+	                            {"--socket", sock_, "stats", "--prometheus", "--sessions"},
+	                            &out, &err),
+	          0)
+	    << err;
+	EXPECT_TRUE(has_session_series(out)) << out;
+	const std::string bad =
+	    http_exchange(http_port_, "GET /metrics?session=1 HTTP/1.1\r\n\r\n");
+	EXPECT_EQ(status_of(bad), 400) << bad;
+	EXPECT_NE(body_of(bad).find("unknown parameter 'session'"), std::string::npos) << bad;
 	// HEAD: the same head, no body.
 	const std::string h = http_exchange(http_port_, "HEAD /metrics HTTP/1.0\r\n\r\n");
 	EXPECT_EQ(status_of(h), 200) << h;

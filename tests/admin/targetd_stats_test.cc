@@ -7,6 +7,7 @@
 // the initiator was given; a logged-out session's numbers stay in its target's total; the
 // Prometheus text is well formed (every line a comment or `name{labels} value`, every family
 // typed once, histograms cumulative) and says the same numbers.
+#include "admin/prometheus.h"
 #include "core/byteorder.h"
 #include "tests/admin/prom_check.h"
 #include "tests/admin/targetd_env.h"
@@ -108,6 +109,9 @@ TEST(TargetdStats, IoIsCountedPerSessionLunAndTargetAndSurvivesLogout)
 	EXPECT_FALSE(s.run({0, cdb_read16(32767, 2), DataDir::Read, two}).good());
 
 	const json st = stats(sock);
+	// Every fabric counter the daemon reports has a Prometheus name (admin/prometheus.cc's
+	// tables), none is dropped unnamed.
+	EXPECT_EQ(admin::prometheus_unnamed(st), std::vector<std::string>{}) << st.dump();
 	const Ios after = ios_of(st, id);
 	for (const json *p : {&after.session, &after.lun0, &after.target}) {
 		const json &io = *p;

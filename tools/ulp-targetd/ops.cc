@@ -266,8 +266,14 @@ json Daemon::stats()
 		              {"ext_tables", s.ext_tables},
 		              {"rdma_reads", s.rdma_reads},
 		              {"rdma_writes", s.rdma_writes},
+		              {"cred_reqs", s.cred_reqs},
+		              {"wait_list", s.wait_list},
+		              {"sq_waits", s.sq_waits},
+		              {"credit_overruns", s.credit_overruns},
+		              {"bad_ius", s.bad_ius},
 		              {"task_set_full", s.task_set_full},
 		              {"data_timeouts", s.data_timeouts},
+		              {"no_read_credit", s.no_read_credit},
 		              {"teardown_timeouts", s.teardown_timeouts}};
 		for (const auto &n : srp_->nexus_info()) {
 			cmds += n.cmds_in_flight;

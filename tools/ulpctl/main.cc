@@ -350,6 +350,10 @@ int main(int argc, char **argv)
 	    "stats",
 	    "I/O per target, LUN, session and connection; resources; the daemon's counters");
 	stats->add_flag("--prometheus", prometheus, "in Prometheus' text exposition format");
+	bool prom_sessions = false;
+	stats->add_flag("--sessions", prom_sessions,
+	                "with --prometheus: the per-session and per-connection series too (each "
+	                "login starts new series)");
 	stats->callback([&] { method = "stats_get"; });
 	std::string save_path;
 	auto *save = app.add_subcommand("save", "write the running configuration to its TOML file");
@@ -688,7 +692,7 @@ int main(int argc, char **argv)
 	}
 	const json &r = resp["result"];
 	if (method == "stats_get" && prometheus) {
-		std::cout << ulp::admin::prometheus_text(r);
+		std::cout << ulp::admin::prometheus_text(r, {.sessions = prom_sessions});
 		return 0;
 	}
 	if (as_json) {
