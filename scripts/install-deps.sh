@@ -25,6 +25,9 @@ trace=(systemtap-sdt-dev)
 peers=(fio libiscsi-bin tgt open-iscsi sg3-utils)
 # systemd-analyze verify checks ulp-targetd.service (tests/admin)
 service=(systemd)
+# groff renders the man pages (docs/man) with every warning on, and man-db's lexgrog reads
+# their NAME lines, in tests/cli
+docs=(groff-base man-db)
 # libiscsi 1.20.0 built from trixie's upstream tarball (scripts/libiscsi-1.20.sh)
 libiscsi_build=(autoconf automake libtool libcunit1-dev librdmacm-dev)
 # clang + its runtimes: scripts/fuzz.sh (libFuzzer, ASan, UBSan); lld: the linker every
@@ -46,7 +49,7 @@ vm=(qemu-system-x86 busybox-static cpio kmod iproute2 xz-utils
 # tools/rbd-bench
 ceph=(ceph-mon ceph-osd ceph-common librbd-dev librados-dev tgt-rbd)
 
-pkgs=("${build[@]}" "${libs[@]}" "${trace[@]}" "${peers[@]}" "${service[@]}" "${libiscsi_build[@]}" "${tools[@]}" "${vm[@]}"
+pkgs=("${build[@]}" "${libs[@]}" "${trace[@]}" "${peers[@]}" "${service[@]}" "${docs[@]}" "${libiscsi_build[@]}" "${tools[@]}" "${vm[@]}"
 	"${ceph[@]}")
 
 missing=()
