@@ -106,7 +106,11 @@ int main(int argc, char **argv)
 	    ->check(CLI::Range(1, 1024));
 	scsi->add_flag("!--no-fio", so.fio, "skip the fio reference runs");
 
-	CLI11_PARSE(app, argc, argv);
+	try {
+		app.parse(argc, argv);
+	} catch (const CLI::ParseError &e) {
+		return app.exit(e) == 0 ? 0 : 2; // a bad command line: 2, as every ulp program
+	}
 
 	if (*scsi)
 		return ulp::bench::run_scsi(so);

@@ -76,7 +76,13 @@ int main(int argc, char **argv)
 	    "Prometheus scrape of GET http://127.0.0.1:9261/metrics (off by default).");
 	targetd::Flags f;
 	targetd::add_flags(app, f);
-	CLI11_PARSE(app, argc, argv);
+	// A rejected command line is a configuration error like any other (exit 2, which the
+	// unit does not restart on), not CLI11's own codes of 100 and more.
+	try {
+		app.parse(argc, argv);
+	} catch (const CLI::ParseError &e) {
+		return app.exit(e) == 0 ? 0 : 2;
+	}
 	targetd::block_signals(); // before any thread: run() takes them synchronously
 	log::set_program("ulp-targetd");
 	if (!f.log_file.empty()) {
