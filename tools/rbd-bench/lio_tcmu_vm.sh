@@ -268,7 +268,7 @@ stop_cluster() {
 }
 save_out() {
 	[[ -n $out ]] || return 0
-	mkdir -p "$out" && cp -r "$work"/*.log "$work"/*.jsonl "$work"/*.txt "$out"/ 2>/dev/null
+	mkdir -p "$out" && cp -r "$work"/*.log "$work"/*.jsonl "$work"/*.txt "$work"/tcmu-log "$out"/ 2>/dev/null
 	[[ -d $cluster_dir/log ]] && cp -r "$cluster_dir/log" "$out/ceph-log" 2>/dev/null
 	dmesg >"$out/dmesg.log" 2>/dev/null
 	return 0
@@ -454,10 +454,9 @@ lio_setup() {
 	lio_dev=1
 	mkdir -p "$USER_DEV" || { fail "LIO: mkdir $USER_DEV"; return 1; }
 	local kv
-	for kv in "dev_config=$cfg" "dev_size=$((size_mib << 20))" "hw_max_sectors=2048"; do
+	for kv in "dev_config=$cfg" "dev_size=$((size_mib << 20))" hw_block_size=512 hw_max_sectors=2048; do
 		echo "$kv" >"$USER_DEV/control" || { fail "LIO: writing '$kv' to $USER_DEV/control"; return 1; }
 	done
-	echo 512 >"$USER_DEV/attrib/hw_block_size" 2>/dev/null || log "LIO: hw_block_size not writable (stays $(cat "$USER_DEV/attrib/hw_block_size"))"
 	log "LIO: enabling the backstore: tcmu-runner opens $POOL/$IMAGE (at most 120 s)"
 	if ! cfs_write 120 "$USER_DEV/enable" 1 "enable $USER_DEV"; then
 		tail -n 20 "$work/tcmu-log/tcmu-runner.log" >&2
@@ -465,7 +464,7 @@ lio_setup() {
 		fail "LIO: tcmu-runner could not open $POOL/$IMAGE: $(grep -E 'ERROR|CRIT' "$work/tcmu-log/tcmu-runner.log" | tail -n 1)"
 		return 1
 	fi
-	log "LIO: backstore up: $(tr -s ' \n' ' ' <"$USER_DEV/info")"
+	log "LIO: tcmu-runner has $POOL/$IMAGE open"
 	# The iSCSI target: one TPG, LUN 0, a TCP portal, demo mode (any initiator, no CHAP,
 	# writable), the session keys of ulp-targetd's defaults (256 KiB segments, 1 MiB
 	# bursts, ImmediateData=Yes, InitialR2T=No), as tools/rbd-bench/run gives tgtd.
@@ -481,10 +480,13 @@ lio_setup() {
 		echo "${kv#*=}" >"$TPG/param/${kv%%=*}" || { fail "LIO: param $kv"; return 1; }
 	done
 	echo 1 >"$TPG/enable" || { fail "LIO: enabling the TPG"; return 1; }
-	local i
-	for ((i = 0; i < 100; i++)); do port_busy "$portal_ip" 3260 && break; sleep 0.1; done
-	port_busy "$portal_ip" 3260 || { fail "LIO: nothing listens on $portal_ip:3260 after 10 s"; return 1; }
+	# (Each probe is a connection without a login: the kernel logs "iSCSI Login negotiation
+	# failed." for it.)
+	local i ok=0
+	for ((i = 0; i < 100; i++)); do port_busy "$portal_ip" 3260 && { ok=1; break; }; sleep 0.1; done
+	((ok)) || { fail "LIO: nothing listens on $portal_ip:3260 after 10 s"; return 1; }
 	log "LIO: $LIO_IQN LUN 0 = user:rbd $POOL/$IMAGE, iSCSI/TCP on $portal_ip:3260"
+	log "LIO: $(tr -s ' \n\t' ' ' <"$USER_DEV/info")"
 }
 lio_up=0
 if ((want_lio)); then
@@ -587,16 +589,15 @@ stop_cluster
 		   | {iops: r($x.iops; $f.iops), p50: r($x.p50_us; $f.p50_us)}] as $rat
 		| [$names[$j], $p,
 		   (if ($ok | length) == 0 then "FAILED: " + (($mine[0].error // "not run") | .[0:120]) else
-		    (($ok | map(.iops) | median | floor | tostring),
-		     ($ok | map(.mb_per_s) | median | . * 10 | round / 10 | tostring),
-		     ($ok | map(.p50_us) | median | if . then round | tostring else "-" end),
-		     ($ok | map(.p99_us) | median | if . then round | tostring else "-" end),
-		     ($rat | map(.iops) | median | if . then (. * 100 | round / 100 | tostring) + "x" else "-" end),
-		     ($rat | map(.p50) | median | if . then (. * 100 | round / 100 | tostring) + "x" else "-" end)) end)]
+		    (($ok | map(.iops), map(.mb_per_s), map(.p50_us), map(.p99_us)), ($rat | map(.iops), map(.p50)))
+		    | median // "" | tostring end)]
 		| @tsv' "$samples" |
-		awk -F'\t' '{ job = ($1 == last) ? "" : $1; last = $1
+		awk -F'\t' '
+		function n(x, d) { return x == "" ? "-" : sprintf("%." d "f", x) }
+		function x(v) { return v == "" ? "-" : sprintf("%.2fx", v) }
+		{ job = ($1 == last) ? "" : $1; last = $1
 			if (NF == 3) { printf "%-18s %-9s %s\n", job, $2, $3; next }
-			printf "%-18s %-9s %10s %9s %9s %10s | %9s %9s\n", job, $2, $3, $4, $5, $6, $7, $8 }'
+			printf "%-18s %-9s %10s %9s %9s %10s | %9s %9s\n", job, $2, n($3, 0), n($4, 1), n($5, 0), n($6, 0), x($7), x($8) }'
 	echo "paths:"
 	for p in "${paths[@]}"; do printf '  %-9s %s\n' "$p" "${PATH_WHAT[$p]}"; done
 	echo "x/fio: the path's figure over fio-rbd's, same job, same run (the median over runs)."
