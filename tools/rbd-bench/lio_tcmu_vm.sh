@@ -573,8 +573,8 @@ stop_cluster
 		"$runtime s per job, $runs run(s), medians; TCG guest, $(nproc) vCPUs"
 	echo "versions: ceph $(dpkg-query -W -f='${Version}' ceph-osd 2>/dev/null), $(fio --version 2>/dev/null)," \
 		"tcmu-runner $(dpkg-query -W -f='${Version}' tcmu-runner 2>/dev/null), kernel $(uname -r)"
-	printf '%-18s %-9s %10s %9s %9s %10s | %9s %9s\n' job path IOPS MB/s "p50 us" "p99 us" IOPS/fio p50/fio
-	printf '%0.s-' {1..92}
+	printf '%-18s %-9s %10s %9s %9s %10s | %9s %11s %9s\n' job path IOPS MB/s "p50 us" "p99 us" IOPS/fio "(min-max)" p50/fio
+	printf '%0.s-' {1..104}
 	echo
 	jq -rs --argjson jobs "$(printf '%s\n' "${jobs[@]}" | jq -Rn '[inputs]')" \
 		--argjson paths "$(printf '%s\n' "${paths[@]}" | jq -Rn '[inputs]')" \
@@ -589,18 +589,21 @@ stop_cluster
 		   | {iops: r($x.iops; $f.iops), p50: r($x.p50_us; $f.p50_us)}] as $rat
 		| [$names[$j], $p,
 		   (if ($ok | length) == 0 then "FAILED: " + (($mine[0].error // "not run") | .[0:120]) else
-		    (($ok | map(.iops), map(.mb_per_s), map(.p50_us), map(.p99_us)), ($rat | map(.iops), map(.p50)))
-		    | median // "" | tostring end)]
+		    ((($ok | map(.iops), map(.mb_per_s), map(.p50_us), map(.p99_us)), ($rat | map(.iops), map(.p50)))
+		     | median // "" | tostring),
+		    ($rat | map(.iops) | map(select(. != null)) | if length > 1 then (min, max | tostring) else ("", "") end) end)]
 		| @tsv' "$samples" |
 		awk -F'\t' '
 		function n(x, d) { return x == "" ? "-" : sprintf("%." d "f", x) }
 		function x(v) { return v == "" ? "-" : sprintf("%.2fx", v) }
 		{ job = ($1 == last) ? "" : $1; last = $1
 			if (NF == 3) { printf "%-18s %-9s %s\n", job, $2, $3; next }
-			printf "%-18s %-9s %10s %9s %9s %10s | %9s %9s\n", job, $2, n($3, 0), n($4, 1), n($5, 0), n($6, 0), x($7), x($8) }'
+			mm = $9 == "" ? "" : sprintf("%.2f-%.2f", $9, $10)
+			printf "%-18s %-9s %10s %9s %9s %10s | %9s %11s %9s\n", job, $2, n($3, 0), n($4, 1), n($5, 0), n($6, 0), x($7), mm, x($8) }'
 	echo "paths:"
 	for p in "${paths[@]}"; do printf '  %-9s %s\n' "$p" "${PATH_WHAT[$p]}"; done
-	echo "x/fio: the path's figure over fio-rbd's, same job, same run (the median over runs)."
+	echo "x/fio: the path's figure over fio-rbd's, same job, same run (the median over runs; with"
+	echo "  more than one run, the min-max of IOPS/fio beside it). IOPS, MB/s, p50, p99: medians."
 	echo "Under TCG every figure is emulated CPU: compare paths within this run only."
 } | tee "$work/table.txt"
 
