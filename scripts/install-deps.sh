@@ -46,8 +46,9 @@ vm=(qemu-system-x86 busybox-static cpio kmod iproute2 xz-utils
 # a real single-node Ceph cluster, one mon and one OSD on 127.0.0.1 (scripts/ceph-dev.sh,
 # ctest -L ceph) with the ceph, rbd and rados CLIs; librbd/librados for the rbd backstore;
 # tgt-rbd (tgtd's bs_rbd backstore, --bstype rbd) is the reference RBD gateway of
-# tools/rbd-bench
-ceph=(ceph-mon ceph-osd ceph-common librbd-dev librados-dev tgt-rbd)
+# tools/rbd-bench; tcmu-runner (with its rbd handler, handler_rbd.so) is LIO's userspace rbd
+# backstore (target_core_user), measured in the rxe VM by tools/rbd-bench/lio_tcmu_vm.sh
+ceph=(ceph-mon ceph-osd ceph-common librbd-dev librados-dev tgt-rbd tcmu-runner)
 
 pkgs=("${build[@]}" "${libs[@]}" "${trace[@]}" "${peers[@]}" "${service[@]}" "${docs[@]}" "${libiscsi_build[@]}" "${tools[@]}" "${vm[@]}"
 	"${ceph[@]}")
