@@ -4,9 +4,10 @@
 #     any warning fails, since man(1) would show the reader the same mistake;
 #   - .TH names the file (ulpctl.8 is ULPCTL, section 8);
 #   - lexgrog (man-db) reads its NAME line, which whatis and apropos index;
-#   - it has the sections a reader looks for: NAME, SYNOPSIS, DESCRIPTION, OPTIONS,
-#     EXIT STATUS, EXAMPLES, SEE ALSO; section 8 pages FILES, with the packaged paths;
-#     the daemon's SIGNALS, with the three it handles.
+#   - it has the sections a reader looks for: NAME, SYNOPSIS, DESCRIPTION, EXAMPLES,
+#     SEE ALSO; a command's page (sections 1 and 8) OPTIONS and EXIT STATUS too; section
+#     8 pages FILES, with the packaged paths; the daemon's SIGNALS, with the three it
+#     handles; a file format's page (section 5) FILES, with the file's path.
 set -euo pipefail
 (($#)) || {
 	echo "usage: man_lint.sh PAGE..." >&2
@@ -41,8 +42,9 @@ for page in "$@"; do
 		lexgrog "$page" >/dev/null 2>&1 || fail "$name: lexgrog cannot read its NAME line"
 	fi
 
-	want=(NAME SYNOPSIS DESCRIPTION OPTIONS "EXIT STATUS" EXAMPLES "SEE ALSO")
-	[[ $name == *.8 ]] && want+=(FILES)
+	want=(NAME SYNOPSIS DESCRIPTION EXAMPLES "SEE ALSO")
+	[[ $name == *.[18] ]] && want+=(OPTIONS "EXIT STATUS")
+	[[ $name == *.[58] ]] && want+=(FILES)
 	[[ $name == ulp-targetd.8 ]] && want+=(SIGNALS)
 	for s in "${want[@]}"; do
 		sections "$page" | grep -qx "$s" || fail "$name: no section $s"
@@ -54,6 +56,10 @@ for page in "$@"; do
 			/var/lib/ulp-targetd; do
 			grep -qF -- "$f" <<<"$plain" || fail "$name: FILES does not name $f"
 		done
+	fi
+	if [[ $name == ulp-targetd.toml.5 ]]; then
+		grep -qF -- /etc/ulp-targetd/ulp-targetd.toml <<<"$plain" ||
+			fail "$name: FILES does not name /etc/ulp-targetd/ulp-targetd.toml"
 	fi
 	if [[ $name == ulp-targetd.8 ]]; then
 		for sig in SIGTERM SIGHUP SIGUSR1; do
