@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -336,7 +337,18 @@ DeviceRes *Portal::device_res(Device &dev, int *err)
 	uint32_t access = ACCESS_LOCAL_WRITE;
 	if (dev.is_iwarp())
 		access |= ACCESS_REMOTE_WRITE;
+	// Built on the first connection request from this device, on the CM thread, and
+	// registered whole: on a slow host (a TCG VM: 6-11 s for 256 MiB) every CM event of
+	// the process waits meanwhile, and a connecting initiator may give up; so it is said.
+	const auto t0 = std::chrono::steady_clock::now();
 	r.heap = DmaHeap::create(*r.pd, cfg_.heap_bytes, cfg_.max_io, access);
+	const double took =
+	    std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+	if (took >= 1.0)
+		ULP_LOG(Warn, Rdma,
+		        "{}: the {} MiB data heap on {} took {:.1f} s to build and register (the "
+		        "first connection from that device waited for it)",
+		        cfg_.name, cfg_.heap_bytes >> 20, dev.name(), took);
 	if (!r.heap) {
 		*err = errno ? errno : ENOMEM; // before the PD goes (its destructor may set errno)
 		return nullptr;

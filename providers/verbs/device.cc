@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -558,6 +559,28 @@ int access_to_ibv(uint32_t access)
 	return f;
 }
 
+namespace
+{
+// The kernel pins a user MR's pages, within RLIMIT_MEMLOCK unless the process has
+// CAP_IPC_LOCK (ib_umem_get: -ENOMEM past the limit). The limit's default (8 MiB) is below
+// what a target registers, so a failure says which limit it met and how to raise it.
+void memlock_hint(size_t length)
+{
+	static log::RateLimit rl(1, 5000);
+	rlimit r{};
+	uint32_t dropped = 0;
+	if (getrlimit(RLIMIT_MEMLOCK, &r) != 0 || r.rlim_cur == RLIM_INFINITY ||
+	    !rl.allow(&dropped))
+		return;
+	ULP_LOG(Error, Verbs,
+	        "registering {} bytes: out of memory; the locked-memory limit (RLIMIT_MEMLOCK) "
+	        "is {} bytes and an RDMA registration pins its pages: raise it (the unit's "
+	        "LimitMEMLOCK=infinity, `ulimit -l unlimited` in the shell that starts it, or "
+	        "memlock in /etc/security/limits.conf)",
+	        length, uint64_t(r.rlim_cur));
+}
+} // namespace
+
 std::unique_ptr<Mr> VPd::reg_mr(void *addr, size_t length, uint32_t access)
 {
 	int f = access_to_ibv(access);
@@ -567,8 +590,13 @@ std::unique_ptr<Mr> VPd::reg_mr(void *addr, size_t length, uint32_t access)
 	if (vdev().mw_reg())
 		f |= IBV_ACCESS_MW_BIND;
 	ibv_mr *mr = ibv_reg_mr(pd_, addr, length, f);
-	if (!mr)
+	if (!mr) {
+		const int err = errno;
+		if (err == ENOMEM)
+			memlock_hint(length);
+		errno = err;
 		return nullptr;
+	}
 	add_region(mr);
 	return std::make_unique<VMr>(*this, mr);
 }
