@@ -49,6 +49,12 @@ install -D -m 0644 "$unit" /etc/systemd/system/ulp-targetd.service
 
 # The LUNs' storage: a file in /srv (ProtectSystem=full leaves it writable) and a block
 # device (DeviceAllow=block-*).
+# Small data heaps ([iser] and [srp] buffer_pool, 256M each by default): a portal creates
+# its heap (memfd, mmap, ibv_reg_mr: the same calls whatever the size) when its first
+# connection request arrives, on the CM thread. Under TCG, faulting in and pinning 256 MiB
+# took that thread 10-17 s, past ulp-initiator's connect timeout (5 s for iSER, 10 s for an
+# SRP login): the initiator gave up, and the request, handled late, failed with "create_qp:
+# Invalid argument" (the IB CM id had left REQ_RCVD). 32M is ample for 4 KiB I/O at QD 16.
 modprobe brd rd_nr=1 rd_size=65536 || fail "modprobe brd"
 mkdir -p /srv/ulp
 install -d -m 0700 "$(dirname "$conf")"
@@ -60,6 +66,11 @@ rdma_device = "rxe0"
 iser_portals = ["10.99.0.1:3260"]
 srp_portals = ["10.99.0.1:5555"]
 metrics_http = "10.99.0.1:9261"       # not loopback: the daemon warns (journalctl -p warning)
+
+[iser]
+buffer_pool = "32M"
+[srp]
+buffer_pool = "32M"
 
 [[target]]
 name = "$iqn"
