@@ -1,0 +1,57 @@
+#!/bin/bash
+# tests/admin/unit_security_test.sh UNIT ULP_TARGETD [THRESHOLD]
+#
+# ulp-targetd's configured unit (BUILD/tools/ulp-targetd/ulp-targetd.service) against
+# systemd's own review, offline (no systemd running needed):
+#   1. `systemd-analyze security --offline=true --threshold=N`: the overall exposure, 0.0
+#      to 10.0, must be at most N tenths (default 40: 4.0, "OK"); systemd-analyze exits
+#      non-zero above it. The review is printed on failure: its ✗ lines say what a change
+#      gave up.
+#   2. `systemd-analyze verify`: the unit parses, every key known, its dependencies
+#      load. Verify wants the Exec binaries to exist, so it checks a copy whose Exec lines
+#      run ULP_TARGETD (the build's binary) instead of the install path.
+# Exit 77 (skipped) only without systemd-analyze.
+set -u
+unit=$1 bin=$2 threshold=${3:-40}
+sa=$(command -v systemd-analyze) || {
+	echo "unit_security_test: SKIP: no systemd-analyze"
+	exit 77
+}
+[[ -f $unit ]] || {
+	echo "unit_security_test: FAIL: no unit $unit"
+	exit 1
+}
+fails=0
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/ulp-unit.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+
+out=$("$sa" security --offline=true --threshold="$threshold" "$unit" 2>&1)
+rc=$?
+score=$(grep -o 'Overall exposure level for [^:]*: [0-9.]*' <<<"$out" | awk '{print $NF}')
+if ((rc == 0)) && [[ -n $score ]]; then
+	echo "PASS: systemd-analyze security: exposure $score, at most $((threshold / 10)).$((threshold % 10))"
+else
+	echo "FAIL: systemd-analyze security: exposure ${score:-?} (status $rc), above $((threshold / 10)).$((threshold % 10)):"
+	grep -E '✗|Overall|rror' <<<"$out"
+	fails=$((fails + 1))
+fi
+
+# The same unit with the build's binary, for verify.
+name=$(basename "$unit")
+sed -E "s#^(Exec[A-Za-z]*=[-+!@:]*)/[^ ]*/ulp-targetd( |$)#\1$bin\2#" "$unit" >"$tmp/$name"
+grep -q "^ExecStart=$bin " "$tmp/$name" || {
+	echo "FAIL: no ExecStart=.../ulp-targetd in $unit to point at $bin"
+	exit 1
+}
+out=$(cd "$tmp" && "$sa" verify --man=no --recursive-errors=no "$tmp/$name" 2>&1)
+rc=$?
+# Lines about our unit only: verify also loads what it is ordered against.
+ours=$(grep -F "$name" <<<"$out")
+if ((rc == 0)) && [[ -z $ours ]]; then
+	echo "PASS: systemd-analyze verify"
+else
+	echo "FAIL: systemd-analyze verify (status $rc):"
+	echo "$out"
+	fails=$((fails + 1))
+fi
+((fails == 0))
