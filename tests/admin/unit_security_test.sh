@@ -43,6 +43,20 @@ grep -q "^ExecStart=$bin " "$tmp/$name" || {
 	echo "FAIL: no ExecStart=.../ulp-targetd in $unit to point at $bin"
 	exit 1
 }
+# --man=no: verify runs man(1) on each Documentation=man: entry, and a build tree has no
+# installed pages; instead each must be a page of docs/man (which tests/cli lints).
+man_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")/../../docs/man" && pwd)
+for m in $(grep -oE 'man:[a-z0-9.-]+\([0-9]\)' "$unit"); do
+	page=${m#man:}
+	sec=${page##*(}
+	page="${page%(*}.${sec%)}"
+	if [[ -f $man_dir/$page ]]; then
+		echo "PASS: Documentation=$m is docs/man/$page"
+	else
+		echo "FAIL: Documentation=$m: no docs/man/$page"
+		fails=$((fails + 1))
+	fi
+done
 out=$(cd "$tmp" && "$sa" verify --man=no --recursive-errors=no "$tmp/$name" 2>&1)
 rc=$?
 # Lines about our unit only: verify also loads what it is ordered against.
