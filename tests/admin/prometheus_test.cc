@@ -87,7 +87,8 @@ std::map<std::string, Family> families(const std::string &text)
 std::string rule_breaks(const std::string &text)
 {
 	std::string out;
-	for (const auto &[name, fam] : families(text)) {
+	for (const auto &[family_name, fam] : families(text)) {
+		const std::string &name = family_name; // a lambda may not capture a binding (C++17)
 		const auto bad = [&](const std::string &why) { out += name + ": " + why + "\n"; };
 		bool ok_chars = name.rfind("ulp_", 0) == 0;
 		for (char c : name)
