@@ -147,10 +147,20 @@ for tool in ceph ceph-mon ceph-osd ceph-authtool monmaptool rados rbd timeout se
 	command -v "$tool" >/dev/null || die "$tool not found: scripts/install-deps.sh installs Ceph"
 done
 
-# Bounded CLI calls. --connect-timeout bounds the ceph CLI's connect; timeout bounds the rest.
-ceph_() { timeout 20 ceph --connect-timeout 10 "$@"; }
-rados_() { timeout 30 rados --client-mount-timeout 10 "$@"; }
-rbd_() { timeout 30 rbd --client-mount-timeout 10 "$@"; }
+# Bounded CLI calls. --connect-timeout bounds the ceph CLI's connect; bounded (timeout)
+# the rest. $ULP_CEPH_CALL_SCALE (a whole number, default 1) multiplies each call's bound:
+# in a TCG guest the Python ceph CLI takes 20-25 s a call (tools/rbd-bench/lio_tcmu_vm.sh
+# sets 6); every call stays bounded, only longer.
+call_scale=${ULP_CEPH_CALL_SCALE:-1}
+[[ $call_scale =~ ^[1-9][0-9]*$ ]] || die "bad ULP_CEPH_CALL_SCALE $call_scale (a whole number, 1 or more)"
+bounded() {
+	local s=$1
+	shift
+	timeout $((s * call_scale)) "$@"
+}
+ceph_() { bounded 20 ceph --connect-timeout 10 "$@"; }
+rados_() { bounded 30 rados --client-mount-timeout 10 "$@"; }
+rbd_() { bounded 30 rbd --client-mount-timeout 10 "$@"; }
 
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
@@ -261,13 +271,13 @@ wait_for() {
 	done
 }
 
-mon_up() { timeout 10 ceph --connect-timeout 5 mon stat; }
+mon_up() { bounded 10 ceph --connect-timeout 5 mon stat; }
 # osd_up: osd.0 is up and in, booted after osdmap epoch $osd_epoch (so that an instance
 # the mon has not yet marked down, e.g. one just SIGKILLed, does not count).
 osd_epoch=0
 osd_up() {
 	local dump up_from
-	dump=$(timeout 10 ceph --connect-timeout 5 osd dump) || return 1
+	dump=$(bounded 10 ceph --connect-timeout 5 osd dump) || return 1
 	up_from=$(sed -nE 's/^osd\.0 up +in .* up_from ([0-9]+) .*/\1/p' <<<"$dump")
 	[[ -n $up_from ]] && ((up_from > osd_epoch))
 }
@@ -517,7 +527,7 @@ cmd_status() {
 		fi
 	done
 	if pid_of mon.a >/dev/null; then
-		timeout 10 ceph --connect-timeout 5 -s || say "ceph -s failed"
+		bounded 10 ceph --connect-timeout 5 -s || say "ceph -s failed"
 	fi
 	((up == 2))
 }

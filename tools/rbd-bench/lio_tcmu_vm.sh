@@ -263,7 +263,7 @@ stop_cluster() {
 	((cluster_started)) || return 0
 	cluster_started=0
 	log "stopping the cluster in $cluster_dir"
-	timeout 120 env PATH="$work/bin:$PATH" "$CEPH_DEV" stop --dir "$cluster_dir" --timeout 30 >"$work/ceph-stop.log" 2>&1 ||
+	timeout 120 env ULP_CEPH_CALL_SCALE="$TIMEOUT_SCALE" "$CEPH_DEV" stop --dir "$cluster_dir" --timeout 30 >"$work/ceph-stop.log" 2>&1 ||
 		{ cat "$work/ceph-stop.log" >&2; fail "scripts/ceph-dev.sh stop failed"; }
 }
 save_out() {
@@ -299,43 +299,20 @@ trap 'on_signal HUP' HUP
 
 echo "command: $CMDLINE"
 log "guest: $(nproc) vCPUs, $(awk '/MemTotal/ { printf "%d MiB", $2 / 1024 }' /proc/meminfo), kernel $(uname -r); load $(cut -d' ' -f1-3 /proc/loadavg)"
-# scripts/ceph-dev.sh bounds each of its ceph CLI calls by 10-30 s (`timeout 10 ceph ...`).
-# Under TCG the ceph CLI (Python) takes 20-25 s a call in the guest (`ceph mon stat`
-# measured 20-23 s on a 2-core host at load 8; `python3 -c pass` 3.4 s), so every one of
-# those bounds expires and the start fails ("timed out after 240 s waiting for mon.a" with
-# the mon up and in quorum). ceph-dev.sh runs here with a `timeout` first in its PATH that
-# multiplies each integer DURATION by $TIMEOUT_SCALE: every wait stays bounded, only
+# scripts/ceph-dev.sh bounds each of its ceph CLI calls by 10-30 s. Under TCG the ceph CLI
+# (Python) takes 20-25 s a call in the guest (`ceph mon stat` measured 20-23 s on a 2-core
+# host at load 8; `python3 -c pass` 3.4 s), so every one of those bounds expires and the
+# start fails ("timed out after 240 s waiting for mon.a" with the mon up and in quorum).
+# ceph-dev.sh's ULP_CEPH_CALL_SCALE multiplies them: every wait stays bounded, only
 # longer. (The C++ clients, rbd, rados, fio's librbd, are not slowed as much.)
 TIMEOUT_SCALE=${ULP_TCG_TIMEOUT_SCALE:-6}
-mkdir -p "$work/bin"
-cat >"$work/bin/timeout" <<'EOF'
-#!/bin/bash
-# timeout(1) with its DURATION (and --kill-after's) multiplied by $SCALE when whole seconds.
-scale=@SCALE@
-sc() { [[ $1 =~ ^[0-9]+$ ]] && echo $(($1 * scale)) || echo "$1"; }
-a=()
-while (($#)); do
-	case $1 in
-	-k | --kill-after) a+=("$1" "$(sc "$2")"); shift 2 ;;
-	--kill-after=*) a+=("--kill-after=$(sc "${1#*=}")"); shift ;;
-	-s | --signal) a+=("$1" "$2"); shift 2 ;;
-	-*) a+=("$1"); shift ;;
-	*) break ;;
-	esac
-done
-d=$(sc "$1")
-shift
-exec /usr/bin/timeout "${a[@]}" "$d" "$@"
-EOF
-sed -i "s/@SCALE@/$TIMEOUT_SCALE/" "$work/bin/timeout"
-chmod +x "$work/bin/timeout"
 
 
 osd_gib=$(((size_mib * 2 + 1023) / 1024 + 1))
 log "starting a Ceph cluster in $cluster_dir (memstore, $osd_gib GiB; ceph-dev.sh's CLI bounds x$TIMEOUT_SCALE for TCG; at most 900 s)"
 cluster_started=1
 run_bounded 900 "$work/ceph-start.log" "$work/ceph-start.err" \
-	env PATH="$work/bin:$PATH" "$CEPH_DEV" start --dir "$cluster_dir" --port 13300 --store memstore --size "$osd_gib" --timeout 600
+	env ULP_CEPH_CALL_SCALE="$TIMEOUT_SCALE" "$CEPH_DEV" start --dir "$cluster_dir" --port 13300 --store memstore --size "$osd_gib" --timeout 600
 if ((run_rc != 0)); then
 	cat "$work/ceph-start.log" "$work/ceph-start.err" >&2
 	fail "scripts/ceph-dev.sh start failed (status $run_rc)"
