@@ -219,6 +219,14 @@ private:
 // blocks of 512 bytes.
 inline constexpr uint32_t kRbdAtomicUnit = 128 * 1024;
 
+// Whether unit is an atomic unit an LU of block_size bytes can report: 0 (none) or a power
+// of two of at least one block. (That it is within the image's stripe unit is checked when
+// the image is opened.)
+constexpr bool rbd_atomic_unit_ok(uint32_t unit, uint32_t block_size)
+{
+	return unit == 0 || ((unit & (unit - 1)) == 0 && unit >= block_size);
+}
+
 struct RbdConfig {
 	std::string pool;        // the image's pool (required)
 	std::string nspace;      // the RADOS namespace within the pool ("": the default one)

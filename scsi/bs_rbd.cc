@@ -575,8 +575,7 @@ std::unique_ptr<Backstore> make_rbd_backstore(const BackstoreConfig &cfg, int *e
 		*why = "rbd backstore " + name + ": create needs a size";
 		return nullptr;
 	}
-	if (rc.atomic_unit &&
-	    ((rc.atomic_unit & (rc.atomic_unit - 1)) || rc.atomic_unit < cfg.block_size)) {
+	if (!rbd_atomic_unit_ok(rc.atomic_unit, cfg.block_size)) {
 		*err = -EINVAL;
 		*why = "rbd backstore " + name + ": atomic_unit " + std::to_string(rc.atomic_unit) +
 		       " is not a power of two of at least the block size (" +

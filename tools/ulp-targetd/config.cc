@@ -925,9 +925,7 @@ bool check_lun(const std::string &target, const LunCfg &l, std::string *why)
 			*why = who + "timeout must be 1..3600 seconds";
 			return false;
 		}
-		// Against the image's stripe unit when it is opened (bs_rbd.cc).
-		if (const uint32_t au = rbd.atomic_unit;
-		    au && ((au & (au - 1)) || au < l.bs.block_size)) {
+		if (!scsi::rbd_atomic_unit_ok(rbd.atomic_unit, l.bs.block_size)) {
 			*why = who +
 			       "atomic_unit must be a power of two of at least the block size "
 			       "(or 0: no WRITE ATOMIC)";
