@@ -243,22 +243,19 @@ lio_teardown() {
 		[[ -d $USER_HBA ]] && { rmdir "$USER_HBA" 2>/dev/null || log "LIO: $USER_HBA stays (busy)"; }
 	fi
 }
-stop_tcmu() {
-	[[ -n $tcmu_pid ]] || return 0
-	local pid=$tcmu_pid
-	tcmu_pid=''
-	log "stopping tcmu-runner (pid $pid): SIGTERM"
-	stop_pid "$pid" tcmu-runner 20
-	((wait_rc == 0 || interrupted)) || fail "tcmu-runner did not exit 0 on SIGTERM (status $wait_rc)"
+# stop_daemon PIDVAR NAME BOUND: SIGTERM to the daemon whose pid $PIDVAR holds (once: the
+# variable is emptied), which must exit 0 within BOUND seconds.
+stop_daemon() {
+	local -n pidvar=$1
+	[[ -n $pidvar ]] || return 0
+	local pid=$pidvar
+	pidvar=''
+	log "stopping $2 (pid $pid): SIGTERM"
+	stop_pid "$pid" "$2" "$3"
+	((wait_rc == 0 || interrupted)) || fail "$2 did not exit 0 on SIGTERM (status $wait_rc)"
 }
-stop_targetd() {
-	[[ -n $targetd_pid ]] || return 0
-	local pid=$targetd_pid
-	targetd_pid=''
-	log "stopping ulp-targetd (pid $pid): SIGTERM"
-	stop_pid "$pid" ulp-targetd 15
-	((wait_rc == 0 || interrupted)) || fail "ulp-targetd did not exit 0 on SIGTERM (status $wait_rc)"
-}
+stop_tcmu() { stop_daemon tcmu_pid tcmu-runner 20; }
+stop_targetd() { stop_daemon targetd_pid ulp-targetd 15; }
 stop_cluster() {
 	((cluster_started)) || return 0
 	cluster_started=0
