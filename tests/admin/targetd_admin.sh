@@ -4,6 +4,8 @@
 #   - the systemd unit is Type=notify, restarts on failure and has a stop timeout
 #     (`systemd-analyze verify` and `security` are tests/admin/unit_security_test.sh's);
 #   - the example configuration passes --check; a bad one names file:line:column, exit 2;
+#   - the configuration the packages install (no target) starts an empty daemon that ulpctl
+#     then gives a target and a LUN;
 #   - READY=1 reaches $NOTIFY_SOCKET once the portals listen, STOPPING=1 at SIGTERM;
 #   - libiscsi's iscsi-ls sees a LUN that `ulpctl lun create` added;
 #   - an SRP session (ulp-initiator, two channels, on the soft provider) is listed by
@@ -20,6 +22,7 @@ ulpctl_bin=${2:?}
 initiator=${3:?}
 unit=${4:?}
 example=${5:?}
+packaged=${6:?}
 work=$(mktemp -d)
 pid='' ipid='' npid='' rpid=''
 cleanup() {
@@ -74,6 +77,37 @@ printf '[iser]\nsend_ring = 8\nbuffer_pool = "16M"\n[srp]\nbuffer_pool = "16M"\n
 out=$("$targetd" --config "$work/small.toml" --lun 0:ram:size=16M --check 2>&1) ||
 	fail "small pools: $out"
 pass "--check: the example loads; a bad file names file:line:column; pool sizes checked"
+
+# ---- the packaged configuration: no target, filled at run time -------------------------------
+out=$("$targetd" --config "$packaged" --check 2>&1) || fail "packaged config: $out"
+# Its paths made this run's (each must be there to change: the file is what is installed).
+for want in '"0.0.0.0:3260"' '"/var/lib/ulp-targetd"' '"/run/ulp-targetd/admin.sock"'; do
+	grep -qF "$want" "$packaged" || fail "packaged config: no $want in it"
+done
+mkdir "$work/pkg-state"
+sed -e 's|"0.0.0.0:3260"|"127.0.0.1:0"|' -e "s|\"/var/lib/ulp-targetd\"|\"$work/pkg-state\"|" \
+	-e "s|\"/run/ulp-targetd/admin.sock\"|\"$work/pkg.sock\"|" "$packaged" >"$work/pkg.toml"
+"$targetd" --config "$work/pkg.toml" --ready-fd 9 9>"$work/pkg.port" 2>"$work/pkg-targetd.log" &
+pid=$!
+for _ in $(seq 200); do # bounded: 10 s
+	[[ -s $work/pkg.port ]] && break
+	kill -0 "$pid" 2>/dev/null || fail "ulp-targetd exited starting on the packaged configuration"
+	sleep 0.05
+done
+[[ -s $work/pkg.port ]] || fail "packaged config: no port on --ready-fd within 10 s"
+pctl() { timeout 60 "$ulpctl_bin" --socket "$work/pkg.sock" "$@"; }
+out=$(pctl --json call target_list) || fail "packaged config: target_list: $out"
+[[ $(jq 'length' <<<"$out") == 0 ]] || fail "packaged config: targets at start: $out"
+pctl target create "$iqn-pkg" >/dev/null || fail "packaged config: target create"
+pctl lun create -t "$iqn-pkg" -l 0 -b ram --size 16M >/dev/null || fail "packaged config: lun create"
+out=$(pctl --json call target_list) || fail "packaged config: target_list: $out"
+[[ $(jq -r '.[0].name' <<<"$out") == "$iqn-pkg" ]] || fail "packaged config: after create: $out"
+kill -TERM "$pid"
+rc=0
+wait "$pid" || rc=$?
+pid=''
+((rc == 0)) || fail "packaged config: exit status $rc after SIGTERM"
+pass "the packaged configuration: starts with no target; ulpctl adds one"
 
 # ---- a daemon with TCP and SRP portals and an admin socket ----------------------------------
 # systemd's side of Type=notify: a datagram socket that keeps what the daemon says.

@@ -1100,8 +1100,11 @@ bool build_config(const Flags &f, Config *c, std::string *why)
 	if (f.nop_interval >= 0)
 		c->nop_interval = f.nop_interval;
 
-	// The flag-defined target (joins the file's, if any).
-	if (!f.luns.empty() || !f.target.empty() || c->targets.empty()) {
+	// The flag-defined target (joins the file's, if any). Without a file, a daemon with no
+	// target would serve nothing: the first one is made from the flags. A file may hold
+	// none (the packaged configuration): the daemon then starts empty and ulpctl adds
+	// targets while it runs.
+	if (!f.luns.empty() || !f.target.empty() || (c->targets.empty() && f.config.empty())) {
 		TargetCfg t;
 		t.name = f.target.empty() ? "iqn.2026-11.org.ulp:target" : f.target;
 		for (const std::string &l : f.luns) {
