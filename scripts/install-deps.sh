@@ -28,6 +28,9 @@ service=(systemd)
 # groff renders the man pages (docs/man) with every warning on, and man-db's lexgrog reads
 # their NAME lines, in tests/cli
 docs=(groff-base man-db)
+# the Debian packages (debian/, dpkg-buildpackage -b in CI) and lintian's check of them;
+# doxygen renders the library's reference from the public headers (docs/Doxyfile)
+packaging=(debhelper fakeroot lintian doxygen)
 # libiscsi 1.20.0 built from trixie's upstream tarball (scripts/libiscsi-1.20.sh)
 libiscsi_build=(autoconf automake libtool libcunit1-dev librdmacm-dev)
 # clang + its runtimes: scripts/fuzz.sh (libFuzzer, ASan, UBSan); lld: the linker every
@@ -50,7 +53,7 @@ vm=(qemu-system-x86 busybox-static cpio kmod iproute2 xz-utils
 # backstore (target_core_user), measured in the rxe VM by tools/rbd-bench/lio_tcmu_vm.sh
 ceph=(ceph-mon ceph-osd ceph-common librbd-dev librados-dev tgt-rbd tcmu-runner)
 
-pkgs=("${build[@]}" "${libs[@]}" "${trace[@]}" "${peers[@]}" "${service[@]}" "${docs[@]}" "${libiscsi_build[@]}" "${tools[@]}" "${vm[@]}"
+pkgs=("${build[@]}" "${libs[@]}" "${trace[@]}" "${peers[@]}" "${service[@]}" "${docs[@]}" "${packaging[@]}" "${libiscsi_build[@]}" "${tools[@]}" "${vm[@]}"
 	"${ceph[@]}")
 
 missing=()

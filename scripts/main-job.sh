@@ -15,22 +15,26 @@
 #      iSER and TCP beside tgtd over TCP, with ulp-initiator and libiscsi's iscsi-perf,
 #      IOPS, MB/s, latency and CPU per I/O, and their ratios.
 # Options: --quick (short runs, about a minute once built), --no-install (skip
-# scripts/install-deps.sh), --no-build. Exit status 0 only if every step succeeded.
+# scripts/install-deps.sh), --no-build, --installed (the programs the packages installed,
+# /usr/sbin/ulp-targetd, /usr/bin/ulp-initiator and ulpctl, instead of build/'s: steps 1
+# and 2, ulpctl asked for both versions and the LUNs, no figures, which need the build tree;
+# scripts/package.sh --install runs it). Exit status 0 only if every step succeeded.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-quick=0 install=1 build=1
+quick=0 install=1 build=1 installed=0
 for a in "$@"; do
 	case $a in
 	--quick) quick=1 ;;
 	--no-install) install=0 ;;
 	--no-build) build=0 ;;
+	--installed) installed=1 install=0 build=0 ;;
 	-h | --help)
-		sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'
+		sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'
 		exit 0
 		;;
 	*)
-		echo "main-job.sh: unknown option '$a' (--quick, --no-install, --no-build)" >&2
+		echo "main-job.sh: unknown option '$a' (--quick, --no-install, --no-build, --installed)" >&2
 		exit 2
 		;;
 	esac
@@ -45,7 +49,11 @@ if ((build)); then
 fi
 targetd=build/tools/ulp-targetd/ulp-targetd
 initiator=build/tools/ulp-initiator/ulp-initiator
-for b in "$targetd" "$initiator"; do
+ulpctl=build/tools/ulpctl/ulpctl
+if ((installed)); then
+	targetd=/usr/sbin/ulp-targetd initiator=/usr/bin/ulp-initiator ulpctl=/usr/bin/ulpctl
+fi
+for b in "$targetd" "$initiator" "$ulpctl"; do
 	[[ -x $b ]] || { echo "main-job.sh: $b is not built" >&2; exit 1; }
 done
 
@@ -71,7 +79,7 @@ mkfifo "$work/ready"
 "$targetd" --portal 127.0.0.1:0 --iser-portal 127.0.0.1:0 --srp-portal 127.0.0.1:0 \
 	--target "$iqn" \
 	--lun "0:ram:size=1G" --lun "1:file:path=$work/lun1.img,size=$file_size" \
-	--ready-fd 3 3>"$work/ready" >"$work/targetd.log" 2>&1 &
+	--admin-socket "$work/admin.sock" --ready-fd 3 3>"$work/ready" >"$work/targetd.log" 2>&1 &
 tpid=$!
 # ready-fd: "TCPPORT\n", "iser PORT\n", "srp PORT\n" once the portals listen.
 exec 4<"$work/ready"
@@ -100,6 +108,11 @@ run() { # NAME ARGS...: one verified ulp-initiator run, its figures on stdout
 		exit 1
 	fi
 }
+if ((installed)); then
+	step "ulpctl ($ulpctl): its version and the daemon's, the target's LUNs"
+	"$ulpctl" --socket "$work/admin.sock" --version
+	"$ulpctl" --socket "$work/admin.sock" lun list --target "$iqn"
+fi
 run "iSER, LUN 0 (ram): 4 KiB mixed 50/50, qd 32, ${runtime}s, verified, then read back" \
 	--transport iser -p "127.0.0.1:$iser_port" -l 0 --range "$range" \
 	-w mixed -b 4k -q 32 -r "$runtime" --verify-only
@@ -137,6 +150,10 @@ if ((rc != 0)) || grep -E 'left allocated|still in use' "$work/targetd.log"; the
 fi
 echo "ulp-targetd exited 0"
 
+if ((installed)); then
+	step "main job (installed programs): every run verified its data"
+	exit 0
+fi
 step "figures: tools/iscsi-bench/run$( ((quick)) && echo ' --quick')"
 if ((quick)); then
 	tools/iscsi-bench/run --quick
