@@ -30,6 +30,7 @@ struct Buf {
 	uint32_t rkey = 0;    // the pool MR's rkey (to advertise to a peer)
 };
 
+// Equal registered buffers from one region (see the top of this file). Thread-safe.
 class BufPool
 {
 public:
@@ -63,10 +64,10 @@ public:
 	size_t stride() const { return stride_; }     // distance between buffers (>= buf_size)
 	size_t count() const { return bufs_.size(); } // total buffers
 	size_t in_use() const;                        // buffers handed out and not put back
-	uint32_t lkey() const;                        // the pool MR's keys (same for all buffers)
-	uint32_t rkey() const;
-	Mr &mr() const { return *mr_; } // the MR over the whole region
-	const DmaRegion &region() const { return *region_; }
+	uint32_t lkey() const;                        // the pool MR's lkey (same for all buffers)
+	uint32_t rkey() const;                        // and its rkey
+	Mr &mr() const { return *mr_; }               // the MR over the whole region
+	const DmaRegion &region() const { return *region_; } // the memory of every buffer
 
 private:
 	BufPool() = default;

@@ -34,13 +34,14 @@ class CompChannel;
 class Qp;
 class Srq;
 
+// A port's global identifier: an IPv6 address (RoCE: IPv4-mapped), network order.
 using Gid = std::array<uint8_t, 16>;
 
 // Address vector (ib_ah_attr), enough to name a peer port for a connected QP.
 struct AhAttr {
-	Gid dgid{};        // remote port GID (RoCE: IPv4-mapped address)
-	uint16_t dlid = 0; // remote LID (InfiniBand)
-	uint8_t port_num = 1;
+	Gid dgid{};           // remote port GID (RoCE: IPv4-mapped address)
+	uint16_t dlid = 0;    // remote LID (InfiniBand)
+	uint8_t port_num = 1; // the local port the path leaves from
 };
 
 // A QpAttr that can carry an address vector.
@@ -48,29 +49,33 @@ struct QpAttrAv : QpAttr {
 	AhAttr ah_attr; // with QP_AV
 };
 
+// What Device::create_cq makes (ibv_create_cq's arguments). ULPs use cq_poll/'s alloc_cq.
 struct CqInitAttr {
 	int cqe = 0;                    // minimum number of entries; the CQ may be larger
 	int comp_vector = 0;            // 0 .. num_comp_vectors-1
 	CompChannel *channel = nullptr; // completion events go here once armed
 	EventHandler event_handler;     // CQ async events (CqErr)
-	void *cq_context = nullptr;
+	void *cq_context = nullptr;     // the owner's, stored in Cq::cq_context
 };
 
+// What Pd::create_srq makes (ib_srq_init_attr).
 struct SrqInitAttr {
-	EventHandler event_handler;
-	void *srq_context = nullptr;
-	uint32_t max_wr = 0;
-	uint32_t max_sge = 0;
-	uint32_t srq_limit = 0; // SrqLimitReached fires when fewer WRs remain; 0 = disarmed
+	EventHandler event_handler;  // SRQ async events (SrqLimitReached, SrqErr)
+	void *srq_context = nullptr; // the owner's, stored in Srq::srq_context
+	uint32_t max_wr = 0;         // receive WRs outstanding
+	uint32_t max_sge = 0;        // SGEs per receive WR
+	uint32_t srq_limit = 0;      // SrqLimitReached fires when fewer WRs remain; 0 = disarmed
 };
 
 // A scatter entry as map_sg sees it: a virtual address and a length (the kernel's
 // sg_dma_address / sg_dma_len). The memory must lie inside MRs of the same PD.
 struct SgEntry {
-	uint64_t addr = 0;
-	uint32_t length = 0;
+	uint64_t addr = 0;   // virtual address
+	uint32_t length = 0; // bytes
 };
 
+// An RDMA device (ib_device): made by a provider, found through the registry
+// (core/registry.h), the factory of PDs, CQs and completion channels.
 class Device
 {
 public:
@@ -78,19 +83,26 @@ public:
 	Device(const Device &) = delete;
 	Device &operator=(const Device &) = delete;
 
-	const std::string &name() const { return name_; }
-	const DeviceAttr &attr() const { return attr_; }
-	NodeType node_type() const { return node_type_; }
-	uint8_t phys_port_cnt() const { return 1; }
-	const Gid &gid() const { return gid_; } // port 1, index 0
+	const std::string &name() const { return name_; } // "soft0", "rxe0"
+	const DeviceAttr &attr() const { return attr_; }  // capabilities, fixed for its life
+	NodeType node_type() const { return node_type_; } // Ca, or Rnic for iWARP
+	uint8_t phys_port_cnt() const { return 1; }       // ports: always one here
+	const Gid &gid() const { return gid_; }           // port 1, index 0
 
+	// Fill *attr for port_num (1). 0 or a negative errno.
 	virtual int query_port(uint8_t port_num, PortAttr *attr) = 0;
+	// A protection domain (ibv_alloc_pd); nullptr and errno on failure.
 	virtual std::unique_ptr<Pd> alloc_pd() = 0;
+	// A completion channel (ibv_create_comp_channel); nullptr and errno on failure.
 	virtual std::unique_ptr<CompChannel> create_comp_channel() = 0;
+	// A CQ its owner polls (PollCtx::None); ULPs use cq_poll/'s alloc_cq instead, which
+	// also dispatches the completions. nullptr and errno on failure.
 	virtual std::unique_ptr<Cq> create_cq(const CqInitAttr &attr) = 0;
 
 	// Device-wide async events (port, device fatal). Returns a handle for unregister.
 	int register_event_handler(EventHandler h);
+	// Remove a handler: once this returns it is not running (unless this is called from
+	// inside it) and will not run again.
 	void unregister_event_handler(int handle);
 
 	// True when this device has the iWARP rules: READ sink needs REMOTE_WRITE access,
@@ -98,6 +110,7 @@ public:
 	bool is_iwarp() const { return node_type_ == NodeType::Rnic; }
 
 protected:
+	// For providers: a device with these fixed properties.
 	Device(std::string name, const DeviceAttr &attr, NodeType nt, const Gid &gid)
 	    : name_(std::move(name)), attr_(attr), node_type_(nt), gid_(gid)
 	{
@@ -113,6 +126,7 @@ private:
 	std::shared_ptr<Handlers> handlers_;
 };
 
+// A protection domain (ib_pd): MRs, QPs and SRQs of one PD work only with each other.
 class Pd
 {
 public:
@@ -120,23 +134,28 @@ public:
 	Pd(const Pd &) = delete;
 	Pd &operator=(const Pd &) = delete;
 
-	Device &device() const { return dev_; }
+	Device &device() const { return dev_; } // the device it was allocated on
 
 	// User memory registration (ibv_reg_mr). The MR's lkey/rkey are valid at once.
 	virtual std::unique_ptr<Mr> reg_mr(void *addr, size_t length, uint32_t access) = 0;
 	// A fast-registration MR (ib_alloc_mr(pd, IB_MR_TYPE_MEM_REG, max_num_sg)): invalid
 	// until a REG_MR work request binds a page list to it.
 	virtual std::unique_ptr<Mr> alloc_mr(uint32_t max_num_sg) = 0;
+	// A QP in RESET (ibv_create_qp); nullptr and errno on failure. rw/'s RwQp::create
+	// sizes one for rw contexts; a CM id makes its own (CmId::create_qp).
 	virtual std::unique_ptr<Qp> create_qp(const QpInitAttr &attr) = 0;
+	// A shared receive queue (ibv_create_srq); nullptr and errno on failure.
 	virtual std::unique_ptr<Srq> create_srq(const SrqInitAttr &attr) = 0;
 
 protected:
-	explicit Pd(Device &dev) : dev_(dev) {}
+	explicit Pd(Device &dev) : dev_(dev) {} // for providers
 
 private:
 	Device &dev_;
 };
 
+// A memory region (ib_mr): a user registration (Pd::reg_mr) or a fast-registration MR
+// (Pd::alloc_mr) whose pages a REG_MR work request binds.
 class Mr
 {
 public:
@@ -144,14 +163,14 @@ public:
 	Mr(const Mr &) = delete;
 	Mr &operator=(const Mr &) = delete;
 
-	Pd &pd() const { return pd_; }
-	uint32_t lkey() const { return lkey_; }
-	uint32_t rkey() const { return rkey_; }
-	uint64_t iova() const { return iova_; }             // first byte addressed by the keys
-	uint64_t length() const { return length_; }         // bytes
-	uint32_t page_size() const { return page_size_; }   // fast-reg MRs: page list granule
-	uint32_t max_num_sg() const { return max_num_sg_; } // fast-reg MRs; 0 for user MRs
-	bool is_fast_reg() const { return max_num_sg_ != 0; }
+	Pd &pd() const { return pd_; }                        // the PD it was registered in
+	uint32_t lkey() const { return lkey_; }               // for local SGEs (Sge::lkey)
+	uint32_t rkey() const { return rkey_; }               // for the peer's RDMA (advertise it)
+	uint64_t iova() const { return iova_; }               // first byte addressed by the keys
+	uint64_t length() const { return length_; }           // bytes
+	uint32_t page_size() const { return page_size_; }     // fast-reg MRs: page list granule
+	uint32_t max_num_sg() const { return max_num_sg_; }   // fast-reg MRs; 0 for user MRs
+	bool is_fast_reg() const { return max_num_sg_ != 0; } // made by alloc_mr
 
 	// ib_map_mr_sg: turn sg into the MR's page list (page_size granules), starting
 	// *sg_offset bytes into sg[0]. Every entry but the first must start on a page
@@ -167,6 +186,8 @@ public:
 	// ib_update_fast_reg_key(mr, ib_inc_rkey(mr->rkey)): rotate the 8-bit key part so
 	// that stale remote keys fail after re-registration.
 	void inc_rkey();
+	// Set the key byte (ib_update_fast_reg_key) of the rkey, and of the lkey unless a
+	// provider gave the mapping a local key of its own.
 	void update_key(uint8_t key);
 
 	// The page list built by map_sg (read by the provider when REG_MR executes).
@@ -178,6 +199,7 @@ public:
 	bool need_inval = false;
 
 protected:
+	// For providers: max_num_sg 0 for a user MR, the page list length for alloc_mr's.
 	Mr(Pd &pd, uint32_t lkey, uint32_t rkey, uint64_t iova, uint64_t length,
 	   uint32_t max_num_sg)
 	    : pd_(pd), lkey_(lkey), rkey_(rkey), iova_(iova), length_(length),
@@ -213,6 +235,9 @@ private:
 	size_t npages_ = 0;
 };
 
+// A completion queue (ib_cq). Made by cq_poll/'s alloc_cq (or cq_pool_get), which decides
+// who polls it and calls each completion's Cqe::done; made by Device::create_cq, it is
+// polled by its owner.
 class Cq
 {
 public:
@@ -220,11 +245,11 @@ public:
 	Cq(const Cq &) = delete;
 	Cq &operator=(const Cq &) = delete;
 
-	Device &device() const { return dev_; }
-	int cqe() const { return cqe_; } // capacity in entries
-	int comp_vector() const { return comp_vector_; }
-	CompChannel *channel() const { return channel_; }
-	void *cq_context = nullptr;
+	Device &device() const { return dev_; }           // the device it was created on
+	int cqe() const { return cqe_; }                  // capacity in entries
+	int comp_vector() const { return comp_vector_; }  // its completion vector
+	CompChannel *channel() const { return channel_; } // where its events go, or null
+	void *cq_context = nullptr;                       // the owner's (CqInitAttr::cq_context)
 
 	// Reap up to wc.size() completions; returns how many (0 when empty).
 	virtual int poll(std::span<Wc> wc) = 0;
@@ -253,11 +278,12 @@ public:
 	void *poll_state = nullptr;
 
 protected:
+	// For providers.
 	Cq(Device &dev, int cqe, int comp_vector, CompChannel *ch)
 	    : cqe_(cqe), dev_(dev), comp_vector_(comp_vector), channel_(ch)
 	{
 	}
-	int cqe_;
+	int cqe_; // capacity in entries (a provider's resize updates it)
 
 private:
 	Device &dev_;
@@ -274,7 +300,7 @@ public:
 	CompChannel(const CompChannel &) = delete;
 	CompChannel &operator=(const CompChannel &) = delete;
 
-	virtual int fd() const = 0;
+	virtual int fd() const = 0; // pollable: readable while an event is pending
 	// Next CQ that raised an event. timeout_ms < 0 waits forever, 0 does not wait.
 	// Returns 0 and sets *cq, or -EAGAIN on timeout.
 	virtual int get_cq_event(Cq **cq, int timeout_ms) = 0;
@@ -283,6 +309,8 @@ protected:
 	CompChannel() = default;
 };
 
+// A queue pair (ib_qp): a send queue and a receive queue (or an SRQ), connected to one
+// peer QP. Made by Pd::create_qp, by a CM id (CmId::create_qp) or through rw/'s RwQp.
 class Qp
 {
 public:
@@ -290,24 +318,26 @@ public:
 	Qp(const Qp &) = delete;
 	Qp &operator=(const Qp &) = delete;
 
-	Pd &pd() const { return pd_; }
-	Device &device() const { return pd_.device(); }
-	uint32_t qp_num() const { return qp_num_; }
-	Cq *send_cq() const { return send_cq_; }
-	Cq *recv_cq() const { return recv_cq_; }
-	Srq *srq() const { return srq_; }
-	const QpCap &cap() const { return cap_; } // actual sizes, >= the requested ones
-	void *qp_context = nullptr;
+	Pd &pd() const { return pd_; }                  // the PD it was created in
+	Device &device() const { return pd_.device(); } // the PD's device
+	uint32_t qp_num() const { return qp_num_; }     // its number, what a peer connects to
+	Cq *send_cq() const { return send_cq_; }        // where send completions go
+	Cq *recv_cq() const { return recv_cq_; }        // where receive completions go
+	Srq *srq() const { return srq_; }               // its shared receive queue, or null
+	const QpCap &cap() const { return cap_; }       // actual sizes, >= the requested ones
+	void *qp_context = nullptr;                     // the ULP's (QpInitAttr::qp_context)
 
 	// Move through the state machine (verbs.h QpState). attr may be a QpAttrAv when
 	// mask has QP_AV. -EINVAL for an illegal transition or missing required attributes.
 	virtual int modify(const QpAttr &attr, uint32_t mask) = 0;
+	// Fill *attr with the QP's current attributes (ibv_query_qp). 0 or a negative errno.
 	virtual int query(QpAttr *attr) = 0;
-	virtual QpState state() const = 0;
+	virtual QpState state() const = 0; // now; the provider may move it to Err at any time
 
 	// 0, or a negative errno with *bad_wr set to the first WR not posted:
 	// -ENOMEM (queue full), -EINVAL (bad WR). Posting in ERR flushes.
 	virtual int post_send(const SendWr *wr, const SendWr **bad_wr) = 0;
+	// The same for the receive queue (-EINVAL on a QP that uses an SRQ).
 	virtual int post_recv(const RecvWr *wr, const RecvWr **bad_wr) = 0;
 
 	// Providers report QP async events through here, never to the ULP's handler directly
@@ -319,6 +349,7 @@ public:
 	bool wait_last_wqe(std::chrono::milliseconds timeout);
 
 protected:
+	// For providers: cap holds the actual queue sizes.
 	Qp(Pd &pd, uint32_t qp_num, const QpInitAttr &a, const QpCap &cap)
 	    : qp_context(a.qp_context), pd_(pd), qp_num_(qp_num), send_cq_(a.send_cq),
 	      recv_cq_(a.recv_cq), srq_(a.srq), cap_(cap), event_handler_(a.event_handler)
@@ -344,6 +375,7 @@ private:
 	bool last_wqe_ = false; // LAST_WQE_REACHED has been reported (never reset)
 };
 
+// A shared receive queue (ib_srq): receives that several QPs of one PD consume.
 class Srq
 {
 public:
@@ -351,30 +383,34 @@ public:
 	Srq(const Srq &) = delete;
 	Srq &operator=(const Srq &) = delete;
 
-	Pd &pd() const { return pd_; }
-	void *srq_context = nullptr;
+	Pd &pd() const { return pd_; } // the PD it was created in
+	void *srq_context = nullptr;   // the owner's (SrqInitAttr::srq_context)
 
+	// As Qp::post_recv: 0, or a negative errno with *bad_wr at the first WR not posted.
 	virtual int post_recv(const RecvWr *wr, const RecvWr **bad_wr) = 0;
 	// Arm the limit event: SrqLimitReached once fewer than limit WRs remain.
 	virtual int arm_limit(uint32_t limit) = 0;
-	virtual uint32_t max_wr() const = 0;
+	virtual uint32_t max_wr() const = 0; // receive WRs it holds at most
 
 protected:
-	explicit Srq(Pd &pd) : pd_(pd) {}
+	explicit Srq(Pd &pd) : pd_(pd) {} // for providers
 
 private:
 	Pd &pd_;
 };
 
 // Keys are index << 8 | key byte (the byte rotates on re-registration).
+// The index part of a key (which MR or window it names).
 constexpr uint32_t key_index(uint32_t key)
 {
 	return key >> 8;
 }
+// The rotating key byte of a key (the part inc_rkey changes).
 constexpr uint8_t key_byte(uint32_t key)
 {
 	return static_cast<uint8_t>(key & 0xff);
 }
+// ib_inc_rkey: the same index with the next key byte.
 constexpr uint32_t inc_rkey(uint32_t key)
 {
 	return (key & 0xffffff00u) | ((key + 1) & 0xffu);

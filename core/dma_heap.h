@@ -38,6 +38,7 @@ namespace ulp
 
 class MemMap;
 
+// A buddy allocator over one registered region (see the top of this file). Thread-safe.
 class DmaHeap
 {
 public:
@@ -61,11 +62,11 @@ public:
 	// start is reported on stderr and ignored (a double free would hand memory out twice).
 	void free(void *p);
 
-	uint32_t lkey() const { return mr_->lkey(); }
-	uint32_t rkey() const { return mr_->rkey(); }
-	Mr &mr() const { return *mr_; }
+	uint32_t lkey() const { return mr_->lkey(); }         // for SGEs over any block
+	uint32_t rkey() const { return mr_->rkey(); }         // to advertise any block to a peer
+	Mr &mr() const { return *mr_; }                       // the MR over the whole region
 	size_t capacity() const { return region_->length(); } // bytes
-	size_t max_alloc() const { return size_t(1) << max_order_; }
+	size_t max_alloc() const { return size_t(1) << max_order_; } // largest block, bytes
 	size_t in_use() const; // bytes handed out (block sizes, not requested lengths; not cached)
 
 private:

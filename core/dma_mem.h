@@ -15,6 +15,7 @@
 namespace ulp
 {
 
+// One memfd-backed shared mapping from dma_alloc; unmapped and closed when it goes.
 class DmaRegion
 {
 public:
@@ -22,11 +23,11 @@ public:
 	DmaRegion(const DmaRegion &) = delete;
 	DmaRegion &operator=(const DmaRegion &) = delete;
 
-	void *addr() const { return addr_; }
-	size_t length() const { return len_; }
-	int fd() const { return fd_; }      // memfd; the peer maps it MAP_SHARED
-	uint64_t id() const { return id_; } // unique on this host: pid << 32 | sequence
-	bool huge() const { return huge_; } // backed by 2 MiB hugepages
+	void *addr() const { return addr_; }   // first byte, page (or hugepage) aligned
+	size_t length() const { return len_; } // bytes, a multiple of the page size
+	int fd() const { return fd_; }         // memfd; the peer maps it MAP_SHARED
+	uint64_t id() const { return id_; }    // unique on this host: pid << 32 | sequence
+	bool huge() const { return huge_; }    // backed by 2 MiB hugepages
 
 private:
 	friend std::unique_ptr<DmaRegion> dma_alloc(size_t length, bool try_huge);

@@ -28,6 +28,8 @@ struct MemTranslation {
 	Mr *mr = nullptr;  // the MR behind the keys; may be null (keys from elsewhere)
 };
 
+// Address ranges of one PD's registered memory and their keys (see the top of this file).
+// Thread-safe.
 class MemMap
 {
 public:

@@ -23,7 +23,7 @@ class Provider
 {
 public:
 	virtual ~Provider() = default;
-	virtual const char *name() const = 0;
+	virtual const char *name() const = 0; // "soft", "verbs": what find_provider takes
 	// A CM id on this provider's fabric (rdma_create_id).
 	virtual std::unique_ptr<CmId> create_id(CmHandler handler, void *context) = 0;
 	// The caller, the last user of dev in this process (rdma_conn's portals), holds nothing
@@ -34,24 +34,34 @@ public:
 	virtual void device_released(Device &dev) { (void)dev; }
 };
 
+// A ULP's interest in devices (ib_client): told of every device, present and future.
 struct Client {
-	std::string name;
+	std::string name;                     // for log lines
 	std::function<void(Device &)> add;    // device appeared (or present at registration)
 	std::function<void(Device &)> remove; // device leaving, or client unregistering
 };
 
+// Make a provider findable by name (providers do it for themselves; twice is harmless).
 void register_provider(Provider *p);
+// Forget a provider (its devices are the provider's to withdraw first).
 void unregister_provider(Provider *p);
+// The registered provider called name ("soft", "verbs"), or nullptr.
 Provider *find_provider(const std::string &name);
 
 // For providers: announce a device after it is fully usable, withdraw it before teardown.
 void register_device(Device *dev);
+// Runs every client's remove(dev) first; dev is out of devices() before that.
 void unregister_device(Device *dev);
 
+// Add c; its add() runs for every device present before this returns. 0, -EINVAL (null)
+// or -EEXIST (already registered).
 int register_client(Client *c);
+// Remove c; its remove() runs for every device present before this returns.
 void unregister_client(Client *c);
 
+// Every registered device now (a copy: devices may go away after it is taken).
 std::vector<Device *> devices();
+// The registered device called name ("soft0", "rxe0"), or nullptr.
 Device *find_device(const std::string &name);
 
 } // namespace ulp

@@ -21,6 +21,7 @@ class Device;
 // ---------------------------------------------------------------------------------------------
 // Work completions
 
+// The outcome of a work request (ib_wc_status). Only Success carries a valid opcode.
 enum class WcStatus : uint8_t {
 	Success,
 	LocLenErr,      // local length error: receive buffer too small, or SGE sum overflow
@@ -40,8 +41,10 @@ enum class WcStatus : uint8_t {
 	GeneralErr,     // anything else
 };
 
+// The status in ib_wc_status_msg() words for log lines ("WR flushed").
 const char *wc_status_str(WcStatus s);
 
+// What a successful completion was (ib_wc_opcode): the WR's operation, or a receive.
 enum class WcOpcode : uint8_t {
 	Send,
 	RdmaWrite,
@@ -62,6 +65,8 @@ enum : uint32_t {
 // The kernel's struct ib_cqe: embed it in the ULP's per-request context and recover the
 // context with container_of-style arithmetic in done(). Every signaled WR carries one.
 struct Cqe {
+	// Called once per completion by whoever processes the CQ (cq_poll/ or the owner), on
+	// that thread; wc is valid only during the call.
 	void (*done)(Cq *cq, struct Wc *wc) = nullptr;
 };
 
@@ -80,13 +85,14 @@ template <typename T, typename M> T *container_of(M *member_ptr, M T::*member)
 	return reinterpret_cast<T *>(reinterpret_cast<unsigned char *>(member_ptr) - off);
 }
 
+// One work completion (ib_wc), as Cq::poll returns it and Cqe::done receives it.
 struct Wc {
 	Cqe *wr_cqe = nullptr; // the posting WR's cqe; null when it had none (an unsignaled
 	                       // WR's flush: reported here, dropped by cq_poll/ as the
 	                       // kernel's __ib_process_cq does)
-	WcStatus status = WcStatus::Success;
-	WcOpcode opcode = WcOpcode::Send; // valid only when status == Success (as on hardware)
-	uint32_t vendor_err = 0;          // provider-specific detail, 0 when none
+	WcStatus status = WcStatus::Success; // Success, or why the WR failed or was flushed
+	WcOpcode opcode = WcOpcode::Send;    // valid only when status == Success (as on hardware)
+	uint32_t vendor_err = 0;             // provider-specific detail, 0 when none
 	uint32_t byte_len = 0; // bytes received (Recv / RecvRdmaWithImm); bytes read for RdmaRead
 	Qp *qp = nullptr;      // the QP this completion belongs to
 	uint32_t qp_num = 0;   // its number (for SRQ completions)
@@ -99,12 +105,14 @@ struct Wc {
 // ---------------------------------------------------------------------------------------------
 // Work requests
 
+// A scatter/gather element (ib_sge): local registered memory a WR reads or writes.
 struct Sge {
 	uint64_t addr = 0;   // virtual address inside the MR named by lkey
 	uint32_t length = 0; // bytes
-	uint32_t lkey = 0;
+	uint32_t lkey = 0;   // the local key of the MR the range lies in
 };
 
+// A send-queue work request's operation (ib_wr_opcode).
 enum class WrOpcode : uint8_t {
 	RdmaWrite,
 	RdmaWriteWithImm,
@@ -116,6 +124,7 @@ enum class WrOpcode : uint8_t {
 	RegMr,
 };
 
+// The opcode's name for log lines ("RDMA_WRITE").
 const char *wr_opcode_str(WrOpcode op);
 
 // SendWr::send_flags bits.
@@ -138,44 +147,47 @@ enum : uint32_t {
 // Base of the send work-request family. Like the kernel's ib_send_wr, the specialised
 // requests (RdmaWr, RegWr) derive from it and the provider downcasts by opcode.
 struct SendWr {
-	SendWr *next = nullptr;
-	Cqe *wr_cqe = nullptr; // may be null only when the WR is unsignaled
-	const Sge *sg_list = nullptr;
-	int num_sge = 0;
-	WrOpcode opcode = WrOpcode::Send;
-	uint32_t send_flags = 0;      // SEND_* bits
-	uint32_t imm_data = 0;        // SendWithImm / RdmaWriteWithImm (host order)
-	uint32_t invalidate_rkey = 0; // SendWithInv: the rkey the responder invalidates;
-	                              // LocalInv: the key to invalidate
+	SendWr *next = nullptr;       // the next WR of a chain posted at once, or null
+	Cqe *wr_cqe = nullptr;        // may be null only when the WR is unsignaled
+	const Sge *sg_list = nullptr; // num_sge entries; read by post_send (SEND_INLINE: copied)
+	int num_sge = 0;              // at most the QP's cap.max_send_sge
+	WrOpcode opcode = WrOpcode::Send; // what the WR does; selects the derived type
+	uint32_t send_flags = 0;          // SEND_* bits
+	uint32_t imm_data = 0;            // SendWithImm / RdmaWriteWithImm (host order)
+	uint32_t invalidate_rkey = 0;     // SendWithInv: the rkey the responder invalidates;
+	                                  // LocalInv: the key to invalidate
 };
 
 // RDMA_WRITE, RDMA_WRITE_WITH_IMM, RDMA_READ.
 struct RdmaWr : SendWr {
-	uint64_t remote_addr = 0;
-	uint32_t rkey = 0;
+	uint64_t remote_addr = 0; // the peer's virtual address (inside the MR of rkey)
+	uint32_t rkey = 0;        // the peer's remote key, as it advertised it
 };
 
 // REG_MR: bind the page list previously mapped into mr (Mr::map_sg) to key, with access.
 struct RegWr : SendWr {
-	Mr *mr = nullptr;
+	Mr *mr = nullptr;    // a fast-registration MR (Pd::alloc_mr), mapped by Mr::map_sg
 	uint32_t key = 0;    // the new lkey/rkey, normally mr->rkey() after inc_rkey
 	uint32_t access = 0; // ACCESS_* bits
 };
 
+// The kernel's rdma_wr(): the RdmaWr a READ/WRITE opcode's SendWr is (providers use it).
 inline const RdmaWr &rdma_wr(const SendWr &wr)
 {
 	return static_cast<const RdmaWr &>(wr);
 }
+// The kernel's reg_wr(): the RegWr a RegMr opcode's SendWr is.
 inline const RegWr &reg_wr(const SendWr &wr)
 {
 	return static_cast<const RegWr &>(wr);
 }
 
+// A receive work request (ib_recv_wr): where the next incoming SEND lands.
 struct RecvWr {
-	RecvWr *next = nullptr;
-	Cqe *wr_cqe = nullptr; // receive completions are always reported
-	const Sge *sg_list = nullptr;
-	int num_sge = 0;
+	RecvWr *next = nullptr;       // the next WR of a chain posted at once, or null
+	Cqe *wr_cqe = nullptr;        // receive completions are always reported
+	const Sge *sg_list = nullptr; // num_sge entries of registered memory (LOCAL_WRITE)
+	int num_sge = 0;              // at most the QP's cap.max_recv_sge; 0 for an empty receive
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -197,85 +209,96 @@ enum : uint64_t {
 	DEVICE_REG_MR_CONTIG = 1ull << 8,
 };
 
+// The kind of device (rdma_node_type): an IB/RoCE channel adapter, or an iWARP RNIC.
 enum class NodeType : uint8_t { Ca, Rnic };
+// A port's link layer (rdma_port_get_link_layer).
 enum class LinkLayer : uint8_t { InfiniBand, Ethernet, Iwarp };
 
+// What a device can do and how much of it (ib_device_attr); Device::attr().
 struct DeviceAttr {
-	uint64_t node_guid = 0; // the device's node GUID, host order (SRP target port ids
-	                        // default to it, as ib_srpt's srpt_service_guid does)
-	uint64_t device_cap_flags = 0;
-	uint64_t max_mr_size = 0;   // bytes
-	uint64_t page_size_cap = 0; // supported page sizes, bit n = 2^n bytes
-	uint32_t vendor_id = 0;
-	uint32_t max_qp = 0;
-	uint32_t max_qp_wr = 0;  // per work queue
-	uint32_t max_sge = 0;    // per send or receive WR
-	uint32_t max_sge_rd = 0; // per RDMA READ WR (iWARP: 1)
-	uint32_t max_sgl_rd = 0; // the kernel's max_sgl_rd: a READ gathering more entries than
-	                         // this is cheaper through an MR (rw/ switches to REG_MR);
-	                         // 0 = not reported (then only iWARP or force-MR uses MRs)
-	uint32_t max_cq = 0;
-	uint32_t max_cqe = 0;
-	uint32_t max_mr = 0;
-	uint32_t max_pd = 0;
-	uint32_t max_qp_rd_atom = 0;      // outstanding RDMA READs a QP accepts as responder
-	uint32_t max_qp_init_rd_atom = 0; // outstanding RDMA READs a QP initiates
-	uint32_t max_srq = 0;
-	uint32_t max_srq_wr = 0;
-	uint32_t max_srq_sge = 0;
+	uint64_t node_guid = 0;        // the device's node GUID, host order (SRP target port ids
+	                               // default to it, as ib_srpt's srpt_service_guid does)
+	uint64_t device_cap_flags = 0; // DEVICE_* bits
+	uint64_t max_mr_size = 0;      // bytes
+	uint64_t page_size_cap = 0;    // supported page sizes, bit n = 2^n bytes
+	uint32_t vendor_id = 0;        // IEEE OUI of the vendor; 0 for the soft provider
+	uint32_t max_qp = 0;           // QPs per device
+	uint32_t max_qp_wr = 0;        // per work queue
+	uint32_t max_sge = 0;          // per send or receive WR
+	uint32_t max_sge_rd = 0;       // per RDMA READ WR (iWARP: 1)
+	uint32_t max_sgl_rd = 0;     // the kernel's max_sgl_rd: a READ gathering more entries than
+	                             // this is cheaper through an MR (rw/ switches to REG_MR);
+	                             // 0 = not reported (then only iWARP or force-MR uses MRs)
+	uint32_t max_cq = 0;         // CQs per device
+	uint32_t max_cqe = 0;        // entries per CQ
+	uint32_t max_mr = 0;         // MRs per device
+	uint32_t max_pd = 0;         // PDs per device
+	uint32_t max_qp_rd_atom = 0; // outstanding RDMA READs a QP accepts as responder
+	uint32_t max_qp_init_rd_atom = 0;        // outstanding RDMA READs a QP initiates
+	uint32_t max_srq = 0;                    // SRQs per device
+	uint32_t max_srq_wr = 0;                 // receive WRs per SRQ
+	uint32_t max_srq_sge = 0;                // SGEs per SRQ receive WR
 	uint32_t max_fast_reg_page_list_len = 0; // pages per REG_MR
 	uint32_t max_inline_data = 0;            // bytes per SEND_INLINE WR
-	uint32_t num_comp_vectors = 0;
+	uint32_t num_comp_vectors = 0;           // completion vectors (interrupt queues) for CQs
 };
 
+// A port's logical state (ib_port_state); only Active carries traffic.
 enum class PortState : uint8_t { Down, Init, Armed, Active };
 
+// A port's attributes (ib_port_attr); Device::query_port().
 struct PortAttr {
-	PortState state = PortState::Down;
-	LinkLayer link_layer = LinkLayer::Ethernet;
-	uint32_t max_mtu = 4096;    // bytes
-	uint32_t active_mtu = 4096; // bytes
-	uint32_t gid_tbl_len = 1;
+	PortState state = PortState::Down;          // Active when usable
+	LinkLayer link_layer = LinkLayer::Ethernet; // RoCE and the soft provider: Ethernet
+	uint32_t max_mtu = 4096;                    // bytes
+	uint32_t active_mtu = 4096;                 // bytes
+	uint32_t gid_tbl_len = 1;                   // GIDs of the port (Device::gid() is index 0)
 };
 
 // ---------------------------------------------------------------------------------------------
 // QP
 
+// The QP's transport service: only Reliable Connected, what every storage ULP uses.
 enum class QpType : uint8_t { Rc };
 
 // IB spec 10.3.1; SQD is not modelled. Transitions (modify_qp):
 //   Reset->Init, Init->Init, Init->Rtr, Rtr->Rts, Rts->Rts, Sqe->Rts, any->Err, any->Reset.
 enum class QpState : uint8_t { Reset, Init, Rtr, Rts, Sqe, Err };
 
+// The state's name for log lines ("RTS").
 const char *qp_state_str(QpState s);
 
+// Which send WRs generate a completion (ib_sig_type).
 enum class SigType : uint8_t {
 	AllWr, // every send WR generates a completion
 	ReqWr, // only WRs with SEND_SIGNALED do (the ULP norm)
 };
 
+// A QP's queue sizes (ib_qp_cap): requested at create_qp, actual ones in Qp::cap().
 struct QpCap {
-	uint32_t max_send_wr = 0;
-	uint32_t max_recv_wr = 0;
-	uint32_t max_send_sge = 0;
-	uint32_t max_recv_sge = 0;
-	uint32_t max_inline_data = 0;
-	uint32_t max_rdma_ctxs = 0; // rw contexts; consumed by rw/ (grows max_send_wr), 0 = none
+	uint32_t max_send_wr = 0;     // send WRs outstanding (posted, not yet completed)
+	uint32_t max_recv_wr = 0;     // receive WRs outstanding (ignored on an SRQ)
+	uint32_t max_send_sge = 0;    // SGEs per send WR
+	uint32_t max_recv_sge = 0;    // SGEs per receive WR
+	uint32_t max_inline_data = 0; // bytes per SEND_INLINE WR
+	uint32_t max_rdma_ctxs = 0;   // rw contexts; consumed by rw/ (grows max_send_wr), 0 = none
 };
 
 struct AsyncEvent;
+// An async event callback; runs on a provider thread (see core/device.h's threading rule).
 using EventHandler = std::function<void(const AsyncEvent &)>;
 
+// What create_qp makes (ib_qp_init_attr).
 struct QpInitAttr {
 	EventHandler event_handler; // QP async events (fatal, LAST_WQE_REACHED, ...)
-	void *qp_context = nullptr;
-	Cq *send_cq = nullptr;
-	Cq *recv_cq = nullptr;
-	Srq *srq = nullptr; // receives come from here when set; max_recv_wr ignored
-	QpCap cap;
-	SigType sq_sig_type = SigType::ReqWr;
-	QpType qp_type = QpType::Rc;
-	uint8_t port_num = 1;
+	void *qp_context = nullptr; // the ULP's, stored in Qp::qp_context
+	Cq *send_cq = nullptr;      // send completions; its comp_vector picks the QP's engine
+	Cq *recv_cq = nullptr;      // receive completions (may be send_cq)
+	Srq *srq = nullptr;         // receives come from here when set; max_recv_wr ignored
+	QpCap cap;                  // the queue sizes wanted; the QP may have more
+	SigType sq_sig_type = SigType::ReqWr; // which send WRs complete
+	QpType qp_type = QpType::Rc;          // the transport (RC only)
+	uint8_t port_num = 1;                 // the device port (1: devices have one)
 };
 
 // QpAttr mask bits for modify_qp.
@@ -296,22 +319,24 @@ enum : uint32_t {
 	QP_DEST_QPN = 1u << 13,
 };
 
+// The attributes modify_qp sets (those named by its mask) and query_qp reports
+// (ib_qp_attr).
 struct QpAttr {
-	QpState qp_state = QpState::Reset;
+	QpState qp_state = QpState::Reset;     // the state to move to (QP_STATE)
 	QpState cur_qp_state = QpState::Reset; // out only (query_qp)
-	uint32_t qp_access_flags = 0;
-	uint8_t port_num = 1;
-	uint32_t path_mtu = 4096;   // bytes
-	uint8_t timeout = 14;       // local ack timeout, 4.096 us * 2^timeout
-	uint8_t retry_cnt = 7;      // transport retries
-	uint8_t rnr_retry = 7;      // RNR retries; 7 = infinite (IB spec 9.7.5.2.8)
-	uint8_t min_rnr_timer = 12; // IB encoding (12 = 0.64 ms)
-	uint32_t rq_psn = 0;
-	uint32_t sq_psn = 0;
-	uint32_t max_rd_atomic = 1;      // outstanding READs this QP initiates
-	uint32_t max_dest_rd_atomic = 1; // outstanding READs this QP accepts
-	uint32_t dest_qp_num = 0;
-	QpCap cap; // out only (query_qp)
+	uint32_t qp_access_flags = 0;          // ACCESS_REMOTE_* the peer may use (QP_ACCESS_FLAGS)
+	uint8_t port_num = 1;                  // the device port (QP_PORT)
+	uint32_t path_mtu = 4096;              // bytes
+	uint8_t timeout = 14;                  // local ack timeout, 4.096 us * 2^timeout
+	uint8_t retry_cnt = 7;                 // transport retries
+	uint8_t rnr_retry = 7;                 // RNR retries; 7 = infinite (IB spec 9.7.5.2.8)
+	uint8_t min_rnr_timer = 12;            // IB encoding (12 = 0.64 ms)
+	uint32_t rq_psn = 0;                   // first packet sequence number expected (QP_RQ_PSN)
+	uint32_t sq_psn = 0;                   // first packet sequence number sent (QP_SQ_PSN)
+	uint32_t max_rd_atomic = 1;            // outstanding READs this QP initiates
+	uint32_t max_dest_rd_atomic = 1;       // outstanding READs this QP accepts
+	uint32_t dest_qp_num = 0;              // the peer QP's number (QP_DEST_QPN)
+	QpCap cap;                             // out only (query_qp)
 };
 
 // IB encoding of min_rnr_timer (IB spec table 45) to microseconds.
@@ -320,6 +345,7 @@ uint32_t rnr_timer_usec(uint8_t enc);
 // ---------------------------------------------------------------------------------------------
 // Async events
 
+// An async event's type (ib_event_type).
 enum class EventType : uint8_t {
 	CqErr,            // CQ overrun (IB_EVENT_CQ_ERR)
 	QpFatal,          // QP entered ERR for a local reason (IB_EVENT_QP_FATAL)
@@ -334,15 +360,17 @@ enum class EventType : uint8_t {
 	DeviceFatal,
 };
 
+// The event in ib_event_msg() words for log lines ("QP fatal error").
 const char *event_type_str(EventType t);
 
+// An async event (ib_event), as an EventHandler receives it.
 struct AsyncEvent {
-	EventType event = EventType::DeviceFatal;
-	Device *device = nullptr;
-	Qp *qp = nullptr;   // QP events
-	Cq *cq = nullptr;   // CQ events
-	Srq *srq = nullptr; // SRQ events
-	uint8_t port_num = 0;
+	EventType event = EventType::DeviceFatal; // what happened
+	Device *device = nullptr;                 // the device it happened on
+	Qp *qp = nullptr;                         // QP events
+	Cq *cq = nullptr;                         // CQ events
+	Srq *srq = nullptr;                       // SRQ events
+	uint8_t port_num = 0;                     // port events
 };
 
 // Cq::req_notify flags.
@@ -363,6 +391,7 @@ enum class PollCtx : uint8_t {
 	BusyPoll,         // a poll group run to completion on its owner's thread (SPDK)
 };
 
+// The context's name for log lines ("softirq").
 const char *poll_ctx_str(PollCtx c);
 
 } // namespace ulp

@@ -74,6 +74,7 @@ enum class DimMode : uint8_t {
 	Off,  // never
 };
 
+// alloc_cq's options beyond the kernel's arguments.
 struct CqOptions {
 	DimMode dim = DimMode::Auto; // adaptive moderation (threaded contexts only)
 	void *cq_context = nullptr;  // stored in Cq::cq_context (ib_alloc_cq's private)
@@ -89,11 +90,12 @@ struct CqOptions {
 class PollGroup;
 struct PollCq; // cq_poll's per-CQ state (cq_poll.cc)
 
-// Owns a CQ made by alloc_cq; the deleter calls free_cq and aborts if it is refused (a
-// ULP bug: the CQ is still in use).
+// What a CqHandle does when it goes: free_cq, and abort if that is refused (a ULP bug:
+// the CQ is still in use). Call free_cq first where a refusal must be handled.
 struct CqDeleter {
-	void operator()(Cq *cq) const;
+	void operator()(Cq *cq) const; // free_cq(cq), abort() on an error
 };
+// Owns a CQ made by alloc_cq.
 using CqHandle = std::unique_ptr<Cq, CqDeleter>;
 
 // __ib_alloc_cq: a CQ of at least nr_cqe entries on comp_vector (taken modulo the
@@ -108,7 +110,7 @@ CqHandle alloc_cq(Device &dev, int nr_cqe, int comp_vector, PollCtx ctx, PollGro
 // from a done() callback of this very CQ; -EINVAL for a CQ not made by cq_poll. On error nothing is
 // freed. The handle form releases the handle on success.
 int free_cq(Cq *cq);
-int free_cq(CqHandle &cq);
+int free_cq(CqHandle &cq); // free_cq(cq.get()); on success the handle is empty
 
 // ib_process_cq_direct: process up to budget completions on the calling thread, batch 16;
 // returns how many. Direct CQs; BusyPoll CQs only from their group's owner thread (0
@@ -176,6 +178,7 @@ public:
 	void stop();
 
 	int nr_cqs() const; // attached CQs
+	// The thread that may process the group's CQs (see the class comment).
 	std::thread::id owner() const { return owner_.load(std::memory_order_acquire); }
 
 private:

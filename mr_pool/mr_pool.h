@@ -36,6 +36,7 @@
 namespace ulp
 {
 
+// One pool of fast-registration MRs of one PD (see the top of this file). Thread-safe.
 class MrPool
 {
 public:

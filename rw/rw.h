@@ -97,6 +97,7 @@ int rw_ctx_bound(const Device &dev, uint32_t max_send_sge, const RwQpOptions &op
 // kernel silently clamps there, which lets the send queue overflow under load).
 int rw_init_qp(const Device &dev, QpInitAttr *attr, const RwQpOptions &opts);
 
+// A QP set up for rw contexts, with its MR pool (see the top of this file).
 class RwQp
 {
 public:
@@ -115,13 +116,13 @@ public:
 	RwQp(const RwQp &) = delete;
 	RwQp &operator=(const RwQp &) = delete;
 
-	Qp &qp() const { return *qp_; }
-	MrPool &mrs() { return mrs_; }
-	const RwCtxBound &ctx_bound() const { return bound_; } // reserved per context
-	uint32_t max_read_sge() const { return max_read_sge_; }
-	uint32_t max_write_sge() const { return max_write_sge_; }
-	uint32_t max_rdma_ctxs() const { return max_rdma_ctxs_; }
-	bool force_mr() const { return force_mr_; }
+	Qp &qp() const { return *qp_; } // the QP, to connect and to post the ULP's own WRs
+	MrPool &mrs() { return mrs_; }  // the contexts' MRs (empty when they use none)
+	const RwCtxBound &ctx_bound() const { return bound_; }    // reserved per context
+	uint32_t max_read_sge() const { return max_read_sge_; }   // SGEs per RDMA READ WR
+	uint32_t max_write_sge() const { return max_write_sge_; } // SGEs per RDMA WRITE WR
+	uint32_t max_rdma_ctxs() const { return max_rdma_ctxs_; } // contexts sized for
+	bool force_mr() const { return force_mr_; }               // every context uses MRs
 
 private:
 	RwQp() = default;
@@ -137,6 +138,7 @@ private:
 	bool force_mr_ = false;      // RwQpOptions::force_mr
 };
 
+// One RDMA READ or WRITE of a scatter table (rdma_rw_ctx; see the top of this file).
 class RwCtx
 {
 public:
@@ -174,7 +176,7 @@ public:
 	// its arrays without allocating.
 	void destroy();
 
-	RwType type() const { return type_; }
+	RwType type() const { return type_; }       // the shape init() chose; None when unused
 	uint32_t nr_ops() const { return nr_ops_; } // data WRs (READ/WRITE), as ctx->nr_ops
 	int nr_wrs() const { return nr_wrs_; }      // what init() returned
 	// The i-th MR of an MR context (i < nr_ops()), for tests and diagnostics.

@@ -24,11 +24,12 @@ namespace ulp
 
 class MemMap;
 
+// The local side of an rw context: entries of registered memory, each with its lkey.
 class SgTable
 {
 public:
 	SgTable() = default;
-	explicit SgTable(size_t capacity) { reserve(capacity); }
+	explicit SgTable(size_t capacity) { reserve(capacity); } // reserve(capacity)
 
 	// Preallocate room for n entries (the only call here that may allocate besides an
 	// add() beyond the reserved capacity).
@@ -44,14 +45,14 @@ public:
 
 	void clear(); // drop every entry, keep the capacity
 
-	size_t size() const { return ents_.size(); }
-	bool empty() const { return ents_.empty(); }
-	uint64_t length() const { return bytes_; } // sum of the entries' lengths
+	size_t size() const { return ents_.size(); } // entries
+	bool empty() const { return ents_.empty(); } // no entries
+	uint64_t length() const { return bytes_; }   // sum of the entries' lengths
 
 	// Address/length pairs in order (what Mr::map_sg consumes) and their lkeys (same
 	// index).
 	std::span<const SgEntry> entries() const { return ents_; }
-	std::span<const uint32_t> lkeys() const { return lkeys_; }
+	std::span<const uint32_t> lkeys() const { return lkeys_; } // entries()'s lkeys
 
 private:
 	std::vector<SgEntry> ents_;   // address and length of each entry

@@ -26,11 +26,13 @@
 namespace ulp::soft
 {
 
+// The kind of RDMA device a soft device behaves as.
 enum class Profile : uint8_t {
 	Ib,    // IB/RoCE-like: MEM_MGT_EXTENSIONS, LAST_WQE_REACHED, CQ resize, 30-entry SGEs
 	Iwarp, // iWARP-like: READ sink needs REMOTE_WRITE, max_sge_rd 1, no LAST_WQE, no resize
 };
 
+// How a soft device's connections carry their traffic (see the top of this file).
 enum class Wire : uint8_t {
 	Auto,   // in-process when the listener is in this process, else the ring wire (or the
 	        // packet wire when the environment has ULP_SOFT_WIRE=socket)
@@ -38,6 +40,7 @@ enum class Wire : uint8_t {
 	Shm,    // always the ring wire, even in-process (exercises the ring path)
 };
 
+// Who executes a soft device's work requests.
 enum class Exec : uint8_t {
 	Engine, // engine threads of the device execute work, like a NIC's queues (default)
 	Inline, // work runs inside post_send / post_recv / poll / progress() on the
@@ -48,25 +51,26 @@ enum class Exec : uint8_t {
 // Limits: 0 keeps the profile's default, except that an unset max_sge_rd never exceeds
 // max_sge (a READ gathers no more than any WR may).
 struct Limits {
-	uint32_t max_qp_wr = 0;
-	uint32_t max_sge = 0;
-	uint32_t max_sge_rd = 0;
+	uint32_t max_qp_wr = 0;  // DeviceAttr::max_qp_wr: WRs per work queue
+	uint32_t max_sge = 0;    // DeviceAttr::max_sge: SGEs per WR
+	uint32_t max_sge_rd = 0; // DeviceAttr::max_sge_rd: SGEs per RDMA READ
 	uint32_t max_sgl_rd = 0; // DeviceAttr::max_sgl_rd; both profiles report 0 (as rxe/siw)
-	uint32_t max_fast_reg_page_list_len = 0;
-	uint32_t max_qp_rd_atom = 0;
-	uint32_t max_cqe = 0;
-	uint32_t max_inline_data = 0;
-	uint32_t num_comp_vectors = 0;
+	uint32_t max_fast_reg_page_list_len = 0; // DeviceAttr's: pages per REG_MR
+	uint32_t max_qp_rd_atom = 0;             // DeviceAttr's: READs in flight per QP
+	uint32_t max_cqe = 0;                    // DeviceAttr::max_cqe: entries per CQ
+	uint32_t max_inline_data = 0;            // DeviceAttr's: bytes per SEND_INLINE WR
+	uint32_t num_comp_vectors = 0;           // DeviceAttr's: completion vectors
 };
 
+// What create_device makes.
 struct DeviceConfig {
-	std::string name; // "" picks soft0, soft1, ...
-	Profile profile = Profile::Ib;
-	std::string ip = "127.0.0.1"; // the device's address (its GID is IPv4-mapped)
-	Exec exec = Exec::Engine;
-	Wire wire = Wire::Auto;
-	Limits limits;
-	uint64_t fault_seed = 1; // seeds random fault injection
+	std::string name;              // "" picks soft0, soft1, ...
+	Profile profile = Profile::Ib; // IB/RoCE-like or iWARP-like
+	std::string ip = "127.0.0.1";  // the device's address (its GID is IPv4-mapped)
+	Exec exec = Exec::Engine;      // engine threads, or inline on the caller's
+	Wire wire = Wire::Auto;        // how its connections travel
+	Limits limits;                 // the profile's limits, overridden where not 0
+	uint64_t fault_seed = 1;       // seeds random fault injection
 	// DEVICE_* capability bits the device withholds, and behaves accordingly: a profile
 	// minus, say, CQ moderation (Cq::modify then fails with -EOPNOTSUPP), as some real
 	// devices ship.
@@ -83,7 +87,7 @@ struct DeviceConfig {
 Device *create_device(const DeviceConfig &cfg);
 // Unregister and free. Every object on the device must be gone already.
 void destroy_device(Device *dev);
-bool is_soft(const Device &dev);
+bool is_soft(const Device &dev); // dev is a soft device (its functions below apply)
 
 // The provider (for CM ids): registered with the core registry as "soft".
 Provider &provider();
@@ -96,6 +100,7 @@ int progress(Device &dev);
 // Fault injection. Deterministic: rules fire at the n-th matching event, or at random
 // with the device's fault_seed.
 
+// Where a FaultRule strikes.
 enum class FaultPoint : uint8_t {
 	PostSend,        // post_send fails with -EIO for the matching WR
 	PostRecv,        // post_recv (QP or SRQ) fails with -EIO at the matching WR
@@ -107,9 +112,10 @@ enum class FaultPoint : uint8_t {
 	CutConnection,   // the wire to the peer is cut before the matching WR (peer death)
 };
 
+// One fault to inject (inject_fault): where, on which QP, when and how often.
 struct FaultRule {
-	FaultPoint point = FaultPoint::PostSend;
-	uint32_t qp_num = 0;      // 0 = any QP of the device
+	FaultPoint point = FaultPoint::PostSend; // where it strikes
+	uint32_t qp_num = 0;                     // 0 = any QP of the device
 	uint64_t nth = 1;         // fire at the nth matching event (1-based); 0 = use probability
 	double probability = 0.0; // with nth == 0: chance per matching event
 	uint32_t count = 1;       // how many times the rule fires (0 = unlimited)
@@ -122,8 +128,8 @@ struct FaultRule {
 };
 
 int inject_fault(Device &dev, const FaultRule &rule); // returns a rule id >= 0
-void clear_faults(Device &dev);
-uint64_t faults_fired(Device &dev);
+void clear_faults(Device &dev);                       // every rule of the device is dropped
+uint64_t faults_fired(Device &dev); // how many times the device's rules fired, in all
 
 // Immediate faults.
 void force_qp_error(Qp &qp);          // the QP enters ERR now (QP_FATAL event)
@@ -138,7 +144,7 @@ void remove_device(Device &dev);
 
 // Engines: how many the device has, and the one that executes a QP (0 .. count-1).
 unsigned engine_count(Device &dev);
-unsigned qp_engine(Qp &qp);
+unsigned qp_engine(Qp &qp); // the engine that executes qp's work
 
 // The wire a QP's connection runs on: "inproc", "socket" (the packet wire), "shm" (the ring
 // wire), or "none" (not connected).
@@ -147,6 +153,7 @@ const char *qp_wire(Qp &qp);
 // ---------------------------------------------------------------------------------------------
 // Counters (monotonic).
 
+// A soft device's or QP's counters (device_counters, qp_counters).
 struct Counters {
 	uint64_t posted = 0;          // send + recv WRs accepted by post_*
 	uint64_t completed = 0;       // completions delivered to CQs (all statuses)
@@ -158,7 +165,7 @@ struct Counters {
 	uint64_t max_rd_inflight = 0; // high-water mark of outstanding READs (per QP: its own)
 };
 
-Counters device_counters(Device &dev);
-Counters qp_counters(Qp &qp);
+Counters device_counters(Device &dev); // the device's, over all its QPs
+Counters qp_counters(Qp &qp);          // one QP's
 
 } // namespace ulp::soft

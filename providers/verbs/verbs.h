@@ -24,6 +24,6 @@ namespace ulp::verbs
 // The provider, registered with the core registry as "verbs". Devices are enumerated and
 // registered once, before main() (or on the first call to this function).
 Provider &provider();
-bool is_verbs(const Device &dev);
+bool is_verbs(const Device &dev); // dev is one of this provider's devices
 
 } // namespace ulp::verbs
