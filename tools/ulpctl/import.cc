@@ -322,11 +322,20 @@ std::string header(Format f, const std::string &source, const Result &r)
 		h += "# Not carried over (" + std::to_string(r.skipped.size() + r.skipped_dropped) +
 		     "):\n";
 		for (const Skipped &s : r.skipped) {
-			// One comment line each: a newline in a source's value ends the comment
-			// and would start TOML.
-			std::string l = s.line();
-			std::replace_if(
-			    l.begin(), l.end(), [](char c) { return c == '\n' || c == '\r'; }, ' ');
+			// One comment line each, of what TOML allows in one: a newline in a
+			// source's value would end the comment and start TOML, and a control
+			// character is refused there.
+			std::string l;
+			for (const char c : s.line()) {
+				const auto u = static_cast<unsigned char>(c);
+				if ((u < 0x20 && c != '\t') || u == 0x7f) {
+					char esc[8];
+					std::snprintf(esc, sizeof esc, "\\x%02x", u);
+					l += esc;
+				} else {
+					l += c;
+				}
+			}
 			h += "#   " + l + "\n";
 		}
 		if (r.skipped_dropped)

@@ -195,6 +195,9 @@ bool load_storage_object(Reader &rd, const json &so, const std::string &path, St
 			           "an rbd LUN has no volatile cache (librbd's is off)");
 		l.bs.write_cache = true; // the key's default: rbd refuses any other
 	}
+	// LIO's fileio LUN has the file's whole blocks, and so has ulp-targetd's.
+	if (l.bs.kind == "file")
+		l.bs.size -= l.bs.size % l.bs.block_size;
 	if ((l.bs.kind == "ram" || l.bs.kind == "null") && l.bs.size % l.bs.block_size) {
 		rd.r->skip(w, "size " + std::to_string(size),
 		           "not a multiple of the block size; its LUNs are left out");

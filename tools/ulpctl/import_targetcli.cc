@@ -569,10 +569,12 @@ bool import_root(Reader &rd, const json &root, Result *r)
 			continue;
 		}
 		targetd::TargetCfg t;
-		t.name =
-		    srp ? "iqn.2026-11.org.ulp.import:srpt-" + srp_port_id(wwn).substr(2) : wwn;
-		if (srp && srp_port_id(wwn).empty())
-			t.name = "iqn.2026-11.org.ulp.import:srpt-" + std::to_string(i);
+		// An srpt target's LUNs go to a [[target]] of their own, named after the port
+		// (its GUID or GID's hex digits, else its place in the file).
+		const std::string port = srp ? srp_port_id(wwn) : "";
+		t.name = !srp           ? wwn
+		         : port.empty() ? "iqn.2026-11.org.ulp.import:srpt-" + std::to_string(i)
+		                        : "iqn.2026-11.org.ulp.import:srpt-" + port.substr(2);
 		if (!iscsi_name_ok(t.name)) {
 			r->skip(where, "wwn " + wwn, "not an iSCSI name ulp-targetd takes");
 			continue;

@@ -91,11 +91,14 @@ struct Reader {
 	void unknown(const json &o, const std::string &where,
 	             std::initializer_list<const char *> known)
 	{
-		for (auto &[k, v] : o.items())
+		for (const auto &it : o.items()) {
+			// Not a structured binding: clang 14 captures none in a lambda.
+			const std::string &k = it.key();
 			if (std::none_of(known.begin(), known.end(),
 			                 [&](const char *n) { return k == n; }))
-				r->skip(where, k + " " + scalar(v),
+				r->skip(where, k + " " + scalar(it.value()),
 				        "not a setting this importer knows");
+		}
 	}
 };
 

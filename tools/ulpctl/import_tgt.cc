@@ -34,6 +34,8 @@
 // this importer does not know.
 #include "tools/ulpctl/import.h"
 
+#include "iscsi/text.h"
+
 #include <algorithm>
 #include <map>
 #include <set>
@@ -87,9 +89,10 @@ bool flatten(const std::string &text, const std::string &source, const ReadFile 
 			       std::to_string(kMaxLineBytes) + " bytes";
 			return false;
 		}
-		if (raw.find('\0') != std::string::npos) {
-			*why =
-			    source + ":" + std::to_string(lineno) + ": a NUL byte: not a text file";
+		// What the file carries over goes into TOML strings, which are UTF-8.
+		if (raw.find('\0') != std::string::npos || !ulp::iscsi::valid_utf8(raw)) {
+			*why = source + ":" + std::to_string(lineno) +
+			       ": not UTF-8 text (a NUL byte or a malformed sequence)";
 			return false;
 		}
 		std::string l;
