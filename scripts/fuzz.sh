@@ -10,7 +10,8 @@
 # and task management, as the target reads them) and srp_rsp (what the initiator reads),
 # or pr_state (the reservation state file reader), or admin_rpc (ulp-targetd's admin
 # socket: JSON-RPC request lines), or prometheus (ulpctl's Prometheus text from the daemon's
-# stats answer), or http_request (the metrics endpoint's HTTP request heads); SECONDS
+# stats answer), or http_request (the metrics endpoint's HTTP request heads), or
+# ulpctl_import (`ulpctl import`'s saveconfig.json and targets.conf readers); SECONDS
 # defaults to 60. With no arguments, or a number
 # first, it fuzzes sock_wire as it always did.
 # The build goes to build-fuzz-clang; a run keeps what it learns in
@@ -32,10 +33,12 @@ fi
 case $target in
 sock_wire | shm_ring | iscsi_pdu | iscsi_text | iscsi_login | iscsi_initiator | iscsi_conn) ;;
 srp_login | srp_cmd | srp_rsp | pr_state | admin_rpc | prometheus | http_request) ;;
+ulpctl_import) ;;
 *)
 	echo "fuzz.sh: unknown target '$target'" \
 		"(sock_wire, shm_ring, iscsi_pdu, iscsi_text, iscsi_login, iscsi_initiator, iscsi_conn," \
-		"srp_login, srp_cmd, srp_rsp, pr_state, admin_rpc, prometheus, http_request)" >&2
+		"srp_login, srp_cmd, srp_rsp, pr_state, admin_rpc, prometheus, http_request," \
+		"ulpctl_import)" >&2
 	exit 2
 	;;
 esac

@@ -69,6 +69,9 @@ expect "ram rbd" ulpctl lun create --backstore r
 expect "tcp iser srp" ulpctl portal create --transport ''
 expect "trace debug info warning error critical off" ulpctl log set ''
 expect "--prometheus" ulpctl stats --p
+expect "import" ulpctl im
+expect "--from --force" ulpctl import --f
+expect "targetcli tgt" ulpctl import --from ''
 expect "--help --socket --json --timeout --version" ulpctl --
 # Global options and their values before the command are skipped, also a tcp: socket
 # (which bash splits at its colons) and --opt=value.

@@ -68,14 +68,6 @@ bool parse_portal(const std::string &s, Portal *p, std::string *why, int default
 	return true;
 }
 
-std::string portal_str(const Portal &p)
-{
-	return (p.host.empty()                          ? std::string("0.0.0.0")
-	        : p.host.find(':') != std::string::npos ? "[" + p.host + "]"
-	                                                : p.host) +
-	       ":" + std::to_string(p.port);
-}
-
 bool check_chap(const iscsi::ChapSecret &s, std::string *why)
 {
 	if (s.user.empty() || s.secret.empty()) {
@@ -987,23 +979,13 @@ bool check_target(const TargetCfg &t, std::string *why)
 bool load_config_file(const std::string &path, Config *c, std::string *why)
 {
 	// The defaults build_config starts from, then the file alone.
-	c->prefs.max_recv_dsl = 262144;
-	c->prefs.max_burst_length = 1048576;
-	c->prefs.first_burst_length = 65536;
-	c->prefs.immediate_data = true;
-	c->prefs.initial_r2t = false;
+	storage_prefs(&c->prefs);
 	return load_file(path, c, why);
 }
 
 bool build_config(const Flags &f, Config *c, std::string *why)
 {
-	// Defaults a storage target wants (RFC 7143 defaults are for interoperability, not
-	// speed): large segments and bursts, immediate and unsolicited data.
-	c->prefs.max_recv_dsl = 262144;
-	c->prefs.max_burst_length = 1048576;
-	c->prefs.first_burst_length = 65536;
-	c->prefs.immediate_data = true;
-	c->prefs.initial_r2t = false;
+	storage_prefs(&c->prefs);
 	if (!f.config.empty() && !load_file(f.config, c, why))
 		return false;
 	if (!f.admin_socket.empty())

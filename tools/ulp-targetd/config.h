@@ -261,14 +261,39 @@ bool parse_cpu_list(const std::string &s, std::vector<int> *out, std::string *wh
 bool parse_portal(const std::string &s, Portal *p, std::string *why, int default_port = 3260);
 std::string portal_str(const Portal &p); // "0.0.0.0:3260", "[::1]:3260"
 
-// The configuration as the TOML file it would be read from (config_save.cc): every
-// target, LUN, portal and setting, CHAP secrets included. load(save(c)) == c.
+// The iSCSI settings the daemon starts from, before the file and the flags: what a storage
+// target wants (RFC 7143's defaults are for interoperability, not speed): large segments
+// and bursts, immediate and unsolicited data. The file's [iscsi] defaults; `ulpctl
+// import` starts from them too.
+inline void storage_prefs(ulp::iscsi::OperationalPrefs *p)
+{
+	p->max_recv_dsl = 262144;
+	p->max_burst_length = 1048576;
+	p->first_burst_length = 65536;
+	p->immediate_data = true;
+	p->initial_r2t = false;
+}
+
+// config_save.cc, a library of its own (ulp_targetd_toml) that needs none of the daemon's
+// parts: `ulpctl import` writes its file with it too.
+//
+// The configuration as the TOML file it would be read from: every target, LUN, portal
+// and setting, CHAP secrets included. load(save(c)) == c. header: the comment lines the
+// file starts with ("# ..." each); to_toml(c) has save's.
+std::string to_toml(const Config &c, const std::string &header);
 std::string to_toml(const Config &c);
 // Write it to path atomically (a temporary file in the same directory, fsync, rename,
 // fsync of the directory), mode 0600 (it holds secrets), the file it replaces kept in
 // backup/ beside it (the last kConfigBackups). 0 or a negative errno with *why.
 inline constexpr size_t kConfigBackups = 10;
 int save_config(const Config &c, const std::string &path, std::string *why);
+// What a file already at path gets from write_config_text: kept in backup/ (save), replaced
+// without a copy, or left alone and the write refused (-EEXIST; decided by link(2), so
+// that a file made meanwhile is not replaced either).
+enum class Existing { Backup, Replace, Refuse };
+// text written to path as save_config writes its file: mode 0600, atomically.
+int write_config_text(const std::string &text, const std::string &path, Existing existing,
+                      std::string *why);
 // Read a TOML file alone (no flags): what SIGHUP re-reads. false with *why naming
 // file:line:column.
 bool load_config_file(const std::string &path, Config *out, std::string *why);

@@ -5,6 +5,10 @@
 //
 // Every value is written, defaults included, so that the file says what the daemon ran with
 // (a default that changes in a later version does not silently change a saved target).
+//
+// A library of its own (ulp_targetd_toml): it uses the Config's types and nothing of the
+// daemon's running parts, so that `ulpctl import` (tools/ulpctl/import.cc) writes its
+// file with this one writer instead of a second copy of the format.
 #include "tools/ulp-targetd/config.h"
 
 #include <toml++/toml.h>
@@ -27,6 +31,14 @@ namespace targetd
 {
 
 using namespace ulp;
+
+std::string portal_str(const Portal &p)
+{
+	return (p.host.empty()                          ? std::string("0.0.0.0")
+	        : p.host.find(':') != std::string::npos ? "[" + p.host + "]"
+	                                                : p.host) +
+	       ":" + std::to_string(p.port);
+}
 
 namespace
 {
@@ -67,6 +79,18 @@ std::string digests_word(const iscsi::OperationalPrefs &p)
 } // namespace
 
 std::string to_toml(const Config &c)
+{
+	return to_toml(c, "# ulp-targetd configuration, written by `ulpctl save` (the running "
+	                  "configuration).\n"
+	                  "# Format: tools/ulp-targetd/config.h. Read at start (--config) and on "
+	                  "SIGHUP.\n"
+	                  "# Comments are not kept: each save writes the file anew. The versions "
+	                  "it replaced\n"
+	                  "# are in backup/ beside it (the last " +
+	                      std::to_string(kConfigBackups) + ").\n");
+}
+
+std::string to_toml(const Config &c, const std::string &header)
 {
 	toml::table t;
 	t.insert("workers", c.workers);
@@ -178,12 +202,7 @@ std::string to_toml(const Config &c)
 	t.insert("target", std::move(targets));
 
 	std::ostringstream os;
-	os << "# ulp-targetd configuration, written by `ulpctl save` (the running configuration).\n"
-	      "# Format: tools/ulp-targetd/config.h. Read at start (--config) and on SIGHUP.\n"
-	      "# Comments are not kept: each save writes the file anew. The versions it replaced\n"
-	      "# are in backup/ beside it (the last "
-	   << kConfigBackups << ").\n\n"
-	   << t << "\n";
+	os << header << "\n" << t << "\n";
 	return os.str();
 }
 
@@ -235,7 +254,12 @@ int keep_backup(const std::string &path, const std::string &dir, std::string *wh
 
 int save_config(const Config &c, const std::string &path, std::string *why)
 {
-	const std::string text = to_toml(c);
+	return write_config_text(to_toml(c), path, Existing::Backup, why);
+}
+
+int write_config_text(const std::string &text, const std::string &path, Existing existing,
+                      std::string *why)
+{
 	const auto slash = path.rfind('/');
 	const std::string dir = slash == std::string::npos ? "." : path.substr(0, slash + 1);
 	std::string tmp = path + ".tmp.XXXXXX";
@@ -272,11 +296,22 @@ int save_config(const Config &c, const std::string &path, std::string *why)
 		::unlink(tmp.c_str());
 		return -e;
 	}
-	if (int rc = keep_backup(path, dir, why); rc != 0) {
+	if (existing == Existing::Refuse) {
+		// link(2) fails when the name exists, where a check before rename(2) could
+		// miss a file made in between.
+		if (::link(tmp.c_str(), path.c_str()) != 0) {
+			const int e = errno;
+			*why =
+			    path + ": " + (e == EEXIST ? std::string("exists") : std::strerror(e));
+			::unlink(tmp.c_str());
+			return -e;
+		}
+		::unlink(tmp.c_str());
+	} else if (int rc = existing == Existing::Backup ? keep_backup(path, dir, why) : 0;
+	           rc != 0) {
 		::unlink(tmp.c_str());
 		return rc;
-	}
-	if (::rename(tmp.c_str(), path.c_str()) != 0) {
+	} else if (::rename(tmp.c_str(), path.c_str()) != 0) {
 		const int e = errno;
 		*why = "save to " + path + ": rename: " + std::strerror(e);
 		::unlink(tmp.c_str());

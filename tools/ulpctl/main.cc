@@ -9,12 +9,19 @@
 //   ulpctl lun create -t IQN -l 2 -b rbd --pool rbd --image disk2 --create --size 64G
 //   ulpctl session logout iscsi:3
 //   ulpctl save
+//   ulpctl import --from targetcli /etc/target/saveconfig.json -o ulp-targetd.toml
+//
+// import alone asks no daemon: it converts LIO's or tgt's saved configuration into
+// ulp-targetd's TOML file (import.h), offline.
 //
 // Each NOUN VERB is one method (`ulpctl methods` lists them; `ulpctl call METHOD JSON`
 // calls any). --json prints the method's result as JSON for scripts; otherwise tables.
-// Exit status: 0 done, 1 the daemon refused (its message on stderr), 2 usage, 3 no daemon.
+// Exit status: 0 done, 1 the daemon refused (its message on stderr), 2 usage, 3 no daemon;
+// import's own: 0, 1 bad input or not written, 2 usage, 4 written with settings not
+// carried over (import.h).
 #include "admin/client.h"
 #include "admin/prometheus.h"
+#include "tools/ulpctl/import.h"
 #include "ulp/version.h"
 
 #include <CLI/CLI.hpp>
@@ -332,7 +339,7 @@ int main(int argc, char **argv)
 	    "  target list|create|delete, lun list|create|delete|resize|rescan,\n"
 	    "  acl list|add|delete, chap set|clear, srp-acl add|delete,\n"
 	    "  portal list|create|delete, session list|logout|drop, connection drop,\n"
-	    "  log get|set.  `ulpctl NOUN VERB --help` for each.\n"
+	    "  log get|set, import (offline: no daemon).  `ulpctl NOUN VERB --help` for each.\n"
 	    "A Ceph RBD image as a LUN: ulpctl lun create -t IQN -l 2 -b rbd --pool rbd "
 	    "--image disk2\n"
 	    "  [--conf /etc/ceph/ceph.conf --client ID --keyring FILE] [--create --size 64G].");
@@ -657,11 +664,33 @@ int main(int argc, char **argv)
 		set("level", level);
 	});
 
+	// ---- import (offline)
+	// ---------------------------------------------------------------------
+	std::string imp_from, imp_input, imp_output;
+	bool imp_force = false;
+	auto *imp = app.add_subcommand(
+	    "import", "convert LIO's saveconfig.json or tgt's targets.conf into ulp-targetd's TOML "
+	              "file (offline: asks no daemon); settings not carried over are listed on "
+	              "stderr, exit status 4");
+	imp->add_option("--from", imp_from,
+	                "targetcli (LIO: targetcli's saveconfig.json) or tgt (tgt-admin's "
+	                "targets.conf)")
+	    ->required()
+	    ->check(CLI::IsMember({"targetcli", "tgt"}));
+	imp->add_option("input", imp_input, "the file to read")->required();
+	imp->add_option("--output,-o", imp_output, "the TOML file to write (default: stdout)");
+	imp->add_flag("--force", imp_force, "replace OUTPUT when it exists");
+
 	try {
 		app.parse(argc, argv);
 	} catch (const CLI::ParseError &e) {
 		return app.exit(e) == 0 ? 0 : 2;
 	}
+	if (imp->parsed())
+		return ulpctl::import::run_import(imp_from == "tgt"
+		                                      ? ulpctl::import::Format::Tgt
+		                                      : ulpctl::import::Format::Targetcli,
+		                                  imp_input, imp_output, imp_force);
 
 	if (version)
 		return print_versions(socket, timeout_s);
