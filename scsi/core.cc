@@ -388,6 +388,14 @@ Sense parse(Cmd *cmd)
 	const uint8_t op = cmd->cdb[0];
 	if (!cmd->lu && op != OP_INQUIRY && op != OP_REPORT_LUNS && op != OP_REQUEST_SENSE)
 		return Sense::LunNotSupported;
+	// SAM-5 5.2: NACA 1 in the CONTROL byte asks for an ACA condition on a CHECK CONDITION,
+	// which this device server does not establish (standard INQUIRY says NormACA 0): the
+	// command ends in INVALID FIELD IN CDB at that bit, whatever the fabric, before a unit
+	// attention is reported or anything is done.
+	constexpr uint8_t kControlNaca = 0x04;
+	if (const int at = control_byte_offset(op);
+	    at >= 0 && at < int(cmd->cdb_len) && (cmd->cdb[at] & kControlNaca))
+		return invalid_cdb_field(cmd, uint16_t(at), 2);
 	if (ua_check(cmd))
 		return Sense::UnitAttention; // status and sense already set
 	if (Sense r = sbc_parse(cmd); r != Sense::None)

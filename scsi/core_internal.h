@@ -104,6 +104,28 @@ inline Sense invalid_cdb_field(Cmd *cmd, uint16_t byte, int bit = -1)
 	return Sense::InvalidCdbField;
 }
 
+// Where a CDB's CONTROL byte is, by its operation code's group (SPC-4 4.2.5.1): the last
+// byte of a 6-, 10-, 12- or 16-byte CDB, byte 1 of a variable-length one (7Fh, SPC-4
+// 4.2.4); -1 for the reserved (7Eh) and vendor-specific groups, whose layout is not known.
+constexpr int control_byte_offset(uint8_t op)
+{
+	switch (op >> 5) {
+	case 0:
+		return 5;
+	case 1:
+	case 2:
+		return 9;
+	case 3:
+		return op == 0x7f ? 1 : -1;
+	case 4:
+		return 15;
+	case 5:
+		return 11;
+	default:
+		return -1;
+	}
+}
+
 // ---- Completion (core.cc) -------------------------------------------------------------
 
 // The command is answered (its status set, or cmd->aborted): the common end of every

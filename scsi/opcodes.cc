@@ -10,7 +10,8 @@
 // information), or honours it as the hint it is (DPO, IMMED: completing after the work is
 // what IMMED 0 asks and what IMMED 1 allows). A 0 for reserved and obsolete bits (checked
 // or not), for fields ignored (GROUP NUMBER: no grouping function), and for the CONTROL
-// byte (NACA is not supported, the core does not look at it).
+// byte: NACA is not supported (the core refuses NACA 1 in every CDB, core.cc parse, as
+// INVALID FIELD IN CDB: only 0 is accepted, as in a reserved bit).
 #include "scsi/opcodes.h"
 
 #include "scsi/spc.h"

@@ -88,6 +88,57 @@ TEST(SpcInquiry, InvalidCdbFields)
 		    << int(page);
 }
 
+// SAM-5 5.2: NACA 1 in the CONTROL byte of any CDB (6, 10, 12, 16 bytes) is INVALID
+// FIELD IN CDB with the field pointer at that byte, bit 2, since standard INQUIRY says
+// NormACA 0; nothing is done (the write does not land). The other bits (vendor specific,
+// obsolete LINK and FLAG) are left alone, as Linux's sd never sets them.
+TEST(SpcControlByte, NacaRefusedInEveryCdbLength)
+{
+	Target t;
+	t.add(0);
+	Nexus *s = t.login("iqn.init:a");
+	// The power-on unit attention first: the NACA check must not depend on it either way.
+	(void)none_cmd(t, s, 0, cdb_tur());
+	struct Case {
+		std::vector<uint8_t> cdb;
+		int dir; // 0 none, 1 read, 2 write
+		uint32_t len;
+	};
+	std::vector<uint8_t> w10 = cdb_rw10(true, 8, 1);
+	std::vector<Case> cases = {
+	    {cdb_tur(), 0, 0},                // 6 bytes, group 0
+	    {cdb_inquiry(96), 1, 96},         // 6 bytes
+	    {cdb_rw10(false, 0, 1), 1, 512},  // 10 bytes, group 1
+	    {w10, 2, 512},                    // 10 bytes, a write
+	    {cdb_rw16(false, 0, 1), 1, 512},  // 16 bytes, group 4
+	    {cdb_report_luns(4096), 1, 4096}, // 12 bytes, group 5
+	};
+	for (const Case &c : cases) {
+		std::vector<uint8_t> cdb = c.cdb;
+		const size_t at = cdb.size() - 1;
+		// NACA 0: accepted.
+		LoopResult ok = c.dir == 1 ? read_cmd(t, s, 0, cdb, c.len)
+		                : c.dir == 2
+		                    ? write_cmd(t, s, 0, cdb, std::vector<uint8_t>(512, 0x5a))
+		                    : none_cmd(t, s, 0, cdb);
+		EXPECT_EQ(ok.status, Status::Good) << "opcode " << int(cdb[0]);
+		// NACA 1: refused, pointing at the bit.
+		cdb[at] |= 0x04;
+		LoopResult r = c.dir == 1 ? read_cmd(t, s, 0, cdb, c.len)
+		               : c.dir == 2
+		                   ? write_cmd(t, s, 0, cdb, std::vector<uint8_t>(512, 0xa5))
+		                   : none_cmd(t, s, 0, cdb);
+		ASSERT_TRUE(IsInvalidCdb(r)) << "opcode " << int(cdb[0]);
+		ASSERT_GE(r.sense.size(), 18u);
+		EXPECT_EQ(r.sense[15], 0x80 | 0x40 | 0x08 | 0x02) << "SKSV, C/D, BPV, bit 2";
+		EXPECT_EQ(get_be16(&r.sense[16]), at) << "the CONTROL byte, opcode " << int(cdb[0]);
+	}
+	// The refused write (after the accepted one) left the block as the accepted one wrote it.
+	auto r = read_cmd(t, s, 0, cdb_rw10(false, 8, 1), 512);
+	ASSERT_EQ(r.status, Status::Good);
+	EXPECT_EQ(r.data, std::vector<uint8_t>(512, 0x5a));
+}
+
 TEST(SpcInquiry, MissingLun)
 {
 	Target t;
