@@ -9,13 +9,8 @@
 #   examples/run-installed.sh /opt/ulp     # `cmake --install build --prefix /opt/ulp`
 #
 # For a prefix other than /usr, CMake is pointed at it with CMAKE_PREFIX_PATH, and
-# pkg-config with PKG_CONFIG_PATH and --define-variable=prefix=PREFIX: the .pc files name
-# the prefix the tree was configured with (/usr for the package), not the one it was
-# installed under. pkgconf's --define-prefix cannot fix that here: it takes the prefix as
-# the directory two levels above the .pc file, which under a multiarch libdir
-# (lib/x86_64-linux-gnu/pkgconfig) is PREFIX/lib, not PREFIX. The override applies to
-# every .pc file read, spdlog's and fmt's too; their headers and libraries are in the
-# compiler's default paths, so the extra -I/-L it gives them change nothing.
+# pkg-config with PKG_CONFIG_PATH alone: the .pc files find their prefix from where they
+# lie (${pcfiledir}), so an install moved or made under any prefix works.
 # ULP_EXAMPLES_KEEP=1 keeps the build directory. Needs cmake, make, pkgconf and a C++20
 # compiler; ninja is used when installed.
 set -euo pipefail
@@ -80,7 +75,6 @@ t=$EPOCHREALTIME
 pc=(pkg-config)
 if [ "$prefix" != /usr ]; then
 	export PKG_CONFIG_PATH="$pcdir${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}"
-	pc=(pkgconf --define-variable=prefix="$prefix")
 fi
 mkdir -p "$work/make"
 echo "run-installed: ${pc[*]} --libs ulp-rw ulp-cq_poll ulp-providers:" \
