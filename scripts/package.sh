@@ -13,7 +13,8 @@
 #              and checks and installs them after the release tree's tests)
 #   --install  apt-get install the three packages, then scripts/main-job.sh --installed
 #              --quick: ulp-targetd, ulpctl and ulp-initiator from /usr, verified I/O over
-#              iSER, SRP and TCP
+#              iSER, SRP and TCP; then examples/run-installed.sh: the library's examples
+#              built against the installed libulp-dev and run
 #   --check    lintian on the packages (debian/*.lintian-overrides say why for each tag
 #              they hide); fails on any error or warning
 set -euo pipefail
@@ -81,5 +82,9 @@ if ((install)); then
 	dpkg -L ulp-targetd ulp-tools libulp-dev | grep -v '/$' | sort >"$out/contents.txt" || true
 	step "packages: verified job from /usr"
 	scripts/main-job.sh --installed --quick
+	step "packages: examples"
+	# The library's examples built against the installed libulp-dev (CMake and pkg-config)
+	# and run on the soft provider.
+	examples/run-installed.sh /usr
 	step_end
 fi
