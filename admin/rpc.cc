@@ -12,11 +12,12 @@
 namespace ulp::admin
 {
 
-int json_depth(std::string_view text, int limit)
+int json_depth(std::string_view text, int limit, size_t *at)
 {
 	int depth = 0, max = 0;
 	bool in_str = false, esc = false;
-	for (char c : text) {
+	for (size_t i = 0; i < text.size(); i++) {
+		const char c = text[i];
 		if (in_str) {
 			if (esc)
 				esc = false;
@@ -34,8 +35,11 @@ int json_depth(std::string_view text, int limit)
 		case '{':
 			if (++depth > max) {
 				max = depth;
-				if (max > limit)
+				if (max > limit) {
+					if (at)
+						*at = i;
 					return max;
+				}
 			}
 			break;
 		case ']':

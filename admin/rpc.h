@@ -73,8 +73,10 @@ struct Request {
 // the request's id when it could be read, else null, as the spec wants for the response).
 bool parse_request(std::string_view line, Request *out, Error *err, json *id_out);
 
-// The nesting depth of a JSON text, counted outside strings; stops counting past limit.
-int json_depth(std::string_view text, int limit);
+// The nesting depth of a JSON text, counted outside strings; stops counting past limit
+// (checked before nlohmann's parser, which recurses). at, when given, is set to the byte
+// offset of the bracket that went past limit (for a file:line:column message).
+int json_depth(std::string_view text, int limit, size_t *at = nullptr);
 
 // Response lines (with the trailing newline).
 std::string result_line(const json &id, const json &result);

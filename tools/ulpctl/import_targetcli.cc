@@ -36,6 +36,7 @@
 // computes from the backstore; a LUN's alias (rtslib's name of the configfs link); aio (a
 // file LUN always runs asynchronously); the default ALUA group.
 #include "tools/ulpctl/import_targetcli.h"
+#include "admin/rpc.h"
 
 #include <arpa/inet.h>
 
@@ -50,34 +51,6 @@ namespace
 {
 
 using namespace lio;
-
-// The JSON's nesting, checked before nlohmann parses it (its parser recurses).
-bool depth_ok(const std::string &text, size_t *at)
-{
-	int depth = 0;
-	bool in_str = false, esc = false;
-	for (size_t i = 0; i < text.size(); i++) {
-		const char c = text[i];
-		if (in_str) {
-			if (esc)
-				esc = false;
-			else if (c == '\\')
-				esc = true;
-			else if (c == '"')
-				in_str = false;
-		} else if (c == '"') {
-			in_str = true;
-		} else if (c == '{' || c == '[') {
-			if (++depth > kMaxJsonDepth) {
-				*at = i;
-				return false;
-			}
-		} else if (c == '}' || c == ']') {
-			depth--;
-		}
-	}
-	return true;
-}
 
 std::string line_col(const std::string &text, size_t byte)
 {
@@ -641,7 +614,7 @@ bool import_targetcli(const std::string &text, const std::string &source, Result
 		*why = source + ": larger than the importer's bound";
 		return false;
 	}
-	if (!depth_ok(text, &at)) {
+	if (ulp::admin::json_depth(text, kMaxJsonDepth, &at) > kMaxJsonDepth) {
 		*why = source + ":" + line_col(text, at) + ": nested more than " +
 		       std::to_string(kMaxJsonDepth) + " deep: not a saveconfig.json";
 		return false;
