@@ -180,25 +180,6 @@ bool parse_bool_word(const std::string &s, bool *out)
 	return true;
 }
 
-bool set_digests(const std::string &d, iscsi::OperationalPrefs *p, std::string *why)
-{
-	using iscsi::Digest;
-	std::vector<Digest> v;
-	if (d == "none")
-		v = {Digest::None};
-	else if (d == "crc32c")
-		v = {Digest::Crc32c};
-	else if (d == "both")
-		v = {Digest::Crc32c, Digest::None};
-	else {
-		*why = "digests must be none, crc32c or both, not " + d;
-		return false;
-	}
-	p->header_digests = v;
-	p->data_digests = v;
-	return true;
-}
-
 // A whole decimal number in [lo, hi] (no size suffix: seconds are not bytes).
 bool parse_uint(const std::string &s, uint64_t lo, uint64_t hi, uint64_t *out)
 {

@@ -274,6 +274,28 @@ inline void storage_prefs(ulp::iscsi::OperationalPrefs *p)
 	p->initial_r2t = false;
 }
 
+// digests = "none" | "crc32c" | "both" (HeaderDigest and DataDigest together, in the
+// order offered: "both" prefers CRC32C and accepts None); false with *why otherwise. The
+// file, --digests, lun-less requests and `ulpctl import` all say it this way.
+inline bool set_digests(const std::string &d, ulp::iscsi::OperationalPrefs *p, std::string *why)
+{
+	using ulp::iscsi::Digest;
+	std::vector<Digest> v;
+	if (d == "none")
+		v = {Digest::None};
+	else if (d == "crc32c")
+		v = {Digest::Crc32c};
+	else if (d == "both")
+		v = {Digest::Crc32c, Digest::None};
+	else {
+		*why = "digests must be none, crc32c or both, not " + d;
+		return false;
+	}
+	p->header_digests = v;
+	p->data_digests = v;
+	return true;
+}
+
 // config_save.cc, a library of its own (ulp_targetd_toml) that needs none of the daemon's
 // parts: `ulpctl import` writes its file with it too.
 //

@@ -200,7 +200,6 @@ bool yes_no(const std::string &s, bool *v)
 // value (its ranges: config.cc's reader and build_config).
 bool set_param(targetd::Config *c, const std::string &key, const std::string &v, std::string *why)
 {
-	using ulp::iscsi::Digest;
 	auto &p = c->prefs;
 	uint64_t n = 0;
 	auto range = [&](uint64_t lo, uint64_t hi) {
@@ -238,18 +237,7 @@ bool set_param(targetd::Config *c, const std::string &key, const std::string &v,
 	} else if (key == "digests") {
 		// The importers' own key: HeaderDigest and DataDigest, which ulp-targetd sets
 		// together, already made one word.
-		std::vector<Digest> d;
-		if (v == "none")
-			d = {Digest::None};
-		else if (v == "crc32c")
-			d = {Digest::Crc32c};
-		else if (v == "both")
-			d = {Digest::Crc32c, Digest::None};
-		else {
-			*why = "not a digest list ulp-targetd offers";
-			return false;
-		}
-		p.header_digests = p.data_digests = d;
+		return targetd::set_digests(v, &p, why);
 	} else if (key == "cmd_window") {
 		if (!range(1, 4096))
 			return false;
