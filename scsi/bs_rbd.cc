@@ -425,6 +425,9 @@ std::chrono::milliseconds RbdBackstore::walk()
 	    std::chrono::steady_clock::now() - t0);
 	if (taken)
 		walks_.fetch_add(1, std::memory_order_relaxed);
+	else if (r == 0) // resize() asked for the walk of the new size already
+		ULP_LOG(Debug, Scsi, "{}a resize overtook the allocation walk; another follows",
+		        d.who);
 	else if (r != -ECANCELED)
 		ULP_LOG(Warn, Scsi,
 		        "{}walking the allocation: {}; GET LBA STATUS keeps what it knew", d.who,
