@@ -931,7 +931,7 @@ TEST(RbdScsi, GetLbaStatusFromTheObjects)
 	// The walk the resize asked for finds object 5 and the new object 8 empty, well before
 	// the periodic walk (kAllocWalkEvery, 60 s). Not counted walks: one may have ended
 	// inside rbd_resize (while it took the lock back), of the old size, and count.
-	const V grown = {{0, 3 * kObj, 1}, {3 * kObj, kObj, 0}, {4 * kObj, kObj, 1},
+	const V grown = {{0, 3 * kObj, 1},    {3 * kObj, kObj, 0}, {4 * kObj, kObj, 1},
 	                 {5 * kObj, kObj, 0}, {6 * kObj, kObj, 1}, {7 * kObj, kObj, 0},
 	                 {8 * kObj, kObj, 1}};
 	V now;
