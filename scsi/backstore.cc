@@ -4,6 +4,7 @@
 #include "scsi/backstore.h"
 #include "scsi/bs_internal.h"
 
+#include <atomic>
 #include <cerrno>
 
 namespace ulp::scsi
@@ -88,6 +89,8 @@ int bs_check_write_same(uint64_t size, const BsIo *io, uint64_t max)
 namespace
 {
 
+std::atomic<BackstoreMaker> rbd_maker{nullptr}; // set_rbd_backstore_maker()
+
 bool is_pow2(uint32_t v)
 {
 	return v && !(v & (v - 1));
@@ -145,9 +148,19 @@ std::unique_ptr<Backstore> make_backstore(const BackstoreConfig &cfg, int *err, 
 		return make_null_backstore(cfg);
 	if (cfg.kind == "ram")
 		return make_ram_backstore(cfg, err, why);
-	if (rbd)
-		return make_rbd_backstore(cfg, err, why);
+	if (rbd) {
+		if (BackstoreMaker make = rbd_maker.load(std::memory_order_acquire))
+			return make(cfg, err, why);
+		return refuse(err, why, -EPROTONOSUPPORT,
+		              who + "this program was built without the rbd backstore "
+		                    "(ulp_scsi_rbd, rbd_backstore_enable())");
+	}
 	return make_file_backstore(cfg, err, why);
+}
+
+void set_rbd_backstore_maker(BackstoreMaker make)
+{
+	rbd_maker.store(make, std::memory_order_release);
 }
 
 } // namespace ulp::scsi

@@ -261,4 +261,10 @@ struct BackstoreConfig {
 // Make a backstore, or nullptr with *err set (negative errno) and a message in *why.
 std::unique_ptr<Backstore> make_backstore(const BackstoreConfig &cfg, int *err, std::string *why);
 
+// The rbd kind is in a library of its own (ulp_scsi_rbd, which links librbd): a program
+// that serves rbd LUs links it and calls this once before its first make_backstore().
+// Elsewhere make_backstore() refuses kind rbd (-EPROTONOSUPPORT, saying so). Thread-safe;
+// calling it again changes nothing.
+void rbd_backstore_enable();
+
 } // namespace ulp::scsi

@@ -37,6 +37,10 @@ std::unique_ptr<Backstore> make_file_backstore(const BackstoreConfig &cfg, int *
                                                std::string *why);
 std::unique_ptr<Backstore> make_rbd_backstore(const BackstoreConfig &cfg, int *err,
                                               std::string *why);
+// make_backstore()'s maker of kind rbd, nullptr until rbd_backstore_enable() sets it.
+using BackstoreMaker = std::unique_ptr<Backstore> (*)(const BackstoreConfig &, int *,
+                                                      std::string *);
+void set_rbd_backstore_maker(BackstoreMaker make);
 
 // Counters and open-time facts of a file or block backstore. Counters are relaxed atomics
 // read without a lock: exact once the requests they count have completed.

@@ -556,6 +556,11 @@ bool rbd_bs_stats(const Backstore &bs, RbdBsStats *out)
 	return true;
 }
 
+void rbd_backstore_enable()
+{
+	set_rbd_backstore_maker(&make_rbd_backstore);
+}
+
 std::unique_ptr<Backstore> make_rbd_backstore(const BackstoreConfig &cfg, int *err,
                                               std::string *why)
 {

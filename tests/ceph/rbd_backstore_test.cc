@@ -87,6 +87,7 @@ class CephEnv : public ::testing::Environment
 public:
 	void SetUp() override
 	{
+		rbd_backstore_enable();
 		char tmpl[] = "/tmp/ulp-rbd-test.XXXXXX";
 		ASSERT_TRUE(mkdtemp(tmpl));
 		g_cluster.dir = tmpl;

@@ -35,6 +35,7 @@
 // 2.0 on a Unix socket (admin/, methods.cc); `ulpctl` is its command line. Under systemd
 // (Type=notify, tools/ulp-targetd/ulp-targetd.service) the daemon says READY=1 once every
 // portal listens, RELOADING=1 around a SIGHUP, STOPPING=1 when it stops.
+#include "scsi/backstore.h"
 #include "tools/ulp-targetd/config.h"
 #include "tools/ulp-targetd/daemon.h"
 #include "ulp/version.h"
@@ -84,6 +85,7 @@ int main(int argc, char **argv)
 		return app.exit(e) == 0 ? 0 : 2;
 	}
 	targetd::block_signals(); // before any thread: run() takes them synchronously
+	scsi::rbd_backstore_enable();
 	log::set_program("ulp-targetd");
 	if (!f.log_file.empty()) {
 		if (int rc = log::to_file(f.log_file); rc != 0) {
