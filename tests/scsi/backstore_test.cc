@@ -83,6 +83,21 @@ TEST(BackstoreConfig, RefusesBadConfigsWithReasons)
 	EXPECT_FALSE(make_backstore(c("tape", MiB, 512, ""), nullptr, nullptr));
 }
 
+// This program does not link the rbd backstore (ulp_scsi_rbd) nor turn it on: kind rbd is
+// refused by name, with an error of its own, not taken for an unknown kind.
+TEST(BackstoreConfig, RbdRefusedWhereNotBuiltIn)
+{
+	BackstoreConfig cfg;
+	cfg.kind = "rbd";
+	cfg.rbd.pool = "rbd";
+	cfg.rbd.image = "x";
+	int err = 0;
+	std::string why;
+	EXPECT_FALSE(make_backstore(cfg, &err, &why));
+	EXPECT_EQ(err, -EPROTONOSUPPORT) << why;
+	EXPECT_NE(why.find("without the rbd backstore"), std::string::npos) << why;
+}
+
 // ---------------------------------------------------------------------------------------
 // null
 
