@@ -76,7 +76,10 @@ public:
 		}
 		auto n = c_.target_.find_node(id.target_name);
 		p.allow_chap = n && !n->chap.empty();
-		p.allow_none = !(n && n->require_chap);
+		// An initiator with a secret of its own must prove it, whatever the others may do
+		// (RFC 7143 12.1.3: the target authenticates whom it chooses).
+		p.allow_none =
+		    !(n && (n->require_chap || n->chap.count(std::string(id.initiator_name))));
 		return p;
 	}
 	bool chap_credentials(const LoginIdentity &id, ChapCredentials *out) override

@@ -511,6 +511,95 @@ bool load_lun(Reader &r, const toml::table &lt, const std::string &ctx, LunCfg *
 	return true;
 }
 
+// [[target.acl]] and [[srp.acl]] (key "acl" of t): an initiator's own LUN map and, for
+// iSCSI, its own CHAP secrets. An entry's initiator joins acls when it is not there yet.
+// target_luns: the LUNs of the target the map may name.
+bool load_acl_entries(Reader &r, const toml::table &t, const std::string &ctx, bool iscsi,
+                      const std::vector<LunCfg> &target_luns, std::vector<std::string> *acls,
+                      std::map<std::string, AclCfg> *out)
+{
+	const toml::node *n = t.get("acl");
+	if (!n)
+		return true;
+	const toml::array *es = n->as_array();
+	if (!es)
+		return r.fail(*n, ctx + ": must be an array of tables ([[" + ctx + "]])");
+	std::set<std::string> seen;
+	for (const toml::node &e : *es) {
+		const toml::table *et = e.as_table();
+		if (!et)
+			return r.fail(e, "[[" + ctx + "]] entries must be tables");
+		const std::string c2 = ctx + ".";
+		std::string initiator;
+		AclCfg a;
+		if (!(iscsi ? r.known(*et, c2, {"initiator", "luns", "chap", "mutual_chap"})
+		            : r.known(*et, c2, {"initiator", "luns"})) ||
+		    !r.str(*et, "initiator", c2, &initiator) || !r.chap(*et, "chap", c2, &a.chap) ||
+		    !r.chap(*et, "mutual_chap", c2, &a.mutual_chap))
+			return false;
+		if (!et->get("initiator"))
+			return r.fail(e, c2 + "initiator: missing");
+		std::string w;
+		if (iscsi && !iscsi::valid_iscsi_name(initiator))
+			return r.fail(*et->get("initiator"), c2 + "initiator: " + initiator +
+			                                         " is not a valid iSCSI name");
+		if (!iscsi) {
+			std::string x;
+			if (!normalize_srp_acl(initiator, &x))
+				return r.fail(*et->get("initiator"),
+				              c2 +
+				                  "initiator: \"0x\" + 32 hex digits (an initiator "
+				                  "port id) or an IP address, not " +
+				                  initiator);
+			initiator = x;
+		}
+		if (!seen.insert(initiator).second)
+			return r.fail(e, c2 + "initiator: " + initiator + " has two entries");
+		if (a.mutual_chap && !a.chap)
+			return r.fail(e, c2 + "mutual_chap: needs chap");
+		if (const toml::node *ln = et->get("luns")) {
+			const toml::array *ls = ln->as_array();
+			if (!ls)
+				return r.fail(
+				    *ln, c2 + "luns: must be an array of tables "
+				              "{ lun = N, target_lun = N, read_only = false }");
+			const std::string c3 = c2 + "luns.";
+			for (const toml::node &le : *ls) {
+				const toml::table *lt = le.as_table();
+				if (!lt)
+					return r.fail(le, c2 + "luns: entries must be tables "
+					                       "{ lun = N, target_lun = N }");
+				uint64_t mapped = 0;
+				MappedLun m;
+				if (!r.known(*lt, c3, {"lun", "target_lun", "read_only"}))
+					return false;
+				if (!lt->get("lun"))
+					return r.fail(le, c3 + "lun: missing");
+				if (!r.integer(*lt, "lun", c3, &mapped, 0, 16383))
+					return false;
+				m.target_lun = mapped;
+				if (!r.integer(*lt, "target_lun", c3, &m.target_lun, 0, 16383) ||
+				    !r.boolean(*lt, "read_only", c3, &m.read_only))
+					return false;
+				if (std::none_of(
+				        target_luns.begin(), target_luns.end(),
+				        [&](const LunCfg &l) { return l.lun == m.target_lun; }))
+					return r.fail(le, c3 +
+					                      "target_lun: the target has no LUN " +
+					                      std::to_string(m.target_lun));
+				if (!a.luns.emplace(mapped, m).second)
+					return r.fail(le, c3 + "lun: " + std::to_string(mapped) +
+					                      " mapped twice for " + initiator);
+			}
+		}
+		if (std::find(acls->begin(), acls->end(), initiator) == acls->end())
+			acls->push_back(initiator);
+		if (!a.empty())
+			(*out)[initiator] = std::move(a);
+	}
+	return true;
+}
+
 bool load_file(const std::string &path, Config *c, std::string *why)
 {
 	toml::table t;
@@ -552,9 +641,9 @@ bool load_file(const std::string &path, Config *c, std::string *why)
 			return r.fail(*n, "srp: must be a table");
 		const std::string ctx = "srp.";
 		if (!r.known(*st, ctx,
-		             {"id_ext", "ioc_guid", "srq", "acls", "target", "rq_size", "srq_size",
-		              "sq_size", "max_it_iu_len", "immediate_data", "max_channels",
-		              "buffer_pool"}))
+		             {"id_ext", "ioc_guid", "srq", "acls", "acl", "target", "rq_size",
+		              "srq_size", "sq_size", "max_it_iu_len", "immediate_data",
+		              "max_channels", "buffer_pool"}))
 			return false;
 		for (const char *k : {"id_ext", "ioc_guid"}) {
 			const toml::node *v = st->get(k);
@@ -650,7 +739,7 @@ bool load_file(const std::string &path, Config *c, std::string *why)
 			const std::string ctx = "target.";
 			if (!r.known(*tt, ctx,
 			             {"name", "alias", "chap", "mutual_chap", "acls",
-			              "allow_target_reset", "lun"}))
+			              "allow_target_reset", "lun", "acl", "allow_no_chap"}))
 				return false;
 			if (!tt->get("name"))
 				return r.fail(te, "target.name: missing");
@@ -660,7 +749,8 @@ bool load_file(const std::string &path, Config *c, std::string *why)
 			    !r.chap(*tt, "chap", ctx, &tc.chap) ||
 			    !r.chap(*tt, "mutual_chap", ctx, &tc.mutual_chap) ||
 			    !r.strings(*tt, "acls", ctx, &tc.acls, &an) ||
-			    !r.boolean(*tt, "allow_target_reset", ctx, &tc.allow_target_reset))
+			    !r.boolean(*tt, "allow_target_reset", ctx, &tc.allow_target_reset) ||
+			    !r.boolean(*tt, "allow_no_chap", ctx, &tc.allow_no_chap))
 				return false;
 			if (const toml::node *ln = tt->get("lun")) {
 				const toml::array *ls = ln->as_array();
@@ -685,6 +775,9 @@ bool load_file(const std::string &path, Config *c, std::string *why)
 					tc.luns.push_back(l);
 				}
 			}
+			if (!load_acl_entries(r, *tt, "target.acl", true, tc.luns, &tc.acls,
+			                      &tc.acl_cfg))
+				return false;
 			std::string w;
 			if (!check_target(tc, &w))
 				return r.fail(te, w);
@@ -694,6 +787,18 @@ bool load_file(const std::string &path, Config *c, std::string *why)
 					              "target " + tc.name + " is defined twice");
 			c->targets.push_back(std::move(tc));
 		}
+	}
+	// [[srp.acl]] maps the LUNs of the target SRP exports: read once the targets are.
+	if (const toml::table *st = t["srp"].as_table()) {
+		std::vector<LunCfg> none;
+		const std::vector<LunCfg> *luns = &none;
+		for (const TargetCfg &tc : c->targets)
+			if (tc.name ==
+			    (c->srp.target.empty() ? c->targets.front().name : c->srp.target))
+				luns = &tc.luns;
+		if (!load_acl_entries(r, *st, "srp.acl", false, *luns, &c->srp.acls,
+		                      &c->srp.acl_cfg))
+			return false;
 	}
 	return true;
 }
@@ -954,7 +1059,39 @@ bool check_target(const TargetCfg &t, std::string *why)
 			*why = "ACL entry " + a + " is not a valid iSCSI name";
 			return false;
 		}
+	for (auto &[name, a] : t.acl_cfg) {
+		if (std::find(t.acls.begin(), t.acls.end(), name) == t.acls.end()) {
+			*why =
+			    "target " + t.name + ": " + name + " has a LUN map or CHAP but no ACL";
+			return false;
+		}
+		for (auto &[mapped, m] : a.luns)
+			if (mapped > 16383 || !ids.count(m.target_lun)) {
+				*why = "target " + t.name + ": ACL " + name + " maps LUN " +
+				       std::to_string(mapped) + " to LUN " +
+				       std::to_string(m.target_lun) +
+				       ", which the target does not have";
+				return false;
+			}
+		if (a.mutual_chap && !a.chap) {
+			*why = "target " + t.name + ": ACL " + name + ": mutual CHAP needs CHAP";
+			return false;
+		}
+		for (const auto *c : {&a.chap, &a.mutual_chap})
+			if (*c && !check_chap(**c, why))
+				return false;
+	}
 	return true;
+}
+
+scsi::NodeAcl node_acl(const std::string &initiator, const AclCfg *a)
+{
+	scsi::NodeAcl n;
+	n.initiator = initiator;
+	if (a)
+		for (auto &[mapped, m] : a->luns)
+			n.luns[mapped] = {m.target_lun, m.read_only};
+	return n;
 }
 
 bool load_config_file(const std::string &path, Config *c, std::string *why)

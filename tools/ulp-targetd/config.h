@@ -117,6 +117,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -184,11 +185,35 @@ struct LunCfg {
 	bool removable = false;           // a removable medium
 };
 
+// One LUN of an initiator's own view (scsi::NodeAcl::luns): which LUN of the target it is.
+struct MappedLun {
+	uint64_t target_lun = 0; // the target's LUN ([[target.lun]] lun)
+	bool read_only = false;  // writes refused for this initiator (DATA PROTECT)
+	bool operator==(const MappedLun &) const = default;
+};
+
+// What an ACL entry ([[target.acl]], [[srp.acl]]) gives its initiator besides admission.
+struct AclCfg {
+	// mapped LUN (what the initiator sees) -> the target's; empty: every LUN as it is
+	std::map<uint64_t, MappedLun> luns;
+	std::optional<ulp::iscsi::ChapSecret> chap;        // its own: it must prove this one
+	std::optional<ulp::iscsi::ChapSecret> mutual_chap; // the target proves this one to it
+	bool empty() const { return luns.empty() && !chap && !mutual_chap; }
+};
+
+// The ACL entry's LUN map as the core takes it.
+ulp::scsi::NodeAcl node_acl(const std::string &initiator, const AclCfg *a);
+
 struct TargetCfg {
 	std::string name;
 	std::string alias;
 	std::vector<LunCfg> luns;
 	std::vector<std::string> acls;
+	std::map<std::string, AclCfg> acl_cfg; // by initiator (one of acls); none: plain entry
+	// Initiators without a CHAP secret of their own may log in without CHAP (RFC 7143
+	// 12.1.3: the target decides whom it authenticates); off: every initiator must CHAP
+	// once any secret is configured.
+	bool allow_no_chap = false;
 	std::optional<ulp::iscsi::ChapSecret> chap;        // the initiator proves it
 	std::optional<ulp::iscsi::ChapSecret> mutual_chap; // the target proves it
 	bool allow_target_reset = false; // TARGET WARM RESET and TARGET COLD RESET honoured
@@ -200,7 +225,8 @@ struct SrpCfg {
 	std::optional<uint64_t> ioc_guid; // likewise (ib_srpt's srpt_service_guid)
 	bool srq = false;                 // one SRQ per device instead of per-channel rings
 	std::vector<std::string> acls;    // "0x" + 32 lowercase hex digits, or an IP; empty: open
-	std::string target;               // the [[target]] whose LUNs it exports; "": the first
+	std::map<std::string, AclCfg> acl_cfg; // LUN maps by entry (one of acls; no CHAP)
+	std::string target; // the [[target]] whose LUNs it exports; "": the first
 	// Sizes (srpt::TargetConfig's, same defaults): a restart applies a change.
 	uint32_t rq_size = 128;           // receives per channel, the credits granted at login
 	uint32_t srq_size = 4096;         // the SRQ's receives (srq)

@@ -215,9 +215,8 @@ std::unique_ptr<TargetRt> Daemon::make_target(const TargetCfg &t)
 	for (auto &[n, lu] : rt->lus)
 		rt->tpg->add_lun(n, *lu);
 	for (const std::string &a : t.acls) {
-		scsi::NodeAcl acl;
-		acl.initiator = a;
-		rt->tpg->add_acl(acl);
+		auto it = t.acl_cfg.find(a);
+		rt->tpg->add_acl(node_acl(a, it == t.acl_cfg.end() ? nullptr : &it->second));
 	}
 	return rt;
 }
@@ -229,14 +228,27 @@ iscsi::target::TargetNode Daemon::node_of(const TargetRt &t)
 	node.alias = t.cfg.alias;
 	node.tpg = t.tpg.get();
 	node.allow_target_reset = t.cfg.allow_target_reset;
+	// RFC 7143 12.1.3: the target picks the secret by the initiator's name; "" is the
+	// target-wide one, for initiators without their own.
 	if (t.cfg.chap) {
 		iscsi::ChapCredentials cr;
 		cr.incoming = *t.cfg.chap;
 		if (t.cfg.mutual_chap)
 			cr.outgoing = *t.cfg.mutual_chap;
 		node.chap[""] = cr;
-		node.require_chap = true;
 	}
+	for (auto &[initiator, a] : t.cfg.acl_cfg) {
+		if (!a.chap)
+			continue;
+		iscsi::ChapCredentials cr;
+		cr.incoming = *a.chap;
+		if (a.mutual_chap)
+			cr.outgoing = *a.mutual_chap;
+		node.chap[initiator] = cr;
+	}
+	// An initiator with a secret of its own must always use it (conn.cc); the others may
+	// skip CHAP only where the target allows it.
+	node.require_chap = !node.chap.empty() && !t.cfg.allow_no_chap;
 	return node;
 }
 
@@ -274,9 +286,9 @@ void Daemon::ensure_srp()
 	for (auto &[n, lu] : t->lus)
 		srp_tpg_->add_lun(n, *lu);
 	for (const std::string &a : cfg_.srp.acls) {
-		scsi::NodeAcl acl;
-		acl.initiator = a;
-		srp_tpg_->add_acl(acl);
+		auto it = cfg_.srp.acl_cfg.find(a);
+		srp_tpg_->add_acl(
+		    node_acl(a, it == cfg_.srp.acl_cfg.end() ? nullptr : &it->second));
 	}
 	srpt::TargetConfig sc;
 	sc.tpg = srp_tpg_.get();

@@ -104,6 +104,11 @@ public:
 	                   const std::string &who);
 	void portal_delete(const std::string &transport, const std::string &address,
 	                   const std::string &who);
+	// An ACL entry's own LUN map (srp: the SRP target's entry; target unused): lun mapped
+	// to m, or unmapped (m empty). Its sessions see the new view at once, with REPORTED
+	// LUNS DATA HAS CHANGED.
+	void acl_map(bool srp, const std::string &target, const std::string &initiator,
+	             uint64_t lun, const std::optional<MappedLun> &m, const std::string &who);
 	void srp_acl_add(const std::string &initiator, const std::string &who);
 	void srp_acl_delete(const std::string &initiator, const std::string &who);
 	json session_logout(const std::string &id, std::chrono::milliseconds grace,
