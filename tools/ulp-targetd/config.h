@@ -35,6 +35,9 @@
 //   ioc_guid = "0x0002c90300a1b2c3"     # node GUID of the first SRP portal's device (both)
 //   srq = false                         # one shared receive queue per device
 //   acls = ["0x" + 32 hex digits of an initiator port id, or a source IP]  # empty: open
+//   [[srp.acl]]                         # an SRP initiator's own LUN map, as target.acl's
+//   initiator = "10.99.0.2"             # (no CHAP)
+//   luns = [{ lun = 0, target_lun = 1 }]
 //   target = "iqn.2026-11.org.ulp:disk1" # whose LUNs SRP exports; default: the first
 //   rq_size = 128                       # receives per channel = credits granted at login
 //   srq_size = 4096                     # the shared receive queue's receives (srq = true)
@@ -64,6 +67,13 @@
 //   mutual_chap = { user = "t", secret = "ba9876543210" } # optional, with chap
 //   acls = ["iqn.1994-05.com.redhat:client"]             # empty: open to everyone
 //   allow_target_reset = false          # TARGET WARM/COLD RESET from any initiator
+//   allow_no_chap = false               # initiators without their own secret may skip CHAP
+//     [[target.acl]]                    # one initiator's own view and secrets (joins acls)
+//     initiator = "iqn.1994-05.com.redhat:client2"
+//     luns = [{ lun = 0, target_lun = 1, read_only = true }]  # it sees only these;
+//                                       # target_lun default: lun
+//     chap = { user = "c2", secret = "..." }         # it must prove this one
+//     mutual_chap = { user = "t", secret = "..." }   # with chap
 //     [[target.lun]]
 //     lun = 0
 //     backstore = "file"                # ram | file | block | rbd | null
