@@ -527,14 +527,18 @@ TEST(TargetdConfig, AclEntriesRoundTripThroughSave)
 	Config c;
 	std::string why;
 	ASSERT_TRUE(load_config_file(
-	    d.write("acl.toml",
-	            acl_file(std::string(kMapB) +
-	                         "  [[target.acl]]\n  initiator = \"iqn.2026-11.org.ulp:a\"\n"
-	                         "  luns = [{ lun = 0 }, { lun = 1 }]\n"
-	                         "[srp]\nacls = [\"10.0.0.2\"]\n"
-	                         "[[srp.acl]]\ninitiator = \"0x0002C90300A1B2C30002C90300A1B2C4\"\n"
-	                         "luns = [{ lun = 3, target_lun = 1, read_only = true }]\n",
-	                     "allow_no_chap = true\n")),
+	    d.write(
+	        "acl.toml",
+	        acl_file(
+	            std::string(kMapB) +
+	                "  [[target.acl]]\n  initiator = \"iqn.2026-11.org.ulp:a\"\n"
+	                "  luns = [{ lun = 0 }, { lun = 1 }]\n"
+	                "[srp]\nacls = [\"10.0.0.2\"]\n"
+	                "[[srp.acl]]\ninitiator = \"0x0002C90300A1B2C30002C90300A1B2C4\"\n"
+	                "luns = [{ lun = 3, target_lun = 1, read_only = true }]\n"
+	                "[iscsi]\ndiscovery_chap = { user = \"d\", secret = \"d-secret-0123\" }\n"
+	                "discovery_mutual_chap = { user = \"t\", secret = \"t-secret-0123\" }\n",
+	            "allow_no_chap = true\n")),
 	    &c, &why))
 	    << why;
 	const std::string text = to_toml(c);
@@ -561,7 +565,20 @@ TEST(TargetdConfig, AclEntriesRoundTripThroughSave)
 	          (std::vector<std::string>{"10.0.0.2", "0x0002c90300a1b2c30002c90300a1b2c4"}));
 	ASSERT_EQ(back.srp.acl_cfg.size(), 1u);
 	EXPECT_EQ(back.srp.acl_cfg.begin()->second.luns.at(3), (MappedLun{1, true}));
+	ASSERT_TRUE(back.discovery_chap && back.discovery_mutual_chap) << text;
+	EXPECT_EQ(back.discovery_chap->secret, "d-secret-0123");
+	EXPECT_EQ(back.discovery_mutual_chap->user, "t");
 	EXPECT_EQ(to_toml(back), text);
+	// Mutual CHAP for discovery needs the discovery secret.
+	Config bad;
+	EXPECT_FALSE(load_config_file(
+	    d.write(
+	        "bad.toml",
+	        "[iscsi]\ndiscovery_mutual_chap = { user = \"t\", secret = \"t-secret-0123\" }\n"),
+	    &bad, &why));
+	EXPECT_NE(why.find("bad.toml:2:25: iscsi.discovery_mutual_chap: needs discovery_chap"),
+	          std::string::npos)
+	    << why;
 }
 
 } // namespace

@@ -27,12 +27,14 @@ constexpr char kA[] = "iqn.2026-11.org.ulp:a";
 constexpr char kB[] = "iqn.2026-11.org.ulp:b";
 constexpr char kOpen[] = "iqn.2026-11.org.ulp:open";
 constexpr char kBSecret[] = "b-secret-0123456";
+constexpr char kDiscSecret[] = "discovery-secret";
 
 // B's map as the file gives it: the target's LUN 5 as its LUN 0, read-only; more is
 // appended to the array by the reload case.
 std::string config_text(const std::string &b_luns)
 {
-	return std::string("[[target]]\nname = \"") + kAccess + "\"\nacls = [\"" + kOpen +
+	return std::string("[iscsi]\ndiscovery_chap = { user = \"d\", secret = \"") + kDiscSecret +
+	       "\" }\n[[target]]\nname = \"" + kAccess + "\"\nacls = [\"" + kOpen +
 	       "\"]\nallow_no_chap = true\n"
 	       "  [[target.lun]]\n  lun = 0\n  backstore = \"ram\"\n  size = \"4M\"\n"
 	       "  [[target.lun]]\n  lun = 1\n  backstore = \"ram\"\n  size = \"4M\"\n"
@@ -177,6 +179,31 @@ TEST_F(TargetdAccess, NoChapOnlyWhereAllowed)
 	EXPECT_TRUE(a.login(local(t_.port()))) << a.error();
 	EXPECT_TRUE(ok.logout(5s));
 	EXPECT_TRUE(a.logout(5s));
+}
+
+// SendTargets discovery needs the discovery secret ([iscsi] discovery_chap), whatever the
+// initiator's own secret for a target.
+TEST_F(TargetdAccess, DiscoveryNeedsTheDiscoverySecret)
+{
+	for (std::optional<ChapSecret> wrong :
+	     {std::optional<ChapSecret>{}, std::optional<ChapSecret>{ChapSecret{"a", kSecret}}}) {
+		InitiatorConfig c = cfg("", kA, wrong);
+		c.type = SessionType::Discovery;
+		Session s(c);
+		EXPECT_FALSE(s.login(local(t_.port())));
+		EXPECT_EQ(s.login_status(), LoginStatus::AuthFailure) << s.error();
+	}
+	InitiatorConfig c = cfg("", kA, ChapSecret{"d", kDiscSecret});
+	c.type = SessionType::Discovery;
+	Session s(c);
+	ASSERT_TRUE(s.login(local(t_.port()))) << s.error();
+	std::vector<DiscoveryTarget> found;
+	ASSERT_TRUE(s.send_targets("All", &found)) << s.last_error();
+	std::vector<std::string> names;
+	for (const DiscoveryTarget &t : found)
+		names.push_back(t.name);
+	EXPECT_NE(std::find(names.begin(), names.end(), kAccess), names.end());
+	EXPECT_TRUE(s.logout(5s));
 }
 
 // A map changed in the file and applied by SIGHUP reaches B's live session: REPORTED LUNS

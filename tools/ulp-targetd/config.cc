@@ -707,7 +707,8 @@ bool load_file(const std::string &path, Config *c, std::string *why)
 		             {"max_recv_data_segment_length", "max_burst_length",
 		              "first_burst_length", "immediate_data", "initial_r2t",
 		              "max_outstanding_r2t", "digests", "cmd_window", "nop_interval",
-		              "nop_timeout", "discovery"}) ||
+		              "nop_timeout", "discovery", "discovery_chap",
+		              "discovery_mutual_chap"}) ||
 		    !r.integer(*it, "max_recv_data_segment_length", ctx, &pr.max_recv_dsl, 512,
 		               1 << 24) ||
 		    !r.integer(*it, "max_burst_length", ctx, &pr.max_burst_length, 512, 1 << 24) ||
@@ -721,8 +722,13 @@ bool load_file(const std::string &path, Config *c, std::string *why)
 		    !r.integer(*it, "cmd_window", ctx, &c->cmd_window, 1, 4096) ||
 		    !r.integer(*it, "nop_interval", ctx, &c->nop_interval, 0, 3600) ||
 		    !r.integer(*it, "nop_timeout", ctx, &c->nop_timeout, 1, 3600) ||
-		    !r.boolean(*it, "discovery", ctx, &c->discovery))
+		    !r.boolean(*it, "discovery", ctx, &c->discovery) ||
+		    !r.chap(*it, "discovery_chap", ctx, &c->discovery_chap) ||
+		    !r.chap(*it, "discovery_mutual_chap", ctx, &c->discovery_mutual_chap))
 			return false;
+		if (c->discovery_mutual_chap && !c->discovery_chap)
+			return r.fail(*it->get("discovery_mutual_chap"),
+			              "iscsi.discovery_mutual_chap: needs discovery_chap");
 		std::string w;
 		if (!digests.empty() && !set_digests(digests, &pr, &w))
 			return r.fail(*it->get("digests"), "iscsi.digests: " + w);

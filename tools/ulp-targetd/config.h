@@ -60,6 +60,8 @@
 //   nop_interval = 0                    # seconds; 0: the target never pings
 //   nop_timeout = 15
 //   discovery = true
+//   discovery_chap = { user = "d", secret = "..." }  # discovery sessions must CHAP
+//   discovery_mutual_chap = { user = "t", secret = "..." }  # with discovery_chap
 //   [[target]]
 //   name = "iqn.2026-11.org.ulp:disk1"
 //   alias = "disk1"
@@ -265,6 +267,9 @@ struct Config {
 	int nop_interval = 0; // seconds
 	int nop_timeout = 15;
 	bool discovery = true;
+	// SendTargets discovery sessions must prove this (RFC 7143 12.1.3); unset: no CHAP.
+	std::optional<ulp::iscsi::ChapSecret> discovery_chap;
+	std::optional<ulp::iscsi::ChapSecret> discovery_mutual_chap; // the target proves it
 	int shutdown_grace_ms = 5000;    // how long sessions get to log out
 	int shutdown_timeout_ms = 15000; // after that, dropped; this is the whole bound
 	std::string admin_socket;        // the admin socket's path ("": none)

@@ -184,6 +184,10 @@ std::string to_toml(const Config &c, const std::string &header)
 	is.insert("nop_interval", int64_t(c.nop_interval));
 	is.insert("nop_timeout", int64_t(c.nop_timeout));
 	is.insert("discovery", c.discovery);
+	if (c.discovery_chap)
+		is.insert("discovery_chap", chap_table(*c.discovery_chap));
+	if (c.discovery_mutual_chap)
+		is.insert("discovery_mutual_chap", chap_table(*c.discovery_mutual_chap));
 	t.insert("iscsi", std::move(is));
 
 	toml::array targets;

@@ -453,6 +453,13 @@ int Daemon::start(std::string *why)
 		tc.prefs = cfg_.prefs;
 		tc.cmd_window = cfg_.cmd_window;
 		tc.allow_discovery = cfg_.discovery;
+		if (cfg_.discovery_chap) { // every discovery session must prove it
+			iscsi::ChapCredentials cr;
+			cr.incoming = *cfg_.discovery_chap;
+			cr.outgoing = cfg_.discovery_mutual_chap;
+			tc.discovery_chap[""] = cr;
+			tc.discovery_require_chap = true;
+		}
 		tc.nop_interval = std::chrono::seconds(cfg_.nop_interval);
 		tc.nop_timeout = std::chrono::seconds(cfg_.nop_timeout);
 		tc.max_io_bytes = std::max<uint32_t>(16u << 20, cfg_.prefs.max_burst_length);

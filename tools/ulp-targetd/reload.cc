@@ -132,7 +132,9 @@ json Daemon::reload_locked(const std::string &who)
 	         a.max_outstanding_r2t != b.max_outstanding_r2t ||
 	         a.header_digests != b.header_digests || next.cmd_window != cfg_.cmd_window ||
 	         next.nop_interval != cfg_.nop_interval || next.nop_timeout != cfg_.nop_timeout ||
-	         next.discovery != cfg_.discovery,
+	         next.discovery != cfg_.discovery ||
+	         !same_chap(next.discovery_chap, cfg_.discovery_chap) ||
+	         !same_chap(next.discovery_mutual_chap, cfg_.discovery_mutual_chap),
 	     "[iscsi]");
 	keep(next.iser.recv_dsl != cfg_.iser.recv_dsl ||
 	         next.iser.heap_bytes != cfg_.iser.heap_bytes ||
