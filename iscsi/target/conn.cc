@@ -64,6 +64,14 @@ public:
 		if (id.type == SessionType::Discovery)
 			return true; // visibility is filtered in SendTargets
 		auto n = c_.target_.find_node(id.target_name);
+		if (n && !addr_allowed(n->allowed_addresses, c_.peer())) {
+			// Said once in a while: a scanner must not fill the log.
+			ULP_LOG_RATELIMITED(Warn, Iscsi,
+			                    "{}: login of {} to {} refused: source address not in "
+			                    "the target's allowed addresses",
+			                    c_.peer(), id.initiator_name, id.target_name);
+			return false;
+		}
 		return n && n->tpg->allowed(std::string(id.initiator_name));
 	}
 	AuthPolicy auth_policy(const LoginIdentity &id) override

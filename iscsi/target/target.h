@@ -22,6 +22,7 @@
 #include "iscsi/chap.h"
 #include "iscsi/discovery.h"
 #include "iscsi/params.h"
+#include "iscsi/target/addr_acl.h"
 #include "iscsi/target/login.h"
 #include "scsi/fabric_route.h"
 #include "scsi/reaper.h"
@@ -61,6 +62,8 @@ struct TargetNode {
 	// CHAP secrets by initiator name; "" applies to any initiator without its own entry.
 	// Empty map: CHAP is not offered for this target.
 	std::map<std::string, ChapCredentials> chap;
+	// The source addresses that may log in to it (addr_acl.h); empty: any.
+	std::vector<AddrPrefix> allowed_addresses;
 };
 
 struct TargetConfig {

@@ -581,5 +581,49 @@ TEST(TargetdConfig, AclEntriesRoundTripThroughSave)
 	    << why;
 }
 
+// allowed_addresses: IPv4 and IPv6 hosts and prefixes, as the login checks a peer
+// ("ip:port", "[ipv6]:port", an IPv4 peer of a dual-stack listener as ::ffff:a.b.c.d).
+TEST(TargetdConfig, AllowedAddressesMatchPeers)
+{
+	using ulp::iscsi::target::addr_allowed;
+	using ulp::iscsi::target::AddrPrefix;
+	using ulp::iscsi::target::parse_addr_prefix;
+	std::vector<AddrPrefix> v(3);
+	ASSERT_TRUE(parse_addr_prefix("10.1.0.0/16", &v[0]));
+	ASSERT_TRUE(parse_addr_prefix("fd00::/8", &v[1]));
+	ASSERT_TRUE(parse_addr_prefix("192.0.2.7", &v[2]));
+	EXPECT_TRUE(addr_allowed(v, "10.1.200.3:51000"));
+	EXPECT_FALSE(addr_allowed(v, "10.2.0.1:51000"));
+	EXPECT_TRUE(addr_allowed(v, "[fd12:3456::1]:3260"));
+	EXPECT_FALSE(addr_allowed(v, "[fe80::1]:3260"));
+	EXPECT_TRUE(addr_allowed(v, "[::ffff:192.0.2.7]:4000"));
+	EXPECT_FALSE(addr_allowed(v, "192.0.2.8:4000"));
+	EXPECT_FALSE(addr_allowed(v, "garbage"));
+	EXPECT_TRUE(addr_allowed({}, "203.0.113.9:1")) << "empty: anyone";
+	AddrPrefix p;
+	for (const char *bad : {"10.0.0.1/8", "10.0.0.0/33", "::/129", "10.0.0.0/", "host", ""})
+		EXPECT_FALSE(parse_addr_prefix(bad, &p)) << bad;
+
+	Scratch d;
+	Config c;
+	std::string why;
+	EXPECT_FALSE(load_config_file(
+	    d.write("a.toml", acl_file("", "allowed_addresses = [\"::1\", \"10.0.0.1/8\"]\n")), &c,
+	    &why));
+	EXPECT_NE(why.find("a.toml:4:29: target.allowed_addresses: 10.0.0.1/8 is not an "
+	                   "address"),
+	          std::string::npos)
+	    << why;
+	Config ok;
+	ASSERT_TRUE(load_config_file(
+	    d.write("b.toml", acl_file("", "allowed_addresses = [\"::1\", \"10.0.0.0/8\"]\n")), &ok,
+	    &why))
+	    << why;
+	EXPECT_EQ(ok.targets[0].allowed_addresses, (std::vector<std::string>{"::1", "10.0.0.0/8"}));
+	Config back;
+	ASSERT_TRUE(load_config_file(d.write("c.toml", to_toml(ok)), &back, &why)) << why;
+	EXPECT_EQ(back.targets[0].allowed_addresses, ok.targets[0].allowed_addresses);
+}
+
 } // namespace
 } // namespace targetd

@@ -23,6 +23,7 @@ using namespace ini_test;
 
 constexpr char kAccess[] = "iqn.2026-11.org.ulp:access";
 constexpr char kStrict[] = "iqn.2026-11.org.ulp:strict";
+constexpr char kFenced[] = "iqn.2026-11.org.ulp:fenced";
 constexpr char kA[] = "iqn.2026-11.org.ulp:a";
 constexpr char kB[] = "iqn.2026-11.org.ulp:b";
 constexpr char kOpen[] = "iqn.2026-11.org.ulp:open";
@@ -47,8 +48,12 @@ std::string config_text(const std::string &b_luns)
 	       "\" }\n  mutual_chap = { user = \"t\", secret = \"" + kTargetSecret +
 	       "\" }\n"
 	       "[[target]]\nname = \"" +
+	       kFenced +
+	       "\"\nallowed_addresses = [\"192.0.2.0/24\", \"2001:db8::/32\"]\n"
+	       "  [[target.lun]]\n  lun = 0\n  backstore = \"ram\"\n  size = \"1M\"\n"
+	       "[[target]]\nname = \"" +
 	       kStrict + "\"\nacls = [\"" + kOpen +
-	       "\"]\n"
+	       "\"]\nallowed_addresses = [\"127.0.0.0/8\", \"::1\"]\n"
 	       "  [[target.lun]]\n  lun = 0\n  backstore = \"ram\"\n  size = \"1M\"\n"
 	       "  [[target.acl]]\n  initiator = \"" +
 	       kA + "\"\n  chap = { user = \"a\", secret = \"" + kSecret + "\" }\n";
@@ -204,6 +209,27 @@ TEST_F(TargetdAccess, DiscoveryNeedsTheDiscoverySecret)
 		names.push_back(t.name);
 	EXPECT_NE(std::find(names.begin(), names.end(), kAccess), names.end());
 	EXPECT_TRUE(s.logout(5s));
+}
+
+// A target with allowed_addresses admits logins from those sources only: 127.0.0.1 is
+// outside 192.0.2.0/24 and 2001:db8::/32 (02/02, and the log says why), inside 127.0.0.0/8.
+TEST_F(TargetdAccess, SourceAddressOutsideTheTargetsListRefused)
+{
+	Session s(cfg(kFenced, kOpen));
+	EXPECT_FALSE(s.login(local(t_.port())));
+	EXPECT_EQ(s.login_status(), LoginStatus::AuthzFailure) << s.error();
+	std::string log;
+	for (int i = 0; i < 100 && log.find("source address not in") == std::string::npos; i++) {
+		std::this_thread::sleep_for(20ms);
+		log = t_.log();
+	}
+	EXPECT_NE(log.find("login of iqn.2026-11.org.ulp:open to iqn.2026-11.org.ulp:fenced "
+	                   "refused: source address not in the target's allowed addresses"),
+	          std::string::npos)
+	    << log;
+	Session a(cfg(kStrict, kA, ChapSecret{"a", kSecret})); // 127.0.0.0/8: in
+	EXPECT_TRUE(a.login(local(t_.port()))) << a.error();
+	EXPECT_TRUE(a.logout(5s));
 }
 
 // A map changed in the file and applied by SIGHUP reaches B's live session: REPORTED LUNS

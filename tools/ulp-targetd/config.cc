@@ -745,7 +745,8 @@ bool load_file(const std::string &path, Config *c, std::string *why)
 			const std::string ctx = "target.";
 			if (!r.known(*tt, ctx,
 			             {"name", "alias", "chap", "mutual_chap", "acls",
-			              "allow_target_reset", "lun", "acl", "allow_no_chap"}))
+			              "allow_target_reset", "lun", "acl", "allow_no_chap",
+			              "allowed_addresses"}))
 				return false;
 			if (!tt->get("name"))
 				return r.fail(te, "target.name: missing");
@@ -756,8 +757,19 @@ bool load_file(const std::string &path, Config *c, std::string *why)
 			    !r.chap(*tt, "mutual_chap", ctx, &tc.mutual_chap) ||
 			    !r.strings(*tt, "acls", ctx, &tc.acls, &an) ||
 			    !r.boolean(*tt, "allow_target_reset", ctx, &tc.allow_target_reset) ||
-			    !r.boolean(*tt, "allow_no_chap", ctx, &tc.allow_no_chap))
+			    !r.boolean(*tt, "allow_no_chap", ctx, &tc.allow_no_chap) ||
+			    !r.strings(*tt, "allowed_addresses", ctx, &tc.allowed_addresses))
 				return false;
+			if (const toml::array *aa = (*tt)["allowed_addresses"].as_array())
+				for (const toml::node &e : *aa)
+					if (iscsi::target::AddrPrefix p;
+					    !iscsi::target::parse_addr_prefix(
+					        *e.value<std::string>(), &p))
+						return r.fail(
+						    e, "target.allowed_addresses: " +
+						           *e.value<std::string>() +
+						           " is not an address or ADDRESS/BITS "
+						           "prefix (no host bits past it)");
 			if (const toml::node *ln = tt->get("lun")) {
 				const toml::array *ls = ln->as_array();
 				if (!ls)
@@ -1063,6 +1075,12 @@ bool check_target(const TargetCfg &t, std::string *why)
 	for (const std::string &a : t.acls)
 		if (!iscsi::valid_iscsi_name(a)) {
 			*why = "ACL entry " + a + " is not a valid iSCSI name";
+			return false;
+		}
+	for (const std::string &a : t.allowed_addresses)
+		if (iscsi::target::AddrPrefix p; !iscsi::target::parse_addr_prefix(a, &p)) {
+			*why = "target " + t.name + ": allowed address " + a +
+			       " is not an address or ADDRESS/BITS prefix";
 			return false;
 		}
 	for (auto &[name, a] : t.acl_cfg) {

@@ -70,6 +70,7 @@
 //   acls = ["iqn.1994-05.com.redhat:client"]             # empty: open to everyone
 //   allow_target_reset = false          # TARGET WARM/COLD RESET from any initiator
 //   allow_no_chap = false               # initiators without their own secret may skip CHAP
+//   allowed_addresses = ["10.0.0.0/8", "fd00::/8"]  # iSCSI source addresses; empty: any
 //     [[target.acl]]                    # one initiator's own view and secrets (joins acls)
 //     initiator = "iqn.1994-05.com.redhat:client2"
 //     luns = [{ lun = 0, target_lun = 1, read_only = true }]  # it sees only these;
@@ -226,6 +227,9 @@ struct TargetCfg {
 	// 12.1.3: the target decides whom it authenticates); off: every initiator must CHAP
 	// once any secret is configured.
 	bool allow_no_chap = false;
+	// iSCSI logins only from these source addresses / CIDR prefixes, IPv4 or IPv6, as
+	// written ("10.0.0.0/8", "::1"); empty: from anywhere.
+	std::vector<std::string> allowed_addresses;
 	std::optional<ulp::iscsi::ChapSecret> chap;        // the initiator proves it
 	std::optional<ulp::iscsi::ChapSecret> mutual_chap; // the target proves it
 	bool allow_target_reset = false; // TARGET WARM RESET and TARGET COLD RESET honoured

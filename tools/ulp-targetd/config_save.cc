@@ -200,6 +200,8 @@ std::string to_toml(const Config &c, const std::string &header)
 		tt.insert("allow_target_reset", tc.allow_target_reset);
 		if (tc.allow_no_chap)
 			tt.insert("allow_no_chap", true);
+		if (!tc.allowed_addresses.empty())
+			tt.insert("allowed_addresses", string_array(tc.allowed_addresses));
 		if (toml::array a = acl_entries(tc.acls, tc.acl_cfg); !a.empty())
 			tt.insert("acl", std::move(a));
 		if (tc.chap)

@@ -249,6 +249,9 @@ iscsi::target::TargetNode Daemon::node_of(const TargetRt &t)
 	// An initiator with a secret of its own must always use it (conn.cc); the others may
 	// skip CHAP only where the target allows it.
 	node.require_chap = !node.chap.empty() && !t.cfg.allow_no_chap;
+	for (const std::string &a : t.cfg.allowed_addresses) // checked by check_target
+		if (iscsi::target::AddrPrefix p; iscsi::target::parse_addr_prefix(a, &p))
+			node.allowed_addresses.push_back(p);
 	return node;
 }
 

@@ -178,6 +178,8 @@ json Daemon::show()
 		tj["acl_maps"] = acl_maps_json(t->cfg.acl_cfg);
 		if (t->cfg.allow_no_chap)
 			tj["allow_no_chap"] = true;
+		if (!t->cfg.allowed_addresses.empty())
+			tj["allowed_addresses"] = t->cfg.allowed_addresses;
 		if (t->cfg.chap)
 			tj["chap_user"] = t->cfg.chap->user; // never the secret
 		if (t->cfg.mutual_chap)

@@ -347,19 +347,23 @@ json Daemon::reload_locked(const std::string &who)
 		// Once the ACLs and LUNs are the file's: the entries' own LUN maps and CHAP.
 		const auto changed =
 		    apply_acl_maps(t->tpg.get(), t->cfg.acls, t->cfg.acl_cfg, want.acl_cfg);
-		if (!changed.empty() || want.allow_no_chap != t->cfg.allow_no_chap) {
+		if (!changed.empty() || want.allow_no_chap != t->cfg.allow_no_chap ||
+		    want.allowed_addresses != t->cfg.allowed_addresses) {
 			t->cfg.acl_cfg = want.acl_cfg;
 			t->cfg.allow_no_chap = want.allow_no_chap;
+			t->cfg.allowed_addresses = want.allowed_addresses;
 			iscsi_->replace_node(node_of(*t));
 			for (TargetCfg &c : cfg_.targets)
 				if (c.name == n) {
 					c.acl_cfg = want.acl_cfg;
 					c.allow_no_chap = want.allow_no_chap;
+					c.allowed_addresses = want.allowed_addresses;
 				}
 			for (const std::string &a : changed)
 				note("target " + n + ": ACL " + a + ": LUN map or CHAP changed");
 			if (changed.empty())
-				note("target " + n + ": allow_no_chap changed (new logins)");
+				note("target " + n +
+				     ": allow_no_chap or allowed_addresses changed (new logins)");
 		}
 	}
 	for (const std::string &acl : std::vector<std::string>(cfg_.srp.acls))
