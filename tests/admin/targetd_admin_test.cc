@@ -442,6 +442,12 @@ TEST(TargetdAdmin, AclMapChangedAtRunTimeReachesTheSession)
 	EXPECT_NE(out.find("has no ACL"), std::string::npos) << out;
 	EXPECT_NE(ulpctl(d.sock, {"acl", "unmap", "-t", kIqn, kInitiator, "9"}, &out), 0);
 	EXPECT_NE(out.find("maps no LUN 9"), std::string::npos) << out;
+	// A mapped LUN is not deleted under its map.
+	EXPECT_NE(ulpctl(d.sock, {"lun", "delete", "-t", kIqn, "-l", "5"}, &out), 0);
+	EXPECT_NE(out.find("is mapped by ACL " + std::string(kInitiator) +
+	                   " (as its LUN 1): unmap it first"),
+	          std::string::npos)
+	    << out;
 	EXPECT_EQ(ulpctl_json(d.sock, {"acl", "maps", "-t", kIqn}), maps) << "nothing changed";
 
 	ASSERT_EQ(ulpctl(d.sock, {"acl", "unmap", "-t", kIqn, kInitiator, "1"}, &out), 0) << out;

@@ -145,6 +145,9 @@ private:
 
 	Flags flags_;
 	Config cfg_; // the running configuration
+	// A reload is applying a file (lock_): a LUN it deletes may still be mapped by an ACL
+	// entry, whose map the reload sets to the file's once the LUNs are.
+	bool reloading_ = false;
 	// One change at a time. Recursive: a reload applies its difference through the same
 	// operations the admin methods call, each of which takes it.
 	std::recursive_mutex lock_;

@@ -513,6 +513,25 @@ json Daemon::lun_delete(const std::string &target, uint64_t lun, std::chrono::mi
 	auto it = t.lus.find(lun);
 	if (it == t.lus.end())
 		fail(-ENOENT, "target " + target + " has no LUN " + std::to_string(lun));
+	// An ACL entry mapping it would, once it is gone, either name a LUN that is not there
+	// (a saved file would not load) or, with its last mapping dropped, see every LUN:
+	// the administrator unmaps it first.
+	auto mapped_by = [&](const std::map<std::string, AclCfg> &maps) -> std::string {
+		for (auto &[name, a] : maps)
+			for (auto &[mapped, m] : a.luns)
+				if (m.target_lun == lun)
+					return name + " (as its LUN " + std::to_string(mapped) +
+					       ")";
+		return "";
+	};
+	if (!reloading_) {
+		std::string by = mapped_by(t.cfg.acl_cfg);
+		if (by.empty() && exported_by_srp(t))
+			by = mapped_by(cfg_.srp.acl_cfg);
+		if (!by.empty())
+			fail(-EBUSY, "target " + target + " LUN " + std::to_string(lun) +
+			                 " is mapped by ACL " + by + ": unmap it first");
+	}
 	const std::vector<scsi::Tpg *> tpgs = tpgs_of(t);
 	for (scsi::Tpg *tpg : tpgs)
 		tpg->remove_lun(lun, nullptr);

@@ -102,6 +102,11 @@ std::vector<std::string> apply_acl_maps(scsi::Tpg *tpg, const std::vector<std::s
 
 json Daemon::reload_locked(const std::string &who)
 {
+	reloading_ = true;
+	struct Done {
+		bool &f;
+		~Done() { f = false; }
+	} done{reloading_};
 	const std::string file = cfg_.source;
 	ULP_LOG(Info, Tool, "reload: reading {} ({})", file, who);
 	Config next;
