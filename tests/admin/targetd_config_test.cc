@@ -625,5 +625,37 @@ TEST(TargetdConfig, AllowedAddressesMatchPeers)
 	EXPECT_EQ(back.targets[0].allowed_addresses, ok.targets[0].allowed_addresses);
 }
 
+// --acl-lun: the flag target's per-initiator maps, the initiator joining the ACLs.
+TEST(TargetdConfig, AclLunFlags)
+{
+	Flags f;
+	f.target = kIqn;
+	f.luns = {"0:ram:size=1M", "5:ram:size=1M"};
+	f.acls = {"iqn.2026-11.org.ulp:a"};
+	f.acl_luns = {"iqn.2026-11.org.ulp:b=0:5:ro", "iqn.2026-11.org.ulp:a=0",
+	              "iqn.2026-11.org.ulp:a=1:5"};
+	Config c;
+	std::string why;
+	ASSERT_TRUE(build_config(f, &c, &why)) << why;
+	const TargetCfg &t = c.targets.back();
+	EXPECT_EQ(t.acls,
+	          (std::vector<std::string>{"iqn.2026-11.org.ulp:a", "iqn.2026-11.org.ulp:b"}));
+	EXPECT_EQ(t.acl_cfg.at("iqn.2026-11.org.ulp:b").luns.at(0), (MappedLun{5, true}));
+	EXPECT_EQ(t.acl_cfg.at("iqn.2026-11.org.ulp:a").luns.at(0), (MappedLun{0, false}));
+	EXPECT_EQ(t.acl_cfg.at("iqn.2026-11.org.ulp:a").luns.at(1), (MappedLun{5, false}));
+	for (const char *bad :
+	     {"iqn.2026-11.org.ulp:b", "iqn.2026-11.org.ulp:b=x", "iqn.2026-11.org.ulp:b=0:7", "=0",
+	      "iqn.2026-11.org.ulp:b=0:1:2", "iqn.2026-11.org.ulp:b=0:rw"}) {
+		f.acl_luns = {bad};
+		Config x;
+		EXPECT_FALSE(build_config(f, &x, &why)) << bad;
+		EXPECT_FALSE(why.empty()) << bad;
+	}
+	f.acl_luns = {"iqn.2026-11.org.ulp:b=0:5", "iqn.2026-11.org.ulp:b=0:0"};
+	Config x;
+	EXPECT_FALSE(build_config(f, &x, &why));
+	EXPECT_NE(why.find("maps LUN 0 twice"), std::string::npos) << why;
+}
+
 } // namespace
 } // namespace targetd

@@ -195,6 +195,40 @@ bool parse_uint(const std::string &s, uint64_t lo, uint64_t hi, uint64_t *out)
 
 // "N:KIND[:key=value,...]", e.g. "0:ram:size=1G", "1:file:path=/x.img,size=10G,bs=4096",
 // "2:rbd:pool=rbd,image=disk2,create=1,size=64M".
+// --acl-lun INITIATOR=LUN[:TARGET_LUN][:ro] (an iSCSI name has colons but no '='): one
+// mapping of the initiator's own map; the initiator joins the ACLs.
+bool parse_acl_lun_flag(const std::string &s, TargetCfg *t, std::string *why)
+{
+	const size_t eq = s.rfind('=');
+	const std::string name = s.substr(0, eq == std::string::npos ? 0 : eq);
+	std::vector<std::string> parts;
+	for (size_t i = eq == std::string::npos ? s.size() : eq + 1; i <= s.size();) {
+		const size_t c = std::min(s.find(':', i), s.size());
+		parts.push_back(s.substr(i, c - i));
+		i = c + 1;
+	}
+	uint64_t lun = 0;
+	MappedLun m;
+	const bool ro = parts.size() >= 2 && parts.back() == "ro";
+	if (ro)
+		parts.pop_back();
+	if (name.empty() || parts.empty() || parts.size() > 2 ||
+	    !parse_uint(parts[0], 0, 16383, &lun) ||
+	    !parse_uint(parts.size() == 2 ? parts[1] : parts[0], 0, 16383, &m.target_lun)) {
+		*why = "--acl-lun " + s + ": expected INITIATOR=LUN[:TARGET_LUN][:ro]";
+		return false;
+	}
+	m.read_only = ro;
+	if (!t->acl_cfg[name].luns.emplace(lun, m).second) {
+		*why =
+		    "--acl-lun " + s + ": " + name + " maps LUN " + std::to_string(lun) + " twice";
+		return false;
+	}
+	if (std::find(t->acls.begin(), t->acls.end(), name) == t->acls.end())
+		t->acls.push_back(name);
+	return true;
+}
+
 bool parse_lun_flag(const std::string &s, LunCfg *out, std::string *why)
 {
 	auto c1 = s.find(':');
@@ -908,6 +942,9 @@ void add_flags(CLI::App &app, Flags &f)
 	    "1:file:path=/srv/d.img,size=10G or "
 	    "2:rbd:pool=rbd,image=disk2,create=1,size=64G (repeatable)");
 	app.add_option("--acl", f.acls, "an initiator name allowed in (repeatable; none: open)");
+	app.add_option("--acl-lun", f.acl_luns,
+	               "INITIATOR=LUN[:TARGET_LUN][:ro]: the initiator sees the target's LUN as "
+	               "LUN (repeatable; it then sees only what it maps; it joins --acl)");
 	app.add_option("--chap", f.chap, "USER:SECRET the initiators must prove (CHAP)");
 	app.add_option("--mutual-chap", f.mutual_chap,
 	               "USER:SECRET the target proves to the initiators (mutual CHAP)");
@@ -1243,6 +1280,9 @@ bool build_config(const Flags &f, Config *c, std::string *why)
 			return false;
 		}
 		t.acls = f.acls;
+		for (const std::string &m : f.acl_luns)
+			if (!parse_acl_lun_flag(m, &t, why))
+				return false;
 		t.allow_target_reset = f.allow_target_reset;
 		if (!f.chap.empty()) {
 			t.chap.emplace();

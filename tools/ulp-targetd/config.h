@@ -154,6 +154,7 @@ struct Flags {
 	std::string target;                    // --target NAME
 	std::vector<std::string> luns;         // --lun N:KIND[:key=value,...]
 	std::vector<std::string> acls;         // --acl INITIATOR
+	std::vector<std::string> acl_luns;     // --acl-lun INITIATOR=LUN[:TARGET_LUN][:ro]
 	std::string chap;                      // --chap USER:SECRET
 	std::string mutual_chap;               // --mutual-chap USER:SECRET
 	bool allow_target_reset = false;       // --allow-target-reset
