@@ -67,6 +67,11 @@ Sense sbc_parse_write_atomic(Cmd *cmd);     // WRITE ATOMIC (16), sbc_atomic.cc
 
 // ---- Multi-step commands (sbc_step.cc) ----------------------------------------------------
 
+// Bytes a multi-step command moves per backstore request (VERIFY's reads, ORWRITE's
+// read-OR-write rounds): bounded memory per command, and an abort noticed between chunks.
+// A multiple of every block size (512..65536).
+constexpr uint32_t kSbcChunkBytes = 256 << 10;
+
 // The common head of a multi-step command's state.
 struct SbcStep {
 	std::atomic<uint8_t> phase{0};      // who goes on after a submit (sbc_step.cc)
