@@ -19,6 +19,10 @@
 //                                        PORT GROUPS
 // SET TARGET PORT GROUPS (spc_alua.cc) makes explicit transitions through set_state with
 // the nexus it came on (status code 01h, no unit attention for that nexus).
+// An implicit transition that takes time (a cluster manager moving ownership) is two calls:
+// set_state(id, Transitioning), which refuses I/O with 04h/0Ah meanwhile, then
+// set_state(id, the new state); the unit attention queued by the first is reported once
+// (a queue holds a condition once) unless the initiator read it in between.
 //
 // Locking: lock_ (a ShardLock) guards groups_; the command path reads it under its own
 // shard (port_state), changes take every shard. tpgs_ is also an atomic so that a LU

@@ -446,6 +446,25 @@ TEST(Alua, ImplicitChangeTellsEveryNexus)
 	    IsSense(e.run(a, cdb_tur()), SenseKey::UnitAttention, UA_ASYMMETRIC_ACCESS_CHANGED));
 }
 
+TEST(Alua, ImplicitTransitionThroughTransitioning)
+{
+	Env e;
+	e.configure(TPGS_IMPLICIT, AluaState::Standby, AluaState::ActiveOptimized);
+	Nexus *a = e.login(e.port1, "iqn.2026-11.org.ulp:i1");
+	ASSERT_EQ(e.lu.alua_.set_state(kGroupA, AluaState::Transitioning), 0);
+	EXPECT_TRUE(
+	    IsSense(e.run(a, cdb_tur()), SenseKey::UnitAttention, UA_ASYMMETRIC_ACCESS_CHANGED));
+	EXPECT_TRUE(IsSense(e.in(a, cdb_rw10(false, 0, 1), 512), SenseKey::NotReady, 0x040a));
+	auto rt = e.in(a, cdb_rtpg(1024), 1024);
+	ASSERT_EQ(rt.status, Status::Good);
+	EXPECT_EQ(rt.data[4], 0x0f);
+	ASSERT_EQ(e.lu.alua_.set_state(kGroupA, AluaState::ActiveOptimized), 0);
+	EXPECT_TRUE(
+	    IsSense(e.run(a, cdb_tur()), SenseKey::UnitAttention, UA_ASYMMETRIC_ACCESS_CHANGED));
+	EXPECT_EQ(e.in(a, cdb_rw10(false, 0, 1), 512).status, Status::Good);
+	EXPECT_EQ(e.lu.alua_.transitions(), 2u);
+}
+
 // ---- INQUIRY, VPD 83h, REPORT SUPPORTED OPERATION CODES -----------------------------------
 
 TEST(Alua, InquiryTpgsAndDesignator)
