@@ -73,7 +73,8 @@ enum : uint8_t {
 	OP_WRITE_ATOMIC_16 = 0x9c,
 	OP_SERVICE_ACTION_IN_16 = 0x9e, // READ CAPACITY 16 (0x10), GET LBA STATUS (0x12)
 	OP_REPORT_LUNS = 0xa0,
-	OP_MAINTENANCE_IN = 0xa3, // REPORT SUPPORTED OPERATION CODES (0x0c), ...
+	OP_MAINTENANCE_IN = 0xa3,  // REPORT SUPPORTED OPERATION CODES (0x0c), ...
+	OP_MAINTENANCE_OUT = 0xa4, // SET TARGET PORT GROUPS (0x0a)
 	OP_READ_12 = 0xa8,
 	OP_WRITE_12 = 0xaa,
 	OP_WRITE_VERIFY_12 = 0xae,
@@ -87,6 +88,8 @@ enum : uint8_t {
 	SAI_GET_LBA_STATUS = 0x12,
 	MI_REPORT_SUPPORTED_OPCODES = 0x0c,
 	MI_REPORT_SUPPORTED_TMFS = 0x0d,
+	MI_REPORT_TARGET_PORT_GROUPS = 0x0a, // SPC-4 6.37 (spc_alua.cc)
+	MO_SET_TARGET_PORT_GROUPS = 0x0a,    // SPC-4 6.46 (spc_alua.cc)
 };
 
 // The families. sbc_parse is the entry point: block commands, then spc_parse's primary
@@ -187,6 +190,16 @@ void abort_lu_tasks(LogicalUnit &lu, Tmr *tmr);
 // Whether cmd (parsed) needs the medium: without it, it fails with NOT READY, MEDIUM NOT
 // PRESENT (core.cc).
 bool medium_needed(const Cmd *cmd);
+
+// ---- Asymmetric logical unit access (alua.cc, spc_alua.cc) ---------------------------------
+
+// SPC-4 5.15.2.4: whether the access state of the target port cmd came through lets it
+// run; Sense::None, or the NOT READY reason of that state. After the unit attention check,
+// before the command is parsed further (core.cc).
+Sense alua_check(Cmd *cmd);
+// MAINTENANCE IN REPORT TARGET PORT GROUPS and MAINTENANCE OUT SET TARGET PORT GROUPS.
+Sense rtpg_parse(Cmd *cmd);
+Sense stpg_parse(Cmd *cmd);
 
 // ---- Unit attention check (ua.cc) -------------------------------------------------------
 

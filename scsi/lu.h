@@ -14,6 +14,7 @@
 
 #include "core/lock_assert.h"
 #include "core/shard_lock.h"
+#include "scsi/alua.h"
 #include "scsi/backstore.h"
 #include "scsi/cmd.h"
 #include "scsi/sense.h"
@@ -285,6 +286,9 @@ public:
 	std::set<NexusId> prevent_;           // nexuses preventing its removal (medium_lock_)
 	std::mutex capacity_lock_;            // serialises set_capacity (Backstore::resize)
 	IoStats stats_; // its commands, from every nexus and fabric (core.cc; sharded, any thread)
+	// Its target port groups and their access states (scsi/alua.h: its own lock; the
+	// daemon configures and changes them from any thread).
+	Alua alua_{*this};
 
 private:
 	std::string name_;

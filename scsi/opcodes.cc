@@ -36,6 +36,18 @@ bool needs_atomic(const LogicalUnit &lu)
 	return lu.atomic_max_blocks() > 0;
 }
 
+// REPORT TARGET PORT GROUPS needs ALUA on the LU, SET TARGET PORT GROUPS its explicit
+// mode (scsi/alua.h), both changeable at run time.
+bool has_alua(const LogicalUnit &lu)
+{
+	return lu.alua_.enabled();
+}
+
+bool has_explicit_alua(const LogicalUnit &lu)
+{
+	return lu.alua_.tpgs() & TPGS_EXPLICIT;
+}
+
 // clang-format off
 constexpr OpcodeInfo kOpcodes[] = {
     // ---- SPC-4 (spc.cc, spc_inquiry.cc, spc_mode.cc, opcodes.cc) and SBC-3 (sbc.cc) ----
@@ -173,6 +185,9 @@ constexpr OpcodeInfo kOpcodes[] = {
     // SELECT REPORT, ALLOCATION LENGTH.
     {OP_REPORT_LUNS, 0, false, 12,
      {0xa0, 0x00, 0xff, 0x00, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00}, nullptr},
+    // PARAMETER DATA FORMAT, ALLOCATION LENGTH (with ALUA only: spc_alua.cc).
+    {OP_MAINTENANCE_IN, MI_REPORT_TARGET_PORT_GROUPS, true, 12,
+     {0xa3, 0xea, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00}, has_alua},
     // RCTD, REPORTING OPTIONS, REQUESTED OPERATION CODE, REQUESTED SERVICE ACTION,
     // ALLOCATION LENGTH.
     {OP_MAINTENANCE_IN, MI_REPORT_SUPPORTED_OPCODES, true, 12,
@@ -180,6 +195,10 @@ constexpr OpcodeInfo kOpcodes[] = {
     // REPD, ALLOCATION LENGTH.
     {OP_MAINTENANCE_IN, MI_REPORT_SUPPORTED_TMFS, true, 12,
      {0xa3, 0x0d, 0x80, 0x00, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00}, nullptr},
+    // PARAMETER LIST LENGTH (with explicit ALUA only).
+    {OP_MAINTENANCE_OUT, MO_SET_TARGET_PORT_GROUPS, true, 12,
+     {0xa4, 0x0a, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00},
+     has_explicit_alua},
     {OP_READ_12, 0, false, 12,
      {0xa8, 0xf8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00}, nullptr},
     {OP_WRITE_12, 0, false, 12,

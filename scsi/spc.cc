@@ -240,6 +240,8 @@ Sense parse_maintenance_in(Cmd *cmd)
 		return rsoc_parse(cmd);
 	case MI_REPORT_SUPPORTED_TMFS:
 		return rstmf_parse(cmd);
+	case MI_REPORT_TARGET_PORT_GROUPS:
+		return rtpg_parse(cmd); // spc_alua.cc
 	default:
 		// An opcode we have with a service action we do not: INVALID FIELD IN CDB,
 		// not INVALID COMMAND OPERATION CODE (the opcode itself is known), pointing at
@@ -277,6 +279,8 @@ Sense spc_parse(Cmd *cmd)
 		return parse_send_diagnostic(cmd);
 	case OP_MAINTENANCE_IN:
 		return parse_maintenance_in(cmd);
+	case OP_MAINTENANCE_OUT:
+		return stpg_parse(cmd); // spc_alua.cc: SET TARGET PORT GROUPS, its only one
 	case OP_PERSISTENT_RESERVE_IN:
 		return pr_in_parse(cmd);
 	case OP_PERSISTENT_RESERVE_OUT:

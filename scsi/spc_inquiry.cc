@@ -79,9 +79,12 @@ void exec_std_inquiry(Cmd *cmd)
 	// an SPC-3+ device that sets them.
 	d[3] = 0x12;
 	d[4] = kStdInquiryLen - 5;
-	// Byte 5: SCCS 0, ACC 0, TPGS 00b (no asymmetric access: every port is as good as
-	// another), 3PC 0 (no EXTENDED COPY), PROTECT 0 (no protection information).
+	// Byte 5: SCCS 0, ACC 0, TPGS (bits 5..4: the LU's asymmetric access, scsi/alua.h;
+	// 00b by default, every port as good as another), 3PC 0 (no EXTENDED COPY), PROTECT
+	// 0 (no protection information).
 	// Byte 6: ENCSERV 0, MULTIP 0. Byte 7: CMDQUE 1 (the full task set model, SAM-5 8).
+	if (cmd->lu)
+		d[5] = uint8_t(cmd->lu->alua_.tpgs() << 4);
 	d[7] = 0x02;
 	if (cmd->lu) {
 		const LuConfig &c = cmd->lu->cfg();
@@ -139,6 +142,7 @@ enum : uint8_t {
 	DESIG_T10_VENDOR = 1,
 	DESIG_NAA = 3,
 	DESIG_RELATIVE_PORT = 4,
+	DESIG_TARGET_PORT_GROUP = 5,
 	DESIG_SCSI_NAME = 8,
 };
 
@@ -176,6 +180,13 @@ void put_device_id(const Cmd *cmd, std::vector<uint8_t> &d)
 	uint8_t rtpi[4] = {};
 	put_be16(rtpi + 2, cmd->sess->id().rtpi);
 	put_designator(d, proto, CODESET_BINARY, ASSOC_PORT, DESIG_RELATIVE_PORT, rtpi);
+	// Its target port group (SPC-4 7.8.6, designator type 5h), when the LU has ALUA and
+	// the port is in one of its groups (scsi/alua.h).
+	if (uint16_t group; cmd->lu->alua_.port_state(cmd->sess->id().rtpi, &group, nullptr)) {
+		uint8_t tpg[4] = {};
+		put_be16(tpg + 2, group);
+		put_designator(d, proto, CODESET_BINARY, ASSOC_PORT, DESIG_TARGET_PORT_GROUP, tpg);
+	}
 	// The target device by its iSCSI name (SPC-4 7.8.6, SCSI name string: UTF-8, null
 	// terminated, padded with nulls to a multiple of 4). Other transports name their
 	// target ports in ways the core does not know.
