@@ -12,6 +12,7 @@
 #include "scsi/spc.h"
 
 #include "scsi/pr.h"
+#include "scsi/xcopy.h"
 
 #include <cstring>
 #include <vector>
@@ -277,6 +278,10 @@ Sense spc_parse(Cmd *cmd)
 		return parse_send_diagnostic(cmd);
 	case OP_MAINTENANCE_IN:
 		return parse_maintenance_in(cmd);
+	case OP_EXTENDED_COPY:
+		return xcopy_parse(cmd);
+	case OP_RECEIVE_COPY_RESULTS:
+		return rcr_parse(cmd);
 	case OP_PERSISTENT_RESERVE_IN:
 		return pr_in_parse(cmd);
 	case OP_PERSISTENT_RESERVE_OUT:

@@ -83,6 +83,7 @@ void exec_std_inquiry(Cmd *cmd)
 	// another), 3PC 0 (no EXTENDED COPY), PROTECT 0 (no protection information).
 	// Byte 6: ENCSERV 0, MULTIP 0. Byte 7: CMDQUE 1 (the full task set model, SAM-5 8).
 	d[7] = 0x02;
+	d[5] |= 0x08; // 3PC 1: EXTENDED COPY (LID1) and RECEIVE COPY RESULTS (xcopy.cc)
 	if (cmd->lu) {
 		const LuConfig &c = cmd->lu->cfg();
 		put_ascii(d + 8, 8, c.vendor);
