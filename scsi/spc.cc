@@ -278,9 +278,9 @@ Sense spc_parse(Cmd *cmd)
 		return parse_send_diagnostic(cmd);
 	case OP_MAINTENANCE_IN:
 		return parse_maintenance_in(cmd);
-	case OP_EXTENDED_COPY:
+	case OP_XCOPY_LID1:
 		return xcopy_parse(cmd);
-	case OP_RECEIVE_COPY_RESULTS:
+	case OP_RECV_COPY_RESULTS:
 		return rcr_parse(cmd);
 	case OP_PERSISTENT_RESERVE_IN:
 		return pr_in_parse(cmd);

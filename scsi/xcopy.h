@@ -195,8 +195,8 @@ bool xcopy_result_get(const LogicalUnit *lu, const NexusId &n, uint8_t list_id, 
 // ---- The commands (xcopy.cc), for spc_parse -------------------------------------------------
 
 enum : uint8_t {
-	OP_EXTENDED_COPY = 0x83,
-	OP_RECEIVE_COPY_RESULTS = 0x84,
+	OP_XCOPY_LID1 = 0x83,
+	OP_RECV_COPY_RESULTS = 0x84,
 	RCR_COPY_STATUS = 0x00,
 	RCR_OPERATING_PARAMETERS = 0x03,
 	RCR_FAILED_SEGMENT_DETAILS = 0x04,

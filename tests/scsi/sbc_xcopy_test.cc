@@ -74,7 +74,7 @@ Bytes plist(const std::vector<Bytes> &cscds, const std::vector<Bytes> &segs, uin
 Bytes cdb_xcopy(uint32_t len, uint8_t sa = 0)
 {
 	Bytes c(16, 0);
-	c[0] = OP_EXTENDED_COPY;
+	c[0] = OP_XCOPY_LID1;
 	c[1] = sa;
 	put_be32(&c[10], len);
 	return c;
@@ -83,7 +83,7 @@ Bytes cdb_xcopy(uint32_t len, uint8_t sa = 0)
 Bytes cdb_rcr(uint8_t sa, uint8_t list_id, uint32_t alloc)
 {
 	Bytes c(16, 0);
-	c[0] = OP_RECEIVE_COPY_RESULTS;
+	c[0] = OP_RECV_COPY_RESULTS;
 	c[1] = sa;
 	c[2] = list_id;
 	put_be32(&c[10], alloc);
