@@ -30,11 +30,11 @@ XcopyError illegal(uint16_t asc, int field = -1, int bit = -1)
 // An identification CSCD descriptor at p (32 bytes), byte off of the parameter list.
 XcopyError parse_cscd(const uint8_t *p, size_t off, XcopyCscd *c)
 {
-	// Byte 1: LU ID TYPE (7:6) 00b LOGICAL UNIT NUMBER is the only one (01b proxy tokens are
-	// not supported; 10b, 11b reserved); NUL (5); PERIPHERAL DEVICE TYPE (4:0): 00h, a
-	// block device, the only kind a block-to-block segment copies.
-	if (p[1] & 0xc0)
-		return illegal(XASC_INVALID_PARAM_FIELD, int(off + 1), 7);
+	// Byte 1: bits 7:6 were SPC-3's LU ID TYPE, which SPC-4 makes obsolete: ignored (the
+	// designator alone names the LU; libiscsi 1.20's ExtendedCopy.ValidTgtDescr wants GOOD
+	// with a reserved value there from an SPC-4 device). NUL (5): names no logical unit.
+	// PERIPHERAL DEVICE TYPE (4:0): 00h, a block device, the only kind a block-to-block
+	// segment copies.
 	c->nul = p[1] & 0x20;
 	if (p[1] & 0x1f)
 		return illegal(XASC_INVALID_PARAM_FIELD, int(off + 1), 4);

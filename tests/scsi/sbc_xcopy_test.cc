@@ -296,8 +296,6 @@ TEST(Xcopy, ParameterListErrors)
 	     XASC_UNSUPPORTED_SEGMENT, kIllegal},
 	    {"inline data", plist({cscd(a)}, {seg(0, 0, 1, 0, 1)}, 1, XCOPY_LIST_DISCARD, 4),
 	     XASC_INLINE_DATA_EXCEEDED, kIllegal},
-	    {"LU ID TYPE reserved", plist({cscd(a, 0x80)}, {seg(0, 0, 1, 0, 1)}),
-	     XASC_INVALID_PARAM_FIELD, kIllegal},
 	    {"peripheral type not a disk", plist({cscd(a, 0x01)}, {seg(0, 0, 1, 0, 1)}),
 	     XASC_INVALID_PARAM_FIELD, kIllegal},
 	    {"segment descriptor length", bad_seg_len, XASC_INVALID_PARAM_FIELD, kIllegal},
@@ -328,6 +326,9 @@ TEST(Xcopy, ParameterListErrors)
 	EXPECT_TRUE(is_sense(r, 0x1a00, kIllegal));
 	r = w.t.lb.run(w.s, 0, cdb_xcopy(0), DataDir::None);
 	EXPECT_TRUE(is_good(r));
+	// SPC-3's LU ID TYPE (byte 1, bits 7:6) is obsolete in SPC-4: ignored, even reserved 10b.
+	EXPECT_TRUE(is_good(w.xcopy(plist({cscd(a, 0x80)}, {seg(0, 0, 1, 0, 1)}))));
+	EXPECT_EQ(w.read(0, 1, 1), Bytes(before.begin(), before.begin() + kBs));
 }
 
 TEST(Xcopy, ParserDirectly)
