@@ -4,6 +4,7 @@
 
 #include "core/log.h"
 #include "scsi/pr.h"
+#include "scsi/xcopy.h"
 
 #include <cerrno>
 #include <cinttypes>
@@ -86,11 +87,13 @@ LogicalUnit::LogicalUnit(std::string name, std::unique_ptr<Backstore> bs, const 
 	// SPC-4 device identification VPD page, NAA Locally Assigned designator (NAA 3h): 60
 	// bits of our choosing.
 	naa_ = cfg_.naa ? cfg_.naa : (uint64_t(3) << 60) | (h & 0x0fffffffffffffffull);
+	xcopy_lu_register(this); // a copy target of EXTENDED COPY, by naa_
 }
 
 LogicalUnit::~LogicalUnit()
 {
 	bs_->on_storage_change(nullptr); // no rescan of a half-destroyed LU
+	xcopy_lu_unregister(this);       // waits for copies still using it as a copy target
 	ShardLockAll g(lock_);
 	size_t n = 0;
 	for (TaskShard &t : task_shards_) {

@@ -105,6 +105,11 @@ template <typename T> T *sbc_step_new(Cmd *cmd, void (*resume)(Cmd *))
 bool sbc_step_submit(Cmd *cmd, BsOp op, uint64_t offset, uint64_t len, std::span<const iovec> iov,
                      bool fua);
 
+// The same on another LU's backstore bs (EXTENDED COPY, xcopy.cc: its source or destination
+// need not be the LU the command addresses).
+bool sbc_step_submit_to(Cmd *cmd, Backstore &bs, BsOp op, uint64_t offset, uint64_t len,
+                        std::span<const iovec> iov, bool fua);
+
 // Whether a task management function or a session teardown aborted cmd (read under the
 // LU lock, where tmr.cc sets it).
 bool sbc_aborted(Cmd *cmd);

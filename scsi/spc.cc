@@ -12,6 +12,7 @@
 #include "scsi/spc.h"
 
 #include "scsi/pr.h"
+#include "scsi/xcopy.h"
 
 #include <cstring>
 #include <vector>
@@ -281,6 +282,10 @@ Sense spc_parse(Cmd *cmd)
 		return parse_maintenance_in(cmd);
 	case OP_MAINTENANCE_OUT:
 		return stpg_parse(cmd); // spc_alua.cc: SET TARGET PORT GROUPS, its only one
+	case OP_XCOPY_LID1:
+		return xcopy_parse(cmd);
+	case OP_RECV_COPY_RESULTS:
+		return rcr_parse(cmd);
 	case OP_PERSISTENT_RESERVE_IN:
 		return pr_in_parse(cmd);
 	case OP_PERSISTENT_RESERVE_OUT:

@@ -80,11 +80,12 @@ void exec_std_inquiry(Cmd *cmd)
 	d[3] = 0x12;
 	d[4] = kStdInquiryLen - 5;
 	// Byte 5: SCCS 0, ACC 0, TPGS (bits 5..4: the LU's asymmetric access, scsi/alua.h;
-	// 00b by default, every port as good as another), 3PC 0 (no EXTENDED COPY), PROTECT
-	// 0 (no protection information).
+	// 00b by default, every port as good as another), 3PC 1 (EXTENDED COPY (LID1) and
+	// RECEIVE COPY RESULTS, xcopy.cc), PROTECT 0 (no protection information).
 	// Byte 6: ENCSERV 0, MULTIP 0. Byte 7: CMDQUE 1 (the full task set model, SAM-5 8).
+	d[5] = 0x08;
 	if (cmd->lu)
-		d[5] = uint8_t(cmd->lu->alua_.tpgs() << 4);
+		d[5] |= uint8_t(cmd->lu->alua_.tpgs() << 4);
 	d[7] = 0x02;
 	if (cmd->lu) {
 		const LuConfig &c = cmd->lu->cfg();

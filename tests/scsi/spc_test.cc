@@ -38,7 +38,7 @@ TEST(SpcInquiry, StandardData)
 	EXPECT_EQ(d[2], 0x06) << "SPC-4";
 	EXPECT_EQ(d[3], 0x12) << "AERC 0, TRMTSK 0, NORMACA 0, HISUP 1, format 2";
 	EXPECT_EQ(d[4], 96 - 5) << "ADDITIONAL LENGTH";
-	EXPECT_EQ(d[5], 0x00) << "TPGS 0, no 3PC, no PROTECT";
+	EXPECT_EQ(d[5] & 0x0f, 0x08) << "3PC (EXTENDED COPY, xcopy.cc), no PROTECT";
 	EXPECT_EQ(d[7], 0x02) << "CMDQUE";
 	EXPECT_EQ(std::string(d.begin() + 8, d.begin() + 16), "ULP     ");
 	EXPECT_EQ(std::string(d.begin() + 16, d.begin() + 32), "ulp             ");
