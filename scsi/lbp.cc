@@ -8,14 +8,16 @@
 // The threshold is the administrator's (the LUN table), not set through the logical block
 // provisioning mode page (1Ch/02h), which the device server does not offer. Its unit
 // attention goes to every I_T nexus of the LU (the mode page's SITUA 0 behaviour) through
-// the ordinary queues (ua.cc), once per upward crossing: SBC-3 4.7.3.7.3, a threshold
-// reached again before usage dropped below it is not reported again.
+// the ordinary queues (ua.cc), once per upward crossing (SBC-3 4.7.3.7: a threshold is
+// armed in one direction; it is not reported again until usage has gone back below it).
+// Two checks racing on either side of the threshold may re-arm and raise it once more; a
+// unit attention not yet reported is not queued twice (UaQueue), so a nexus hears at most
+// one more.
 #include "scsi/core_internal.h"
 
 #include "core/log.h"
 
 #include <algorithm>
-
 #include <bit>
 #include <ctime>
 

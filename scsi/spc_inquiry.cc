@@ -2,9 +2,8 @@
 // scsi/spc_inquiry.cc - INQUIRY (SPC-4 6.6): the standard data and the vital product data
 // pages of a direct access block device: supported pages (00h), unit serial number (80h),
 // device identification (83h), extended INQUIRY data (86h, spc_vpd_ext.cc), SCSI ports
-// (88h), and SBC-3's block limits (B0h), block device
-// characteristics (B1h) and, when the LU is thin provisioned, logical block provisioning
-// (B2h).
+// (88h), and SBC-3's block limits (B0h), block device characteristics (B1h) and, when the
+// LU is thin provisioned, logical block provisioning (B2h).
 //
 // What these pages claim has to match what the other families do: B0h's limits are the
 // ones sbc.cc enforces (LuConfig), B2h's LBPU/LBPWS/LBPWS10 say that UNMAP and WRITE SAME
@@ -243,10 +242,11 @@ void put_block_dev_chars(std::vector<uint8_t> &d)
 
 // SBC-3 6.5.4 logical block provisioning, for a thin LU (the only one that lists it):
 // UNMAP (LBPU) and WRITE SAME (16) and (10) with UNMAP (LBPWS, LBPWS10) deallocate, and
-// deallocated blocks read as zeros (LBPRZ, as in READ CAPACITY (16)); no thresholds, no
-// anchored state; PROVISIONING TYPE 010b thin. THRESHOLD EXPONENT: the threshold set
-// size (lbp.cc), the unit of the logical block provisioning log page's resource counts
-// (spc_log.cc) and of the soft threshold.
+// deallocated blocks read as zeros (LBPRZ, as in READ CAPACITY (16)); no anchored state;
+// PROVISIONING TYPE 010b thin. THRESHOLD EXPONENT: the threshold set size (lbp.cc), the
+// unit of the logical block provisioning log page's resource counts (spc_log.cc); the one
+// threshold is the administrator's soft threshold (LuConfig), not one set through the
+// logical block provisioning mode page, which is not offered.
 void put_lb_provisioning(const LogicalUnit &lu, std::vector<uint8_t> &d)
 {
 	d.resize(8, 0);

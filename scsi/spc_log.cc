@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// scsi/spc_log.cc - LOG SENSE (SPC-4 6.6; the log pages of SPC-4 7.3): the supported log
+// scsi/spc_log.cc - LOG SENSE (SPC-4 6.8; the log pages of SPC-4 7.3): the supported log
 // pages (00h), the supported log pages and subpages (00h/FFh), and, for a thin LU whose
 // backstore can tell its usage, SBC-3's logical block provisioning log page (0Ch), which
 // Windows and VMware read for the space left behind a thin LU.
@@ -21,12 +21,12 @@ namespace
 {
 
 enum : uint8_t {
-	LOG_SUPPORTED_PAGES = 0x00, // SPC-4 7.3.18 (subpage 00h), 7.3.19 (subpage FFh)
+	LOG_SUPPORTED_PAGES = 0x00, // SPC-4 7.3: the supported log pages, and with subpages (FFh)
 	LOG_LB_PROVISIONING = 0x0c, // SBC-3 6.4 logical block provisioning
 	LOG_SUBPAGE_ALL = 0xff,
 };
 
-// PAGE CONTROL values (SPC-4 6.6 table).
+// PAGE CONTROL values (SPC-4 6.8 table).
 enum : uint8_t {
 	PC_THRESHOLD = 0,
 	PC_CUMULATIVE = 1,
@@ -60,9 +60,9 @@ void put_header(std::vector<uint8_t> &d, uint8_t b0, uint8_t sub)
 	d[1] = sub;
 }
 
-// One resource count parameter (SBC-3): a binary format list parameter (SPC-4 7.3.2.2.2.5:
-// DU 0, TSD 0, ETC 0, TMC 00b, FORMAT AND LINKING 11b) of 8 bytes: RESOURCE COUNT in
-// threshold sets, SCOPE.
+// One resource count parameter (SBC-3): a binary format list parameter (SPC-4 7.3.2,
+// parameter control byte: DU 0, TSD 0, ETC 0, TMC 00b, FORMAT AND LINKING 11b) of 8
+// bytes: RESOURCE COUNT in threshold sets, SCOPE.
 void put_resource(std::vector<uint8_t> &d, uint16_t code, uint64_t sets, uint8_t scope)
 {
 	const size_t at = d.size();
@@ -100,7 +100,7 @@ void exec_log_sense(Cmd *cmd)
 		// The usage may have crossed the soft threshold since the last write looked.
 		lu.lbp_check();
 		const uint64_t set = (uint64_t(1) << lu.lbp_threshold_exponent()) * lu.block_size();
-		// Parameters from the PARAMETER POINTER on, ascending (SPC-4 6.6).
+		// Parameters from the PARAMETER POINTER on, ascending (SPC-4 6.8).
 		if (u.has_available && ptr <= LBP_AVAILABLE) {
 			put_resource(d, LBP_AVAILABLE, u.available / set,
 			             u.available_shared ? SCOPE_SHARED : SCOPE_DEDICATED);
@@ -139,7 +139,7 @@ Sense log_sense_parse(Cmd *cmd)
 			return invalid_cdb_field(cmd, 3);
 		if (pc != PC_CUMULATIVE)
 			return invalid_cdb_field(cmd, 2, 7);
-		// SPC-4 6.6: a PARAMETER POINTER past the largest parameter code of the page.
+		// SPC-4 6.8: a PARAMETER POINTER past the largest parameter code of the page.
 		if (ptr > LBP_USED)
 			return invalid_cdb_field(cmd, 5);
 	} else {
