@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// LOG SENSE (SPC-4 6.6): the supported log pages (00h, 00h/FFh) and SBC-3's logical block
+// LOG SENSE (SPC-4 6.8): the supported log pages (00h, 00h/FFh) and SBC-3's logical block
 // provisioning log page (0Ch) byte by byte, the CDB fields refused, allocation length
 // truncation, its row in REPORT SUPPORTED OPERATION CODES; and the thin provisioning soft
 // threshold's unit attention (lbp.cc), once per I_T nexus per crossing.
