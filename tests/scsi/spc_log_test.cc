@@ -293,6 +293,20 @@ TEST(SpcLog, SoftThresholdOncePerNexusPerCrossing)
 	EXPECT_FALSE(hears_threshold(t, b));
 }
 
+// The write path looks by itself (lbp_poll: its first look is at the first write, later
+// ones at most once a second), without anyone asking.
+TEST(SpcLog, SoftThresholdSeenByAWrite)
+{
+	Target t;
+	LuConfig c;
+	c.tp_soft_threshold_pct = 5;
+	t.add(0, 1 << 20, c);
+	Nexus *a = t.login("iqn.init:a");
+	write_chunks(t, a, 0, 1); // 6%
+	EXPECT_TRUE(hears_threshold(t, a));
+	EXPECT_FALSE(hears_threshold(t, a));
+}
+
 // Without a threshold (the default), nothing is ever raised; a LU that is not thin has
 // no usage to compare.
 TEST(SpcLog, SoftThresholdOff)
