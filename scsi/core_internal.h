@@ -54,6 +54,7 @@ enum : uint8_t {
 	OP_READ_BUFFER = 0x3c,
 	OP_WRITE_SAME_10 = 0x41,
 	OP_UNMAP = 0x42,
+	OP_LOG_SENSE = 0x4d,
 	OP_MODE_SELECT_10 = 0x55,
 	OP_RESERVE_10 = 0x56,
 	OP_RELEASE_10 = 0x57,
@@ -206,5 +207,8 @@ Sense stpg_parse(Cmd *cmd);
 // SPC-4 5.14: a command other than the exempt ones on a nexus with a pending UA fails
 // with it (and takes it off). true when cmd was completed with the UA.
 bool ua_check(Cmd *cmd);
+// cmd's nexus was told of condition asc_ascq (ua_check, REQUEST SENSE): what reporting it
+// clears beyond its own queue (LUICLR).
+void ua_reported(Cmd *cmd, uint16_t asc_ascq);
 
 } // namespace ulp::scsi

@@ -54,6 +54,8 @@ const char *lu_config_check(const LuConfig &cfg)
 	if (lbppb_exponent_of(cfg.block_size, cfg.physical_block_size) < 0)
 		return "the physical block size must be a power-of-two multiple of the logical "
 		       "block size, at most 32768 logical blocks";
+	if (cfg.tp_soft_threshold_pct > 100)
+		return "the thin provisioning soft threshold is a percentage, 0 (off) to 100";
 	return nullptr;
 }
 

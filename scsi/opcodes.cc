@@ -102,6 +102,10 @@ constexpr OpcodeInfo kOpcodes[] = {
     // ANCHOR; PARAMETER LIST LENGTH.
     {OP_UNMAP, 0, false, 10,
      {0x42, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0x00}, needs_thin},
+    // SP and PPC (checked: both refused), PC and PAGE CODE, SUBPAGE CODE, PARAMETER
+    // POINTER, ALLOCATION LENGTH (spc_log.cc).
+    {OP_LOG_SENSE, 0, false, 10,
+     {0x4d, 0x03, 0xff, 0xff, 0x00, 0xff, 0xff, 0xff, 0xff, 0x00}, nullptr},
     {OP_MODE_SELECT_10, 0, false, 10,
      {0x55, 0x11, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0x00}, nullptr},
     {OP_RESERVE_10, 0, false, 10,

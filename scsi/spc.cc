@@ -34,6 +34,7 @@ void exec_request_sense(Cmd *cmd)
 	const uint16_t ua = cmd->lu ? cmd->lu->ua_take(cmd->sess->id()) : 0;
 	if (ua) {
 		build_sense(Sense::UnitAttention, d, ua);
+		ua_reported(cmd, ua);
 	} else if (!cmd->lu) {
 		build_sense(Sense::LunNotSupported, d);
 	} else {
@@ -286,6 +287,8 @@ Sense spc_parse(Cmd *cmd)
 		return xcopy_parse(cmd);
 	case OP_RECV_COPY_RESULTS:
 		return rcr_parse(cmd);
+	case OP_LOG_SENSE:
+		return log_sense_parse(cmd);
 	case OP_PERSISTENT_RESERVE_IN:
 		return pr_in_parse(cmd);
 	case OP_PERSISTENT_RESERVE_OUT:
