@@ -476,7 +476,7 @@ TEST(Alua, InquiryTpgsAndDesignator)
 		e.configure(tpgs);
 		auto inq = e.in(s1, cdb_inquiry(96), 96);
 		ASSERT_EQ(inq.status, Status::Good);
-		EXPECT_EQ(inq.data[5], tpgs << 4);
+		EXPECT_EQ(inq.data[5] & 0x30, tpgs << 4) << "TPGS (bits 5..4; 3PC is bit 3)";
 	}
 	for (auto [s, group] : {std::pair{s1, kGroupA}, std::pair{s2, kGroupB}}) {
 		auto d = designators(e.in(s, cdb_inquiry(1024, true, 0x83), 1024), 5);
