@@ -8,7 +8,9 @@
 # (the initiator session fed target PDUs), iscsi_conn (one target connection with the
 # SCSI core behind it), or the SRP codec's srp_login (CM private data), srp_cmd (SRP_CMD
 # and task management, as the target reads them) and srp_rsp (what the initiator reads),
-# or pr_state (the reservation state file reader), or admin_rpc (ulp-targetd's admin
+# or pr_state (the reservation state file reader), or stpg (SET TARGET PORT GROUPS
+# parameter lists), or xcopy (the EXTENDED COPY parameter list parser), or admin_rpc
+# (ulp-targetd's admin
 # socket: JSON-RPC request lines), or prometheus (ulpctl's Prometheus text from the daemon's
 # stats answer), or http_request (the metrics endpoint's HTTP request heads), or
 # ulpctl_import (`ulpctl import`'s saveconfig.json and targets.conf readers); SECONDS
@@ -32,13 +34,13 @@ if [[ $# -gt 0 && ! $1 =~ ^[0-9]+$ ]]; then
 fi
 case $target in
 sock_wire | shm_ring | iscsi_pdu | iscsi_text | iscsi_login | iscsi_initiator | iscsi_conn) ;;
-srp_login | srp_cmd | srp_rsp | pr_state | admin_rpc | prometheus | http_request) ;;
-ulpctl_import) ;;
+srp_login | srp_cmd | srp_rsp | pr_state | xcopy | admin_rpc | prometheus | http_request) ;;
+ulpctl_import | stpg) ;;
 *)
 	echo "fuzz.sh: unknown target '$target'" \
 		"(sock_wire, shm_ring, iscsi_pdu, iscsi_text, iscsi_login, iscsi_initiator, iscsi_conn," \
-		"srp_login, srp_cmd, srp_rsp, pr_state, admin_rpc, prometheus, http_request," \
-		"ulpctl_import)" >&2
+		"srp_login, srp_cmd, srp_rsp, pr_state, xcopy, admin_rpc, prometheus, http_request," \
+		"ulpctl_import, stpg)" >&2
 	exit 2
 	;;
 esac

@@ -46,6 +46,15 @@ debs=("ulp-targetd_${version}_$arch.deb" "ulp-tools_${version}_$arch.deb"
 if ((build)); then
 	step "build: install"
 	scripts/install-deps.sh
+	# libiscsi 1.20's iscsi-test-cu for the tests (scripts/libiscsi-1.20.sh: 36 s of two
+	# cores alone), built at idle priority beside the package build, into build-deps/: the
+	# package build's clean removes build/ but not its siblings, and its single-threaded
+	# tail (dh_strip, the -dbgsym packages, dh_builddeb) leaves a core to it. build/ then
+	# links to it, as the ASan tree's install step does.
+	mkdir -p build-deps
+	(chrt --idle -p 0 $BASHPID >/dev/null || true; scripts/libiscsi-1.20.sh build-deps) \
+		>build-deps/libiscsi.log 2>&1 &
+	libiscsi_pid=$!
 	step "build: compile"
 	# nocheck: the tests are built but not run here (scripts/test.sh --only tests, CI's next
 	# step, runs them). dpkg-buildpackage cleans first (build/ goes) and writes to ../.
@@ -57,9 +66,11 @@ if ((build)); then
 		../ulp_"${version}"_"$arch".changes ../ulp_"${version}"_"$arch".buildinfo; do
 		if [[ -e $f ]]; then mv -f "$f" "$out/"; fi
 	done
-	# libiscsi 1.20's iscsi-test-cu for the tests, into build/_deps (after the package build,
-	# whose clean removes build/).
 	step "build: libiscsi 1.20"
+	libiscsi_rc=0
+	wait "$libiscsi_pid" || libiscsi_rc=$?
+	cat build-deps/libiscsi.log
+	((libiscsi_rc == 0)) || { echo "package.sh: libiscsi 1.20 failed to build" >&2; exit 1; }
 	scripts/libiscsi-1.20.sh build
 	step_end
 	printf '\npackage.sh: built in %s:\n' "$out"

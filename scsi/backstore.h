@@ -104,6 +104,15 @@ struct BsExtent {
 	uint64_t length = 0; // bytes from the queried offset with the same state (> 0)
 };
 
+// What a thin LU's storage holds (LOG SENSE's logical block provisioning page, SBC-3 6.4;
+// the soft threshold, scsi/lbp.cc). Bytes.
+struct BsUsage {
+	uint64_t used = 0;             // allocated to this LU's data (a sparse file's blocks)
+	uint64_t available = 0;        // that can still be allocated to it (has_available)
+	bool has_available = false;    // false: the kind cannot say (memory: until malloc fails)
+	bool available_shared = false; // available is shared with others (a file system's)
+};
+
 class Backstore
 {
 public:
@@ -155,6 +164,16 @@ public:
 	// everything mapped. Synchronous and cheap (no data I/O); 0 or a negative errno
 	// (-ERANGE: at or past the end).
 	virtual int extent(uint64_t offset, BsExtent *out) = 0;
+
+	// How much storage the LU's data takes and how much more it can take (BsUsage), cheaply
+	// (a system call, a scan of a table; no data I/O). ram: its chunks; file: the file's
+	// blocks (fstat) and the file system's free space (fstatvfs). 0, or -EOPNOTSUPP from
+	// a kind that cannot say (block devices, rbd, null: the default).
+	virtual int usage(BsUsage *out)
+	{
+		(void)out;
+		return -EOPNOTSUPP;
+	}
 
 	// Make the backstore bytes long (> 0; the logical unit checks the block multiple),
 	// while requests run on other threads. A request checked against the old size either

@@ -21,6 +21,7 @@
 #include <linux/fs.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
@@ -107,6 +108,24 @@ public:
 		if (io->op == BsOp::Read && read_cached(io, r->counters()))
 			return;
 		r->submit(io);
+	}
+
+	int usage(BsUsage *out) override
+	{
+		if (dev_->block)
+			return -EOPNOTSUPP; // a device does not say what it has allocated
+		struct stat st;
+		if (fstat(dev_->fd.get(), &st) < 0)
+			return -errno;
+		// st_blocks counts 512-byte units whatever the file system's block (stat(2)).
+		out->used = static_cast<uint64_t>(st.st_blocks) * 512;
+		struct statvfs vfs;
+		if (fstatvfs(dev_->fd.get(), &vfs) == 0) {
+			out->available = static_cast<uint64_t>(vfs.f_bavail) * vfs.f_frsize;
+			out->has_available = true;
+			out->available_shared = true;
+		}
+		return 0;
 	}
 
 	int extent(uint64_t offset, BsExtent *out) override

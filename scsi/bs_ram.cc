@@ -134,6 +134,18 @@ public:
 		return 0;
 	}
 
+	int usage(BsUsage *out) override
+	{
+		// Memory is allocated until malloc fails: there is no count of what is left.
+		std::lock_guard g(lock_.mine());
+		uint64_t n = 0;
+		for (uint64_t c = 0; c < nchunks_; c++)
+			n += chunks_[c].load(std::memory_order_acquire) != nullptr;
+		out->used = std::min(n << kChunkShift, size());
+		out->has_available = false;
+		return 0;
+	}
+
 	int resize(uint64_t bytes, std::string *why) override
 	{
 		ShardLockAll g(lock_); // no request is between its range check and its copy

@@ -398,6 +398,11 @@ Sense parse(Cmd *cmd)
 		return invalid_cdb_field(cmd, uint16_t(at), 2);
 	if (ua_check(cmd))
 		return Sense::UnitAttention; // status and sense already set
+	// SPC-4 5.15.2.4: the access state of the port it came through, for every fabric
+	// (after the unit attention, which a standby port reports too; before the CDB's
+	// fields are looked at, as a port that does not serve the command has no view on them).
+	if (Sense r = alua_check(cmd); r != Sense::None)
+		return r;
 	if (Sense r = sbc_parse(cmd); r != Sense::None)
 		return r;
 	ULP_CHECK(cmd->execute, "opcode {:#04x} parsed without an execute step", cmd->cdb[0]);

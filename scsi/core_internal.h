@@ -54,6 +54,7 @@ enum : uint8_t {
 	OP_READ_BUFFER = 0x3c,
 	OP_WRITE_SAME_10 = 0x41,
 	OP_UNMAP = 0x42,
+	OP_LOG_SENSE = 0x4d,
 	OP_MODE_SELECT_10 = 0x55,
 	OP_RESERVE_10 = 0x56,
 	OP_RELEASE_10 = 0x57,
@@ -73,7 +74,8 @@ enum : uint8_t {
 	OP_WRITE_ATOMIC_16 = 0x9c,
 	OP_SERVICE_ACTION_IN_16 = 0x9e, // READ CAPACITY 16 (0x10), GET LBA STATUS (0x12)
 	OP_REPORT_LUNS = 0xa0,
-	OP_MAINTENANCE_IN = 0xa3, // REPORT SUPPORTED OPERATION CODES (0x0c), ...
+	OP_MAINTENANCE_IN = 0xa3,  // REPORT SUPPORTED OPERATION CODES (0x0c), ...
+	OP_MAINTENANCE_OUT = 0xa4, // SET TARGET PORT GROUPS (0x0a)
 	OP_READ_12 = 0xa8,
 	OP_WRITE_12 = 0xaa,
 	OP_WRITE_VERIFY_12 = 0xae,
@@ -87,6 +89,8 @@ enum : uint8_t {
 	SAI_GET_LBA_STATUS = 0x12,
 	MI_REPORT_SUPPORTED_OPCODES = 0x0c,
 	MI_REPORT_SUPPORTED_TMFS = 0x0d,
+	MI_REPORT_TARGET_PORT_GROUPS = 0x0a, // SPC-4 6.37 (spc_alua.cc)
+	MO_SET_TARGET_PORT_GROUPS = 0x0a,    // SPC-4 6.46 (spc_alua.cc)
 };
 
 // The families. sbc_parse is the entry point: block commands, then spc_parse's primary
@@ -188,10 +192,23 @@ void abort_lu_tasks(LogicalUnit &lu, Tmr *tmr);
 // PRESENT (core.cc).
 bool medium_needed(const Cmd *cmd);
 
+// ---- Asymmetric logical unit access (alua.cc, spc_alua.cc) ---------------------------------
+
+// SPC-4 5.15.2.4: whether the access state of the target port cmd came through lets it
+// run; Sense::None, or the NOT READY reason of that state. After the unit attention check,
+// before the command is parsed further (core.cc).
+Sense alua_check(Cmd *cmd);
+// MAINTENANCE IN REPORT TARGET PORT GROUPS and MAINTENANCE OUT SET TARGET PORT GROUPS.
+Sense rtpg_parse(Cmd *cmd);
+Sense stpg_parse(Cmd *cmd);
+
 // ---- Unit attention check (ua.cc) -------------------------------------------------------
 
 // SPC-4 5.14: a command other than the exempt ones on a nexus with a pending UA fails
 // with it (and takes it off). true when cmd was completed with the UA.
 bool ua_check(Cmd *cmd);
+// cmd's nexus was told of condition asc_ascq (ua_check, REQUEST SENSE): what reporting it
+// clears beyond its own queue (LUICLR).
+void ua_reported(Cmd *cmd, uint16_t asc_ascq);
 
 } // namespace ulp::scsi

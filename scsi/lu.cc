@@ -4,6 +4,7 @@
 
 #include "core/log.h"
 #include "scsi/pr.h"
+#include "scsi/xcopy.h"
 
 #include <cerrno>
 #include <cinttypes>
@@ -53,6 +54,8 @@ const char *lu_config_check(const LuConfig &cfg)
 	if (lbppb_exponent_of(cfg.block_size, cfg.physical_block_size) < 0)
 		return "the physical block size must be a power-of-two multiple of the logical "
 		       "block size, at most 32768 logical blocks";
+	if (cfg.tp_soft_threshold_pct > 100)
+		return "the thin provisioning soft threshold is a percentage, 0 (off) to 100";
 	return nullptr;
 }
 
@@ -86,11 +89,13 @@ LogicalUnit::LogicalUnit(std::string name, std::unique_ptr<Backstore> bs, const 
 	// SPC-4 device identification VPD page, NAA Locally Assigned designator (NAA 3h): 60
 	// bits of our choosing.
 	naa_ = cfg_.naa ? cfg_.naa : (uint64_t(3) << 60) | (h & 0x0fffffffffffffffull);
+	xcopy_lu_register(this); // a copy target of EXTENDED COPY, by naa_
 }
 
 LogicalUnit::~LogicalUnit()
 {
 	bs_->on_storage_change(nullptr); // no rescan of a half-destroyed LU
+	xcopy_lu_unregister(this);       // waits for copies still using it as a copy target
 	ShardLockAll g(lock_);
 	size_t n = 0;
 	for (TaskShard &t : task_shards_) {

@@ -14,6 +14,7 @@
 
 #include "core/lock_assert.h"
 #include "core/shard_lock.h"
+#include "scsi/alua.h"
 #include "scsi/backstore.h"
 #include "scsi/cmd.h"
 #include "scsi/sense.h"
@@ -68,6 +69,11 @@ struct LuConfig {
 	// as many blocks with one WRITE (16) as this allows (65536 would need a 32 MiB write,
 	// beyond MAXIMUM TRANSFER LENGTH) before it unmaps them.
 	uint64_t max_write_same_blocks = 65535;
+	// Thin provisioning soft threshold (SBC-3 4.7.3.7), percent of the LU's capacity
+	// allocated in the backstore (Backstore::usage): crossing it upward raises THIN
+	// PROVISIONING SOFT THRESHOLD REACHED once for every I_T nexus, again only after usage
+	// has dropped below it (scsi/lbp.cc). 0: off; 1..100.
+	uint8_t tp_soft_threshold_pct = 0;
 };
 
 // Whether cfg describes a logical unit that can exist (the fields the backstore does not
@@ -185,6 +191,19 @@ public:
 	const std::string &serial() const { return serial_; }
 	uint64_t naa() const { return naa_; }
 
+	// Logical block provisioning thresholds (scsi/lbp.cc). SBC-3 6.5.4 THRESHOLD EXPONENT
+	// of a thin LU: a threshold set is 2^e blocks, at least the unmap granularity, and the
+	// capacity is fewer than 2^32 sets; 0 for a LU that is not thin.
+	uint8_t lbp_threshold_exponent() const;
+	// Compare the backstore's usage with the soft threshold now: raise the unit attention
+	// on an upward crossing, re-arm it below. *pct (may be null): the percent allocated,
+	// -1 when the backstore cannot tell. LOG SENSE and tests call it directly.
+	void lbp_check(int *pct = nullptr);
+	// lbp_check at most once per kLbpPollNs, after a write or a deallocation completed
+	// (sbc.cc); nothing when no soft threshold is configured.
+	void lbp_poll();
+	static constexpr int64_t kLbpPollNs = 1'000'000'000;
+
 	// Unit attention (scsi/ua.cc). Queue a condition for one nexus, or for every nexus
 	// that has used this LU (and, with all, for nexuses yet to come: POWER ON for new
 	// ones is implicit), except `except` when given.
@@ -280,11 +299,17 @@ public:
 	CmdDormantList rmw_wait_;      // those waiting for their turn (rmw_lock_)
 	std::atomic<bool> wce_{true};  // see wce()
 	std::atomic<bool> swp_{false}; // see swp()
-	std::atomic<bool> medium_out_{false}; // the removable medium is ejected
-	std::mutex medium_lock_;              // guards prevent_ and loading or ejecting
-	std::set<NexusId> prevent_;           // nexuses preventing its removal (medium_lock_)
-	std::mutex capacity_lock_;            // serialises set_capacity (Backstore::resize)
+	std::atomic<bool> medium_out_{false};       // the removable medium is ejected
+	std::mutex medium_lock_;                    // guards prevent_ and loading or ejecting
+	std::set<NexusId> prevent_;                 // nexuses preventing its removal (medium_lock_)
+	std::mutex capacity_lock_;                  // serialises set_capacity (Backstore::resize)
+	std::atomic<bool> lbp_soft_reached_{false}; // the soft threshold's UA was raised and
+	                                            // usage has not dropped below it since
+	std::atomic<int64_t> lbp_next_poll_{0};     // CLOCK_MONOTONIC ns of lbp_poll's next check
 	IoStats stats_; // its commands, from every nexus and fabric (core.cc; sharded, any thread)
+	// Its target port groups and their access states (scsi/alua.h: its own lock; the
+	// daemon configures and changes them from any thread).
+	Alua alua_{*this};
 
 private:
 	std::string name_;

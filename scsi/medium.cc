@@ -76,6 +76,7 @@ bool medium_needed(const Cmd *cmd)
 	case OP_MODE_SELECT_6:
 	case OP_MODE_SELECT_10:
 	case OP_MAINTENANCE_IN:
+	case OP_MAINTENANCE_OUT:
 	case OP_SEND_DIAGNOSTIC:
 	case OP_PERSISTENT_RESERVE_IN:
 	case OP_PERSISTENT_RESERVE_OUT:

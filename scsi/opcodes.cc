@@ -15,6 +15,7 @@
 #include "scsi/opcodes.h"
 
 #include "scsi/spc.h"
+#include "scsi/xcopy.h"
 
 #include <algorithm>
 #include <vector>
@@ -34,6 +35,18 @@ bool needs_thin(const LogicalUnit &lu)
 bool needs_atomic(const LogicalUnit &lu)
 {
 	return lu.atomic_max_blocks() > 0;
+}
+
+// REPORT TARGET PORT GROUPS needs ALUA on the LU, SET TARGET PORT GROUPS its explicit
+// mode (scsi/alua.h), both changeable at run time.
+bool has_alua(const LogicalUnit &lu)
+{
+	return lu.alua_.enabled();
+}
+
+bool has_explicit_alua(const LogicalUnit &lu)
+{
+	return lu.alua_.tpgs() & TPGS_EXPLICIT;
 }
 
 // clang-format off
@@ -89,6 +102,10 @@ constexpr OpcodeInfo kOpcodes[] = {
     // ANCHOR; PARAMETER LIST LENGTH.
     {OP_UNMAP, 0, false, 10,
      {0x42, 0x01, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0x00}, needs_thin},
+    // SP and PPC (checked: both refused), PC and PAGE CODE, SUBPAGE CODE, PARAMETER
+    // POINTER, ALLOCATION LENGTH (spc_log.cc).
+    {OP_LOG_SENSE, 0, false, 10,
+     {0x4d, 0x03, 0xff, 0xff, 0x00, 0xff, 0xff, 0xff, 0xff, 0x00}, nullptr},
     {OP_MODE_SELECT_10, 0, false, 10,
      {0x55, 0x11, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0x00}, nullptr},
     {OP_RESERVE_10, 0, false, 10,
@@ -128,6 +145,22 @@ constexpr OpcodeInfo kOpcodes[] = {
      {0x5f, 0x06, 0x00, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff, 0x00}, nullptr},
     {OP_PERSISTENT_RESERVE_OUT, 0x07, true, 10, // REGISTER AND MOVE
      {0x5f, 0x07, 0xff, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff, 0x00}, nullptr},
+    // ---- SPC-4 copy manager (xcopy.cc) -----------------------------------------------------
+    // EXTENDED COPY (LID1): PARAMETER LIST LENGTH.
+    {OP_XCOPY_LID1, 0x00, true, 16,
+     {0x83, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff,
+      0x00, 0x00}, nullptr},
+    // RECEIVE COPY RESULTS: COPY STATUS and FAILED SEGMENT DETAILS (LIST IDENTIFIER,
+    // ALLOCATION LENGTH), OPERATING PARAMETERS (ALLOCATION LENGTH).
+    {OP_RECV_COPY_RESULTS, 0x00, true, 16,
+     {0x84, 0x00, 0xff, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff,
+      0x00, 0x00}, nullptr},
+    {OP_RECV_COPY_RESULTS, 0x03, true, 16,
+     {0x84, 0x03, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff,
+      0x00, 0x00}, nullptr},
+    {OP_RECV_COPY_RESULTS, 0x04, true, 16,
+     {0x84, 0x04, 0xff, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff,
+      0x00, 0x00}, nullptr},
     // ---- SBC-3 16-byte commands (sbc.cc) ---------------------------------------------------
     {OP_READ_16, 0, false, 16,
      {0x88, 0xf8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
@@ -173,6 +206,9 @@ constexpr OpcodeInfo kOpcodes[] = {
     // SELECT REPORT, ALLOCATION LENGTH.
     {OP_REPORT_LUNS, 0, false, 12,
      {0xa0, 0x00, 0xff, 0x00, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00}, nullptr},
+    // PARAMETER DATA FORMAT, ALLOCATION LENGTH (with ALUA only: spc_alua.cc).
+    {OP_MAINTENANCE_IN, MI_REPORT_TARGET_PORT_GROUPS, true, 12,
+     {0xa3, 0xea, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00}, has_alua},
     // RCTD, REPORTING OPTIONS, REQUESTED OPERATION CODE, REQUESTED SERVICE ACTION,
     // ALLOCATION LENGTH.
     {OP_MAINTENANCE_IN, MI_REPORT_SUPPORTED_OPCODES, true, 12,
@@ -180,6 +216,10 @@ constexpr OpcodeInfo kOpcodes[] = {
     // REPD, ALLOCATION LENGTH.
     {OP_MAINTENANCE_IN, MI_REPORT_SUPPORTED_TMFS, true, 12,
      {0xa3, 0x0d, 0x80, 0x00, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00}, nullptr},
+    // PARAMETER LIST LENGTH (with explicit ALUA only).
+    {OP_MAINTENANCE_OUT, MO_SET_TARGET_PORT_GROUPS, true, 12,
+     {0xa4, 0x0a, 0x00, 0x00, 0x00, 0x00, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00},
+     has_explicit_alua},
     {OP_READ_12, 0, false, 12,
      {0xa8, 0xf8, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x00, 0x00}, nullptr},
     {OP_WRITE_12, 0, false, 12,

@@ -36,10 +36,14 @@ namespace
 void rw_done(BsIo *io, int err)
 {
 	auto *cmd = static_cast<Cmd *>(io->priv);
-	if (err < 0)
+	if (err < 0) {
 		complete_sense(cmd, errno_sense(err, io->op == BsOp::Write));
-	else
-		complete_good(cmd);
+		return;
+	}
+	// A write may have allocated storage: the soft threshold (lbp.cc), rate limited.
+	if (io->op == BsOp::Write)
+		cmd->lu->lbp_poll();
+	complete_good(cmd);
 }
 
 // READ/WRITE: xfer_len bytes from lba (the core's size check made it at most the CDB's

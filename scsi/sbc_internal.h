@@ -67,6 +67,11 @@ Sense sbc_parse_write_atomic(Cmd *cmd);     // WRITE ATOMIC (16), sbc_atomic.cc
 
 // ---- Multi-step commands (sbc_step.cc) ----------------------------------------------------
 
+// Bytes a multi-step command moves per backstore request (VERIFY's reads, ORWRITE's
+// read-OR-write rounds): bounded memory per command, and an abort noticed between chunks.
+// A multiple of every block size (512..65536).
+constexpr uint32_t kSbcChunkBytes = 256 << 10;
+
 // The common head of a multi-step command's state.
 struct SbcStep {
 	std::atomic<uint8_t> phase{0};      // who goes on after a submit (sbc_step.cc)
@@ -99,6 +104,11 @@ template <typename T> T *sbc_step_new(Cmd *cmd, void (*resume)(Cmd *))
 // runs with the answer later, and the caller must return without touching the command.
 bool sbc_step_submit(Cmd *cmd, BsOp op, uint64_t offset, uint64_t len, std::span<const iovec> iov,
                      bool fua);
+
+// The same on another LU's backstore bs (EXTENDED COPY, xcopy.cc: its source or destination
+// need not be the LU the command addresses).
+bool sbc_step_submit_to(Cmd *cmd, Backstore &bs, BsOp op, uint64_t offset, uint64_t len,
+                        std::span<const iovec> iov, bool fua);
 
 // Whether a task management function or a session teardown aborted cmd (read under the
 // LU lock, where tmr.cc sets it).

@@ -5,7 +5,7 @@
 // between: the command holds the LU's read-modify-write turn from its first read to its
 // last write (sbc_rmw.cc).
 //
-// The range is processed in chunks of at most kChunkBytes (read, OR, write; then the
+// The range is processed in chunks of at most kSbcChunkBytes (read, OR, write; then the
 // next), so that one command holds a bounded buffer whatever its length (up to MAXIMUM
 // TRANSFER LENGTH, as for WRITE). Writes honour FUA and the write cache as WRITE does.
 // An abort is noticed between requests: the chunks written until then stay written, as with
@@ -25,9 +25,6 @@ namespace ulp::scsi
 
 namespace
 {
-
-// Bytes per read-OR-write round: a multiple of every block size (512..65536).
-constexpr uint32_t kChunkBytes = 256 << 10;
 
 enum class OrStep : uint8_t {
 	Start, // holds the turn; the next chunk is to be read
@@ -110,7 +107,7 @@ void exec_orwrite(Cmd *cmd)
 	const uint32_t bs = cmd->lu->block_size();
 	auto *st = sbc_step_new<OrState>(cmd, or_run);
 	if (st) {
-		st->chunk_blocks = std::min(cmd->nr_blocks, kChunkBytes / bs);
+		st->chunk_blocks = std::min(cmd->nr_blocks, kSbcChunkBytes / bs);
 		st->buf = sbc_buf_alloc(size_t(st->chunk_blocks) * bs);
 	}
 	if (!st || !st->buf) {

@@ -39,9 +39,25 @@ void step_done(BsIo *io, int err)
 bool sbc_step_submit(Cmd *cmd, BsOp op, uint64_t offset, uint64_t len, std::span<const iovec> iov,
                      bool fua)
 {
+	return sbc_step_submit_to(cmd, cmd->lu->bs(), op, offset, len, iov, fua);
+}
+
+bool sbc_step_submit_to(Cmd *cmd, Backstore &bs, BsOp op, uint64_t offset, uint64_t len,
+                        std::span<const iovec> iov, bool fua)
+{
 	SbcStep *st = sbc_step(cmd);
 	st->phase.store(kSubmitting, std::memory_order_release);
-	bs_submit(cmd, op, offset, len, iov, fua, step_done);
+	BsIo &io = cmd->io;
+	io.op = op;
+	io.fua = fua;
+	io.atomic = false;
+	io.offset = offset;
+	io.length = len;
+	io.iov = iov;
+	io.miscompare = 0;
+	io.done = step_done;
+	io.priv = cmd;
+	bs.submit(&io);
 	return st->phase.exchange(kIdle, std::memory_order_acq_rel) == kAnswered;
 }
 

@@ -66,10 +66,12 @@ void unmap_run(Cmd *cmd)
 			st->next++;
 			break;
 		case UnmapStep::Flush:
-			if (st->err)
+			if (st->err) {
 				complete_sense(cmd, errno_sense(st->err, true));
-			else
-				complete_good(cmd);
+				return;
+			}
+			lu.lbp_poll(); // usage dropped: the soft threshold may re-arm (lbp.cc)
+			complete_good(cmd);
 			return;
 		}
 		if (sbc_aborted(cmd)) {
@@ -86,6 +88,7 @@ void unmap_run(Cmd *cmd)
 			st->step = UnmapStep::Flush;
 			answered = sbc_step_submit(cmd, BsOp::Flush, 0, 0, {}, false);
 		} else {
+			lu.lbp_poll();
 			complete_good(cmd);
 			return;
 		}

@@ -2,7 +2,7 @@
 // scsi/sbc_verify.cc - VERIFY (10, 12, 16) and WRITE AND VERIFY (10, 12, 16) (SBC-3 5.31-5.33,
 // 5.38-5.40).
 //
-// VERIFY reads its range back in bounded chunks (kChunkBytes, one bounce buffer per
+// VERIFY reads its range back in bounded chunks (kSbcChunkBytes, one bounce buffer per
 // command), with the BYTCHK field saying what is checked:
 //   00b  the medium only: every block can be read (a read error is MEDIUM ERROR, through
 //        errno_sense); no data-out
@@ -27,10 +27,6 @@ namespace ulp::scsi
 
 namespace
 {
-
-// Bytes read per request: bounded memory per command, and an abort is noticed between
-// chunks. A multiple of every block size (512..65536).
-constexpr uint32_t kChunkBytes = 256 << 10;
 
 // The BYTCHK field (SBC-3 table "BYTCHK field"); 10b is reserved.
 enum class ByteCheck : uint8_t {
@@ -164,7 +160,7 @@ void exec_verify(Cmd *cmd)
 	    c[0] == OP_WRITE_VERIFY_10 || c[0] == OP_WRITE_VERIFY_12 || c[0] == OP_WRITE_VERIFY_16;
 	st->bytchk = static_cast<ByteCheck>((c[1] >> 1) & 3);
 	st->chunk_blocks =
-	    static_cast<uint32_t>(std::min<uint64_t>(kChunkBytes / bs, cmd->nr_blocks));
+	    static_cast<uint32_t>(std::min<uint64_t>(kSbcChunkBytes / bs, cmd->nr_blocks));
 	st->buf = sbc_buf_alloc(size_t(st->chunk_blocks) * bs);
 	if (st->bytchk == ByteCheck::OneBlock) {
 		st->ref = sbc_buf_alloc(bs);

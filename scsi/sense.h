@@ -53,10 +53,15 @@ enum class Sense : uint8_t {
 	DataPhaseError,           // ABORTED COMMAND, 4B/00 DATA PHASE ERROR (data-out failed)
 	MediumNotPresent,         // NOT READY, 3A/00 MEDIUM NOT PRESENT
 	MediumRemovalPrevented,   // ILLEGAL REQUEST, 53/02 MEDIUM REMOVAL PREVENTED
-	UnitAttention,            // UNIT ATTENTION; ASC/ASCQ from the pending condition
-	ReservationConflict,      // RESERVATION CONFLICT status, no sense data
-	Busy,                     // BUSY status, no sense data
-	TaskSetFull,              // TASK SET FULL status, no sense data
+	// SPC-4 5.15.2.4: the target port's asymmetric access state refuses the command.
+	AluaTransitioning,   // NOT READY, 04/0A ... ASYMMETRIC ACCESS STATE TRANSITION
+	AluaStandby,         // NOT READY, 04/0B ... TARGET PORT IN STANDBY STATE
+	AluaUnavailable,     // NOT READY, 04/0C ... TARGET PORT IN UNAVAILABLE STATE
+	AluaOffline,         // NOT READY, 04/12 LOGICAL UNIT NOT READY, OFFLINE
+	UnitAttention,       // UNIT ATTENTION; ASC/ASCQ from the pending condition
+	ReservationConflict, // RESERVATION CONFLICT status, no sense data
+	Busy,                // BUSY status, no sense data
+	TaskSetFull,         // TASK SET FULL status, no sense data
 };
 
 const char *sense_str(Sense s);
@@ -100,8 +105,10 @@ enum : uint16_t {
 	UA_RESERVATIONS_PREEMPTED = 0x2a03,
 	UA_RESERVATIONS_RELEASED = 0x2a04,
 	UA_REGISTRATIONS_PREEMPTED = 0x2a05,
+	UA_ASYMMETRIC_ACCESS_CHANGED = 0x2a06, // ASYMMETRIC ACCESS STATE CHANGED (SPC-4 5.15.2)
 	UA_CAPACITY_CHANGED = 0x2a09,
-	UA_COMMANDS_CLEARED = 0x2f00, // COMMANDS CLEARED BY ANOTHER INITIATOR
+	UA_COMMANDS_CLEARED = 0x2f00,  // COMMANDS CLEARED BY ANOTHER INITIATOR
+	UA_TP_SOFT_THRESHOLD = 0x3807, // THIN PROVISIONING SOFT THRESHOLD REACHED (SBC-3)
 	UA_REPORTED_LUNS_CHANGED = 0x3f0e,
 };
 

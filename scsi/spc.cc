@@ -12,6 +12,7 @@
 #include "scsi/spc.h"
 
 #include "scsi/pr.h"
+#include "scsi/xcopy.h"
 
 #include <cstring>
 #include <vector>
@@ -33,6 +34,7 @@ void exec_request_sense(Cmd *cmd)
 	const uint16_t ua = cmd->lu ? cmd->lu->ua_take(cmd->sess->id()) : 0;
 	if (ua) {
 		build_sense(Sense::UnitAttention, d, ua);
+		ua_reported(cmd, ua);
 	} else if (!cmd->lu) {
 		build_sense(Sense::LunNotSupported, d);
 	} else {
@@ -240,6 +242,8 @@ Sense parse_maintenance_in(Cmd *cmd)
 		return rsoc_parse(cmd);
 	case MI_REPORT_SUPPORTED_TMFS:
 		return rstmf_parse(cmd);
+	case MI_REPORT_TARGET_PORT_GROUPS:
+		return rtpg_parse(cmd); // spc_alua.cc
 	default:
 		// An opcode we have with a service action we do not: INVALID FIELD IN CDB,
 		// not INVALID COMMAND OPERATION CODE (the opcode itself is known), pointing at
@@ -277,6 +281,14 @@ Sense spc_parse(Cmd *cmd)
 		return parse_send_diagnostic(cmd);
 	case OP_MAINTENANCE_IN:
 		return parse_maintenance_in(cmd);
+	case OP_MAINTENANCE_OUT:
+		return stpg_parse(cmd); // spc_alua.cc: SET TARGET PORT GROUPS, its only one
+	case OP_XCOPY_LID1:
+		return xcopy_parse(cmd);
+	case OP_RECV_COPY_RESULTS:
+		return rcr_parse(cmd);
+	case OP_LOG_SENSE:
+		return log_sense_parse(cmd);
 	case OP_PERSISTENT_RESERVE_IN:
 		return pr_in_parse(cmd);
 	case OP_PERSISTENT_RESERVE_OUT:

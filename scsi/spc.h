@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 namespace ulp::scsi
 {
@@ -20,6 +21,11 @@ Sense mode_sense_parse(Cmd *cmd);  // MODE SENSE (6) and (10) (spc_mode.cc)
 Sense mode_select_parse(Cmd *cmd); // MODE SELECT (6) and (10) (spc_mode.cc)
 Sense rsoc_parse(Cmd *cmd);        // REPORT SUPPORTED OPERATION CODES (opcodes.cc)
 Sense rstmf_parse(Cmd *cmd);       // REPORT SUPPORTED TASK MANAGEMENT FUNCTIONS (opcodes.cc)
+Sense log_sense_parse(Cmd *cmd);   // LOG SENSE (spc_log.cc)
+
+// The body of the Extended INQUIRY Data VPD page (86h) after d's 4-byte header
+// (spc_vpd_ext.cc): d is resized to the whole page.
+void put_ext_inquiry(const LogicalUnit &lu, std::vector<uint8_t> &d);
 
 // A left-aligned, space-padded ASCII field of len bytes (SPC-4 4.3.1: only 20h..7Eh; any
 // other byte of s is sent as a space, so that no configuration string can break it).

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: MIT
 // scsi/spc_inquiry.cc - INQUIRY (SPC-4 6.6): the standard data and the vital product data
 // pages of a direct access block device: supported pages (00h), unit serial number (80h),
-// device identification (83h), and SBC-3's block limits (B0h), block device
-// characteristics (B1h) and, when the LU is thin provisioned, logical block provisioning
-// (B2h).
+// device identification (83h), extended INQUIRY data (86h, spc_vpd_ext.cc), SCSI ports
+// (88h), and SBC-3's block limits (B0h), block device characteristics (B1h) and, when the
+// LU is thin provisioned, logical block provisioning (B2h).
 //
 // What these pages claim has to match what the other families do: B0h's limits are the
 // ones sbc.cc enforces (LuConfig), B2h's LBPU/LBPWS/LBPWS10 say that UNMAP and WRITE SAME
@@ -29,6 +29,8 @@ enum : uint8_t {
 	VPD_SUPPORTED_PAGES = 0x00,
 	VPD_UNIT_SERIAL = 0x80,
 	VPD_DEVICE_ID = 0x83,
+	VPD_EXT_INQUIRY = 0x86,
+	VPD_SCSI_PORTS = 0x88,
 	VPD_BLOCK_LIMITS = 0xb0,
 	VPD_BLOCK_DEV_CHARS = 0xb1,
 	VPD_LB_PROVISIONING = 0xb2,
@@ -79,9 +81,13 @@ void exec_std_inquiry(Cmd *cmd)
 	// an SPC-3+ device that sets them.
 	d[3] = 0x12;
 	d[4] = kStdInquiryLen - 5;
-	// Byte 5: SCCS 0, ACC 0, TPGS 00b (no asymmetric access: every port is as good as
-	// another), 3PC 0 (no EXTENDED COPY), PROTECT 0 (no protection information).
+	// Byte 5: SCCS 0, ACC 0, TPGS (bits 5..4: the LU's asymmetric access, scsi/alua.h;
+	// 00b by default, every port as good as another), 3PC 1 (EXTENDED COPY (LID1) and
+	// RECEIVE COPY RESULTS, xcopy.cc), PROTECT 0 (no protection information).
 	// Byte 6: ENCSERV 0, MULTIP 0. Byte 7: CMDQUE 1 (the full task set model, SAM-5 8).
+	d[5] = 0x08;
+	if (cmd->lu)
+		d[5] |= uint8_t(cmd->lu->alua_.tpgs() << 4);
 	d[7] = 0x02;
 	if (cmd->lu) {
 		const LuConfig &c = cmd->lu->cfg();
@@ -121,7 +127,8 @@ void exec_std_inquiry(Cmd *cmd)
 std::vector<uint8_t> vpd_pages(const LogicalUnit &lu)
 {
 	std::vector<uint8_t> p = {VPD_SUPPORTED_PAGES, VPD_UNIT_SERIAL, VPD_DEVICE_ID,
-	                          VPD_BLOCK_LIMITS, VPD_BLOCK_DEV_CHARS};
+	                          VPD_EXT_INQUIRY,     VPD_SCSI_PORTS,  VPD_BLOCK_LIMITS,
+	                          VPD_BLOCK_DEV_CHARS};
 	if (lu.thin())
 		p.push_back(VPD_LB_PROVISIONING);
 	return p;
@@ -139,6 +146,7 @@ enum : uint8_t {
 	DESIG_T10_VENDOR = 1,
 	DESIG_NAA = 3,
 	DESIG_RELATIVE_PORT = 4,
+	DESIG_TARGET_PORT_GROUP = 5,
 	DESIG_SCSI_NAME = 8,
 };
 
@@ -176,6 +184,13 @@ void put_device_id(const Cmd *cmd, std::vector<uint8_t> &d)
 	uint8_t rtpi[4] = {};
 	put_be16(rtpi + 2, cmd->sess->id().rtpi);
 	put_designator(d, proto, CODESET_BINARY, ASSOC_PORT, DESIG_RELATIVE_PORT, rtpi);
+	// Its target port group (SPC-4 7.8.6, designator type 5h), when the LU has ALUA and
+	// the port is in one of its groups (scsi/alua.h).
+	if (uint16_t group; cmd->lu->alua_.port_state(cmd->sess->id().rtpi, &group, nullptr)) {
+		uint8_t tpg[4] = {};
+		put_be16(tpg + 2, group);
+		put_designator(d, proto, CODESET_BINARY, ASSOC_PORT, DESIG_TARGET_PORT_GROUP, tpg);
+	}
 	// The target device by its iSCSI name (SPC-4 7.8.6, SCSI name string: UTF-8, null
 	// terminated, padded with nulls to a multiple of 4). Other transports name their
 	// target ports in ways the core does not know.
@@ -239,13 +254,42 @@ void put_block_dev_chars(std::vector<uint8_t> &d)
 
 // SBC-3 6.5.4 logical block provisioning, for a thin LU (the only one that lists it):
 // UNMAP (LBPU) and WRITE SAME (16) and (10) with UNMAP (LBPWS, LBPWS10) deallocate, and
-// deallocated blocks read as zeros (LBPRZ, as in READ CAPACITY (16)); no thresholds, no
-// anchored state; PROVISIONING TYPE 010b thin.
-void put_lb_provisioning(std::vector<uint8_t> &d)
+// deallocated blocks read as zeros (LBPRZ, as in READ CAPACITY (16)); no anchored state;
+// PROVISIONING TYPE 010b thin. THRESHOLD EXPONENT: the threshold set size (lbp.cc), the
+// unit of the logical block provisioning log page's resource counts (spc_log.cc); the one
+// threshold is the administrator's soft threshold (LuConfig), not one set through the
+// logical block provisioning mode page, which is not offered.
+void put_lb_provisioning(const LogicalUnit &lu, std::vector<uint8_t> &d)
 {
 	d.resize(8, 0);
+	d[4] = lu.lbp_threshold_exponent();
 	d[5] = 0x80 | 0x40 | 0x20 | 0x04;
 	d[6] = 0x02;
+}
+
+// SPC-4 7.8.16 SCSI ports: a SCSI port designation descriptor per port through which the
+// LU is reachable. The core knows the target port of this command only (a LogicalUnit
+// does not keep the target port groups that export it: Tpg::add_lun), so the page lists
+// that one; an initiator learns the others through them, one path at a time. The target
+// port is named by its relative port identifier (the designator VPD 83h gives it): the
+// iSCSI target port name (name,t,0xTPGT) needs the portal group tag, which only the
+// fabric knows.
+void put_scsi_ports(const Cmd *cmd, std::vector<uint8_t> &d)
+{
+	const uint16_t rtpi = cmd->sess->id().rtpi;
+	std::vector<uint8_t> tp;
+	uint8_t v[4] = {};
+	put_be16(v + 2, rtpi);
+	put_designator(tp, protocol_of(*cmd->sess), CODESET_BINARY, ASSOC_PORT, DESIG_RELATIVE_PORT,
+	               v);
+	// Bytes 0..1 reserved, 2..3 RELATIVE PORT IDENTIFIER, 4..5 reserved, 6..7 INITIATOR
+	// PORT TRANSPORTID LENGTH 0 (no initiator port is singled out), then 2 reserved bytes
+	// and TARGET PORT DESCRIPTORS LENGTH.
+	const size_t at = d.size();
+	d.resize(at + 12, 0);
+	put_be16(&d[at + 2], rtpi);
+	put_be16(&d[at + 10], static_cast<uint16_t>(tp.size()));
+	d.insert(d.end(), tp.begin(), tp.end());
 }
 
 void exec_vpd(Cmd *cmd)
@@ -272,6 +316,12 @@ void exec_vpd(Cmd *cmd)
 	case VPD_DEVICE_ID:
 		put_device_id(cmd, d);
 		break;
+	case VPD_EXT_INQUIRY:
+		put_ext_inquiry(lu, d);
+		break;
+	case VPD_SCSI_PORTS:
+		put_scsi_ports(cmd, d);
+		break;
 	case VPD_BLOCK_LIMITS:
 		put_block_limits(lu, d);
 		break;
@@ -279,7 +329,7 @@ void exec_vpd(Cmd *cmd)
 		put_block_dev_chars(d);
 		break;
 	case VPD_LB_PROVISIONING:
-		put_lb_provisioning(d);
+		put_lb_provisioning(lu, d);
 		break;
 	}
 	put_be16(&d[2], static_cast<uint16_t>(d.size() - 4)); // PAGE LENGTH

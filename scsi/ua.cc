@@ -131,6 +131,15 @@ size_t LogicalUnit::ua_nexuses()
 	return ua_.size();
 }
 
+void ua_reported(Cmd *cmd, uint16_t asc_ascq)
+{
+	// SPC-4 7.8.7 LUICLR (set in the Extended INQUIRY Data page, spc_vpd_ext.cc): REPORTED
+	// LUNS DATA HAS CHANGED reported for one LU is cleared on every LU of the I_T nexus;
+	// the LUN inventory is the nexus', and one report of its change is enough.
+	if (asc_ascq == UA_REPORTED_LUNS_CHANGED)
+		cmd->sess->ua_clear_everywhere(asc_ascq);
+}
+
 bool ua_check(Cmd *cmd)
 {
 	// SPC-4 5.14 (and its REPORT LUNS command): these report no unit attention; REQUEST SENSE
@@ -141,6 +150,7 @@ bool ua_check(Cmd *cmd)
 	uint16_t c = cmd->lu->ua_take(cmd->sess->id());
 	if (!c)
 		return false;
+	ua_reported(cmd, c);
 	cmd->status = Status::CheckCondition;
 	cmd->sense_len = build_sense(Sense::UnitAttention, cmd->sense, c);
 	return true;

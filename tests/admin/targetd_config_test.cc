@@ -655,6 +655,37 @@ TEST(TargetdConfig, AclLunFlags)
 	Config x;
 	EXPECT_FALSE(build_config(f, &x, &why));
 	EXPECT_NE(why.find("maps LUN 0 twice"), std::string::npos) << why;
+// tp_soft_threshold: a percentage, read, bounded, saved only when set, and read back.
+TEST(TargetdConfig, SoftThresholdFromTheFileAndThroughSave)
+{
+	Scratch d;
+	ASSERT_FALSE(d.path.empty());
+	const std::string body = "  lun = 0\n  backstore = \"ram\"\n  size = \"16M\"\n";
+	Config c;
+	std::string why;
+	ASSERT_TRUE(load_config_file(d.write("off.toml", one_lun_file(body)), &c, &why)) << why;
+	EXPECT_EQ(c.targets[0].luns[0].tp_soft_threshold, 0u);
+	EXPECT_EQ(to_toml(c).find("tp_soft_threshold"), std::string::npos) << "off: not saved";
+
+	c = Config{}; // load_config_file adds to what c holds
+	ASSERT_TRUE(load_config_file(
+	    d.write("on.toml", one_lun_file(body + "  tp_soft_threshold = 80\n")), &c, &why))
+	    << why;
+	EXPECT_EQ(c.targets[0].luns[0].tp_soft_threshold, 80u);
+	const std::string text = to_toml(c);
+	Config back;
+	ASSERT_TRUE(load_config_file(d.write("saved.toml", text), &back, &why)) << why << text;
+	EXPECT_EQ(back.targets[0].luns[0].tp_soft_threshold, 80u);
+	EXPECT_EQ(to_toml(back), text);
+
+	for (const char *bad : {"101", "-1", "\"80%\""}) {
+		Config x;
+		EXPECT_FALSE(load_config_file(
+		    d.write("bad.toml", one_lun_file(body + "  tp_soft_threshold = " + bad + "\n")),
+		    &x, &why))
+		    << bad;
+		EXPECT_NE(why.find("tp_soft_threshold"), std::string::npos) << why;
+	}
 }
 
 } // namespace

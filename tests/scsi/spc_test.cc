@@ -38,7 +38,7 @@ TEST(SpcInquiry, StandardData)
 	EXPECT_EQ(d[2], 0x06) << "SPC-4";
 	EXPECT_EQ(d[3], 0x12) << "AERC 0, TRMTSK 0, NORMACA 0, HISUP 1, format 2";
 	EXPECT_EQ(d[4], 96 - 5) << "ADDITIONAL LENGTH";
-	EXPECT_EQ(d[5], 0x00) << "TPGS 0, no 3PC, no PROTECT";
+	EXPECT_EQ(d[5] & 0x0f, 0x08) << "3PC (EXTENDED COPY, xcopy.cc), no PROTECT";
 	EXPECT_EQ(d[7], 0x02) << "CMDQUE";
 	EXPECT_EQ(std::string(d.begin() + 8, d.begin() + 16), "ULP     ");
 	EXPECT_EQ(std::string(d.begin() + 16, d.begin() + 32), "ulp             ");
@@ -83,7 +83,7 @@ TEST(SpcInquiry, InvalidCdbFields)
 	c[1] = 0x80; // reserved
 	EXPECT_TRUE(IsInvalidCdb(read_cmd(t, s, 0, c, 96)));
 	// A VPD page that is not there.
-	for (uint8_t page : {0x01, 0x81, 0x86, 0xb3, 0xc0, 0xff})
+	for (uint8_t page : {0x01, 0x81, 0x87, 0xb3, 0xc0, 0xff})
 		EXPECT_TRUE(IsInvalidCdb(read_cmd(t, s, 0, cdb_inquiry(255, true, page), 255)))
 		    << int(page);
 }
@@ -191,7 +191,7 @@ TEST(SpcVpd, SupportedPagesAreAllReadable)
 		t.add(0, 1 << 20, c);
 		Nexus *s = t.login("iqn.init:a");
 		auto d = vpd(t, s, 0x00);
-		std::vector<uint8_t> want = {0x00, 0x80, 0x83, 0xb0, 0xb1};
+		std::vector<uint8_t> want = {0x00, 0x80, 0x83, 0x86, 0x88, 0xb0, 0xb1};
 		if (thin)
 			want.push_back(0xb2);
 		EXPECT_EQ(std::vector<uint8_t>(d.begin() + 4, d.end()), want);
@@ -405,7 +405,9 @@ TEST(SpcVpd, LogicalBlockProvisioningAgreesWithReadCapacity16)
 	Nexus *s = t.login("iqn.init:a");
 	auto d = vpd(t, s, 0xb2);
 	ASSERT_EQ(d.size(), 8u);
-	EXPECT_EQ(d[4], 0) << "THRESHOLD EXPONENT";
+	// THRESHOLD EXPONENT (lbp.cc): a threshold set is the RAM backstore's 64 KiB
+	// deallocation unit, 2^7 blocks of 512 bytes.
+	EXPECT_EQ(d[4], 7) << "THRESHOLD EXPONENT";
 	EXPECT_EQ(d[5], 0xe4) << "LBPU, LBPWS, LBPWS10, LBPRZ";
 	EXPECT_EQ(d[6] & 7, 2) << "thin";
 	std::vector<uint8_t> rc16(16, 0);

@@ -500,14 +500,17 @@ private:
 
 bool load_lun(Reader &r, const toml::table &lt, const std::string &ctx, LunCfg *l)
 {
+	// clang-format off
 	if (!r.known(lt, ctx, {"lun",         "backstore",   "path",
 	                       "size",        "block_size",  "physical_block_size",
 	                       "read_only",   "removable",   "direct",
 	                       "write_cache", "queue_depth", "pool",
 	                       "image",       "namespace",   "conf",
 	                       "client",      "keyring",     "group",
-	                       "create",      "timeout",     "atomic_unit"}))
+	                       "create",      "timeout",     "atomic_unit",
+	                       "tp_soft_threshold"}))
 		return false;
+	// clang-format on
 	if (!lt.get("backstore"))
 		return r.fail(lt, ctx + "backstore: missing (ram, file, block, rbd or null)");
 	scsi::RbdConfig &rbd = l->bs.rbd;
@@ -518,6 +521,7 @@ bool load_lun(Reader &r, const toml::table &lt, const std::string &ctx, LunCfg *
 	    !r.integer(lt, "physical_block_size", ctx, &l->physical_block_size, 0, 1ll << 31) ||
 	    !r.boolean(lt, "read_only", ctx, &l->read_only) ||
 	    !r.boolean(lt, "removable", ctx, &l->removable) ||
+	    !r.integer(lt, "tp_soft_threshold", ctx, &l->tp_soft_threshold, 0, 100) ||
 	    !r.boolean(lt, "direct", ctx, &l->bs.direct) ||
 	    !r.boolean(lt, "write_cache", ctx, &l->bs.write_cache) ||
 	    !r.integer(lt, "queue_depth", ctx, &l->bs.queue_depth, 1, 4096) ||

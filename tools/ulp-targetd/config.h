@@ -88,6 +88,8 @@
 //     block_size = 512
 //     physical_block_size = 4096        # optional; reported for initiators to align to
 //     removable = false                 # a removable medium (START STOP UNIT ejects it)
+//     tp_soft_threshold = 80            # optional; percent allocated that raises the thin
+//                                       # provisioning soft threshold unit attention
 //     read_only = false
 //     direct = true                     # O_DIRECT where aligned (file, block)
 //     write_cache = true                # report a volatile cache (file, block)
@@ -197,6 +199,8 @@ struct LunCfg {
 	bool read_only = false;
 	uint32_t physical_block_size = 0; // 0: the logical block size
 	bool removable = false;           // a removable medium
+	uint32_t tp_soft_threshold = 0;   // percent allocated that raises THIN PROVISIONING
+	                                  // SOFT THRESHOLD REACHED (LuConfig); 0: off
 };
 
 // One LUN of an initiator's own view (scsi::NodeAcl::luns): which LUN of the target it is.

@@ -235,6 +235,8 @@ std::string to_toml(const Config &c, const std::string &header)
 				lt.insert("physical_block_size", int64_t(l.physical_block_size));
 			lt.insert("read_only", l.read_only);
 			lt.insert("removable", l.removable);
+			if (l.tp_soft_threshold)
+				lt.insert("tp_soft_threshold", int64_t(l.tp_soft_threshold));
 			if (!rbd) { // keys rbd refuses (check_lun)
 				lt.insert("direct", l.bs.direct);
 				lt.insert("write_cache", l.bs.write_cache);

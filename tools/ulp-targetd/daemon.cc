@@ -188,6 +188,7 @@ std::unique_ptr<scsi::LogicalUnit> Daemon::make_lu(const TargetCfg &t, const Lun
 	lc.block_size = l.bs.block_size;
 	lc.physical_block_size = l.physical_block_size;
 	lc.removable = l.removable;
+	lc.tp_soft_threshold_pct = uint8_t(l.tp_soft_threshold); // 0..100 (load_lun)
 	lc.read_only = l.read_only;
 	lc.product = "ulp " + l.bs.kind;
 	auto lu = std::make_unique<scsi::LogicalUnit>(t.name + "/" + std::to_string(l.lun),

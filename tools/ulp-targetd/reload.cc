@@ -38,8 +38,9 @@ bool same_lun_but_size(const LunCfg &a, const LunCfg &b)
 	return a.bs.kind == b.bs.kind && a.bs.path == b.bs.path && same_rbd(a.bs.rbd, b.bs.rbd) &&
 	       a.bs.block_size == b.bs.block_size &&
 	       a.physical_block_size == b.physical_block_size && a.read_only == b.read_only &&
-	       a.removable == b.removable && a.bs.direct == b.bs.direct &&
-	       a.bs.write_cache == b.bs.write_cache && a.bs.queue_depth == b.bs.queue_depth;
+	       a.removable == b.removable && a.tp_soft_threshold == b.tp_soft_threshold &&
+	       a.bs.direct == b.bs.direct && a.bs.write_cache == b.bs.write_cache &&
+	       a.bs.queue_depth == b.bs.queue_depth;
 }
 
 const LunCfg *find_lun(const TargetCfg &t, uint64_t lun)
