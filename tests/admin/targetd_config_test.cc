@@ -655,6 +655,8 @@ TEST(TargetdConfig, AclLunFlags)
 	Config x;
 	EXPECT_FALSE(build_config(f, &x, &why));
 	EXPECT_NE(why.find("maps LUN 0 twice"), std::string::npos) << why;
+}
+
 // tp_soft_threshold: a percentage, read, bounded, saved only when set, and read back.
 TEST(TargetdConfig, SoftThresholdFromTheFileAndThroughSave)
 {
