@@ -319,7 +319,8 @@ void add_methods(Daemon &d, admin::Methods &m)
 		       return true;
 	       }});
 	m.add({"acl_unmap",
-	       "remove a LUN from one initiator's map (the last one gone: it sees every LUN)",
+	       "remove a LUN from one initiator's map (not its last one: an empty map would be "
+	       "every LUN)",
 	       {target_param(), map_params[0], map_params[1]},
 	       [&d](const json &p, const Caller &c) -> json {
 		       d.acl_map(false, admin::param_str(p, "target"),

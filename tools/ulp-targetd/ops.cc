@@ -693,8 +693,16 @@ void Daemon::acl_map(bool srp, const std::string &target, const std::string &ini
 			fail(-EEXIST, "ACL " + name + " maps LUN " + std::to_string(lun) +
 			                  " already (unmap it first)");
 		a.luns[lun] = *m;
-	} else if (!a.luns.erase(lun)) {
+	} else if (!a.luns.count(lun)) {
 		fail(-ENOENT, "ACL " + name + " maps no LUN " + std::to_string(lun));
+	} else if (a.luns.size() == 1) {
+		// An empty map is no map (scsi::NodeAcl: the whole target): taking the last LUN
+		// away would widen what the initiator sees, not narrow it.
+		fail(-EBUSY, "ACL " + name + " maps only LUN " + std::to_string(lun) +
+		                 ": without it the initiator would see every LUN of " + what +
+		                 "; map another LUN first, or delete the ACL");
+	} else {
+		a.luns.erase(lun);
 	}
 	if (tpg)
 		if (int rc = tpg->replace_acl(node_acl(name, &a)); rc != 0)
@@ -711,7 +719,6 @@ void Daemon::acl_map(bool srp, const std::string &target, const std::string &ini
 	                    (m ? " mapped to LUN " + std::to_string(m->target_lun) +
 	                             (m->read_only ? " read-only" : "")
 	                       : " unmapped") +
-	                    (a.luns.empty() ? " (no map left: it sees every LUN)" : "") +
 	                    "; its sessions see the change now");
 }
 

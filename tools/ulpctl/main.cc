@@ -601,7 +601,8 @@ int main(int argc, char **argv)
 	auto map_cmd = [&](CLI::App *parent, const char *fabric, bool with_target) {
 		auto *mp = parent->add_subcommand("map", "show an initiator a LUN (it then sees "
 		                                         "only the LUNs it maps)");
-		auto *um = parent->add_subcommand("unmap", "take a LUN out of an initiator's map");
+		auto *um = parent->add_subcommand(
+		    "unmap", "take a LUN out of an initiator's map (not its last)");
 		for (CLI::App *s : {mp, um}) {
 			if (with_target)
 				s->add_option("--target,-t", l_target)->required();
