@@ -464,6 +464,49 @@ private:
 	std::string *why_;
 };
 
+// [[target.portal_group]] entries of target table tt into t->portal_groups, checked against
+// the daemon's portals (tcp and iser).
+bool load_portal_groups(Reader &r, const toml::table &tt, const std::vector<Portal> &portals,
+                        TargetCfg *t)
+{
+	const toml::node *gn = tt.get("portal_group");
+	if (!gn)
+		return true;
+	const toml::array *gs = gn->as_array();
+	if (!gs)
+		return r.fail(*gn, "target.portal_group: must be an array of tables "
+		                   "([[target.portal_group]])");
+	const std::string ctx = "target.portal_group.";
+	for (const toml::node &ge : *gs) {
+		const toml::table *gt = ge.as_table();
+		if (!gt)
+			return r.fail(ge, "[[target.portal_group]] entries must be tables");
+		if (!r.known(*gt, ctx, {"tag", "rtpi", "portals"}))
+			return false;
+		if (!gt->get("tag"))
+			return r.fail(ge, ctx + "tag: missing");
+		PortalGroupCfg g;
+		std::vector<std::string> ps;
+		const toml::node *pn = nullptr;
+		if (!r.integer(*gt, "tag", ctx, &g.tag, 1, 65535) ||
+		    !r.integer(*gt, "rtpi", ctx, &g.rtpi, 1, 65535) ||
+		    !r.strings(*gt, "portals", ctx, &ps, &pn))
+			return false;
+		for (const std::string &a : ps) {
+			Portal p;
+			std::string w;
+			if (!parse_portal(a, &p, &w))
+				return r.fail(*pn, ctx + "portals: " + w);
+			g.portals.push_back(p);
+		}
+		t->portal_groups.push_back(std::move(g));
+		std::string w;
+		if (!check_portal_groups(*t, portals, &w))
+			return r.fail(ge, w);
+	}
+	return true;
+}
+
 bool load_lun(Reader &r, const toml::table &lt, const std::string &ctx, LunCfg *l)
 {
 	// clang-format off
@@ -558,7 +601,7 @@ bool load_file(const std::string &path, Config *c, std::string *why)
 		if (!r.known(*st, ctx,
 		             {"id_ext", "ioc_guid", "srq", "acls", "target", "rq_size", "srq_size",
 		              "sq_size", "max_it_iu_len", "immediate_data", "max_channels",
-		              "buffer_pool"}))
+		              "buffer_pool", "rtpi"}))
 			return false;
 		for (const char *k : {"id_ext", "ioc_guid"}) {
 			const toml::node *v = st->get(k);
@@ -583,7 +626,8 @@ bool load_file(const std::string &path, Config *c, std::string *why)
 		    !r.integer(*st, "max_it_iu_len", ctx, &c->srp.max_it_iu_len, 64, 1 << 20) ||
 		    !r.boolean(*st, "immediate_data", ctx, &c->srp.immediate_data) ||
 		    !r.integer(*st, "max_channels", ctx, &c->srp.max_channels, 1, 1024) ||
-		    !r.size(*st, "buffer_pool", ctx, &c->srp.heap_bytes))
+		    !r.size(*st, "buffer_pool", ctx, &c->srp.heap_bytes) ||
+		    !r.integer(*st, "rtpi", ctx, &c->srp.rtpi, 1, 65535))
 			return false;
 		for (const std::string &a : acls) {
 			std::string x;
@@ -654,7 +698,7 @@ bool load_file(const std::string &path, Config *c, std::string *why)
 			const std::string ctx = "target.";
 			if (!r.known(*tt, ctx,
 			             {"name", "alias", "chap", "mutual_chap", "acls",
-			              "allow_target_reset", "lun"}))
+			              "allow_target_reset", "lun", "portal_group"}))
 				return false;
 			if (!tt->get("name"))
 				return r.fail(te, "target.name: missing");
@@ -689,6 +733,10 @@ bool load_file(const std::string &path, Config *c, std::string *why)
 					tc.luns.push_back(l);
 				}
 			}
+			std::vector<Portal> all = c->portals;
+			all.insert(all.end(), c->iser_portals.begin(), c->iser_portals.end());
+			if (!load_portal_groups(r, *tt, all, &tc))
+				return false;
 			std::string w;
 			if (!check_target(tc, &w))
 				return r.fail(te, w);
@@ -698,6 +746,24 @@ bool load_file(const std::string &path, Config *c, std::string *why)
 					              "target " + tc.name + " is defined twice");
 			c->targets.push_back(std::move(tc));
 		}
+	}
+	// The SRP port is a port of the target it exports: its rtpi must be none of the
+	// target's portal groups' (SPC-4 4.3.4: unique in the target device).
+	const TargetCfg *ex = nullptr;
+	for (const TargetCfg &o : c->targets)
+		if (c->srp.target.empty() ? ex == nullptr : o.name == c->srp.target)
+			ex = &o;
+	if (ex) {
+		const uint16_t id = srp_rtpi(c->srp, *ex);
+		bool clash = id == 0;
+		for (const PortalGroupCfg &g : ex->portal_groups)
+			clash = clash || g.port_id() == id;
+		if (clash)
+			return r.fail(t.get("srp") ? *t.get("srp") : *t.get("target"),
+			              "srp.rtpi " + std::to_string(id) +
+			                  ": the rtpi of a portal "
+			                  "group of " +
+			                  ex->name + " (give srp.rtpi another value)");
 	}
 	return true;
 }
@@ -959,6 +1025,48 @@ bool check_target(const TargetCfg &t, std::string *why)
 			return false;
 		}
 	return true;
+}
+
+bool check_portal_groups(const TargetCfg &t, const std::vector<Portal> &portals, std::string *why)
+{
+	std::set<uint16_t> tags, rtpis;
+	std::set<std::string> in;
+	for (const PortalGroupCfg &g : t.portal_groups) {
+		const std::string gs =
+		    "target " + t.name + " portal group " + std::to_string(g.tag);
+		if (g.tag == 0 || !tags.insert(g.tag).second) {
+			*why = gs + ": tag 0 or twice";
+			return false;
+		}
+		if (!rtpis.insert(g.port_id()).second) {
+			*why = gs + ": rtpi " + std::to_string(g.port_id()) +
+			       " is another group's (a group's rtpi is its tag unless given)";
+			return false;
+		}
+		for (const Portal &p : g.portals) {
+			const std::string a = portal_str(p);
+			if (std::none_of(portals.begin(), portals.end(),
+			                 [&](const Portal &o) { return portal_str(o) == a; })) {
+				*why = gs + ": " + a + " is not one of the portals or iser_portals";
+				return false;
+			}
+			if (!in.insert(a).second) {
+				*why = gs + ": " + a + " is in two portal groups";
+				return false;
+			}
+		}
+	}
+	return true;
+}
+
+uint16_t srp_rtpi(const SrpCfg &s, const TargetCfg &exported)
+{
+	if (s.rtpi)
+		return s.rtpi;
+	uint16_t hi = 1; // a target without groups: one port, rtpi 1
+	for (const PortalGroupCfg &g : exported.portal_groups)
+		hi = std::max(hi, g.port_id());
+	return hi == 65535 ? 0 : uint16_t(hi + 1); // 0: none left (load_file refuses it)
 }
 
 bool load_config_file(const std::string &path, Config *c, std::string *why)

@@ -133,6 +133,8 @@ std::string to_toml(const Config &c, const std::string &header)
 	srp.insert("buffer_pool", int64_t(c.srp.heap_bytes));
 	if (!c.srp.target.empty())
 		srp.insert("target", c.srp.target);
+	if (c.srp.rtpi)
+		srp.insert("rtpi", int64_t(c.srp.rtpi));
 	t.insert("srp", std::move(srp));
 
 	toml::table is;
@@ -199,6 +201,21 @@ std::string to_toml(const Config &c, const std::string &header)
 			luns.push_back(std::move(lt));
 		}
 		tt.insert("lun", std::move(luns));
+		if (!tc.portal_groups.empty()) {
+			toml::array gs;
+			for (const PortalGroupCfg &g : tc.portal_groups) {
+				toml::table gt;
+				gt.insert("tag", int64_t(g.tag));
+				if (g.rtpi)
+					gt.insert("rtpi", int64_t(g.rtpi));
+				toml::array ps;
+				for (const Portal &po : g.portals)
+					ps.push_back(portal_str(po));
+				gt.insert("portals", std::move(ps));
+				gs.push_back(std::move(gt));
+			}
+			tt.insert("portal_group", std::move(gs));
+		}
 		targets.push_back(std::move(tt));
 	}
 	t.insert("target", std::move(targets));

@@ -212,15 +212,30 @@ std::unique_ptr<TargetRt> Daemon::make_target(const TargetCfg &t)
 	// Every backstore opened before anything is published.
 	for (const LunCfg &l : t.luns)
 		rt->lus[l.lun] = make_lu(t, l);
-	rt->tpg = std::make_unique<scsi::Tpg>(t.name, next_rtpi_++);
-	for (auto &[n, lu] : rt->lus)
-		rt->tpg->add_lun(n, *lu);
-	for (const std::string &a : t.acls) {
-		scsi::NodeAcl acl;
-		acl.initiator = a;
-		rt->tpg->add_acl(acl);
+	// One target port per portal group, each with the rtpi its configuration gives it
+	// (config.h, srp_rtpi): stable whatever order targets are made in.
+	const auto &pgs = t.portal_groups;
+	rt->tpg = std::make_unique<scsi::Tpg>(t.name, pgs.empty() ? 1 : pgs[0].port_id());
+	for (size_t i = 1; i < pgs.size(); i++)
+		rt->group_tpgs.push_back(std::make_unique<scsi::Tpg>(t.name, pgs[i].port_id()));
+	for (scsi::Tpg *tpg : rt->iscsi_tpgs()) {
+		for (auto &[n, lu] : rt->lus)
+			tpg->add_lun(n, *lu);
+		for (const std::string &a : t.acls) {
+			scsi::NodeAcl acl;
+			acl.initiator = a;
+			tpg->add_acl(acl);
+		}
 	}
 	return rt;
+}
+
+std::vector<scsi::Tpg *> TargetRt::iscsi_tpgs() const
+{
+	std::vector<scsi::Tpg *> v{tpg.get()};
+	for (const auto &g : group_tpgs)
+		v.push_back(g.get());
+	return v;
 }
 
 iscsi::target::TargetNode Daemon::node_of(const TargetRt &t)
@@ -230,6 +245,24 @@ iscsi::target::TargetNode Daemon::node_of(const TargetRt &t)
 	node.alias = t.cfg.alias;
 	node.tpg = t.tpg.get();
 	node.allow_target_reset = t.cfg.allow_target_reset;
+	// Its portal groups with the portals' bound addresses (an ephemeral port is known
+	// once listening: refresh_portal_addresses renews the node then).
+	const std::vector<scsi::Tpg *> tpgs = t.iscsi_tpgs();
+	for (size_t i = 0; i < t.cfg.portal_groups.size(); i++) {
+		const PortalGroupCfg &pg = t.cfg.portal_groups[i];
+		iscsi::target::NodePortalGroup g;
+		g.tag = pg.tag;
+		g.tpg = tpgs[i];
+		for (const Portal &want : pg.portals)
+			for (const PortalRt &p : portals_) {
+				if (p.transport == "srp" || portal_str(p.cfg) != portal_str(want))
+					continue;
+				Portal b = p.cfg;
+				b.port = p.port;
+				g.portals.push_back(portal_str(b));
+			}
+		node.groups.push_back(std::move(g));
+	}
 	if (t.cfg.chap) {
 		iscsi::ChapCredentials cr;
 		cr.incoming = *t.cfg.chap;
@@ -254,7 +287,7 @@ bool Daemon::exported_by_srp(const TargetRt &t) const
 
 std::vector<scsi::Tpg *> Daemon::tpgs_of(const TargetRt &t)
 {
-	std::vector<scsi::Tpg *> v{t.tpg.get()};
+	std::vector<scsi::Tpg *> v = t.iscsi_tpgs();
 	if (exported_by_srp(t))
 		v.push_back(srp_tpg_.get());
 	return v;
@@ -271,7 +304,7 @@ void Daemon::ensure_srp()
 	TargetRt *t = find_target(of);
 	if (!t)
 		fail(-ENOENT, "srp.target " + of + " is not a target");
-	srp_tpg_ = std::make_unique<scsi::Tpg>("srp:" + of, next_rtpi_++);
+	srp_tpg_ = std::make_unique<scsi::Tpg>("srp:" + of, srp_rtpi(cfg_.srp, t->cfg));
 	for (auto &[n, lu] : t->lus)
 		srp_tpg_->add_lun(n, *lu);
 	for (const std::string &a : cfg_.srp.acls) {
@@ -396,6 +429,10 @@ void Daemon::refresh_portal_addresses()
 			addrs.push_back(a);
 	}
 	iscsi_->set_portal_addresses(addrs);
+	// Portal groups hold bound addresses too.
+	for (const auto &t : targets_)
+		if (!t->cfg.portal_groups.empty())
+			iscsi_->replace_node(node_of(*t));
 }
 
 void Daemon::drop_lu(std::unique_ptr<scsi::LogicalUnit> lu, const std::vector<scsi::Tpg *> &tpgs,

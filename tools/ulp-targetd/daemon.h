@@ -50,6 +50,10 @@ struct TargetRt {
 	TargetCfg cfg;                       // as configured (its LUNs too); what save writes
 	std::unique_ptr<ulp::scsi::Tpg> tpg; // its LUN table, ACLs and nexuses
 	std::map<uint64_t, std::unique_ptr<ulp::scsi::LogicalUnit>> lus; // by LUN
+	// The target ports of its portal groups after the first (cfg.portal_groups[1..], in
+	// that order; tpg is the first group's). Same LUNs and ACLs as tpg.
+	std::vector<std::unique_ptr<ulp::scsi::Tpg>> group_tpgs;
+	std::vector<ulp::scsi::Tpg *> iscsi_tpgs() const; // tpg, then group_tpgs
 };
 
 // A listening portal of any transport.
@@ -147,7 +151,6 @@ private:
 	// targets_ and zombie_lus_: it outlives their logical units.
 	std::unique_ptr<ulp::scsi::PrStore> pr_store_;
 	std::vector<std::unique_ptr<TargetRt>> targets_;
-	uint16_t next_rtpi_ = 1;
 	std::unique_ptr<ulp::iscsi::target::Target> iscsi_;
 	std::unique_ptr<ulp::iscsi::target::TcpServer> tcp_;
 	std::vector<PortalRt> portals_;

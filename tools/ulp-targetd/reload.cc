@@ -32,6 +32,21 @@ bool same_rbd(const scsi::RbdConfig &a, const scsi::RbdConfig &b)
 	       a.create == b.create && a.timeout_s == b.timeout_s && a.atomic_unit == b.atomic_unit;
 }
 
+bool same_portal_groups(const TargetCfg &a, const TargetCfg &b)
+{
+	auto text = [](const TargetCfg &t) {
+		std::string s;
+		for (const PortalGroupCfg &g : t.portal_groups) {
+			s += std::to_string(g.tag) + "/" + std::to_string(g.port_id()) + ":";
+			for (const Portal &p : g.portals)
+				s += portal_str(p) + ",";
+			s += ";";
+		}
+		return s;
+	};
+	return text(a) == text(b);
+}
+
 // A LUN whose storage or the way it is opened changed is made again; a size alone is resized.
 bool same_lun_but_size(const LunCfg &a, const LunCfg &b)
 {
@@ -106,6 +121,13 @@ json Daemon::reload_locked(const std::string &who)
 	         next.iser.send_ring != cfg_.iser.send_ring,
 	     "[iser]");
 	keep(next.rdma_device != cfg_.rdma_device, "rdma_device");
+	// A target's portal groups are its target ports (their Tpgs and rtpis): made at start.
+	bool groups_differ = next.srp.rtpi != cfg_.srp.rtpi;
+	for (const TargetCfg &w : next.targets)
+		for (const TargetCfg &o : cfg_.targets)
+			if (o.name == w.name && !same_portal_groups(o, w))
+				groups_differ = true;
+	keep(groups_differ, "portal_group or srp.rtpi");
 	keep(next.srp.id_ext != cfg_.srp.id_ext || next.srp.ioc_guid != cfg_.srp.ioc_guid ||
 	         next.srp.srq != cfg_.srp.srq || next.srp.target != cfg_.srp.target,
 	     "[srp] id_ext, ioc_guid, srq or target");
