@@ -96,5 +96,85 @@ TEST(TargetdPortalGroups, LoginsLandInTheirPortsGroup)
 	EXPECT_EQ(tags, (std::vector<int>{1, 2}));
 }
 
+// REPORT TARGET PORT GROUPS (SPC-4 6.37, length-only header) through s: each group's id
+// with its state and ports.
+struct RtpgGroup {
+	uint16_t id;
+	uint8_t state;
+	bool pref;
+	std::vector<uint16_t> rtpis;
+	bool operator==(const RtpgGroup &) const = default;
+};
+std::vector<RtpgGroup> rtpg(Session &s)
+{
+	std::array<uint8_t, 12> cdb{0xa3, 0x0a};
+	cdb[9] = 0xff; // ALLOCATION LENGTH 255
+	std::array<uint8_t, 255> d{};
+	ScsiResult r = s.run({0, cdb, DataDir::Read, d});
+	EXPECT_TRUE(r.good()) << describe_result(r);
+	std::vector<RtpgGroup> v;
+	const size_t end =
+	    std::min<size_t>(d.size(), 4 + (size_t(d[0]) << 24 | d[1] << 16 | d[2] << 8 | d[3]));
+	for (size_t i = 4; i + 8 <= end;) {
+		RtpgGroup g{uint16_t(d[i + 2] << 8 | d[i + 3]),
+		            uint8_t(d[i] & 0xf),
+		            (d[i] & 0x80) != 0,
+		            {}};
+		const size_t n = d[i + 7];
+		i += 8;
+		for (size_t k = 0; k < n && i + 4 <= end; k++, i += 4)
+			g.rtpis.push_back(uint16_t(d[i + 2] << 8 | d[i + 3]));
+		v.push_back(g);
+	}
+	return v;
+}
+
+TEST(TargetdPortalGroups, AluaGroupsFromTheFile)
+{
+	test_env::AdminDaemon d;
+	const uint16_t p1 = test::free_port(), p2 = test::free_port();
+	ASSERT_NE(p1, p2);
+	const std::string a1 = "127.0.0.1:" + std::to_string(p1);
+	const std::string a2 = "127.0.0.1:" + std::to_string(p2);
+	const std::string file = d.dir / "t.toml";
+	std::ofstream(file) << "portals = [\"" << a1 << "\", \"" << a2 << "\"]\n"
+	                    << "[[target]]\nname = \"" << kIqn << "\"\n"
+	                    << "  [[target.lun]]\n  lun = 0\n  backstore = \"ram\"\n"
+	                    << "  size = \"16M\"\n"
+	                    << "  [[target.portal_group]]\n  tag = 1\n  portals = [\"" << a1
+	                    << "\"]\n"
+	                    << "  [[target.portal_group]]\n  tag = 2\n"
+	                    << "  portals = [\"" << a2 << "\"]\n"
+	                    << "  [target.alua]\n  tpgs = \"both\"\n"
+	                    << "    [[target.alua.group]]\n    id = 10\n"
+	                    << "    state = \"active-optimized\"\n    preferred = true\n"
+	                    << "    portal_groups = [1]\n"
+	                    << "    [[target.alua.group]]\n    id = 20\n"
+	                    << "    state = \"standby\"\n    portal_groups = [2]\n";
+	ASSERT_TRUE(d.start({"--config", file}));
+
+	Session s1(test_env::initiator_config(kInitiator, kIqn));
+	ASSERT_TRUE(s1.login(local(p1))) << s1.error();
+	Session s2(test_env::initiator_config(kInitiator, kIqn));
+	ASSERT_TRUE(s2.login(local(p2))) << s2.error();
+	test_env::clear_ua(s1, 0);
+	test_env::clear_ua(s2, 0);
+	// Both paths report the same groups (state 0h active/optimized with PREF, 2h standby).
+	const std::vector<RtpgGroup> want{{10, 0x0, true, {1}}, {20, 0x2, false, {2}}};
+	EXPECT_EQ(rtpg(s1), want);
+	EXPECT_EQ(rtpg(s2), want);
+
+	// I/O: served on the active/optimized path, NOT READY, LOGICAL UNIT NOT ACCESSIBLE,
+	// TARGET PORT IN STANDBY STATE (04h/0Bh, SPC-4 5.15.2.4.4) on the standby one.
+	EXPECT_TRUE(test_env::write_read(s1, 0, 0, 1));
+	std::array<uint8_t, 512> buf{};
+	ScsiResult r = s2.run({0, cdb_read16(0, 1), DataDir::Read, buf});
+	ASSERT_FALSE(r.good());
+	const SenseKey k = parse_sense({r.sense.data(), r.sense_len});
+	EXPECT_EQ(k.key, 0x2) << describe_result(r);
+	EXPECT_EQ(k.asc, 0x04);
+	EXPECT_EQ(k.ascq, 0x0b);
+}
+
 } // namespace
 } // namespace ulp::iscsi::initiator

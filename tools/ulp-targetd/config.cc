@@ -507,6 +507,84 @@ bool load_portal_groups(Reader &r, const toml::table &tt, const std::vector<Port
 	return true;
 }
 
+// [target.alua] of target table tt into t->alua (checked against t's portal groups).
+bool load_alua(Reader &r, const toml::table &tt, TargetCfg *t)
+{
+	const toml::node *an = tt.get("alua");
+	if (!an)
+		return true;
+	const toml::table *at = an->as_table();
+	if (!at)
+		return r.fail(*an, "target.alua: must be a table ([target.alua])");
+	std::string ctx = "target.alua.";
+	if (!r.known(*at, ctx, {"tpgs", "implicit_transition_secs", "group"}))
+		return false;
+	std::string tpgs = "none";
+	if (!r.str(*at, "tpgs", ctx, &tpgs) ||
+	    !r.integer(*at, "implicit_transition_secs", ctx, &t->alua.implicit_transition_secs, 0,
+	               255))
+		return false;
+	const auto *w = std::find(std::begin(kTpgsWords), std::end(kTpgsWords), tpgs);
+	if (w == std::end(kTpgsWords))
+		return r.fail(*at->get("tpgs"),
+		              ctx + "tpgs: must be none, implicit, explicit or both, not " + tpgs);
+	t->alua.tpgs = uint8_t(w - std::begin(kTpgsWords));
+	if (const toml::node *gn = at->get("group")) {
+		const toml::array *gs = gn->as_array();
+		if (!gs)
+			return r.fail(*gn, ctx + "group: must be an array of tables "
+			                         "([[target.alua.group]])");
+		ctx += "group.";
+		for (const toml::node &ge : *gs) {
+			const toml::table *gt = ge.as_table();
+			if (!gt)
+				return r.fail(ge, "[[target.alua.group]] entries must be tables");
+			if (!r.known(*gt, ctx,
+			             {"id", "state", "preferred", "portal_groups", "srp"}))
+				return false;
+			if (!gt->get("id"))
+				return r.fail(ge, ctx + "id: missing");
+			AluaGroupCfg g;
+			std::string st = alua_state_word(g.state);
+			if (!r.integer(*gt, "id", ctx, &g.id, 0, 65535) ||
+			    !r.str(*gt, "state", ctx, &st) ||
+			    !r.boolean(*gt, "preferred", ctx, &g.preferred) ||
+			    !r.boolean(*gt, "srp", ctx, &g.srp))
+				return false;
+			if (!parse_alua_state(st, &g.state))
+				return r.fail(
+				    *gt->get("state"),
+				    ctx +
+				        "state: must be active-optimized, "
+				        "active-non-optimized, standby, unavailable, offline "
+				        "or transitioning, not " +
+				        st);
+			if (const toml::node *pn = gt->get("portal_groups")) {
+				const toml::array *pa = pn->as_array();
+				if (!pa)
+					return r.fail(
+					    *pn, ctx + "portal_groups: must be an array of tags");
+				for (const toml::node &e : *pa) {
+					if (!e.is_integer() || *e.value<int64_t>() < 1 ||
+					    *e.value<int64_t>() > 65535)
+						return r.fail(
+						    e, ctx + "portal_groups: must be an array of "
+						             "tags (1..65535)");
+					g.portal_groups.push_back(uint16_t(*e.value<int64_t>()));
+				}
+			}
+			t->alua.groups.push_back(std::move(g));
+			std::string why;
+			if (!check_alua(*t, &why))
+				return r.fail(ge, why);
+		}
+	}
+	std::string why;
+	if (!check_alua(*t, &why))
+		return r.fail(*an, why);
+	return true;
+}
+
 bool load_lun(Reader &r, const toml::table &lt, const std::string &ctx, LunCfg *l)
 {
 	// clang-format off
@@ -698,7 +776,7 @@ bool load_file(const std::string &path, Config *c, std::string *why)
 			const std::string ctx = "target.";
 			if (!r.known(*tt, ctx,
 			             {"name", "alias", "chap", "mutual_chap", "acls",
-			              "allow_target_reset", "lun", "portal_group"}))
+			              "allow_target_reset", "lun", "portal_group", "alua"}))
 				return false;
 			if (!tt->get("name"))
 				return r.fail(te, "target.name: missing");
@@ -735,7 +813,7 @@ bool load_file(const std::string &path, Config *c, std::string *why)
 			}
 			std::vector<Portal> all = c->portals;
 			all.insert(all.end(), c->iser_portals.begin(), c->iser_portals.end());
-			if (!load_portal_groups(r, *tt, all, &tc))
+			if (!load_portal_groups(r, *tt, all, &tc) || !load_alua(r, *tt, &tc))
 				return false;
 			std::string w;
 			if (!check_target(tc, &w))
@@ -1067,6 +1145,78 @@ uint16_t srp_rtpi(const SrpCfg &s, const TargetCfg &exported)
 	for (const PortalGroupCfg &g : exported.portal_groups)
 		hi = std::max(hi, g.port_id());
 	return hi == 65535 ? 0 : uint16_t(hi + 1); // 0: none left (load_file refuses it)
+}
+
+bool check_alua(const TargetCfg &t, std::string *why)
+{
+	const std::string ts = "target " + t.name + " alua: ";
+	if (t.alua.tpgs > ulp::scsi::TPGS_BOTH) {
+		*why = ts + "tpgs above 3";
+		return false;
+	}
+	if (t.alua.tpgs == ulp::scsi::TPGS_NONE && !t.alua.groups.empty()) {
+		*why = ts + "groups need tpgs (implicit, explicit or both)";
+		return false;
+	}
+	if (t.alua.groups.size() > ulp::scsi::Alua::kMaxGroups) {
+		*why = ts + "more than " + std::to_string(ulp::scsi::Alua::kMaxGroups) + " groups";
+		return false;
+	}
+	std::set<uint16_t> tags, ids, taken;
+	for (const PortalGroupCfg &g : t.portal_groups)
+		tags.insert(g.tag);
+	if (tags.empty())
+		tags.insert(1); // the one group of a target without portal groups
+	bool srp = false;
+	for (const AluaGroupCfg &g : t.alua.groups) {
+		const std::string gs = ts + "group " + std::to_string(g.id) + ": ";
+		if (!ids.insert(g.id).second) {
+			*why = gs + "id twice";
+			return false;
+		}
+		for (uint16_t tag : g.portal_groups) {
+			if (!tags.count(tag)) {
+				*why = gs + "portal group " + std::to_string(tag) +
+				       " is not one of " + t.name + "'s";
+				return false;
+			}
+			if (!taken.insert(tag).second) {
+				*why = gs + "portal group " + std::to_string(tag) +
+				       " is in two groups";
+				return false;
+			}
+		}
+		if (g.srp && srp) {
+			*why = gs + "the SRP port is in two groups";
+			return false;
+		}
+		srp = srp || g.srp;
+	}
+	return true;
+}
+
+ulp::scsi::AluaConfig alua_config(const TargetCfg &t, const SrpCfg &srp)
+{
+	ulp::scsi::AluaConfig a;
+	a.tpgs = t.alua.tpgs;
+	a.implicit_transition_secs = t.alua.implicit_transition_secs;
+	for (const AluaGroupCfg &g : t.alua.groups) {
+		ulp::scsi::AluaGroup ag;
+		ag.id = g.id;
+		ag.state = g.state;
+		ag.pref = g.preferred;
+		for (uint16_t tag : g.portal_groups) {
+			uint16_t rtpi = tag; // no portal groups: tag 1, rtpi 1
+			for (const PortalGroupCfg &pg : t.portal_groups)
+				if (pg.tag == tag)
+					rtpi = pg.port_id();
+			ag.rtpis.push_back(rtpi);
+		}
+		if (g.srp)
+			ag.rtpis.push_back(srp_rtpi(srp, t));
+		a.groups.push_back(std::move(ag));
+	}
+	return a;
 }
 
 bool load_config_file(const std::string &path, Config *c, std::string *why)

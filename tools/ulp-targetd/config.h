@@ -107,6 +107,16 @@
 //                                       # (none at all: one group, tag 1, rtpi 1, every
 //                                       # portal); SRP's rtpi: [srp] rtpi, default one
 //                                       # more than its target's highest
+//     [target.alua]                     # optional: asymmetric access (SPC-4 5.15)
+//     tpgs = "both"                     # none (default) | implicit | explicit | both
+//     implicit_transition_secs = 0
+//       [[target.alua.group]]
+//       id = 1                          # TARGET PORT GROUP
+//       state = "active-optimized"      # | active-non-optimized | standby | unavailable
+//                                       # | offline | transitioning
+//       preferred = false
+//       portal_groups = [1]             # tags of its portal groups in it
+//       srp = false                     # the SRP port in it
 //   rbd LUNs take block_size, physical_block_size, read_only, removable and queue_depth
 //   too, but not path, direct or write_cache (no O_DIRECT, no volatile cache: librbd's
 //   cache is off); the rbd keys belong to rbd LUNs only. Either mistake is an error.
@@ -206,6 +216,24 @@ struct PortalGroupCfg {
 	uint16_t port_id() const { return rtpi ? rtpi : tag; } // the rtpi it gets
 };
 
+// A target port group of the target's asymmetric logical unit access (SPC-4 5.15,
+// scsi/alua.h): the same groups for every LU of the target.
+struct AluaGroupCfg {
+	uint16_t id = 0;                                                    // TARGET PORT GROUP
+	ulp::scsi::AluaState state = ulp::scsi::AluaState::ActiveOptimized; // at start
+	bool preferred = false;                                             // PREF
+	std::vector<uint16_t> portal_groups; // tags of the target's portal groups in it (a
+	                                     // target without [[target.portal_group]]: 1)
+	bool srp = false;                    // the SRP port too (when it exports the target)
+};
+
+struct AluaCfg {
+	uint8_t tpgs = ulp::scsi::TPGS_NONE;  // TPGS_*: NONE (the default) is no ALUA
+	uint8_t implicit_transition_secs = 0; // REPORT TARGET PORT GROUPS' IMPLICIT TRANSITION
+	                                      // TIME, seconds; 0: not given
+	std::vector<AluaGroupCfg> groups;     // none when tpgs is NONE
+};
+
 struct TargetCfg {
 	std::string name;
 	std::string alias;
@@ -218,6 +246,7 @@ struct TargetCfg {
 	// target without [[target.portal_group]] gets). A portal in none of them does not
 	// reach it.
 	std::vector<PortalGroupCfg> portal_groups;
+	AluaCfg alua; // [target.alua]; default: TPGS 00b, no groups
 };
 
 // The SRP target port (srpt::Target): its identifiers, access, and whose LUNs it serves.
@@ -287,6 +316,40 @@ bool check_portal_groups(const TargetCfg &t, const std::vector<Portal> &portals,
 // rtpi key, else its tag (a target without groups: 1); the SRP port's is srp.rtpi, else one
 // more than the highest of the target it exports.
 uint16_t srp_rtpi(const SrpCfg &s, const TargetCfg &exported);
+
+// The words the file and ulpctl use for ALUA states and TPGS ("active-optimized", ...;
+// "none", "implicit", "explicit", "both"), one table for reading and writing.
+inline constexpr std::pair<const char *, ulp::scsi::AluaState> kAluaStateWords[] = {
+    {"active-optimized", ulp::scsi::AluaState::ActiveOptimized},
+    {"active-non-optimized", ulp::scsi::AluaState::ActiveNonOptimized},
+    {"standby", ulp::scsi::AluaState::Standby},
+    {"unavailable", ulp::scsi::AluaState::Unavailable},
+    {"offline", ulp::scsi::AluaState::Offline},
+    {"transitioning", ulp::scsi::AluaState::Transitioning}};
+inline constexpr const char *kTpgsWords[] = {"none", "implicit", "explicit", "both"};
+inline const char *alua_state_word(ulp::scsi::AluaState s)
+{
+	for (const auto &[w, v] : kAluaStateWords)
+		if (v == s)
+			return w;
+	return "?";
+}
+inline bool parse_alua_state(const std::string &w, ulp::scsi::AluaState *out)
+{
+	for (const auto &[k, v] : kAluaStateWords)
+		if (w == k) {
+			*out = v;
+			return true;
+		}
+	return false;
+}
+// A target's [target.alua] against its portal groups: TPGS none with groups, too many
+// groups, an id twice, a tag that is not one of its portal groups', a port in two groups.
+// false with *why.
+bool check_alua(const TargetCfg &t, std::string *why);
+// The scsi::Alua configuration every LU of target t gets: portal group tags as their rtpis,
+// the SRP port as srp_rtpi.
+ulp::scsi::AluaConfig alua_config(const TargetCfg &t, const SrpCfg &srp);
 // "" when a LUN of backstore kind may be given key (a --lun key, a [[target.lun]] key, a
 // lun_create parameter), else why not: rbd's keys (pool, image, ...) are rbd LUNs' only,
 // and path, direct and write_cache (file and block keys) are not rbd's.

@@ -216,6 +216,29 @@ std::string to_toml(const Config &c, const std::string &header)
 			}
 			tt.insert("portal_group", std::move(gs));
 		}
+		if (tc.alua.tpgs != scsi::TPGS_NONE || !tc.alua.groups.empty()) {
+			toml::table at;
+			at.insert("tpgs", kTpgsWords[tc.alua.tpgs & 3]);
+			if (tc.alua.implicit_transition_secs)
+				at.insert("implicit_transition_secs",
+				          int64_t(tc.alua.implicit_transition_secs));
+			toml::array gs;
+			for (const AluaGroupCfg &g : tc.alua.groups) {
+				toml::table gt;
+				gt.insert("id", int64_t(g.id));
+				gt.insert("state", alua_state_word(g.state));
+				gt.insert("preferred", g.preferred);
+				toml::array tags;
+				for (uint16_t tag : g.portal_groups)
+					tags.push_back(int64_t(tag));
+				gt.insert("portal_groups", std::move(tags));
+				if (g.srp)
+					gt.insert("srp", true);
+				gs.push_back(std::move(gt));
+			}
+			at.insert("group", std::move(gs));
+			tt.insert("alua", std::move(at));
+		}
 		targets.push_back(std::move(tt));
 	}
 	t.insert("target", std::move(targets));

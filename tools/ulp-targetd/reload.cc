@@ -47,6 +47,20 @@ bool same_portal_groups(const TargetCfg &a, const TargetCfg &b)
 	return text(a) == text(b);
 }
 
+// A target's [target.alua] as text, to compare two.
+std::string to_toml_alua(const TargetCfg &t)
+{
+	std::string s =
+	    std::to_string(t.alua.tpgs) + "/" + std::to_string(t.alua.implicit_transition_secs);
+	for (const AluaGroupCfg &g : t.alua.groups) {
+		s += ";" + std::to_string(g.id) + "," + alua_state_word(g.state) + "," +
+		     (g.preferred ? "p" : "") + (g.srp ? "s" : "");
+		for (uint16_t tag : g.portal_groups)
+			s += "," + std::to_string(tag);
+	}
+	return s;
+}
+
 // A LUN whose storage or the way it is opened changed is made again; a size alone is resized.
 bool same_lun_but_size(const LunCfg &a, const LunCfg &b)
 {
@@ -125,9 +139,10 @@ json Daemon::reload_locked(const std::string &who)
 	bool groups_differ = next.srp.rtpi != cfg_.srp.rtpi;
 	for (const TargetCfg &w : next.targets)
 		for (const TargetCfg &o : cfg_.targets)
-			if (o.name == w.name && !same_portal_groups(o, w))
+			if (o.name == w.name &&
+			    (!same_portal_groups(o, w) || to_toml_alua(o) != to_toml_alua(w)))
 				groups_differ = true;
-	keep(groups_differ, "portal_group or srp.rtpi");
+	keep(groups_differ, "portal_group, alua or srp.rtpi");
 	keep(next.srp.id_ext != cfg_.srp.id_ext || next.srp.ioc_guid != cfg_.srp.ioc_guid ||
 	         next.srp.srq != cfg_.srp.srq || next.srp.target != cfg_.srp.target,
 	     "[srp] id_ext, ioc_guid, srq or target");
