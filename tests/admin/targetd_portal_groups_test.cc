@@ -174,6 +174,44 @@ TEST(TargetdPortalGroups, AluaGroupsFromTheFile)
 	EXPECT_EQ(k.key, 0x2) << describe_result(r);
 	EXPECT_EQ(k.asc, 0x04);
 	EXPECT_EQ(k.ascq, 0x0b);
+
+	// The administrator swaps them (implicit transitions): each path reads the new states
+	// after its ASYMMETRIC ACCESS STATE CHANGED unit attention; the old active path is the
+	// standby one now.
+	std::string out;
+	ASSERT_EQ(test_env::ulpctl(d.sock, {"alua", "set", kIqn, "10", "standby"}, &out), 0) << out;
+	ASSERT_EQ(test_env::ulpctl(d.sock, {"alua", "set", kIqn, "20", "active-optimized"}, &out),
+	          0)
+	    << out;
+	test_env::clear_ua(s1, 0);
+	test_env::clear_ua(s2, 0);
+	const std::vector<RtpgGroup> now{{10, 0x2, true, {1}}, {20, 0x0, false, {2}}};
+	EXPECT_EQ(rtpg(s1), now);
+	EXPECT_EQ(rtpg(s2), now);
+	EXPECT_TRUE(test_env::write_read(s2, 0, 0, 2));
+	r = s1.run({0, cdb_read16(0, 1), DataDir::Read, buf});
+	ASSERT_FALSE(r.good());
+	const SenseKey k1 = parse_sense({r.sense.data(), r.sense_len});
+	EXPECT_EQ(k1.key, 0x2) << describe_result(r);
+	EXPECT_EQ(k1.asc, 0x04);
+	EXPECT_EQ(k1.ascq, 0x0b);
+
+	// alua show: the states as the LUs have them, status code 02h (implicit).
+	const admin::json j = test_env::ulpctl_json(d.sock, {"alua", "show"});
+	ASSERT_EQ(j.size(), 1u) << j.dump();
+	EXPECT_EQ(j[0]["target"], kIqn);
+	EXPECT_EQ(j[0]["tpgs"], "both");
+	const admin::json &gs = j[0]["luns"][0]["groups"];
+	ASSERT_EQ(gs.size(), 2u) << j.dump();
+	EXPECT_EQ(gs[0]["state"], "standby");
+	EXPECT_EQ(gs[0]["status"], 2);
+	EXPECT_EQ(gs[1]["state"], "active-optimized");
+
+	// Refused: no such group, no such state; nothing changes.
+	EXPECT_NE(test_env::ulpctl(d.sock, {"alua", "set", kIqn, "30", "standby"}, &out), 0);
+	EXPECT_NE(out.find("no ALUA group 30"), std::string::npos) << out;
+	EXPECT_NE(test_env::ulpctl(d.sock, {"alua", "set", kIqn, "20", "asleep"}, &out), 0);
+	EXPECT_EQ(rtpg(s2), now);
 }
 
 } // namespace

@@ -110,6 +110,11 @@ public:
 	                   const std::string &who);
 	void srp_acl_add(const std::string &initiator, const std::string &who);
 	void srp_acl_delete(const std::string &initiator, const std::string &who);
+	// ALUA (alua_ops.cc): each ALUA target's groups per LU (target "": every target), and
+	// group's state set on every LU of target (an implicit transition).
+	json alua_show(const std::string &target);
+	void alua_set(const std::string &target, uint16_t group, const std::string &state,
+	              const std::string &who);
 	json session_logout(const std::string &id, std::chrono::milliseconds grace,
 	                    const std::string &who);
 	void session_drop(const std::string &id, const std::string &who);
