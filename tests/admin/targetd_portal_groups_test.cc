@@ -206,6 +206,15 @@ TEST(TargetdPortalGroups, AluaGroupsFromTheFile)
 	EXPECT_EQ(gs[0]["state"], "standby");
 	EXPECT_EQ(gs[0]["status"], 2);
 	EXPECT_EQ(gs[1]["state"], "active-optimized");
+	// stats: the same groups, and in Prometheus each group's state as its SPC-4 code.
+	const admin::json st = test_env::ulpctl_json(d.sock, {"stats"});
+	EXPECT_EQ(st["alua"], j);
+	ASSERT_EQ(test_env::ulpctl(d.sock, {"stats", "--prometheus"}, &out), 0) << out;
+	const std::string labels = std::string("{target=\"") + kIqn + "\",lun=\"0\",group=\"";
+	EXPECT_NE(out.find("ulp_alua_group_state" + labels + "10\"} 2\n"), std::string::npos)
+	    << out;
+	EXPECT_NE(out.find("ulp_alua_group_state" + labels + "20\"} 0\n"), std::string::npos)
+	    << out;
 
 	// Refused: no such group, no such state; nothing changes.
 	EXPECT_NE(test_env::ulpctl(d.sock, {"alua", "set", kIqn, "30", "standby"}, &out), 0);

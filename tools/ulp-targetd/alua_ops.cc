@@ -32,6 +32,7 @@ json Daemon::alua_show(const std::string &target)
 			for (const scsi::AluaGroup &ag : lu->alua_.groups())
 				groups.push_back({{"id", ag.id},
 				                  {"state", alua_state_word(ag.state)},
+				                  {"state_code", uint8_t(ag.state)}, // SPC-4 6.37
 				                  {"preferred", ag.pref},
 				                  {"status", ag.status},
 				                  {"rtpis", ag.rtpis}});

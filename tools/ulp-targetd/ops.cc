@@ -312,6 +312,7 @@ json Daemon::stats()
 	                {"git_commit", ULP_GIT_COMMIT},
 	                {"start_time_seconds", start_time_seconds()}};
 	out["io"] = io_stats();
+	out["alua"] = alua_show(""); // each ALUA target's groups per LUN (alua_ops.cc)
 	json bounds = json::array();
 	for (size_t i = 0; i < scsi::kLatBuckets; i++)
 		bounds.push_back(uint64_t(1) << i);
