@@ -138,6 +138,7 @@ TEST(TargetdPortalGroups, AluaGroupsFromTheFile)
 	const std::string a2 = "127.0.0.1:" + std::to_string(p2);
 	const std::string file = d.dir / "t.toml";
 	std::ofstream(file) << "portals = [\"" << a1 << "\", \"" << a2 << "\"]\n"
+	                    << "state_dir = \"" << (d.dir / "state") << "\"\n"
 	                    << "[[target]]\nname = \"" << kIqn << "\"\n"
 	                    << "  [[target.lun]]\n  lun = 0\n  backstore = \"ram\"\n"
 	                    << "  size = \"16M\"\n"
@@ -221,6 +222,20 @@ TEST(TargetdPortalGroups, AluaGroupsFromTheFile)
 	EXPECT_NE(out.find("no ALUA group 30"), std::string::npos) << out;
 	EXPECT_NE(test_env::ulpctl(d.sock, {"alua", "set", kIqn, "20", "asleep"}, &out), 0);
 	EXPECT_EQ(rtpg(s2), now);
+
+	// Kept across a restart: the state directory holds what alua set made, which replaces
+	// the file's initial states.
+	s1.logout();
+	s2.logout();
+	ASSERT_EQ(d.t.stop(), 0) << d.t.log();
+	test::TargetdProcess again;
+	std::string why;
+	ASSERT_TRUE(again.start({"--config", file}, &why)) << why;
+	Session s3(test_env::initiator_config(kInitiator, kIqn));
+	ASSERT_TRUE(s3.login(local(p1))) << s3.error();
+	test_env::clear_ua(s3, 0);
+	EXPECT_EQ(rtpg(s3)[0].state, 0x2) << "group 10 stays standby";
+	EXPECT_EQ(rtpg(s3)[1].state, 0x0) << "group 20 stays active/optimized";
 }
 
 } // namespace

@@ -7,14 +7,117 @@
 #include "tools/ulp-targetd/daemon.h"
 
 #include "core/log.h"
+#include "scsi/pr.h"
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <future>
+#include <map>
+#include <sstream>
 
 namespace targetd
 {
 
 using namespace ulp;
+
+namespace
+{
+
+// The state directory's file of a LU's ALUA states: its reservation file's name (the one
+// escaping of LU names, scsi/pr.h) with .alua for .pr.
+std::string alua_state_file(const scsi::LogicalUnit &lu)
+{
+	std::string f = scsi::pr_state_file(lu);
+	return f.substr(0, f.size() - 3) + ".alua";
+}
+
+constexpr size_t kMaxAluaFile = 64 * 1024; // 256 groups of one short line each, and room
+
+// The file's text: a line "GROUP STATE" per group ("10 standby"), states as the
+// configuration says them.
+std::vector<uint8_t> alua_state_text(const std::vector<scsi::AluaGroup> &groups)
+{
+	std::string s;
+	for (const scsi::AluaGroup &g : groups)
+		s += std::to_string(g.id) + " " + alua_state_word(g.state) + "\n";
+	return {s.begin(), s.end()};
+}
+
+// Its lines back, by group id; false (and *why) on a line that is not "GROUP STATE".
+bool parse_alua_state_text(const std::vector<uint8_t> &b, std::map<uint16_t, scsi::AluaState> *out,
+                           std::string *why)
+{
+	std::istringstream in(std::string(b.begin(), b.end()));
+	std::string line;
+	for (int n = 1; std::getline(in, line); n++) {
+		std::istringstream ls(line);
+		long id = -1;
+		std::string word, extra;
+		scsi::AluaState s;
+		if (!(ls >> id >> word) || (ls >> extra) || id < 0 || id > 65535 ||
+		    !parse_alua_state(word, &s)) {
+			*why = "line " + std::to_string(n) + " is not \"GROUP STATE\"";
+			return false;
+		}
+		(*out)[uint16_t(id)] = s;
+	}
+	return true;
+}
+
+} // namespace
+
+void Daemon::alua_load_states(const scsi::LogicalUnit &lu, scsi::AluaConfig *cfg)
+{
+	if (!pr_store_)
+		return;
+	const std::string file = alua_state_file(lu);
+	if (pr_store_->remove_stale(file))
+		ULP_LOG(Info, Tool, "LU {}: removed {}.tmp, a state write a crash interrupted",
+		        lu.name(), pr_store_->path(file));
+	std::vector<uint8_t> bytes;
+	std::map<uint16_t, scsi::AluaState> states;
+	std::string why;
+	if (int rc = pr_store_->read(file, &bytes, kMaxAluaFile); rc != 0) {
+		if (rc != -ENOENT)
+			ULP_LOG(Warn, Tool,
+			        "LU {}: ALUA state file {}: {}; the configured states apply",
+			        lu.name(), pr_store_->path(file), std::strerror(-rc));
+		return;
+	}
+	// A damaged file costs the states an administrator set, not the LU: the configured
+	// ones apply, logged.
+	if (!parse_alua_state_text(bytes, &states, &why)) {
+		ULP_LOG(Warn, Tool, "LU {}: ALUA state file {}: {}; the configured states apply",
+		        lu.name(), pr_store_->path(file), why);
+		return;
+	}
+	// Groups the configuration no longer has are forgotten; new ones start as configured.
+	for (scsi::AluaGroup &g : cfg->groups)
+		if (auto it = states.find(g.id); it != states.end())
+			g.state = it->second;
+}
+
+void Daemon::alua_store_states(scsi::LogicalUnit &lu)
+{
+	if (!pr_store_) {
+		ULP_LOG(Warn, Tool,
+		        "LU {}: no usable state directory: its ALUA states are not "
+		        "kept across a restart",
+		        lu.name());
+		return;
+	}
+	// Durable before the answer (an administrator's change, not the data path): bounded.
+	auto done = std::make_shared<std::promise<int>>();
+	std::future<int> f = done->get_future();
+	pr_store_->put(alua_state_file(lu), alua_state_text(lu.alua_.groups()),
+	               [done](int err) { done->set_value(err); });
+	const bool in_time = f.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
+	const int rc = in_time ? f.get() : -ETIMEDOUT;
+	if (rc != 0)
+		ULP_LOG(Error, Tool, "LU {}: ALUA states not stored in {}: {}", lu.name(),
+		        pr_store_->dir(), std::strerror(-rc));
+}
 
 json Daemon::alua_show(const std::string &target)
 {
@@ -71,6 +174,9 @@ void Daemon::alua_set(const std::string &target, uint16_t group, const std::stri
 		if (int rc = lu->alua_.set_state(group, s); rc != 0)
 			fail(rc, "target " + target + " LUN " + std::to_string(n) + ": group " +
 			             std::to_string(group) + ": " + std::strerror(-rc));
+	// Kept across restarts (the state directory, read by make_lu).
+	for (const auto &[n, lu] : t.lus)
+		alua_store_states(*lu);
 	// The running configuration follows (save writes it; LUNs added later start so).
 	gc->state = s;
 	for (TargetCfg &c : cfg_.targets)

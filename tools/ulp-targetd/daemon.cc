@@ -194,10 +194,14 @@ std::unique_ptr<scsi::LogicalUnit> Daemon::make_lu(const TargetCfg &t, const Lun
 	auto lu = std::make_unique<scsi::LogicalUnit>(t.name + "/" + std::to_string(l.lun),
 	                                              std::move(bs), lc);
 	// The target's asymmetric access (SPC-4 5.15), before any initiator sees the LU.
-	if (t.alua.tpgs != scsi::TPGS_NONE)
-		if (lu->alua_.configure(alua_config(t, cfg_.srp), &w) != 0)
+	// The states an administrator set last (alua_set) replace the configured ones.
+	if (t.alua.tpgs != scsi::TPGS_NONE) {
+		scsi::AluaConfig ac = alua_config(t, cfg_.srp);
+		alua_load_states(*lu, &ac);
+		if (lu->alua_.configure(ac, &w) != 0)
 			fail(-EINVAL,
 			     "target " + t.name + " LUN " + std::to_string(l.lun) + ": alua: " + w);
+	}
 	// Its reservations as the last run left them (APTPL 1), before anyone can log in; a
 	// damaged state file refuses the LUN (the message says which file, and that moving it
 	// aside starts the LUN without them).

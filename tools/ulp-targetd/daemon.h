@@ -146,6 +146,10 @@ private:
 	json reload_locked(const std::string &who);
 	json io_stats(); // stats()'s "io": per target, LUN, session, connection
 	std::string srp_exports_line();
+	// ALUA states in the state directory (alua_ops.cc): read into a LU's configuration
+	// before it is applied, written after alua_set.
+	void alua_load_states(const ulp::scsi::LogicalUnit &lu, ulp::scsi::AluaConfig *cfg);
+	void alua_store_states(ulp::scsi::LogicalUnit &lu);
 
 	Flags flags_;
 	Config cfg_; // the running configuration
