@@ -29,17 +29,17 @@ Nexus::Nexus(Tpg &tpg, Fabric &fabric, std::string initiator, std::string initia
 
 LogicalUnit *Nexus::lookup_lun(uint64_t lun, bool *read_only, std::atomic<LogicalUnit *> *pin) const
 {
-	return tpg_.lookup(lun, acl_.get(), read_only, pin);
+	return tpg_.lookup_for(*this, lun, read_only, pin);
 }
 
 std::vector<uint64_t> Nexus::luns() const
 {
-	return tpg_.lun_list(acl_.get());
+	return tpg_.lun_list_for(*this);
 }
 
 void Nexus::ua_clear_everywhere(uint16_t asc_ascq)
 {
-	tpg_.ua_clear_all(acl_.get(), id_, asc_ascq);
+	tpg_.ua_clear_all_for(*this, asc_ascq);
 }
 
 size_t Nexus::cmd_count()
@@ -137,9 +137,8 @@ size_t Tpg::lu_users(const LogicalUnit *lu) const
 	return n;
 }
 
-void Tpg::ua_clear_all(const NodeAcl *acl, const NexusId &n, uint16_t asc_ascq) const
+std::set<LogicalUnit *> Tpg::lus_of_locked(const NodeAcl *acl) const
 {
-	std::lock_guard g(lock_.mine());
 	std::set<LogicalUnit *> lus;
 	if (acl && !acl->luns.empty()) {
 		for (auto &[mapped, tl] : acl->luns)
@@ -149,8 +148,47 @@ void Tpg::ua_clear_all(const NodeAcl *acl, const NexusId &n, uint16_t asc_ascq) 
 		for (auto &[l, e] : luns_)
 			lus.insert(e.lu);
 	}
-	for (LogicalUnit *lu : lus)
+	return lus;
+}
+
+void Tpg::ua_clear_all(const NodeAcl *acl, const NexusId &n, uint16_t asc_ascq) const
+{
+	std::lock_guard g(lock_.mine());
+	for (LogicalUnit *lu : lus_of_locked(acl))
 		lu->ua_clear_if_seen(n, asc_ascq);
+}
+
+void Tpg::ua_clear_all_for(const Nexus &s, uint16_t asc_ascq) const
+{
+	std::lock_guard g(lock_.mine());
+	for (LogicalUnit *lu : lus_of_locked(s.acl_.get()))
+		lu->ua_clear_if_seen(s.id(), asc_ascq);
+}
+
+int Tpg::replace_acl(const NodeAcl &acl)
+{
+	if (acl.initiator.empty())
+		return -EINVAL;
+	ShardLockAll g(lock_);
+	auto it = acls_.find(acl.initiator);
+	if (it == acls_.end())
+		return -ENOENT;
+	for (auto &[mapped, tl] : acl.luns)
+		if (mapped > 16383 || !luns_.count(tl.first))
+			return -ENOENT;
+	auto now = std::make_shared<const NodeAcl>(acl);
+	it->second = now;
+	// SPC-4 5.14: the initiator's logical unit inventory changed. Its sessions see the new
+	// one from their next command on, and hear so on the LUs they have used.
+	const std::set<LogicalUnit *> lus = lus_of_locked(now.get());
+	for (auto &s : sessions_) {
+		if (s->initiator() != acl.initiator || !s->acl_)
+			continue;
+		s->acl_ = now;
+		for (LogicalUnit *lu : lus)
+			lu->ua_add_if_seen(s->id(), UA_REPORTED_LUNS_CHANGED);
+	}
+	return 0;
 }
 
 int Tpg::add_acl(const NodeAcl &acl)
@@ -183,6 +221,19 @@ LogicalUnit *Tpg::lookup(uint64_t lun, const NodeAcl *acl, bool *read_only,
                          std::atomic<LogicalUnit *> *pin) const
 {
 	std::lock_guard g(lock_.mine());
+	return lookup_locked(lun, acl, read_only, pin);
+}
+
+LogicalUnit *Tpg::lookup_for(const Nexus &s, uint64_t lun, bool *read_only,
+                             std::atomic<LogicalUnit *> *pin) const
+{
+	std::lock_guard g(lock_.mine());
+	return lookup_locked(lun, s.acl_.get(), read_only, pin);
+}
+
+LogicalUnit *Tpg::lookup_locked(uint64_t lun, const NodeAcl *acl, bool *read_only,
+                                std::atomic<LogicalUnit *> *pin) const
+{
 	bool ro = false;
 	if (acl && !acl->luns.empty()) {
 		auto m = acl->luns.find(lun);
@@ -204,6 +255,17 @@ LogicalUnit *Tpg::lookup(uint64_t lun, const NodeAcl *acl, bool *read_only,
 std::vector<uint64_t> Tpg::lun_list(const NodeAcl *acl) const
 {
 	std::lock_guard g(lock_.mine());
+	return lun_list_locked(acl);
+}
+
+std::vector<uint64_t> Tpg::lun_list_for(const Nexus &s) const
+{
+	std::lock_guard g(lock_.mine());
+	return lun_list_locked(s.acl_.get());
+}
+
+std::vector<uint64_t> Tpg::lun_list_locked(const NodeAcl *acl) const
+{
 	std::vector<uint64_t> v;
 	if (acl && !acl->luns.empty()) {
 		for (auto &[mapped, tl] : acl->luns)

@@ -33,6 +33,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <shared_mutex>
 #include <string>
 #include <vector>
@@ -99,7 +100,8 @@ private:
 	std::string initiator_;
 	NexusId id_;
 	// The ACL it logged in under (kept while it lives, also once removed from the Tpg);
-	// null: an open Tpg.
+	// null: an open Tpg. Replaced by Tpg::replace_acl under the Tpg's lock_ (all shards):
+	// read under one shard.
 	std::shared_ptr<const NodeAcl> acl_;
 };
 
@@ -128,6 +130,10 @@ public:
 	// ACL, everyone is admitted: the Tpg is open again). Its sessions stay, with the LUN
 	// view they logged in with. -ENOENT.
 	int remove_acl(const std::string &initiator);
+	// Replace an existing ACL's LUN map (same initiator). Its sessions take the new view
+	// at once, and hear REPORTED LUNS DATA HAS CHANGED on the LUs it holds (SPC-4 5.14).
+	// -ENOENT (no such ACL, or a mapped LUN the Tpg lacks), -EINVAL.
+	int replace_acl(const NodeAcl &acl);
 	std::map<uint64_t, LunEntry> lun_entries() const; // the LUN table (a copy)
 	std::vector<std::string> acl_names() const;
 	// Commands of this Tpg's sessions whose LUN lookup found lu and that the core has not
@@ -169,7 +175,12 @@ public:
 	// those open now. Never goes backwards while the Tpg lives.
 	IoCounts io_counts() const;
 
-	// Internal: the LUN lookup for a session's ACL.
+	// Internal: a session's LUN lookup, its ACL read under lock_.
+	LogicalUnit *lookup_for(const Nexus &s, uint64_t lun, bool *read_only,
+	                        std::atomic<LogicalUnit *> *pin) const;
+	std::vector<uint64_t> lun_list_for(const Nexus &s) const;
+	void ua_clear_all_for(const Nexus &s, uint16_t asc_ascq) const;
+	// Internal: the LUN lookup for an ACL.
 	LogicalUnit *lookup(uint64_t lun, const NodeAcl *acl, bool *read_only,
 	                    std::atomic<LogicalUnit *> *pin = nullptr) const;
 	std::vector<uint64_t> lun_list(const NodeAcl *acl) const;
@@ -179,6 +190,11 @@ private:
 	// REPORTED LUNS DATA HAS CHANGED for the nexuses (not mapped by an ACL of their own)
 	// on every LU but skip they have used. Under lock_.
 	void luns_changed_locked(const LogicalUnit *skip);
+	// Under lock_ (one shard at least).
+	LogicalUnit *lookup_locked(uint64_t lun, const NodeAcl *acl, bool *read_only,
+	                           std::atomic<LogicalUnit *> *pin) const;
+	std::vector<uint64_t> lun_list_locked(const NodeAcl *acl) const;
+	std::set<LogicalUnit *> lus_of_locked(const NodeAcl *acl) const; // the LUs it sees
 
 	std::string name_;
 	uint16_t rtpi_;

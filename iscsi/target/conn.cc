@@ -68,6 +68,14 @@ public:
 		if (id.type == SessionType::Discovery)
 			return true; // visibility is filtered in SendTargets
 		auto n = c_.target_.find_node(id.target_name);
+		if (n && !addr_allowed(n->allowed_addresses, c_.peer())) {
+			// Said once in a while: a scanner must not fill the log.
+			ULP_LOG_RATELIMITED(Warn, Iscsi,
+			                    "{}: login of {} to {} refused: source address not in "
+			                    "the target's allowed addresses",
+			                    c_.peer(), id.initiator_name, id.target_name);
+			return false;
+		}
 		uint16_t tag = 0;
 		scsi::Tpg *tpg = nullptr;
 		return n && c_.target_.portal_group(*n, c_.local(), &tag, &tpg) &&
@@ -83,7 +91,10 @@ public:
 		}
 		auto n = c_.target_.find_node(id.target_name);
 		p.allow_chap = n && !n->chap.empty();
-		p.allow_none = !(n && n->require_chap);
+		// An initiator with a secret of its own must prove it, whatever the others may do
+		// (RFC 7143 12.1.3: the target authenticates whom it chooses).
+		p.allow_none =
+		    !(n && (n->require_chap || n->chap.count(std::string(id.initiator_name))));
 		return p;
 	}
 	bool chap_credentials(const LoginIdentity &id, ChapCredentials *out) override

@@ -22,6 +22,7 @@
 #include "iscsi/chap.h"
 #include "iscsi/discovery.h"
 #include "iscsi/params.h"
+#include "iscsi/target/addr_acl.h"
 #include "iscsi/target/login.h"
 #include "scsi/fabric_route.h"
 #include "scsi/reaper.h"
@@ -75,6 +76,8 @@ struct TargetNode {
 	// Else a login lands in the group of the portal it came in on (Conn::local) and is
 	// refused (target not found) on a portal of none; tpg is then the first group's.
 	std::vector<NodePortalGroup> groups;
+	// The source addresses that may log in to it (addr_acl.h); empty: any.
+	std::vector<AddrPrefix> allowed_addresses;
 };
 
 struct TargetConfig {

@@ -333,6 +333,12 @@ TEST(TargetdAdmin, SaveWritesAFileThatStartsTheSameConfiguration)
 	ASSERT_EQ(ulpctl(d.sock, {"acl", "add", "-t", kIqn, "iqn.2026-11.org.ulp:second"}, &out), 0)
 	    << out;
 	ASSERT_EQ(ulpctl(d.sock,
+	                 {"acl", "map", "-t", kIqn, "iqn.2026-11.org.ulp:second", "3",
+	                  "--target-lun", "5", "--read-only"},
+	                 &out),
+	          0)
+	    << out;
+	ASSERT_EQ(ulpctl(d.sock,
 	                 {"chap", "set", "-t", kIqn, "--user", "x", "--secret", "abcdefghijklmnop",
 	                  "--mutual-user", "t", "--mutual-secret", "ponmlkjihgfedcba"},
 	                 &out),
@@ -380,6 +386,77 @@ TEST(TargetdAdmin, SaveWritesAFileThatStartsTheSameConfiguration)
 	EXPECT_TRUE(s.login(local(e.t.port()))) << s.error();
 	EXPECT_TRUE(s.logout(5s));
 	EXPECT_EQ(e.t.stop(), 0) << e.t.log();
+}
+
+// An ACL entry's LUN map changed with ulpctl while its initiator is logged in: the session
+// hears REPORTED LUNS DATA HAS CHANGED and sees the new view (renumbered, read-only);
+// unmapping the last LUN gives it the whole target back; mistakes are refused and change
+// nothing.
+TEST(TargetdAdmin, AclMapChangedAtRunTimeReachesTheSession)
+{
+	Daemon d;
+	ASSERT_TRUE(d.start({"--target", kIqn, "--lun", "0:ram:size=16M", "--lun", "5:ram:size=4M",
+	                     "--acl", kInitiator}));
+	Session s(config());
+	ASSERT_TRUE(s.login(local(d.t.port()))) << s.error();
+	clear_ua(s, 0);
+	EXPECT_EQ(report_luns(s), (std::vector<uint64_t>{0, 5}));
+
+	std::string out;
+	ASSERT_EQ(ulpctl(d.sock, {"acl", "map", "-t", kIqn, kInitiator, "0"}, &out), 0) << out;
+	ASSERT_EQ(
+	    ulpctl(d.sock,
+	           {"acl", "map", "-t", kIqn, kInitiator, "1", "--target-lun", "5", "--read-only"},
+	           &out),
+	    0)
+	    << out;
+	SenseKey k = tur_sense(s, 0);
+	EXPECT_EQ(k.key, 0x6);
+	EXPECT_EQ(k.asc, 0x3f);
+	EXPECT_EQ(k.ascq, 0x0e);
+	EXPECT_EQ(report_luns(s), (std::vector<uint64_t>{0, 1}));
+	clear_ua(s, 1);
+	std::array<uint8_t, 512> blk{};
+	ScsiResult r = s.run({1, cdb_write16(0, 1), DataDir::Write, blk});
+	EXPECT_EQ(parse_sense({r.sense.data(), r.sense_len}).key, 0x7) << describe_result(r);
+	EXPECT_EQ(tur_sense(s, 5).asc, 0x25) << "LUN 5 is its LUN 1 now";
+
+	json maps = ulpctl_json(d.sock, {"acl", "maps", "-t", kIqn});
+	ASSERT_TRUE(maps.contains(kInitiator)) << maps.dump();
+	EXPECT_EQ(maps[kInitiator]["luns"].size(), 2u) << maps.dump();
+	EXPECT_EQ(maps[kInitiator]["luns"][1]["target_lun"], 5) << maps.dump();
+	EXPECT_EQ(maps[kInitiator]["luns"][1]["read_only"], true) << maps.dump();
+
+	// Refused, with what is wrong: a LUN the target lacks, a number mapped already, an
+	// initiator without an ACL, a LUN not mapped.
+	EXPECT_NE(
+	    ulpctl(d.sock, {"acl", "map", "-t", kIqn, kInitiator, "2", "--target-lun", "7"}, &out),
+	    0);
+	EXPECT_NE(out.find("has no LUN 7"), std::string::npos) << out;
+	EXPECT_NE(
+	    ulpctl(d.sock, {"acl", "map", "-t", kIqn, kInitiator, "1", "--target-lun", "0"}, &out),
+	    0);
+	EXPECT_NE(out.find("maps LUN 1 already"), std::string::npos) << out;
+	EXPECT_NE(
+	    ulpctl(d.sock, {"acl", "map", "-t", kIqn, "iqn.2026-11.org.ulp:nobody", "0"}, &out), 0);
+	EXPECT_NE(out.find("has no ACL"), std::string::npos) << out;
+	EXPECT_NE(ulpctl(d.sock, {"acl", "unmap", "-t", kIqn, kInitiator, "9"}, &out), 0);
+	EXPECT_NE(out.find("maps no LUN 9"), std::string::npos) << out;
+	// A mapped LUN is not deleted under its map.
+	EXPECT_NE(ulpctl(d.sock, {"lun", "delete", "-t", kIqn, "-l", "5"}, &out), 0);
+	EXPECT_NE(out.find("is mapped by ACL " + std::string(kInitiator) +
+	                   " (as its LUN 1): unmap it first"),
+	          std::string::npos)
+	    << out;
+	EXPECT_EQ(ulpctl_json(d.sock, {"acl", "maps", "-t", kIqn}), maps) << "nothing changed";
+
+	ASSERT_EQ(ulpctl(d.sock, {"acl", "unmap", "-t", kIqn, kInitiator, "1"}, &out), 0) << out;
+	ASSERT_EQ(ulpctl(d.sock, {"acl", "unmap", "-t", kIqn, kInitiator, "0"}, &out), 0) << out;
+	EXPECT_EQ(tur_sense(s, 0).asc, 0x3f);
+	EXPECT_EQ(report_luns(s), (std::vector<uint64_t>{0, 5})) << "no map: every LUN";
+	EXPECT_TRUE(ulpctl_json(d.sock, {"acl", "maps", "-t", kIqn}).empty());
+	EXPECT_TRUE(s.logout(5s));
+	EXPECT_EQ(d.t.stop(), 0) << d.t.log();
 }
 
 TEST(TargetdAdmin, SighupAppliesTheFilesDifference)

@@ -391,6 +391,272 @@ TEST(TargetdConfig, SaveKeepsTheLastVersionsInBackup)
 	fs::remove_all(dir);
 }
 
+// A target with LUNs 0, 1 and 5 (its own keys head, 15 lines without), ACL entries as
+// given after them.
+std::string acl_file(const std::string &acls, const std::string &head = "")
+{
+	return std::string("[[target]]\nname = \"") + kIqn +
+	       "\"\n"
+	       "acls = [\"iqn.2026-11.org.ulp:a\"]\n" +
+	       head +
+	       "  [[target.lun]]\n  lun = 0\n  backstore = \"ram\"\n  size = \"1M\"\n"
+	       "  [[target.lun]]\n  lun = 1\n  backstore = \"ram\"\n  size = \"1M\"\n"
+	       "  [[target.lun]]\n  lun = 5\n  backstore = \"ram\"\n  size = \"1M\"\n" +
+	       acls;
+}
+
+constexpr char kMapB[] = "  [[target.acl]]\n"
+                         "  initiator = \"iqn.2026-11.org.ulp:b\"\n"
+                         "  luns = [{ lun = 0, target_lun = 5, read_only = true }]\n"
+                         "  chap = { user = \"b\", secret = \"b-secret-0123\" }\n"
+                         "  mutual_chap = { user = \"t\", secret = \"t-secret-0123\" }\n";
+
+// [[target.acl]]: B sees only the target's LUN 5, as LUN 0, read-only, with a CHAP secret
+// of its own; A (a plain entry) sees every LUN. B joins acls after A.
+TEST(TargetdConfig, AclEntryGivesItsInitiatorItsOwnLunsAndChap)
+{
+	Scratch d;
+	Config c;
+	std::string why;
+	ASSERT_TRUE(load_config_file(d.write("acl.toml", acl_file(kMapB, "allow_no_chap = true\n")),
+	                             &c, &why))
+	    << why;
+	ASSERT_EQ(c.targets.size(), 1u);
+	const TargetCfg &t = c.targets[0];
+	EXPECT_EQ(t.acls,
+	          (std::vector<std::string>{"iqn.2026-11.org.ulp:a", "iqn.2026-11.org.ulp:b"}));
+	EXPECT_TRUE(t.allow_no_chap);
+	EXPECT_EQ(t.acl_cfg.count("iqn.2026-11.org.ulp:a"), 0u);
+	ASSERT_EQ(t.acl_cfg.count("iqn.2026-11.org.ulp:b"), 1u);
+	const AclCfg &b = t.acl_cfg.at("iqn.2026-11.org.ulp:b");
+	ASSERT_EQ(b.luns.size(), 1u);
+	EXPECT_EQ(b.luns.at(0), (MappedLun{5, true}));
+	ASSERT_TRUE(b.chap && b.mutual_chap);
+	EXPECT_EQ(b.chap->user, "b");
+	EXPECT_EQ(b.chap->secret, "b-secret-0123");
+	EXPECT_EQ(b.mutual_chap->user, "t");
+
+	// As the core takes it: mapped LUN 0 -> the target's 5, read-only.
+	const ulp::scsi::NodeAcl n = node_acl("iqn.2026-11.org.ulp:b", &b);
+	ASSERT_EQ(n.luns.size(), 1u);
+	EXPECT_EQ(n.luns.at(0), (std::pair<uint64_t, bool>{5, true}));
+	EXPECT_TRUE(node_acl("iqn.2026-11.org.ulp:a", nullptr).luns.empty());
+}
+
+// Every mistake in an entry is refused with its place in the file and what it is.
+TEST(TargetdConfig, AclEntryMistakesNameTheirPlace)
+{
+	Scratch d;
+	struct Case {
+		std::string entry;
+		std::string want; // the message after "file:line:col: "
+		int line;
+	};
+	const std::string head = "  [[target.acl]]\n  initiator = \"iqn.2026-11.org.ulp:b\"\n";
+	// acl_file's text is 15 lines; the entry's "luns" is its 16th + 2.
+	const Case cases[] = {
+	    {head + "  luns = [{ lun = 0, target_lun = 7 }]\n",
+	     "target.acl.luns.target_lun: the target has no LUN 7", 18},
+	    {head + "  luns = [{ lun = 0, target_lun = 5 }, { lun = 0, target_lun = 1 }]\n",
+	     "target.acl.luns.lun: 0 mapped twice for iqn.2026-11.org.ulp:b", 18},
+	    {head + "  luns = [{ lun = 0, read_only = \"yes\" }]\n",
+	     "target.acl.luns.read_only: must be true or false", 18},
+	    {head + "  luns = [{ lun = 16384 }]\n", "target.acl.luns.lun: must be 0..16383", 18},
+	    {head + "  luns = [{ target_lun = 1 }]\n", "target.acl.luns.lun: missing", 18},
+	    {head + "  luns = [{ lun = 0, tlun = 1 }]\n", "target.acl.luns.tlun: unknown key", 18},
+	    {head + "  mutual_chap = { user = \"t\", secret = \"t-secret-0123\" }\n",
+	     "target.acl.mutual_chap: needs chap", 16},
+	    {"  [[target.acl]]\n  luns = []\n", "target.acl.initiator: missing", 16},
+	    {"  [[target.acl]]\n  initiator = \"bad name\"\n",
+	     "target.acl.initiator: bad name is not a valid iSCSI name", 17},
+	    {head + head, "target.acl.initiator: iqn.2026-11.org.ulp:b has two entries", 18},
+	};
+	for (const Case &k : cases) {
+		SCOPED_TRACE(k.entry);
+		Config c;
+		std::string why;
+		const std::string f = d.write("bad.toml", acl_file(k.entry));
+		EXPECT_FALSE(load_config_file(f, &c, &why));
+		EXPECT_EQ(why.rfind(f + ":" + std::to_string(k.line) + ":", 0), 0u) << why;
+		EXPECT_NE(why.find(": " + k.want), std::string::npos) << why;
+	}
+	// The srp table takes LUN maps (of the target SRP exports) but no CHAP.
+	Config c, c2;
+	std::string why;
+	EXPECT_FALSE(load_config_file(
+	    d.write("srp.toml", acl_file("[srp]\n[[srp.acl]]\ninitiator = \"10.0.0.1\"\n"
+	                                 "chap = { user = \"u\", secret = \"u-secret-0123\" }\n")),
+	    &c, &why));
+	EXPECT_NE(why.find("srp.acl.chap: unknown key"), std::string::npos) << why;
+	EXPECT_FALSE(load_config_file(
+	    d.write("srp.toml", acl_file("[srp]\n[[srp.acl]]\ninitiator = \"10.0.0.1\"\n"
+	                                 "luns = [{ lun = 0, target_lun = 9 }]\n")),
+	    &c2, &why));
+	EXPECT_NE(why.find("srp.acl.luns.target_lun: the target has no LUN 9"), std::string::npos)
+	    << why;
+}
+
+// check_target (what the admin methods and build_config run) refuses a map of a LUN the
+// target does not have, and a map of an initiator the ACLs do not name.
+TEST(TargetdConfig, CheckTargetRefusesAMapOfNothing)
+{
+	Scratch d;
+	Config c;
+	std::string why;
+	ASSERT_TRUE(load_config_file(d.write("acl.toml", acl_file(kMapB)), &c, &why)) << why;
+	TargetCfg t = c.targets[0];
+	ASSERT_TRUE(check_target(t, &why)) << why;
+	t.acl_cfg["iqn.2026-11.org.ulp:b"].luns[3] = MappedLun{4, false};
+	EXPECT_FALSE(check_target(t, &why));
+	EXPECT_NE(why.find("maps LUN 3 to LUN 4, which the target does not have"),
+	          std::string::npos)
+	    << why;
+	t = c.targets[0];
+	t.acl_cfg["iqn.2026-11.org.ulp:c"].luns[0] = MappedLun{0, false};
+	EXPECT_FALSE(check_target(t, &why));
+	EXPECT_NE(why.find("iqn.2026-11.org.ulp:c has a LUN map or CHAP but no ACL"),
+	          std::string::npos)
+	    << why;
+}
+
+// save writes the entries back ([[target.acl]], [[srp.acl]]); reading that gives the same
+// configuration, and saving it again the same text.
+TEST(TargetdConfig, AclEntriesRoundTripThroughSave)
+{
+	Scratch d;
+	Config c;
+	std::string why;
+	ASSERT_TRUE(load_config_file(
+	    d.write(
+	        "acl.toml",
+	        acl_file(
+	            std::string(kMapB) +
+	                "  [[target.acl]]\n  initiator = \"iqn.2026-11.org.ulp:a\"\n"
+	                "  luns = [{ lun = 0 }, { lun = 1 }]\n"
+	                "[srp]\nacls = [\"10.0.0.2\"]\n"
+	                "[[srp.acl]]\ninitiator = \"0x0002C90300A1B2C30002C90300A1B2C4\"\n"
+	                "luns = [{ lun = 3, target_lun = 1, read_only = true }]\n"
+	                "[iscsi]\ndiscovery_chap = { user = \"d\", secret = \"d-secret-0123\" }\n"
+	                "discovery_mutual_chap = { user = \"t\", secret = \"t-secret-0123\" }\n",
+	            "allow_no_chap = true\n")),
+	    &c, &why))
+	    << why;
+	const std::string text = to_toml(c);
+	Config back;
+	ASSERT_TRUE(load_config_file(d.write("saved.toml", text), &back, &why)) << why << text;
+	ASSERT_EQ(back.targets.size(), 1u);
+	const TargetCfg &a = c.targets[0], &b = back.targets[0];
+	EXPECT_EQ(b.acls, a.acls);
+	EXPECT_EQ(b.allow_no_chap, true);
+	ASSERT_EQ(b.acl_cfg.size(), 2u);
+	for (auto &[name, x] : a.acl_cfg) {
+		SCOPED_TRACE(name);
+		ASSERT_EQ(b.acl_cfg.count(name), 1u);
+		const AclCfg &y = b.acl_cfg.at(name);
+		EXPECT_EQ(y.luns, x.luns);
+		EXPECT_EQ(y.chap.has_value(), x.chap.has_value());
+		if (x.chap && y.chap) {
+			EXPECT_EQ(y.chap->secret, x.chap->secret);
+		}
+		EXPECT_EQ(y.mutual_chap.has_value(), x.mutual_chap.has_value());
+	}
+	EXPECT_EQ(a.acl_cfg.at("iqn.2026-11.org.ulp:a").luns.at(1), (MappedLun{1, false}));
+	EXPECT_EQ(back.srp.acls,
+	          (std::vector<std::string>{"10.0.0.2", "0x0002c90300a1b2c30002c90300a1b2c4"}));
+	ASSERT_EQ(back.srp.acl_cfg.size(), 1u);
+	EXPECT_EQ(back.srp.acl_cfg.begin()->second.luns.at(3), (MappedLun{1, true}));
+	ASSERT_TRUE(back.discovery_chap && back.discovery_mutual_chap) << text;
+	EXPECT_EQ(back.discovery_chap->secret, "d-secret-0123");
+	EXPECT_EQ(back.discovery_mutual_chap->user, "t");
+	EXPECT_EQ(to_toml(back), text);
+	// Mutual CHAP for discovery needs the discovery secret.
+	Config bad;
+	EXPECT_FALSE(load_config_file(
+	    d.write(
+	        "bad.toml",
+	        "[iscsi]\ndiscovery_mutual_chap = { user = \"t\", secret = \"t-secret-0123\" }\n"),
+	    &bad, &why));
+	EXPECT_NE(why.find("bad.toml:2:25: iscsi.discovery_mutual_chap: needs discovery_chap"),
+	          std::string::npos)
+	    << why;
+}
+
+// allowed_addresses: IPv4 and IPv6 hosts and prefixes, as the login checks a peer
+// ("ip:port", "[ipv6]:port", an IPv4 peer of a dual-stack listener as ::ffff:a.b.c.d).
+TEST(TargetdConfig, AllowedAddressesMatchPeers)
+{
+	using ulp::iscsi::target::addr_allowed;
+	using ulp::iscsi::target::AddrPrefix;
+	using ulp::iscsi::target::parse_addr_prefix;
+	std::vector<AddrPrefix> v(3);
+	ASSERT_TRUE(parse_addr_prefix("10.1.0.0/16", &v[0]));
+	ASSERT_TRUE(parse_addr_prefix("fd00::/8", &v[1]));
+	ASSERT_TRUE(parse_addr_prefix("192.0.2.7", &v[2]));
+	EXPECT_TRUE(addr_allowed(v, "10.1.200.3:51000"));
+	EXPECT_FALSE(addr_allowed(v, "10.2.0.1:51000"));
+	EXPECT_TRUE(addr_allowed(v, "[fd12:3456::1]:3260"));
+	EXPECT_FALSE(addr_allowed(v, "[fe80::1]:3260"));
+	EXPECT_TRUE(addr_allowed(v, "[::ffff:192.0.2.7]:4000"));
+	EXPECT_FALSE(addr_allowed(v, "192.0.2.8:4000"));
+	EXPECT_FALSE(addr_allowed(v, "garbage"));
+	EXPECT_TRUE(addr_allowed({}, "203.0.113.9:1")) << "empty: anyone";
+	AddrPrefix p;
+	for (const char *bad : {"10.0.0.1/8", "10.0.0.0/33", "::/129", "10.0.0.0/", "host", ""})
+		EXPECT_FALSE(parse_addr_prefix(bad, &p)) << bad;
+
+	Scratch d;
+	Config c;
+	std::string why;
+	EXPECT_FALSE(load_config_file(
+	    d.write("a.toml", acl_file("", "allowed_addresses = [\"::1\", \"10.0.0.1/8\"]\n")), &c,
+	    &why));
+	EXPECT_NE(why.find("a.toml:4:29: target.allowed_addresses: 10.0.0.1/8 is not an "
+	                   "address"),
+	          std::string::npos)
+	    << why;
+	Config ok;
+	ASSERT_TRUE(load_config_file(
+	    d.write("b.toml", acl_file("", "allowed_addresses = [\"::1\", \"10.0.0.0/8\"]\n")), &ok,
+	    &why))
+	    << why;
+	EXPECT_EQ(ok.targets[0].allowed_addresses, (std::vector<std::string>{"::1", "10.0.0.0/8"}));
+	Config back;
+	ASSERT_TRUE(load_config_file(d.write("c.toml", to_toml(ok)), &back, &why)) << why;
+	EXPECT_EQ(back.targets[0].allowed_addresses, ok.targets[0].allowed_addresses);
+}
+
+// --acl-lun: the flag target's per-initiator maps, the initiator joining the ACLs.
+TEST(TargetdConfig, AclLunFlags)
+{
+	Flags f;
+	f.target = kIqn;
+	f.luns = {"0:ram:size=1M", "5:ram:size=1M"};
+	f.acls = {"iqn.2026-11.org.ulp:a"};
+	f.acl_luns = {"iqn.2026-11.org.ulp:b=0:5:ro", "iqn.2026-11.org.ulp:a=0",
+	              "iqn.2026-11.org.ulp:a=1:5"};
+	Config c;
+	std::string why;
+	ASSERT_TRUE(build_config(f, &c, &why)) << why;
+	const TargetCfg &t = c.targets.back();
+	EXPECT_EQ(t.acls,
+	          (std::vector<std::string>{"iqn.2026-11.org.ulp:a", "iqn.2026-11.org.ulp:b"}));
+	EXPECT_EQ(t.acl_cfg.at("iqn.2026-11.org.ulp:b").luns.at(0), (MappedLun{5, true}));
+	EXPECT_EQ(t.acl_cfg.at("iqn.2026-11.org.ulp:a").luns.at(0), (MappedLun{0, false}));
+	EXPECT_EQ(t.acl_cfg.at("iqn.2026-11.org.ulp:a").luns.at(1), (MappedLun{5, false}));
+	for (const char *bad :
+	     {"iqn.2026-11.org.ulp:b", "iqn.2026-11.org.ulp:b=x", "iqn.2026-11.org.ulp:b=0:7", "=0",
+	      "iqn.2026-11.org.ulp:b=0:1:2", "iqn.2026-11.org.ulp:b=0:rw"}) {
+		f.acl_luns = {bad};
+		Config x;
+		EXPECT_FALSE(build_config(f, &x, &why)) << bad;
+		EXPECT_FALSE(why.empty()) << bad;
+	}
+	f.acl_luns = {"iqn.2026-11.org.ulp:b=0:5", "iqn.2026-11.org.ulp:b=0:0"};
+	Config x;
+	EXPECT_FALSE(build_config(f, &x, &why));
+	EXPECT_NE(why.find("maps LUN 0 twice"), std::string::npos) << why;
+}
+
 // tp_soft_threshold: a percentage, read, bounded, saved only when set, and read back.
 TEST(TargetdConfig, SoftThresholdFromTheFileAndThroughSave)
 {

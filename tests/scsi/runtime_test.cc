@@ -188,6 +188,53 @@ TEST(ScsiRuntime, AclMappedNexusSeesNoInventoryChange)
 	EXPECT_EQ(lu_quiesce(*lu2, {&t.tpg}, 1s, 1s), 0);
 }
 
+// An ACL's LUN map replaced under a live session: the session sees the new view from its
+// next command on, hears REPORTED LUNS DATA HAS CHANGED once on an LU it uses, and the
+// read-only flag of the new map holds; a nexus of another initiator is not told.
+TEST(ScsiRuntime, ReplacedAclMapIsTheSessionsViewAndItHearsSo)
+{
+	Target t;
+	t.add(0);
+	t.add(1);
+	t.add(5);
+	NodeAcl a;
+	a.initiator = "iqn.init:a";
+	a.luns[0] = {0, false};
+	a.luns[1] = {1, false};
+	ASSERT_EQ(t.tpg.add_acl(a), 0);
+	NodeAcl b;
+	b.initiator = "iqn.init:b";
+	ASSERT_EQ(t.tpg.add_acl(b), 0);
+	Nexus *sa = t.login("iqn.init:a", 0);
+	Nexus *sb = t.login("iqn.init:b", 0);
+	EXPECT_EQ(report_luns(t, sa), (std::vector<uint64_t>{0, 1}));
+
+	NodeAcl now;
+	now.initiator = "iqn.init:a";
+	now.luns[0] = {0, false};
+	now.luns[3] = {5, true}; // the Tpg's LUN 5 as its LUN 3, read-only
+	EXPECT_EQ(t.tpg.replace_acl(now), 0);
+	auto r = t.lb.run(sa, 0, cdb_tur(), DataDir::None);
+	EXPECT_EQ(r.key(), SenseKey::UnitAttention);
+	EXPECT_EQ(r.asc(), 0x3f0e);
+	EXPECT_EQ(t.lb.run(sa, 0, cdb_tur(), DataDir::None).status, Status::Good);
+	EXPECT_EQ(report_luns(t, sa), (std::vector<uint64_t>{0, 3}));
+	EXPECT_EQ(t.lb.run(sa, 1, cdb_tur(), DataDir::None).asc(), 0x2500); // gone for it
+	bool ro = false;
+	EXPECT_EQ(sa->lookup_lun(3, &ro), t.lus[2].get()); // the third added: LUN 5
+	EXPECT_TRUE(ro);
+	// Another initiator's view did not change: nothing to hear.
+	EXPECT_EQ(t.lb.run(sb, 0, cdb_tur(), DataDir::None).status, Status::Good);
+
+	// Refused: no such ACL, a LUN the Tpg lacks; nothing changes.
+	now.initiator = "iqn.init:c";
+	EXPECT_EQ(t.tpg.replace_acl(now), -ENOENT);
+	now.initiator = "iqn.init:a";
+	now.luns[4] = {9, false};
+	EXPECT_EQ(t.tpg.replace_acl(now), -ENOENT);
+	EXPECT_EQ(report_luns(t, sa), (std::vector<uint64_t>{0, 3}));
+}
+
 TEST(ScsiRuntime, RemovedAclRefusesNewLoginsAndKeepsItsSession)
 {
 	Target t;

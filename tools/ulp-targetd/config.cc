@@ -195,6 +195,40 @@ bool parse_uint(const std::string &s, uint64_t lo, uint64_t hi, uint64_t *out)
 
 // "N:KIND[:key=value,...]", e.g. "0:ram:size=1G", "1:file:path=/x.img,size=10G,bs=4096",
 // "2:rbd:pool=rbd,image=disk2,create=1,size=64M".
+// --acl-lun INITIATOR=LUN[:TARGET_LUN][:ro] (an iSCSI name has colons but no '='): one
+// mapping of the initiator's own map; the initiator joins the ACLs.
+bool parse_acl_lun_flag(const std::string &s, TargetCfg *t, std::string *why)
+{
+	const size_t eq = s.rfind('=');
+	const std::string name = s.substr(0, eq == std::string::npos ? 0 : eq);
+	std::vector<std::string> parts;
+	for (size_t i = eq == std::string::npos ? s.size() : eq + 1; i <= s.size();) {
+		const size_t c = std::min(s.find(':', i), s.size());
+		parts.push_back(s.substr(i, c - i));
+		i = c + 1;
+	}
+	uint64_t lun = 0;
+	MappedLun m;
+	const bool ro = parts.size() >= 2 && parts.back() == "ro";
+	if (ro)
+		parts.pop_back();
+	if (name.empty() || parts.empty() || parts.size() > 2 ||
+	    !parse_uint(parts[0], 0, 16383, &lun) ||
+	    !parse_uint(parts.size() == 2 ? parts[1] : parts[0], 0, 16383, &m.target_lun)) {
+		*why = "--acl-lun " + s + ": expected INITIATOR=LUN[:TARGET_LUN][:ro]";
+		return false;
+	}
+	m.read_only = ro;
+	if (!t->acl_cfg[name].luns.emplace(lun, m).second) {
+		*why =
+		    "--acl-lun " + s + ": " + name + " maps LUN " + std::to_string(lun) + " twice";
+		return false;
+	}
+	if (std::find(t->acls.begin(), t->acls.end(), name) == t->acls.end())
+		t->acls.push_back(name);
+	return true;
+}
+
 bool parse_lun_flag(const std::string &s, LunCfg *out, std::string *why)
 {
 	auto c1 = s.find(':');
@@ -636,6 +670,95 @@ bool load_lun(Reader &r, const toml::table &lt, const std::string &ctx, LunCfg *
 	return true;
 }
 
+// [[target.acl]] and [[srp.acl]] (key "acl" of t): an initiator's own LUN map and, for
+// iSCSI, its own CHAP secrets. An entry's initiator joins acls when it is not there yet.
+// target_luns: the LUNs of the target the map may name.
+bool load_acl_entries(Reader &r, const toml::table &t, const std::string &ctx, bool iscsi,
+                      const std::vector<LunCfg> &target_luns, std::vector<std::string> *acls,
+                      std::map<std::string, AclCfg> *out)
+{
+	const toml::node *n = t.get("acl");
+	if (!n)
+		return true;
+	const toml::array *es = n->as_array();
+	if (!es)
+		return r.fail(*n, ctx + ": must be an array of tables ([[" + ctx + "]])");
+	std::set<std::string> seen;
+	for (const toml::node &e : *es) {
+		const toml::table *et = e.as_table();
+		if (!et)
+			return r.fail(e, "[[" + ctx + "]] entries must be tables");
+		const std::string c2 = ctx + ".";
+		std::string initiator;
+		AclCfg a;
+		if (!(iscsi ? r.known(*et, c2, {"initiator", "luns", "chap", "mutual_chap"})
+		            : r.known(*et, c2, {"initiator", "luns"})) ||
+		    !r.str(*et, "initiator", c2, &initiator) || !r.chap(*et, "chap", c2, &a.chap) ||
+		    !r.chap(*et, "mutual_chap", c2, &a.mutual_chap))
+			return false;
+		if (!et->get("initiator"))
+			return r.fail(e, c2 + "initiator: missing");
+		std::string w;
+		if (iscsi && !iscsi::valid_iscsi_name(initiator))
+			return r.fail(*et->get("initiator"), c2 + "initiator: " + initiator +
+			                                         " is not a valid iSCSI name");
+		if (!iscsi) {
+			std::string x;
+			if (!normalize_srp_acl(initiator, &x))
+				return r.fail(*et->get("initiator"),
+				              c2 +
+				                  "initiator: \"0x\" + 32 hex digits (an initiator "
+				                  "port id) or an IP address, not " +
+				                  initiator);
+			initiator = x;
+		}
+		if (!seen.insert(initiator).second)
+			return r.fail(e, c2 + "initiator: " + initiator + " has two entries");
+		if (a.mutual_chap && !a.chap)
+			return r.fail(e, c2 + "mutual_chap: needs chap");
+		if (const toml::node *ln = et->get("luns")) {
+			const toml::array *ls = ln->as_array();
+			if (!ls)
+				return r.fail(
+				    *ln, c2 + "luns: must be an array of tables "
+				              "{ lun = N, target_lun = N, read_only = false }");
+			const std::string c3 = c2 + "luns.";
+			for (const toml::node &le : *ls) {
+				const toml::table *lt = le.as_table();
+				if (!lt)
+					return r.fail(le, c2 + "luns: entries must be tables "
+					                       "{ lun = N, target_lun = N }");
+				uint64_t mapped = 0;
+				MappedLun m;
+				if (!r.known(*lt, c3, {"lun", "target_lun", "read_only"}))
+					return false;
+				if (!lt->get("lun"))
+					return r.fail(le, c3 + "lun: missing");
+				if (!r.integer(*lt, "lun", c3, &mapped, 0, 16383))
+					return false;
+				m.target_lun = mapped;
+				if (!r.integer(*lt, "target_lun", c3, &m.target_lun, 0, 16383) ||
+				    !r.boolean(*lt, "read_only", c3, &m.read_only))
+					return false;
+				if (std::none_of(
+				        target_luns.begin(), target_luns.end(),
+				        [&](const LunCfg &l) { return l.lun == m.target_lun; }))
+					return r.fail(le, c3 +
+					                      "target_lun: the target has no LUN " +
+					                      std::to_string(m.target_lun));
+				if (!a.luns.emplace(mapped, m).second)
+					return r.fail(le, c3 + "lun: " + std::to_string(mapped) +
+					                      " mapped twice for " + initiator);
+			}
+		}
+		if (std::find(acls->begin(), acls->end(), initiator) == acls->end())
+			acls->push_back(initiator);
+		if (!a.empty())
+			(*out)[initiator] = std::move(a);
+	}
+	return true;
+}
+
 bool load_file(const std::string &path, Config *c, std::string *why)
 {
 	toml::table t;
@@ -677,9 +800,9 @@ bool load_file(const std::string &path, Config *c, std::string *why)
 			return r.fail(*n, "srp: must be a table");
 		const std::string ctx = "srp.";
 		if (!r.known(*st, ctx,
-		             {"id_ext", "ioc_guid", "srq", "acls", "target", "rq_size", "srq_size",
-		              "sq_size", "max_it_iu_len", "immediate_data", "max_channels",
-		              "buffer_pool", "rtpi"}))
+		             {"id_ext", "ioc_guid", "srq", "acls", "acl", "target", "rq_size",
+		              "srq_size", "sq_size", "max_it_iu_len", "immediate_data",
+		              "max_channels", "buffer_pool", "rtpi"}))
 			return false;
 		for (const char *k : {"id_ext", "ioc_guid"}) {
 			const toml::node *v = st->get(k);
@@ -744,7 +867,8 @@ bool load_file(const std::string &path, Config *c, std::string *why)
 		             {"max_recv_data_segment_length", "max_burst_length",
 		              "first_burst_length", "immediate_data", "initial_r2t",
 		              "max_outstanding_r2t", "digests", "cmd_window", "nop_interval",
-		              "nop_timeout", "discovery"}) ||
+		              "nop_timeout", "discovery", "discovery_chap",
+		              "discovery_mutual_chap"}) ||
 		    !r.integer(*it, "max_recv_data_segment_length", ctx, &pr.max_recv_dsl, 512,
 		               1 << 24) ||
 		    !r.integer(*it, "max_burst_length", ctx, &pr.max_burst_length, 512, 1 << 24) ||
@@ -758,8 +882,13 @@ bool load_file(const std::string &path, Config *c, std::string *why)
 		    !r.integer(*it, "cmd_window", ctx, &c->cmd_window, 1, 4096) ||
 		    !r.integer(*it, "nop_interval", ctx, &c->nop_interval, 0, 3600) ||
 		    !r.integer(*it, "nop_timeout", ctx, &c->nop_timeout, 1, 3600) ||
-		    !r.boolean(*it, "discovery", ctx, &c->discovery))
+		    !r.boolean(*it, "discovery", ctx, &c->discovery) ||
+		    !r.chap(*it, "discovery_chap", ctx, &c->discovery_chap) ||
+		    !r.chap(*it, "discovery_mutual_chap", ctx, &c->discovery_mutual_chap))
 			return false;
+		if (c->discovery_mutual_chap && !c->discovery_chap)
+			return r.fail(*it->get("discovery_mutual_chap"),
+			              "iscsi.discovery_mutual_chap: needs discovery_chap");
 		std::string w;
 		if (!digests.empty() && !set_digests(digests, &pr, &w))
 			return r.fail(*it->get("digests"), "iscsi.digests: " + w);
@@ -776,7 +905,8 @@ bool load_file(const std::string &path, Config *c, std::string *why)
 			const std::string ctx = "target.";
 			if (!r.known(*tt, ctx,
 			             {"name", "alias", "chap", "mutual_chap", "acls",
-			              "allow_target_reset", "lun", "portal_group", "alua"}))
+			              "allow_target_reset", "lun", "acl", "allow_no_chap",
+			              "allowed_addresses", "portal_group", "alua"}))
 				return false;
 			if (!tt->get("name"))
 				return r.fail(te, "target.name: missing");
@@ -786,8 +916,20 @@ bool load_file(const std::string &path, Config *c, std::string *why)
 			    !r.chap(*tt, "chap", ctx, &tc.chap) ||
 			    !r.chap(*tt, "mutual_chap", ctx, &tc.mutual_chap) ||
 			    !r.strings(*tt, "acls", ctx, &tc.acls, &an) ||
-			    !r.boolean(*tt, "allow_target_reset", ctx, &tc.allow_target_reset))
+			    !r.boolean(*tt, "allow_target_reset", ctx, &tc.allow_target_reset) ||
+			    !r.boolean(*tt, "allow_no_chap", ctx, &tc.allow_no_chap) ||
+			    !r.strings(*tt, "allowed_addresses", ctx, &tc.allowed_addresses))
 				return false;
+			if (const toml::array *aa = (*tt)["allowed_addresses"].as_array())
+				for (const toml::node &e : *aa)
+					if (iscsi::target::AddrPrefix p;
+					    !iscsi::target::parse_addr_prefix(
+					        *e.value<std::string>(), &p))
+						return r.fail(
+						    e, "target.allowed_addresses: " +
+						           *e.value<std::string>() +
+						           " is not an address or ADDRESS/BITS "
+						           "prefix (no host bits past it)");
 			if (const toml::node *ln = tt->get("lun")) {
 				const toml::array *ls = ln->as_array();
 				if (!ls)
@@ -813,7 +955,9 @@ bool load_file(const std::string &path, Config *c, std::string *why)
 			}
 			std::vector<Portal> all = c->portals;
 			all.insert(all.end(), c->iser_portals.begin(), c->iser_portals.end());
-			if (!load_portal_groups(r, *tt, all, &tc) || !load_alua(r, *tt, &tc))
+			if (!load_portal_groups(r, *tt, all, &tc) || !load_alua(r, *tt, &tc) ||
+			    !load_acl_entries(r, *tt, "target.acl", true, tc.luns, &tc.acls,
+			                      &tc.acl_cfg))
 				return false;
 			std::string w;
 			if (!check_target(tc, &w))
@@ -824,6 +968,18 @@ bool load_file(const std::string &path, Config *c, std::string *why)
 					              "target " + tc.name + " is defined twice");
 			c->targets.push_back(std::move(tc));
 		}
+	}
+	// [[srp.acl]] maps the LUNs of the target SRP exports: read once the targets are.
+	if (const toml::table *st = t["srp"].as_table()) {
+		std::vector<LunCfg> none;
+		const std::vector<LunCfg> *luns = &none;
+		for (const TargetCfg &tc : c->targets)
+			if (tc.name ==
+			    (c->srp.target.empty() ? c->targets.front().name : c->srp.target))
+				luns = &tc.luns;
+		if (!load_acl_entries(r, *st, "srp.acl", false, *luns, &c->srp.acls,
+		                      &c->srp.acl_cfg))
+			return false;
 	}
 	// The SRP port is a port of the target it exports: its rtpi must be none of the
 	// target's portal groups' (SPC-4 4.3.4: unique in the target device).
@@ -933,6 +1089,9 @@ void add_flags(CLI::App &app, Flags &f)
 	    "1:file:path=/srv/d.img,size=10G or "
 	    "2:rbd:pool=rbd,image=disk2,create=1,size=64G (repeatable)");
 	app.add_option("--acl", f.acls, "an initiator name allowed in (repeatable; none: open)");
+	app.add_option("--acl-lun", f.acl_luns,
+	               "INITIATOR=LUN[:TARGET_LUN][:ro]: the initiator sees the target's LUN as "
+	               "LUN (repeatable; it then sees only what it maps; it joins --acl)");
 	app.add_option("--chap", f.chap, "USER:SECRET the initiators must prove (CHAP)");
 	app.add_option("--mutual-chap", f.mutual_chap,
 	               "USER:SECRET the target proves to the initiators (mutual CHAP)");
@@ -1102,6 +1261,34 @@ bool check_target(const TargetCfg &t, std::string *why)
 			*why = "ACL entry " + a + " is not a valid iSCSI name";
 			return false;
 		}
+	for (const std::string &a : t.allowed_addresses)
+		if (iscsi::target::AddrPrefix p; !iscsi::target::parse_addr_prefix(a, &p)) {
+			*why = "target " + t.name + ": allowed address " + a +
+			       " is not an address or ADDRESS/BITS prefix";
+			return false;
+		}
+	for (auto &[name, a] : t.acl_cfg) {
+		if (std::find(t.acls.begin(), t.acls.end(), name) == t.acls.end()) {
+			*why =
+			    "target " + t.name + ": " + name + " has a LUN map or CHAP but no ACL";
+			return false;
+		}
+		for (auto &[mapped, m] : a.luns)
+			if (mapped > 16383 || !ids.count(m.target_lun)) {
+				*why = "target " + t.name + ": ACL " + name + " maps LUN " +
+				       std::to_string(mapped) + " to LUN " +
+				       std::to_string(m.target_lun) +
+				       ", which the target does not have";
+				return false;
+			}
+		if (a.mutual_chap && !a.chap) {
+			*why = "target " + t.name + ": ACL " + name + ": mutual CHAP needs CHAP";
+			return false;
+		}
+		for (const auto *c : {&a.chap, &a.mutual_chap})
+			if (*c && !check_chap(**c, why))
+				return false;
+	}
 	return true;
 }
 
@@ -1217,6 +1404,16 @@ ulp::scsi::AluaConfig alua_config(const TargetCfg &t, const SrpCfg &srp)
 		a.groups.push_back(std::move(ag));
 	}
 	return a;
+}
+
+scsi::NodeAcl node_acl(const std::string &initiator, const AclCfg *a)
+{
+	scsi::NodeAcl n;
+	n.initiator = initiator;
+	if (a)
+		for (auto &[mapped, m] : a->luns)
+			n.luns[mapped] = {m.target_lun, m.read_only};
+	return n;
 }
 
 bool load_config_file(const std::string &path, Config *c, std::string *why)
@@ -1344,6 +1541,9 @@ bool build_config(const Flags &f, Config *c, std::string *why)
 			return false;
 		}
 		t.acls = f.acls;
+		for (const std::string &m : f.acl_luns)
+			if (!parse_acl_lun_flag(m, &t, why))
+				return false;
 		t.allow_target_reset = f.allow_target_reset;
 		if (!f.chap.empty()) {
 			t.chap.emplace();

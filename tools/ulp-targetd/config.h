@@ -35,6 +35,9 @@
 //   ioc_guid = "0x0002c90300a1b2c3"     # node GUID of the first SRP portal's device (both)
 //   srq = false                         # one shared receive queue per device
 //   acls = ["0x" + 32 hex digits of an initiator port id, or a source IP]  # empty: open
+//   [[srp.acl]]                         # an SRP initiator's own LUN map, as target.acl's
+//   initiator = "10.99.0.2"             # (no CHAP)
+//   luns = [{ lun = 0, target_lun = 1 }]
 //   target = "iqn.2026-11.org.ulp:disk1" # whose LUNs SRP exports; default: the first
 //   rq_size = 128                       # receives per channel = credits granted at login
 //   srq_size = 4096                     # the shared receive queue's receives (srq = true)
@@ -57,6 +60,8 @@
 //   nop_interval = 0                    # seconds; 0: the target never pings
 //   nop_timeout = 15
 //   discovery = true
+//   discovery_chap = { user = "d", secret = "..." }  # discovery sessions must CHAP
+//   discovery_mutual_chap = { user = "t", secret = "..." }  # with discovery_chap
 //   [[target]]
 //   name = "iqn.2026-11.org.ulp:disk1"
 //   alias = "disk1"
@@ -64,6 +69,14 @@
 //   mutual_chap = { user = "t", secret = "ba9876543210" } # optional, with chap
 //   acls = ["iqn.1994-05.com.redhat:client"]             # empty: open to everyone
 //   allow_target_reset = false          # TARGET WARM/COLD RESET from any initiator
+//   allow_no_chap = false               # initiators without their own secret may skip CHAP
+//   allowed_addresses = ["10.0.0.0/8", "fd00::/8"]  # iSCSI source addresses; empty: any
+//     [[target.acl]]                    # one initiator's own view and secrets (joins acls)
+//     initiator = "iqn.1994-05.com.redhat:client2"
+//     luns = [{ lun = 0, target_lun = 1, read_only = true }]  # it sees only these;
+//                                       # target_lun default: lun
+//     chap = { user = "c2", secret = "..." }         # it must prove this one
+//     mutual_chap = { user = "t", secret = "..." }   # with chap
 //     [[target.lun]]
 //     lun = 0
 //     backstore = "file"                # ram | file | block | rbd | null
@@ -136,6 +149,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -159,6 +173,7 @@ struct Flags {
 	std::string target;                    // --target NAME
 	std::vector<std::string> luns;         // --lun N:KIND[:key=value,...]
 	std::vector<std::string> acls;         // --acl INITIATOR
+	std::vector<std::string> acl_luns;     // --acl-lun INITIATOR=LUN[:TARGET_LUN][:ro]
 	std::string chap;                      // --chap USER:SECRET
 	std::string mutual_chap;               // --mutual-chap USER:SECRET
 	bool allow_target_reset = false;       // --allow-target-reset
@@ -234,11 +249,38 @@ struct AluaCfg {
 	std::vector<AluaGroupCfg> groups;     // none when tpgs is NONE
 };
 
+// One LUN of an initiator's own view (scsi::NodeAcl::luns): which LUN of the target it is.
+struct MappedLun {
+	uint64_t target_lun = 0; // the target's LUN ([[target.lun]] lun)
+	bool read_only = false;  // writes refused for this initiator (DATA PROTECT)
+	bool operator==(const MappedLun &) const = default;
+};
+
+// What an ACL entry ([[target.acl]], [[srp.acl]]) gives its initiator besides admission.
+struct AclCfg {
+	// mapped LUN (what the initiator sees) -> the target's; empty: every LUN as it is
+	std::map<uint64_t, MappedLun> luns;
+	std::optional<ulp::iscsi::ChapSecret> chap;        // its own: it must prove this one
+	std::optional<ulp::iscsi::ChapSecret> mutual_chap; // the target proves this one to it
+	bool empty() const { return luns.empty() && !chap && !mutual_chap; }
+};
+
+// The ACL entry's LUN map as the core takes it.
+ulp::scsi::NodeAcl node_acl(const std::string &initiator, const AclCfg *a);
+
 struct TargetCfg {
 	std::string name;
 	std::string alias;
 	std::vector<LunCfg> luns;
 	std::vector<std::string> acls;
+	std::map<std::string, AclCfg> acl_cfg; // by initiator (one of acls); none: plain entry
+	// Initiators without a CHAP secret of their own may log in without CHAP (RFC 7143
+	// 12.1.3: the target decides whom it authenticates); off: every initiator must CHAP
+	// once any secret is configured.
+	bool allow_no_chap = false;
+	// iSCSI logins only from these source addresses / CIDR prefixes, IPv4 or IPv6, as
+	// written ("10.0.0.0/8", "::1"); empty: from anywhere.
+	std::vector<std::string> allowed_addresses;
 	std::optional<ulp::iscsi::ChapSecret> chap;        // the initiator proves it
 	std::optional<ulp::iscsi::ChapSecret> mutual_chap; // the target proves it
 	bool allow_target_reset = false; // TARGET WARM RESET and TARGET COLD RESET honoured
@@ -255,7 +297,8 @@ struct SrpCfg {
 	std::optional<uint64_t> ioc_guid; // likewise (ib_srpt's srpt_service_guid)
 	bool srq = false;                 // one SRQ per device instead of per-channel rings
 	std::vector<std::string> acls;    // "0x" + 32 lowercase hex digits, or an IP; empty: open
-	std::string target;               // the [[target]] whose LUNs it exports; "": the first
+	std::map<std::string, AclCfg> acl_cfg; // LUN maps by entry (one of acls; no CHAP)
+	std::string target; // the [[target]] whose LUNs it exports; "": the first
 	// Sizes (srpt::TargetConfig's, same defaults): a restart applies a change.
 	uint32_t rq_size = 128;           // receives per channel, the credits granted at login
 	uint32_t srq_size = 4096;         // the SRQ's receives (srq)
@@ -286,6 +329,9 @@ struct Config {
 	int nop_interval = 0; // seconds
 	int nop_timeout = 15;
 	bool discovery = true;
+	// SendTargets discovery sessions must prove this (RFC 7143 12.1.3); unset: no CHAP.
+	std::optional<ulp::iscsi::ChapSecret> discovery_chap;
+	std::optional<ulp::iscsi::ChapSecret> discovery_mutual_chap; // the target proves it
 	int shutdown_grace_ms = 5000;    // how long sessions get to log out
 	int shutdown_timeout_ms = 15000; // after that, dropped; this is the whole bound
 	std::string admin_socket;        // the admin socket's path ("": none)

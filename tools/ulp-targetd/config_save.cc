@@ -66,6 +66,40 @@ std::string hex64(uint64_t v)
 	return b;
 }
 
+toml::table chap_table(const iscsi::ChapSecret &c)
+{
+	return toml::table{{"user", c.user}, {"secret", c.secret}};
+}
+
+// [[target.acl]] / [[srp.acl]]: the entries that carry more than admission, in acls' order.
+toml::array acl_entries(const std::vector<std::string> &acls,
+                        const std::map<std::string, AclCfg> &cfg)
+{
+	toml::array out;
+	for (const std::string &name : acls) {
+		auto it = cfg.find(name);
+		if (it == cfg.end() || it->second.empty())
+			continue;
+		const AclCfg &a = it->second;
+		toml::table e;
+		e.insert("initiator", name);
+		if (!a.luns.empty()) {
+			toml::array luns;
+			for (auto &[mapped, m] : a.luns)
+				luns.push_back(toml::table{{"lun", int64_t(mapped)},
+				                           {"target_lun", int64_t(m.target_lun)},
+				                           {"read_only", m.read_only}});
+			e.insert("luns", std::move(luns));
+		}
+		if (a.chap)
+			e.insert("chap", chap_table(*a.chap));
+		if (a.mutual_chap)
+			e.insert("mutual_chap", chap_table(*a.mutual_chap));
+		out.push_back(std::move(e));
+	}
+	return out;
+}
+
 std::string digests_word(const iscsi::OperationalPrefs &p)
 {
 	using iscsi::Digest;
@@ -124,6 +158,8 @@ std::string to_toml(const Config &c, const std::string &header)
 		srp.insert("ioc_guid", hex64(*c.srp.ioc_guid));
 	srp.insert("srq", c.srp.srq);
 	srp.insert("acls", string_array(c.srp.acls));
+	if (toml::array a = acl_entries(c.srp.acls, c.srp.acl_cfg); !a.empty())
+		srp.insert("acl", std::move(a));
 	srp.insert("rq_size", c.srp.rq_size);
 	srp.insert("srq_size", c.srp.srq_size);
 	srp.insert("sq_size", c.srp.sq_size);
@@ -150,6 +186,10 @@ std::string to_toml(const Config &c, const std::string &header)
 	is.insert("nop_interval", int64_t(c.nop_interval));
 	is.insert("nop_timeout", int64_t(c.nop_timeout));
 	is.insert("discovery", c.discovery);
+	if (c.discovery_chap)
+		is.insert("discovery_chap", chap_table(*c.discovery_chap));
+	if (c.discovery_mutual_chap)
+		is.insert("discovery_mutual_chap", chap_table(*c.discovery_mutual_chap));
 	t.insert("iscsi", std::move(is));
 
 	toml::array targets;
@@ -160,6 +200,12 @@ std::string to_toml(const Config &c, const std::string &header)
 			tt.insert("alias", tc.alias);
 		tt.insert("acls", string_array(tc.acls));
 		tt.insert("allow_target_reset", tc.allow_target_reset);
+		if (tc.allow_no_chap)
+			tt.insert("allow_no_chap", true);
+		if (!tc.allowed_addresses.empty())
+			tt.insert("allowed_addresses", string_array(tc.allowed_addresses));
+		if (toml::array a = acl_entries(tc.acls, tc.acl_cfg); !a.empty())
+			tt.insert("acl", std::move(a));
 		if (tc.chap)
 			tt.insert("chap", toml::table{{"user", tc.chap->user},
 			                              {"secret", tc.chap->secret}});

@@ -231,9 +231,8 @@ std::unique_ptr<TargetRt> Daemon::make_target(const TargetCfg &t)
 		for (auto &[n, lu] : rt->lus)
 			tpg->add_lun(n, *lu);
 		for (const std::string &a : t.acls) {
-			scsi::NodeAcl acl;
-			acl.initiator = a;
-			tpg->add_acl(acl);
+			auto it = t.acl_cfg.find(a);
+			tpg->add_acl(node_acl(a, it == t.acl_cfg.end() ? nullptr : &it->second));
 		}
 	}
 	return rt;
@@ -272,14 +271,30 @@ iscsi::target::TargetNode Daemon::node_of(const TargetRt &t)
 			}
 		node.groups.push_back(std::move(g));
 	}
+	// RFC 7143 12.1.3: the target picks the secret by the initiator's name; "" is the
+	// target-wide one, for initiators without their own.
 	if (t.cfg.chap) {
 		iscsi::ChapCredentials cr;
 		cr.incoming = *t.cfg.chap;
 		if (t.cfg.mutual_chap)
 			cr.outgoing = *t.cfg.mutual_chap;
 		node.chap[""] = cr;
-		node.require_chap = true;
 	}
+	for (auto &[initiator, a] : t.cfg.acl_cfg) {
+		if (!a.chap)
+			continue;
+		iscsi::ChapCredentials cr;
+		cr.incoming = *a.chap;
+		if (a.mutual_chap)
+			cr.outgoing = *a.mutual_chap;
+		node.chap[initiator] = cr;
+	}
+	// An initiator with a secret of its own must always use it (conn.cc); the others may
+	// skip CHAP only where the target allows it.
+	node.require_chap = !node.chap.empty() && !t.cfg.allow_no_chap;
+	for (const std::string &a : t.cfg.allowed_addresses) // checked by check_target
+		if (iscsi::target::AddrPrefix p; iscsi::target::parse_addr_prefix(a, &p))
+			node.allowed_addresses.push_back(p);
 	return node;
 }
 
@@ -317,9 +332,9 @@ void Daemon::ensure_srp()
 	for (auto &[n, lu] : t->lus)
 		srp_tpg_->add_lun(n, *lu);
 	for (const std::string &a : cfg_.srp.acls) {
-		scsi::NodeAcl acl;
-		acl.initiator = a;
-		srp_tpg_->add_acl(acl);
+		auto it = cfg_.srp.acl_cfg.find(a);
+		srp_tpg_->add_acl(
+		    node_acl(a, it == cfg_.srp.acl_cfg.end() ? nullptr : &it->second));
 	}
 	srpt::TargetConfig sc;
 	sc.tpg = srp_tpg_.get();
@@ -488,6 +503,13 @@ int Daemon::start(std::string *why)
 		tc.prefs = cfg_.prefs;
 		tc.cmd_window = cfg_.cmd_window;
 		tc.allow_discovery = cfg_.discovery;
+		if (cfg_.discovery_chap) { // every discovery session must prove it
+			iscsi::ChapCredentials cr;
+			cr.incoming = *cfg_.discovery_chap;
+			cr.outgoing = cfg_.discovery_mutual_chap;
+			tc.discovery_chap[""] = cr;
+			tc.discovery_require_chap = true;
+		}
 		tc.nop_interval = std::chrono::seconds(cfg_.nop_interval);
 		tc.nop_timeout = std::chrono::seconds(cfg_.nop_timeout);
 		tc.max_io_bytes = std::max<uint32_t>(16u << 20, cfg_.prefs.max_burst_length);

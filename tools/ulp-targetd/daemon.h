@@ -108,6 +108,11 @@ public:
 	                   const std::string &who);
 	void portal_delete(const std::string &transport, const std::string &address,
 	                   const std::string &who);
+	// An ACL entry's own LUN map (srp: the SRP target's entry; target unused): lun mapped
+	// to m, or unmapped (m empty). Its sessions see the new view at once, with REPORTED
+	// LUNS DATA HAS CHANGED.
+	void acl_map(bool srp, const std::string &target, const std::string &initiator,
+	             uint64_t lun, const std::optional<MappedLun> &m, const std::string &who);
 	void srp_acl_add(const std::string &initiator, const std::string &who);
 	void srp_acl_delete(const std::string &initiator, const std::string &who);
 	// ALUA (alua_ops.cc): each ALUA target's groups per LU (target "": every target), and
@@ -153,6 +158,9 @@ private:
 
 	Flags flags_;
 	Config cfg_; // the running configuration
+	// A reload is applying a file (lock_): a LUN it deletes may still be mapped by an ACL
+	// entry, whose map the reload sets to the file's once the LUNs are.
+	bool reloading_ = false;
 	// One change at a time. Recursive: a reload applies its difference through the same
 	// operations the admin methods call, each of which takes it.
 	std::recursive_mutex lock_;

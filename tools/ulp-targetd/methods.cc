@@ -267,6 +267,17 @@ void add_methods(Daemon &d, admin::Methods &m)
 				       return x["acls"];
 		       throw MethodError{-ENOENT, "no target " + t};
 	       }});
+	m.add({"acl_map_list",
+	       "a target's per-initiator LUN maps (and CHAP users) by initiator",
+	       {target_param()},
+	       [&d](const json &p, const Caller &) {
+		       const std::string t = admin::param_str(p, "target");
+		       const json shown = d.show();
+		       for (const json &x : shown["targets"])
+			       if (x["name"] == t)
+				       return x["acl_maps"];
+		       throw MethodError{-ENOENT, "no target " + t};
+	       }});
 	m.add({"acl_add",
 	       "admit an initiator (the first ACL closes an open target to the others; new "
 	       "logins only)",
@@ -282,6 +293,54 @@ void add_methods(Daemon &d, admin::Methods &m)
 	       [&d](const json &p, const Caller &c) -> json {
 		       d.acl_delete(admin::param_str(p, "target"), admin::param_str(p, "initiator"),
 		                    c.who);
+		       return true;
+	       }});
+	// An ACL entry's own LUN map (scsi::NodeAcl): what the initiator sees, numbered as the
+	// administrator says, each optionally read-only.
+	const ParamSpec map_params[] = {
+	    {"initiator", ParamType::String, true},
+	    {"lun", ParamType::Uint, true, 0, 16383, "the LUN the initiator sees"},
+	    {"target_lun", ParamType::Uint, false, 0, 16383, "the target's LUN (default: lun)"},
+	    {"read_only", ParamType::Bool, false, 0, UINT64_MAX, "writes refused for it"}};
+	auto mapped_of = [](const json &p) {
+		MappedLun m;
+		m.target_lun = admin::param_uint(p, "target_lun", admin::param_uint(p, "lun", 0));
+		m.read_only = admin::param_bool(p, "read_only", false);
+		return m;
+	};
+	m.add({"acl_map",
+	       "map a target's LUN for one initiator, as the LUN it sees (its sessions are told "
+	       "at once); an initiator with a map sees only what it maps",
+	       {target_param(), map_params[0], map_params[1], map_params[2], map_params[3]},
+	       [&d, mapped_of](const json &p, const Caller &c) -> json {
+		       d.acl_map(false, admin::param_str(p, "target"),
+		                 admin::param_str(p, "initiator"), admin::param_uint(p, "lun", 0),
+		                 mapped_of(p), c.who);
+		       return true;
+	       }});
+	m.add({"acl_unmap",
+	       "remove a LUN from one initiator's map (the last one gone: it sees every LUN)",
+	       {target_param(), map_params[0], map_params[1]},
+	       [&d](const json &p, const Caller &c) -> json {
+		       d.acl_map(false, admin::param_str(p, "target"),
+		                 admin::param_str(p, "initiator"), admin::param_uint(p, "lun", 0),
+		                 std::nullopt, c.who);
+		       return true;
+	       }});
+	m.add({"srp_acl_map",
+	       "map a LUN of the target SRP exports for one SRP initiator, as acl_map",
+	       {map_params[0], map_params[1], map_params[2], map_params[3]},
+	       [&d, mapped_of](const json &p, const Caller &c) -> json {
+		       d.acl_map(true, "", admin::param_str(p, "initiator"),
+		                 admin::param_uint(p, "lun", 0), mapped_of(p), c.who);
+		       return true;
+	       }});
+	m.add({"srp_acl_unmap",
+	       "remove a LUN from one SRP initiator's map, as acl_unmap",
+	       {map_params[0], map_params[1]},
+	       [&d](const json &p, const Caller &c) -> json {
+		       d.acl_map(true, "", admin::param_str(p, "initiator"),
+		                 admin::param_uint(p, "lun", 0), std::nullopt, c.who);
 		       return true;
 	       }});
 	m.add({"chap_set",

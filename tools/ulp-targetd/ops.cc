@@ -100,6 +100,27 @@ scsi::IoCounts target_io(const TargetRt &t)
 
 // scsi::IoCounts as JSON (stats.h's fields; the histogram's bucket i counts commands that
 // took at most 2^i us, the last one those that took longer).
+// The ACL entries' own LUN maps and CHAP users (never the secrets), by initiator:
+// {"iqn...": {"luns": [{"lun": 0, "target_lun": 5, "read_only": true}], "chap_user": ...}}.
+json acl_maps_json(const std::map<std::string, AclCfg> &maps)
+{
+	json out = json::object();
+	for (auto &[name, a] : maps) {
+		json luns = json::array();
+		for (auto &[mapped, m] : a.luns)
+			luns.push_back({{"lun", mapped},
+			                {"target_lun", m.target_lun},
+			                {"read_only", m.read_only}});
+		json e = {{"luns", luns}};
+		if (a.chap)
+			e["chap_user"] = a.chap->user;
+		if (a.mutual_chap)
+			e["mutual_chap_user"] = a.mutual_chap->user;
+		out[name] = e;
+	}
+	return out;
+}
+
 json io_json(const scsi::IoCounts &c)
 {
 	json cmds = json::object(), errs = json::object();
@@ -163,6 +184,11 @@ json Daemon::show()
 		                                       : "none"},
 		           {"sessions", nsess[t->cfg.name]},
 		           {"luns", luns}};
+		tj["acl_maps"] = acl_maps_json(t->cfg.acl_cfg);
+		if (t->cfg.allow_no_chap)
+			tj["allow_no_chap"] = true;
+		if (!t->cfg.allowed_addresses.empty())
+			tj["allowed_addresses"] = t->cfg.allowed_addresses;
 		if (t->cfg.chap)
 			tj["chap_user"] = t->cfg.chap->user; // never the secret
 		if (t->cfg.mutual_chap)
@@ -181,6 +207,7 @@ json Daemon::show()
 				lines.push_back(srp_->add_target_line(p.rdma->addr()));
 		out["srp"] = {{"exports", srp_tpg_->name().substr(4)},
 		              {"acls", cfg_.srp.acls},
+		              {"acl_maps", acl_maps_json(cfg_.srp.acl_cfg)},
 		              {"srq", cfg_.srp.srq},
 		              {"add_target", lines}};
 	}
@@ -502,6 +529,25 @@ json Daemon::lun_delete(const std::string &target, uint64_t lun, std::chrono::mi
 	auto it = t.lus.find(lun);
 	if (it == t.lus.end())
 		fail(-ENOENT, "target " + target + " has no LUN " + std::to_string(lun));
+	// An ACL entry mapping it would, once it is gone, either name a LUN that is not there
+	// (a saved file would not load) or, with its last mapping dropped, see every LUN:
+	// the administrator unmaps it first.
+	auto mapped_by = [&](const std::map<std::string, AclCfg> &maps) -> std::string {
+		for (auto &[name, a] : maps)
+			for (auto &[mapped, m] : a.luns)
+				if (m.target_lun == lun)
+					return name + " (as its LUN " + std::to_string(mapped) +
+					       ")";
+		return "";
+	};
+	if (!reloading_) {
+		std::string by = mapped_by(t.cfg.acl_cfg);
+		if (by.empty() && exported_by_srp(t))
+			by = mapped_by(cfg_.srp.acl_cfg);
+		if (!by.empty())
+			fail(-EBUSY, "target " + target + " LUN " + std::to_string(lun) +
+			                 " is mapped by ACL " + by + ": unmap it first");
+	}
 	const std::vector<scsi::Tpg *> tpgs = tpgs_of(t);
 	for (scsi::Tpg *tpg : tpgs)
 		tpg->remove_lun(lun, nullptr);
@@ -607,12 +653,89 @@ void Daemon::acl_delete(const std::string &target, const std::string &initiator,
 	for (auto &g : t.group_tpgs)
 		g->remove_acl(initiator);
 	std::erase(t.cfg.acls, initiator);
+	// Its LUN map and CHAP secret go with it (a secret left would still admit it).
+	if (t.cfg.acl_cfg.erase(initiator))
+		iscsi_->replace_node(node_of(t));
 	for (TargetCfg &c : cfg_.targets)
-		if (c.name == target)
+		if (c.name == target) {
 			c.acls = t.cfg.acls;
+			c.acl_cfg = t.cfg.acl_cfg;
+		}
 	log_change(who, "target " + target + " ACL " + initiator + " deleted" +
 	                    (t.cfg.acls.empty() ? " (no ACL left: open to every initiator)" : "") +
 	                    "; its sessions stay");
+}
+
+void Daemon::acl_map(bool srp, const std::string &target, const std::string &initiator,
+                     uint64_t lun, const std::optional<MappedLun> &m, const std::string &who)
+{
+	std::lock_guard g(lock_);
+	std::vector<std::string> *acls;
+	std::map<std::string, AclCfg> *maps;
+	scsi::Tpg *tpg;
+	const std::vector<LunCfg> *luns = nullptr;
+	std::string what, name = initiator;
+	TargetRt *t = nullptr;
+	if (srp) {
+		if (!normalize_srp_acl(initiator, &name))
+			fail(-EINVAL,
+			     initiator + ": an SRP ACL is \"0x\" + 32 hex digits or an IP");
+		acls = &cfg_.srp.acls;
+		maps = &cfg_.srp.acl_cfg;
+		tpg = srp_tpg_.get();
+		const std::string &of =
+		    cfg_.srp.target.empty()
+		        ? (targets_.empty() ? std::string() : targets_.front()->cfg.name)
+		        : cfg_.srp.target;
+		if (TargetRt *x = find_target(of))
+			luns = &x->cfg.luns;
+		what = "the SRP target";
+	} else {
+		t = &need_target(target);
+		acls = &t->cfg.acls;
+		maps = &t->cfg.acl_cfg;
+		tpg = t->tpg.get();
+		luns = &t->cfg.luns;
+		what = "target " + target;
+	}
+	if (std::find(acls->begin(), acls->end(), name) == acls->end())
+		fail(-ENOENT, what + " has no ACL " + name + " (add the ACL first)");
+	if (lun > 16383)
+		fail(-EINVAL, "LUN " + std::to_string(lun) + ": at most 16383");
+	AclCfg a;
+	if (auto it = maps->find(name); it != maps->end())
+		a = it->second;
+	if (m) {
+		if (!luns || std::none_of(luns->begin(), luns->end(),
+		                          [&](const LunCfg &l) { return l.lun == m->target_lun; }))
+			fail(-ENOENT, what + " has no LUN " + std::to_string(m->target_lun));
+		if (a.luns.count(lun))
+			fail(-EEXIST, "ACL " + name + " maps LUN " + std::to_string(lun) +
+			                  " already (unmap it first)");
+		a.luns[lun] = *m;
+	} else if (!a.luns.erase(lun)) {
+		fail(-ENOENT, "ACL " + name + " maps no LUN " + std::to_string(lun));
+	}
+	if (tpg)
+		if (int rc = tpg->replace_acl(node_acl(name, &a)); rc != 0)
+			fail(rc, std::strerror(-rc));
+	if (t) // the target's other portal groups' ports: the same map
+		for (auto &g : t->group_tpgs)
+			g->replace_acl(node_acl(name, &a));
+	if (a.empty())
+		maps->erase(name);
+	else
+		(*maps)[name] = a;
+	if (t)
+		for (TargetCfg &c : cfg_.targets)
+			if (c.name == target)
+				c.acl_cfg = t->cfg.acl_cfg;
+	log_change(who, what + " ACL " + name + ": LUN " + std::to_string(lun) +
+	                    (m ? " mapped to LUN " + std::to_string(m->target_lun) +
+	                             (m->read_only ? " read-only" : "")
+	                       : " unmapped") +
+	                    (a.luns.empty() ? " (no map left: it sees every LUN)" : "") +
+	                    "; its sessions see the change now");
 }
 
 void Daemon::chap_set(const std::string &target, const std::optional<iscsi::ChapSecret> &chap,
@@ -670,6 +793,7 @@ void Daemon::srp_acl_delete(const std::string &initiator, const std::string &who
 	if (srp_tpg_)
 		srp_tpg_->remove_acl(n);
 	std::erase(cfg_.srp.acls, n);
+	cfg_.srp.acl_cfg.erase(n);
 	log_change(who, "SRP ACL " + n + " deleted; its sessions stay");
 }
 

@@ -94,10 +94,49 @@ bool same_chap(const std::optional<iscsi::ChapSecret> &a, const std::optional<is
 	       (!a || (a->user == b->user && a->secret == b->secret));
 }
 
+bool same_acl(const AclCfg *a, const AclCfg *b)
+{
+	static const AclCfg none;
+	a = a ? a : &none;
+	b = b ? b : &none;
+	return a->luns == b->luns && same_chap(a->chap, b->chap) &&
+	       same_chap(a->mutual_chap, b->mutual_chap);
+}
+
+const AclCfg *find_acl(const std::map<std::string, AclCfg> &m, const std::string &name)
+{
+	auto it = m.find(name);
+	return it == m.end() ? nullptr : &it->second;
+}
+
+// The ACL entries' LUN maps of tpg made what want says (after the ACLs and LUNs are):
+// sessions of an initiator whose map changed see the new one, told so (Tpg::replace_acl).
+// The initiators whose entry changed, for the log.
+std::vector<std::string> apply_acl_maps(scsi::Tpg *tpg, const std::vector<std::string> &acls,
+                                        const std::map<std::string, AclCfg> &have,
+                                        const std::map<std::string, AclCfg> &want)
+{
+	std::vector<std::string> changed;
+	for (const std::string &name : acls) {
+		const AclCfg *a = find_acl(have, name), *b = find_acl(want, name);
+		if (same_acl(a, b))
+			continue;
+		changed.push_back(name);
+		if (tpg && (a ? a->luns : AclCfg{}.luns) != (b ? b->luns : AclCfg{}.luns))
+			tpg->replace_acl(node_acl(name, b));
+	}
+	return changed;
+}
+
 } // namespace
 
 json Daemon::reload_locked(const std::string &who)
 {
+	reloading_ = true;
+	struct Done {
+		bool &f;
+		~Done() { f = false; }
+	} done{reloading_};
 	const std::string file = cfg_.source;
 	ULP_LOG(Info, Tool, "reload: reading {} ({})", file, who);
 	Config next;
@@ -128,7 +167,9 @@ json Daemon::reload_locked(const std::string &who)
 	         a.max_outstanding_r2t != b.max_outstanding_r2t ||
 	         a.header_digests != b.header_digests || next.cmd_window != cfg_.cmd_window ||
 	         next.nop_interval != cfg_.nop_interval || next.nop_timeout != cfg_.nop_timeout ||
-	         next.discovery != cfg_.discovery,
+	         next.discovery != cfg_.discovery ||
+	         !same_chap(next.discovery_chap, cfg_.discovery_chap) ||
+	         !same_chap(next.discovery_mutual_chap, cfg_.discovery_mutual_chap),
 	     "[iscsi]");
 	keep(next.iser.recv_dsl != cfg_.iser.recv_dsl ||
 	         next.iser.heap_bytes != cfg_.iser.heap_bytes ||
@@ -346,6 +387,29 @@ json Daemon::reload_locked(const std::string &who)
 			note("target " + n + ": LUN " + std::to_string(l.lun) + " added (" +
 			     l.bs.kind + ")");
 		}
+		// Once the ACLs and LUNs are the file's: the entries' own LUN maps and CHAP.
+		const auto changed =
+		    apply_acl_maps(t->tpg.get(), t->cfg.acls, t->cfg.acl_cfg, want.acl_cfg);
+		for (auto &g : t->group_tpgs) // its other portal groups' ports: the same maps
+			apply_acl_maps(g.get(), t->cfg.acls, t->cfg.acl_cfg, want.acl_cfg);
+		if (!changed.empty() || want.allow_no_chap != t->cfg.allow_no_chap ||
+		    want.allowed_addresses != t->cfg.allowed_addresses) {
+			t->cfg.acl_cfg = want.acl_cfg;
+			t->cfg.allow_no_chap = want.allow_no_chap;
+			t->cfg.allowed_addresses = want.allowed_addresses;
+			iscsi_->replace_node(node_of(*t));
+			for (TargetCfg &c : cfg_.targets)
+				if (c.name == n) {
+					c.acl_cfg = want.acl_cfg;
+					c.allow_no_chap = want.allow_no_chap;
+					c.allowed_addresses = want.allowed_addresses;
+				}
+			for (const std::string &a : changed)
+				note("target " + n + ": ACL " + a + ": LUN map or CHAP changed");
+			if (changed.empty())
+				note("target " + n +
+				     ": allow_no_chap or allowed_addresses changed (new logins)");
+		}
 	}
 	for (const std::string &acl : std::vector<std::string>(cfg_.srp.acls))
 		if (std::find(next.srp.acls.begin(), next.srp.acls.end(), acl) ==
@@ -359,6 +423,10 @@ json Daemon::reload_locked(const std::string &who)
 			srp_acl_add(acl, who);
 			note("SRP ACL " + acl + " added");
 		}
+	for (const std::string &a :
+	     apply_acl_maps(srp_tpg_.get(), cfg_.srp.acls, cfg_.srp.acl_cfg, next.srp.acl_cfg))
+		note("SRP ACL " + a + ": LUN map changed");
+	cfg_.srp.acl_cfg = next.srp.acl_cfg;
 	if (changes.empty())
 		note("no change");
 	return changes;

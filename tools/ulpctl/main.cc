@@ -97,6 +97,27 @@ std::string where(const json &l)
 	return l.contains("path") ? str(l["path"]) : "";
 }
 
+// An ACL entry's own view as `show` prints it: " [luns 0->5 ro, 1->1; CHAP user u]".
+std::string map_text(const json &owner, const json &initiator)
+{
+	if (!owner.contains("acl_maps") || !owner["acl_maps"].contains(str(initiator)))
+		return "";
+	const json &e = owner["acl_maps"][str(initiator)];
+	std::string out;
+	for (const json &l : e["luns"]) {
+		out += out.empty() ? "luns " : ", ";
+		out += std::to_string(l["lun"].get<uint64_t>()) + "->" +
+		       std::to_string(l["target_lun"].get<uint64_t>());
+		if (l["read_only"].get<bool>())
+			out += " ro";
+	}
+	if (e.contains("chap_user"))
+		out += (out.empty() ? "" : "; ") + std::string("CHAP user ") + str(e["chap_user"]);
+	if (e.contains("mutual_chap_user"))
+		out += ", mutual";
+	return out.empty() ? "" : " [" + out + "]";
+}
+
 void print_show(const json &r)
 {
 	std::cout << "ulp-targetd"
@@ -135,14 +156,14 @@ void print_show(const json &r)
 		}
 		std::cout << "   |  o- acls\n";
 		for (const json &a : t["acls"])
-			std::cout << "   |     o- " << str(a) << "\n";
+			std::cout << "   |     o- " << str(a) << map_text(t, a) << "\n";
 	}
 	if (r.contains("srp")) {
 		const json &s = r["srp"];
 		std::cout << "o- srp target port: exports " << str(s["exports"])
 		          << (s["acls"].empty() ? " (open)" : "") << "\n";
 		for (const json &a : s["acls"])
-			std::cout << "   o- acl " << str(a) << "\n";
+			std::cout << "   o- acl " << str(a) << map_text(s, a) << "\n";
 		for (const json &l : s["add_target"])
 			std::cout << "   o- add_target: " << str(l) << "\n";
 	}
@@ -573,6 +594,48 @@ int main(int argc, char **argv)
 			set("initiator", a_init);
 		});
 	}
+	// An ACL entry's own LUN map: lun is what the initiator sees, --target-lun the
+	// target's LUN behind it (default: the same number).
+	int64_t m_lun = 0, m_tlun = -1;
+	bool m_ro = false;
+	auto map_cmd = [&](CLI::App *parent, const char *fabric, bool with_target) {
+		auto *mp = parent->add_subcommand("map", "show an initiator a LUN (it then sees "
+		                                         "only the LUNs it maps)");
+		auto *um = parent->add_subcommand("unmap", "take a LUN out of an initiator's map");
+		for (CLI::App *s : {mp, um}) {
+			if (with_target)
+				s->add_option("--target,-t", l_target)->required();
+			s->add_option("initiator", a_init)->required();
+			s->add_option("lun", m_lun, "the LUN the initiator sees")->required();
+		}
+		mp->add_option("--target-lun", m_tlun, "the target's LUN (default: lun)");
+		mp->add_flag("--read-only", m_ro, "writes refused for this initiator");
+		mp->callback([&, fabric, with_target] {
+			method = std::string(fabric) + "acl_map";
+			if (with_target)
+				set("target", l_target);
+			set("initiator", a_init);
+			set("lun", m_lun);
+			if (m_tlun >= 0)
+				set("target_lun", m_tlun);
+			if (m_ro)
+				set("read_only", true);
+		});
+		um->callback([&, fabric, with_target] {
+			method = std::string(fabric) + "acl_unmap";
+			if (with_target)
+				set("target", l_target);
+			set("initiator", a_init);
+			set("lun", m_lun);
+		});
+	};
+	map_cmd(acl, "", true);
+	auto *am = acl->add_subcommand("maps", "a target's per-initiator LUN maps");
+	am->add_option("--target,-t", l_target)->required();
+	am->callback([&] {
+		method = "acl_map_list";
+		set("target", l_target);
+	});
 	auto *chap = app.add_subcommand("chap", "CHAP for new logins")->require_subcommand(1);
 	auto *cs = chap->add_subcommand("set", "require CHAP (and mutual CHAP)");
 	cs->add_option("--target,-t", l_target)->required();
@@ -606,6 +669,7 @@ int main(int argc, char **argv)
 			set("initiator", a_init);
 		});
 	}
+	map_cmd(sacl, "srp_", false);
 
 	// ---- alua
 	// --------------------------------------------------------------------------------
