@@ -485,6 +485,40 @@ std::string prometheus_text(const json &st, const PromOptions &o)
 			      "when the daemon started, seconds since the Unix epoch", {}, v);
 		}
 	}
+	// Asymmetric access: each ALUA group's state per LUN, as the SPC-4 6.37 code (what
+	// REPORT TARGET PORT GROUPS reports), and the state changes made.
+	if (auto al = st.find("alua"); al != st.end() && al->is_array())
+		for (const json &t : *al) {
+			auto ls = t.is_object() ? t.find("luns") : t.end();
+			if (ls == t.end() || !ls->is_array())
+				continue;
+			for (const json &l : *ls) {
+				if (!l.is_object())
+					continue;
+				const Labels ll = {{"target", text(t, "target")},
+				                   {"lun", text(l, "lun")}};
+				uint64_t v = 0;
+				if (num(l, "transitions", &v))
+					e.add("ulp_alua_transitions_total", "counter",
+					      "ALUA access state changes made on the LUN", ll,
+					      std::to_string(v));
+				auto gs = l.find("groups");
+				if (gs == l.end() || !gs->is_array())
+					continue;
+				for (const json &g : *gs) {
+					Labels gl = ll;
+					gl.push_back({"group", text(g, "id")});
+					if (g.is_object() && num(g, "state_code", &v))
+						e.add("ulp_alua_group_state", "gauge",
+						      "a target port group's access state (SPC-4 "
+						      "6.37: 0 "
+						      "active/optimized, 1 active/non-optimized, 2 "
+						      "standby, 3 unavailable, 14 offline, 15 "
+						      "transitioning)",
+						      gl, std::to_string(v));
+				}
+			}
+		}
 	static const std::tuple<const char *, const char *, const char *> now[] = {
 	    {"targets", "ulp_targets", "targets configured"},
 	    {"luns", "ulp_luns", "LUNs configured, every target"},

@@ -55,7 +55,11 @@ public:
 		auto n = c_.target_.find_node(name);
 		if (!n)
 			return LoginStatus::NotFound;
-		info->tpgt = c_.target_.cfg().tpgt;
+		// The portal group of the portal this connection came in on (RFC 7143 4.4.1);
+		// a portal of none of the node's groups does not reach it.
+		scsi::Tpg *tpg = nullptr;
+		if (!c_.target_.portal_group(*n, c_.local(), &info->tpgt, &tpg))
+			return LoginStatus::NotFound;
 		info->alias = n->alias;
 		return LoginStatus::Success;
 	}
@@ -72,7 +76,10 @@ public:
 			                    c_.peer(), id.initiator_name, id.target_name);
 			return false;
 		}
-		return n && n->tpg->allowed(std::string(id.initiator_name));
+		uint16_t tag = 0;
+		scsi::Tpg *tpg = nullptr;
+		return n && c_.target_.portal_group(*n, c_.local(), &tag, &tpg) &&
+		       tpg->allowed(std::string(id.initiator_name));
 	}
 	AuthPolicy auth_policy(const LoginIdentity &id) override
 	{

@@ -74,8 +74,10 @@ int Target::replace_node(TargetNode n)
 	std::lock_guard g(nodes_lock_);
 	for (auto &o : nodes_)
 		if (o->name == n.name) {
-			if (!n.tpg)
+			if (!n.tpg) {
 				n.tpg = o->tpg;
+				n.groups = o->groups;
+			}
 			o = std::make_shared<const TargetNode>(std::move(n));
 			return 0;
 		}
@@ -124,7 +126,12 @@ int Target::remove_node(const std::string &name, std::chrono::milliseconds grace
 	}
 	// Gone from sessions_ is not yet closed: the reaper closes the nexus (waiting for its
 	// commands). The Tpg is free to go once it has no nexus left.
-	auto closed = [&] { return live() == 0 && n->tpg->sessions().empty(); };
+	auto closed = [&] {
+		bool empty = n->tpg->sessions().empty();
+		for (const NodePortalGroup &pg : n->groups)
+			empty = empty && pg.tpg->sessions().empty();
+		return live() == 0 && empty;
+	};
 	while (!closed()) {
 		if (clk::now() >= t0 + timeout) {
 			ULP_LOG(Error, Iscsi, "{}",
@@ -317,7 +324,13 @@ Session *Target::create_session(Conn *c, const SessionParams &p, LoginStatus *st
 	if (node) {
 		// Opened outside lock_ (the TPG takes its own locks), published under it: the
 		// session is in sessions_ already, where session_info() reads s->scsi.
-		auto *scsi = node->tpg->open_session(*this, p.initiator_name, port);
+		// The target port of the portal group the connection came in on (find_target
+		// refused a portal of none; a node replaced since then may have lost it).
+		uint16_t tag = 0;
+		scsi::Tpg *tpg = nullptr;
+		if (!portal_group(*node, c->local(), &tag, &tpg))
+			tpg = node->tpg;
+		auto *scsi = tpg->open_session(*this, p.initiator_name, port);
 		std::lock_guard g(lock_);
 		if (!scsi) {
 			std::erase(sessions_, s);
@@ -436,10 +449,62 @@ void Target::visible_targets(std::string_view initiator_name, std::vector<Discov
 			continue;
 		DiscoveryTarget t;
 		t.name = n.name;
-		for (const std::string &a : portals)
-			t.addresses.push_back(a + "," + std::to_string(cfg_.tpgt));
+		// Each portal with the tag of its group (RFC 7143 13.8: TargetAddress is
+		// "domainname[:port],portal-group-tag").
+		if (n.groups.empty())
+			for (const std::string &a : portals)
+				t.addresses.push_back(a + "," + std::to_string(cfg_.tpgt));
+		for (const NodePortalGroup &g : n.groups)
+			for (const std::string &a : g.portals)
+				t.addresses.push_back(a + "," + std::to_string(g.tag));
 		out->push_back(std::move(t));
 	}
+}
+
+namespace
+{
+
+// "host:port" (host bracketed when IPv6) into its two halves; false without a port.
+bool split_addr(std::string_view a, std::string_view *host, std::string_view *port)
+{
+	const size_t colon = a.rfind(':');
+	if (colon == std::string_view::npos)
+		return false;
+	*host = a.substr(0, colon);
+	*port = a.substr(colon + 1);
+	return true;
+}
+
+// Whether a connection to local ("ip:port") came in on portal p ("host:port"; a wildcard
+// host listens on every address).
+bool portal_matches(std::string_view p, std::string_view local)
+{
+	if (p == local)
+		return true;
+	std::string_view ph, pp, lh, lp;
+	if (!split_addr(p, &ph, &pp) || !split_addr(local, &lh, &lp) || pp != lp)
+		return false;
+	return ph.empty() || ph == "0.0.0.0" || ph == "[::]";
+}
+
+} // namespace
+
+bool Target::portal_group(const TargetNode &n, std::string_view local, uint16_t *tag,
+                          scsi::Tpg **tpg) const
+{
+	if (n.groups.empty()) {
+		*tag = cfg_.tpgt;
+		*tpg = n.tpg;
+		return true;
+	}
+	for (const NodePortalGroup &g : n.groups)
+		for (const std::string &p : g.portals)
+			if (portal_matches(p, local)) {
+				*tag = g.tag;
+				*tpg = g.tpg;
+				return true;
+			}
+	return false;
 }
 
 } // namespace ulp::iscsi::target

@@ -47,6 +47,16 @@ namespace ulp::iscsi::target
 class Conn;
 class Session;
 
+// A portal group of a target node (RFC 7143 4.4.1): the portals a login may come in on to
+// reach the node through this group's SCSI target port (its own Tpg, so its own relative
+// target port identifier: two groups are two paths, for ALUA, SPC-4 5.15).
+struct NodePortalGroup {
+	uint16_t tag = 1;                 // its Target Portal Group Tag
+	scsi::Tpg *tpg = nullptr;         // its target port: LUNs, ACLs, nexuses (not owned)
+	std::vector<std::string> portals; // "host:port" as bound; host 0.0.0.0, [::] or "":
+	                                  // any local address with that port
+};
+
 // One target node.
 struct TargetNode {
 	std::string name;          // iSCSI name (iqn..., eui..., naa...)
@@ -62,6 +72,10 @@ struct TargetNode {
 	// CHAP secrets by initiator name; "" applies to any initiator without its own entry.
 	// Empty map: CHAP is not offered for this target.
 	std::map<std::string, ChapCredentials> chap;
+	// Its portal groups. Empty: one group, tag TargetConfig::tpgt, port tpg, every portal.
+	// Else a login lands in the group of the portal it came in on (Conn::local) and is
+	// refused (target not found) on a portal of none; tpg is then the first group's.
+	std::vector<NodePortalGroup> groups;
 	// The source addresses that may log in to it (addr_acl.h); empty: any.
 	std::vector<AddrPrefix> allowed_addresses;
 };
@@ -163,6 +177,11 @@ public:
 	// Connections register while they live (stop() walks them).
 	void add_conn(Conn *c);
 	void remove_conn(Conn *c);
+
+	// The portal group of node n a connection to local ("ip:port") lands in: its tag and
+	// target port. false when no group of n holds that portal.
+	bool portal_group(const TargetNode &n, std::string_view local, uint16_t *tag,
+	                  scsi::Tpg **tpg) const;
 
 	// Sessions (conn.cc's login handler calls these).
 	// A new normal or discovery session for c; reinstates (closes) an existing session

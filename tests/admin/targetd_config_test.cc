@@ -690,5 +690,184 @@ TEST(TargetdConfig, SoftThresholdFromTheFileAndThroughSave)
 	}
 }
 
+// A target with two portal groups, one portal each, and an SRP port beside them.
+constexpr char kTwoGroups[] = R"(portals = ["127.0.0.1:3260", "127.0.0.1:3261"]
+[[target]]
+name = "iqn.2026-11.org.ulp:config"
+  [[target.lun]]
+  lun = 0
+  backstore = "ram"
+  size = "16M"
+  [[target.portal_group]]
+  tag = 1
+  portals = ["127.0.0.1:3260"]
+  [[target.portal_group]]
+  tag = 2
+  rtpi = 7
+  portals = ["127.0.0.1:3261"]
+)";
+
+TEST(TargetdConfig, PortalGroupsFromTheFileAndThroughSave)
+{
+	Scratch d;
+	ASSERT_FALSE(d.path.empty());
+	Config c;
+	std::string why;
+	ASSERT_TRUE(load_config_file(d.write("pg.toml", kTwoGroups), &c, &why)) << why;
+	const auto &g = c.targets[0].portal_groups;
+	ASSERT_EQ(g.size(), 2u);
+	EXPECT_EQ(g[0].tag, 1);
+	EXPECT_EQ(g[0].port_id(), 1) << "no rtpi key: the tag";
+	EXPECT_EQ(g[1].tag, 2);
+	EXPECT_EQ(g[1].port_id(), 7);
+	ASSERT_EQ(g[1].portals.size(), 1u);
+	EXPECT_EQ(portal_str(g[1].portals[0]), "127.0.0.1:3261");
+	// The SRP port follows the highest rtpi of the target it exports.
+	EXPECT_EQ(srp_rtpi(c.srp, c.targets[0]), 8);
+
+	const std::string text = to_toml(c);
+	Config back;
+	ASSERT_TRUE(load_config_file(d.write("saved.toml", text), &back, &why)) << why << text;
+	EXPECT_EQ(to_toml(back), text);
+	ASSERT_EQ(back.targets[0].portal_groups.size(), 2u);
+	EXPECT_EQ(back.targets[0].portal_groups[1].rtpi, 7);
+
+	// Without groups nothing is written, and the target's one port keeps rtpi 1 (the SRP
+	// port 2): what a file from before portal groups ran with.
+	Config plain;
+	ASSERT_TRUE(load_config_file(
+	    d.write("plain.toml",
+	            one_lun_file("  lun = 0\n  backstore = \"ram\"\n  size = \"16M\"\n")),
+	    &plain, &why))
+	    << why;
+	EXPECT_TRUE(plain.targets[0].portal_groups.empty());
+	EXPECT_EQ(to_toml(plain).find("portal_group"), std::string::npos);
+	EXPECT_EQ(srp_rtpi(plain.srp, plain.targets[0]), 2);
+	plain.srp.rtpi = 40;
+	EXPECT_EQ(srp_rtpi(plain.srp, plain.targets[0]), 40);
+}
+
+TEST(TargetdConfig, PortalGroupMistakesNameTheirPlace)
+{
+	Scratch d;
+	ASSERT_FALSE(d.path.empty());
+	const std::string base = kTwoGroups;
+	struct Case {
+		std::string from, to, says;
+	};
+	const Case cases[] = {
+	    {"tag = 2\n", "tag = 1\n", "tag 0 or twice"},
+	    {"tag = 2\n", "tag = 0\n", "tag: must be 1..65535"},
+	    {"rtpi = 7\n", "rtpi = 1\n", "rtpi 1 is another group's"},
+	    {"portals = [\"127.0.0.1:3261\"]\n", "portals = [\"127.0.0.1:3262\"]\n",
+	     "127.0.0.1:3262 is not one of the portals"},
+	    {"portals = [\"127.0.0.1:3261\"]\n", "portals = [\"127.0.0.1:3260\"]\n",
+	     "in two portal groups"},
+	    {"rtpi = 7\n", "rtpi = 7\n  colour = 1\n", "target.portal_group.colour: unknown key"},
+	    {"  tag = 2\n", "", "target.portal_group.tag: missing"},
+	    {"3261\"]\n[[target]]", "3261\"]\n[srp]\nrtpi = 7\n[[target]]", "srp.rtpi 7"},
+	};
+	for (const Case &k : cases) {
+		std::string body = base;
+		const size_t at = body.rfind(k.from);
+		ASSERT_NE(at, std::string::npos) << k.from;
+		body.replace(at, k.from.size(), k.to);
+		Config c;
+		std::string why;
+		EXPECT_FALSE(load_config_file(d.write("bad.toml", body), &c, &why)) << body;
+		EXPECT_NE(why.find(k.says), std::string::npos) << why;
+		EXPECT_NE(why.find("bad.toml:"), std::string::npos) << "names the place: " << why;
+	}
+}
+
+// kTwoGroups with [target.alua]: group 10 holds portal group 1, group 20 portal group 2
+// and the SRP port.
+std::string with_alua(const std::string &alua)
+{
+	return std::string(kTwoGroups) + "  [target.alua]\n" + alua;
+}
+
+constexpr char kAlua[] = R"(  tpgs = "both"
+  implicit_transition_secs = 10
+    [[target.alua.group]]
+    id = 10
+    state = "active-optimized"
+    preferred = true
+    portal_groups = [1]
+    [[target.alua.group]]
+    id = 20
+    state = "standby"
+    portal_groups = [2]
+    srp = true
+)";
+
+TEST(TargetdConfig, AluaFromTheFileAndThroughSave)
+{
+	Scratch d;
+	ASSERT_FALSE(d.path.empty());
+	Config c;
+	std::string why;
+	ASSERT_TRUE(load_config_file(d.write("a.toml", with_alua(kAlua)), &c, &why)) << why;
+	const AluaCfg &a = c.targets[0].alua;
+	EXPECT_EQ(a.tpgs, ulp::scsi::TPGS_BOTH);
+	EXPECT_EQ(a.implicit_transition_secs, 10);
+	ASSERT_EQ(a.groups.size(), 2u);
+	EXPECT_EQ(a.groups[1].state, ulp::scsi::AluaState::Standby);
+	EXPECT_TRUE(a.groups[0].preferred);
+	EXPECT_TRUE(a.groups[1].srp);
+
+	// What every LU gets: the tags as the groups' rtpis (2 has rtpi 7), SRP's after them.
+	const ulp::scsi::AluaConfig ac = alua_config(c.targets[0], c.srp);
+	EXPECT_EQ(ac.tpgs, ulp::scsi::TPGS_BOTH);
+	ASSERT_EQ(ac.groups.size(), 2u);
+	EXPECT_EQ(ac.groups[0].rtpis, std::vector<uint16_t>{1});
+	EXPECT_EQ(ac.groups[1].rtpis, (std::vector<uint16_t>{7, 8}));
+	EXPECT_TRUE(ac.groups[0].pref);
+
+	const std::string text = to_toml(c);
+	Config back;
+	ASSERT_TRUE(load_config_file(d.write("saved.toml", text), &back, &why)) << why << text;
+	EXPECT_EQ(to_toml(back), text);
+	EXPECT_EQ(back.targets[0].alua.groups[1].state, ulp::scsi::AluaState::Standby);
+
+	// No [target.alua]: TPGS 00b and nothing saved.
+	Config plain;
+	ASSERT_TRUE(load_config_file(d.write("p.toml", kTwoGroups), &plain, &why)) << why;
+	EXPECT_EQ(plain.targets[0].alua.tpgs, ulp::scsi::TPGS_NONE);
+	EXPECT_EQ(to_toml(plain).find("alua"), std::string::npos);
+}
+
+TEST(TargetdConfig, AluaMistakesNameTheirPlace)
+{
+	Scratch d;
+	ASSERT_FALSE(d.path.empty());
+	struct Case {
+		std::string from, to, says;
+	};
+	const Case cases[] = {
+	    {"\"both\"", "\"sometimes\"", "target.alua.tpgs: must be none, implicit"},
+	    {"\"both\"", "\"none\"", "groups need tpgs"},
+	    {"\"standby\"", "\"asleep\"", "target.alua.group.state: must be"},
+	    {"id = 20", "id = 10", "group 10: id twice"},
+	    {"portal_groups = [2]", "portal_groups = [3]", "portal group 3 is not one of"},
+	    {"portal_groups = [2]", "portal_groups = [1]", "portal group 1 is in two groups"},
+	    {"portal_groups = [2]", "portal_groups = [\"2\"]", "portal_groups: must be an array"},
+	    {"preferred = true", "prefered = true", "target.alua.group.prefered: unknown key"},
+	    {"implicit_transition_secs = 10", "implicit_transition_secs = 256",
+	     "implicit_transition_secs: must be 0..255"},
+	};
+	for (const Case &k : cases) {
+		std::string body = with_alua(kAlua);
+		const size_t at = body.find(k.from);
+		ASSERT_NE(at, std::string::npos) << k.from;
+		body.replace(at, k.from.size(), k.to);
+		Config c;
+		std::string why;
+		EXPECT_FALSE(load_config_file(d.write("bad.toml", body), &c, &why)) << body;
+		EXPECT_NE(why.find(k.says), std::string::npos) << why;
+		EXPECT_NE(why.find("bad.toml:"), std::string::npos) << "names the place: " << why;
+	}
+}
+
 } // namespace
 } // namespace targetd

@@ -498,6 +498,127 @@ private:
 	std::string *why_;
 };
 
+// [[target.portal_group]] entries of target table tt into t->portal_groups, checked against
+// the daemon's portals (tcp and iser).
+bool load_portal_groups(Reader &r, const toml::table &tt, const std::vector<Portal> &portals,
+                        TargetCfg *t)
+{
+	const toml::node *gn = tt.get("portal_group");
+	if (!gn)
+		return true;
+	const toml::array *gs = gn->as_array();
+	if (!gs)
+		return r.fail(*gn, "target.portal_group: must be an array of tables "
+		                   "([[target.portal_group]])");
+	const std::string ctx = "target.portal_group.";
+	for (const toml::node &ge : *gs) {
+		const toml::table *gt = ge.as_table();
+		if (!gt)
+			return r.fail(ge, "[[target.portal_group]] entries must be tables");
+		if (!r.known(*gt, ctx, {"tag", "rtpi", "portals"}))
+			return false;
+		if (!gt->get("tag"))
+			return r.fail(ge, ctx + "tag: missing");
+		PortalGroupCfg g;
+		std::vector<std::string> ps;
+		const toml::node *pn = nullptr;
+		if (!r.integer(*gt, "tag", ctx, &g.tag, 1, 65535) ||
+		    !r.integer(*gt, "rtpi", ctx, &g.rtpi, 1, 65535) ||
+		    !r.strings(*gt, "portals", ctx, &ps, &pn))
+			return false;
+		for (const std::string &a : ps) {
+			Portal p;
+			std::string w;
+			if (!parse_portal(a, &p, &w))
+				return r.fail(*pn, ctx + "portals: " + w);
+			g.portals.push_back(p);
+		}
+		t->portal_groups.push_back(std::move(g));
+		std::string w;
+		if (!check_portal_groups(*t, portals, &w))
+			return r.fail(ge, w);
+	}
+	return true;
+}
+
+// [target.alua] of target table tt into t->alua (checked against t's portal groups).
+bool load_alua(Reader &r, const toml::table &tt, TargetCfg *t)
+{
+	const toml::node *an = tt.get("alua");
+	if (!an)
+		return true;
+	const toml::table *at = an->as_table();
+	if (!at)
+		return r.fail(*an, "target.alua: must be a table ([target.alua])");
+	std::string ctx = "target.alua.";
+	if (!r.known(*at, ctx, {"tpgs", "implicit_transition_secs", "group"}))
+		return false;
+	std::string tpgs = "none";
+	if (!r.str(*at, "tpgs", ctx, &tpgs) ||
+	    !r.integer(*at, "implicit_transition_secs", ctx, &t->alua.implicit_transition_secs, 0,
+	               255))
+		return false;
+	const auto *w = std::find(std::begin(kTpgsWords), std::end(kTpgsWords), tpgs);
+	if (w == std::end(kTpgsWords))
+		return r.fail(*at->get("tpgs"),
+		              ctx + "tpgs: must be none, implicit, explicit or both, not " + tpgs);
+	t->alua.tpgs = uint8_t(w - std::begin(kTpgsWords));
+	if (const toml::node *gn = at->get("group")) {
+		const toml::array *gs = gn->as_array();
+		if (!gs)
+			return r.fail(*gn, ctx + "group: must be an array of tables "
+			                         "([[target.alua.group]])");
+		ctx += "group.";
+		for (const toml::node &ge : *gs) {
+			const toml::table *gt = ge.as_table();
+			if (!gt)
+				return r.fail(ge, "[[target.alua.group]] entries must be tables");
+			if (!r.known(*gt, ctx,
+			             {"id", "state", "preferred", "portal_groups", "srp"}))
+				return false;
+			if (!gt->get("id"))
+				return r.fail(ge, ctx + "id: missing");
+			AluaGroupCfg g;
+			std::string st = alua_state_word(g.state);
+			if (!r.integer(*gt, "id", ctx, &g.id, 0, 65535) ||
+			    !r.str(*gt, "state", ctx, &st) ||
+			    !r.boolean(*gt, "preferred", ctx, &g.preferred) ||
+			    !r.boolean(*gt, "srp", ctx, &g.srp))
+				return false;
+			if (!parse_alua_state(st, &g.state))
+				return r.fail(
+				    *gt->get("state"),
+				    ctx +
+				        "state: must be active-optimized, "
+				        "active-non-optimized, standby, unavailable, offline "
+				        "or transitioning, not " +
+				        st);
+			if (const toml::node *pn = gt->get("portal_groups")) {
+				const toml::array *pa = pn->as_array();
+				if (!pa)
+					return r.fail(
+					    *pn, ctx + "portal_groups: must be an array of tags");
+				for (const toml::node &e : *pa) {
+					if (!e.is_integer() || *e.value<int64_t>() < 1 ||
+					    *e.value<int64_t>() > 65535)
+						return r.fail(
+						    e, ctx + "portal_groups: must be an array of "
+						             "tags (1..65535)");
+					g.portal_groups.push_back(uint16_t(*e.value<int64_t>()));
+				}
+			}
+			t->alua.groups.push_back(std::move(g));
+			std::string why;
+			if (!check_alua(*t, &why))
+				return r.fail(ge, why);
+		}
+	}
+	std::string why;
+	if (!check_alua(*t, &why))
+		return r.fail(*an, why);
+	return true;
+}
+
 bool load_lun(Reader &r, const toml::table &lt, const std::string &ctx, LunCfg *l)
 {
 	// clang-format off
@@ -681,7 +802,7 @@ bool load_file(const std::string &path, Config *c, std::string *why)
 		if (!r.known(*st, ctx,
 		             {"id_ext", "ioc_guid", "srq", "acls", "acl", "target", "rq_size",
 		              "srq_size", "sq_size", "max_it_iu_len", "immediate_data",
-		              "max_channels", "buffer_pool"}))
+		              "max_channels", "buffer_pool", "rtpi"}))
 			return false;
 		for (const char *k : {"id_ext", "ioc_guid"}) {
 			const toml::node *v = st->get(k);
@@ -706,7 +827,8 @@ bool load_file(const std::string &path, Config *c, std::string *why)
 		    !r.integer(*st, "max_it_iu_len", ctx, &c->srp.max_it_iu_len, 64, 1 << 20) ||
 		    !r.boolean(*st, "immediate_data", ctx, &c->srp.immediate_data) ||
 		    !r.integer(*st, "max_channels", ctx, &c->srp.max_channels, 1, 1024) ||
-		    !r.size(*st, "buffer_pool", ctx, &c->srp.heap_bytes))
+		    !r.size(*st, "buffer_pool", ctx, &c->srp.heap_bytes) ||
+		    !r.integer(*st, "rtpi", ctx, &c->srp.rtpi, 1, 65535))
 			return false;
 		for (const std::string &a : acls) {
 			std::string x;
@@ -784,7 +906,7 @@ bool load_file(const std::string &path, Config *c, std::string *why)
 			if (!r.known(*tt, ctx,
 			             {"name", "alias", "chap", "mutual_chap", "acls",
 			              "allow_target_reset", "lun", "acl", "allow_no_chap",
-			              "allowed_addresses"}))
+			              "allowed_addresses", "portal_group", "alua"}))
 				return false;
 			if (!tt->get("name"))
 				return r.fail(te, "target.name: missing");
@@ -831,7 +953,10 @@ bool load_file(const std::string &path, Config *c, std::string *why)
 					tc.luns.push_back(l);
 				}
 			}
-			if (!load_acl_entries(r, *tt, "target.acl", true, tc.luns, &tc.acls,
+			std::vector<Portal> all = c->portals;
+			all.insert(all.end(), c->iser_portals.begin(), c->iser_portals.end());
+			if (!load_portal_groups(r, *tt, all, &tc) || !load_alua(r, *tt, &tc) ||
+			    !load_acl_entries(r, *tt, "target.acl", true, tc.luns, &tc.acls,
 			                      &tc.acl_cfg))
 				return false;
 			std::string w;
@@ -855,6 +980,24 @@ bool load_file(const std::string &path, Config *c, std::string *why)
 		if (!load_acl_entries(r, *st, "srp.acl", false, *luns, &c->srp.acls,
 		                      &c->srp.acl_cfg))
 			return false;
+	}
+	// The SRP port is a port of the target it exports: its rtpi must be none of the
+	// target's portal groups' (SPC-4 4.3.4: unique in the target device).
+	const TargetCfg *ex = nullptr;
+	for (const TargetCfg &o : c->targets)
+		if (c->srp.target.empty() ? ex == nullptr : o.name == c->srp.target)
+			ex = &o;
+	if (ex) {
+		const uint16_t id = srp_rtpi(c->srp, *ex);
+		bool clash = id == 0;
+		for (const PortalGroupCfg &g : ex->portal_groups)
+			clash = clash || g.port_id() == id;
+		if (clash)
+			return r.fail(t.get("srp") ? *t.get("srp") : *t.get("target"),
+			              "srp.rtpi " + std::to_string(id) +
+			                  ": the rtpi of a portal "
+			                  "group of " +
+			                  ex->name + " (give srp.rtpi another value)");
 	}
 	return true;
 }
@@ -1147,6 +1290,120 @@ bool check_target(const TargetCfg &t, std::string *why)
 				return false;
 	}
 	return true;
+}
+
+bool check_portal_groups(const TargetCfg &t, const std::vector<Portal> &portals, std::string *why)
+{
+	std::set<uint16_t> tags, rtpis;
+	std::set<std::string> in;
+	for (const PortalGroupCfg &g : t.portal_groups) {
+		const std::string gs =
+		    "target " + t.name + " portal group " + std::to_string(g.tag);
+		if (g.tag == 0 || !tags.insert(g.tag).second) {
+			*why = gs + ": tag 0 or twice";
+			return false;
+		}
+		if (!rtpis.insert(g.port_id()).second) {
+			*why = gs + ": rtpi " + std::to_string(g.port_id()) +
+			       " is another group's (a group's rtpi is its tag unless given)";
+			return false;
+		}
+		for (const Portal &p : g.portals) {
+			const std::string a = portal_str(p);
+			if (std::none_of(portals.begin(), portals.end(),
+			                 [&](const Portal &o) { return portal_str(o) == a; })) {
+				*why = gs + ": " + a + " is not one of the portals or iser_portals";
+				return false;
+			}
+			if (!in.insert(a).second) {
+				*why = gs + ": " + a + " is in two portal groups";
+				return false;
+			}
+		}
+	}
+	return true;
+}
+
+uint16_t srp_rtpi(const SrpCfg &s, const TargetCfg &exported)
+{
+	if (s.rtpi)
+		return s.rtpi;
+	uint16_t hi = 1; // a target without groups: one port, rtpi 1
+	for (const PortalGroupCfg &g : exported.portal_groups)
+		hi = std::max(hi, g.port_id());
+	return hi == 65535 ? 0 : uint16_t(hi + 1); // 0: none left (load_file refuses it)
+}
+
+bool check_alua(const TargetCfg &t, std::string *why)
+{
+	const std::string ts = "target " + t.name + " alua: ";
+	if (t.alua.tpgs > ulp::scsi::TPGS_BOTH) {
+		*why = ts + "tpgs above 3";
+		return false;
+	}
+	if (t.alua.tpgs == ulp::scsi::TPGS_NONE && !t.alua.groups.empty()) {
+		*why = ts + "groups need tpgs (implicit, explicit or both)";
+		return false;
+	}
+	if (t.alua.groups.size() > ulp::scsi::Alua::kMaxGroups) {
+		*why = ts + "more than " + std::to_string(ulp::scsi::Alua::kMaxGroups) + " groups";
+		return false;
+	}
+	std::set<uint16_t> tags, ids, taken;
+	for (const PortalGroupCfg &g : t.portal_groups)
+		tags.insert(g.tag);
+	if (tags.empty())
+		tags.insert(1); // the one group of a target without portal groups
+	bool srp = false;
+	for (const AluaGroupCfg &g : t.alua.groups) {
+		const std::string gs = ts + "group " + std::to_string(g.id) + ": ";
+		if (!ids.insert(g.id).second) {
+			*why = gs + "id twice";
+			return false;
+		}
+		for (uint16_t tag : g.portal_groups) {
+			if (!tags.count(tag)) {
+				*why = gs + "portal group " + std::to_string(tag) +
+				       " is not one of " + t.name + "'s";
+				return false;
+			}
+			if (!taken.insert(tag).second) {
+				*why = gs + "portal group " + std::to_string(tag) +
+				       " is in two groups";
+				return false;
+			}
+		}
+		if (g.srp && srp) {
+			*why = gs + "the SRP port is in two groups";
+			return false;
+		}
+		srp = srp || g.srp;
+	}
+	return true;
+}
+
+ulp::scsi::AluaConfig alua_config(const TargetCfg &t, const SrpCfg &srp)
+{
+	ulp::scsi::AluaConfig a;
+	a.tpgs = t.alua.tpgs;
+	a.implicit_transition_secs = t.alua.implicit_transition_secs;
+	for (const AluaGroupCfg &g : t.alua.groups) {
+		ulp::scsi::AluaGroup ag;
+		ag.id = g.id;
+		ag.state = g.state;
+		ag.pref = g.preferred;
+		for (uint16_t tag : g.portal_groups) {
+			uint16_t rtpi = tag; // no portal groups: tag 1, rtpi 1
+			for (const PortalGroupCfg &pg : t.portal_groups)
+				if (pg.tag == tag)
+					rtpi = pg.port_id();
+			ag.rtpis.push_back(rtpi);
+		}
+		if (g.srp)
+			ag.rtpis.push_back(srp_rtpi(srp, t));
+		a.groups.push_back(std::move(ag));
+	}
+	return a;
 }
 
 scsi::NodeAcl node_acl(const std::string &initiator, const AclCfg *a)

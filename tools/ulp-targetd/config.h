@@ -113,6 +113,23 @@
 //                                       # power of two up to the stripe unit; 0: none
 //     size = "64G"                      # optional: absent or 0, the image's size; else
 //                                       # it must be the image's (or the one to create)
+//     [[target.portal_group]]           # optional: each its own SCSI target port
+//     tag = 2                           # TargetPortalGroupTag, 1..65535
+//     rtpi = 2                          # relative target port id; default: the tag
+//     portals = ["10.0.0.2:3260"]       # some of portals/iser_portals, one group each
+//                                       # (none at all: one group, tag 1, rtpi 1, every
+//                                       # portal); SRP's rtpi: [srp] rtpi, default one
+//                                       # more than its target's highest
+//     [target.alua]                     # optional: asymmetric access (SPC-4 5.15)
+//     tpgs = "both"                     # none (default) | implicit | explicit | both
+//     implicit_transition_secs = 0
+//       [[target.alua.group]]
+//       id = 1                          # TARGET PORT GROUP
+//       state = "active-optimized"      # | active-non-optimized | standby | unavailable
+//                                       # | offline | transitioning
+//       preferred = false
+//       portal_groups = [1]             # tags of its portal groups in it
+//       srp = false                     # the SRP port in it
 //   rbd LUNs take block_size, physical_block_size, read_only, removable and queue_depth
 //   too, but not path, direct or write_cache (no O_DIRECT, no volatile cache: librbd's
 //   cache is off); the rbd keys belong to rbd LUNs only. Either mistake is an error.
@@ -203,6 +220,35 @@ struct LunCfg {
 	                                  // SOFT THRESHOLD REACHED (LuConfig); 0: off
 };
 
+// An iSCSI portal group of a target (RFC 7143 section 4.4.1, "Target Portal Group Tag"):
+// some of the daemon's TCP and iSER portals, one SCSI target port (its own scsi::Tpg and
+// relative target port identifier, SPC-4 4.3.4) - so that two portals of one target can be
+// two paths in two ALUA target port groups.
+struct PortalGroupCfg {
+	uint16_t tag = 1;            // TPGT, 1..65535, unique in the target
+	uint16_t rtpi = 0;           // its relative target port identifier; 0: the tag
+	std::vector<Portal> portals; // the daemon's portals ("portals"/"iser_portals") in it
+	uint16_t port_id() const { return rtpi ? rtpi : tag; } // the rtpi it gets
+};
+
+// A target port group of the target's asymmetric logical unit access (SPC-4 5.15,
+// scsi/alua.h): the same groups for every LU of the target.
+struct AluaGroupCfg {
+	uint16_t id = 0;                                                    // TARGET PORT GROUP
+	ulp::scsi::AluaState state = ulp::scsi::AluaState::ActiveOptimized; // at start
+	bool preferred = false;                                             // PREF
+	std::vector<uint16_t> portal_groups; // tags of the target's portal groups in it (a
+	                                     // target without [[target.portal_group]]: 1)
+	bool srp = false;                    // the SRP port too (when it exports the target)
+};
+
+struct AluaCfg {
+	uint8_t tpgs = ulp::scsi::TPGS_NONE;  // TPGS_*: NONE (the default) is no ALUA
+	uint8_t implicit_transition_secs = 0; // REPORT TARGET PORT GROUPS' IMPLICIT TRANSITION
+	                                      // TIME, seconds; 0: not given
+	std::vector<AluaGroupCfg> groups;     // none when tpgs is NONE
+};
+
 // One LUN of an initiator's own view (scsi::NodeAcl::luns): which LUN of the target it is.
 struct MappedLun {
 	uint64_t target_lun = 0; // the target's LUN ([[target.lun]] lun)
@@ -238,6 +284,11 @@ struct TargetCfg {
 	std::optional<ulp::iscsi::ChapSecret> chap;        // the initiator proves it
 	std::optional<ulp::iscsi::ChapSecret> mutual_chap; // the target proves it
 	bool allow_target_reset = false; // TARGET WARM RESET and TARGET COLD RESET honoured
+	// Its portal groups, by tag; empty: one group, tag 1, rtpi 1, every portal (what a
+	// target without [[target.portal_group]] gets). A portal in none of them does not
+	// reach it.
+	std::vector<PortalGroupCfg> portal_groups;
+	AluaCfg alua; // [target.alua]; default: TPGS 00b, no groups
 };
 
 // The SRP target port (srpt::Target): its identifiers, access, and whose LUNs it serves.
@@ -256,6 +307,8 @@ struct SrpCfg {
 	bool immediate_data = true;       // grant immediate data (SRP-2)
 	uint32_t max_channels = 64;       // per I_T nexus
 	uint64_t heap_bytes = 256u << 20; // data buffers per device, bytes (buffer_pool)
+	uint16_t rtpi = 0; // its relative target port identifier; 0: one more than the
+	                   // highest of its target's portal groups (srp_rtpi)
 };
 
 struct Config {
@@ -301,6 +354,48 @@ inline constexpr std::pair<const char *, std::string ulp::scsi::RbdConfig::*> kR
     {"client", &ulp::scsi::RbdConfig::client},    {"keyring", &ulp::scsi::RbdConfig::keyring},
     {"group", &ulp::scsi::RbdConfig::group}};
 bool check_chap(const ulp::iscsi::ChapSecret &s, std::string *why);
+// A target's portal groups against the daemon's portals (tcp and iser together): tags and
+// rtpis unique, every portal one of them and in one group only. false with *why.
+bool check_portal_groups(const TargetCfg &t, const std::vector<Portal> &portals, std::string *why);
+// The relative target port identifiers, stable across restarts and reloads (derived from
+// the configuration, never from the order things were made in): a portal group's is its
+// rtpi key, else its tag (a target without groups: 1); the SRP port's is srp.rtpi, else one
+// more than the highest of the target it exports.
+uint16_t srp_rtpi(const SrpCfg &s, const TargetCfg &exported);
+
+// The words the file and ulpctl use for ALUA states and TPGS ("active-optimized", ...;
+// "none", "implicit", "explicit", "both"), one table for reading and writing.
+inline constexpr std::pair<const char *, ulp::scsi::AluaState> kAluaStateWords[] = {
+    {"active-optimized", ulp::scsi::AluaState::ActiveOptimized},
+    {"active-non-optimized", ulp::scsi::AluaState::ActiveNonOptimized},
+    {"standby", ulp::scsi::AluaState::Standby},
+    {"unavailable", ulp::scsi::AluaState::Unavailable},
+    {"offline", ulp::scsi::AluaState::Offline},
+    {"transitioning", ulp::scsi::AluaState::Transitioning}};
+inline constexpr const char *kTpgsWords[] = {"none", "implicit", "explicit", "both"};
+inline const char *alua_state_word(ulp::scsi::AluaState s)
+{
+	for (const auto &[w, v] : kAluaStateWords)
+		if (v == s)
+			return w;
+	return "?";
+}
+inline bool parse_alua_state(const std::string &w, ulp::scsi::AluaState *out)
+{
+	for (const auto &[k, v] : kAluaStateWords)
+		if (w == k) {
+			*out = v;
+			return true;
+		}
+	return false;
+}
+// A target's [target.alua] against its portal groups: TPGS none with groups, too many
+// groups, an id twice, a tag that is not one of its portal groups', a port in two groups.
+// false with *why.
+bool check_alua(const TargetCfg &t, std::string *why);
+// The scsi::Alua configuration every LU of target t gets: portal group tags as their rtpis,
+// the SRP port as srp_rtpi.
+ulp::scsi::AluaConfig alua_config(const TargetCfg &t, const SrpCfg &srp);
 // "" when a LUN of backstore kind may be given key (a --lun key, a [[target.lun]] key, a
 // lun_create parameter), else why not: rbd's keys (pool, image, ...) are rbd LUNs' only,
 // and path, direct and write_cache (file and block keys) are not rbd's.

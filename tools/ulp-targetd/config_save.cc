@@ -169,6 +169,8 @@ std::string to_toml(const Config &c, const std::string &header)
 	srp.insert("buffer_pool", int64_t(c.srp.heap_bytes));
 	if (!c.srp.target.empty())
 		srp.insert("target", c.srp.target);
+	if (c.srp.rtpi)
+		srp.insert("rtpi", int64_t(c.srp.rtpi));
 	t.insert("srp", std::move(srp));
 
 	toml::table is;
@@ -245,6 +247,44 @@ std::string to_toml(const Config &c, const std::string &header)
 			luns.push_back(std::move(lt));
 		}
 		tt.insert("lun", std::move(luns));
+		if (!tc.portal_groups.empty()) {
+			toml::array gs;
+			for (const PortalGroupCfg &g : tc.portal_groups) {
+				toml::table gt;
+				gt.insert("tag", int64_t(g.tag));
+				if (g.rtpi)
+					gt.insert("rtpi", int64_t(g.rtpi));
+				toml::array ps;
+				for (const Portal &po : g.portals)
+					ps.push_back(portal_str(po));
+				gt.insert("portals", std::move(ps));
+				gs.push_back(std::move(gt));
+			}
+			tt.insert("portal_group", std::move(gs));
+		}
+		if (tc.alua.tpgs != scsi::TPGS_NONE || !tc.alua.groups.empty()) {
+			toml::table at;
+			at.insert("tpgs", kTpgsWords[tc.alua.tpgs & 3]);
+			if (tc.alua.implicit_transition_secs)
+				at.insert("implicit_transition_secs",
+				          int64_t(tc.alua.implicit_transition_secs));
+			toml::array gs;
+			for (const AluaGroupCfg &g : tc.alua.groups) {
+				toml::table gt;
+				gt.insert("id", int64_t(g.id));
+				gt.insert("state", alua_state_word(g.state));
+				gt.insert("preferred", g.preferred);
+				toml::array tags;
+				for (uint16_t tag : g.portal_groups)
+					tags.push_back(int64_t(tag));
+				gt.insert("portal_groups", std::move(tags));
+				if (g.srp)
+					gt.insert("srp", true);
+				gs.push_back(std::move(gt));
+			}
+			at.insert("group", std::move(gs));
+			tt.insert("alua", std::move(at));
+		}
 		targets.push_back(std::move(tt));
 	}
 	t.insert("target", std::move(targets));

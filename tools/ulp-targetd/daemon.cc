@@ -193,6 +193,15 @@ std::unique_ptr<scsi::LogicalUnit> Daemon::make_lu(const TargetCfg &t, const Lun
 	lc.product = "ulp " + l.bs.kind;
 	auto lu = std::make_unique<scsi::LogicalUnit>(t.name + "/" + std::to_string(l.lun),
 	                                              std::move(bs), lc);
+	// The target's asymmetric access (SPC-4 5.15), before any initiator sees the LU.
+	// The states an administrator set last (alua_set) replace the configured ones.
+	if (t.alua.tpgs != scsi::TPGS_NONE) {
+		scsi::AluaConfig ac = alua_config(t, cfg_.srp);
+		alua_load_states(*lu, &ac);
+		if (lu->alua_.configure(ac, &w) != 0)
+			fail(-EINVAL,
+			     "target " + t.name + " LUN " + std::to_string(l.lun) + ": alua: " + w);
+	}
 	// Its reservations as the last run left them (APTPL 1), before anyone can log in; a
 	// damaged state file refuses the LUN (the message says which file, and that moving it
 	// aside starts the LUN without them).
@@ -212,14 +221,29 @@ std::unique_ptr<TargetRt> Daemon::make_target(const TargetCfg &t)
 	// Every backstore opened before anything is published.
 	for (const LunCfg &l : t.luns)
 		rt->lus[l.lun] = make_lu(t, l);
-	rt->tpg = std::make_unique<scsi::Tpg>(t.name, next_rtpi_++);
-	for (auto &[n, lu] : rt->lus)
-		rt->tpg->add_lun(n, *lu);
-	for (const std::string &a : t.acls) {
-		auto it = t.acl_cfg.find(a);
-		rt->tpg->add_acl(node_acl(a, it == t.acl_cfg.end() ? nullptr : &it->second));
+	// One target port per portal group, each with the rtpi its configuration gives it
+	// (config.h, srp_rtpi): stable whatever order targets are made in.
+	const auto &pgs = t.portal_groups;
+	rt->tpg = std::make_unique<scsi::Tpg>(t.name, pgs.empty() ? 1 : pgs[0].port_id());
+	for (size_t i = 1; i < pgs.size(); i++)
+		rt->group_tpgs.push_back(std::make_unique<scsi::Tpg>(t.name, pgs[i].port_id()));
+	for (scsi::Tpg *tpg : rt->iscsi_tpgs()) {
+		for (auto &[n, lu] : rt->lus)
+			tpg->add_lun(n, *lu);
+		for (const std::string &a : t.acls) {
+			auto it = t.acl_cfg.find(a);
+			tpg->add_acl(node_acl(a, it == t.acl_cfg.end() ? nullptr : &it->second));
+		}
 	}
 	return rt;
+}
+
+std::vector<scsi::Tpg *> TargetRt::iscsi_tpgs() const
+{
+	std::vector<scsi::Tpg *> v{tpg.get()};
+	for (const auto &g : group_tpgs)
+		v.push_back(g.get());
+	return v;
 }
 
 iscsi::target::TargetNode Daemon::node_of(const TargetRt &t)
@@ -229,6 +253,24 @@ iscsi::target::TargetNode Daemon::node_of(const TargetRt &t)
 	node.alias = t.cfg.alias;
 	node.tpg = t.tpg.get();
 	node.allow_target_reset = t.cfg.allow_target_reset;
+	// Its portal groups with the portals' bound addresses (an ephemeral port is known
+	// once listening: refresh_portal_addresses renews the node then).
+	const std::vector<scsi::Tpg *> tpgs = t.iscsi_tpgs();
+	for (size_t i = 0; i < t.cfg.portal_groups.size(); i++) {
+		const PortalGroupCfg &pg = t.cfg.portal_groups[i];
+		iscsi::target::NodePortalGroup g;
+		g.tag = pg.tag;
+		g.tpg = tpgs[i];
+		for (const Portal &want : pg.portals)
+			for (const PortalRt &p : portals_) {
+				if (p.transport == "srp" || portal_str(p.cfg) != portal_str(want))
+					continue;
+				Portal b = p.cfg;
+				b.port = p.port;
+				g.portals.push_back(portal_str(b));
+			}
+		node.groups.push_back(std::move(g));
+	}
 	// RFC 7143 12.1.3: the target picks the secret by the initiator's name; "" is the
 	// target-wide one, for initiators without their own.
 	if (t.cfg.chap) {
@@ -269,7 +311,7 @@ bool Daemon::exported_by_srp(const TargetRt &t) const
 
 std::vector<scsi::Tpg *> Daemon::tpgs_of(const TargetRt &t)
 {
-	std::vector<scsi::Tpg *> v{t.tpg.get()};
+	std::vector<scsi::Tpg *> v = t.iscsi_tpgs();
 	if (exported_by_srp(t))
 		v.push_back(srp_tpg_.get());
 	return v;
@@ -286,7 +328,7 @@ void Daemon::ensure_srp()
 	TargetRt *t = find_target(of);
 	if (!t)
 		fail(-ENOENT, "srp.target " + of + " is not a target");
-	srp_tpg_ = std::make_unique<scsi::Tpg>("srp:" + of, next_rtpi_++);
+	srp_tpg_ = std::make_unique<scsi::Tpg>("srp:" + of, srp_rtpi(cfg_.srp, t->cfg));
 	for (auto &[n, lu] : t->lus)
 		srp_tpg_->add_lun(n, *lu);
 	for (const std::string &a : cfg_.srp.acls) {
@@ -411,6 +453,10 @@ void Daemon::refresh_portal_addresses()
 			addrs.push_back(a);
 	}
 	iscsi_->set_portal_addresses(addrs);
+	// Portal groups hold bound addresses too.
+	for (const auto &t : targets_)
+		if (!t->cfg.portal_groups.empty())
+			iscsi_->replace_node(node_of(*t));
 }
 
 void Daemon::drop_lu(std::unique_ptr<scsi::LogicalUnit> lu, const std::vector<scsi::Tpg *> &tpgs,

@@ -50,6 +50,10 @@ struct TargetRt {
 	TargetCfg cfg;                       // as configured (its LUNs too); what save writes
 	std::unique_ptr<ulp::scsi::Tpg> tpg; // its LUN table, ACLs and nexuses
 	std::map<uint64_t, std::unique_ptr<ulp::scsi::LogicalUnit>> lus; // by LUN
+	// The target ports of its portal groups after the first (cfg.portal_groups[1..], in
+	// that order; tpg is the first group's). Same LUNs and ACLs as tpg.
+	std::vector<std::unique_ptr<ulp::scsi::Tpg>> group_tpgs;
+	std::vector<ulp::scsi::Tpg *> iscsi_tpgs() const; // tpg, then group_tpgs
 };
 
 // A listening portal of any transport.
@@ -111,6 +115,11 @@ public:
 	             uint64_t lun, const std::optional<MappedLun> &m, const std::string &who);
 	void srp_acl_add(const std::string &initiator, const std::string &who);
 	void srp_acl_delete(const std::string &initiator, const std::string &who);
+	// ALUA (alua_ops.cc): each ALUA target's groups per LU (target "": every target), and
+	// group's state set on every LU of target (an implicit transition).
+	json alua_show(const std::string &target);
+	void alua_set(const std::string &target, uint16_t group, const std::string &state,
+	              const std::string &who);
 	json session_logout(const std::string &id, std::chrono::milliseconds grace,
 	                    const std::string &who);
 	void session_drop(const std::string &id, const std::string &who);
@@ -142,6 +151,10 @@ private:
 	json reload_locked(const std::string &who);
 	json io_stats(); // stats()'s "io": per target, LUN, session, connection
 	std::string srp_exports_line();
+	// ALUA states in the state directory (alua_ops.cc): read into a LU's configuration
+	// before it is applied, written after alua_set.
+	void alua_load_states(const ulp::scsi::LogicalUnit &lu, ulp::scsi::AluaConfig *cfg);
+	void alua_store_states(ulp::scsi::LogicalUnit &lu);
 
 	Flags flags_;
 	Config cfg_; // the running configuration
@@ -155,7 +168,6 @@ private:
 	// targets_ and zombie_lus_: it outlives their logical units.
 	std::unique_ptr<ulp::scsi::PrStore> pr_store_;
 	std::vector<std::unique_ptr<TargetRt>> targets_;
-	uint16_t next_rtpi_ = 1;
 	std::unique_ptr<ulp::iscsi::target::Target> iscsi_;
 	std::unique_ptr<ulp::iscsi::target::TcpServer> tcp_;
 	std::vector<PortalRt> portals_;

@@ -400,6 +400,29 @@ void add_methods(Daemon &d, admin::Methods &m)
 		       return true;
 	       }});
 
+	// ---- ALUA ----------------------------------------------------------------------------
+	m.add({"alua_show",
+	       "each ALUA target's target port groups per LUN: state, PREF, status code, ports",
+	       {{"target", ParamType::String, false, 0, UINT64_MAX, "default: every target"}},
+	       [&d](const json &p, const Caller &) {
+		       return d.alua_show(p.contains("target") ? admin::param_str(p, "target")
+		                                               : std::string());
+	       }});
+	m.add({"alua_set",
+	       "set a target port group's access state on every LUN of a target (implicit "
+	       "transition: ASYMMETRIC ACCESS STATE CHANGED to every I_T nexus)",
+	       {target_param(),
+	        {"group", ParamType::Uint, true, 0, 65535, "TARGET PORT GROUP id"},
+	        {"state", ParamType::String, true, 0, UINT64_MAX,
+	         "active-optimized | active-non-optimized | standby | unavailable | offline | "
+	         "transitioning"}},
+	       [&d](const json &p, const Caller &c) -> json {
+		       d.alua_set(admin::param_str(p, "target"),
+		                  uint16_t(admin::param_uint(p, "group", 0)),
+		                  admin::param_str(p, "state"), c.who);
+		       return true;
+	       }});
+
 	// ---- Sessions -----------------------------------------------------------------------
 	m.add({"session_list",
 	       "sessions with their initiator, transport, portal, channels, negotiated "

@@ -89,6 +89,15 @@ void split_id(const std::string &id, std::string *fabric, std::string *key)
 		fail(-EINVAL, "session id " + id + ": expected iscsi:TSIH or srp:PORTID");
 }
 
+// A target's I/O over every portal group's port.
+scsi::IoCounts target_io(const TargetRt &t)
+{
+	scsi::IoCounts c;
+	for (scsi::Tpg *tpg : t.iscsi_tpgs())
+		c += tpg->io_counts();
+	return c;
+}
+
 // scsi::IoCounts as JSON (stats.h's fields; the histogram's bucket i counts commands that
 // took at most 2^i us, the last one those that took longer).
 // The ACL entries' own LUN maps and CHAP users (never the secrets), by initiator:
@@ -215,6 +224,7 @@ json Daemon::session_list()
 		          {"fabric", "iscsi"},
 		          {"transport", s.transport == iscsi::Transport::Iser ? "iser" : "tcp"},
 		          {"type", disc ? "discovery" : "normal"},
+		          {"tpgt", s.params.tpgt}, // the portal group it logged in through
 		          {"initiator", s.params.initiator_name},
 		          {"initiator_alias", s.params.initiator_alias},
 		          {"initiator_port", s.initiator_port},
@@ -329,6 +339,7 @@ json Daemon::stats()
 	                {"git_commit", ULP_GIT_COMMIT},
 	                {"start_time_seconds", start_time_seconds()}};
 	out["io"] = io_stats();
+	out["alua"] = alua_show(""); // each ALUA target's groups per LUN (alua_ops.cc)
 	json bounds = json::array();
 	for (size_t i = 0; i < scsi::kLatBuckets; i++)
 		bounds.push_back(uint64_t(1) << i);
@@ -398,7 +409,7 @@ json Daemon::io_stats()
 		}
 		out.push_back({{"target", t->cfg.name},
 		               {"fabric", "iscsi"},
-		               {"io", io_json(t->tpg->io_counts())},
+		               {"io", io_json(target_io(*t))},
 		               {"luns", luns},
 		               {"sessions", sessions}});
 	}
@@ -455,7 +466,9 @@ json Daemon::target_delete(const std::string &name, std::chrono::milliseconds gr
 	if (exported_by_srp(t))
 		fail(-EBUSY, "target " + name +
 		                 " is the one the SRP target port exports (srp.target); it stays");
-	const size_t sessions = t.tpg->sessions().size();
+	size_t sessions = 0;
+	for (scsi::Tpg *tpg : t.iscsi_tpgs())
+		sessions += tpg->sessions().size();
 	log_change(who, "target " + name + " deleted (" + std::to_string(sessions) + " sessions)");
 	const int rc = iscsi_->remove_node(name, grace, timeout);
 	auto it = std::find_if(targets_.begin(), targets_.end(),
@@ -467,11 +480,14 @@ json Daemon::target_delete(const std::string &name, std::chrono::milliseconds gr
 	if (rc == 0) {
 		// No nexus is left on its Tpg: nothing can reach its LUs.
 		rt->tpg.reset();
+		rt->group_tpgs.clear();
 		rt->lus.clear();
 	} else {
 		for (auto &[n, lu] : rt->lus)
 			zombie_lus_.push_back(std::move(lu));
 		zombie_tpgs_.push_back(std::move(rt->tpg));
+		for (auto &g : rt->group_tpgs)
+			zombie_tpgs_.push_back(std::move(g));
 	}
 	return out;
 }
@@ -618,6 +634,8 @@ void Daemon::acl_add(const std::string &target, const std::string &initiator,
 	if (int rc = t.tpg->add_acl(acl); rc != 0)
 		fail(rc, rc == -EEXIST ? "target " + target + " already admits " + initiator
 		                       : std::string(std::strerror(-rc)));
+	for (auto &g : t.group_tpgs) // the other portal groups' ports admit the same
+		g->add_acl(acl);
 	t.cfg.acls.push_back(initiator);
 	for (TargetCfg &c : cfg_.targets)
 		if (c.name == target)
@@ -632,6 +650,8 @@ void Daemon::acl_delete(const std::string &target, const std::string &initiator,
 	TargetRt &t = need_target(target);
 	if (int rc = t.tpg->remove_acl(initiator); rc != 0)
 		fail(rc, "target " + target + " has no ACL " + initiator);
+	for (auto &g : t.group_tpgs)
+		g->remove_acl(initiator);
 	std::erase(t.cfg.acls, initiator);
 	// Its LUN map and CHAP secret go with it (a secret left would still admit it).
 	if (t.cfg.acl_cfg.erase(initiator))
@@ -707,6 +727,9 @@ void Daemon::acl_map(bool srp, const std::string &target, const std::string &ini
 	if (tpg)
 		if (int rc = tpg->replace_acl(node_acl(name, &a)); rc != 0)
 			fail(rc, std::strerror(-rc));
+	if (t) // the target's other portal groups' ports: the same map
+		for (auto &g : t->group_tpgs)
+			g->replace_acl(node_acl(name, &a));
 	if (a.empty())
 		maps->erase(name);
 	else
@@ -835,6 +858,13 @@ void Daemon::portal_delete(const std::string &transport, const std::string &addr
 	auto it = std::find_if(portals_.begin(), portals_.end(), same);
 	if (it == portals_.end())
 		fail(-ENOENT, "no " + transport + " portal " + address);
+	// A portal group naming it would name nothing (and the saved file would not load).
+	for (const TargetCfg &tc : cfg_.targets)
+		for (const PortalGroupCfg &pg : tc.portal_groups)
+			for (const Portal &gp : pg.portals)
+				if (portal_str(gp) == portal_str(it->cfg))
+					fail(-EBUSY, "portal " + address + " is in portal group " +
+					                 std::to_string(pg.tag) + " of " + tc.name);
 	// Stop accepting; the connections it accepted stay with their sessions.
 	if (it->transport == "tcp") {
 		tcp_->close_portal(it->tcp_index);

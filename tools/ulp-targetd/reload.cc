@@ -32,6 +32,35 @@ bool same_rbd(const scsi::RbdConfig &a, const scsi::RbdConfig &b)
 	       a.create == b.create && a.timeout_s == b.timeout_s && a.atomic_unit == b.atomic_unit;
 }
 
+bool same_portal_groups(const TargetCfg &a, const TargetCfg &b)
+{
+	auto text = [](const TargetCfg &t) {
+		std::string s;
+		for (const PortalGroupCfg &g : t.portal_groups) {
+			s += std::to_string(g.tag) + "/" + std::to_string(g.port_id()) + ":";
+			for (const Portal &p : g.portals)
+				s += portal_str(p) + ",";
+			s += ";";
+		}
+		return s;
+	};
+	return text(a) == text(b);
+}
+
+// A target's [target.alua] as text, to compare two.
+std::string to_toml_alua(const TargetCfg &t)
+{
+	std::string s =
+	    std::to_string(t.alua.tpgs) + "/" + std::to_string(t.alua.implicit_transition_secs);
+	for (const AluaGroupCfg &g : t.alua.groups) {
+		s += ";" + std::to_string(g.id) + "," + alua_state_word(g.state) + "," +
+		     (g.preferred ? "p" : "") + (g.srp ? "s" : "");
+		for (uint16_t tag : g.portal_groups)
+			s += "," + std::to_string(tag);
+	}
+	return s;
+}
+
 // A LUN whose storage or the way it is opened changed is made again; a size alone is resized.
 bool same_lun_but_size(const LunCfg &a, const LunCfg &b)
 {
@@ -147,6 +176,14 @@ json Daemon::reload_locked(const std::string &who)
 	         next.iser.send_ring != cfg_.iser.send_ring,
 	     "[iser]");
 	keep(next.rdma_device != cfg_.rdma_device, "rdma_device");
+	// A target's portal groups are its target ports (their Tpgs and rtpis): made at start.
+	bool groups_differ = next.srp.rtpi != cfg_.srp.rtpi;
+	for (const TargetCfg &w : next.targets)
+		for (const TargetCfg &o : cfg_.targets)
+			if (o.name == w.name &&
+			    (!same_portal_groups(o, w) || to_toml_alua(o) != to_toml_alua(w)))
+				groups_differ = true;
+	keep(groups_differ, "portal_group, alua or srp.rtpi");
 	keep(next.srp.id_ext != cfg_.srp.id_ext || next.srp.ioc_guid != cfg_.srp.ioc_guid ||
 	         next.srp.srq != cfg_.srp.srq || next.srp.target != cfg_.srp.target,
 	     "[srp] id_ext, ioc_guid, srq or target");
@@ -353,6 +390,8 @@ json Daemon::reload_locked(const std::string &who)
 		// Once the ACLs and LUNs are the file's: the entries' own LUN maps and CHAP.
 		const auto changed =
 		    apply_acl_maps(t->tpg.get(), t->cfg.acls, t->cfg.acl_cfg, want.acl_cfg);
+		for (auto &g : t->group_tpgs) // its other portal groups' ports: the same maps
+			apply_acl_maps(g.get(), t->cfg.acls, t->cfg.acl_cfg, want.acl_cfg);
 		if (!changed.empty() || want.allow_no_chap != t->cfg.allow_no_chap ||
 		    want.allowed_addresses != t->cfg.allowed_addresses) {
 			t->cfg.acl_cfg = want.acl_cfg;

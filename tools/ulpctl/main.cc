@@ -672,6 +672,34 @@ int main(int argc, char **argv)
 	}
 	map_cmd(sacl, "srp_", false);
 
+	// ---- alua
+	// --------------------------------------------------------------------------------
+	auto *alua = app.add_subcommand("alua", "asymmetric access: target port groups and "
+	                                        "their states")
+	                 ->require_subcommand(1);
+	std::string al_target, al_state;
+	uint64_t al_group = 0;
+	auto *alsh = alua->add_subcommand("show", "each ALUA target's groups per LUN");
+	alsh->add_option("--target,-t", al_target, "default: every target");
+	alsh->callback([&] {
+		method = "alua_show";
+		if (!al_target.empty())
+			set("target", al_target);
+	});
+	auto *alst = alua->add_subcommand("set", "set a group's state on every LUN of a target");
+	alst->add_option("target", al_target)->required();
+	alst->add_option("group", al_group, "TARGET PORT GROUP id")->required();
+	alst->add_option("state", al_state,
+	                 "active-optimized | active-non-optimized | standby | unavailable | "
+	                 "offline | transitioning")
+	    ->required();
+	alst->callback([&] {
+		method = "alua_set";
+		set("target", al_target);
+		set("group", al_group);
+		set("state", al_state);
+	});
+
 	// ---- portal
 	// ------------------------------------------------------------------------------
 	auto *portal = app.add_subcommand("portal", "listening portals")->require_subcommand(1);
