@@ -245,10 +245,20 @@ protected:
 
 TEST_F(RdmaClient, NoListenerFailsWithinDeadline)
 {
-	// A port that was listened on and is no more.
+	// A port that was listened on and is no more. Not the fixture's ephemeral one: the
+	// soft provider hands ephemeral ports out from 40000 in every process, so a test
+	// running beside this one in another process can take the freed port and answer
+	// (CI saw it once). Ports below 40000 are only ever given explicitly.
 	std::string why;
-	const SockAddr gone = dst;
-	portal->stop_accepting();
+	PortalConfig pc;
+	pc.name = "client_test_gone";
+	pc.heap_bytes = 1u << 20;
+	pc.max_io = 1u << 16;
+	auto was = std::make_unique<TestPortal>(soft::provider(), pc);
+	const SockAddr gone = soft_test::addr("127.0.0.61:39061");
+	ASSERT_EQ(was->listen(gone, &why), 0) << why;
+	ASSERT_EQ(was->start(), 0);
+	was->stop_accepting();
 	Client c;
 	const auto t0 = clock::now();
 	CmRec reply;
