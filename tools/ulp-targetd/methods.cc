@@ -256,27 +256,26 @@ void add_methods(Daemon &d, admin::Methods &m)
 	       }});
 
 	// ---- ACLs and CHAP ------------------------------------------------------------------
+	// One key of the target p names, as `show` gives it.
+	auto shown_of_target = [&d](const json &p, const char *key) -> json {
+		const std::string t = admin::param_str(p, "target");
+		const json shown = d.show();
+		for (const json &x : shown["targets"])
+			if (x["name"] == t)
+				return x[key];
+		throw MethodError{-ENOENT, "no target " + t};
+	};
 	m.add({"acl_list",
 	       "the initiators a target admits (empty: open)",
 	       {target_param()},
-	       [&d](const json &p, const Caller &) {
-		       const std::string t = admin::param_str(p, "target");
-		       const json shown = d.show();
-		       for (const json &x : shown["targets"])
-			       if (x["name"] == t)
-				       return x["acls"];
-		       throw MethodError{-ENOENT, "no target " + t};
+	       [shown_of_target](const json &p, const Caller &) {
+		       return shown_of_target(p, "acls");
 	       }});
 	m.add({"acl_map_list",
 	       "a target's per-initiator LUN maps (and CHAP users) by initiator",
 	       {target_param()},
-	       [&d](const json &p, const Caller &) {
-		       const std::string t = admin::param_str(p, "target");
-		       const json shown = d.show();
-		       for (const json &x : shown["targets"])
-			       if (x["name"] == t)
-				       return x["acl_maps"];
-		       throw MethodError{-ENOENT, "no target " + t};
+	       [shown_of_target](const json &p, const Caller &) {
+		       return shown_of_target(p, "acl_maps");
 	       }});
 	m.add({"acl_add",
 	       "admit an initiator (the first ACL closes an open target to the others; new "
