@@ -675,6 +675,12 @@ std::span<const iovec> sgl_prefix(Cmd *cmd, size_t len)
 void bs_submit(Cmd *cmd, BsOp op, uint64_t offset, uint64_t len, std::span<const iovec> iov,
                bool fua, void (*done)(BsIo *, int), bool atomic)
 {
+	bs_submit_to(cmd, cmd->lu->bs(), op, offset, len, iov, fua, done, atomic);
+}
+
+void bs_submit_to(Cmd *cmd, Backstore &bs, BsOp op, uint64_t offset, uint64_t len,
+                  std::span<const iovec> iov, bool fua, void (*done)(BsIo *, int), bool atomic)
+{
 	BsIo &io = cmd->io;
 	io.op = op;
 	io.fua = fua;
@@ -685,7 +691,7 @@ void bs_submit(Cmd *cmd, BsOp op, uint64_t offset, uint64_t len, std::span<const
 	io.miscompare = 0;
 	io.done = done;
 	io.priv = cmd;
-	cmd->lu->bs().submit(&io);
+	bs.submit(&io);
 }
 
 } // namespace ulp::scsi

@@ -170,6 +170,10 @@ std::span<const iovec> sgl_prefix(Cmd *cmd, size_t len);
 // atomic: an indivisible Write (BsIo::atomic).
 void bs_submit(Cmd *cmd, BsOp op, uint64_t offset, uint64_t len, std::span<const iovec> iov,
                bool fua, void (*done)(BsIo *, int), bool atomic = false);
+// The same to another LU's backstore bs (EXTENDED COPY's source or destination).
+void bs_submit_to(Cmd *cmd, Backstore &bs, BsOp op, uint64_t offset, uint64_t len,
+                  std::span<const iovec> iov, bool fua, void (*done)(BsIo *, int),
+                  bool atomic = false);
 
 // ---- Task management internals (tmr.cc) -------------------------------------------------
 

@@ -47,17 +47,7 @@ bool sbc_step_submit_to(Cmd *cmd, Backstore &bs, BsOp op, uint64_t offset, uint6
 {
 	SbcStep *st = sbc_step(cmd);
 	st->phase.store(kSubmitting, std::memory_order_release);
-	BsIo &io = cmd->io;
-	io.op = op;
-	io.fua = fua;
-	io.atomic = false;
-	io.offset = offset;
-	io.length = len;
-	io.iov = iov;
-	io.miscompare = 0;
-	io.done = step_done;
-	io.priv = cmd;
-	bs.submit(&io);
+	bs_submit_to(cmd, bs, op, offset, len, iov, fua, step_done);
 	return st->phase.exchange(kIdle, std::memory_order_acq_rel) == kAnswered;
 }
 
