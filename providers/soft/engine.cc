@@ -10,6 +10,7 @@
 // sleeps: a doorbell then costs a store instead of a futex wake, which is what makes
 // small-message rates possible.
 #include "core/log.h"
+#include "core/signals_blocked.h"
 #include "core/thread_name.h"
 #include "providers/soft/soft_internal.h"
 
@@ -90,8 +91,10 @@ Engine::Engine(bool threaded, unsigned index) : threaded_(threaded), index_(inde
 	ev.events = EPOLLIN;
 	ev.data.ptr = nullptr; // the doorbell
 	epoll_ctl(epfd_, EPOLL_CTL_ADD, evfd_, &ev);
-	if (threaded_)
+	if (threaded_) {
+		SignalsBlocked blocked; // the application's signals are not ours
 		thread_ = std::thread([this] { loop(); });
+	}
 }
 
 Engine::~Engine()

@@ -7,6 +7,7 @@
 
 #include "core/byteorder.h"
 #include "core/log.h"
+#include "core/signals_blocked.h"
 #include "core/thread_name.h"
 #include "providers/soft/cm_id.h"
 #include "providers/soft/shm_link.h"
@@ -289,6 +290,7 @@ private:
 	SockCm()
 	{
 		ep_ = epoll_create1(EPOLL_CLOEXEC);
+		SignalsBlocked blocked; // the application's signals are not ours
 		std::thread([this] { loop(); }).detach();
 	}
 	void add(int fd)

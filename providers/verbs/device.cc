@@ -2,6 +2,7 @@
 // providers/verbs/device.cc - devices, their attributes and async events; PD, MR, CQ,
 // completion channel, SRQ over libibverbs.
 #include "core/log.h"
+#include "core/signals_blocked.h"
 #include "core/thread_name.h"
 #include "providers/verbs/verbs_internal.h"
 
@@ -31,6 +32,7 @@ int StoppableThread::start(const char *name, std::function<void(int)> fn)
 	if (wake_fd_ < 0)
 		return -errno;
 	done_ = false;
+	SignalsBlocked blocked; // may run before main(): see core/signals_blocked.h
 	thread_ = std::thread([this, fn = std::move(fn)] {
 		set_thread_name("ulp-verbs-" + name_.substr(0, name_.find(' ')));
 		fn(wake_fd_);

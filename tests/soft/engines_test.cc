@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <csignal>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -267,6 +268,49 @@ TEST(SoftEngines, OneThreadPerEngine)
 	for (int i = 0; i < 4; i++) {
 		const std::string n = "ulp-soft-eng" + std::to_string(i);
 		EXPECT_EQ(get(after, n), get(before, n)) << n;
+	}
+}
+
+// An application that takes SIGTERM synchronously (ulp-targetd: blocked in main, then
+// sigwaitinfo) must not have it delivered to a provider thread, whose default action would
+// end the process: the provider's threads start with every signal blocked, whatever the mask
+// of the thread that created the device (core/signals_blocked.h).
+TEST(SoftEngines, ThreadsStartWithSignalsBlocked)
+{
+	sigset_t term, old;
+	sigemptyset(&term);
+	sigaddset(&term, SIGTERM);
+	ASSERT_EQ(pthread_sigmask(SIG_UNBLOCK, &term, &old), 0);
+	auto d = engines_dev(2, soft::Wire::Auto, soft::Exec::Engine, 0, "127.0.0.4");
+	pthread_sigmask(SIG_SETMASK, &old, nullptr);
+	ASSERT_TRUE(d);
+	ASSERT_EQ(soft::engine_count(*d), 2u);
+	// SigBlk of each engine thread, once both have named themselves (bounded).
+	std::map<pid_t, std::string> engines;
+	for (auto until = Clock::now() + kWait; engines.size() < 2 && Clock::now() < until;) {
+		engines.clear();
+		for_each_thread([&](pid_t tid, const std::string &name) {
+			if (name.rfind("ulp-soft-eng", 0) == 0)
+				engines[tid] = name;
+		});
+		std::this_thread::sleep_for(1ms);
+	}
+	ASSERT_GE(engines.size(), 2u);
+	const uint64_t sigterm_bit = 1ull << (SIGTERM - 1);
+	for (const auto &[tid, name] : engines) {
+		std::ifstream f("/proc/self/task/" + std::to_string(tid) + "/status");
+		std::string line;
+		uint64_t blocked = 0;
+		bool found = false;
+		while (std::getline(f, line))
+			if (line.rfind("SigBlk:", 0) == 0) {
+				blocked = std::stoull(line.substr(7), nullptr, 16);
+				found = true;
+			}
+		if (!found)
+			continue; // the thread of another device ended meanwhile
+		EXPECT_NE(blocked & sigterm_bit, 0u)
+		    << name << " (tid " << tid << ") takes SIGTERM";
 	}
 }
 
