@@ -229,6 +229,8 @@ const char *sub_name(Sub s)
 		return "srpt";
 	case Sub::Tool:
 		return "tool";
+	case Sub::Ha:
+		return "ha";
 	}
 	return "?";
 }

@@ -48,6 +48,7 @@ enum class Sub : uint8_t {
 	Iser,   // iser/: the iSER transport
 	Srpt,   // srp/: the SRP target and initiator
 	Tool,   // tools/: the daemons and clients
+	Ha,     // ha/: gateways sharing a Ceph cluster (cluster map, leases, fencing)
 };
 
 const char *level_name(Level l); // "trace" .. "critical", "off"

@@ -5,7 +5,7 @@
 // The client. LUs of one group (RbdConfig::group) share one RADOS client (rados_t): one
 // connection to the monitors and OSDs, and one identity that Ceph can blocklist, so that a
 // gateway fences or is fenced per group, not per LU nor per process. A client lives while
-// a backstore of its group does (RbdClient, by shared_ptr from the registry's weak_ptr).
+// a backstore of its group does (rados_client.h).
 //
 // Semantics (see backstore.h for the contract):
 //   - rbd_cache off: librbd completes a write when the OSDs have it, so GOOD means
@@ -39,6 +39,7 @@
 #include "core/thread_name.h"
 #include "scsi/bs_internal.h"
 #include "scsi/bs_rbd_queue.h"
+#include "scsi/rados_client.h"
 
 #include <rados/librados.h>
 #include <rbd/librbd.h>
@@ -79,109 +80,10 @@ constexpr uint64_t kRbdWriteSameObjects = 32;
 // STATUS. A walk that took long waits ten times as long as it took instead.
 constexpr auto kAllocWalkEvery = std::chrono::seconds(60);
 
-std::string rbd_strerror(int e)
-{
-	return std::strerror(e < 0 ? -e : e);
-}
-
-// One RADOS client (a connection as client.ID), shared by the LUs of one group.
-struct RbdClient {
-	rados_t cluster = nullptr;
-	std::string conf;    // what it was made with: a second LU of the group must agree
-	std::string client;  // the client id
-	std::string keyring; // the keyring path
-	~RbdClient()
-	{
-		if (cluster)
-			rados_shutdown(cluster);
-	}
-};
-
-std::mutex g_clients_lock;                                 // guards g_clients
-std::map<std::string, std::weak_ptr<RbdClient>> g_clients; // group -> its client
-
-int conf_set(rados_t c, const char *k, const std::string &v, std::string *why)
-{
-	int r = rados_conf_set(c, k, v.c_str());
-	if (r < 0)
-		*why = std::string("rbd: setting ") + k + "=" + v + ": " + rbd_strerror(r);
-	return r;
-}
-
-// The group's client, connected; made on first use. Connecting blocks for up to
-// timeout_s (client_mount_timeout) when the monitors do not answer; it says so first.
-std::shared_ptr<RbdClient> get_client(const RbdConfig &cfg, int *err, std::string *why)
-{
-	const std::string group = cfg.group.empty() ? "default" : cfg.group;
-	const std::string id = cfg.client.empty() ? "admin" : cfg.client;
-	std::lock_guard g(g_clients_lock);
-	if (auto c = g_clients[group].lock()) {
-		if (c->conf != cfg.conf || c->client != id || c->keyring != cfg.keyring) {
-			*err = -EINVAL;
-			*why = "rbd: group " + group + " is already connected as client." +
-			       c->client + " (conf '" + c->conf + "', keyring '" + c->keyring +
-			       "'); a LU of it must use the same client, conf and keyring";
-			return nullptr;
-		}
-		return c;
-	}
-	auto c = std::make_shared<RbdClient>();
-	c->conf = cfg.conf;
-	c->client = id;
-	c->keyring = cfg.keyring;
-	int r = rados_create(&c->cluster, id.c_str());
-	if (r < 0) {
-		c->cluster = nullptr;
-		*err = r;
-		*why = "rbd: rados_create(client." + id + "): " + rbd_strerror(r);
-		return nullptr;
-	}
-	r = rados_conf_read_file(c->cluster, cfg.conf.empty() ? nullptr : cfg.conf.c_str());
-	if (r < 0) {
-		*err = r;
-		*why = "rbd: reading ceph.conf '" +
-		       (cfg.conf.empty() ? "(default search)" : cfg.conf) + "': " + rbd_strerror(r);
-		return nullptr;
-	}
-	const std::string t = std::to_string(cfg.timeout_s);
-	if ((!cfg.keyring.empty() && (r = conf_set(c->cluster, "keyring", cfg.keyring, why)) < 0) ||
-	    (r = conf_set(c->cluster, "rbd_cache", "false", why)) < 0 ||
-	    // A writesame of a zero block as what it says, never a discard that may skip
-	    // partial objects (the core sends zeros as WriteZeroes anyway).
-	    (r = conf_set(c->cluster, "rbd_discard_on_zeroed_write_same", "false", why)) < 0 ||
-	    (r = conf_set(c->cluster, "client_mount_timeout", t, why)) < 0 ||
-	    (r = conf_set(c->cluster, "rados_mon_op_timeout", t, why)) < 0 ||
-	    (r = conf_set(c->cluster, "rados_osd_op_timeout", t, why)) < 0) {
-		*err = r;
-		return nullptr;
-	}
-	ULP_LOG(Info, Scsi,
-	        "rbd: connecting to the Ceph cluster as client.{} (group {}, conf {}; up to {} s)",
-	        id, group, cfg.conf.empty() ? "default" : cfg.conf, cfg.timeout_s);
-	const auto t0 = std::chrono::steady_clock::now();
-	r = rados_connect(c->cluster);
-	const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-	                    std::chrono::steady_clock::now() - t0)
-	                    .count();
-	if (r < 0) {
-		*err = r;
-		*why =
-		    "rbd: cannot connect to the Ceph cluster as client." + id + " after " +
-		    std::to_string(ms) + " ms: " + rbd_strerror(r) +
-		    (r == -ETIMEDOUT ? " (no monitor answered: is the cluster up, mon_host right?)"
-		                     : "");
-		return nullptr;
-	}
-	ULP_LOG(Info, Scsi, "rbd: connected as client.{} in {} ms (instance {})", id, ms,
-	        rados_get_instance_id(c->cluster));
-	g_clients[group] = c;
-	return c;
-}
-
 class RbdBackstore final : public Backstore
 {
 public:
-	RbdBackstore(const BackstoreConfig &cfg, uint64_t size, std::shared_ptr<RbdClient> client,
+	RbdBackstore(const BackstoreConfig &cfg, uint64_t size, std::shared_ptr<RadosClient> client,
 	             rados_ioctx_t ioctx, std::shared_ptr<RbdDev> dev)
 	    : Backstore("rbd", size, cfg.queue_depth), client_(std::move(client)), ioctx_(ioctx),
 	      dev_(std::move(dev)), read_only_(cfg.read_only), atomic_unit_(cfg.rbd.atomic_unit)
@@ -209,7 +111,7 @@ public:
 			ULP_LOG(Warn, Scsi,
 			        "{}no watch on the image header ({}): a resize outside is "
 			        "seen only on a rescan",
-			        dev_->who, rbd_strerror(r));
+			        dev_->who, rados_strerror(r));
 		} else {
 			watching_ = true;
 		}
@@ -316,7 +218,7 @@ public:
 		int r = rbd_resize(dev_->image, bytes);
 		if (r < 0) {
 			if (why)
-				*why = dev_->who + "rbd_resize: " + rbd_strerror(r);
+				*why = dev_->who + "rbd_resize: " + rados_strerror(r);
 			return r;
 		}
 		set_size(bytes);
@@ -329,7 +231,7 @@ public:
 	{
 		int r = rbd_get_size(dev_->image, bytes);
 		if (r < 0 && why)
-			*why = dev_->who + "rbd_get_size: " + rbd_strerror(r);
+			*why = dev_->who + "rbd_get_size: " + rados_strerror(r);
 		return r;
 	}
 
@@ -345,16 +247,7 @@ public:
 	}
 
 	// The client's address as the OSDs see it, what `ceph osd blocklist add` takes.
-	std::string client_addr() const
-	{
-		char *addrs = nullptr;
-		std::string a;
-		if (rados_getaddrs(client_->cluster, &addrs) == 0 && addrs) {
-			a = addrs;
-			std::free(addrs);
-		}
-		return a;
-	}
+	std::string client_addr() const { return rados_client_addr(client_->cluster); }
 
 private:
 	// The allocation walk (bs_rbd_alloc.h), on the walker thread: rbd_diff_iterate2 of the
@@ -372,21 +265,21 @@ private:
 	void want_walk();
 	void stop_walker();
 
-	std::shared_ptr<RbdClient> client_;  // the group's RADOS client
-	rados_ioctx_t ioctx_;                // the pool (and namespace)
-	std::shared_ptr<RbdDev> dev_;        // the open image, shared with the queues
-	const bool read_only_;               // opened read-only
-	const uint32_t atomic_unit_;         // bytes: WRITE ATOMIC's alignment and longest; 0 none
-	std::unique_ptr<RbdQueue> shared_;   // the queue of threads without an event loop
-	uint64_t watch_ = 0;                 // rbd_update_watch's handle
-	bool watching_ = false;              // watch_ is registered
-	BoundedThread walker_;               // walk_loop()
-	std::mutex walk_lock_;               // guards the two below
-	std::condition_variable walk_cv_;    // walk_wanted_ or walk_quit_ set
-	bool walk_wanted_ = false;           // a walk is asked for
-	bool walk_quit_ = false;             // the walker ends
-	std::atomic<bool> walk_stop_{false}; // a walk in progress gives up (destruction)
-	std::atomic<uint64_t> walks_{0};     // walks the map took (stats)
+	std::shared_ptr<RadosClient> client_; // the group's RADOS client
+	rados_ioctx_t ioctx_;                 // the pool (and namespace)
+	std::shared_ptr<RbdDev> dev_;         // the open image, shared with the queues
+	const bool read_only_;                // opened read-only
+	const uint32_t atomic_unit_;          // bytes: WRITE ATOMIC's alignment and longest; 0 none
+	std::unique_ptr<RbdQueue> shared_;    // the queue of threads without an event loop
+	uint64_t watch_ = 0;                  // rbd_update_watch's handle
+	bool watching_ = false;               // watch_ is registered
+	BoundedThread walker_;                // walk_loop()
+	std::mutex walk_lock_;                // guards the two below
+	std::condition_variable walk_cv_;     // walk_wanted_ or walk_quit_ set
+	bool walk_wanted_ = false;            // a walk is asked for
+	bool walk_quit_ = false;              // the walker ends
+	std::atomic<bool> walk_stop_{false};  // a walk in progress gives up (destruction)
+	std::atomic<uint64_t> walks_{0};      // walks the map took (stats)
 };
 
 // What the walk's callback fills: per object of the walked size, whether it holds data.
@@ -431,7 +324,7 @@ std::chrono::milliseconds RbdBackstore::walk()
 	else if (r != -ECANCELED)
 		ULP_LOG(Warn, Scsi,
 		        "{}walking the allocation: {}; GET LBA STATUS keeps what it knew", d.who,
-		        rbd_strerror(r));
+		        rados_strerror(r));
 	if (took >= std::chrono::seconds(1))
 		ULP_LOG(
 		    Info, Scsi,
@@ -590,7 +483,13 @@ std::unique_ptr<Backstore> make_rbd_backstore(const BackstoreConfig &cfg, int *e
 		       std::to_string(cfg.block_size) + "); 0 offers no WRITE ATOMIC";
 		return nullptr;
 	}
-	auto client = get_client(rc, err, why);
+	RadosConfig rcfg;
+	rcfg.conf = rc.conf;
+	rcfg.client = rc.client;
+	rcfg.keyring = rc.keyring;
+	rcfg.group = rc.group;
+	rcfg.timeout_s = rc.timeout_s;
+	auto client = rados_client_get(rcfg, err, why);
 	if (!client)
 		return nullptr;
 
@@ -599,7 +498,7 @@ std::unique_ptr<Backstore> make_rbd_backstore(const BackstoreConfig &cfg, int *e
 	if (r < 0) {
 		*err = r;
 		*why = "rbd backstore " + name + ": pool '" + rc.pool +
-		       "': " + (r == -ENOENT ? std::string("no such pool") : rbd_strerror(r));
+		       "': " + (r == -ENOENT ? std::string("no such pool") : rados_strerror(r));
 		return nullptr;
 	}
 	rados_ioctx_set_namespace(ioctx, rc.nspace.empty() ? nullptr : rc.nspace.c_str());
@@ -621,19 +520,19 @@ std::unique_ptr<Backstore> make_rbd_backstore(const BackstoreConfig &cfg, int *e
 		r = rbd_create(ioctx, rc.image.c_str(), cfg.size, &order);
 		if (r < 0 && r != -EEXIST) // another gateway may have made it meanwhile
 			return fail(r, "rbd_create of " + std::to_string(cfg.size) +
-			                   " bytes: " + rbd_strerror(r));
+			                   " bytes: " + rados_strerror(r));
 		ULP_LOG(Info, Scsi, "rbd backstore {}: created, {} bytes", name, cfg.size);
 		r = open();
 	}
 	if (r < 0)
 		return fail(r, r == -ENOENT ? std::string("no such image (create=1 makes it)")
-		                            : "rbd_open: " + rbd_strerror(r));
+		                            : "rbd_open: " + rados_strerror(r));
 
 	rbd_image_info_t info{};
 	r = rbd_stat(image, &info, sizeof(info));
 	if (r < 0) {
 		rbd_close(image);
-		return fail(r, "rbd_stat: " + rbd_strerror(r));
+		return fail(r, "rbd_stat: " + rados_strerror(r));
 	}
 	uint64_t size = info.size - info.size % cfg.block_size;
 	if (cfg.size && cfg.size != info.size) {

@@ -9,6 +9,7 @@
 // delivered on the event loop that submitted (a loop stopped, the backstore destroyed on one).
 #include "core/thread_name.h"
 #include "scsi/lu.h"
+#include "tests/ceph/ceph_env.h"
 #include "tests/scsi/backstore_env.h"
 #include "tests/scsi/event_loop_env.h"
 #include "tests/scsi/loop_batch.h"
@@ -30,93 +31,22 @@ namespace ulp::scsi::bs_test
 namespace
 {
 
-// The cluster: started before the first test, stopped after the last.
-struct Cluster {
-	std::string dir;  // its directory (ceph.conf, keyring)
-	std::string conf; // dir/ceph.conf
-	std::string keyring;
-	bool up = false;
-};
-Cluster g_cluster;
+using ceph_test::ceph_dev;
+using ceph_test::g_cluster;
+using ceph_test::sh;
 
-std::string sh(const std::string &cmd, int *rc = nullptr)
-{
-	std::string out;
-	FILE *p = popen((cmd + " 2>&1").c_str(), "r");
-	if (!p) {
-		if (rc)
-			*rc = -1;
-		return out;
-	}
-	char buf[4096];
-	size_t n;
-	while ((n = fread(buf, 1, sizeof(buf), p)) > 0)
-		out.append(buf, n);
-	int st = pclose(p);
-	if (rc)
-		*rc = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-	return out;
-}
-
-std::string ceph_dev(const std::string &args, int *rc)
-{
-	return sh("timeout 180 bash " ULP_SOURCE_DIR "/scripts/ceph-dev.sh " + args + " --dir " +
-	              g_cluster.dir,
-	          rc);
-}
-
-// A TCP port nothing listens on now (the kernel's choice for port 0).
-int free_port()
-{
-	int s = socket(AF_INET, SOCK_STREAM, 0);
-	sockaddr_in a{};
-	a.sin_family = AF_INET;
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	socklen_t len = sizeof(a);
-	if (bind(s, reinterpret_cast<sockaddr *>(&a), sizeof(a)) < 0 ||
-	    getsockname(s, reinterpret_cast<sockaddr *>(&a), &len) < 0) {
-		close(s);
-		return 0;
-	}
-	close(s);
-	return ntohs(a.sin_port);
-}
-
-class CephEnv : public ::testing::Environment
+// The rbd backstore is off in a program that has not asked for it (backstore.h).
+class RbdCephEnv : public ceph_test::CephEnv
 {
 public:
 	void SetUp() override
 	{
 		rbd_backstore_enable();
-		char tmpl[] = "/tmp/ulp-rbd-test.XXXXXX";
-		ASSERT_TRUE(mkdtemp(tmpl));
-		g_cluster.dir = tmpl;
-		g_cluster.conf = g_cluster.dir + "/ceph.conf";
-		g_cluster.keyring = g_cluster.dir + "/keyring";
-		unsetenv("CEPH_ARGS");
-		unsetenv("CEPH_CONF");
-		unsetenv("CEPH_KEYRING");
-		const int port = free_port();
-		ASSERT_GT(port, 0);
-		int rc = 0;
-		std::string out =
-		    ceph_dev("start --port " + std::to_string(port) + " --timeout 60", &rc);
-		ASSERT_EQ(rc, 0) << out;
-		g_cluster.up = true;
-		setenv("CEPH_CONF", g_cluster.conf.c_str(), 1); // for the rbd and ceph CLIs
-	}
-	void TearDown() override
-	{
-		if (!g_cluster.up)
-			return;
-		int rc = 0;
-		std::string out = ceph_dev("stop --timeout 20", &rc);
-		EXPECT_EQ(rc, 0) << out;
-		sh("rm -rf " + g_cluster.dir);
+		CephEnv::SetUp();
 	}
 };
 
-const auto *g_env = ::testing::AddGlobalTestEnvironment(new CephEnv);
+const auto *g_env = ::testing::AddGlobalTestEnvironment(new RbdCephEnv);
 
 std::string rbd_cli(const std::string &args, int *rc = nullptr)
 {
@@ -387,7 +317,7 @@ TEST(RbdBackstore, BadConfigsAreRefusedByName)
 // No monitor at the configured address: a bounded wait (timeout_s), then a clear error.
 TEST(RbdBackstore, NoClusterFailsInBoundedTime)
 {
-	const int port = free_port();
+	const int port = ceph_test::free_port();
 	const std::string conf = g_cluster.dir + "/nobody.conf";
 	{
 		std::ofstream f(conf);

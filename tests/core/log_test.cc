@@ -68,6 +68,7 @@ TEST(Log, ParseLevel)
 	EXPECT_FALSE(parse_level("loud", &l));
 	EXPECT_STREQ(level_name(Level::Error), "error");
 	EXPECT_STREQ(sub_name(Sub::CqPoll), "cq_poll");
+	EXPECT_STREQ(sub_name(Sub::Ha), "ha");
 }
 
 TEST(Log, FileSinkGetsProgramTagLevelAndTimestamp)
