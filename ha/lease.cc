@@ -91,9 +91,12 @@ int Lease::lock(uint8_t flags)
 	if (r == -EEXIST && !(flags & LIBRADOS_LOCK_FLAG_MUST_RENEW))
 		r = -EBUSY; // ours under another flag set: cannot happen with one cookie per
 		            // gateway
+	// Only a definite loss clears the bound: after a timeout the lock may still be ours on
+	// the OSD until the bound the last success gave, and the owner's self-fencing counts
+	// on that bound.
 	if (r == 0)
 		valid_until_ = sent + duration_;
-	else if (r != -EBUSY)
+	else if (r == -ENOENT || r == -ESHUTDOWN)
 		valid_until_ = {};
 	return r;
 }
@@ -161,7 +164,7 @@ int Lease::holder(LeaseHolder *out)
 	return -ERANGE;
 }
 
-int Lease::take_over(const LeaseHolder &h, uint32_t blocklist_s)
+int Lease::fence(const LeaseHolder &h, uint32_t blocklist_s)
 {
 	const std::string own = scsi::rados_client_addr(client_->cluster);
 	const std::string victim = blocklist_form(h.addr);
@@ -170,14 +173,16 @@ int Lease::take_over(const LeaseHolder &h, uint32_t blocklist_s)
 		        h.addr.empty() ? "no address" : "that is this client");
 		return -EINVAL;
 	}
+	const std::string who = (h.cookie.empty() ? std::string("the previous owner") : h.cookie) +
+	                        (h.client.empty() ? "" : " (" + h.client + ")");
 	ULP_LOG(Warn, Ha,
-	        "lease {}: taking it over from {} ({}, {}): blocklisting its client first (each "
-	        "step bounded by the client's rados_mon_op_timeout/rados_osd_op_timeout)",
-	        oid_, h.cookie, h.client, victim);
+	        "lease {}: fencing {} at {}: blocklisting its client (each step bounded by the "
+	        "client's rados_mon_op_timeout/rados_osd_op_timeout)",
+	        oid_, who, victim);
 	std::string a = victim;
 	int r = rados_blocklist_add(client_->cluster, a.data(), blocklist_s);
 	if (r < 0) {
-		ULP_LOG(Error, Ha, "lease {}: blocklisting {}: {}; not taking over", oid_, victim,
+		ULP_LOG(Error, Ha, "lease {}: blocklisting {}: {}", oid_, victim,
 		        scsi::rados_strerror(r));
 		return r;
 	}
@@ -185,11 +190,18 @@ int Lease::take_over(const LeaseHolder &h, uint32_t blocklist_s)
 	// have that map, and they fetch it no later than our own first operation that carries
 	// the epoch. Waiting for the latest map here is what makes our next operation carry it.
 	r = rados_wait_for_latest_osdmap(client_->cluster);
-	if (r < 0) {
+	if (r < 0)
 		ULP_LOG(Error, Ha, "lease {}: waiting for the OSD map with {} blocklisted: {}",
 		        oid_, victim, scsi::rados_strerror(r));
+	return r;
+}
+
+int Lease::take_over(const LeaseHolder &h, uint32_t blocklist_s)
+{
+	int r = fence(h, blocklist_s);
+	if (r < 0)
 		return r;
-	}
+	const std::string victim = blocklist_form(h.addr);
 	r = rados_break_lock(io_, oid_.c_str(), kLockName, h.client.c_str(), h.cookie.c_str());
 	if (r < 0 && r != -ENOENT) {
 		ULP_LOG(Error, Ha, "lease {}: breaking {}'s lock: {}", oid_, h.client,

@@ -71,12 +71,17 @@ public:
 	// itself (never fence ourselves); another negative errno. Blocks for up to the client's
 	// timeout per step, with a log line for each.
 	int take_over(const LeaseHolder &h, uint32_t blocklist_s);
+	// take_over's first half: blocklist h.addr and wait for the OSD map that carries the
+	// entry; what a gateway does whose lease a holder lost by expiry, not by a break. 0;
+	// -EINVAL h is this client; another negative errno.
+	int fence(const LeaseHolder &h, uint32_t blocklist_s);
 
 	// Until when the holder may act as the owner (see above); Clock::time_point() when it
 	// holds nothing.
 	Clock::time_point valid_until() const { return valid_until_; }
 	bool held(Clock::time_point now = Clock::now()) const { return now < valid_until_; }
 	const std::string &oid() const { return oid_; }
+	rados_t cluster() const { return client_->cluster; }
 	const std::string &cookie() const { return cookie_; }
 	std::chrono::seconds duration() const { return duration_; }
 

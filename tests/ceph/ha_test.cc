@@ -7,6 +7,7 @@
 // exclude, expire and are renewed, and a take-over that fences the old holder first, so
 // that its writes fail from then on.
 #include "ha/cluster_map.h"
+#include "ha/group_owner.h"
 #include "ha/lease.h"
 #include "tests/ceph/ceph_env.h"
 
@@ -411,6 +412,150 @@ TEST(Lease, OpenChecksItsArguments)
 	EXPECT_NE(why.find("no such pool"), std::string::npos) << why;
 	EXPECT_FALSE(ClusterMap::open(a, "nosuchpool", "", "o", &err, &why));
 	EXPECT_EQ(err, -ENOENT);
+}
+
+} // namespace ulp::ha
+
+namespace ulp::ha
+{
+
+TEST(OwnerRecord, RoundTripAndDamage)
+{
+	OwnerRecord r{"gw-1", "127.0.0.1:0/123456", false, 7};
+	const std::string s = owner_record_encode(r);
+	EXPECT_EQ(s, "gw=gw-1;addr=127.0.0.1:0/123456;state=active;epoch=7");
+	OwnerRecord d;
+	ASSERT_TRUE(owner_record_decode(s, &d));
+	EXPECT_EQ(d.gw, "gw-1");
+	EXPECT_EQ(d.addr, "127.0.0.1:0/123456");
+	EXPECT_FALSE(d.released);
+	EXPECT_EQ(d.epoch, 7u);
+	ASSERT_TRUE(owner_record_decode("epoch=0;state=released;addr=a;gw=g", &d));
+	EXPECT_TRUE(d.released);
+	EXPECT_EQ(d.epoch, 0u);
+	for (const char *bad :
+	     {"", "gw=g;addr=a;state=active", "gw=g;addr=a;state=on;epoch=1",
+	      "gw=g;addr=a;state=active;epoch=01", "gw=g;gw=h;addr=a;state=active;epoch=1",
+	      "gw=g;addr=a;state=active;epoch=1;", "gw=g;addr=a;state=active;epoch=1;x=y",
+	      "gw=g h;addr=a;state=active;epoch=1", "gw=;addr=a;state=active;epoch=1",
+	      "gw=g;addr=a b;state=active;epoch=1", "gw=g;addr;state=active;epoch=1"})
+		EXPECT_FALSE(owner_record_decode(bad, &d)) << "'" << bad << "'";
+	EXPECT_FALSE(owner_record_decode(std::string(kMaxRecordBytes + 1, 'x'), &d));
+	EXPECT_TRUE(ha_name_valid("gw_1.a-b"));
+	EXPECT_FALSE(ha_name_valid(""));
+	EXPECT_FALSE(ha_name_valid(std::string(65, 'a')));
+	EXPECT_FALSE(ha_name_valid("gw/1"));
+}
+
+namespace
+{
+
+struct Gw {
+	std::shared_ptr<scsi::RadosClient> client;
+	std::unique_ptr<GroupOwner> owner;
+	int actives = 0;  // on_active calls
+	int releases = 0; // on_release calls
+};
+
+// Gateway name's owner of group over its own client (group of clients: tag).
+std::unique_ptr<Gw> gateway(const std::string &name, const std::string &group,
+                            const std::string &tag, std::chrono::seconds lease)
+{
+	auto g = std::make_unique<Gw>();
+	g->client = client(tag);
+	if (!g->client)
+		return nullptr;
+	GroupOwnerConfig c;
+	c.gateway = name;
+	c.group = group;
+	c.lease_oid = "ulp.lease." + group;
+	c.lease = lease;
+	c.margin = 1s;
+	c.blocklist_s = 600;
+	Gw *raw = g.get();
+	c.on_active = [raw] {
+		raw->actives++;
+		return 0;
+	};
+	c.on_release = [raw] { raw->releases++; };
+	auto m = map_of(g->client, "ulp.cluster.owners");
+	auto l = lease_of(g->client, c.lease_oid, name, lease);
+	if (!m || !l)
+		return nullptr;
+	g->owner = std::make_unique<GroupOwner>(c, std::move(m), std::move(l));
+	return g;
+}
+
+} // namespace
+
+// The owner freezes (stops ticking, as under SIGSTOP): the standby takes the group only
+// once the lease has run out, fences the frozen owner's client first, and only then is
+// Active; the frozen owner, resumed, finds itself fenced (Unavailable) and its writes fail.
+TEST(GroupOwner, FailoverFencesTheFrozenOwner)
+{
+	auto a = gateway("gw-a", "g1", "go-a", 3s), b = gateway("gw-b", "g1", "go-b", 3s);
+	ASSERT_TRUE(a && b);
+	a->owner->tick();
+	ASSERT_EQ(a->owner->state(), OwnerState::Active);
+	EXPECT_EQ(a->owner->access(), PortAccess::ActiveOptimized);
+	EXPECT_EQ(a->actives, 1);
+	b->owner->tick();
+	EXPECT_EQ(b->owner->state(), OwnerState::Standby);
+	EXPECT_EQ(b->owner->access(), PortAccess::Standby);
+	EXPECT_EQ(b->owner->owner().gw, "gw-a");
+	EXPECT_EQ(b->owner->owner().epoch, 1u);
+	ASSERT_EQ(write_obj(a->client, "g1-data"), 0);
+
+	// a is frozen from here: b ticks as its timer would.
+	const auto a_until = Lease::Clock::now() + 3s; // a's lease ends no earlier
+	const auto t0 = Lease::Clock::now();
+	while (b->owner->state() != OwnerState::Active && Lease::Clock::now() < t0 + 20s) {
+		std::this_thread::sleep_for(250ms);
+		b->owner->tick();
+	}
+	ASSERT_EQ(b->owner->state(), OwnerState::Active);
+	EXPECT_GE(Lease::Clock::now(), a_until - 100ms)
+	    << "b took the group before a's lease ran out";
+	EXPECT_EQ(b->actives, 1);
+	EXPECT_EQ(b->owner->owner().gw, "gw-b");
+	EXPECT_EQ(b->owner->owner().epoch, 2u);
+
+	// a's client is refused before b reports Active/Optimized: its next write fails.
+	EXPECT_EQ(write_obj(a->client, "g1-data"), -ESHUTDOWN);
+	a->owner->tick(); // resumed
+	EXPECT_EQ(a->owner->state(), OwnerState::Fenced);
+	EXPECT_EQ(a->owner->access(), PortAccess::Unavailable);
+	a->owner->tick();
+	EXPECT_EQ(a->owner->state(), OwnerState::Fenced) << "fenced is final for a client";
+	EXPECT_EQ(write_obj(b->client, "g1-data"), 0);
+	b->owner->tick();
+	EXPECT_EQ(b->owner->state(), OwnerState::Active);
+}
+
+// A planned move: the owner drains (stops its I/O, marks its record released, lets the
+// lease go), and the standby takes the group at once without fencing anyone: the drained
+// gateway's client still writes.
+TEST(GroupOwner, DrainHandsOverWithoutFencing)
+{
+	auto a = gateway("gw-a", "g2", "dr-a", 10s), b = gateway("gw-b", "g2", "dr-b", 10s);
+	ASSERT_TRUE(a && b);
+	a->owner->tick();
+	ASSERT_EQ(a->owner->state(), OwnerState::Active);
+	b->owner->tick();
+	ASSERT_EQ(b->owner->state(), OwnerState::Standby);
+	EXPECT_EQ(b->owner->drain(10s), -EINVAL) << "draining what it does not own";
+
+	ASSERT_EQ(a->owner->drain(10s), 0);
+	EXPECT_EQ(a->releases, 1);
+	EXPECT_EQ(a->owner->state(), OwnerState::Standby);
+	b->owner->tick();
+	ASSERT_EQ(b->owner->state(), OwnerState::Active) << "the released lease was not free";
+	EXPECT_EQ(b->owner->owner().epoch, 2u);
+	EXPECT_FALSE(b->owner->owner().released);
+	a->owner->tick(); // held off, and the lease is b's anyway
+	EXPECT_EQ(a->owner->state(), OwnerState::Standby);
+	EXPECT_EQ(a->owner->owner().gw, "gw-b");
+	EXPECT_EQ(write_obj(a->client, "g2-data"), 0) << "a drained gateway was fenced";
 }
 
 } // namespace ulp::ha
