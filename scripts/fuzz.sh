@@ -14,7 +14,8 @@
 # socket: JSON-RPC request lines), or prometheus (ulpctl's Prometheus text from the daemon's
 # stats answer), or http_request (the metrics endpoint's HTTP request heads), or
 # ulpctl_import (`ulpctl import`'s saveconfig.json and targets.conf readers), or
-# ha_version (the cluster map's version, as another gateway wrote it); SECONDS
+# ha_records (the cluster map's version and owner records, as another gateway wrote
+# them); SECONDS
 # defaults to 60. With no arguments, or a number
 # first, it fuzzes sock_wire as it always did.
 # The build goes to build-fuzz-clang; a run keeps what it learns in
@@ -36,12 +37,12 @@ fi
 case $target in
 sock_wire | shm_ring | iscsi_pdu | iscsi_text | iscsi_login | iscsi_initiator | iscsi_conn) ;;
 srp_login | srp_cmd | srp_rsp | pr_state | xcopy | admin_rpc | prometheus | http_request) ;;
-ulpctl_import | stpg | ha_version) ;;
+ulpctl_import | stpg | ha_records) ;;
 *)
 	echo "fuzz.sh: unknown target '$target'" \
 		"(sock_wire, shm_ring, iscsi_pdu, iscsi_text, iscsi_login, iscsi_initiator, iscsi_conn," \
 		"srp_login, srp_cmd, srp_rsp, pr_state, xcopy, admin_rpc, prometheus, http_request," \
-		"ulpctl_import, stpg, ha_version)" >&2
+		"ulpctl_import, stpg, ha_records)" >&2
 	exit 2
 	;;
 esac
