@@ -258,6 +258,11 @@ struct RbdConfig {
 	bool create = false;     // create the image (BackstoreConfig::size bytes) when missing
 	uint32_t timeout_s = 30; // seconds: connecting to the cluster at open, and each OSD
 	                         // operation (rados_osd_op_timeout) before it fails -ETIMEDOUT
+	// Gateway mode (ha/): the image's exclusive lock moves only when rbd_bs_lock() takes or
+	// gives it, never because a write came (librbd's rbd_auto_exclusive_lock_until_manual_
+	// request off for the group's client): a write without the lock fails -EROFS instead
+	// of taking the lock from the owner. The whole group must agree.
+	bool managed_lock = false;
 	uint32_t atomic_unit = kRbdAtomicUnit; // bytes: WRITE ATOMIC's alignment and longest
 	                                       // length (a power of two from the block size
 	                                       // to the stripe unit); 0: no WRITE ATOMIC

@@ -77,4 +77,14 @@ struct RbdBsStats {
 // false when bs is not an rbd backstore.
 bool rbd_bs_stats(const Backstore &bs, RbdBsStats *out);
 
+// Gateway mode (RbdConfig::managed_lock): take the image's exclusive lock (take true) or
+// give it up. Taking breaks the lock of any other holder first - librbd blocklists that
+// client as it breaks (rbd_blocklist_on_break_lock) - so that it does not wait on a holder
+// that will never answer: the caller owns the image by its lease and has fenced the
+// previous owner already (ha/group_owner.h). 0 or a negative errno; -ENOTSUP when bs is
+// not an rbd backstore, -EINVAL without managed_lock.
+int rbd_bs_lock(Backstore &bs, bool take);
+// Whether this client holds the image's exclusive lock: 0 and *owner, or a negative errno.
+int rbd_bs_lock_owner(const Backstore &bs, bool *owner);
+
 } // namespace ulp::scsi

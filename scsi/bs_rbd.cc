@@ -249,6 +249,77 @@ public:
 	// The client's address as the OSDs see it, what `ceph osd blocklist add` takes.
 	std::string client_addr() const { return rados_client_addr(client_->cluster); }
 
+	// rbd_bs_lock (bs_internal.h).
+	int lock(bool take)
+	{
+		if (!client_->managed_lock)
+			return -EINVAL;
+		rbd_image_t img = dev_->image;
+		if (!take) {
+			int r = rbd_lock_release(img);
+			if (r < 0 && r != -EINVAL) // -EINVAL: not held
+				ULP_LOG(Warn, Scsi, "{}releasing the exclusive lock: {}", dev_->who,
+				        rados_strerror(r));
+			return r == -EINVAL ? 0 : r;
+		}
+		// Held already (librbd may take it by itself, e.g. as the image is created):
+		// acquired again all the same, which makes it a managed lock that rbd_lock_release
+		// gives up.
+		bool owner = false;
+		if (int r = lock_owner(&owner); r < 0)
+			return r;
+		// Another holder, alive or not, would make rbd_lock_acquire wait for its answer
+		// (a managed lock is not handed over on request): break it first.
+		rbd_lock_mode_t mode{};
+		char *owners[4] = {};
+		size_t n = 4;
+		int r = owner ? -ENOENT : rbd_lock_get_owners(img, &mode, owners, &n);
+		if (r == 0) {
+			// Never our own: librbd may have taken the lock for this client already (a
+			// free lock is taken by the first write, whatever the policy), and breaking
+			// it would blocklist ourselves.
+			const std::string own = client_addr();
+			const std::string own_nonce = own.substr(own.rfind('/') + 1);
+			for (size_t i = 0; i < n; i++) {
+				const std::string o = owners[i];
+				if (!own_nonce.empty() && o.size() > own_nonce.size() &&
+				    o.compare(o.size() - own_nonce.size() - 1, std::string::npos,
+				              "/" + own_nonce) == 0)
+					continue;
+				ULP_LOG(Warn, Scsi, "{}breaking {}'s exclusive lock", dev_->who,
+				        owners[i]);
+				if (int b = rbd_lock_break(img, mode, owners[i]);
+				    b < 0 && b != -ENOENT)
+					r = b;
+			}
+			rbd_lock_get_owners_cleanup(owners, n);
+			if (r < 0) {
+				ULP_LOG(Error, Scsi, "{}breaking the exclusive lock: {}", dev_->who,
+				        rados_strerror(r));
+				return r;
+			}
+		} else if (r != -ENOENT) {
+			ULP_LOG(Error, Scsi, "{}reading the exclusive lock's owner: {}", dev_->who,
+			        rados_strerror(r));
+			return r;
+		}
+		r = rbd_lock_acquire(img, RBD_LOCK_MODE_EXCLUSIVE);
+		if (r < 0)
+			ULP_LOG(Error, Scsi, "{}taking the exclusive lock: {}", dev_->who,
+			        rados_strerror(r));
+		else
+			ULP_LOG(Info, Scsi, "{}exclusive lock taken", dev_->who);
+		return r;
+	}
+
+	int lock_owner(bool *owner) const
+	{
+		int is = 0;
+		int r = rbd_is_exclusive_lock_owner(dev_->image, &is);
+		*owner = is != 0;
+		return r;
+	}
+
 private:
 	// The allocation walk (bs_rbd_alloc.h), on the walker thread: rbd_diff_iterate2 of the
 	// image from its creation, parents included, in whole objects. With the object-map and
@@ -439,6 +510,18 @@ RbdBackstore::~RbdBackstore()
 
 } // namespace
 
+int rbd_bs_lock(Backstore &bs, bool take)
+{
+	auto *r = dynamic_cast<RbdBackstore *>(&bs);
+	return r ? r->lock(take) : -ENOTSUP;
+}
+
+int rbd_bs_lock_owner(const Backstore &bs, bool *owner)
+{
+	auto *r = dynamic_cast<const RbdBackstore *>(&bs);
+	return r ? r->lock_owner(owner) : -ENOTSUP;
+}
+
 bool rbd_bs_stats(const Backstore &bs, RbdBsStats *out)
 {
 	auto *r = dynamic_cast<const RbdBackstore *>(&bs);
@@ -489,6 +572,7 @@ std::unique_ptr<Backstore> make_rbd_backstore(const BackstoreConfig &cfg, int *e
 	rcfg.keyring = rc.keyring;
 	rcfg.group = rc.group;
 	rcfg.timeout_s = rc.timeout_s;
+	rcfg.managed_lock = rc.managed_lock;
 	auto client = rados_client_get(rcfg, err, why);
 	if (!client)
 		return nullptr;

@@ -59,12 +59,15 @@ std::shared_ptr<RadosClient> rados_client_get(const RadosConfig &cfg, int *err, 
 	const std::string id = cfg.client.empty() ? "admin" : cfg.client;
 	std::lock_guard g(g_clients_lock);
 	if (auto c = g_clients[group].lock()) {
-		if (c->conf != cfg.conf || c->client != id || c->keyring != cfg.keyring) {
+		if (c->conf != cfg.conf || c->client != id || c->keyring != cfg.keyring ||
+		    c->managed_lock != cfg.managed_lock) {
 			*err = -EINVAL;
 			*why = "rados: group " + group + " is already connected as client." +
 			       c->client + " (conf '" + c->conf + "', keyring '" + c->keyring +
-			       "'); everything of the group must use the same client, conf and "
-			       "keyring";
+			       "', managed_lock " + (c->managed_lock ? "on" : "off") +
+			       "); everything of the group must use the same client, conf, keyring "
+			       "and "
+			       "lock mode";
 			return nullptr;
 		}
 		return c;
@@ -74,6 +77,7 @@ std::shared_ptr<RadosClient> rados_client_get(const RadosConfig &cfg, int *err, 
 	c->client = id;
 	c->keyring = cfg.keyring;
 	c->group = group;
+	c->managed_lock = cfg.managed_lock;
 	int r = rados_create(&c->cluster, id.c_str());
 	if (r < 0) {
 		c->cluster = nullptr;
@@ -99,7 +103,10 @@ std::shared_ptr<RadosClient> rados_client_get(const RadosConfig &cfg, int *err, 
 	    (r = conf_set(c->cluster, "rbd_discard_on_zeroed_write_same", "false", why)) < 0 ||
 	    (r = conf_set(c->cluster, "client_mount_timeout", t, why)) < 0 ||
 	    (r = conf_set(c->cluster, "rados_mon_op_timeout", t, why)) < 0 ||
-	    (r = conf_set(c->cluster, "rados_osd_op_timeout", t, why)) < 0) {
+	    (r = conf_set(c->cluster, "rados_osd_op_timeout", t, why)) < 0 ||
+	    (cfg.managed_lock &&
+	     (r = conf_set(c->cluster, "rbd_auto_exclusive_lock_until_manual_request", "false",
+	                   why)) < 0)) {
 		*err = r;
 		return nullptr;
 	}

@@ -20,12 +20,13 @@ namespace ulp::scsi
 
 // Where and as whom to connect.
 struct RadosConfig {
-	std::string conf;        // ceph.conf ("": librados' own search: $CEPH_CONF, /etc/ceph)
-	std::string client;      // the client id, without "client." ("": admin)
-	std::string keyring;     // the keyring file ("": what ceph.conf names)
-	std::string group;       // clients are shared per group ("": "default")
-	uint32_t timeout_s = 30; // seconds: connecting (client_mount_timeout), each monitor and
-	                         // OSD operation (rados_mon/osd_op_timeout) before -ETIMEDOUT
+	std::string conf;          // ceph.conf ("": librados' own search: $CEPH_CONF, /etc/ceph)
+	std::string client;        // the client id, without "client." ("": admin)
+	std::string keyring;       // the keyring file ("": what ceph.conf names)
+	std::string group;         // clients are shared per group ("": "default")
+	uint32_t timeout_s = 30;   // seconds: connecting (client_mount_timeout), each monitor and
+	                           // OSD operation (rados_mon/osd_op_timeout) before -ETIMEDOUT
+	bool managed_lock = false; // RbdConfig::managed_lock, for every image of the client
 };
 
 // A connected client. Lives while anything of its group holds it.
@@ -35,6 +36,7 @@ struct RadosClient {
 	std::string client;        // the client id
 	std::string keyring;       // the keyring path
 	std::string group;         // its group
+	bool managed_lock = false; // images' exclusive locks move only on request
 	~RadosClient();
 };
 

@@ -577,6 +577,80 @@ TEST(RbdBackstore, BlocklistedClientNeverAnswersGood)
 	EXPECT_TRUE(got == a);
 }
 
+// Gateway mode (managed_lock, ha/): the image's exclusive lock moves only when a gateway
+// takes or gives it. A write elsewhere fails -EROFS at once instead of pulling the lock from
+// its owner (the owner ping-pong of gateways that let any write move it); a planned move
+// (release, then take) fences nobody; a take from a holder that did not let go breaks its
+// lock, and librbd blocklists that holder as it breaks. (A free lock is still taken by a
+// client's first write, whatever the policy: the gateways' Standby ports keep non-owners
+// from writing at all.)
+TEST(RbdBackstore, ManagedLockMovesOnlyWhenAsked)
+{
+	ASSERT_TRUE(make(rbd_cfg("managed", 16 * MiB, true))); // created, closed
+	auto ca = rbd_cfg("managed");
+	ca.rbd.group = "ml-a";
+	ca.rbd.managed_lock = true;
+	auto a = make(ca);
+	ASSERT_TRUE(a);
+	auto cb = rbd_cfg("managed");
+	cb.rbd.group = "ml-b";
+	cb.rbd.managed_lock = true;
+	auto b = make(cb);
+	ASSERT_TRUE(b);
+	auto pa = pattern(4096, 71), pb = pattern(4096, 72);
+	std::vector<uint8_t> got(4096);
+
+	bool owner = false;
+	ASSERT_EQ(rbd_bs_lock(*a, true), 0);
+	ASSERT_EQ(rbd_bs_lock_owner(*a, &owner), 0);
+	EXPECT_TRUE(owner);
+	EXPECT_EQ(rbd_bs_lock(*a, true), 0) << "taking it again";
+	ASSERT_EQ(rw(*a, BsOp::Write, 0, pa.data(), pa.size()), 0);
+
+	// b writes: refused, and the lock stays with a.
+	EXPECT_EQ(rw(*b, BsOp::Write, 0, pb.data(), pb.size()), -EROFS);
+	ASSERT_EQ(rbd_bs_lock_owner(*a, &owner), 0);
+	EXPECT_TRUE(owner) << "a write elsewhere moved the lock";
+	ASSERT_EQ(rw(*b, BsOp::Read, 0, got.data(), got.size()), 0) << "reads need no lock";
+	EXPECT_TRUE(got == pa);
+
+	// A planned move: a lets go, b takes it; nobody is fenced.
+	ASSERT_EQ(rbd_bs_lock(*a, false), 0);
+	ASSERT_EQ(rbd_bs_lock(*b, true), 0);
+	ASSERT_EQ(rw(*b, BsOp::Write, 0, pb.data(), pb.size()), 0);
+	EXPECT_EQ(rw(*a, BsOp::Write, 0, pa.data(), pa.size()), -EROFS);
+	RbdBsStats st;
+	ASSERT_TRUE(rbd_bs_stats(*a, &st));
+	EXPECT_FALSE(st.fenced);
+
+	// A failover: a takes it while b still holds it: b's lock broken, b fenced.
+	ASSERT_EQ(rbd_bs_lock(*a, true), 0);
+	ASSERT_EQ(rw(*a, BsOp::Write, 0, pa.data(), pa.size()), 0);
+	EXPECT_EQ(rw(*b, BsOp::Write, 0, pb.data(), pb.size()), -EIO) << "b was not fenced";
+	ASSERT_TRUE(rbd_bs_stats(*b, &st));
+	EXPECT_TRUE(st.fenced);
+	ASSERT_EQ(rw(*a, BsOp::Read, 0, got.data(), got.size()), 0);
+	EXPECT_TRUE(got == pa);
+	const std::string b_addr = st.client_addr;
+	b.reset();
+	int rc = 0;
+	sh("timeout 60 ceph osd blocklist rm " + b_addr, &rc);
+
+	// Without managed_lock: no such call; a group's clients agree on the mode.
+	auto plain = make(rbd_cfg("managed"));
+	ASSERT_TRUE(plain);
+	EXPECT_EQ(rbd_bs_lock(*plain, true), -EINVAL);
+	auto mixed = rbd_cfg("managed");
+	mixed.rbd.group = "ml-a";
+	int err = 0;
+	std::string why;
+	EXPECT_FALSE(make_backstore(mixed, &err, &why));
+	EXPECT_NE(why.find("lock mode"), std::string::npos) << why;
+	auto ram = make(mem_cfg("ram", MiB));
+	ASSERT_TRUE(ram);
+	EXPECT_EQ(rbd_bs_lock(*ram, true), -ENOTSUP);
+}
+
 // ---- Through the SCSI core (the loopback fabric), as an initiator sees an rbd LU ----------
 
 using sbc_test::cdb_lba_status;
