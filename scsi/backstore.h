@@ -155,6 +155,11 @@ public:
 	// of copies of the block, request after request (scsi/sbc_write_same.cc). The core
 	// splits a longer range into requests of at most this many bytes.
 	virtual uint64_t write_same_max() const { return 0; }
+	// A name of the storage that is the same from every host that opens it (rbd: the
+	// cluster's fsid, the pool's id and the image's id), so that every gateway of one image
+	// gives its LU the same serial number and NAA identifier whatever the LU is called
+	// there; "" (the default): none, the LU's identity comes from its name (lu.cc).
+	virtual std::string identity() const { return {}; }
 
 	// Start io; never blocks. io->done is called exactly once (possibly before submit
 	// returns: see Threading above).

@@ -84,9 +84,10 @@ class RbdBackstore final : public Backstore
 {
 public:
 	RbdBackstore(const BackstoreConfig &cfg, uint64_t size, std::shared_ptr<RadosClient> client,
-	             rados_ioctx_t ioctx, std::shared_ptr<RbdDev> dev)
+	             rados_ioctx_t ioctx, std::shared_ptr<RbdDev> dev, std::string identity)
 	    : Backstore("rbd", size, cfg.queue_depth), client_(std::move(client)), ioctx_(ioctx),
-	      dev_(std::move(dev)), read_only_(cfg.read_only), atomic_unit_(cfg.rbd.atomic_unit)
+	      dev_(std::move(dev)), read_only_(cfg.read_only), identity_(std::move(identity)),
+	      atomic_unit_(cfg.rbd.atomic_unit)
 	{
 	}
 
@@ -246,6 +247,8 @@ public:
 		s->alloc_walks = walks_.load(std::memory_order_relaxed);
 	}
 
+	std::string identity() const override { return identity_; }
+
 	// The client's address as the OSDs see it, what `ceph osd blocklist add` takes.
 	std::string client_addr() const { return rados_client_addr(client_->cluster); }
 
@@ -340,6 +343,7 @@ private:
 	rados_ioctx_t ioctx_;                 // the pool (and namespace)
 	std::shared_ptr<RbdDev> dev_;         // the open image, shared with the queues
 	const bool read_only_;                // opened read-only
+	const std::string identity_;          // "rbd:FSID/POOL_ID/IMAGE_ID" (identity())
 	const uint32_t atomic_unit_;          // bytes: WRITE ATOMIC's alignment and longest; 0 none
 	std::unique_ptr<RbdQueue> shared_;    // the queue of threads without an event loop
 	uint64_t watch_ = 0;                  // rbd_update_watch's handle
@@ -665,7 +669,21 @@ std::unique_ptr<Backstore> make_rbd_backstore(const BackstoreConfig &cfg, int *e
 	dev->obj_size = info.obj_size ? info.obj_size : 1;
 	dev->drain_wait = std::chrono::seconds(rc.timeout_s + 5);
 	dev->alloc.init(dev->obj_size, size);
-	auto bs = std::make_unique<RbdBackstore>(cfg, size, std::move(client), ioctx, dev);
+	// The image as every client of the cluster names it: ids, which a rename keeps and a
+	// new image of an old name does not.
+	char fsid[64] = {}, image_id[64] = {};
+	const int64_t pool_id = rados_ioctx_get_id(ioctx);
+	std::string identity;
+	if (rados_cluster_fsid(client->cluster, fsid, sizeof(fsid) - 1) >= 0 &&
+	    rbd_get_id(image, image_id, sizeof(image_id)) == 0 && pool_id >= 0)
+		identity = std::string("rbd:") + fsid + "/" + std::to_string(pool_id) + "/" +
+		           (rc.nspace.empty() ? "" : rc.nspace + "/") + image_id;
+	else
+		ULP_LOG(Warn, Scsi,
+		        "{}: no cluster, pool or image id: the LU's identity comes from its name",
+		        name);
+	auto bs = std::make_unique<RbdBackstore>(cfg, size, std::move(client), ioctx, dev,
+	                                         std::move(identity));
 	if (int e = bs->init(why); e < 0) {
 		*err = e;
 		*why = dev->who + *why;

@@ -78,7 +78,10 @@ LogicalUnit::LogicalUnit(std::string name, std::unique_ptr<Backstore> bs, const 
 	});
 	const int e = lbppb_exponent_of(cfg_.block_size, cfg_.physical_block_size);
 	lbppb_exp_ = static_cast<uint8_t>(e > 0 ? e : 0);
-	const uint64_t h = fingerprint(name_);
+	// The storage's own identity where it has one (an RBD image seen from several gateways,
+	// or moved to another target or LUN), else the LU's name.
+	const std::string id = bs_->identity();
+	const uint64_t h = fingerprint(id.empty() ? name_ : id);
 	if (cfg_.serial.empty()) {
 		char buf[17];
 		std::snprintf(buf, sizeof(buf), "%016" PRIx64, h);

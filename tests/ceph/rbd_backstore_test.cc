@@ -651,6 +651,50 @@ TEST(RbdBackstore, ManagedLockMovesOnlyWhenAsked)
 	EXPECT_EQ(rbd_bs_lock(*ram, true), -ENOTSUP);
 }
 
+// One image seen from two gateways (two clients) under two LU names: one serial number
+// and one NAA identifier (what multipath keys paths on), from the cluster's fsid and the
+// pool's and image's ids; another image of the same name later is another LU.
+TEST(RbdBackstore, IdentityFollowsTheImageNotTheName)
+{
+	auto c1 = rbd_cfg("ident", 8 * MiB, true);
+	c1.rbd.group = "id-1";
+	auto c2 = rbd_cfg("ident");
+	c2.rbd.group = "id-2";
+	auto b1 = make(c1), b2 = make(c2);
+	ASSERT_TRUE(b1 && b2);
+	ASSERT_EQ(b1->identity(), b2->identity());
+	EXPECT_EQ(b1->identity().rfind("rbd:", 0), 0u) << b1->identity();
+	const std::string first = b1->identity();
+	std::string serial;
+	uint64_t naa = 0;
+	{
+		LogicalUnit l1("iqn.2026-11.org.ulp:gw1/0", std::move(b1), LuConfig{});
+		LogicalUnit l2("iqn.2026-11.org.ulp:gw2/7", std::move(b2), LuConfig{});
+		EXPECT_EQ(l1.serial(), l2.serial());
+		EXPECT_EQ(l1.naa(), l2.naa());
+		serial = l1.serial();
+		naa = l1.naa();
+		// A configured identity still wins.
+		LuConfig fixed;
+		fixed.serial = "fixed-serial";
+		fixed.naa = 0x3000000000000001ull;
+		LogicalUnit l3("x/0", make(c2), fixed);
+		EXPECT_EQ(l3.serial(), "fixed-serial");
+		EXPECT_EQ(l3.naa(), 0x3000000000000001ull);
+	}
+
+	// The image removed and made again under its name: a new id, another LU.
+	int rc = 0;
+	std::string out = rbd_cli("rm ident", &rc);
+	ASSERT_EQ(rc, 0) << out;
+	auto b3 = make(rbd_cfg("ident", 8 * MiB, true));
+	ASSERT_TRUE(b3);
+	EXPECT_NE(b3->identity(), first);
+	LogicalUnit l4("iqn.2026-11.org.ulp:gw1/0", std::move(b3), LuConfig{});
+	EXPECT_NE(l4.serial(), serial);
+	EXPECT_NE(l4.naa(), naa);
+}
+
 // ---- Through the SCSI core (the loopback fabric), as an initiator sees an rbd LU ----------
 
 using sbc_test::cdb_lba_status;
