@@ -15,6 +15,7 @@
 # stats answer), or http_request (the metrics endpoint's HTTP request heads), or
 # ulpctl_import (`ulpctl import`'s saveconfig.json and targets.conf readers), or
 # ha_records (the cluster map's version and owner records, as another gateway wrote
+# them), or alua_initiator (RTPG data, VPD 83h, sense, as a multipath initiator reads
 # them); SECONDS
 # defaults to 60. With no arguments, or a number
 # first, it fuzzes sock_wire as it always did.
@@ -37,12 +38,12 @@ fi
 case $target in
 sock_wire | shm_ring | iscsi_pdu | iscsi_text | iscsi_login | iscsi_initiator | iscsi_conn) ;;
 srp_login | srp_cmd | srp_rsp | pr_state | xcopy | admin_rpc | prometheus | http_request) ;;
-ulpctl_import | stpg | ha_records) ;;
+ulpctl_import | stpg | ha_records | alua_initiator) ;;
 *)
 	echo "fuzz.sh: unknown target '$target'" \
 		"(sock_wire, shm_ring, iscsi_pdu, iscsi_text, iscsi_login, iscsi_initiator, iscsi_conn," \
 		"srp_login, srp_cmd, srp_rsp, pr_state, xcopy, admin_rpc, prometheus, http_request," \
-		"ulpctl_import, stpg, ha_records)" >&2
+		"ulpctl_import, stpg, ha_records, alua_initiator)" >&2
 	exit 2
 	;;
 esac

@@ -18,6 +18,7 @@
 #include "iser/initiator/initiator.h"
 #include "providers/soft/soft.h"
 #include "tools/common/named_device.h"
+#include "tools/ulp-initiator/multipath.h"
 #include "tools/ulp-initiator/srp_session.h"
 #include "tools/ulp-initiator/workload.h"
 #include "ulp/version.h"
@@ -146,6 +147,90 @@ void print_phase_text(const char *name, const PhaseStats &p)
 	            us(p.lat.percentile(0.999)), us(p.lat.max()));
 }
 
+// --path: the LUN through the first portal and every --path as one multipath device
+// (multipath.h), each path a session of its own (its own ISID: another I_T nexus). A path
+// that does not log in is left out with a line; none at all fails the run.
+template <typename Report>
+int run_multipath(const iscsi::initiator::InitiatorConfig &ic,
+                  const iscsi::initiator::TransportFactory &make_tp,
+                  const iscsi::initiator::Portal &first, const std::vector<std::string> &more,
+                  const WorkloadConfig &wc, const std::string &target, Report &report)
+{
+	std::vector<iscsi::initiator::Portal> portals{first};
+	for (const auto &m : more) {
+		iscsi::initiator::Portal p;
+		std::string why;
+		if (!iscsi::initiator::parse_portal(m, &p, &why)) {
+			std::fprintf(stderr, "ulp-initiator: --path %s: %s\n", m.c_str(),
+			             why.c_str());
+			return 2;
+		}
+		portals.push_back(p);
+	}
+	std::vector<MultipathDisk::Path> paths;
+	std::string where;
+	for (const auto &p : portals) {
+		iscsi::initiator::InitiatorConfig c = ic;
+		c.isid = iscsi::initiator::random_isid();
+		auto s = std::make_unique<iscsi::initiator::Session>(c, make_tp);
+		const std::string name = iscsi::initiator::portal_str(p);
+		if (!s->login(p)) {
+			std::fprintf(stderr, "ulp-initiator: path %s: login to %s: %s (left out)\n",
+			             name.c_str(), target.c_str(), s->error().c_str());
+			continue;
+		}
+		where += (where.empty() ? "" : ",") + name;
+		paths.push_back({name, std::move(s)});
+	}
+	if (paths.empty()) {
+		std::fprintf(stderr, "ulp-initiator: no path to %s logged in\n", target.c_str());
+		return 1;
+	}
+	MultipathDisk mp(std::move(paths), wc.lun);
+	std::string why;
+	if (!mp.init(&why)) {
+		std::fprintf(stderr, "ulp-initiator: %s\n", why.c_str());
+		mp.logout();
+		return 1;
+	}
+	RunResult res;
+	if (!run_workload(mp, wc, &res, &why)) {
+		std::fprintf(stderr, "ulp-initiator: %s\n", why.c_str());
+		mp.logout();
+		return 1;
+	}
+	const bool logged_out = res.fatal.empty() && mp.logout();
+	std::string ij = "  \"paths\": [", it;
+	bool first_path = true;
+	for (const auto &p : mp.path_stats()) {
+		char b[512];
+		std::snprintf(b, sizeof(b),
+		              "%s{\"portal\": \"%s\", \"rtpi\": %u, \"group\": %u, \"commands\": "
+		              "%" PRIu64 ", \"state\": \"%s\", \"dead\": %s}",
+		              first_path ? "" : ", ", json_escape(p.name).c_str(), p.rtpi, p.tpg,
+		              p.ios, p.state.c_str(), p.dead ? "true" : "false");
+		ij += b;
+		std::snprintf(b, sizeof(b),
+		              "path %s (target port %u, group %u): %" PRIu64 " commands, %s%s\n",
+		              p.name.c_str(), p.rtpi, p.tpg, p.ios, p.state.c_str(),
+		              p.dead ? ", failed" : "");
+		it += b;
+		first_path = false;
+	}
+	char b[256];
+	std::snprintf(b, sizeof(b),
+	              "],\n  \"multipath\": {\"switches\": %" PRIu64 ", \"retries\": %" PRIu64
+	              ", \"rtpg\": %" PRIu64 "},\n",
+	              mp.switches(), mp.retries(), mp.rtpg_reads());
+	ij += b;
+	std::snprintf(b, sizeof(b),
+	              "multipath: %" PRIu64 " path switches, %" PRIu64
+	              " commands sent again, %" PRIu64 " REPORT TARGET PORT GROUPS\n",
+	              mp.switches(), mp.retries(), mp.rtpg_reads());
+	it += b;
+	return report(target, where, res, logged_out, ij, it);
+}
+
 } // namespace
 
 int main(int argc, char **argv)
@@ -171,6 +256,7 @@ int main(int argc, char **argv)
 	bool json = false, quiet = false, discover = false;
 	double cmd_timeout = 30;
 	std::string transport = "tcp", rdma_device, src_ip;
+	std::vector<std::string> more_paths;
 	SrpArgs srp_args;
 
 	app.add_option("--portal,-p", portal_s,
@@ -234,6 +320,14 @@ int main(int argc, char **argv)
 	app.add_flag("--json,-j", json, "final figures as JSON on stdout");
 	app.add_flag("--quiet", quiet, "no progress lines");
 	app.add_flag("--discover", discover, "list the targets SendTargets reports, then exit");
+	app.add_option("--path", more_paths,
+	               "HOST[:PORT] of another portal of the same target (another gateway, "
+	               "another portal group); repeatable. With it the LUN is one multipath "
+	               "device: a session per portal, I/O on a path whose port group REPORT "
+	               "TARGET PORT GROUPS calls active/optimized (else active/non-optimized), "
+	               "moved when the states change (NOT READY 04h/0Ah-0Ch, UNIT ATTENTION "
+	               "2Ah/06h) or a path fails; commands that did not execute, or whose path "
+	               "failed, are sent again. iSCSI (tcp, iser) only");
 	try {
 		app.parse(argc, argv);
 	} catch (const CLI::ParseError &e) {
@@ -251,6 +345,8 @@ int main(int argc, char **argv)
 	if (transport != "tcp" && transport != "iser" && transport != "srp")
 		return usage("--transport must be tcp, iser or srp, not " + transport);
 	const bool srp = transport == "srp";
+	if (srp && !more_paths.empty())
+		return usage("--path is for iSCSI (tcp, iser): SRP has no port groups here");
 	iscsi::initiator::Portal portal;
 	std::string why;
 	if (portal_s.empty() && !(srp && !srp_args.add_target.empty()))
@@ -524,6 +620,8 @@ int main(int argc, char **argv)
 	}
 
 	ic.target_name = target;
+	if (!more_paths.empty())
+		return run_multipath(ic, make_tp, portal, more_paths, wc, target, report);
 	iscsi::initiator::Session s(ic, make_tp);
 	if (!s.login(portal)) {
 		std::fprintf(stderr, "ulp-initiator: login to %s at %s: %s\n", target.c_str(),
