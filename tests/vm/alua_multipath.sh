@@ -244,6 +244,7 @@ expect_access_state() { # $1 disk, $2 state as sysfs spells it
 	note "/sys/block/$1/device/access_state: $got"
 }
 expect_rtpg "$a0" "1:0:0 2:1:0" "start"
+timeout -k 2 20 sg_rtpg -d "/dev/$a0" | sed 's/^/    /' # for the record
 expect_rtpg "$b0" "1:0:0 2:1:0" "start"
 expect_access_state "$a0" active/optimized
 expect_access_state "$b0" active/non-optimized
@@ -463,6 +464,7 @@ expect_paths "$(paths_want 1 enabled 50 active)" "group 1 standby, group 2 activ
 expect_access_state "$a0" standby
 # Both states as ulpctl set them (status code 02h, implicit): the host changed none.
 expect_rtpg "$b0" "1:2:2 2:0:2" "after the failover"
+timeout -k 2 20 sg_rtpg -d "/dev/$b0" | sed 's/^/    /'
 wait_moved "$b0" 20 "$a0" "after the failover"
 # The end of fio's run: SIGINT (timeout passes it on); fio stops, reports, and exits 128.
 kill -INT "$fpid"
