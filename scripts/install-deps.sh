@@ -41,10 +41,12 @@ tools=(clang libclang-rt-14-dev lld clang-format python3 strace)
 # the rxe VM (tools/vm, ctest -L vm): qemu boots Debian's kernel with rdma_rxe (Soft-RoCE);
 # the guest runs the host's own verbs tools and builds through a read-only 9p root; dmsetup
 # (dm-multipath under fio, as blktests' srp group) and jq (the admin socket's counts, the
-# bench table) for the VM cases
+# bench table) for the VM cases; multipath-tools: multipathd and multipath (prio alua,
+# hardware_handler "1 alua" over scsi_dh_alua) follow ulp-targetd's ALUA states in
+# tests/vm/alua_multipath.sh
 vm=(qemu-system-x86 busybox-static cpio kmod iproute2 xz-utils
 	rdma-core ibverbs-providers ibverbs-utils rdmacm-utils perftest libibverbs-dev librdmacm-dev
-	dmsetup jq)
+	dmsetup jq multipath-tools)
 
 # a real single-node Ceph cluster, one mon and one OSD on 127.0.0.1 (scripts/ceph-dev.sh,
 # ctest -L ceph) with the ceph, rbd and rados CLIs; librbd/librados for the rbd backstore;
