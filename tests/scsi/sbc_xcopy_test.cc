@@ -4,7 +4,9 @@
 // backstores, data verified; the parameter list's errors and their sense; the limits
 // OPERATING PARAMETERS reports against those enforced; COPY STATUS and FAILED SEGMENT
 // DETAILS; ABORT TASK and LOGICAL UNIT RESET in the middle of a copy; a copy target
-// destroyed while a copy uses it.
+// destroyed while a copy uses it; the in-kernel copy between file LUs (copy_file_range) and
+// the read/write loop it falls back to, told apart by the copy manager's counters.
+#include "scsi/bs_internal.h"
 #include "scsi/xcopy.h"
 #include "tests/scsi/sbc_env.h"
 
@@ -171,6 +173,137 @@ TEST(Xcopy, BetweenTwoFileLus)
 	copy_between("file");
 }
 
+// ---- The in-kernel copy (copy_file_range between file backstores) --------------------------
+
+// Turns the in-kernel copy off for one scope.
+struct NoKernelCopy {
+	NoKernelCopy() { xcopy_set_kernel_copy(false); }
+	~NoKernelCopy() { xcopy_set_kernel_copy(true); }
+};
+
+TEST(Xcopy, KernelCopyBetweenFileLus)
+{
+	Two w("file");
+	// 10000 blocks: more than one kernel chunk (4 MiB) and a partial one.
+	const Bytes data = pattern(10000 * kBs, 11);
+	w.write(0, 50, data);
+	auto r = w.xcopy(plist({cscd(w.a->naa()), cscd(w.b->naa())}, {seg(0, 1, 10000, 50, 70)}));
+	ASSERT_TRUE(is_good(r));
+	EXPECT_EQ(w.read(1, 70, 10000), data);
+	EXPECT_EQ(w.read(1, 69, 1), Bytes(kBs, 0));
+	EXPECT_EQ(w.read(1, 10070, 1), Bytes(kBs, 0));
+	XcopyCounts c = w.a->xcopy_stats_.read();
+	EXPECT_EQ(c.good, 1u);
+	EXPECT_EQ(c.bytes, 10000u * kBs);
+	EXPECT_EQ(c.kernel_bytes, c.bytes) << "the kernel copied it all";
+	EXPECT_EQ(w.b->xcopy_stats_.read().good, 0u) << "counted on the copy manager only";
+
+	// Coherence with O_DIRECT. The loop's buffers are aligned, so with the kernel's copy off
+	// its reads and writes take the O_DIRECT descriptor (where the file system has one).
+	// The source rewritten that way after the first copy read it through the page cache:
+	// the next in-kernel copy reads the new data, not the cached pages.
+	const Bytes data2 = pattern(2048 * kBs, 12);
+	w.write(1, 14000, data2);
+	FileBsStats before{}, after{};
+	ASSERT_TRUE(file_bs_stats(w.a->bs(), &before));
+	{
+		NoKernelCopy off;
+		ASSERT_TRUE(is_good(w.xcopy(
+		    plist({cscd(w.b->naa()), cscd(w.a->naa())}, {seg(0, 1, 2048, 14000, 50)}), 1)));
+	}
+	ASSERT_TRUE(file_bs_stats(w.a->bs(), &after));
+	if (before.direct) {
+		EXPECT_GT(after.direct_rw, before.direct_rw) << "the source rewritten O_DIRECT";
+	}
+	r = w.xcopy(plist({cscd(w.a->naa()), cscd(w.b->naa())}, {seg(0, 1, 2048, 50, 70)}));
+	ASSERT_TRUE(is_good(r));
+	EXPECT_EQ(w.read(1, 70, 2048), data2);
+	EXPECT_EQ(w.read(1, 70 + 2048, 10000 - 2048), Bytes(data.begin() + 2048 * kBs, data.end()));
+	// And an O_DIRECT read of what the kernel copied (its pages perhaps not yet written
+	// back) finds it: the loop copies it on.
+	ASSERT_TRUE(file_bs_stats(w.b->bs(), &before));
+	{
+		NoKernelCopy off;
+		ASSERT_TRUE(is_good(w.xcopy(
+		    plist({cscd(w.b->naa()), cscd(w.a->naa())}, {seg(0, 1, 2048, 70, 12000)}), 1)));
+	}
+	ASSERT_TRUE(file_bs_stats(w.b->bs(), &after));
+	if (before.direct) {
+		EXPECT_GT(after.direct_rw, before.direct_rw) << "the destination read O_DIRECT";
+	}
+	EXPECT_EQ(w.read(0, 12000, 2048), data2);
+	c = w.a->xcopy_stats_.read();
+	EXPECT_EQ(c.good, 2u);
+	EXPECT_EQ(c.kernel_bytes, 12048u * kBs);
+	EXPECT_EQ(w.b->xcopy_stats_.read().kernel_bytes, 0u);
+	EXPECT_EQ(w.b->xcopy_stats_.read().bytes, 4096u * kBs)
+	    << "the loop's two copies, sent to LUN 1";
+
+	// Without a volatile cache (WCE 0) every chunk is made durable before the next: the
+	// same data arrives.
+	w.b->set_wce(false);
+	r = w.xcopy(plist({cscd(w.a->naa()), cscd(w.b->naa())}, {seg(0, 1, 100, 50, 9000)}));
+	ASSERT_TRUE(is_good(r));
+	EXPECT_EQ(w.read(1, 9000, 100), Bytes(data2.begin(), data2.begin() + 100 * kBs));
+	EXPECT_EQ(w.a->xcopy_stats_.read().kernel_bytes, 12148u * kBs);
+}
+
+TEST(Xcopy, KernelCopyOffFallsBackToTheLoop)
+{
+	NoKernelCopy off;
+	Two w("file");
+	const Bytes data = pattern(3000 * kBs, 13);
+	w.write(0, 0, data);
+	auto r = w.xcopy(plist({cscd(w.a->naa()), cscd(w.b->naa())}, {seg(0, 1, 3000, 0, 10)}));
+	ASSERT_TRUE(is_good(r));
+	EXPECT_EQ(w.read(1, 10, 3000), data);
+	const XcopyCounts c = w.a->xcopy_stats_.read();
+	EXPECT_EQ(c.good, 1u);
+	EXPECT_EQ(c.bytes, 3000u * kBs);
+	EXPECT_EQ(c.kernel_bytes, 0u) << "read and written through the backstores";
+}
+
+TEST(Xcopy, KernelCopyWithinOneFileLu)
+{
+	Two w("file");
+	const Bytes d = pattern(64 * kBs, 14);
+	w.write(0, 0, d);
+	// Disjoint ranges of one file: the kernel copies.
+	ASSERT_TRUE(is_good(w.xcopy(plist({cscd(w.a->naa())}, {seg(0, 0, 64, 0, 1000)}))));
+	EXPECT_EQ(w.read(0, 1000, 64), d);
+	EXPECT_EQ(w.a->xcopy_stats_.read().kernel_bytes, 64u * kBs);
+	// Overlapping ranges: copy_file_range refuses them (EINVAL), the loop copies them (one
+	// chunk: read whole, then written).
+	ASSERT_TRUE(is_good(w.xcopy(plist({cscd(w.a->naa())}, {seg(0, 0, 64, 0, 32)}))));
+	EXPECT_EQ(w.read(0, 32, 64), d);
+	const XcopyCounts c = w.a->xcopy_stats_.read();
+	EXPECT_EQ(c.kernel_bytes, 64u * kBs) << "the overlapping copy was not the kernel's";
+	EXPECT_EQ(c.bytes, 128u * kBs);
+	EXPECT_EQ(c.good, 2u);
+}
+
+TEST(Xcopy, FileToRamUsesTheLoop)
+{
+	Target t;
+	t.lus.push_back(std::make_unique<LogicalUnit>("xf", file_bs(4 << 20), LuConfig{}));
+	ASSERT_EQ(t.tpg.add_lun(0, *t.lus.back()), 0);
+	t.lus.push_back(std::make_unique<LogicalUnit>("xr", ram_bs(4 << 20), LuConfig{}));
+	ASSERT_EQ(t.tpg.add_lun(1, *t.lus.back()), 0);
+	Nexus *s = t.login("iqn.init:fr");
+	t.lb.run(s, 1, cdb_tur(), DataDir::None);
+	const Bytes d = pattern(300 * kBs, 15);
+	ASSERT_TRUE(is_good(t.lb.run(s, 0, cdb_rw(0x8a, 0, 300), DataDir::Write, d)));
+	const Bytes p =
+	    plist({cscd(t.lus[0]->naa()), cscd(t.lus[1]->naa())}, {seg(0, 1, 300, 0, 0)});
+	ASSERT_TRUE(is_good(t.lb.run(s, 0, cdb_xcopy(uint32_t(p.size())), DataDir::Write, p)));
+	auto r = t.lb.run(s, 1, cdb_rw(0x88, 0, 300), DataDir::Read, Bytes(300 * kBs));
+	ASSERT_TRUE(is_good(r));
+	EXPECT_EQ(r.data, d);
+	const XcopyCounts c = t.lus[0]->xcopy_stats_.read();
+	EXPECT_EQ(c.bytes, 300u * kBs);
+	EXPECT_EQ(c.kernel_bytes, 0u);
+}
+
 TEST(Xcopy, WithinOneLuAndSeveralSegments)
 {
 	Two w;
@@ -240,6 +373,12 @@ TEST(Xcopy, UnreachableCopyTargets)
 	// A CSCD no segment uses is not resolved at all.
 	r = w.xcopy(plist({cscd(w.a->naa()), cscd(0x3000000000000001ull)}, {seg(0, 0, 1, 0, 1)}));
 	EXPECT_TRUE(is_good(r));
+	// Counted on LUN 0's LU, the copy manager addressed: five failed, one done.
+	const XcopyCounts c = w.a->xcopy_stats_.read();
+	EXPECT_EQ(c.failed, 5u);
+	EXPECT_EQ(c.good, 1u);
+	EXPECT_EQ(c.aborted, 0u);
+	EXPECT_EQ(c.bytes, uint64_t(kBs));
 }
 
 TEST(Xcopy, WriteProtectedDestination)
@@ -497,6 +636,10 @@ void abort_copy(TmfType tmf)
 	EXPECT_EQ(w.read(1, chunk, 1), Bytes(kBs, 0)) << "the rest left unwritten";
 	EXPECT_EQ(w.read(1, 8191, 1), Bytes(kBs, 0));
 	EXPECT_EQ(w.a->task_count(), 0u);
+	const XcopyCounts c = w.a->xcopy_stats_.read();
+	EXPECT_EQ(c.aborted, 1u);
+	EXPECT_EQ(c.good + c.failed, 0u);
+	EXPECT_EQ(c.bytes, uint64_t(kXcopyChunkBytes)) << "the one chunk written";
 }
 
 TEST(Xcopy, AbortTaskMidway)
