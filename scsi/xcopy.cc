@@ -341,7 +341,8 @@ void exec_xcopy(Cmd *cmd)
 
 // ---- RECEIVE COPY RESULTS ---------------------------------------------------------------------
 
-// SPC-4 6.18.4 OPERATING PARAMETERS: the limits xcopy_parse_list enforces.
+// SPC-4 6.18.4 OPERATING PARAMETERS: the limits xcopy_parse_list enforces (and the Third-party
+// Copy VPD page reports, spc_vpd_3pc.cc).
 std::vector<uint8_t> op_params()
 {
 	std::vector<uint8_t> d(46, 0);
@@ -355,7 +356,7 @@ std::vector<uint8_t> op_params()
 	// HELD DATA LIMIT 0 and MAXIMUM STREAM DEVICE TRANSFER SIZE 0: no held data, no streams.
 	put_be16(&d[34], kXcopyMaxConcurrent);             // TOTAL CONCURRENT COPIES
 	d[36] = static_cast<uint8_t>(kXcopyMaxConcurrent); // MAXIMUM CONCURRENT COPIES
-	d[37] = 9; // DATA SEGMENT GRANULARITY: 2^9, the smallest block length
+	d[37] = kXcopyDataSegmentGranularityLog2;
 	// INLINE and HELD DATA GRANULARITY 0 (neither is supported); the implemented descriptor
 	// type codes.
 	d[43] = 2;

@@ -43,6 +43,8 @@ inline constexpr uint32_t kXcopyMaxSegmentBytes = 0xffff0000u; // MAXIMUM SEGMEN
                                                                // blocks at most
 inline constexpr uint32_t kXcopyMaxInlineData = 0;             // MAXIMUM INLINE DATA LENGTH
 inline constexpr uint16_t kXcopyMaxConcurrent = 64;            // TOTAL / MAXIMUM CONCURRENT COPIES
+inline constexpr uint8_t kXcopyDataSegmentGranularityLog2 = 9; // DATA SEGMENT GRANULARITY: 2^9,
+                                                               // the smallest block length
 inline constexpr size_t kXcopyHeaderLen = 16;                  // the parameter list header
 inline constexpr size_t kXcopyCscdLen = 32;                    // an identification CSCD descriptor
 inline constexpr size_t kXcopyB2bLen = 28; // a block-to-block segment descriptor

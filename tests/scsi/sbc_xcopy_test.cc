@@ -10,7 +10,9 @@
 #include "scsi/xcopy.h"
 #include "tests/scsi/sbc_env.h"
 
+#include <algorithm>
 #include <chrono>
+#include <map>
 #include <thread>
 
 namespace ulp::scsi::sbc_test
@@ -342,6 +344,120 @@ TEST(Xcopy, InquiryAndOpcodes)
 		EXPECT_EQ(get_be16(&q.data[2]), 16);
 		EXPECT_EQ(q.data[4], op);
 	}
+}
+
+// The Third-party Copy VPD page (8Fh) walked descriptor by descriptor, every length checked
+// against the page: type -> body (after the 4-byte header).
+std::map<uint16_t, Bytes> tpc_descriptors(const Bytes &page)
+{
+	std::map<uint16_t, Bytes> out;
+	EXPECT_GE(page.size(), 4u);
+	if (page.size() < 4)
+		return out;
+	EXPECT_EQ(page[1], 0x8f);
+	const size_t end = 4 + get_be16(&page[2]);
+	EXPECT_LE(end, page.size());
+	size_t at = 4;
+	while (at + 4 <= std::min(end, page.size())) {
+		const uint16_t type = get_be16(&page[at]), len = get_be16(&page[at + 2]);
+		EXPECT_EQ(len % 4, 0) << "descriptor " << type << " padded to a multiple of 4";
+		if (at + 4 + len > end) {
+			ADD_FAILURE() << "descriptor " << type << " runs past the page";
+			break;
+		}
+		EXPECT_FALSE(out.count(type)) << "descriptor " << type << " twice";
+		out[type] = Bytes(page.begin() + long(at + 4), page.begin() + long(at + 4 + len));
+		at += 4 + len;
+	}
+	EXPECT_EQ(at, end) << "descriptors fill the page";
+	return out;
+}
+
+TEST(Xcopy, ThirdPartyCopyVpdMatchesOperatingParameters)
+{
+	Two w;
+	auto pages = w.t.lb.run(w.s, 0, cdb_inquiry(255, true, 0x00), DataDir::Read, Bytes(255));
+	ASSERT_TRUE(is_good(pages));
+	EXPECT_NE(std::find(pages.data.begin() + 4, pages.data.end(), 0x8f), pages.data.end())
+	    << "listed in VPD 00h";
+	auto v = w.t.lb.run(w.s, 0, cdb_inquiry(1024, true, 0x8f), DataDir::Read, Bytes(1024));
+	ASSERT_TRUE(is_good(v));
+	v.data.resize(4 + get_be16(&v.data[2]));
+	const std::map<uint16_t, Bytes> d = tpc_descriptors(v.data);
+	// What the copy manager does, and nothing of token-based copy (0000h ROD token
+	// limits, 0106h ROD token features, 0108h ROD types), streams (9101h) or held data
+	// (C001h).
+	std::vector<uint16_t> types;
+	for (auto &[t, b] : d)
+		types.push_back(t);
+	EXPECT_EQ(types, (std::vector<uint16_t>{0x0001, 0x0004, 0x0008, 0x000c, 0x8001}));
+
+	auto op = w.rcr(RCR_OPERATING_PARAMETERS, 0, 64);
+	ASSERT_TRUE(is_good(op));
+	const Bytes &o = op.data;
+
+	// Supported Commands: EXTENDED COPY (LID1) and three RECEIVE COPY RESULTS service
+	// actions, each of which REPORT SUPPORTED OPERATION CODES calls supported.
+	const Bytes &sc = d.at(0x0001);
+	ASSERT_GE(sc.size(), 1u);
+	std::map<uint8_t, std::vector<uint8_t>> cmds;
+	for (size_t i = 1; i + 2 <= size_t(1) + sc[0] && i + 2 <= sc.size();) {
+		const uint8_t opc = sc[i], n = sc[i + 1];
+		ASSERT_LE(i + 2 + n, sc.size());
+		cmds[opc] =
+		    std::vector<uint8_t>(sc.begin() + long(i + 2), sc.begin() + long(i + 2 + n));
+		i += 2 + n;
+	}
+	EXPECT_EQ(cmds, (std::map<uint8_t, std::vector<uint8_t>>{{0x83, {0x00}},
+	                                                         {0x84, {0x00, 0x03, 0x04}}}));
+	for (auto &[opc, sas] : cmds)
+		for (uint8_t sa : sas) {
+			Bytes c(12, 0);
+			c[0] = 0xa3;
+			c[1] = 0x0c;
+			c[2] = 0x02;
+			c[3] = opc;
+			put_be16(&c[4], sa);
+			put_be32(&c[6], 64);
+			auto q = w.t.lb.run(w.s, 0, c, DataDir::Read, Bytes(64));
+			ASSERT_TRUE(is_good(q));
+			EXPECT_EQ(q.data[1] & 7, 3) << "supported: " << int(opc) << "/" << int(sa);
+		}
+
+	// Parameter Data: the list limits, as OPERATING PARAMETERS has them.
+	const Bytes &pd = d.at(0x0004);
+	ASSERT_EQ(pd.size(), 0x1cu);
+	EXPECT_EQ(get_be16(&pd[4]), get_be16(&o[8])) << "MAXIMUM CSCD DESCRIPTOR COUNT";
+	EXPECT_EQ(get_be16(&pd[6]), get_be16(&o[10])) << "MAXIMUM SEGMENT DESCRIPTOR COUNT";
+	EXPECT_EQ(get_be32(&pd[8]), get_be32(&o[12])) << "MAXIMUM DESCRIPTOR LIST LENGTH";
+	EXPECT_EQ(get_be32(&pd[12]), get_be32(&o[20])) << "MAXIMUM INLINE DATA LENGTH";
+	EXPECT_EQ(get_be16(&pd[4]), kXcopyMaxCscd);
+
+	// Supported Descriptors: the implemented descriptor type codes.
+	const Bytes &sd = d.at(0x0008);
+	ASSERT_GE(sd.size(), size_t(1) + sd[0]);
+	EXPECT_EQ(Bytes(sd.begin() + 1, sd.begin() + 1 + sd[0]),
+	          Bytes(o.begin() + 44, o.begin() + 44 + o[43]));
+
+	// Supported CSCD Descriptor IDs: none above 7FFh.
+	const Bytes &ids = d.at(0x000c);
+	ASSERT_GE(ids.size(), 2u);
+	EXPECT_EQ(get_be16(&ids[0]), 0);
+
+	// General Copy Operations: concurrency, segment length and granularities.
+	const Bytes &gc = d.at(0x8001);
+	ASSERT_EQ(gc.size(), 0x20u);
+	EXPECT_EQ(get_be32(&gc[0]), get_be16(&o[34])) << "TOTAL CONCURRENT COPIES";
+	EXPECT_EQ(get_be32(&gc[4]), o[36]) << "MAXIMUM IDENTIFIED CONCURRENT COPIES";
+	EXPECT_EQ(get_be32(&gc[8]), get_be32(&o[16])) << "MAXIMUM SEGMENT LENGTH";
+	EXPECT_EQ(gc[12], o[37]) << "DATA SEGMENT GRANULARITY";
+	EXPECT_EQ(gc[13], o[38]) << "INLINE DATA GRANULARITY";
+
+	// Cut short by ALLOCATION LENGTH, the page is its prefix.
+	auto cut = w.t.lb.run(w.s, 0, cdb_inquiry(20, true, 0x8f), DataDir::Read, Bytes(20));
+	ASSERT_TRUE(is_good(cut));
+	EXPECT_EQ(Bytes(cut.data.begin(), cut.data.begin() + 20),
+	          Bytes(v.data.begin(), v.data.begin() + 20));
 }
 
 // ---- Copy targets -------------------------------------------------------------------------------
