@@ -181,6 +181,28 @@ void io_families(Exposition &e, const std::string &prefix, const char *what, con
 	e.add(h, "histogram", help, l, std::to_string(count), "_count");
 }
 
+// A LUN's copy manager (stats_get's "xcopy" of a LUN: scsi::XcopyCounts).
+void xcopy_families(Exposition &e, const Labels &l, const json &x)
+{
+	if (!x.is_object())
+		return;
+	uint64_t v;
+	for (const char *end : {"good", "failed", "aborted"})
+		if (num(x, end, &v))
+			e.add("ulp_lun_copies_total", "counter",
+			      "EXTENDED COPY commands sent to the LUN, by how they ended",
+			      with(l, "result", end), std::to_string(v));
+	if (num(x, "bytes", &v))
+		e.add("ulp_lun_copied_bytes_total", "counter",
+		      "bytes EXTENDED COPY commands sent to the LUN wrote to their destinations", l,
+		      std::to_string(v));
+	if (num(x, "kernel_bytes", &v))
+		e.add("ulp_lun_kernel_copied_bytes_total", "counter",
+		      "of ulp_lun_copied_bytes_total, the bytes the kernel copied between files "
+		      "(copy_file_range)",
+		      l, std::to_string(v));
+}
+
 // The daemon's fabric counters (stats_get's "iscsi" and "srp"), each with its name, type and
 // meaning (the fields' comments in iscsi/target/target.h and srp/target/target.h).
 struct Figure {
@@ -333,6 +355,9 @@ std::string prometheus_text(const json &st, const PromOptions &o)
 					            ll,
 					            l.is_object() ? l.value("io", json()) : json(),
 					            bounds);
+					xcopy_families(e, ll,
+					               l.is_object() ? l.value("xcopy", json())
+					                             : json());
 					// An rbd LUN's side of librbd (ulpctl stats' RBD_LUN
 					// table).
 					auto r = l.is_object() ? l.find("rbd") : l.end();

@@ -8,7 +8,9 @@
 //   ulp_lun_*      per LUN of a target (the commands of every fabric to it)
 //   ulp_session_*  per session (I_T nexus) open now
 // each with commands_total{kind}, task_management_total, read_bytes_total,
-// written_bytes_total, errors_total{kind} and the histogram latency_seconds; then the
+// written_bytes_total, errors_total{kind} and the histogram latency_seconds (ulp_lun_* also
+// with EXTENDED COPY's copies_total{result}, copied_bytes_total and
+// kernel_copied_bytes_total); then the
 // connections' gauges (iSCSI's CmdSN window, SRP's credits), the RDMA portals' resources
 // (QPs, CQ entries, MRs, registered heap bytes), and the daemon's login and session
 // counters. Label values are escaped as the format requires (\\, \", \n).

@@ -238,6 +238,27 @@ private:
 	uint32_t queue_depth_;
 };
 
+// Copy len bytes (> 0) of src from src_off to dst at dst_off inside the kernel, by
+// copy_file_range(2) on the two files' buffered descriptors (EXTENDED COPY's fast path,
+// scsi/xcopy.cc), when both are file backstores (kind "file"; src and dst may be one). It
+// BLOCKS for the copy: call it on a thread that may (never an event loop's). durable: make
+// what it wrote durable before returning (fdatasync: FUA's meaning, for a destination whose
+// write cache is off). Returns the bytes copied (> 0, possibly fewer than len: call again
+// for the rest), or a negative errno: -EOPNOTSUPP when the kinds or the kernel cannot copy
+// this way (-EXDEV across file systems, -EINVAL for overlapping ranges of one file, -ENOSYS;
+// 0 bytes copied reads as -EOPNOTSUPP too): the caller reads and writes instead; -ERANGE
+// beyond either size; -EROFS to a read-only one; else the I/O error.
+//
+// Coherence with the other requests: the buffered descriptor goes through the page cache,
+// which an O_DIRECT write of the same file writes back and invalidates over its range before
+// completing, and which an O_DIRECT read writes back over its range before reading; so the
+// copy reads what every completed write wrote, and every later read - direct, buffered or
+// from the cache inside submit() - sees what the copy wrote. No other cache sits in front
+// of a file backstore: what the page cache holds is the "volatile cache" FLUSH and FUA
+// write back (fdatasync covers pages of either descriptor).
+int64_t bs_copy_range(Backstore &src, uint64_t src_off, Backstore &dst, uint64_t dst_off,
+                      uint64_t len, bool durable);
+
 // An RBD image and the Ceph client that opens it (kind "rbd"; scsi/bs_rbd.cc).
 // RbdConfig::atomic_unit's default: 128 KiB, within any object (4 MiB by default), and 256
 // blocks of 512 bytes.

@@ -218,6 +218,41 @@ public:
 		return 0;
 	}
 
+	// bs_copy_range() with this as the destination, src a file backstore too.
+	int64_t copy_from(FileBackstore &src, uint64_t src_off, uint64_t dst_off, uint64_t len,
+	                  bool durable)
+	{
+		FileDev &d = *dev_;
+		if (d.block || src.dev_->block)
+			return -EOPNOTSUPP; // devices: copy_file_range(2) takes regular files only
+		if (d.read_only)
+			return -EROFS;
+		if (d.stopping.load(std::memory_order_relaxed) ||
+		    src.dev_->stopping.load(std::memory_order_relaxed))
+			return -ESHUTDOWN;
+		// One load of each size (a resize may run beside us; see Backstore::size).
+		const uint64_t ssz = src.size(), dsz = size();
+		if (src_off > ssz || len > ssz - src_off || dst_off > dsz || len > dsz - dst_off)
+			return -ERANGE;
+		auto so = static_cast<loff_t>(src_off), doff = static_cast<loff_t>(dst_off);
+		ssize_t n;
+		do
+			n = copy_file_range(src.dev_->fd.get(), &so, d.fd.get(), &doff, len, 0);
+		while (n < 0 && errno == EINTR);
+		if (n < 0) {
+			const int e = errno;
+			return e == EXDEV || e == EINVAL || e == EOPNOTSUPP || e == ENOSYS ||
+			               e == EBADF
+			           ? -EOPNOTSUPP
+			           : -e;
+		}
+		if (n == 0) // the source file ends before size (sparse tail): read and zero-fill
+			return -EOPNOTSUPP;
+		if (durable && fdatasync(d.fd.get()) < 0)
+			return -errno;
+		return n;
+	}
+
 	void stats(FileBsStats *s) const
 	{
 		FileDev &d = *dev_;
@@ -449,6 +484,16 @@ std::unique_ptr<Backstore> make_file_backstore(const BackstoreConfig &cfg, int *
 		return nullptr;
 	}
 	return bs;
+}
+
+int64_t bs_copy_range(Backstore &src, uint64_t src_off, Backstore &dst, uint64_t dst_off,
+                      uint64_t len, bool durable)
+{
+	auto *s = dynamic_cast<FileBackstore *>(&src);
+	auto *d = dynamic_cast<FileBackstore *>(&dst);
+	if (!s || !d || len == 0)
+		return -EOPNOTSUPP;
+	return d->copy_from(*s, src_off, dst_off, len, durable);
 }
 
 bool file_bs_stats(const Backstore &bs, FileBsStats *out)

@@ -307,6 +307,7 @@ public:
 	                                            // usage has not dropped below it since
 	std::atomic<int64_t> lbp_next_poll_{0};     // CLOCK_MONOTONIC ns of lbp_poll's next check
 	IoStats stats_; // its commands, from every nexus and fabric (core.cc; sharded, any thread)
+	XcopyStats xcopy_stats_; // the EXTENDED COPY commands it managed (xcopy.cc; any thread)
 	// Its target port groups and their access states (scsi/alua.h: its own lock; the
 	// daemon configures and changes them from any thread).
 	Alua alua_{*this};

@@ -110,6 +110,14 @@ bool sbc_step_submit(Cmd *cmd, BsOp op, uint64_t offset, uint64_t len, std::span
 bool sbc_step_submit_to(Cmd *cmd, Backstore &bs, BsOp op, uint64_t offset, uint64_t len,
                         std::span<const iovec> iov, bool fua);
 
+// A request that is not a backstore's (EXTENDED COPY's copy_file_range(2), run on a thread
+// of its own: xcopy_fast.cc), in the same protocol: sbc_step_begin() before handing it over,
+// sbc_step_handed() after (sbc_step_submit's result), and sbc_step_answer() once with its
+// result (0, bytes or a negative errno, into st->err), on any thread.
+void sbc_step_begin(Cmd *cmd);
+bool sbc_step_handed(Cmd *cmd);
+void sbc_step_answer(Cmd *cmd, int err);
+
 // Whether a task management function or a session teardown aborted cmd (read under the
 // LU lock, where tmr.cc sets it).
 bool sbc_aborted(Cmd *cmd);

@@ -26,15 +26,29 @@ enum : uint8_t {
 
 void step_done(BsIo *io, int err)
 {
-	auto *cmd = static_cast<Cmd *>(io->priv);
+	sbc_step_answer(static_cast<Cmd *>(io->priv), err);
+}
+
+} // namespace
+
+void sbc_step_begin(Cmd *cmd)
+{
+	sbc_step(cmd)->phase.store(kSubmitting, std::memory_order_release);
+}
+
+bool sbc_step_handed(Cmd *cmd)
+{
+	return sbc_step(cmd)->phase.exchange(kIdle, std::memory_order_acq_rel) == kAnswered;
+}
+
+void sbc_step_answer(Cmd *cmd, int err)
+{
 	SbcStep *st = sbc_step(cmd);
 	st->err = err;
 	if (st->phase.exchange(kAnswered, std::memory_order_acq_rel) == kSubmitting)
 		return; // the submitter is still inside sbc_step_submit: it goes on
 	st->resume(cmd);
 }
-
-} // namespace
 
 bool sbc_step_submit(Cmd *cmd, BsOp op, uint64_t offset, uint64_t len, std::span<const iovec> iov,
                      bool fua)
@@ -45,10 +59,9 @@ bool sbc_step_submit(Cmd *cmd, BsOp op, uint64_t offset, uint64_t len, std::span
 bool sbc_step_submit_to(Cmd *cmd, Backstore &bs, BsOp op, uint64_t offset, uint64_t len,
                         std::span<const iovec> iov, bool fua)
 {
-	SbcStep *st = sbc_step(cmd);
-	st->phase.store(kSubmitting, std::memory_order_release);
+	sbc_step_begin(cmd);
 	bs_submit_to(cmd, bs, op, offset, len, iov, fua, step_done);
-	return st->phase.exchange(kIdle, std::memory_order_acq_rel) == kAnswered;
+	return sbc_step_handed(cmd);
 }
 
 bool sbc_aborted(Cmd *cmd)

@@ -27,6 +27,10 @@ Sense log_sense_parse(Cmd *cmd);   // LOG SENSE (spc_log.cc)
 // (spc_vpd_ext.cc): d is resized to the whole page.
 void put_ext_inquiry(const LogicalUnit &lu, std::vector<uint8_t> &d);
 
+// The body of the Third-party Copy VPD page (8Fh) after d's 4-byte header
+// (spc_vpd_3pc.cc): its descriptors appended.
+void put_third_party_copy(std::vector<uint8_t> &d);
+
 // A left-aligned, space-padded ASCII field of len bytes (SPC-4 4.3.1: only 20h..7Eh; any
 // other byte of s is sent as a space, so that no configuration string can break it).
 void put_ascii(uint8_t *p, size_t len, std::string_view s);

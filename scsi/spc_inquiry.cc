@@ -2,8 +2,8 @@
 // scsi/spc_inquiry.cc - INQUIRY (SPC-4 6.6): the standard data and the vital product data
 // pages of a direct access block device: supported pages (00h), unit serial number (80h),
 // device identification (83h), extended INQUIRY data (86h, spc_vpd_ext.cc), SCSI ports
-// (88h), and SBC-3's block limits (B0h), block device characteristics (B1h) and, when the
-// LU is thin provisioned, logical block provisioning (B2h).
+// (88h), third-party copy (8Fh, spc_vpd_3pc.cc), and SBC-3's block limits (B0h), block device
+// characteristics (B1h) and, when the LU is thin provisioned, logical block provisioning (B2h).
 //
 // What these pages claim has to match what the other families do: B0h's limits are the
 // ones sbc.cc enforces (LuConfig), B2h's LBPU/LBPWS/LBPWS10 say that UNMAP and WRITE SAME
@@ -31,6 +31,7 @@ enum : uint8_t {
 	VPD_DEVICE_ID = 0x83,
 	VPD_EXT_INQUIRY = 0x86,
 	VPD_SCSI_PORTS = 0x88,
+	VPD_THIRD_PARTY_COPY = 0x8f,
 	VPD_BLOCK_LIMITS = 0xb0,
 	VPD_BLOCK_DEV_CHARS = 0xb1,
 	VPD_LB_PROVISIONING = 0xb2,
@@ -126,9 +127,9 @@ void exec_std_inquiry(Cmd *cmd)
 // set, and a fully provisioned LU has nothing to say in it.
 std::vector<uint8_t> vpd_pages(const LogicalUnit &lu)
 {
-	std::vector<uint8_t> p = {VPD_SUPPORTED_PAGES, VPD_UNIT_SERIAL, VPD_DEVICE_ID,
-	                          VPD_EXT_INQUIRY,     VPD_SCSI_PORTS,  VPD_BLOCK_LIMITS,
-	                          VPD_BLOCK_DEV_CHARS};
+	std::vector<uint8_t> p = {VPD_SUPPORTED_PAGES, VPD_UNIT_SERIAL,    VPD_DEVICE_ID,
+	                          VPD_EXT_INQUIRY,     VPD_SCSI_PORTS,     VPD_THIRD_PARTY_COPY,
+	                          VPD_BLOCK_LIMITS,    VPD_BLOCK_DEV_CHARS};
 	if (lu.thin())
 		p.push_back(VPD_LB_PROVISIONING);
 	return p;
@@ -321,6 +322,9 @@ void exec_vpd(Cmd *cmd)
 		break;
 	case VPD_SCSI_PORTS:
 		put_scsi_ports(cmd, d);
+		break;
+	case VPD_THIRD_PARTY_COPY: // the copy manager's (3PC in the standard data)
+		put_third_party_copy(d);
 		break;
 	case VPD_BLOCK_LIMITS:
 		put_block_limits(lu, d);

@@ -162,6 +162,30 @@ IoCounts IoStats::read() const
 	return c;
 }
 
+void XcopyStats::count_end(End e)
+{
+	std::atomic<uint64_t> &c = e == End::Good ? good_ : e == End::Failed ? failed_ : aborted_;
+	c.fetch_add(1, std::memory_order_relaxed);
+}
+
+void XcopyStats::count_bytes(uint64_t n, bool kernel)
+{
+	bytes_.fetch_add(n, std::memory_order_relaxed);
+	if (kernel)
+		kernel_bytes_.fetch_add(n, std::memory_order_relaxed);
+}
+
+XcopyCounts XcopyStats::read() const
+{
+	XcopyCounts c;
+	c.good = good_.load(std::memory_order_relaxed);
+	c.failed = failed_.load(std::memory_order_relaxed);
+	c.aborted = aborted_.load(std::memory_order_relaxed);
+	c.bytes = bytes_.load(std::memory_order_relaxed);
+	c.kernel_bytes = kernel_bytes_.load(std::memory_order_relaxed);
+	return c;
+}
+
 uint64_t stats_now_ns()
 {
 	timespec ts;

@@ -97,6 +97,33 @@ private:
 	std::array<Shard, kStatShards> shards_;
 };
 
+// The copy manager's figures (EXTENDED COPY, scsi/xcopy.cc), a snapshot. Counted on the LU
+// the EXTENDED COPY addressed (its copy manager), whichever LUs its segments read and wrote.
+struct XcopyCounts {
+	uint64_t good = 0;         // EXTENDED COPY commands ended GOOD (a list copying nothing too)
+	uint64_t failed = 0;       // ended CHECK CONDITION: a bad list, a copy target not
+	                           // reachable, an I/O error (the sense says which)
+	uint64_t aborted = 0;      // aborted by a task management function or a session's loss
+	uint64_t bytes = 0;        // bytes written to copy destinations, every path, partial
+	                           // copies included
+	uint64_t kernel_bytes = 0; // of bytes, those the kernel copied (copy_file_range(2)
+	                           // between file backstores) without a read and a write here
+};
+
+// The copy manager's counters of one LU: relaxed atomics, one add per chunk or per command
+// (EXTENDED COPY is rare beside READ and WRITE: nothing to shard).
+class XcopyStats
+{
+public:
+	enum class End : uint8_t { Good, Failed, Aborted };
+	void count_end(End e);
+	void count_bytes(uint64_t n, bool kernel);
+	XcopyCounts read() const;
+
+private:
+	std::atomic<uint64_t> good_{0}, failed_{0}, aborted_{0}, bytes_{0}, kernel_bytes_{0};
+};
+
 // CLOCK_MONOTONIC in nanoseconds (the vDSO's: no system call), for Cmd::start_ns.
 uint64_t stats_now_ns();
 

@@ -10,6 +10,14 @@
 // time, as the other multi-step commands run (sbc_internal.h: the loop goes on inline when
 // the backstore answers inside submit, else from its completion).
 //
+// Two file backstores (the same one included) copy inside the kernel instead:
+// copy_file_range(2) between their files, in chunks of kXcopyKernelChunkBytes run on the copy
+// threads (xcopy_fast.cc; the call blocks), with the same checks between chunks. Where the
+// kernel cannot (another file system: EXDEV; overlapping ranges of one file: EINVAL; a file
+// system without it) the rest of that segment goes through the read/write loop. Coherence
+// with the O_DIRECT reads and writes of other commands, and durability: bs_copy_range
+// (backstore.h). XcopyStats count both paths (kernel_bytes: the in-kernel part).
+//
 // Before any data moves, every segment is checked (its copy targets reachable, its ranges
 // inside both LUs, the destination writable), so a list that is wrong anywhere writes
 // nothing. Between chunks the copy looks for an abort (ABORT TASK, LOGICAL UNIT RESET,
@@ -23,6 +31,7 @@
 #include "scsi/sbc_internal.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <vector>
 
@@ -33,21 +42,26 @@ namespace
 {
 
 enum class XcStep : uint8_t {
-	Next,  // between chunks: pick the next one (or end)
-	Read,  // a chunk is being read from the source
-	Write, // it is being written to the destination
+	Next,   // between chunks: pick the next one (or end)
+	Read,   // a chunk is being read from the source
+	Write,  // it is being written to the destination
+	Kernel, // the kernel copies a chunk (copy_file_range(2), on a copy thread)
 };
+
+std::atomic<bool> g_kernel_copy{true}; // xcopy_set_kernel_copy
 
 struct XcopyState : SbcStep {
 	XcopyList list;
 	std::array<XcopyLuRef, kXcopyMaxCscd> lu; // the LUs of the CSCDs the segments use
 	bool held = false;                        // its results are kept (LIST ID USAGE 00b)
 	XcStep step = XcStep::Next;
-	uint8_t seg = 0;       // the segment being copied
-	uint64_t seg_done = 0; // bytes of it written
-	uint32_t chunk = 0;    // bytes of the chunk in flight
-	uint64_t total = 0;    // bytes written, all segments
-	SbcBuf buf;            // kXcopyChunkBytes
+	uint8_t seg = 0;          // the segment being copied
+	uint64_t seg_done = 0;    // bytes of it written
+	bool path_chosen = false; // kernel is decided for this segment
+	bool kernel = false;      // this segment (what is left of it) is copied by the kernel
+	uint32_t chunk = 0;       // bytes of the chunk in flight
+	uint64_t total = 0;       // bytes written, all segments
+	SbcBuf buf;               // kXcopyChunkBytes
 	iovec iov{};
 };
 
@@ -60,6 +74,7 @@ uint64_t seg_bytes(const XcopySeg &s, const LogicalUnit &src, const LogicalUnit 
 // A copy error as the command's sense (fixed format, as build_sense lays it out).
 void complete_xerr(Cmd *cmd, const XcopyError &e)
 {
+	cmd->lu->xcopy_stats_.count_end(XcopyStats::End::Failed);
 	cmd->status = Status::CheckCondition;
 	cmd->sense_len = build_sense(Sense::InvalidParamListField, cmd->sense, 0, false, 0, e.sks);
 	cmd->sense[2] = e.key;
@@ -93,10 +108,50 @@ void xcopy_end(Cmd *cmd, XcopyState *st, XcopyError e, bool aborted = false)
 		}
 		xcopy_result_update(cmd->lu, cmd->sess->id(), st->list.list_id, r);
 	}
-	if (e)
+	if (e) {
 		complete_xerr(cmd, e);
-	else
-		complete_good(cmd); // aborted: cmd_finish answers it as such
+		return;
+	}
+	cmd->lu->xcopy_stats_.count_end(aborted ? XcopyStats::End::Aborted : XcopyStats::End::Good);
+	complete_good(cmd); // aborted: cmd_finish answers it as such
+}
+
+// Both ends are file backstores: the kernel may copy between them (bs_copy_range).
+bool kernel_copy_ok(const LogicalUnit &src, const LogicalUnit &dst)
+{
+	return g_kernel_copy.load(std::memory_order_relaxed) && src.bs().kind() == "file" &&
+	       dst.bs().kind() == "file";
+}
+
+// One chunk copied by the kernel, on a copy thread (xcopy_kernel_submit): st->chunk bytes
+// asked, the bytes it copied left there.
+int kernel_chunk(Cmd *cmd)
+{
+	auto *st = static_cast<XcopyState *>(sbc_step(cmd));
+	const XcopySeg &s = st->list.seg[st->seg];
+	LogicalUnit *src = st->lu[s.src].get(), *dst = st->lu[s.dst].get();
+	const int64_t n =
+	    bs_copy_range(src->bs(), s.src_lba * src->block_size() + st->seg_done, dst->bs(),
+	                  s.dst_lba * dst->block_size() + st->seg_done, st->chunk, !dst->wce());
+	if (n < 0)
+		return static_cast<int>(n);
+	st->chunk = static_cast<uint32_t>(n);
+	return 0;
+}
+
+// st->chunk more bytes of the segment are at the destination.
+void chunk_done(Cmd *cmd, XcopyState *st, bool kernel)
+{
+	st->seg_done += st->chunk;
+	st->total += st->chunk;
+	cmd->lu->xcopy_stats_.count_bytes(st->chunk, kernel);
+	st->step = XcStep::Next;
+	if (st->held) {
+		XcopyResult r;
+		r.segments = st->seg;
+		r.bytes = st->total;
+		xcopy_result_update(cmd->lu, cmd->sess->id(), st->list.list_id, r);
+	}
 }
 
 void xcopy_run(Cmd *cmd)
@@ -116,6 +171,7 @@ void xcopy_run(Cmd *cmd)
 			if (st->seg_done == len) {
 				st->seg++;
 				st->seg_done = 0;
+				st->path_chosen = false;
 				continue;
 			}
 			if (sbc_aborted(cmd)) {
@@ -126,6 +182,18 @@ void xcopy_run(Cmd *cmd)
 				xcopy_end(cmd, st,
 				          {XKEY_COPY_ABORTED, XASC_TARGET_NOT_REACHABLE, 0});
 				return;
+			}
+			if (!st->path_chosen) {
+				st->kernel = kernel_copy_ok(*src, *dst);
+				st->path_chosen = true;
+			}
+			if (st->kernel) {
+				st->chunk = static_cast<uint32_t>(
+				    std::min<uint64_t>(len - st->seg_done, kXcopyKernelChunkBytes));
+				st->step = XcStep::Kernel;
+				if (!xcopy_kernel_submit(cmd, kernel_chunk))
+					return;
+				break;
 			}
 			st->chunk = static_cast<uint32_t>(
 			    std::min<uint64_t>(len - st->seg_done, kXcopyChunkBytes));
@@ -154,15 +222,21 @@ void xcopy_run(Cmd *cmd)
 				xcopy_end(cmd, st, io_error(st->err, true));
 				return;
 			}
-			st->seg_done += st->chunk;
-			st->total += st->chunk;
-			st->step = XcStep::Next;
-			if (st->held) {
-				XcopyResult r;
-				r.segments = st->seg;
-				r.bytes = st->total;
-				xcopy_result_update(cmd->lu, cmd->sess->id(), st->list.list_id, r);
+			chunk_done(cmd, st, false);
+			break;
+		case XcStep::Kernel:
+			if (st->err == -EOPNOTSUPP) {
+				// The kernel cannot copy these (st->err's meaning, bs_copy_range):
+				// the rest of the segment is read and written here.
+				st->kernel = false;
+				st->step = XcStep::Next;
+				break;
 			}
+			if (st->err) {
+				xcopy_end(cmd, st, io_error(st->err, true));
+				return;
+			}
+			chunk_done(cmd, st, true);
 			break;
 		}
 	}
@@ -229,6 +303,7 @@ void exec_xcopy(Cmd *cmd)
 	// SPC-4 6.4.1: a PARAMETER LIST LENGTH of 0 copies nothing and is no error.
 	const size_t len = std::min<size_t>(cmd->xfer_len, get_be32(cmd->cdb + 10));
 	if (len == 0) {
+		cmd->lu->xcopy_stats_.count_end(XcopyStats::End::Good);
 		complete_good(cmd);
 		return;
 	}
@@ -236,6 +311,7 @@ void exec_xcopy(Cmd *cmd)
 	const size_t n = sgl_copy_out(cmd, 0, p, len);
 	auto *st = sbc_step_new<XcopyState>(cmd, xcopy_run);
 	if (!st) {
+		cmd->lu->xcopy_stats_.count_end(XcopyStats::End::Failed);
 		complete_sense(cmd, Sense::InsufficientResources);
 		return;
 	}
@@ -254,6 +330,7 @@ void exec_xcopy(Cmd *cmd)
 		xcopy_end(cmd, st, e);
 		return;
 	}
+	// The loop's buffer, also when the kernel is to copy: it may refuse midway.
 	st->buf = sbc_buf_alloc(kXcopyChunkBytes);
 	if (!st->buf) {
 		xcopy_end(cmd, st, {XKEY_ABORTED_COMMAND, XASC_INSUFFICIENT_RESOURCES, 0});
@@ -264,7 +341,8 @@ void exec_xcopy(Cmd *cmd)
 
 // ---- RECEIVE COPY RESULTS ---------------------------------------------------------------------
 
-// SPC-4 6.18.4 OPERATING PARAMETERS: the limits xcopy_parse_list enforces.
+// SPC-4 6.18.4 OPERATING PARAMETERS: the limits xcopy_parse_list enforces (and the Third-party
+// Copy VPD page reports, spc_vpd_3pc.cc).
 std::vector<uint8_t> op_params()
 {
 	std::vector<uint8_t> d(46, 0);
@@ -278,7 +356,7 @@ std::vector<uint8_t> op_params()
 	// HELD DATA LIMIT 0 and MAXIMUM STREAM DEVICE TRANSFER SIZE 0: no held data, no streams.
 	put_be16(&d[34], kXcopyMaxConcurrent);             // TOTAL CONCURRENT COPIES
 	d[36] = static_cast<uint8_t>(kXcopyMaxConcurrent); // MAXIMUM CONCURRENT COPIES
-	d[37] = 9; // DATA SEGMENT GRANULARITY: 2^9, the smallest block length
+	d[37] = kXcopyDataSegmentGranularityLog2;
 	// INLINE and HELD DATA GRANULARITY 0 (neither is supported); the implemented descriptor
 	// type codes.
 	d[43] = 2;
@@ -335,6 +413,11 @@ void exec_rcr(Cmd *cmd)
 }
 
 } // namespace
+
+void xcopy_set_kernel_copy(bool on)
+{
+	g_kernel_copy.store(on, std::memory_order_relaxed);
+}
 
 Sense xcopy_parse(Cmd *cmd)
 {

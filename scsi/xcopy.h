@@ -43,6 +43,8 @@ inline constexpr uint32_t kXcopyMaxSegmentBytes = 0xffff0000u; // MAXIMUM SEGMEN
                                                                // blocks at most
 inline constexpr uint32_t kXcopyMaxInlineData = 0;             // MAXIMUM INLINE DATA LENGTH
 inline constexpr uint16_t kXcopyMaxConcurrent = 64;            // TOTAL / MAXIMUM CONCURRENT COPIES
+inline constexpr uint8_t kXcopyDataSegmentGranularityLog2 = 9; // DATA SEGMENT GRANULARITY: 2^9,
+                                                               // the smallest block length
 inline constexpr size_t kXcopyHeaderLen = 16;                  // the parameter list header
 inline constexpr size_t kXcopyCscdLen = 32;                    // an identification CSCD descriptor
 inline constexpr size_t kXcopyB2bLen = 28; // a block-to-block segment descriptor
@@ -50,6 +52,9 @@ inline constexpr size_t kXcopyB2bLen = 28; // a block-to-block segment descripto
 inline constexpr uint32_t kXcopyMaxParamLen = kXcopyHeaderLen + kXcopyMaxDescListLen;
 // The copy's unit of backstore I/O: one read then one write of at most this many bytes.
 inline constexpr uint32_t kXcopyChunkBytes = 1u << 20;
+// The in-kernel copy's unit (copy_file_range(2) between file backstores, xcopy_fast.cc): one
+// call of at most this many bytes, an abort or a copy target's removal noticed between two.
+inline constexpr uint32_t kXcopyKernelChunkBytes = 4u << 20;
 // Results of held copies (LIST ID USAGE 00b) kept, all nexuses together: the oldest is
 // forgotten first (RECEIVE COPY RESULTS then answers INVALID FIELD IN CDB for it).
 inline constexpr size_t kXcopyMaxResults = 256;
@@ -191,6 +196,18 @@ void xcopy_result_update(const LogicalUnit *lu, const NexusId &n, uint8_t list_i
 // (FAILED SEGMENT DETAILS of a finished copy, SPC-4 6.18.5).
 bool xcopy_result_get(const LogicalUnit *lu, const NexusId &n, uint8_t list_id, XcopyResult *out,
                       bool take);
+
+// ---- The in-kernel copy (xcopy_fast.cc) -----------------------------------------------------
+
+// Run fn(cmd), one chunk of cmd's copy that blocks (copy_file_range(2)), on the copy threads,
+// as the command's next step (sbc_internal.h's protocol: true, answered already, go on;
+// false, its resume function runs with the answer, in st->err, later).
+bool xcopy_kernel_submit(Cmd *cmd, int (*fn)(Cmd *));
+
+// Whether copies between file backstores may use copy_file_range(2) (default yes). Off, every
+// copy reads and writes through the backstores: for tests that want that path, and for a
+// file system whose in-kernel copy is not wanted.
+void xcopy_set_kernel_copy(bool on);
 
 // ---- The commands (xcopy.cc), for spc_parse -------------------------------------------------
 

@@ -6,7 +6,8 @@
 // CHECK CONDITION; the latency histogram counts every command; the CmdSN window is the one
 // the initiator was given; a logged-out session's numbers stay in its target's total; the
 // Prometheus text is well formed (every line a comment or `name{labels} value`, every family
-// typed once, histograms cumulative) and says the same numbers.
+// typed once, histograms cumulative) and says the same numbers; EXTENDED COPY between two file
+// LUNs is counted on the LUN it was sent to, and its Third-party Copy VPD page decodes (sg_vpd).
 #include "admin/prometheus.h"
 #include "core/byteorder.h"
 #include "tests/admin/prom_check.h"
@@ -16,7 +17,9 @@
 
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
@@ -202,6 +205,129 @@ TEST(TargetdStats, IoIsCountedPerSessionLunAndTargetAndSurvivesLogout)
 	EXPECT_EQ(left.target["latency"], after.target["latency"]);
 	EXPECT_EQ(left.lun0["commands"], after.lun0["commands"]);
 	EXPECT_EQ(t.stop(), 0) << t.log();
+}
+
+// The NAA designator VPD 83h gives for the LU at lun (0: none found).
+uint64_t lu_naa(Session &s, uint64_t lun)
+{
+	std::vector<uint8_t> d(255);
+	const uint8_t cdb[6] = {0x12, 0x01, 0x83, 0x00, 0xff, 0x00};
+	if (!s.run({lun, cdb, DataDir::Read, d}).good())
+		return 0;
+	const size_t end = std::min<size_t>(d.size(), 4 + get_be16(&d[2]));
+	for (size_t at = 4; at + 4 <= end; at += 4 + d[at + 3])
+		if ((d[at + 1] & 0x3f) == 0x03 && d[at + 3] == 8 && at + 12 <= end)
+			return get_be64(&d[at + 4]); // ASSOCIATION logical unit, NAA, 8 bytes
+	return 0;
+}
+
+// EXTENDED COPY between two file LUNs of the daemon: counted on the LUN that received it,
+// with the bytes the kernel copied (copy_file_range), in the JSON, the Prometheus text and
+// the table.
+TEST(TargetdStats, ExtendedCopyIsCountedOnItsLun)
+{
+	test_env::AdminDaemon d;
+	const std::string a = d.dir / "a.img", b = d.dir / "b.img";
+	ASSERT_TRUE(d.start({"--target", kIqn, "--lun", "0:file:path=" + a + ",size=16M", "--lun",
+	                     "1:file:path=" + b + ",size=16M"}));
+	Session s(test_env::initiator_config(kInitiator, kIqn));
+	ASSERT_TRUE(s.login(test_env::local(d.t.port()))) << s.error();
+	test_env::clear_ua(s, 0);
+	test_env::clear_ua(s, 1);
+	const uint64_t naa0 = lu_naa(s, 0), naa1 = lu_naa(s, 1);
+	ASSERT_NE(naa0, 0u);
+	ASSERT_NE(naa1, 0u);
+
+	// The Third-party Copy VPD page as an initiator gets it over iSCSI, decoded by
+	// sg3_utils' sg_vpd (where installed): the copy manager's commands and limits.
+	std::vector<uint8_t> vpd(1024);
+	const uint8_t inq[6] = {0x12, 0x01, 0x8f, 0x04, 0x00, 0x00};
+	ASSERT_TRUE(s.run({0, inq, DataDir::Read, vpd}).good());
+	ASSERT_EQ(vpd[1], 0x8f);
+	if (access("/usr/bin/sg_vpd", X_OK) == 0) {
+		const std::string hex = d.dir / "vpd8f.hex";
+		{
+			std::ofstream f(hex);
+			for (size_t i = 0; i < 4u + get_be16(&vpd[2]); i++) {
+				char b[4];
+				std::snprintf(b, sizeof(b), "%02x ", vpd[i]);
+				f << b;
+			}
+		}
+		std::string out;
+		FILE *p = popen(("/usr/bin/sg_vpd --inhex=" + hex + " -p 0x8f 2>&1").c_str(), "r");
+		ASSERT_TRUE(p);
+		char line[256];
+		while (std::fgets(line, sizeof(line), p))
+			out += line;
+		EXPECT_EQ(pclose(p), 0) << out;
+		for (const char *want :
+		     {"Extended copy(LID1)", "Receive copy operating parameters",
+		      "Maximum CSCD descriptor count: 8", "Maximum segment descriptor count: 16",
+		      "block -> block [0x2]", "Identification Descriptor [0xe4]",
+		      "Total concurrent copies: 64", "Data segment granularity: 512"})
+			EXPECT_NE(out.find(want), std::string::npos) << want << " in\n" << out;
+		EXPECT_EQ(out.find("Unexpected"), std::string::npos) << out;
+	}
+	std::vector<uint8_t> buf(64 * 512, 0x3c);
+	ASSERT_TRUE(s.run({0, cdb_write16(0, 64), DataDir::Write, buf}).good());
+	// SPC-4 6.4.3: a header, two identification CSCDs (E4h), one block-to-block segment
+	// (02h) of 64 blocks from LUN 0's LBA 0 to LUN 1's LBA 8.
+	std::vector<uint8_t> p(16 + 64 + 28, 0);
+	p[1] = 3 << 3; // LIST ID USAGE 11b
+	p[3] = 64;     // CSCD DESCRIPTOR LIST LENGTH
+	p[11] = 28;    // SEGMENT DESCRIPTOR LIST LENGTH
+	for (int i = 0; i < 2; i++) {
+		uint8_t *c = &p[16 + 32 * i];
+		c[0] = 0xe4;
+		c[4] = 0x01; // binary
+		c[5] = 0x03; // LU, NAA
+		c[7] = 8;
+		const uint64_t naa = i ? naa1 : naa0;
+		for (int k = 0; k < 8; k++)
+			c[8 + k] = uint8_t(naa >> (56 - 8 * k));
+		c[30] = 0x02; // DISK BLOCK LENGTH 512
+	}
+	uint8_t *g = &p[80];
+	g[0] = 0x02;
+	g[3] = 0x18;
+	g[7] = 1;   // destination CSCD 1
+	g[11] = 64; // blocks
+	g[27] = 8;  // destination LBA
+	uint8_t cdb[16] = {0x83};
+	cdb[13] = uint8_t(p.size());
+	ASSERT_TRUE(s.run({0, cdb, DataDir::Write, p}).good());
+	std::vector<uint8_t> back(64 * 512);
+	ASSERT_TRUE(s.run({1, cdb_read16(8, 64), DataDir::Read, back}).good());
+	EXPECT_EQ(back, buf);
+
+	const json st = stats(d.sock);
+	json x0, x1;
+	for (const json &t : st["io"])
+		for (const json &l : t["luns"])
+			(l["lun"] == 0 ? x0 : x1) = l["xcopy"];
+	ASSERT_TRUE(x0.is_object()) << st.dump();
+	EXPECT_EQ(x0["good"], 1);
+	EXPECT_EQ(x0["failed"], 0);
+	EXPECT_EQ(x0["aborted"], 0);
+	EXPECT_EQ(x0["bytes"], 64 * 512);
+	EXPECT_EQ(x0["kernel_bytes"], 64 * 512) << "two file LUNs: the kernel copied";
+	EXPECT_EQ(x1["good"], 0) << "counted where it was sent";
+
+	std::string prom;
+	ASSERT_EQ(ulpctl(d.sock, {"stats", "--prometheus"}, &prom), 0) << prom;
+	std::map<std::string, double> m;
+	ASSERT_TRUE(parse_prometheus(prom, &m)) << prom;
+	const std::string ll = std::string("{target=\"") + kIqn + "\",lun=\"0\"";
+	EXPECT_EQ(m["ulp_lun_copies_total" + ll + ",result=\"good\"}"], 1);
+	EXPECT_EQ(m["ulp_lun_copied_bytes_total" + ll + "}"], 64 * 512);
+	EXPECT_EQ(m["ulp_lun_kernel_copied_bytes_total" + ll + "}"], 64 * 512);
+
+	std::string table;
+	ASSERT_EQ(ulpctl(d.sock, {"stats"}, &table), 0) << table;
+	EXPECT_NE(table.find("XCOPY_LUN"), std::string::npos) << table;
+	ASSERT_TRUE(s.logout(5s));
+	EXPECT_EQ(d.t.stop(), 0) << d.t.log();
 }
 
 // stats_get's memory figures are the allocator's own, and follow what the daemon holds: a

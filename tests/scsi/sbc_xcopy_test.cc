@@ -4,11 +4,15 @@
 // backstores, data verified; the parameter list's errors and their sense; the limits
 // OPERATING PARAMETERS reports against those enforced; COPY STATUS and FAILED SEGMENT
 // DETAILS; ABORT TASK and LOGICAL UNIT RESET in the middle of a copy; a copy target
-// destroyed while a copy uses it.
+// destroyed while a copy uses it; the in-kernel copy between file LUs (copy_file_range) and
+// the read/write loop it falls back to, told apart by the copy manager's counters.
+#include "scsi/bs_internal.h"
 #include "scsi/xcopy.h"
 #include "tests/scsi/sbc_env.h"
 
+#include <algorithm>
 #include <chrono>
+#include <map>
 #include <thread>
 
 namespace ulp::scsi::sbc_test
@@ -171,6 +175,137 @@ TEST(Xcopy, BetweenTwoFileLus)
 	copy_between("file");
 }
 
+// ---- The in-kernel copy (copy_file_range between file backstores) --------------------------
+
+// Turns the in-kernel copy off for one scope.
+struct NoKernelCopy {
+	NoKernelCopy() { xcopy_set_kernel_copy(false); }
+	~NoKernelCopy() { xcopy_set_kernel_copy(true); }
+};
+
+TEST(Xcopy, KernelCopyBetweenFileLus)
+{
+	Two w("file");
+	// 10000 blocks: more than one kernel chunk (4 MiB) and a partial one.
+	const Bytes data = pattern(10000 * kBs, 11);
+	w.write(0, 50, data);
+	auto r = w.xcopy(plist({cscd(w.a->naa()), cscd(w.b->naa())}, {seg(0, 1, 10000, 50, 70)}));
+	ASSERT_TRUE(is_good(r));
+	EXPECT_EQ(w.read(1, 70, 10000), data);
+	EXPECT_EQ(w.read(1, 69, 1), Bytes(kBs, 0));
+	EXPECT_EQ(w.read(1, 10070, 1), Bytes(kBs, 0));
+	XcopyCounts c = w.a->xcopy_stats_.read();
+	EXPECT_EQ(c.good, 1u);
+	EXPECT_EQ(c.bytes, 10000u * kBs);
+	EXPECT_EQ(c.kernel_bytes, c.bytes) << "the kernel copied it all";
+	EXPECT_EQ(w.b->xcopy_stats_.read().good, 0u) << "counted on the copy manager only";
+
+	// Coherence with O_DIRECT. The loop's buffers are aligned, so with the kernel's copy off
+	// its reads and writes take the O_DIRECT descriptor (where the file system has one).
+	// The source rewritten that way after the first copy read it through the page cache:
+	// the next in-kernel copy reads the new data, not the cached pages.
+	const Bytes data2 = pattern(2048 * kBs, 12);
+	w.write(1, 14000, data2);
+	FileBsStats before{}, after{};
+	ASSERT_TRUE(file_bs_stats(w.a->bs(), &before));
+	{
+		NoKernelCopy off;
+		ASSERT_TRUE(is_good(w.xcopy(
+		    plist({cscd(w.b->naa()), cscd(w.a->naa())}, {seg(0, 1, 2048, 14000, 50)}), 1)));
+	}
+	ASSERT_TRUE(file_bs_stats(w.a->bs(), &after));
+	if (before.direct) {
+		EXPECT_GT(after.direct_rw, before.direct_rw) << "the source rewritten O_DIRECT";
+	}
+	r = w.xcopy(plist({cscd(w.a->naa()), cscd(w.b->naa())}, {seg(0, 1, 2048, 50, 70)}));
+	ASSERT_TRUE(is_good(r));
+	EXPECT_EQ(w.read(1, 70, 2048), data2);
+	EXPECT_EQ(w.read(1, 70 + 2048, 10000 - 2048), Bytes(data.begin() + 2048 * kBs, data.end()));
+	// And an O_DIRECT read of what the kernel copied (its pages perhaps not yet written
+	// back) finds it: the loop copies it on.
+	ASSERT_TRUE(file_bs_stats(w.b->bs(), &before));
+	{
+		NoKernelCopy off;
+		ASSERT_TRUE(is_good(w.xcopy(
+		    plist({cscd(w.b->naa()), cscd(w.a->naa())}, {seg(0, 1, 2048, 70, 12000)}), 1)));
+	}
+	ASSERT_TRUE(file_bs_stats(w.b->bs(), &after));
+	if (before.direct) {
+		EXPECT_GT(after.direct_rw, before.direct_rw) << "the destination read O_DIRECT";
+	}
+	EXPECT_EQ(w.read(0, 12000, 2048), data2);
+	c = w.a->xcopy_stats_.read();
+	EXPECT_EQ(c.good, 2u);
+	EXPECT_EQ(c.kernel_bytes, 12048u * kBs);
+	EXPECT_EQ(w.b->xcopy_stats_.read().kernel_bytes, 0u);
+	EXPECT_EQ(w.b->xcopy_stats_.read().bytes, 4096u * kBs)
+	    << "the loop's two copies, sent to LUN 1";
+
+	// Without a volatile cache (WCE 0) every chunk is made durable before the next: the
+	// same data arrives.
+	w.b->set_wce(false);
+	r = w.xcopy(plist({cscd(w.a->naa()), cscd(w.b->naa())}, {seg(0, 1, 100, 50, 9000)}));
+	ASSERT_TRUE(is_good(r));
+	EXPECT_EQ(w.read(1, 9000, 100), Bytes(data2.begin(), data2.begin() + 100 * kBs));
+	EXPECT_EQ(w.a->xcopy_stats_.read().kernel_bytes, 12148u * kBs);
+}
+
+TEST(Xcopy, KernelCopyOffFallsBackToTheLoop)
+{
+	NoKernelCopy off;
+	Two w("file");
+	const Bytes data = pattern(3000 * kBs, 13);
+	w.write(0, 0, data);
+	auto r = w.xcopy(plist({cscd(w.a->naa()), cscd(w.b->naa())}, {seg(0, 1, 3000, 0, 10)}));
+	ASSERT_TRUE(is_good(r));
+	EXPECT_EQ(w.read(1, 10, 3000), data);
+	const XcopyCounts c = w.a->xcopy_stats_.read();
+	EXPECT_EQ(c.good, 1u);
+	EXPECT_EQ(c.bytes, 3000u * kBs);
+	EXPECT_EQ(c.kernel_bytes, 0u) << "read and written through the backstores";
+}
+
+TEST(Xcopy, KernelCopyWithinOneFileLu)
+{
+	Two w("file");
+	const Bytes d = pattern(64 * kBs, 14);
+	w.write(0, 0, d);
+	// Disjoint ranges of one file: the kernel copies.
+	ASSERT_TRUE(is_good(w.xcopy(plist({cscd(w.a->naa())}, {seg(0, 0, 64, 0, 1000)}))));
+	EXPECT_EQ(w.read(0, 1000, 64), d);
+	EXPECT_EQ(w.a->xcopy_stats_.read().kernel_bytes, 64u * kBs);
+	// Overlapping ranges: copy_file_range refuses them (EINVAL), the loop copies them (one
+	// chunk: read whole, then written).
+	ASSERT_TRUE(is_good(w.xcopy(plist({cscd(w.a->naa())}, {seg(0, 0, 64, 0, 32)}))));
+	EXPECT_EQ(w.read(0, 32, 64), d);
+	const XcopyCounts c = w.a->xcopy_stats_.read();
+	EXPECT_EQ(c.kernel_bytes, 64u * kBs) << "the overlapping copy was not the kernel's";
+	EXPECT_EQ(c.bytes, 128u * kBs);
+	EXPECT_EQ(c.good, 2u);
+}
+
+TEST(Xcopy, FileToRamUsesTheLoop)
+{
+	Target t;
+	t.lus.push_back(std::make_unique<LogicalUnit>("xf", file_bs(4 << 20), LuConfig{}));
+	ASSERT_EQ(t.tpg.add_lun(0, *t.lus.back()), 0);
+	t.lus.push_back(std::make_unique<LogicalUnit>("xr", ram_bs(4 << 20), LuConfig{}));
+	ASSERT_EQ(t.tpg.add_lun(1, *t.lus.back()), 0);
+	Nexus *s = t.login("iqn.init:fr");
+	t.lb.run(s, 1, cdb_tur(), DataDir::None);
+	const Bytes d = pattern(300 * kBs, 15);
+	ASSERT_TRUE(is_good(t.lb.run(s, 0, cdb_rw(0x8a, 0, 300), DataDir::Write, d)));
+	const Bytes p =
+	    plist({cscd(t.lus[0]->naa()), cscd(t.lus[1]->naa())}, {seg(0, 1, 300, 0, 0)});
+	ASSERT_TRUE(is_good(t.lb.run(s, 0, cdb_xcopy(uint32_t(p.size())), DataDir::Write, p)));
+	auto r = t.lb.run(s, 1, cdb_rw(0x88, 0, 300), DataDir::Read, Bytes(300 * kBs));
+	ASSERT_TRUE(is_good(r));
+	EXPECT_EQ(r.data, d);
+	const XcopyCounts c = t.lus[0]->xcopy_stats_.read();
+	EXPECT_EQ(c.bytes, 300u * kBs);
+	EXPECT_EQ(c.kernel_bytes, 0u);
+}
+
 TEST(Xcopy, WithinOneLuAndSeveralSegments)
 {
 	Two w;
@@ -211,6 +346,120 @@ TEST(Xcopy, InquiryAndOpcodes)
 	}
 }
 
+// The Third-party Copy VPD page (8Fh) walked descriptor by descriptor, every length checked
+// against the page: type -> body (after the 4-byte header).
+std::map<uint16_t, Bytes> tpc_descriptors(const Bytes &page)
+{
+	std::map<uint16_t, Bytes> out;
+	EXPECT_GE(page.size(), 4u);
+	if (page.size() < 4)
+		return out;
+	EXPECT_EQ(page[1], 0x8f);
+	const size_t end = 4 + get_be16(&page[2]);
+	EXPECT_LE(end, page.size());
+	size_t at = 4;
+	while (at + 4 <= std::min(end, page.size())) {
+		const uint16_t type = get_be16(&page[at]), len = get_be16(&page[at + 2]);
+		EXPECT_EQ(len % 4, 0) << "descriptor " << type << " padded to a multiple of 4";
+		if (at + 4 + len > end) {
+			ADD_FAILURE() << "descriptor " << type << " runs past the page";
+			break;
+		}
+		EXPECT_FALSE(out.count(type)) << "descriptor " << type << " twice";
+		out[type] = Bytes(page.begin() + long(at + 4), page.begin() + long(at + 4 + len));
+		at += 4 + len;
+	}
+	EXPECT_EQ(at, end) << "descriptors fill the page";
+	return out;
+}
+
+TEST(Xcopy, ThirdPartyCopyVpdMatchesOperatingParameters)
+{
+	Two w;
+	auto pages = w.t.lb.run(w.s, 0, cdb_inquiry(255, true, 0x00), DataDir::Read, Bytes(255));
+	ASSERT_TRUE(is_good(pages));
+	EXPECT_NE(std::find(pages.data.begin() + 4, pages.data.end(), 0x8f), pages.data.end())
+	    << "listed in VPD 00h";
+	auto v = w.t.lb.run(w.s, 0, cdb_inquiry(1024, true, 0x8f), DataDir::Read, Bytes(1024));
+	ASSERT_TRUE(is_good(v));
+	v.data.resize(4 + get_be16(&v.data[2]));
+	const std::map<uint16_t, Bytes> d = tpc_descriptors(v.data);
+	// What the copy manager does, and nothing of token-based copy (0000h ROD token
+	// limits, 0106h ROD token features, 0108h ROD types), streams (9101h) or held data
+	// (C001h).
+	std::vector<uint16_t> types;
+	for (auto &[t, b] : d)
+		types.push_back(t);
+	EXPECT_EQ(types, (std::vector<uint16_t>{0x0001, 0x0004, 0x0008, 0x000c, 0x8001}));
+
+	auto op = w.rcr(RCR_OPERATING_PARAMETERS, 0, 64);
+	ASSERT_TRUE(is_good(op));
+	const Bytes &o = op.data;
+
+	// Supported Commands: EXTENDED COPY (LID1) and three RECEIVE COPY RESULTS service
+	// actions, each of which REPORT SUPPORTED OPERATION CODES calls supported.
+	const Bytes &sc = d.at(0x0001);
+	ASSERT_GE(sc.size(), 1u);
+	std::map<uint8_t, std::vector<uint8_t>> cmds;
+	for (size_t i = 1; i + 2 <= size_t(1) + sc[0] && i + 2 <= sc.size();) {
+		const uint8_t opc = sc[i], n = sc[i + 1];
+		ASSERT_LE(i + 2 + n, sc.size());
+		cmds[opc] =
+		    std::vector<uint8_t>(sc.begin() + long(i + 2), sc.begin() + long(i + 2 + n));
+		i += 2 + n;
+	}
+	EXPECT_EQ(cmds, (std::map<uint8_t, std::vector<uint8_t>>{{0x83, {0x00}},
+	                                                         {0x84, {0x00, 0x03, 0x04}}}));
+	for (auto &[opc, sas] : cmds)
+		for (uint8_t sa : sas) {
+			Bytes c(12, 0);
+			c[0] = 0xa3;
+			c[1] = 0x0c;
+			c[2] = 0x02;
+			c[3] = opc;
+			put_be16(&c[4], sa);
+			put_be32(&c[6], 64);
+			auto q = w.t.lb.run(w.s, 0, c, DataDir::Read, Bytes(64));
+			ASSERT_TRUE(is_good(q));
+			EXPECT_EQ(q.data[1] & 7, 3) << "supported: " << int(opc) << "/" << int(sa);
+		}
+
+	// Parameter Data: the list limits, as OPERATING PARAMETERS has them.
+	const Bytes &pd = d.at(0x0004);
+	ASSERT_EQ(pd.size(), 0x1cu);
+	EXPECT_EQ(get_be16(&pd[4]), get_be16(&o[8])) << "MAXIMUM CSCD DESCRIPTOR COUNT";
+	EXPECT_EQ(get_be16(&pd[6]), get_be16(&o[10])) << "MAXIMUM SEGMENT DESCRIPTOR COUNT";
+	EXPECT_EQ(get_be32(&pd[8]), get_be32(&o[12])) << "MAXIMUM DESCRIPTOR LIST LENGTH";
+	EXPECT_EQ(get_be32(&pd[12]), get_be32(&o[20])) << "MAXIMUM INLINE DATA LENGTH";
+	EXPECT_EQ(get_be16(&pd[4]), kXcopyMaxCscd);
+
+	// Supported Descriptors: the implemented descriptor type codes.
+	const Bytes &sd = d.at(0x0008);
+	ASSERT_GE(sd.size(), size_t(1) + sd[0]);
+	EXPECT_EQ(Bytes(sd.begin() + 1, sd.begin() + 1 + sd[0]),
+	          Bytes(o.begin() + 44, o.begin() + 44 + o[43]));
+
+	// Supported CSCD Descriptor IDs: none above 7FFh.
+	const Bytes &ids = d.at(0x000c);
+	ASSERT_GE(ids.size(), 2u);
+	EXPECT_EQ(get_be16(&ids[0]), 0);
+
+	// General Copy Operations: concurrency, segment length and granularities.
+	const Bytes &gc = d.at(0x8001);
+	ASSERT_EQ(gc.size(), 0x20u);
+	EXPECT_EQ(get_be32(&gc[0]), get_be16(&o[34])) << "TOTAL CONCURRENT COPIES";
+	EXPECT_EQ(get_be32(&gc[4]), o[36]) << "MAXIMUM IDENTIFIED CONCURRENT COPIES";
+	EXPECT_EQ(get_be32(&gc[8]), get_be32(&o[16])) << "MAXIMUM SEGMENT LENGTH";
+	EXPECT_EQ(gc[12], o[37]) << "DATA SEGMENT GRANULARITY";
+	EXPECT_EQ(gc[13], o[38]) << "INLINE DATA GRANULARITY";
+
+	// Cut short by ALLOCATION LENGTH, the page is its prefix.
+	auto cut = w.t.lb.run(w.s, 0, cdb_inquiry(20, true, 0x8f), DataDir::Read, Bytes(20));
+	ASSERT_TRUE(is_good(cut));
+	EXPECT_EQ(Bytes(cut.data.begin(), cut.data.begin() + 20),
+	          Bytes(v.data.begin(), v.data.begin() + 20));
+}
+
 // ---- Copy targets -------------------------------------------------------------------------------
 
 TEST(Xcopy, UnreachableCopyTargets)
@@ -240,6 +489,12 @@ TEST(Xcopy, UnreachableCopyTargets)
 	// A CSCD no segment uses is not resolved at all.
 	r = w.xcopy(plist({cscd(w.a->naa()), cscd(0x3000000000000001ull)}, {seg(0, 0, 1, 0, 1)}));
 	EXPECT_TRUE(is_good(r));
+	// Counted on LUN 0's LU, the copy manager addressed: five failed, one done.
+	const XcopyCounts c = w.a->xcopy_stats_.read();
+	EXPECT_EQ(c.failed, 5u);
+	EXPECT_EQ(c.good, 1u);
+	EXPECT_EQ(c.aborted, 0u);
+	EXPECT_EQ(c.bytes, uint64_t(kBs));
 }
 
 TEST(Xcopy, WriteProtectedDestination)
@@ -497,6 +752,10 @@ void abort_copy(TmfType tmf)
 	EXPECT_EQ(w.read(1, chunk, 1), Bytes(kBs, 0)) << "the rest left unwritten";
 	EXPECT_EQ(w.read(1, 8191, 1), Bytes(kBs, 0));
 	EXPECT_EQ(w.a->task_count(), 0u);
+	const XcopyCounts c = w.a->xcopy_stats_.read();
+	EXPECT_EQ(c.aborted, 1u);
+	EXPECT_EQ(c.good + c.failed, 0u);
+	EXPECT_EQ(c.bytes, uint64_t(kXcopyChunkBytes)) << "the one chunk written";
 }
 
 TEST(Xcopy, AbortTaskMidway)

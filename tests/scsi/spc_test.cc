@@ -191,7 +191,7 @@ TEST(SpcVpd, SupportedPagesAreAllReadable)
 		t.add(0, 1 << 20, c);
 		Nexus *s = t.login("iqn.init:a");
 		auto d = vpd(t, s, 0x00);
-		std::vector<uint8_t> want = {0x00, 0x80, 0x83, 0x86, 0x88, 0xb0, 0xb1};
+		std::vector<uint8_t> want = {0x00, 0x80, 0x83, 0x86, 0x88, 0x8f, 0xb0, 0xb1};
 		if (thin)
 			want.push_back(0xb2);
 		EXPECT_EQ(std::vector<uint8_t>(d.begin() + 4, d.end()), want);

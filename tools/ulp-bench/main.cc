@@ -6,6 +6,7 @@
 #include "tools/ulp-bench/mrpool.h"
 #include "tools/ulp-bench/rw.h"
 #include "tools/ulp-bench/scsi.h"
+#include "tools/ulp-bench/xcopy.h"
 #include "ulp/version.h"
 
 #include <CLI/CLI.hpp>
@@ -106,6 +107,17 @@ int main(int argc, char **argv)
 	    ->check(CLI::Range(1, 1024));
 	scsi->add_flag("!--no-fio", so.fio, "skip the fio reference runs");
 
+	ulp::bench::XcopyBenchOptions xo;
+	auto *xcopy = app.add_subcommand(
+	    "xcopy", "EXTENDED COPY MiB/s between two LUs through the SCSI target core: file LUs "
+	             "by copy_file_range and by the read/write loop, RAM LUs by the loop, beside "
+	             "copy_file_range and memcpy done directly");
+	xcopy->add_flag("--json", xo.json, "print the rows as JSON on stdout instead of a table");
+	xcopy->add_flag("--quick", xo.quick, "short run (64 MiB, 2 rounds)");
+	xcopy->add_option("--dir", xo.dir, "folder for the file LUs' files (default /var/tmp)");
+	xcopy->add_option("--mib", xo.mib, "MiB per copy (default 256, 64 quick)");
+	xcopy->add_option("--rounds", xo.rounds, "copies per figure, the best counts (default 5)");
+
 	try {
 		app.parse(argc, argv);
 	} catch (const CLI::ParseError &e) {
@@ -114,6 +126,8 @@ int main(int argc, char **argv)
 
 	if (*scsi)
 		return ulp::bench::run_scsi(so);
+	if (*xcopy)
+		return ulp::bench::run_xcopy(xo);
 
 	if (*rw)
 		return ulp::bench::run_rw(rwo);

@@ -373,6 +373,15 @@ json Daemon::io_stats()
 		json luns = json::array();
 		for (auto &[n, lu] : t->lus) {
 			json l = {{"lun", n}, {"io", io_json(lu->stats_.read())}};
+			// The EXTENDED COPY commands it managed (scsi::XcopyCounts): how they
+			// ended, bytes written to their destinations and, of those, the ones the
+			// kernel copied (copy_file_range between file LUNs).
+			const scsi::XcopyCounts x = lu->xcopy_stats_.read();
+			l["xcopy"] = {{"good", x.good},
+			              {"failed", x.failed},
+			              {"aborted", x.aborted},
+			              {"bytes", x.bytes},
+			              {"kernel_bytes", x.kernel_bytes}};
 			// An rbd LUN's side of librbd: requests in it now, how many it gave back
 			// and their mean time there, failures, and whether the cluster fenced it.
 			if (scsi::RbdBsStats rs; scsi::rbd_bs_stats(lu->bs(), &rs))

@@ -247,12 +247,25 @@ void print_stats(const json &r)
 		head.insert(head.end(), x.begin(), x.end());
 		rows.push_back(head);
 	};
-	std::vector<std::vector<std::string>> conns, rbd;
+	std::vector<std::vector<std::string>> conns, rbd, xcopy;
 	if (r.contains("io") && r["io"].is_array())
 		for (const json &t : r["io"]) {
 			row({str(t["target"]), str(t["fabric"]), "total"}, t["io"]);
 			for (const json &l : t["luns"]) {
 				row({"", "", "lun " + str(l["lun"])}, l["io"]);
+				// The LUN's EXTENDED COPY commands, when it has had any.
+				if (auto x = l.find("xcopy"); x != l.end() && x->is_object()) {
+					auto n = [&](const char *k) {
+						return x->value(k, uint64_t(0));
+					};
+					if (n("good") + n("failed") + n("aborted"))
+						xcopy.push_back({str(t["target"]), str(l["lun"]),
+						                 std::to_string(n("good")),
+						                 std::to_string(n("failed")),
+						                 std::to_string(n("aborted")),
+						                 human_size(n("bytes")),
+						                 human_size(n("kernel_bytes"))});
+				}
 				if (auto b = l.find("rbd"); b != l.end() && b->is_object())
 					rbd.push_back({str(t["target"]), str(l["lun"]),
 					               str((*b)["inflight"]),
@@ -282,6 +295,11 @@ void print_stats(const json &r)
 	if (!conns.empty()) {
 		std::cout << "\n";
 		table({"SESSION", "PEER", "WINDOW", "CMDS"}, conns);
+	}
+	if (!xcopy.empty()) { // EXTENDED COPY per copy manager LUN (IN_KERNEL: copy_file_range)
+		std::cout << "\n";
+		table({"TARGET", "XCOPY_LUN", "GOOD", "FAILED", "ABORTED", "COPIED", "IN_KERNEL"},
+		      xcopy);
 	}
 	if (!rbd.empty()) { // librbd's side of the rbd LUNs (AVG_US: submission to callback)
 		std::cout << "\n";
