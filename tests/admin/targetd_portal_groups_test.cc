@@ -451,5 +451,61 @@ TEST(TargetdPortalGroups, ReloadAppliesGroupsAndAlua)
 	EXPECT_FALSE(s3b.login(local(p3)));
 }
 
+// A reload that moves a portal to another group and changes TPGS: new logins to the moved
+// portal land in its new group (its tag, its port), a session already there stays where it
+// logged in, and TPGS 01b (implicit only) refuses SET TARGET PORT GROUPS from then on;
+// INQUIRY reports the new TPGS after INQUIRY DATA HAS CHANGED.
+TEST(TargetdPortalGroups, ReloadMovesAPortalAndChangesTpgs)
+{
+	test_env::AdminDaemon d;
+	const uint16_t p1 = test::free_port(), p2 = test::free_port(), p3 = test::free_port();
+	ASSERT_TRUE(p1 != p2 && p2 != p3 && p1 != p3);
+	const std::string a1 = "127.0.0.1:" + std::to_string(p1);
+	const std::string a2 = "127.0.0.1:" + std::to_string(p2);
+	const std::string a3 = "127.0.0.1:" + std::to_string(p3);
+	const std::string file = d.dir / "t.toml";
+	const std::string alua =
+	    alua_group(10, "active-optimized", "1") + alua_group(20, "standby", "2");
+	auto groups = [&](const std::string &g1, const std::string &g2) {
+		return "  [[target.portal_group]]\n  tag = 1\n  portals = [" + g1 +
+		       "]\n  [[target.portal_group]]\n  tag = 2\n  portals = [" + g2 + "]\n";
+	};
+	std::ofstream(file) << alua_file(
+	    d.dir, {a1, a2, a3}, groups("\"" + a1 + "\"", "\"" + a2 + "\", \"" + a3 + "\""), alua);
+	ASSERT_TRUE(d.start({"--config", file}));
+	Session old3(test_env::initiator_config(kInitiator, kIqn));
+	ASSERT_TRUE(old3.login(local(p3))) << old3.error();
+	EXPECT_EQ(old3.params().tpgt, 2);
+	test_env::clear_ua(old3, 0);
+
+	// a3 moves to group 1; tpgs becomes implicit.
+	std::string text = alua_file(
+	    d.dir, {a1, a2, a3}, groups("\"" + a1 + "\", \"" + a3 + "\"", "\"" + a2 + "\""), alua);
+	const std::string both = "tpgs = \"both\"";
+	text.replace(text.find(both), both.size(), "tpgs = \"implicit\"");
+	std::ofstream(file) << text;
+	std::string out;
+	ASSERT_EQ(test_env::ulpctl(d.sock, {"reload"}, &out), 0) << out;
+
+	Session new3(test_env::initiator_config(kInitiator, kIqn));
+	ASSERT_TRUE(new3.login(local(p3))) << new3.error();
+	EXPECT_EQ(new3.params().tpgt, 1);
+	EXPECT_EQ(vpd83_rtpi(new3), 1);
+	EXPECT_TRUE(test_env::write_read(new3, 0, 0, 11)) << "group 10: active/optimized";
+	// The session that was there stays on port 2 (standby), and hears that the INQUIRY
+	// data (TPGS) changed.
+	const std::vector<uint16_t> uas = pending_uas(old3);
+	EXPECT_NE(std::find(uas.begin(), uas.end(), 0x3f03), uas.end());
+	EXPECT_EQ(vpd83_rtpi(old3), 2);
+	const std::array<uint8_t, 6> inq{0x12, 0, 0, 0, 96, 0};
+	std::array<uint8_t, 96> id{};
+	ASSERT_TRUE(old3.run({0, inq, DataDir::Read, id}).good());
+	EXPECT_EQ(id[5] & 0x30, 0x10) << "TPGS 01b";
+	ScsiResult r = stpg(new3, {{20, 0x0}});
+	const SenseKey k = parse_sense({r.sense.data(), r.sense_len});
+	EXPECT_EQ(k.key, 0x5) << describe_result(r);
+	EXPECT_EQ(k.asc, 0x20) << "INVALID COMMAND OPERATION CODE";
+}
+
 } // namespace
 } // namespace ulp::iscsi::initiator
