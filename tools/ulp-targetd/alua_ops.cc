@@ -205,6 +205,11 @@ void Daemon::alua_set(const std::string &target, uint16_t group, const std::stri
 			             std::to_string(group) + ": state not stored (" +
 			             std::strerror(-rc) + "): left as it was");
 	}
+	if (!pr_store_)
+		ULP_LOG(Warn, Tool,
+		        "target {}: no usable state directory: its ALUA states are not kept "
+		        "across a restart",
+		        target);
 	// The running configuration follows (save writes it; LUNs added later start so).
 	gc->state = s;
 	for (TargetCfg &c : cfg_.targets)
