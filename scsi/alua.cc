@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <map>
 #include <set>
 
 namespace ulp::scsi
@@ -75,7 +76,7 @@ bool Alua::change_locked(AluaGroup &g, AluaState s, uint8_t status)
 	return true;
 }
 
-int Alua::configure(const AluaConfig &cfg, std::string *why)
+int Alua::check(const AluaConfig &cfg, std::string *why)
 {
 	auto bad = [why](const std::string &m) {
 		if (why)
@@ -100,9 +101,35 @@ int Alua::configure(const AluaConfig &cfg, std::string *why)
 			if (!ports.insert(p).second)
 				return bad(fmt::format("target port {} in two groups", p));
 	}
-	bool changed = false;
+	return 0;
+}
+
+namespace
+{
+
+// Each target port's group and state under groups (and tpgs: none without ALUA).
+std::map<uint16_t, std::pair<uint16_t, AluaState>> port_map(uint8_t tpgs,
+                                                            const std::vector<AluaGroup> &groups)
+{
+	std::map<uint16_t, std::pair<uint16_t, AluaState>> m;
+	if (tpgs == TPGS_NONE)
+		return m;
+	for (const AluaGroup &g : groups)
+		for (uint16_t p : g.rtpis)
+			m[p] = {g.id, g.state};
+	return m;
+}
+
+} // namespace
+
+int Alua::configure(const AluaConfig &cfg, std::string *why)
+{
+	if (int rc = check(cfg, why); rc != 0)
+		return rc;
+	bool changed = false, inquiry = false;
 	{
 		ShardLockAll l(lock_);
+		const auto before = port_map(tpgs_.load(std::memory_order_relaxed), groups_);
 		std::vector<AluaGroup> next = cfg.groups;
 		for (AluaGroup &g : next) {
 			g.status = ALUA_STATUS_NONE;
@@ -117,10 +144,29 @@ int Alua::configure(const AluaConfig &cfg, std::string *why)
 			g.status = old->status;
 			changed |= change_locked(g, s, ALUA_STATUS_IMPLICIT);
 		}
+		const auto after = port_map(cfg.tpgs, next);
+		// A port that changes group, joins one or leaves one: its VPD 83h target port
+		// group designator changes (SPC-4 7.8.6), and so may the state it serves in.
+		for (const auto *m : {&before, &after})
+			for (const auto &[port, gs] : *m) {
+				const auto *o = m == &before ? &after : &before;
+				auto it = o->find(port);
+				if (it == o->end() || it->second.first != gs.first)
+					inquiry = true;
+				if (it == o->end() || it->second.second != gs.second)
+					changed = true;
+			}
+		if (tpgs_.load(std::memory_order_relaxed) != cfg.tpgs)
+			inquiry = true; // standard INQUIRY's TPGS field (SPC-4 6.6.2)
 		groups_ = std::move(next);
 		itt_.store(cfg.implicit_transition_secs, std::memory_order_relaxed);
 		tpgs_.store(cfg.tpgs, std::memory_order_relaxed);
 	}
+	// SPC-4 6.6.1: changed INQUIRY data (the TPGS field, VPD 83h's target port group
+	// designator) is INQUIRY DATA HAS CHANGED to every I_T nexus; a port whose access state
+	// changed is ASYMMETRIC ACCESS STATE CHANGED (SPC-4 5.15.2.3, an implicit transition).
+	if (inquiry)
+		lu_.ua_add_all(UA_INQUIRY_DATA_CHANGED);
 	if (changed)
 		lu_.ua_add_all(UA_ASYMMETRIC_ACCESS_CHANGED);
 	return 0;
@@ -131,12 +177,20 @@ int Alua::set_state(uint16_t id, AluaState state, const NexusId *by)
 	return set_states({{id, state}}, by);
 }
 
-int Alua::set_states(const std::vector<std::pair<uint16_t, AluaState>> &changes, const NexusId *by)
+int Alua::set_states(const std::vector<std::pair<uint16_t, AluaState>> &changes, const NexusId *by,
+                     std::function<void(int err)> done)
 {
 	for (const auto &c : changes)
 		if (!alua_state_valid(uint8_t(c.second)))
 			return -EINVAL;
-	bool changed = false;
+	// What each group was, to undo the change should it not be stored.
+	struct Undo {
+		uint16_t id;
+		AluaState was, now;
+		uint8_t status;
+	};
+	std::vector<Undo> undo;
+	std::unique_lock p(persist_lock_);
 	{
 		ShardLockAll l(lock_);
 		if (tpgs_.load(std::memory_order_relaxed) == TPGS_NONE)
@@ -149,15 +203,74 @@ int Alua::set_states(const std::vector<std::pair<uint16_t, AluaState>> &changes,
 				return -ENOENT;
 			gs.push_back(&*it);
 		}
-		for (size_t i = 0; i < changes.size(); i++)
-			changed |= change_locked(*gs[i], changes[i].second,
-			                         by ? ALUA_STATUS_EXPLICIT : ALUA_STATUS_IMPLICIT);
+		for (size_t i = 0; i < changes.size(); i++) {
+			const Undo u{gs[i]->id, gs[i]->state, changes[i].second, gs[i]->status};
+			if (change_locked(*gs[i], changes[i].second,
+			                  by ? ALUA_STATUS_EXPLICIT : ALUA_STATUS_IMPLICIT))
+				undo.push_back(u);
+		}
 	}
 	// After lock_: the UA table has its own lock, and a command looking up its port's
 	// state (lock_, one shard) may be about to take it.
-	if (changed)
+	if (!undo.empty())
 		lu_.ua_add_all(UA_ASYMMETRIC_ACCESS_CHANGED, by);
+	if (undo.empty() || !persist_) {
+		p.unlock();
+		if (done)
+			done(0);
+		return 0;
+	}
+	persist_locked([this, undo = std::move(undo), done = std::move(done)](int err) {
+		if (err) {
+			// Not stored: the states go back to what the file still says (a group
+			// changed again since keeps its newer state), and the initiators hear of
+			// it.
+			bool changed = false;
+			{
+				ShardLockAll l(lock_);
+				for (const Undo &u : undo)
+					for (AluaGroup &g : groups_)
+						if (g.id == u.id && g.state == u.now)
+							changed |=
+							    change_locked(g, u.was, u.status);
+			}
+			if (changed)
+				lu_.ua_add_all(UA_ASYMMETRIC_ACCESS_CHANGED);
+			ULP_LOG(Error, Scsi, "{}: target port group states not stored ({}): undone",
+			        lu_.name(), -err);
+		}
+		if (done)
+			done(err);
+	});
 	return 0;
+}
+
+void Alua::set_persist(AluaPersist p)
+{
+	std::lock_guard g(persist_lock_);
+	persist_ = std::move(p);
+}
+
+void Alua::persist(std::function<void(int err)> done)
+{
+	std::unique_lock p(persist_lock_);
+	if (!persist_) {
+		p.unlock();
+		if (done)
+			done(0);
+		return;
+	}
+	persist_locked(std::move(done));
+}
+
+void Alua::persist_locked(std::function<void(int err)> done)
+{
+	std::vector<AluaGroup> now;
+	{
+		std::lock_guard g(lock_.mine());
+		now = groups_;
+	}
+	persist_(std::move(now), std::move(done));
 }
 
 bool Alua::port_state(uint16_t rtpi, uint16_t *group, AluaState *state)
@@ -240,6 +353,27 @@ bool standby_allowed(const uint8_t *c)
 }
 
 } // namespace
+
+Sense alua_port_sense(const Cmd *cmd)
+{
+	AluaState s;
+	if (!cmd->lu || !cmd->lu->alua_.port_state(cmd->sess->id().rtpi, nullptr, &s))
+		return Sense::None;
+	switch (s) {
+	case AluaState::ActiveOptimized:
+	case AluaState::ActiveNonOptimized:
+		return Sense::None;
+	case AluaState::Standby:
+		return Sense::AluaStandby;
+	case AluaState::Unavailable:
+		return Sense::AluaUnavailable;
+	case AluaState::Offline:
+		return Sense::AluaOffline;
+	case AluaState::Transitioning:
+		return Sense::AluaTransitioning;
+	}
+	return Sense::None;
+}
 
 Sense alua_check(Cmd *cmd)
 {

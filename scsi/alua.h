@@ -17,8 +17,17 @@
 //                                        I_T nexus of the LU
 //   lu.alua_.groups()                    the groups now, for statistics and REPORT TARGET
 //                                        PORT GROUPS
-// SET TARGET PORT GROUPS (spc_alua.cc) makes explicit transitions through set_state with
+// SET TARGET PORT GROUPS (spc_alua.cc) makes explicit transitions through set_states with
 // the nexus it came on (status code 01h, no unit attention for that nexus).
+//
+// Durable states: the daemon gives the LU a persist hook (set_persist: its state
+// directory's file). Every change - an initiator's SET TARGET PORT GROUPS, an
+// administrator's set_state, configure - goes through set_states or persist(), which hand
+// the groups as they are after the change to the hook, in the order of the changes, and
+// report through done once they are stored: SET TARGET PORT GROUPS completes GOOD only
+// then (as PERSISTENT RESERVE OUT with APTPL 1 does, scsi/pr_out.cc), so what an
+// initiator was told is what a restart finds. A write that fails undoes the change and the
+// command ends in INTERNAL TARGET FAILURE.
 // An implicit transition that takes time (a cluster manager moving ownership) is two calls:
 // set_state(id, Transitioning), which refuses I/O with 04h/0Ah meanwhile, then
 // set_state(id, the new state); the unit attention queued by the first is reported once
@@ -35,6 +44,8 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
+#include <mutex>
 #include <span>
 #include <string>
 #include <utility>
@@ -94,6 +105,12 @@ struct AluaConfig {
 	std::vector<AluaGroup> groups;        // at most kMaxGroups; none when tpgs is NONE
 };
 
+// Store groups (the states after a change) durably, then done(0 or -errno) - later, on
+// another thread, never inside the call (PrStore::put). Calls come in the order of the
+// changes.
+using AluaPersist =
+    std::function<void(std::vector<AluaGroup> groups, std::function<void(int err)> done)>;
+
 class Alua
 {
 public:
@@ -106,13 +123,16 @@ public:
 	Alua(const Alua &) = delete;
 	Alua &operator=(const Alua &) = delete;
 
-	// Replace the whole configuration. 0, or -EINVAL with the reason in *why (may be
-	// null): tpgs above 3, groups with tpgs NONE, too many groups or ports, a group id
-	// twice, a port in two groups, a state that is not an AluaState. Changes of a group's
-	// state against the old configuration (same id) raise ASYMMETRIC ACCESS STATE CHANGED
-	// as set_state does; a new or removed group raises nothing (an administrator's
-	// reconfiguration: initiators learn it from RTPG, as after INQUIRY DATA HAS CHANGED,
-	// which is not raised here).
+	// Whether cfg can be configured: 0, or -EINVAL with the reason in *why (may be null):
+	// tpgs above 3, groups with tpgs NONE, too many groups or ports, a group id twice, a
+	// port in two groups, a state that is not an AluaState.
+	static int check(const AluaConfig &cfg, std::string *why);
+	// Replace the whole configuration (check()'s errors). Against the old one, to every
+	// I_T nexus of the LU: INQUIRY DATA HAS CHANGED when TPGS changes or a port changes
+	// group (joins one, leaves one, moves: VPD 83h's target port group designator, SPC-4
+	// 6.6.1); ASYMMETRIC ACCESS STATE CHANGED when a group that stays changes state (as
+	// set_state) or a port's state changes with its group (SPC-4 5.15.2.3). A group's
+	// state that is what it was keeps its status code.
 	int configure(const AluaConfig &cfg, std::string *why);
 	// Change group id's state: 0, -ENOENT (no such group), -EINVAL (not an AluaState, or
 	// ALUA is off). A change to the state it has already is 0 and changes nothing. by: the
@@ -123,8 +143,16 @@ public:
 	// Several explicit changes at once (SET TARGET PORT GROUPS): each (id, state) applied
 	// in order under one lock, the unit attention raised once. The ids must exist
 	// (-ENOENT, nothing changed).
+	// done (may be null): called once the states after the change are stored by the
+	// persist hook - done(0), or done(-errno) after the change is undone - or at once with
+	// 0 when there is no hook or nothing changed. Not called when set_states fails.
 	int set_states(const std::vector<std::pair<uint16_t, AluaState>> &changes,
-	               const NexusId *by);
+	               const NexusId *by, std::function<void(int err)> done = {});
+	// The durable home of the states (see above); before the LU is exported. Null: none.
+	void set_persist(AluaPersist p);
+	// Hand the states as they are now to the persist hook (after configure); done as for
+	// set_states.
+	void persist(std::function<void(int err)> done);
 
 	uint8_t tpgs() const { return tpgs_.load(std::memory_order_relaxed); }
 	bool enabled() const { return tpgs() != TPGS_NONE; }
@@ -142,7 +170,14 @@ private:
 	// status code status. Whether it changed.
 	bool change_locked(AluaGroup &g, AluaState s, uint8_t status);
 
+	// Under persist_lock_: the groups now to the hook; done(err) after.
+	void persist_locked(std::function<void(int err)> done);
+
 	LogicalUnit &lu_;
+	// Orders a change and its write: held from the change to the hook's call, so that the
+	// hook sees the states in the order they were made. Before lock_.
+	std::mutex persist_lock_;
+	AluaPersist persist_; // persist_lock_
 	ShardLock lock_;
 	std::vector<AluaGroup> groups_;        // lock_ (written under every shard)
 	std::atomic<uint8_t> tpgs_{TPGS_NONE}; // TPGS_*; written under every shard of lock_

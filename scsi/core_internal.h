@@ -202,6 +202,10 @@ bool medium_needed(const Cmd *cmd);
 // run; Sense::None, or the NOT READY reason of that state. After the unit attention check,
 // before the command is parsed further (core.cc).
 Sense alua_check(Cmd *cmd);
+// The NOT READY reason the access state of cmd's target port gives the commands it refuses
+// (what TEST UNIT READY through it would get), or Sense::None when the state serves I/O:
+// what REQUEST SENSE reports when it has nothing else (spc.cc).
+Sense alua_port_sense(const Cmd *cmd);
 // MAINTENANCE IN REPORT TARGET PORT GROUPS and MAINTENANCE OUT SET TARGET PORT GROUPS.
 Sense rtpg_parse(Cmd *cmd);
 Sense stpg_parse(Cmd *cmd);

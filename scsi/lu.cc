@@ -110,6 +110,29 @@ LogicalUnit::~LogicalUnit()
 	dormant_.clear();
 }
 
+void LogicalUnit::port_add(uint16_t rtpi)
+{
+	std::lock_guard g(ports_lock_);
+	ports_[rtpi]++;
+}
+
+void LogicalUnit::port_del(uint16_t rtpi)
+{
+	std::lock_guard g(ports_lock_);
+	auto it = ports_.find(rtpi);
+	if (it != ports_.end() && --it->second == 0)
+		ports_.erase(it);
+}
+
+std::vector<uint16_t> LogicalUnit::ports() const
+{
+	std::lock_guard g(ports_lock_);
+	std::vector<uint16_t> v;
+	for (const auto &[rtpi, n] : ports_)
+		v.push_back(rtpi);
+	return v;
+}
+
 int LogicalUnit::set_capacity(uint64_t bytes, std::string *why)
 {
 	std::string dummy;

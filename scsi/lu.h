@@ -311,8 +311,16 @@ public:
 	// Its target port groups and their access states (scsi/alua.h: its own lock; the
 	// daemon configures and changes them from any thread).
 	Alua alua_{*this};
+	// The target ports it is exported through (SPC-4 7.8.16, VPD 88h lists them all): a
+	// Tpg adds its relative target port identifier when it maps the LU (Tpg::add_lun) and
+	// drops it when it unmaps it (remove_lun). Counted: one port may map it at two LUNs.
+	void port_add(uint16_t rtpi);
+	void port_del(uint16_t rtpi);
+	std::vector<uint16_t> ports() const; // ascending
 
 private:
+	mutable std::mutex ports_lock_;      // guards ports_; taken under a Tpg's lock_ (a leaf)
+	std::map<uint16_t, unsigned> ports_; // rtpi -> LUN entries mapping the LU (ports_lock_)
 	std::string name_;
 	std::unique_ptr<Backstore> bs_;
 	LuConfig cfg_;

@@ -29,7 +29,15 @@ void exec_request_sense(Cmd *cmd)
 {
 	// A pending unit attention is returned as the sense data, and cleared (UA_INTLCK_CTRL
 	// 00b); a LUN that is not there answers LOGICAL UNIT NOT SUPPORTED as data, with
-	// GOOD status; otherwise NO SENSE, 00h/00h.
+	// GOOD status. Otherwise the LU's pollable sense data (SPC-4 6.39: what REQUEST SENSE
+	// returns when nothing else is pending): here the condition that keeps the LU from
+	// serving through this port. SPC-4 5.15.2.4.4 to 5.15.2.4.6 let REQUEST SENSE through
+	// in every asymmetric access state while TEST UNIT READY is refused in standby,
+	// unavailable, offline and transitioning, so a multipath layer polling with REQUEST
+	// SENSE learns the port's state: NOT READY, LOGICAL UNIT NOT ACCESSIBLE, TARGET PORT
+	// IN STANDBY STATE and its neighbours, as TEST UNIT READY would tell it. (The kernel's
+	// target lets REQUEST SENSE through too but reports only unit attentions.) Otherwise
+	// NO SENSE, 00h/00h.
 	uint8_t d[18];
 	const uint16_t ua = cmd->lu ? cmd->lu->ua_take(cmd->sess->id()) : 0;
 	if (ua) {
@@ -37,6 +45,8 @@ void exec_request_sense(Cmd *cmd)
 		ua_reported(cmd, ua);
 	} else if (!cmd->lu) {
 		build_sense(Sense::LunNotSupported, d);
+	} else if (const Sense a = alua_port_sense(cmd); a != Sense::None) {
+		build_sense(a, d);
 	} else {
 		std::memset(d, 0, sizeof(d));
 		d[0] = 0x70; // current error, fixed format

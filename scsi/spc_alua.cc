@@ -74,11 +74,19 @@ void exec_stpg(Cmd *cmd)
 		return;
 	}
 	// Every group named must exist: otherwise nothing changes (set_states checks them
-	// all first).
-	switch (cmd->lu->alua_.set_states(changes, &cmd->sess->id())) {
+	// all first). GOOD once the new states are stored (the daemon's state directory,
+	// scsi/alua.h): what the initiator was told is what a restart finds. Should the write
+	// fail, the change is undone and the initiator hears INTERNAL TARGET FAILURE, as a
+	// PERSISTENT RESERVE OUT with APTPL 1 does (pr_out.cc).
+	const int rc = cmd->lu->alua_.set_states(changes, &cmd->sess->id(), [cmd](int err) {
+		if (err)
+			complete_sense(cmd, Sense::InternalTargetFailure);
+		else
+			complete_good(cmd);
+	});
+	switch (rc) {
 	case 0:
-		complete_good(cmd);
-		return;
+		return; // completed by the callback
 	case -ENOENT:
 		complete_sense(cmd, Sense::InvalidParamListField);
 		return;

@@ -268,29 +268,39 @@ void put_lb_provisioning(const LogicalUnit &lu, std::vector<uint8_t> &d)
 	d[6] = 0x02;
 }
 
-// SPC-4 7.8.16 SCSI ports: a SCSI port designation descriptor per port through which the
-// LU is reachable. The core knows the target port of this command only (a LogicalUnit
-// does not keep the target port groups that export it: Tpg::add_lun), so the page lists
-// that one; an initiator learns the others through them, one path at a time. The target
-// port is named by its relative port identifier (the designator VPD 83h gives it): the
-// iSCSI target port name (name,t,0xTPGT) needs the portal group tag, which only the
-// fabric knows.
+// SPC-4 7.8.16 SCSI ports: a SCSI port designation descriptor per SCSI port through which
+// the LU is reachable - every target port of every portal group that maps it (the Tpgs
+// register with the LU: LogicalUnit::ports), not only the one this command came through,
+// so that an initiator learns all its paths from one of them. Each port is named by its
+// relative port identifier (the designator VPD 83h gives it). The protocol identifier
+// (PIV) is given for this command's port only: a Tpg does not know its fabric, and the
+// iSCSI target port name (name,t,0xTPGT) needs the portal group tag, which only the fabric
+// knows.
 void put_scsi_ports(const Cmd *cmd, std::vector<uint8_t> &d)
 {
-	const uint16_t rtpi = cmd->sess->id().rtpi;
-	std::vector<uint8_t> tp;
-	uint8_t v[4] = {};
-	put_be16(v + 2, rtpi);
-	put_designator(tp, protocol_of(*cmd->sess), CODESET_BINARY, ASSOC_PORT, DESIG_RELATIVE_PORT,
-	               v);
-	// Bytes 0..1 reserved, 2..3 RELATIVE PORT IDENTIFIER, 4..5 reserved, 6..7 INITIATOR
-	// PORT TRANSPORTID LENGTH 0 (no initiator port is singled out), then 2 reserved bytes
-	// and TARGET PORT DESCRIPTORS LENGTH.
-	const size_t at = d.size();
-	d.resize(at + 12, 0);
-	put_be16(&d[at + 2], rtpi);
-	put_be16(&d[at + 10], static_cast<uint16_t>(tp.size()));
-	d.insert(d.end(), tp.begin(), tp.end());
+	const uint16_t mine = cmd->sess->id().rtpi;
+	std::vector<uint16_t> ports = cmd->lu->ports();
+	// A nexus's own port is always there (a LUN table not built through Tpg::add_lun,
+	// as in a test, still has the port the command came on).
+	if (std::find(ports.begin(), ports.end(), mine) == ports.end()) {
+		ports.push_back(mine);
+		std::sort(ports.begin(), ports.end());
+	}
+	for (uint16_t rtpi : ports) {
+		std::vector<uint8_t> tp;
+		uint8_t v[4] = {};
+		put_be16(v + 2, rtpi);
+		put_designator(tp, rtpi == mine ? protocol_of(*cmd->sess) : uint8_t(PROTO_NONE),
+		               CODESET_BINARY, ASSOC_PORT, DESIG_RELATIVE_PORT, v);
+		// Bytes 0..1 reserved, 2..3 RELATIVE PORT IDENTIFIER, 4..5 reserved, 6..7
+		// INITIATOR PORT TRANSPORTID LENGTH 0 (no initiator port is singled out), then 2
+		// reserved bytes and TARGET PORT DESCRIPTORS LENGTH.
+		const size_t at = d.size();
+		d.resize(at + 12, 0);
+		put_be16(&d[at + 2], rtpi);
+		put_be16(&d[at + 10], static_cast<uint16_t>(tp.size()));
+		d.insert(d.end(), tp.begin(), tp.end());
+	}
 }
 
 void exec_vpd(Cmd *cmd)

@@ -65,6 +65,7 @@ int Tpg::add_lun(uint64_t lun, LogicalUnit &lu, bool read_only)
 	if (luns_.count(lun))
 		return -EEXIST;
 	luns_[lun] = LunEntry{&lu, read_only};
+	lu.port_add(rtpi_);
 	luns_changed_locked(&lu);
 	return 0;
 }
@@ -78,6 +79,7 @@ int Tpg::remove_lun(uint64_t lun, LogicalUnit **lu)
 		return -ENOENT;
 	LogicalUnit *was = it->second.lu;
 	luns_.erase(it);
+	was->port_del(rtpi_);
 	luns_changed_locked(was);
 	if (lu)
 		*lu = was;

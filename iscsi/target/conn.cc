@@ -159,6 +159,12 @@ Conn::~Conn()
 	ULP_CHECK(detached_, "a connection freed while still in its target's list");
 }
 
+void Conn::Discovery::visible_targets(std::string_view initiator_name,
+                                      std::vector<DiscoveryTarget> *out)
+{
+	c.target_.visible_targets(initiator_name, c.peer(), out);
+}
+
 void Conn::detach()
 {
 	// The target's list first: stop() posts to the connections in it, under its lock.
@@ -249,7 +255,7 @@ void Conn::login_complete(const TargetLogin &l)
 	tc.initiator_name = sp.initiator_name;
 	tc.target_name = sp.target_name;
 	tc.max_send_dsl = max_send_dsl_;
-	text_ = std::make_unique<TextResponder>(tc, target_);
+	text_ = std::make_unique<TextResponder>(tc, discovery_);
 
 	// The command pool, allocated once: the CmdSN window, the immediate slots, and a
 	// window's worth of commands whose status is on its way out (they no longer hold a

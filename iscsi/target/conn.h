@@ -429,6 +429,14 @@ private:
 	uint32_t statsn_ = 0;    // StatSN of the next response
 	uint32_t exp_cmdsn_ = 0; // session's ExpCmdSN (one connection per session)
 	uint32_t slots_ = 0;     // commands the window allows beyond ExpCmdSN
+	// SendTargets of this connection: the targets its initiator, from its address, may
+	// see (Target::visible_targets with peer_).
+	struct Discovery final : DiscoveryHandler {
+		Conn &c;
+		explicit Discovery(Conn &conn) : c(conn) {}
+		void visible_targets(std::string_view initiator_name,
+		                     std::vector<DiscoveryTarget> *out) override;
+	} discovery_{*this};
 	std::unique_ptr<TextResponder> text_;
 	bool logout_asked_ = false; // an Async logout request went out
 	uint32_t logout_itt_ = 0;   // the Logout Request waiting for commands

@@ -438,6 +438,12 @@ void Target::route(scsi::Tmr *tmr)
 
 void Target::visible_targets(std::string_view initiator_name, std::vector<DiscoveryTarget> *out)
 {
+	visible_targets(initiator_name, "", out);
+}
+
+void Target::visible_targets(std::string_view initiator_name, std::string_view peer,
+                             std::vector<DiscoveryTarget> *out)
+{
 	std::vector<std::string> portals;
 	{
 		std::lock_guard g(lock_);
@@ -445,7 +451,13 @@ void Target::visible_targets(std::string_view initiator_name, std::vector<Discov
 	}
 	for (const auto &np : nodes()) {
 		const TargetNode &n = *np;
-		if (!n.tpg->allowed(std::string(initiator_name)))
+		// What login would refuse is not shown: the initiator's name against the ACLs,
+		// its address against the allowed addresses (conn.cc authorize). The kernel's
+		// target does the first (a TPG without a node ACL for the initiator is left out
+		// unless demo_mode_discovery); it has no address list, the same rule covers ours.
+		// Listing a target the initiator cannot log in to would only have it retry.
+		if (!n.tpg->allowed(std::string(initiator_name)) ||
+		    !addr_allowed(n.allowed_addresses, peer))
 			continue;
 		DiscoveryTarget t;
 		t.name = n.name;

@@ -210,9 +210,15 @@ public:
 	static void route(scsi::Cmd *cmd, scsi::FabricEvent ev);
 	static void route(scsi::Tmr *tmr);
 
-	// DiscoveryHandler
+	// DiscoveryHandler: the targets initiator_name may see, its address unknown (a target
+	// with allowed addresses is left out: it admits no unknown address).
 	void visible_targets(std::string_view initiator_name,
 	                     std::vector<DiscoveryTarget> *out) override;
+	// The targets initiator_name may see from address peer ("ip:port", Conn::peer): those
+	// whose ACL admits the initiator and whose allowed addresses admit peer - a target that
+	// would refuse the login is not shown (SendTargets of a connection, conn.cc).
+	void visible_targets(std::string_view initiator_name, std::string_view peer,
+	                     std::vector<DiscoveryTarget> *out);
 
 private:
 	uint16_t new_tsih(); // under lock_

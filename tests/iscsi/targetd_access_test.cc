@@ -232,6 +232,35 @@ TEST_F(TargetdAccess, SourceAddressOutsideTheTargetsListRefused)
 	EXPECT_TRUE(a.logout(5s));
 }
 
+// SendTargets leaves out a target whose allowed addresses refuse the initiator's source
+// address, as it does one whose ACLs refuse its name: discovery shows what a login would
+// reach. From 127.0.0.1: the fenced target (192.0.2.0/24, 2001:db8::/32) is not listed,
+// the strict one (127.0.0.0/8, ::1; its ACL names this initiator) is, with its portal.
+TEST_F(TargetdAccess, DiscoveryHidesTargetsTheSourceAddressCannotReach)
+{
+	InitiatorConfig c = cfg("", kOpen, ChapSecret{"d", kDiscSecret});
+	c.type = SessionType::Discovery;
+	Session s(c);
+	ASSERT_TRUE(s.login(local(t_.port()))) << s.error();
+	std::vector<DiscoveryTarget> found;
+	ASSERT_TRUE(s.send_targets("All", &found)) << s.last_error();
+	std::vector<std::string> names;
+	for (const DiscoveryTarget &t : found) {
+		names.push_back(t.name);
+		if (t.name == kStrict) {
+			EXPECT_FALSE(t.addresses.empty());
+		}
+	}
+	EXPECT_EQ(std::find(names.begin(), names.end(), kFenced), names.end());
+	EXPECT_NE(std::find(names.begin(), names.end(), kStrict), names.end());
+	// Asked for by name, the fenced target is not there either (RFC 7143 12.3: a
+	// SendTargets=<name> reports nothing for a target the initiator may not see).
+	found.clear();
+	ASSERT_TRUE(s.send_targets(kFenced, &found)) << s.last_error();
+	EXPECT_TRUE(found.empty());
+	EXPECT_TRUE(s.logout(5s));
+}
+
 // A map changed in the file and applied by SIGHUP reaches B's live session: REPORTED LUNS
 // DATA HAS CHANGED on the LUN it uses, then the new inventory.
 TEST_F(TargetdAccess, ReloadedMapReachesTheLiveSession)

@@ -8,6 +8,9 @@
 #include "tests/scsi/spc_env.h"
 
 #include <atomic>
+#include <chrono>
+#include <functional>
+#include <mutex>
 #include <set>
 #include <thread>
 
@@ -90,6 +93,18 @@ struct Env {
 	LoopResult run(Nexus *s, const std::vector<uint8_t> &cdb)
 	{
 		return lb.run(s, 0, cdb, DataDir::None);
+	}
+	// The unit attentions s has pending, in order (TEST UNIT READY until it has none).
+	std::vector<uint16_t> uas(Nexus *s)
+	{
+		std::vector<uint16_t> v;
+		for (int i = 0; i < 8; i++) {
+			auto r = run(s, cdb_tur());
+			if (r.status != Status::CheckCondition || r.key() != SenseKey::UnitAttention)
+				break;
+			v.push_back(r.asc());
+		}
+		return v;
 	}
 	LoopResult in(Nexus *s, const std::vector<uint8_t> &cdb, size_t alloc)
 	{
@@ -287,6 +302,18 @@ void expect_filter(AluaState st, std::set<std::string> ok, uint16_t asc)
 		EXPECT_EQ(w.status, Status::Good);
 	else
 		EXPECT_TRUE(IsSense(w, SenseKey::NotReady, asc)) << alua_state_str(st);
+	// REQUEST SENSE with nothing else to report returns, as data with GOOD, what TEST
+	// UNIT READY through the port would get (SPC-4 6.39): the state's NOT READY reason,
+	// or NO SENSE where the state serves I/O; the other port's is NO SENSE.
+	for (Nexus *s : {s1, s2}) {
+		auto rs = e.in(s, cdb_request_sense(), 18);
+		ASSERT_EQ(rs.status, Status::Good) << alua_state_str(st);
+		ASSERT_GE(rs.data.size(), 14u);
+		const uint16_t want = s == s1 ? asc : 0;
+		EXPECT_EQ(rs.data[0], 0x70);
+		EXPECT_EQ(rs.data[2] & 0x0f, want ? 0x2 : 0x0) << alua_state_str(st);
+		EXPECT_EQ(get_be16(&rs.data[12]), want) << alua_state_str(st);
+	}
 	// SET TARGET PORT GROUPS (an empty list: changes nothing) where the state allows it.
 	auto sp = e.stpg(s1, {});
 	if (st == AluaState::Transitioning)
@@ -340,6 +367,58 @@ TEST(Alua, PortInNoGroupIsNotFiltered)
 	EXPECT_TRUE(designators(e.in(s2, cdb_inquiry(1024, true, 0x83), 1024), 5).empty());
 }
 
+// ---- VPD 88h, SCSI ports (SPC-4 7.8.16) -------------------------------------------------
+
+// The relative port identifiers VPD 88h lists, in order, and the PIV bit of each one's
+// target port descriptor.
+std::vector<std::pair<uint16_t, bool>> scsi_ports(const LoopResult &r)
+{
+	std::vector<std::pair<uint16_t, bool>> v;
+	EXPECT_EQ(r.status, Status::Good);
+	if (r.data.size() < 4)
+		return v;
+	EXPECT_EQ(r.data[1], 0x88);
+	const size_t end = std::min<size_t>(r.data.size(), 4 + get_be16(&r.data[2]));
+	for (size_t at = 4; at + 12 <= end;) {
+		const uint8_t *d = &r.data[at];
+		const size_t tlen = get_be16(d + 10);
+		EXPECT_EQ(get_be16(d + 6), 0u) << "no initiator port TransportID";
+		EXPECT_LE(at + 12 + tlen, end);
+		bool piv = false;
+		if (tlen >= 8) {
+			piv = (d[13] & 0x80) != 0;
+			EXPECT_EQ(d[13] & 0x3f, 0x14) << "target port, relative port designator";
+			EXPECT_EQ(get_be16(d + 18), get_be16(d + 2));
+		}
+		v.emplace_back(get_be16(d + 2), piv);
+		at += 12 + tlen;
+	}
+	return v;
+}
+
+TEST(Alua, ScsiPortsListsEveryTargetPort)
+{
+	Env e;
+	Tpg port9{"iqn.2026-11.org.ulp:alua", 9};
+	ASSERT_EQ(port9.add_lun(3, e.lu), 0); // another LUN number: the same port still
+	Nexus *s2 = e.login(e.port2, "iqn.2026-11.org.ulp:i1");
+	// Every port that maps the LU, ascending; only the command's own port names its
+	// protocol (loopback: none, so PIV 0 everywhere).
+	using P = std::vector<std::pair<uint16_t, bool>>;
+	EXPECT_EQ(scsi_ports(e.in(s2, cdb_inquiry(1024, true, 0x88), 1024)),
+	          (P{{1, false}, {2, false}, {9, false}}));
+	// With ALUA too (the groups name ports; the page lists the ports that map the LU).
+	e.configure(TPGS_BOTH);
+	EXPECT_EQ(scsi_ports(e.in(s2, cdb_inquiry(1024, true, 0x88), 1024)).size(), 3u);
+	// A port that unmaps it is gone from the page.
+	LogicalUnit *was = nullptr;
+	ASSERT_EQ(e.port1.remove_lun(0, &was), 0);
+	EXPECT_EQ(was, &e.lu);
+	ASSERT_EQ(port9.remove_lun(3, nullptr), 0);
+	EXPECT_EQ(scsi_ports(e.in(s2, cdb_inquiry(1024, true, 0x88), 1024)), (P{{2, false}}));
+	ASSERT_EQ(e.port1.add_lun(0, e.lu), 0); // as Env's destructor expects
+}
+
 // ---- SET TARGET PORT GROUPS and ASYMMETRIC ACCESS STATE CHANGED --------------------------
 
 TEST(Alua, SetTargetPortGroupsExplicit)
@@ -387,6 +466,95 @@ TEST(Alua, SetTargetPortGroupsUnitAttentionSparesOriginator)
 	// Asking for the state it has already changes nothing and raises nothing.
 	ASSERT_EQ(e.stpg(a, stpg_list({{0x1, kGroupA}})).status, Status::Good);
 	EXPECT_EQ(e.run(b, cdb_tur()).status, Status::Good);
+}
+
+// A persist hook that keeps the writes it is asked for until the test finishes them (as
+// the daemon's state directory thread would).
+struct FakeStore {
+	std::mutex m;
+	std::vector<std::pair<std::vector<AluaGroup>, std::function<void(int)>>> jobs;
+	AluaPersist hook()
+	{
+		return [this](std::vector<AluaGroup> g, std::function<void(int)> done) {
+			std::lock_guard l(m);
+			jobs.emplace_back(std::move(g), std::move(done));
+		};
+	}
+	size_t size()
+	{
+		std::lock_guard l(m);
+		return jobs.size();
+	}
+	// Wait (bounded) for job i, then finish it with err; the groups it stored.
+	std::vector<AluaGroup> finish(size_t i, int err)
+	{
+		const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+		while (size() <= i && std::chrono::steady_clock::now() < end)
+			std::this_thread::sleep_for(std::chrono::milliseconds(1));
+		std::unique_lock l(m);
+		if (jobs.size() <= i) {
+			ADD_FAILURE() << "no write " << i;
+			return {};
+		}
+		auto [g, done] = jobs[i];
+		l.unlock();
+		done(err);
+		return g;
+	}
+};
+
+TEST(Alua, SetTargetPortGroupsIsStoredBeforeGood)
+{
+	Env e;
+	e.configure(TPGS_EXPLICIT, AluaState::ActiveOptimized, AluaState::Standby);
+	FakeStore st;
+	e.lu.alua_.set_persist(st.hook());
+	Nexus *a = e.login(e.port1, "iqn.2026-11.org.ulp:i1");
+	Nexus *b = e.login(e.port2, "iqn.2026-11.org.ulp:i1");
+	const std::vector<uint8_t> pl = stpg_list({{0x2, kGroupA}, {0x0, kGroupB}});
+	auto *p = e.lb.start_async(a, 0, cdb_stpg(uint32_t(pl.size())), DataDir::Write, pl,
+	                           TaskAttr::Simple, 1);
+	// The write carries the states after the change; the command waits for it.
+	std::vector<AluaGroup> g = st.finish(0, 0);
+	ASSERT_EQ(g.size(), 2u);
+	EXPECT_EQ(g[0].state, AluaState::Standby);
+	EXPECT_EQ(g[1].state, AluaState::ActiveOptimized);
+	EXPECT_EQ(e.lb.wait(p).status, Status::Good);
+	// An implicit change (an administrator's) goes through the same hook, in order.
+	ASSERT_EQ(e.lu.alua_.set_state(kGroupB, AluaState::ActiveNonOptimized), 0);
+	ASSERT_EQ(st.size(), 2u);
+	EXPECT_EQ(st.finish(1, 0)[1].state, AluaState::ActiveNonOptimized);
+	// Asking for the states it has already writes nothing.
+	EXPECT_EQ(e.uas(a), std::vector<uint16_t>{UA_ASYMMETRIC_ACCESS_CHANGED}) << "implicit";
+	ASSERT_EQ(e.stpg(a, stpg_list({{0x2, kGroupA}})).status, Status::Good);
+	EXPECT_EQ(st.size(), 2u);
+	EXPECT_EQ(e.uas(b), std::vector<uint16_t>{UA_ASYMMETRIC_ACCESS_CHANGED});
+}
+
+TEST(Alua, SetTargetPortGroupsNotStoredFailsAndUndoes)
+{
+	Env e;
+	e.configure(TPGS_EXPLICIT, AluaState::ActiveOptimized, AluaState::Standby);
+	FakeStore st;
+	e.lu.alua_.set_persist(st.hook());
+	Nexus *a = e.login(e.port1, "iqn.2026-11.org.ulp:i1");
+	Nexus *b = e.login(e.port2, "iqn.2026-11.org.ulp:i1");
+	const std::vector<uint8_t> pl = stpg_list({{0x1, kGroupB}});
+	auto *p = e.lb.start_async(a, 0, cdb_stpg(uint32_t(pl.size())), DataDir::Write, pl,
+	                           TaskAttr::Simple, 1);
+	EXPECT_EQ(st.finish(0, -EIO)[1].state, AluaState::ActiveNonOptimized);
+	// The initiator is not told GOOD for a state a restart would not find.
+	auto r = e.lb.wait(p);
+	EXPECT_TRUE(IsSense(r, SenseKey::HardwareError, 0x4400)) << "INTERNAL TARGET FAILURE";
+	auto groups = e.lu.alua_.groups();
+	ASSERT_EQ(groups.size(), 2u);
+	EXPECT_EQ(groups[1].state, AluaState::Standby) << "undone";
+	// b heard of the change and of its undoing (one condition, queued once).
+	EXPECT_TRUE(
+	    IsSense(e.run(b, cdb_tur()), SenseKey::UnitAttention, UA_ASYMMETRIC_ACCESS_CHANGED));
+	EXPECT_TRUE(IsSense(e.in(b, cdb_rw10(false, 0, 1), 512), SenseKey::NotReady, 0x040b));
+	// Nothing more was written for the undo: the file still has the old states.
+	EXPECT_EQ(st.size(), 1u);
 }
 
 TEST(Alua, SetTargetPortGroupsErrors)
@@ -506,9 +674,11 @@ TEST(Alua, ReportSupportedOperationCodes)
 	EXPECT_FALSE(rsoc_lists(e, s, 0xa3, 0x0a));
 	EXPECT_FALSE(rsoc_lists(e, s, 0xa4, 0x0a));
 	e.configure(TPGS_IMPLICIT);
+	e.uas(s); // INQUIRY DATA HAS CHANGED (ConfigureTellsWhatChanged)
 	EXPECT_TRUE(rsoc_lists(e, s, 0xa3, 0x0a));
 	EXPECT_FALSE(rsoc_lists(e, s, 0xa4, 0x0a));
 	e.configure(TPGS_BOTH);
+	e.uas(s);
 	EXPECT_TRUE(rsoc_lists(e, s, 0xa3, 0x0a));
 	EXPECT_TRUE(rsoc_lists(e, s, 0xa4, 0x0a));
 	// One command: RTPG's CDB usage data.
@@ -517,6 +687,42 @@ TEST(Alua, ReportSupportedOperationCodes)
 	EXPECT_EQ(r.data[1] & 7, 3) << "SUPPORT: as the standard says";
 	EXPECT_EQ(get_be16(&r.data[2]), 12);
 	EXPECT_EQ(r.data[5], 0xea);
+}
+
+// SPC-4 6.6.1: a reconfiguration that changes INQUIRY data - TPGS, a port's group (VPD 83h's
+// target port group designator) - is INQUIRY DATA HAS CHANGED to every I_T nexus; one that
+// changes a port's access state is ASYMMETRIC ACCESS STATE CHANGED (5.15.2.3); one that
+// changes neither raises nothing.
+TEST(Alua, ConfigureTellsWhatChanged)
+{
+	Env e;
+	e.configure(TPGS_IMPLICIT, AluaState::ActiveOptimized, AluaState::Standby);
+	Nexus *a = e.login(e.port1, "iqn.2026-11.org.ulp:i1");
+	Nexus *b = e.login(e.port2, "iqn.2026-11.org.ulp:i2");
+	using U = std::vector<uint16_t>;
+	// The same configuration again: nothing.
+	e.configure(TPGS_IMPLICIT, AluaState::ActiveOptimized, AluaState::Standby);
+	EXPECT_EQ(e.uas(a), U{});
+	// TPGS alone.
+	e.configure(TPGS_BOTH, AluaState::ActiveOptimized, AluaState::Standby);
+	EXPECT_EQ(e.uas(a), U{UA_INQUIRY_DATA_CHANGED});
+	EXPECT_EQ(e.uas(b), U{UA_INQUIRY_DATA_CHANGED});
+	// Port 2 moves into group A (active/optimized): its group and its state change.
+	AluaConfig c;
+	c.tpgs = TPGS_BOTH;
+	c.groups = {{kGroupA, AluaState::ActiveOptimized, false, 0, {1, 2}},
+	            {kGroupB, AluaState::Standby, true, 0, {}}};
+	ASSERT_EQ(e.lu.alua_.configure(c, nullptr), 0);
+	EXPECT_EQ(e.uas(a), (U{UA_INQUIRY_DATA_CHANGED, UA_ASYMMETRIC_ACCESS_CHANGED}));
+	EXPECT_EQ(e.uas(b), (U{UA_INQUIRY_DATA_CHANGED, UA_ASYMMETRIC_ACCESS_CHANGED}));
+	EXPECT_EQ(e.in(b, cdb_rw10(false, 0, 1), 512).status, Status::Good);
+	// Group B (empty) removed: no port changes group or state.
+	c.groups.pop_back();
+	ASSERT_EQ(e.lu.alua_.configure(c, nullptr), 0);
+	EXPECT_EQ(e.uas(a), U{});
+	// ALUA off: TPGS and every port's group.
+	ASSERT_EQ(e.lu.alua_.configure(AluaConfig{}, nullptr), 0);
+	EXPECT_EQ(e.uas(b), (U{UA_INQUIRY_DATA_CHANGED, UA_ASYMMETRIC_ACCESS_CHANGED}));
 }
 
 // ---- State changes from another thread under commands ------------------------------------

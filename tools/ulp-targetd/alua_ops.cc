@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <functional>
 #include <future>
 #include <map>
 #include <sstream>
@@ -98,25 +99,45 @@ void Daemon::alua_load_states(const scsi::LogicalUnit &lu, scsi::AluaConfig *cfg
 			g.state = it->second;
 }
 
-void Daemon::alua_store_states(scsi::LogicalUnit &lu)
+scsi::AluaPersist Daemon::alua_persist_hook(const scsi::LogicalUnit &lu)
 {
-	if (!pr_store_) {
-		ULP_LOG(Warn, Tool,
-		        "LU {}: no usable state directory: its ALUA states are not "
-		        "kept across a restart",
-		        lu.name());
-		return;
-	}
+	if (!pr_store_)
+		return {};
+	// The store's thread writes the file and calls done (scsi/pr_store.h): never inside
+	// the call, as scsi::AluaPersist asks. The store outlives the LUs (daemon.h).
+	return [store = pr_store_.get(), file = alua_state_file(lu)](
+	           std::vector<scsi::AluaGroup> groups, std::function<void(int)> done) {
+		store->put(file, alua_state_text(groups), std::move(done));
+	};
+}
+
+int Daemon::alua_wait(const scsi::LogicalUnit &lu,
+                      const std::function<int(std::function<void(int)>)> &start)
+{
 	// Durable before the answer (an administrator's change, not the data path): bounded.
 	auto done = std::make_shared<std::promise<int>>();
 	std::future<int> f = done->get_future();
-	pr_store_->put(alua_state_file(lu), alua_state_text(lu.alua_.groups()),
-	               [done](int err) { done->set_value(err); });
+	if (int rc = start([done](int err) { done->set_value(err); }); rc != 0)
+		return rc;
 	const bool in_time = f.wait_for(std::chrono::seconds(10)) == std::future_status::ready;
 	const int rc = in_time ? f.get() : -ETIMEDOUT;
 	if (rc != 0)
 		ULP_LOG(Error, Tool, "LU {}: ALUA states not stored in {}: {}", lu.name(),
-		        pr_store_->dir(), std::strerror(-rc));
+		        pr_store_ ? pr_store_->dir() : std::string("?"), std::strerror(-rc));
+	return rc;
+}
+
+void Daemon::alua_states_now(const TargetRt &t, AluaCfg *a) const
+{
+	// Every LU has the target's groups; SET TARGET PORT GROUPS changes one LU's, so the
+	// lowest LUN's states stand for the target's (what a LUN added later starts with,
+	// and what `save` writes; each LU's own states are in its state file).
+	if (t.lus.empty())
+		return;
+	for (const scsi::AluaGroup &g : t.lus.begin()->second->alua_.groups())
+		for (AluaGroupCfg &c : a->groups)
+			if (c.id == g.id)
+				c.state = g.state;
 }
 
 json Daemon::alua_show(const std::string &target)
@@ -168,15 +189,27 @@ void Daemon::alua_set(const std::string &target, uint16_t group, const std::stri
 			gc = &c;
 	if (!gc)
 		fail(-ENOENT, "target " + target + " has no ALUA group " + std::to_string(group));
-	// Every LU has every configured group (make_lu): set_state fails only on a LU made
+	// Every LU has every configured group (make_lu): set_states fails only on a LU made
 	// before a configuration it does not have, which cannot happen; checked all the same.
-	for (const auto &[n, lu] : t.lus)
-		if (int rc = lu->alua_.set_state(group, s); rc != 0)
+	// Each change is in the LU's state file before the next one starts (Alua::set_states,
+	// the one path SET TARGET PORT GROUPS takes too): kept across restarts.
+	for (const auto &[n, lu] : t.lus) {
+		const int rc = alua_wait(*lu, [&, lu = lu.get()](std::function<void(int)> done) {
+			return lu->alua_.set_states({{group, s}}, nullptr, std::move(done));
+		});
+		if (rc == -ENOENT || rc == -EINVAL)
 			fail(rc, "target " + target + " LUN " + std::to_string(n) + ": group " +
 			             std::to_string(group) + ": " + std::strerror(-rc));
-	// Kept across restarts (the state directory, read by make_lu).
-	for (const auto &[n, lu] : t.lus)
-		alua_store_states(*lu);
+		if (rc != 0)
+			fail(rc, "target " + target + " LUN " + std::to_string(n) + ": group " +
+			             std::to_string(group) + ": state not stored (" +
+			             std::strerror(-rc) + "): left as it was");
+	}
+	if (!pr_store_)
+		ULP_LOG(Warn, Tool,
+		        "target {}: no usable state directory: its ALUA states are not kept "
+		        "across a restart",
+		        target);
 	// The running configuration follows (save writes it; LUNs added later start so).
 	gc->state = s;
 	for (TargetCfg &c : cfg_.targets)

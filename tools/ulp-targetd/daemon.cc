@@ -202,6 +202,9 @@ std::unique_ptr<scsi::LogicalUnit> Daemon::make_lu(const TargetCfg &t, const Lun
 			fail(-EINVAL,
 			     "target " + t.name + " LUN " + std::to_string(l.lun) + ": alua: " + w);
 	}
+	// Every later change of its states (SET TARGET PORT GROUPS, alua_set, a reload) is
+	// stored before it is answered (scsi/alua.h).
+	lu->alua_.set_persist(alua_persist_hook(*lu));
 	// Its reservations as the last run left them (APTPL 1), before anyone can log in; a
 	// damaged state file refuses the LUN (the message says which file, and that moving it
 	// aside starts the LUN without them).
@@ -218,6 +221,7 @@ std::unique_ptr<TargetRt> Daemon::make_target(const TargetCfg &t)
 {
 	auto rt = std::make_unique<TargetRt>();
 	rt->cfg = t;
+	rt->alua_file = t.alua;
 	// Every backstore opened before anything is published.
 	for (const LunCfg &l : t.luns)
 		rt->lus[l.lun] = make_lu(t, l);

@@ -33,6 +33,7 @@
 #include "tools/ulp-targetd/config.h"
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -54,6 +55,9 @@ struct TargetRt {
 	// that order; tpg is the first group's). Same LUNs and ACLs as tpg.
 	std::vector<std::unique_ptr<ulp::scsi::Tpg>> group_tpgs;
 	std::vector<ulp::scsi::Tpg *> iscsi_tpgs() const; // tpg, then group_tpgs
+	// [target.alua] as the file (or the request that made the target) last said it: a
+	// reload applies a group's state only where the file changed it (reload_groups.cc).
+	AluaCfg alua_file;
 };
 
 // A listening portal of any transport.
@@ -149,12 +153,28 @@ private:
 	void refresh_portal_addresses();
 	void rescan_all();
 	json reload_locked(const std::string &who);
+	// A reload's portal groups and ALUA (reload_groups.cc): what next cannot change in the
+	// running targets, thrown before anything changes; then, per target that stays, its
+	// groups and [target.alua] made want's (sessions of a removed group asked to log out
+	// within grace, its port freed within timeout), each change told to note.
+	void groups_check(const Config &next);
+	void groups_apply(TargetRt &t, const TargetCfg &want, std::chrono::milliseconds grace,
+	                  std::chrono::milliseconds timeout,
+	                  const std::function<void(const std::string &)> &note);
 	json io_stats(); // stats()'s "io": per target, LUN, session, connection
 	std::string srp_exports_line();
 	// ALUA states in the state directory (alua_ops.cc): read into a LU's configuration
-	// before it is applied, written after alua_set.
+	// before it is applied; written by the LU itself on every change (SET TARGET PORT
+	// GROUPS, alua_set, a reload) through the hook alua_persist_hook gives it (null
+	// without a state directory).
 	void alua_load_states(const ulp::scsi::LogicalUnit &lu, ulp::scsi::AluaConfig *cfg);
-	void alua_store_states(ulp::scsi::LogicalUnit &lu);
+	ulp::scsi::AluaPersist alua_persist_hook(const ulp::scsi::LogicalUnit &lu);
+	// Run start(done) - a set_states or persist of lu - and wait (bounded, 10 s) for done:
+	// start's own error, or done's (-ETIMEDOUT when late), logged.
+	int alua_wait(const ulp::scsi::LogicalUnit &lu,
+	              const std::function<int(std::function<void(int)>)> &start);
+	// a's group states made what target t's LUs have now (its lowest LUN's).
+	void alua_states_now(const TargetRt &t, AluaCfg *a) const;
 
 	Flags flags_;
 	Config cfg_; // the running configuration
@@ -196,6 +216,10 @@ void block_signals();
 
 // An operation's failure: throws admin::MethodError {err (a negative errno), msg}.
 [[noreturn]] void fail(int err, const std::string &msg);
+
+// Whether two targets' portal groups are the same: tags, rtpis and portals, in order
+// (reload_groups.cc).
+bool same_portal_groups(const TargetCfg &a, const TargetCfg &b);
 
 // The RPC method table over a daemon (methods.cc).
 void add_methods(Daemon &d, admin::Methods &m);

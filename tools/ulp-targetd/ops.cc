@@ -512,7 +512,11 @@ void Daemon::lun_create(const std::string &target, const LunCfg &l, const std::s
 		fail(-EINVAL, why);
 	if (t.lus.count(l.lun))
 		fail(-EEXIST, "target " + target + " has a LUN " + std::to_string(l.lun));
-	std::unique_ptr<scsi::LogicalUnit> lu = make_lu(t.cfg, l); // opens it: may throw
+	// Its ALUA states start as the target's LUs have them now (alua_states_now), not as
+	// the file said at start.
+	TargetCfg tc = t.cfg;
+	alua_states_now(t, &tc.alua);
+	std::unique_ptr<scsi::LogicalUnit> lu = make_lu(tc, l); // opens it: may throw
 	// Published on every port group that exports the target; each raises REPORTED LUNS
 	// DATA HAS CHANGED for the nexuses it has (scsi/tpg.h).
 	for (scsi::Tpg *tpg : tpgs_of(t))
@@ -953,6 +957,11 @@ json Daemon::save(const std::string &path, const std::string &who)
 	// when given, must be the image's at the next start: the image's now, unrounded (it
 	// may have been grown outside and rescanned); 0 (the image's, whatever it is) stays.
 	Config c = cfg_;
+	// The ALUA states as the LUs have them: SET TARGET PORT GROUPS changes them without
+	// an administrator (alua_ops.cc).
+	for (TargetCfg &tc : c.targets)
+		if (TargetRt *t = find_target(tc.name))
+			alua_states_now(*t, &tc.alua);
 	for (TargetCfg &tc : c.targets)
 		if (TargetRt *t = find_target(tc.name))
 			for (LunCfg &l : tc.luns) {

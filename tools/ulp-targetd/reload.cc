@@ -8,9 +8,11 @@
 //   2. make what is new without publishing it: open every new LUN's backstore, bind every
 //      new portal; a failure closes what was made and ends the reload;
 //   3. apply: portals removed, targets removed, targets added, then per target its
-//      settings, ACLs and LUNs (removed, re-created, resized, added), then the SRP ACLs.
+//      settings, ACLs and LUNs (removed, re-created, resized, added), its portal groups
+//      and ALUA (reload_groups.cc), then the SRP ACLs.
 // Settings that only a restart can change (workers, iSCSI negotiation, iSER and SRP
-// identities, the admin socket) are left as they run, with a log line saying so.
+// identities and the SRP port's rtpi, the admin socket) are left as they run, with a log line
+// saying so.
 #include "tools/ulp-targetd/daemon.h"
 
 #include <algorithm>
@@ -30,35 +32,6 @@ bool same_rbd(const scsi::RbdConfig &a, const scsi::RbdConfig &b)
 	return a.pool == b.pool && a.nspace == b.nspace && a.image == b.image && a.conf == b.conf &&
 	       a.client == b.client && a.keyring == b.keyring && a.group == b.group &&
 	       a.create == b.create && a.timeout_s == b.timeout_s && a.atomic_unit == b.atomic_unit;
-}
-
-bool same_portal_groups(const TargetCfg &a, const TargetCfg &b)
-{
-	auto text = [](const TargetCfg &t) {
-		std::string s;
-		for (const PortalGroupCfg &g : t.portal_groups) {
-			s += std::to_string(g.tag) + "/" + std::to_string(g.port_id()) + ":";
-			for (const Portal &p : g.portals)
-				s += portal_str(p) + ",";
-			s += ";";
-		}
-		return s;
-	};
-	return text(a) == text(b);
-}
-
-// A target's [target.alua] as text, to compare two.
-std::string to_toml_alua(const TargetCfg &t)
-{
-	std::string s =
-	    std::to_string(t.alua.tpgs) + "/" + std::to_string(t.alua.implicit_transition_secs);
-	for (const AluaGroupCfg &g : t.alua.groups) {
-		s += ";" + std::to_string(g.id) + "," + alua_state_word(g.state) + "," +
-		     (g.preferred ? "p" : "") + (g.srp ? "s" : "");
-		for (uint16_t tag : g.portal_groups)
-			s += "," + std::to_string(tag);
-	}
-	return s;
 }
 
 // A LUN whose storage or the way it is opened changed is made again; a size alone is resized.
@@ -176,14 +149,9 @@ json Daemon::reload_locked(const std::string &who)
 	         next.iser.send_ring != cfg_.iser.send_ring,
 	     "[iser]");
 	keep(next.rdma_device != cfg_.rdma_device, "rdma_device");
-	// A target's portal groups are its target ports (their Tpgs and rtpis): made at start.
-	bool groups_differ = next.srp.rtpi != cfg_.srp.rtpi;
-	for (const TargetCfg &w : next.targets)
-		for (const TargetCfg &o : cfg_.targets)
-			if (o.name == w.name &&
-			    (!same_portal_groups(o, w) || to_toml_alua(o) != to_toml_alua(w)))
-				groups_differ = true;
-	keep(groups_differ, "portal_group, alua or srp.rtpi");
+	// The SRP port is made at start with its rtpi; portal groups and [target.alua] are
+	// applied below (reload_groups.cc).
+	keep(next.srp.rtpi != cfg_.srp.rtpi, "srp.rtpi");
 	keep(next.srp.id_ext != cfg_.srp.id_ext || next.srp.ioc_guid != cfg_.srp.ioc_guid ||
 	         next.srp.srq != cfg_.srp.srq || next.srp.target != cfg_.srp.target,
 	     "[srp] id_ext, ioc_guid, srq or target");
@@ -197,6 +165,14 @@ json Daemon::reload_locked(const std::string &who)
 	keep(next.admin_socket != cfg_.admin_socket || next.admin_group != cfg_.admin_group ||
 	         next.admin_tcp != cfg_.admin_tcp || next.metrics_http != cfg_.metrics_http,
 	     "admin_socket, admin_group, admin_tcp or metrics_http");
+
+	// What the running targets' portal groups and ALUA cannot become.
+	try {
+		groups_check(next);
+	} catch (const MethodError &e) {
+		ULP_LOG(Error, Tool, "reload: {}: {}; nothing changed", file, e.message);
+		throw MethodError{e.code, file + ": " + e.message + "; nothing changed"};
+	}
 
 	// ---- 2. Make what is new, unpublished ----------------------------------------------
 	std::map<std::string, std::unique_ptr<TargetRt>> new_targets;
@@ -387,6 +363,9 @@ json Daemon::reload_locked(const std::string &who)
 			note("target " + n + ": LUN " + std::to_string(l.lun) + " added (" +
 			     l.bs.kind + ")");
 		}
+		// Its portal groups (target ports) and ALUA, once its LUNs and ACLs are the
+		// file's (a new port gets them).
+		groups_apply(*t, want, grace, limit, note);
 		// Once the ACLs and LUNs are the file's: the entries' own LUN maps and CHAP.
 		const auto changed =
 		    apply_acl_maps(t->tpg.get(), t->cfg.acls, t->cfg.acl_cfg, want.acl_cfg);
