@@ -184,7 +184,18 @@ void add_methods(Daemon &d, admin::Methods &m)
 	        {"timeout", ParamType::Uint, false, 1, 3600,
 	         "rbd: seconds to connect, and for each OSD operation (default 30)"},
 	        {"atomic_unit", ParamType::Size, false, 0, 1u << 30,
-	         "rbd: bytes, WRITE ATOMIC's alignment and longest length (default 128K; 0 none)"}},
+	         "rbd: bytes, WRITE ATOMIC's alignment and longest length (default 128K; 0 none)"},
+	        {"vendor", ParamType::String, false, 0, UINT64_MAX,
+	         "INQUIRY vendor, 1..8 printable ASCII (default ULP)"},
+	        {"product", ParamType::String, false, 0, UINT64_MAX,
+	         "INQUIRY product, 1..16 (default \"ulp \" + backstore)"},
+	        {"revision", ParamType::String, false, 0, UINT64_MAX,
+	         "INQUIRY revision, 1..4 (default 0001)"},
+	        {"serial", ParamType::String, false, 0, UINT64_MAX,
+	         "unit serial number (VPD 80h), 1..247 (default: derived from TARGET/LUN)"},
+	        {"naa", ParamType::String, false, 0, UINT64_MAX,
+	         "NAA designator (VPD 83h), 16 hex digits, NAA 5, 3 or 2 (default: derived "
+	         "from TARGET/LUN)"}},
 	       [&d](const json &p, const Caller &c) -> json {
 		       LunCfg l;
 		       l.lun = admin::param_uint(p, "lun", 0);
@@ -219,6 +230,20 @@ void add_methods(Daemon &d, admin::Methods &m)
 		       r.timeout_s = uint32_t(admin::param_uint(p, "timeout", r.timeout_s));
 		       r.atomic_unit = uint32_t(admin::param_size(p, "atomic_unit", r.atomic_unit));
 		       const std::string t = admin::param_str(p, "target");
+		       const std::string who =
+		           "target " + t + " LUN " + std::to_string(l.lun) + ": ";
+		       for (const auto &[k, m] : kLuIdentityKeys) {
+			       if (!p.contains(k))
+				       continue;
+			       l.id.*m = admin::param_str(p, k);
+			       if ((l.id.*m).empty())
+				       throw MethodError{-EINVAL, who + k + ": empty"};
+		       }
+		       if (p.contains("naa")) {
+			       std::string w;
+			       if (!parse_naa(admin::param_str(p, "naa"), &l.id.naa, &w))
+				       throw MethodError{-EINVAL, who + "naa: " + w};
+		       }
 		       d.lun_create(t, l, c.who);
 		       return {{"target", t}, {"lun", l.lun}};
 	       }});

@@ -70,6 +70,16 @@ json lun_json(const LunCfg &l, const scsi::LogicalUnit *lu)
 		j["size"] = lu->bs().size();
 		j["blocks"] = lu->nr_blocks();
 		j["name"] = lu->name();
+		// Its identity as initiators see it (INQUIRY, VPD 80h and 83h); *_derived: the
+		// serial number or NAA comes from the name, not the configuration.
+		const scsi::LuConfig &c = lu->cfg();
+		j["vendor"] = c.vendor;
+		j["product"] = c.product;
+		j["revision"] = c.revision;
+		j["serial"] = lu->serial();
+		j["naa"] = naa_str(lu->naa());
+		j["serial_derived"] = l.id.serial.empty();
+		j["naa_derived"] = l.id.naa == 0;
 	} else {
 		j["size"] = l.bs.size;
 	}
@@ -189,6 +199,10 @@ json Daemon::show()
 			tj["allow_no_chap"] = true;
 		if (!t->cfg.allowed_addresses.empty())
 			tj["allowed_addresses"] = t->cfg.allowed_addresses;
+		if (!t->cfg.redirect.empty()) {
+			tj["redirect"] = t->cfg.redirect;
+			tj["redirect_permanent"] = t->cfg.redirect_permanent;
+		}
 		if (t->cfg.chap)
 			tj["chap_user"] = t->cfg.chap->user; // never the secret
 		if (t->cfg.mutual_chap)
@@ -503,6 +517,9 @@ void Daemon::lun_create(const std::string &target, const LunCfg &l, const std::s
 		fail(-EINVAL, why);
 	if (t.lus.count(l.lun))
 		fail(-EEXIST, "target " + target + " has a LUN " + std::to_string(l.lun));
+	// One identity per LU of the daemon, as build_config keeps it for the file.
+	if (std::string w = lun_identity_clash(cfg_.targets, target, l); !w.empty())
+		fail(-EEXIST, w);
 	std::unique_ptr<scsi::LogicalUnit> lu = make_lu(t.cfg, l); // opens it: may throw
 	// Published on every port group that exports the target; each raises REPORTED LUNS
 	// DATA HAS CHANGED for the nexuses it has (scsi/tpg.h).

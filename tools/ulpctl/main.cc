@@ -136,6 +136,10 @@ void print_show(const json &r)
 		attrs += ", " + std::to_string(t["sessions"].get<uint64_t>()) + " sessions";
 		if (t.contains("srp_exported"))
 			attrs += ", exported over SRP";
+		if (t.contains("redirect"))
+			attrs += std::string(", logins redirected") +
+			         (t["redirect_permanent"].get<bool>() ? " permanently" : "") +
+			         " to " + str(t["redirect"]);
 		std::cout << "   o- " << str(t["name"]) << " [" << attrs << "]\n";
 		std::cout << "   |  o- luns\n";
 		for (const json &l : t["luns"]) {
@@ -153,6 +157,15 @@ void print_show(const json &r)
 				d += " removable";
 			std::cout << "   |  |  o- lun " << l["lun"].get<uint64_t>() << ": " << d
 			          << "\n";
+			// Its identity as initiators see it; "derived": from TARGET/LUN.
+			if (l.contains("serial"))
+				std::cout << "   |  |     " << str(l["vendor"]) << " "
+				          << str(l["product"]) << " " << str(l["revision"])
+				          << ", serial " << str(l["serial"])
+				          << (l["serial_derived"].get<bool>() ? " (derived)" : "")
+				          << ", naa " << str(l["naa"])
+				          << (l["naa_derived"].get<bool>() ? " (derived)" : "")
+				          << "\n";
 		}
 		std::cout << "   |  o- acls\n";
 		for (const json &a : t["acls"])
@@ -467,6 +480,8 @@ int main(int argc, char **argv)
 	bool r_create = false;
 	uint64_t r_timeout = 0; // seconds; 0: the daemon's default
 	std::string r_atomic;   // rbd atomic_unit (bytes, or 64K); empty: the daemon's default
+	// the LU's identity (lun_create's vendor ... naa); empty: the daemon's default
+	std::string i_vendor, i_product, i_revision, i_serial, i_naa;
 	auto *ll = lun->add_subcommand("list", "LUNs of a target (or all)");
 	ll->add_option("--target,-t", l_target);
 	ll->callback([&] {
@@ -505,6 +520,16 @@ int main(int argc, char **argv)
 	lc->add_option("--atomic-unit", r_atomic,
 	               "rbd: WRITE ATOMIC's alignment and longest length, bytes or 16K; a power "
 	               "of two up to the stripe unit (default 128K; 0: no WRITE ATOMIC)");
+	lc->add_option("--vendor", i_vendor, "INQUIRY vendor, 1..8 printable ASCII (default ULP)");
+	lc->add_option("--product", i_product,
+	               "INQUIRY product, 1..16 printable ASCII (default \"ulp BACKSTORE\")");
+	lc->add_option("--revision", i_revision, "INQUIRY revision, 1..4 (default 0001)");
+	lc->add_option("--serial", i_serial,
+	               "unit serial number (VPD 80h), 1..247 printable ASCII (default: derived "
+	               "from TARGET/LUN)");
+	lc->add_option("--naa", i_naa,
+	               "NAA designator (VPD 83h), 16 hex digits starting 5, 3 or 2 (default: "
+	               "derived from TARGET/LUN)");
 	lc->callback([&] {
 		method = "lun_create";
 		set("target", l_target);
@@ -538,6 +563,15 @@ int main(int argc, char **argv)
 			set("timeout", r_timeout);
 		if (!r_atomic.empty())
 			set("atomic_unit", r_atomic);
+		const std::pair<const char *, const std::string *> ident[] = {
+		    {"vendor", &i_vendor},
+		    {"product", &i_product},
+		    {"revision", &i_revision},
+		    {"serial", &i_serial},
+		    {"naa", &i_naa}};
+		for (const auto &[k, v] : ident)
+			if (!v->empty())
+				set(k, *v);
 	});
 	uint64_t lun_grace = 5000, lun_timeout = 10000;
 	auto *ld = lun->add_subcommand("delete",
@@ -833,8 +867,12 @@ int main(int argc, char **argv)
 			rows.push_back({str(l["target"]), std::to_string(l["lun"].get<uint64_t>()),
 			                str(l["backstore"]), where(l).empty() ? "-" : where(l),
 			                human_size(l["size"].get<uint64_t>()),
-			                std::to_string(l["block_size"].get<uint64_t>())});
-		table({"TARGET", "LUN", "BACKSTORE", "PATH/IMAGE", "SIZE", "BLOCK"}, rows);
+			                std::to_string(l["block_size"].get<uint64_t>()),
+			                l.contains("serial") ? str(l["serial"]) : "-",
+			                l.contains("naa") ? str(l["naa"]) : "-"});
+		table(
+		    {"TARGET", "LUN", "BACKSTORE", "PATH/IMAGE", "SIZE", "BLOCK", "SERIAL", "NAA"},
+		    rows);
 	} else if (method == "portal_list") {
 		std::vector<std::vector<std::string>> rows;
 		for (const json &p : r)
