@@ -332,10 +332,32 @@ TEST(TargetdIdentity, LoginRedirectedToAnotherDaemon)
 	write_a("");
 	ASSERT_EQ(::kill(a.t.pid(), SIGHUP), 0);
 	ASSERT_TRUE(log_has(a.t, "logins no longer redirected")) << a.t.log();
-	Session here(test_env::initiator_config(kInitiator, kIqn));
-	ASSERT_TRUE(here.login(local(a.t.port()))) << here.error();
-	EXPECT_EQ(normal_sessions(a.sock), 1u);
-	EXPECT_TRUE(test_env::write_read(s, 0, 32, 4)) << "B's session goes on";
+	{
+		Session here(test_env::initiator_config(kInitiator, kIqn));
+		ASSERT_TRUE(here.login(local(a.t.port()))) << here.error();
+		EXPECT_EQ(normal_sessions(a.sock), 1u);
+		EXPECT_TRUE(test_env::write_read(s, 0, 32, 4)) << "B's session goes on";
+	}
+
+	// At run time: `ulpctl target redirect`, a bad address refused, none to undo it.
+	ASSERT_EQ(ulpctl(a.sock, {"target", "redirect", "-t", kIqn, to, "--permanent"}, &out), 0)
+	    << out;
+	EXPECT_EQ(refused_with(), LoginStatus::TargetMovedPerm);
+	ASSERT_EQ(ulpctl(a.sock, {"target", "redirect", "-t", kIqn, to}, &out), 0) << out;
+	EXPECT_EQ(refused_with(), LoginStatus::TargetMovedTemp);
+	Session again(test_env::initiator_config(kInitiator, kIqn));
+	ASSERT_TRUE(again.login(local(a.t.port()))) << again.error();
+	test_env::clear_ua(again, 0);
+	EXPECT_TRUE(test_env::write_read(again, 0, 48, 5)) << "on B";
+	EXPECT_EQ(normal_sessions(b.sock), 2u);
+	EXPECT_EQ(ulpctl(a.sock, {"target", "redirect", "-t", kIqn, to + ",1"}, &out), 1);
+	EXPECT_NE(out.find("without a portal group tag"), std::string::npos) << out;
+	EXPECT_EQ(
+	    ulpctl(a.sock, {"target", "redirect", "-t", "iqn.2026-11.org.ulp:none", to}, &out), 1);
+	ASSERT_EQ(ulpctl(a.sock, {"target", "redirect", "-t", kIqn}, &out), 0) << out;
+	Session back(test_env::initiator_config(kInitiator, kIqn));
+	ASSERT_TRUE(back.login(local(a.t.port()))) << back.error();
+	EXPECT_EQ(normal_sessions(b.sock), 2u) << "served by A again, not B";
 }
 
 } // namespace

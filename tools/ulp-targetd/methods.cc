@@ -387,6 +387,21 @@ void add_methods(Daemon &d, admin::Methods &m)
 		       d.chap_set(admin::param_str(p, "target"), std::nullopt, std::nullopt, c.who);
 		       return true;
 	       }});
+	m.add({"target_redirect",
+	       "answer new logins to a target with where it moved (RFC 7143 11.13.5: status "
+	       "0101h, or 0102h when permanent, and TargetAddress); no address: serve them "
+	       "here again",
+	       {target_param(),
+	        {"address", ParamType::String, false, 0, UINT64_MAX,
+	         "\"host:port\" (IPv6 \"[addr]:port\"); absent or \"\": no redirect"},
+	        {"permanent", ParamType::Bool, false, 0, UINT64_MAX,
+	         "0102h (moved permanently) instead of 0101h"}},
+	       [&d](const json &p, const Caller &c) -> json {
+		       d.target_redirect(admin::param_str(p, "target"),
+		                         admin::param_str(p, "address"),
+		                         admin::param_bool(p, "permanent", false), c.who);
+		       return true;
+	       }});
 	m.add({"srp_acl_add",
 	       "admit an SRP initiator: \"0x\" + 32 hex digits of its port id, or its IP",
 	       {{"initiator", ParamType::String, true}},

@@ -788,6 +788,32 @@ void Daemon::chap_set(const std::string &target, const std::optional<iscsi::Chap
 	                    " (new logins only)");
 }
 
+void Daemon::target_redirect(const std::string &target, const std::string &address, bool permanent,
+                             const std::string &who)
+{
+	std::lock_guard g(lock_);
+	TargetRt &t = need_target(target);
+	TargetCfg c = t.cfg;
+	c.redirect = address;
+	c.redirect_permanent = !address.empty() && permanent;
+	std::string why;
+	if (!check_target(c, &why))
+		fail(-EINVAL, why);
+	t.cfg = c;
+	if (int rc = iscsi_->replace_node(node_of(t)); rc != 0)
+		fail(rc, std::strerror(-rc));
+	for (TargetCfg &x : cfg_.targets)
+		if (x.name == target) {
+			x.redirect = c.redirect;
+			x.redirect_permanent = c.redirect_permanent;
+		}
+	log_change(who, "target " + target + ": " +
+	                    (address.empty() ? std::string("logins no longer redirected")
+	                                     : "logins redirected to " + address +
+	                                           (permanent ? " (permanently)" : "")) +
+	                    " (new logins only)");
+}
+
 void Daemon::srp_acl_add(const std::string &initiator, const std::string &who)
 {
 	std::lock_guard g(lock_);

@@ -337,18 +337,10 @@ json Daemon::reload_locked(const std::string &who)
 				}
 			note("target " + n + ": alias, resets or CHAP changed (new logins)");
 		}
-		// A redirect turns new logins away (or back); sessions already in stay, as
-		// after any change of a target's login settings.
+		// A redirect turns new logins away (or back); sessions already in stay.
 		if (want.redirect != t->cfg.redirect ||
 		    want.redirect_permanent != t->cfg.redirect_permanent) {
-			t->cfg.redirect = want.redirect;
-			t->cfg.redirect_permanent = want.redirect_permanent;
-			iscsi_->replace_node(node_of(*t));
-			for (TargetCfg &c : cfg_.targets)
-				if (c.name == n) {
-					c.redirect = want.redirect;
-					c.redirect_permanent = want.redirect_permanent;
-				}
+			target_redirect(n, want.redirect, want.redirect_permanent, who);
 			note("target " + n + ": " +
 			     (want.redirect.empty()
 			          ? std::string("logins no longer redirected")

@@ -370,7 +370,7 @@ int main(int argc, char **argv)
 	             "ulpctl's version, then the daemon's (version_get) when it answers");
 	app.footer(
 	    "Nouns and verbs: show, stats, save [PATH], reload, methods, call METHOD [JSON],\n"
-	    "  target list|create|delete, lun list|create|delete|resize|rescan,\n"
+	    "  target list|create|delete|redirect, lun list|create|delete|resize|rescan,\n"
 	    "  acl list|add|delete, chap set|clear, srp-acl add|delete,\n"
 	    "  portal list|create|delete, session list|logout|drop, connection drop,\n"
 	    "  log get|set, import (offline: no daemon).  `ulpctl NOUN VERB --help` for each.\n"
@@ -467,6 +467,22 @@ int main(int argc, char **argv)
 		set("name", t_name);
 		set("grace_ms", grace_ms);
 		set("timeout_ms", timeout_ms);
+	});
+	std::string redirect_to;
+	bool redirect_perm = false;
+	auto *tr = target->add_subcommand(
+	    "redirect", "answer new logins with where the target moved (none: serve them here)");
+	tr->add_option("--target,-t", t_name)->required();
+	tr->add_option("address", redirect_to,
+	               "HOST:PORT the initiators log in to instead; absent: no redirect");
+	tr->add_flag("--permanent", redirect_perm, "moved permanently (0102h), not for now");
+	tr->callback([&] {
+		method = "target_redirect";
+		set("target", t_name);
+		if (!redirect_to.empty())
+			set("address", redirect_to);
+		if (redirect_perm)
+			set("permanent", true);
 	});
 
 	// ---- lun
