@@ -49,6 +49,20 @@ int lbppb_exponent_of(uint32_t bs, uint32_t pbs)
 
 } // namespace
 
+std::string lu_derived_serial(const std::string &name)
+{
+	char buf[17];
+	std::snprintf(buf, sizeof(buf), "%016" PRIx64, fingerprint(name));
+	return buf;
+}
+
+uint64_t lu_derived_naa(const std::string &name)
+{
+	// SPC-4 device identification VPD page, NAA Locally Assigned designator (NAA 3h): 60
+	// bits of our choosing.
+	return (uint64_t(3) << 60) | (fingerprint(name) & 0x0fffffffffffffffull);
+}
+
 const char *lu_config_check(const LuConfig &cfg)
 {
 	if (lbppb_exponent_of(cfg.block_size, cfg.physical_block_size) < 0)
@@ -80,18 +94,9 @@ LogicalUnit::LogicalUnit(std::string name, std::unique_ptr<Backstore> bs, const 
 	lbppb_exp_ = static_cast<uint8_t>(e > 0 ? e : 0);
 	// The storage's own identity where it has one (an RBD image seen from several gateways,
 	// or moved to another target or LUN), else the LU's name.
-	const std::string id = bs_->identity();
-	const uint64_t h = fingerprint(id.empty() ? name_ : id);
-	if (cfg_.serial.empty()) {
-		char buf[17];
-		std::snprintf(buf, sizeof(buf), "%016" PRIx64, h);
-		serial_ = buf;
-	} else {
-		serial_ = cfg_.serial;
-	}
-	// SPC-4 device identification VPD page, NAA Locally Assigned designator (NAA 3h): 60
-	// bits of our choosing.
-	naa_ = cfg_.naa ? cfg_.naa : (uint64_t(3) << 60) | (h & 0x0fffffffffffffffull);
+	const std::string basis = bs_->identity().empty() ? name_ : bs_->identity();
+	serial_ = cfg_.serial.empty() ? lu_derived_serial(basis) : cfg_.serial;
+	naa_ = cfg_.naa ? cfg_.naa : lu_derived_naa(basis);
 	xcopy_lu_register(this); // a copy target of EXTENDED COPY, by naa_
 }
 

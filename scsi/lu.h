@@ -76,6 +76,14 @@ struct LuConfig {
 	uint8_t tp_soft_threshold_pct = 0;
 };
 
+// The serial number (VPD 80h) and NAA designator (VPD 83h) of a LU named name whose
+// configuration leaves them unset: 16 hex digits of a 64-bit FNV-1a hash of the name, and
+// NAA 3h (locally assigned, SPC-4 7.8.6.6.4) with the hash's low 60 bits. Stable for as long
+// as the name is (ulp-targetd names a LU "TARGET/LUN": another target or LUN number is
+// another identity).
+std::string lu_derived_serial(const std::string &name);
+uint64_t lu_derived_naa(const std::string &name);
+
 // Whether cfg describes a logical unit that can exist (the fields the backstore does not
 // check itself: physical_block_size against block_size); nullptr, or why not.
 const char *lu_config_check(const LuConfig &cfg);

@@ -55,6 +55,11 @@ public:
 		auto n = c_.target_.find_node(name);
 		if (!n)
 			return LoginStatus::NotFound;
+		if (!n->redirect.empty()) {
+			info->redirect_address = n->redirect;
+			return n->redirect_permanent ? LoginStatus::TargetMovedPerm
+			                             : LoginStatus::TargetMovedTemp;
+		}
 		// The portal group of the portal this connection came in on (RFC 7143 4.4.1);
 		// a portal of none of the node's groups does not reach it.
 		scsi::Tpg *tpg = nullptr;

@@ -78,6 +78,11 @@ struct TargetNode {
 	std::vector<NodePortalGroup> groups;
 	// The source addresses that may log in to it (addr_acl.h); empty: any.
 	std::vector<AddrPrefix> allowed_addresses;
+	// Where it has moved (RFC 7143 11.13.5): every login to it, on any portal, is answered
+	// with status 0101h (or 0102h, redirect_permanent) and this as TargetAddress
+	// ("host:port", no portal group tag: 13.8), before authentication. "": served here.
+	std::string redirect;
+	bool redirect_permanent = false;
 };
 
 struct TargetConfig {

@@ -869,5 +869,220 @@ TEST(TargetdConfig, AluaMistakesNameTheirPlace)
 	}
 }
 
+// A LU's identity (vendor, product, revision, serial, naa) from the file and the --lun flag,
+// through save and back; every bad value refused with its key and LUN named.
+TEST(TargetdConfig, LuIdentityFromTheFileFlagsAndThroughSave)
+{
+	Scratch d;
+	ASSERT_FALSE(d.path.empty());
+	const std::string body = "  lun = 3\n  backstore = \"ram\"\n  size = \"16M\"\n"
+	                         "  vendor = \"ACME\"\n  product = \"Disk 9000\"\n"
+	                         "  revision = \"1.2\"\n  serial = \"SN-0042 a\"\n"
+	                         "  naa = \"0x5001405AbCdEf012\"\n";
+	Config c;
+	std::string why;
+	ASSERT_TRUE(load_config_file(d.write("id.toml", one_lun_file(body)), &c, &why)) << why;
+	const LuIdentity want{"ACME", "Disk 9000", "1.2", "SN-0042 a", 0x5001405abcdef012ull};
+	EXPECT_EQ(c.targets[0].luns[0].id, want);
+	EXPECT_EQ(lun_serial(kIqn, c.targets[0].luns[0]), "SN-0042 a");
+	EXPECT_EQ(lun_naa(kIqn, c.targets[0].luns[0]), 0x5001405abcdef012ull);
+	const std::string text = to_toml(c);
+	Config back;
+	ASSERT_TRUE(load_config_file(d.write("saved.toml", text), &back, &why)) << why << text;
+	EXPECT_EQ(back.targets[0].luns[0].id, want);
+	EXPECT_EQ(to_toml(back), text);
+
+	// Unset: nothing saved, and the derived serial and NAA are those of the LU's name,
+	// the same on every load (a restart) and another for another LUN number.
+	Config plain;
+	ASSERT_TRUE(load_config_file(
+	    d.write("plain.toml",
+	            one_lun_file("  lun = 3\n  backstore = \"ram\"\n  size = 1048576\n")),
+	    &plain, &why))
+	    << why;
+	const LunCfg &p = plain.targets[0].luns[0];
+	EXPECT_EQ(p.id, LuIdentity{});
+	for (const char *k : {"vendor", "product", "revision", "serial", "naa"})
+		EXPECT_EQ(to_toml(plain).find(std::string("\n") + k + " ="), std::string::npos)
+		    << k;
+	EXPECT_EQ(lun_serial(kIqn, p), ulp::scsi::lu_derived_serial(std::string(kIqn) + "/3"));
+	EXPECT_EQ(lun_naa(kIqn, p), ulp::scsi::lu_derived_naa(std::string(kIqn) + "/3"));
+	EXPECT_EQ(lun_naa(kIqn, p) >> 60, 3u) << "NAA 3h, locally assigned";
+	EXPECT_EQ(lun_serial(kIqn, p).size(), 16u);
+	LunCfg moved = p;
+	moved.lun = 4;
+	EXPECT_NE(lun_serial(kIqn, moved), lun_serial(kIqn, p));
+	EXPECT_NE(lun_naa("iqn.2026-11.org.ulp:other", p), lun_naa(kIqn, p));
+
+	// The --lun flag's keys.
+	Config f;
+	ASSERT_TRUE(from_flags({"0:ram:size=1M,vendor=ACME,product=P,revision=7,serial=S1,"
+	                        "naa=3000000000000001"},
+	                       &f, &why))
+	    << why;
+	EXPECT_EQ(f.targets[0].luns[0].id,
+	          (LuIdentity{"ACME", "P", "7", "S1", 0x3000000000000001ull}));
+}
+
+TEST(TargetdConfig, LuIdentityMistakesNameTheKeyAndLun)
+{
+	Scratch d;
+	ASSERT_FALSE(d.path.empty());
+	const std::string base = "  lun = 5\n  backstore = \"ram\"\n  size = \"1M\"\n";
+	struct Case {
+		std::string line; // one more line of the [[target.lun]] table (line 7)
+		std::string want; // after "FILE:"
+	} cases[] = {
+	    {"vendor = \"NINECHARS\"", ":7:"},
+	    {"product = \"seventeen chars!!\"", ":7:"},
+	    {"revision = \"12345\"", ":7:"},
+	    {"serial = \"" + std::string(248, 'x') + "\"", ":7:"},
+	    {"serial = \"tab\\there\"", ":7:"},
+	    {"serial = \"caf\u00e9\"", ":7:"},
+	    {"vendor = \" LEAD\"", ":7:"},
+	    {"serial = \"\"", ":7:"},
+	    {"naa = \"0x600140512345678\"", ":7:"},
+	    {"naa = \"0x6001405123456789abcdef0123456789\"", ":7:"},
+	    {"naa = \"0x1001405123456789\"", ":7:"},
+	    {"naa = \"0x500140512345678g\"", ":7:"},
+	    {"naa = 5", ":7:"},
+	};
+	for (const Case &k : cases) {
+		const std::string key = k.line.substr(0, k.line.find(' '));
+		const std::string f =
+		    d.write("bad.toml", one_lun_file(base + "  " + k.line + "\n"));
+		Config c;
+		std::string why;
+		EXPECT_FALSE(load_config_file(f, &c, &why)) << k.line;
+		EXPECT_NE(why.find(f + k.want), std::string::npos) << why;
+		EXPECT_NE(why.find("target.lun." + key + ":"), std::string::npos) << why;
+		if (k.line != "naa = 5" && k.line != "serial = \"\"") {
+			EXPECT_NE(why.find("(LUN 5)"), std::string::npos) << why;
+		}
+	}
+	// The flag names both too; check_lun (lun_create's values) as well.
+	Config c;
+	std::string why;
+	EXPECT_FALSE(from_flags({"5:ram:size=1M,revision=12345"}, &c, &why));
+	EXPECT_NE(why.find("LUN 5: revision: at most 4"), std::string::npos) << why;
+	EXPECT_FALSE(from_flags({"5:ram:size=1M,naa=6001405000000000"}, &c, &why));
+	EXPECT_NE(why.find("LUN 5: naa:"), std::string::npos) << why;
+	LunCfg l;
+	l.lun = 9;
+	l.bs.kind = "ram";
+	l.bs.size = 1 << 20;
+	l.id.product = "ok";
+	ASSERT_TRUE(check_lun(kIqn, l, &why)) << why;
+	l.id.vendor = "VENDOR\x7f";
+	EXPECT_FALSE(check_lun(kIqn, l, &why));
+	EXPECT_NE(why.find("LUN 9: vendor: printable ASCII"), std::string::npos) << why;
+}
+
+// Two LUs of the daemon with one serial number or NAA are refused, in one target, across
+// targets, between the file and the flags, and against a derived value.
+TEST(TargetdConfig, LuIdentityClashesRefused)
+{
+	Scratch d;
+	ASSERT_FALSE(d.path.empty());
+	auto file = [&](const std::string &lun0, const std::string &lun1, bool two_targets) {
+		return std::string("[[target]]\nname = \"") + kIqn + "\"\n" +
+		       "  [[target.lun]]\n  lun = 0\n  backstore = \"ram\"\n  size = \"1M\"\n" +
+		       lun0 +
+		       (two_targets ? "[[target]]\nname = \"iqn.2026-11.org.ulp:b\"\n" : "") +
+		       "  [[target.lun]]\n  lun = 1\n  backstore = \"ram\"\n  size = \"1M\"\n" +
+		       lun1;
+	};
+	const std::string naa = "  naa = \"0x5001405000000001\"\n";
+	const std::string sn = "  serial = \"same\"\n";
+	for (bool two : {false, true}) {
+		Config c;
+		std::string why;
+		EXPECT_FALSE(load_config_file(d.write("n.toml", file(naa, naa, two)), &c, &why));
+		EXPECT_NE(why.find("LUN 1: naa: 0x5001405000000001 is target " + std::string(kIqn) +
+		                   " LUN 0's too"),
+		          std::string::npos)
+		    << why;
+		Config c2;
+		EXPECT_FALSE(load_config_file(d.write("s.toml", file(sn, sn, two)), &c2, &why));
+		EXPECT_NE(why.find("LUN 1: serial: same is target"), std::string::npos) << why;
+		Config ok;
+		EXPECT_TRUE(load_config_file(d.write("ok.toml", file(naa, sn, two)), &ok, &why))
+		    << why;
+	}
+	// A configured value that is another LUN's derived one.
+	const std::string derived =
+	    "  serial = \"" + ulp::scsi::lu_derived_serial(std::string(kIqn) + "/0") + "\"\n";
+	Config c;
+	std::string why;
+	EXPECT_FALSE(load_config_file(d.write("d.toml", file("", derived, false)), &c, &why));
+	EXPECT_NE(why.find("serial"), std::string::npos) << why;
+	// The file's target and the flags' target.
+	Flags f;
+	f.config = d.write("one.toml", file(naa, "", true));
+	f.target = "iqn.2026-11.org.ulp:flags";
+	f.luns = {"0:ram:size=1M,naa=5001405000000001"};
+	Config fc;
+	EXPECT_FALSE(build_config(f, &fc, &why));
+	EXPECT_NE(why.find("naa: 0x5001405000000001"), std::string::npos) << why;
+	// lun_create's check against the running configuration.
+	Config run;
+	ASSERT_TRUE(load_config_file(d.write("run.toml", file(naa, sn, false)), &run, &why)) << why;
+	LunCfg l;
+	l.lun = 7;
+	l.id.serial = "same";
+	EXPECT_NE(lun_identity_clash(run.targets, "iqn.2026-11.org.ulp:x", l), "");
+	l.id.serial = "other";
+	EXPECT_EQ(lun_identity_clash(run.targets, "iqn.2026-11.org.ulp:x", l), "");
+}
+
+// A target's login redirect from the file, through save; its mistakes named.
+TEST(TargetdConfig, RedirectFromTheFileAndThroughSave)
+{
+	Scratch d;
+	ASSERT_FALSE(d.path.empty());
+	const std::string head = std::string("[[target]]\nname = \"") + kIqn + "\"\n";
+	for (const std::string addr :
+	     {"10.0.0.2:3260", "[fd00::2]:3261", "san2.example.com:3260"}) {
+		Config c;
+		std::string why;
+		ASSERT_TRUE(
+		    load_config_file(d.write("r.toml", head + "redirect = \"" + addr +
+		                                           "\"\nredirect_permanent = true\n"),
+		                     &c, &why))
+		    << why;
+		EXPECT_EQ(c.targets[0].redirect, addr);
+		EXPECT_TRUE(c.targets[0].redirect_permanent);
+		const std::string text = to_toml(c);
+		Config back;
+		ASSERT_TRUE(load_config_file(d.write("saved.toml", text), &back, &why)) << why;
+		EXPECT_EQ(back.targets[0].redirect, addr);
+		EXPECT_TRUE(back.targets[0].redirect_permanent);
+		EXPECT_EQ(to_toml(back), text);
+	}
+	Config none;
+	std::string why;
+	ASSERT_TRUE(load_config_file(d.write("n.toml", head), &none, &why)) << why;
+	EXPECT_EQ(to_toml(none).find("redirect"), std::string::npos);
+	struct Case {
+		std::string lines;
+		std::string want;
+	} cases[] = {
+	    {"redirect = \"10.0.0.2:3260,1\"\n",
+	     ":3:12: target.redirect: redirect 10.0.0.2:3260,1: "},
+	    {"redirect = \":3260\"\n", ":3:12: target.redirect:"},
+	    {"redirect = \"10.0.0.2:0\"\n", ":3:12: target.redirect:"},
+	    {"redirect = \"10.0.0.2:99999\"\n", ":3:12: target.redirect:"},
+	    {"redirect = \"a b:3260\"\n", ":3:12: target.redirect:"},
+	    {"redirect = 3260\n", ":3:12: target.redirect: must be a string"},
+	    {"redirect_permanent = true\n", "redirect_permanent without a redirect"},
+	};
+	for (const Case &k : cases) {
+		const std::string f = d.write("bad.toml", head + k.lines);
+		Config c;
+		EXPECT_FALSE(load_config_file(f, &c, &why)) << k.lines;
+		EXPECT_NE(why.find(k.want), std::string::npos) << why;
+	}
+}
+
 } // namespace
 } // namespace targetd

@@ -83,6 +83,149 @@ bool check_chap(const iscsi::ChapSecret &s, std::string *why)
 	return true;
 }
 
+namespace
+{
+
+// An INQUIRY or VPD ASCII field's value (SPC-4 4.3.1: codes 20h..7Eh, left-aligned and
+// padded with spaces): 1..max of them, and no space at either end, which the padding
+// (and Linux, trimming it) would hide: two values that differ only there are the same
+// device to an initiator.
+bool check_ascii(const char *key, const std::string &v, size_t max, std::string *why)
+{
+	auto bad = [&](const std::string &what) {
+		*why = std::string(key) + ": " + what;
+		return false;
+	};
+	if (v.size() > max)
+		return bad("at most " + std::to_string(max) + " characters, not " +
+		           std::to_string(v.size()));
+	for (unsigned char ch : v)
+		if (ch < 0x20 || ch > 0x7e)
+			return bad("printable ASCII only (20h..7Eh, SPC-4 4.3.1)");
+	if (!v.empty() && (v.front() == ' ' || v.back() == ' '))
+		return bad("no space at the start or end (INQUIRY pads with spaces)");
+	return true;
+}
+
+} // namespace
+
+bool check_lu_identity(const LuIdentity &id, std::string *why)
+{
+	if (!check_ascii("vendor", id.vendor, 8, why) ||
+	    !check_ascii("product", id.product, 16, why) ||
+	    !check_ascii("revision", id.revision, 4, why) ||
+	    !check_ascii("serial", id.serial, kMaxSerial, why))
+		return false;
+	if (id.naa) {
+		std::string w;
+		uint64_t n = 0;
+		if (!parse_naa(naa_str(id.naa), &n, &w)) {
+			*why = "naa: " + w;
+			return false;
+		}
+	}
+	return true;
+}
+
+bool parse_naa(const std::string &s, uint64_t *out, std::string *why)
+{
+	std::string d = s;
+	if (d.size() > 2 && d[0] == '0' && (d[1] == 'x' || d[1] == 'X'))
+		d = d.substr(2);
+	if (d.size() == 32 && d[0] == '6') {
+		// NAA 6h, IEEE Registered Extended (16 bytes, what LIO reports): VPD 83h here
+		// carries an 8-byte NAA designator, and EXTENDED COPY names LUs by it.
+		*why = s + " is a 16-byte NAA 6h designator; this target reports 8-byte ones "
+		           "(16 hex digits, NAA 5h IEEE Registered, 3h Locally Assigned or 2h "
+		           "IEEE Extended)";
+		return false;
+	}
+	if (d.size() != 16 ||
+	    !std::all_of(d.begin(), d.end(), [](char ch) { return std::isxdigit(uint8_t(ch)); })) {
+		*why = s + " is not 16 hex digits (an 8-byte NAA designator, e.g. "
+		           "0x5001405012345678)";
+		return false;
+	}
+	// SPC-4 7.8.6.6: the first digit is the NAA field; 2h, 3h and 5h are the 8-byte
+	// formats.
+	if (d[0] != '2' && d[0] != '3' && d[0] != '5') {
+		*why = s +
+		       ": the first hex digit is the NAA format: 5 (IEEE Registered), 3 "
+		       "(Locally Assigned) or 2 (IEEE Extended), not " +
+		       d.substr(0, 1);
+		return false;
+	}
+	*out = std::strtoull(d.c_str(), nullptr, 16);
+	return true;
+}
+
+std::string lu_name(const std::string &target, uint64_t lun)
+{
+	return target + "/" + std::to_string(lun);
+}
+
+std::string lun_serial(const std::string &target, const LunCfg &l)
+{
+	return l.id.serial.empty() ? scsi::lu_derived_serial(lu_name(target, l.lun)) : l.id.serial;
+}
+
+uint64_t lun_naa(const std::string &target, const LunCfg &l)
+{
+	return l.id.naa ? l.id.naa : scsi::lu_derived_naa(lu_name(target, l.lun));
+}
+
+std::string LuIdentitySet::add(const std::string &target, const LunCfg &l)
+{
+	const std::string self = "target " + target + " LUN " + std::to_string(l.lun);
+	const std::string serial = lun_serial(target, l);
+	const uint64_t naa = lun_naa(target, l);
+	const char *why = " (an initiator's multipath would take two LUs for one)";
+	// An rbd LUN's derived identity is its image's (Backstore::identity(), known once the
+	// image is open), not its name's: only what is configured is checked for it. Two LUNs
+	// of one image are one device to multipath, which is what they are.
+	const bool from_image = l.bs.kind == "rbd";
+	const bool check_serial = !(from_image && l.id.serial.empty());
+	const bool check_naa = !(from_image && !l.id.naa);
+	if (auto it = serials_.find(serial); check_serial && it != serials_.end())
+		return self + ": serial: " + serial + " is " + it->second + "'s too" + why;
+	if (auto it = naas_.find(naa); check_naa && it != naas_.end())
+		return self + ": naa: " + naa_str(naa) + " is " + it->second + "'s too" + why;
+	if (check_serial)
+		serials_.emplace(serial, self);
+	if (check_naa)
+		naas_.emplace(naa, self);
+	return "";
+}
+
+std::string lun_identity_clash(const std::vector<TargetCfg> &targets, const std::string &target,
+                               const LunCfg &l)
+{
+	LuIdentitySet set;
+	for (const TargetCfg &t : targets)
+		for (const LunCfg &o : t.luns)
+			if (!(t.name == target && o.lun == l.lun))
+				set.add(t.name, o); // a clash among them is not l's
+	return set.add(target, l);
+}
+
+bool check_redirect(const std::string &addr, std::string *why)
+{
+	Portal p;
+	std::string w;
+	if (addr.find(',') != std::string::npos) {
+		*why = "redirect " + addr +
+		       ": \"host:port\" without a portal group tag (RFC 7143 13.8)";
+		return false;
+	}
+	if (std::any_of(addr.begin(), addr.end(),
+	                [](unsigned char ch) { return ch <= 0x20 || ch > 0x7e; }) ||
+	    !parse_portal(addr, &p, &w) || p.host.empty() || p.port == 0) {
+		*why = "redirect " + addr + ": expected \"host:port\" (IPv6: \"[addr]:port\")";
+		return false;
+	}
+	return true;
+}
+
 bool parse_cpu_list(const std::string &s, std::vector<int> *out, std::string *why)
 {
 	// The kernel's cpulist format (Documentation/admin-guide/cgroup-v1/cpusets.rst, and
@@ -309,6 +452,24 @@ bool parse_lun_flag(const std::string &s, LunCfg *out, std::string *why)
 				*why = "--lun " + s + ": write_cache is yes or no";
 				return false;
 			}
+		} else if (auto ik =
+		               std::find_if(std::begin(kLuIdentityKeys), std::end(kLuIdentityKeys),
+		                            [&](const auto &e) { return k == e.first; });
+		           ik != std::end(kLuIdentityKeys)) {
+			out->id.*(ik->second) = v;
+			std::string w;
+			if (v.empty() || !check_lu_identity(out->id, &w)) {
+				*why = "--lun " + s + ": LUN " + std::to_string(out->lun) + ": " +
+				       (v.empty() ? k + ": empty" : w);
+				return false;
+			}
+		} else if (k == "naa") {
+			std::string w;
+			if (!parse_naa(v, &out->id.naa, &w)) {
+				*why = "--lun " + s + ": LUN " + std::to_string(out->lun) +
+				       ": naa: " + w;
+				return false;
+			}
 		} else if (k == "qd" || k == "queue_depth") {
 			uint64_t n;
 			if (!parse_size(v, &n) || n == 0 || n > 4096) {
@@ -341,11 +502,12 @@ bool parse_lun_flag(const std::string &s, LunCfg *out, std::string *why)
 			}
 			rbd.atomic_unit = uint32_t(n);
 		} else {
-			*why =
-			    "--lun " + s + ": unknown key " + k +
-			    " (size, path, bs, pbs, ro, removable, direct, write_cache, qd; rbd: "
-			    "pool, image, namespace, conf, client, keyring, group, create, "
-			    "timeout, atomic_unit)";
+			*why = "--lun " + s + ": unknown key " + k +
+			       " (size, path, bs, pbs, ro, removable, direct, write_cache, qd, "
+			       "vendor, "
+			       "product, revision, serial, naa; rbd: "
+			       "pool, image, namespace, conf, client, keyring, group, create, "
+			       "timeout, atomic_unit)";
 			return false;
 		}
 	}
@@ -629,7 +791,8 @@ bool load_lun(Reader &r, const toml::table &lt, const std::string &ctx, LunCfg *
 	                       "image",       "namespace",   "conf",
 	                       "client",      "keyring",     "group",
 	                       "create",      "timeout",     "atomic_unit",
-	                       "tp_soft_threshold"}))
+	                       "tp_soft_threshold", "vendor", "product",
+	                       "revision",    "serial",      "naa"}))
 		return false;
 	// clang-format on
 	if (!lt.get("backstore"))
@@ -659,6 +822,29 @@ bool load_lun(Reader &r, const toml::table &lt, const std::string &ctx, LunCfg *
 	for (const auto &[k, m] : kRbdStringKeys)
 		if (!r.str(lt, k, ctx, &(rbd.*m)))
 			return false;
+	// The identity: each value checked where it stands ("target.lun.serial: ...").
+	for (const auto &[k, m] : kLuIdentityKeys) {
+		const toml::node *n = lt.get(k);
+		if (!n)
+			continue;
+		if (!r.str(lt, k, ctx, &(l->id.*m)))
+			return false;
+		LuIdentity one;
+		one.*m = l->id.*m;
+		std::string w;
+		if (one.*m == "")
+			return r.fail(*n, ctx + k + ": empty (leave the key out for the default)");
+		if (!check_lu_identity(one, &w))
+			return r.fail(*n, ctx + w + " (LUN " + std::to_string(l->lun) + ")");
+	}
+	if (const toml::node *n = lt.get("naa")) {
+		std::string w;
+		if (!n->is_string())
+			return r.fail(*n, ctx + "naa: must be a string of 16 hex digits");
+		if (!parse_naa(*n->value<std::string>(), &l->id.naa, &w))
+			return r.fail(*n,
+			              ctx + "naa: " + w + " (LUN " + std::to_string(l->lun) + ")");
+	}
 	// A key of another kind is named where it stands, not only as check_lun's value error.
 	for (auto &[k, v] : lt)
 		if (std::string m = lun_key_misplaced(l->bs.kind, std::string(k.str())); !m.empty())
@@ -894,6 +1080,7 @@ bool load_file(const std::string &path, Config *c, std::string *why)
 			return r.fail(*it->get("digests"), "iscsi.digests: " + w);
 	}
 	if (const toml::node *n = t.get("target")) {
+		LuIdentitySet ids; // every LUN of every target so far
 		const toml::array *ts = n->as_array();
 		if (!ts)
 			return r.fail(*n, "target: must be an array of tables ([[target]])");
@@ -906,7 +1093,8 @@ bool load_file(const std::string &path, Config *c, std::string *why)
 			if (!r.known(*tt, ctx,
 			             {"name", "alias", "chap", "mutual_chap", "acls",
 			              "allow_target_reset", "lun", "acl", "allow_no_chap",
-			              "allowed_addresses", "portal_group", "alua"}))
+			              "allowed_addresses", "portal_group", "alua", "redirect",
+			              "redirect_permanent"}))
 				return false;
 			if (!tt->get("name"))
 				return r.fail(te, "target.name: missing");
@@ -918,8 +1106,14 @@ bool load_file(const std::string &path, Config *c, std::string *why)
 			    !r.strings(*tt, "acls", ctx, &tc.acls, &an) ||
 			    !r.boolean(*tt, "allow_target_reset", ctx, &tc.allow_target_reset) ||
 			    !r.boolean(*tt, "allow_no_chap", ctx, &tc.allow_no_chap) ||
-			    !r.strings(*tt, "allowed_addresses", ctx, &tc.allowed_addresses))
+			    !r.strings(*tt, "allowed_addresses", ctx, &tc.allowed_addresses) ||
+			    !r.str(*tt, "redirect", ctx, &tc.redirect) ||
+			    !r.boolean(*tt, "redirect_permanent", ctx, &tc.redirect_permanent))
 				return false;
+			if (std::string w; const toml::node *rn = tt->get("redirect")) {
+				if (!check_redirect(tc.redirect, &w))
+					return r.fail(*rn, "target.redirect: " + w);
+			}
 			if (const toml::array *aa = (*tt)["allowed_addresses"].as_array())
 				for (const toml::node &e : *aa)
 					if (iscsi::target::AddrPrefix p;
@@ -950,6 +1144,8 @@ bool load_file(const std::string &path, Config *c, std::string *why)
 							    *lt, "target " + tc.name + ": LUN " +
 							             std::to_string(l.lun) +
 							             " twice");
+					if (std::string w = ids.add(tc.name, l); !w.empty())
+						return r.fail(*lt, w);
 					tc.luns.push_back(l);
 				}
 			}
@@ -1224,6 +1420,10 @@ bool check_lun(const std::string &target, const LunCfg &l, std::string *why)
 		*why = who + "queue_depth must be 1..4096";
 		return false;
 	}
+	if (std::string w; !check_lu_identity(l.id, &w)) {
+		*why = who + w;
+		return false;
+	}
 	scsi::LuConfig lc;
 	lc.block_size = l.bs.block_size;
 	lc.physical_block_size = l.physical_block_size;
@@ -1248,6 +1448,14 @@ bool check_target(const TargetCfg &t, std::string *why)
 		}
 		if (!check_lun(t.name, l, why))
 			return false;
+	}
+	if (!t.redirect.empty() && !check_redirect(t.redirect, why)) {
+		*why = "target " + t.name + ": " + *why;
+		return false;
+	}
+	if (t.redirect.empty() && t.redirect_permanent) {
+		*why = "target " + t.name + ": redirect_permanent without a redirect";
+		return false;
 	}
 	if (t.mutual_chap && !t.chap) {
 		*why = "target " + t.name + ": mutual CHAP needs CHAP";
@@ -1604,6 +1812,14 @@ bool build_config(const Flags &f, Config *c, std::string *why)
 			return false;
 		}
 	}
+	// The file's LUNs and the flags' together: one identity per LU of the daemon.
+	LuIdentitySet ids;
+	for (const TargetCfg &t : c->targets)
+		for (const LunCfg &l : t.luns)
+			if (std::string w = ids.add(t.name, l); !w.empty()) {
+				*why = w;
+				return false;
+			}
 	return true;
 }
 

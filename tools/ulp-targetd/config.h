@@ -71,6 +71,9 @@
 //   allow_target_reset = false          # TARGET WARM/COLD RESET from any initiator
 //   allow_no_chap = false               # initiators without their own secret may skip CHAP
 //   allowed_addresses = ["10.0.0.0/8", "fd00::/8"]  # iSCSI source addresses; empty: any
+//   redirect = "10.0.0.2:3260"          # logins answered "moved" (RFC 7143 11.13.5) with
+//                                       # this TargetAddress; "": served here (default)
+//   redirect_permanent = false          # 0102h instead of 0101h
 //     [[target.acl]]                    # one initiator's own view and secrets (joins acls)
 //     initiator = "iqn.1994-05.com.redhat:client2"
 //     luns = [{ lun = 0, target_lun = 1, read_only = true }]  # it sees only these;
@@ -94,6 +97,11 @@
 //     direct = true                     # O_DIRECT where aligned (file, block)
 //     write_cache = true                # report a volatile cache (file, block)
 //     queue_depth = 64                  # backstore requests at once
+//     vendor = "ULP"                    # the LU's identity (LuIdentity): INQUIRY vendor,
+//     product = "ulp file"              # product, revision; VPD 80h serial; VPD 83h naa
+//     revision = "0001"                 # (16 hex digits, NAA 5, 3 or 2); unset: defaults,
+//     serial = "disk1-0"                # serial and naa derived from "TARGET/LUN"; one
+//     naa = "0x5001405012345678"        # serial and naa per LU of the daemon
 //     [[target.lun]]                    # a Ceph RBD image through librbd (scsi/bs_rbd.cc)
 //     lun = 1
 //     backstore = "rbd"
@@ -149,6 +157,7 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdint>
+#include <cstdio>
 #include <map>
 #include <memory>
 #include <optional>
@@ -210,8 +219,35 @@ struct Portal {
 	uint16_t port = 3260;
 };
 
+// A logical unit's identity as initiators see it: INQUIRY's T10 VENDOR IDENTIFICATION,
+// PRODUCT IDENTIFICATION and PRODUCT REVISION LEVEL (SPC-4 6.6.2), the unit serial number
+// (VPD 80h) and the NAA designator (VPD 83h) that Linux names /dev/disk/by-id/wwn-* after
+// and multipath merges paths by. Set, it keeps a LU the same device for its initiators
+// when it moves to another target, LUN number or daemon; unset (empty, 0), each is the
+// default: vendor "ULP", product "ulp " + the backstore kind, revision "0001", serial and
+// NAA derived from the LU's name, "TARGET/LUN" (scsi::lu_derived_serial, lu_derived_naa).
+struct LuIdentity {
+	std::string vendor;   // 1..8 characters of ASCII 20h..7Eh (SPC-4 4.3.1); "": default
+	std::string product;  // 1..16 of them; "": default
+	std::string revision; // 1..4 of them; "": default
+	std::string serial;   // 1..kMaxSerial of them; "": derived
+	uint64_t naa = 0;     // an 8-byte NAA designator (NAA 2h, 3h or 5h); 0: derived
+	bool operator==(const LuIdentity &) const = default;
+};
+// Its string keys with their members: one list for the --lun and TOML readers, lun_create,
+// save and the listings (each written only when set).
+inline constexpr std::pair<const char *, std::string LuIdentity::*> kLuIdentityKeys[] = {
+    {"vendor", &LuIdentity::vendor},
+    {"product", &LuIdentity::product},
+    {"revision", &LuIdentity::revision},
+    {"serial", &LuIdentity::serial}};
+// The longest serial number: what fits whole in VPD 83h's T10 vendor ID designator too
+// (the vendor's 8 bytes, then the serial, in a one-byte DESIGNATOR LENGTH).
+inline constexpr size_t kMaxSerial = 247;
+
 struct LunCfg {
 	uint64_t lun = 0;
+	LuIdentity id; // what INQUIRY, VPD 80h and 83h report (vendor, ..., naa)
 	ulp::scsi::BackstoreConfig bs;
 	bool read_only = false;
 	uint32_t physical_block_size = 0; // 0: the logical block size
@@ -289,6 +325,12 @@ struct TargetCfg {
 	// reach it.
 	std::vector<PortalGroupCfg> portal_groups;
 	AluaCfg alua; // [target.alua]; default: TPGS 00b, no groups
+	// Logins to it are redirected there (RFC 7143 11.13.5: Login Response status 0101h,
+	// or 0102h with redirect_permanent, and the address as TargetAddress): "host:port",
+	// IPv6 as "[::1]:3260"; "": served here. Its LUNs, ACLs and CHAP stay configured.
+	std::string redirect;
+	bool redirect_permanent = false; // 0102h: the initiator should use the new address
+	                                 // from now on; else 0101h, for this login only
 };
 
 // The SRP target port (srpt::Target): its identifiers, access, and whose LUNs it serves.
@@ -354,6 +396,47 @@ inline constexpr std::pair<const char *, std::string ulp::scsi::RbdConfig::*> kR
     {"client", &ulp::scsi::RbdConfig::client},    {"keyring", &ulp::scsi::RbdConfig::keyring},
     {"group", &ulp::scsi::RbdConfig::group}};
 bool check_chap(const ulp::iscsi::ChapSecret &s, std::string *why);
+// A LUN's identity values (each named by its key: "serial: ..."); false with *why.
+bool check_lu_identity(const LuIdentity &id, std::string *why);
+// naa = "0x5001405..." (the "0x" optional): exactly 16 hex digits, an 8-byte NAA designator
+// of NAA 2h, 3h or 5h (what VPD 83h carries: scsi/spc_inquiry.cc). false with *why.
+bool parse_naa(const std::string &s, uint64_t *out, std::string *why);
+inline std::string naa_str(uint64_t naa) // "0x" + 16 lowercase hex digits, as files have it
+{
+	char b[24];
+	std::snprintf(b, sizeof(b), "0x%016llx", (unsigned long long)naa);
+	return b;
+}
+// The LU a LUN of target makes is named "TARGET/LUN": the name its derived serial number
+// and NAA come from, and that its reservation state file is kept under.
+std::string lu_name(const std::string &target, uint64_t lun);
+// What the LU of target's LUN l reports: the configured serial number and NAA, else the
+// derived ones.
+std::string lun_serial(const std::string &target, const LunCfg &l);
+uint64_t lun_naa(const std::string &target, const LunCfg &l);
+// The serial numbers and NAAs the LUs of a daemon report, each with the LUN that has it:
+// one identity per LU. Two LUs of a daemon are never one device: an initiator's multipath
+// would merge them into one disk whose paths lead to different data, and EXTENDED COPY
+// finds its copy targets by NAA (scsi/xcopy.h). (One LU is reached through several ports
+// by portal groups, never by a second LUN.)
+class LuIdentitySet
+{
+public:
+	// "" and target's LUN l taken in, or why not: the LUN that has its serial number or
+	// NAA already, named with the key.
+	std::string add(const std::string &target, const LunCfg &l);
+
+private:
+	std::map<std::string, std::string> serials_; // serial -> "target T LUN N"
+	std::map<uint64_t, std::string> naas_;       // NAA -> "target T LUN N"
+};
+// Another LUN of targets (target's LUN l itself excepted) that reports l's serial number or
+// NAA: "" when none, else why (LuIdentitySet::add's).
+std::string lun_identity_clash(const std::vector<TargetCfg> &targets, const std::string &target,
+                               const LunCfg &l);
+// A redirect address: "host:port" with a host (IPv6 in brackets), no portal group tag
+// (RFC 7143 13.8: a redirect's TargetAddress has none). false with *why.
+bool check_redirect(const std::string &addr, std::string *why);
 // A target's portal groups against the daemon's portals (tcp and iser together): tags and
 // rtpis unique, every portal one of them and in one group only. false with *why.
 bool check_portal_groups(const TargetCfg &t, const std::vector<Portal> &portals, std::string *why);

@@ -204,6 +204,10 @@ std::string to_toml(const Config &c, const std::string &header)
 			tt.insert("allow_no_chap", true);
 		if (!tc.allowed_addresses.empty())
 			tt.insert("allowed_addresses", string_array(tc.allowed_addresses));
+		if (!tc.redirect.empty()) {
+			tt.insert("redirect", tc.redirect);
+			tt.insert("redirect_permanent", tc.redirect_permanent);
+		}
 		if (toml::array a = acl_entries(tc.acls, tc.acl_cfg); !a.empty())
 			tt.insert("acl", std::move(a));
 		if (tc.chap)
@@ -244,6 +248,13 @@ std::string to_toml(const Config &c, const std::string &header)
 				lt.insert("write_cache", l.bs.write_cache);
 			}
 			lt.insert("queue_depth", int64_t(l.bs.queue_depth));
+			// The identity as configured: what is unset stays the default (derived
+			// from TARGET/LUN for serial and naa), as the file had it.
+			for (const auto &[k, m] : kLuIdentityKeys)
+				if (!(l.id.*m).empty())
+					lt.insert(k, l.id.*m);
+			if (l.id.naa)
+				lt.insert("naa", naa_str(l.id.naa));
 			luns.push_back(std::move(lt));
 		}
 		tt.insert("lun", std::move(luns));

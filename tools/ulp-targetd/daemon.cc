@@ -190,9 +190,17 @@ std::unique_ptr<scsi::LogicalUnit> Daemon::make_lu(const TargetCfg &t, const Lun
 	lc.removable = l.removable;
 	lc.tp_soft_threshold_pct = uint8_t(l.tp_soft_threshold); // 0..100 (load_lun)
 	lc.read_only = l.read_only;
+	// Its identity: what the configuration sets, the defaults for the rest (LuIdentity).
 	lc.product = "ulp " + l.bs.kind;
-	auto lu = std::make_unique<scsi::LogicalUnit>(t.name + "/" + std::to_string(l.lun),
-	                                              std::move(bs), lc);
+	if (!l.id.vendor.empty())
+		lc.vendor = l.id.vendor;
+	if (!l.id.product.empty())
+		lc.product = l.id.product;
+	if (!l.id.revision.empty())
+		lc.revision = l.id.revision;
+	lc.serial = l.id.serial; // "": derived from the name
+	lc.naa = l.id.naa;       // 0: derived from the name
+	auto lu = std::make_unique<scsi::LogicalUnit>(lu_name(t.name, l.lun), std::move(bs), lc);
 	// The target's asymmetric access (SPC-4 5.15), before any initiator sees the LU.
 	// The states an administrator set last (alua_set) replace the configured ones.
 	if (t.alua.tpgs != scsi::TPGS_NONE) {
@@ -257,6 +265,8 @@ iscsi::target::TargetNode Daemon::node_of(const TargetRt &t)
 	node.alias = t.cfg.alias;
 	node.tpg = t.tpg.get();
 	node.allow_target_reset = t.cfg.allow_target_reset;
+	node.redirect = t.cfg.redirect;
+	node.redirect_permanent = t.cfg.redirect_permanent;
 	// Its portal groups with the portals' bound addresses (an ephemeral port is known
 	// once listening: refresh_portal_addresses renews the node then).
 	const std::vector<scsi::Tpg *> tpgs = t.iscsi_tpgs();

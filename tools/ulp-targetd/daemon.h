@@ -108,6 +108,10 @@ public:
 	                const std::string &who);
 	void chap_set(const std::string &target, const std::optional<ulp::iscsi::ChapSecret> &chap,
 	              const std::optional<ulp::iscsi::ChapSecret> &mutual, const std::string &who);
+	// Redirect new logins to target there (RFC 7143 11.13.5; TargetCfg::redirect), or
+	// serve them here again (address ""). Sessions already logged in stay.
+	void target_redirect(const std::string &target, const std::string &address, bool permanent,
+	                     const std::string &who);
 	json portal_create(const std::string &transport, const std::string &address,
 	                   const std::string &who);
 	void portal_delete(const std::string &transport, const std::string &address,

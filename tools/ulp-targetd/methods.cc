@@ -184,7 +184,18 @@ void add_methods(Daemon &d, admin::Methods &m)
 	        {"timeout", ParamType::Uint, false, 1, 3600,
 	         "rbd: seconds to connect, and for each OSD operation (default 30)"},
 	        {"atomic_unit", ParamType::Size, false, 0, 1u << 30,
-	         "rbd: bytes, WRITE ATOMIC's alignment and longest length (default 128K; 0 none)"}},
+	         "rbd: bytes, WRITE ATOMIC's alignment and longest length (default 128K; 0 none)"},
+	        {"vendor", ParamType::String, false, 0, UINT64_MAX,
+	         "INQUIRY vendor, 1..8 printable ASCII (default ULP)"},
+	        {"product", ParamType::String, false, 0, UINT64_MAX,
+	         "INQUIRY product, 1..16 (default \"ulp \" + backstore)"},
+	        {"revision", ParamType::String, false, 0, UINT64_MAX,
+	         "INQUIRY revision, 1..4 (default 0001)"},
+	        {"serial", ParamType::String, false, 0, UINT64_MAX,
+	         "unit serial number (VPD 80h), 1..247 (default: derived from TARGET/LUN)"},
+	        {"naa", ParamType::String, false, 0, UINT64_MAX,
+	         "NAA designator (VPD 83h), 16 hex digits, NAA 5, 3 or 2 (default: derived "
+	         "from TARGET/LUN)"}},
 	       [&d](const json &p, const Caller &c) -> json {
 		       LunCfg l;
 		       l.lun = admin::param_uint(p, "lun", 0);
@@ -219,6 +230,20 @@ void add_methods(Daemon &d, admin::Methods &m)
 		       r.timeout_s = uint32_t(admin::param_uint(p, "timeout", r.timeout_s));
 		       r.atomic_unit = uint32_t(admin::param_size(p, "atomic_unit", r.atomic_unit));
 		       const std::string t = admin::param_str(p, "target");
+		       const std::string who =
+		           "target " + t + " LUN " + std::to_string(l.lun) + ": ";
+		       for (const auto &[k, m] : kLuIdentityKeys) {
+			       if (!p.contains(k))
+				       continue;
+			       l.id.*m = admin::param_str(p, k);
+			       if ((l.id.*m).empty())
+				       throw MethodError{-EINVAL, who + k + ": empty"};
+		       }
+		       if (p.contains("naa")) {
+			       std::string w;
+			       if (!parse_naa(admin::param_str(p, "naa"), &l.id.naa, &w))
+				       throw MethodError{-EINVAL, who + "naa: " + w};
+		       }
 		       d.lun_create(t, l, c.who);
 		       return {{"target", t}, {"lun", l.lun}};
 	       }});
@@ -360,6 +385,21 @@ void add_methods(Daemon &d, admin::Methods &m)
 	       {target_param()},
 	       [&d](const json &p, const Caller &c) -> json {
 		       d.chap_set(admin::param_str(p, "target"), std::nullopt, std::nullopt, c.who);
+		       return true;
+	       }});
+	m.add({"target_redirect",
+	       "answer new logins to a target with where it moved (RFC 7143 11.13.5: status "
+	       "0101h, or 0102h when permanent, and TargetAddress); no address: serve them "
+	       "here again",
+	       {target_param(),
+	        {"address", ParamType::String, false, 0, UINT64_MAX,
+	         "\"host:port\" (IPv6 \"[addr]:port\"); absent or \"\": no redirect"},
+	        {"permanent", ParamType::Bool, false, 0, UINT64_MAX,
+	         "0102h (moved permanently) instead of 0101h"}},
+	       [&d](const json &p, const Caller &c) -> json {
+		       d.target_redirect(admin::param_str(p, "target"),
+		                         admin::param_str(p, "address"),
+		                         admin::param_bool(p, "permanent", false), c.who);
 		       return true;
 	       }});
 	m.add({"srp_acl_add",

@@ -70,6 +70,16 @@ json lun_json(const LunCfg &l, const scsi::LogicalUnit *lu)
 		j["size"] = lu->bs().size();
 		j["blocks"] = lu->nr_blocks();
 		j["name"] = lu->name();
+		// Its identity as initiators see it (INQUIRY, VPD 80h and 83h); *_derived: the
+		// serial number or NAA comes from the name, not the configuration.
+		const scsi::LuConfig &c = lu->cfg();
+		j["vendor"] = c.vendor;
+		j["product"] = c.product;
+		j["revision"] = c.revision;
+		j["serial"] = lu->serial();
+		j["naa"] = naa_str(lu->naa());
+		j["serial_derived"] = l.id.serial.empty();
+		j["naa_derived"] = l.id.naa == 0;
 	} else {
 		j["size"] = l.bs.size;
 	}
@@ -189,6 +199,10 @@ json Daemon::show()
 			tj["allow_no_chap"] = true;
 		if (!t->cfg.allowed_addresses.empty())
 			tj["allowed_addresses"] = t->cfg.allowed_addresses;
+		if (!t->cfg.redirect.empty()) {
+			tj["redirect"] = t->cfg.redirect;
+			tj["redirect_permanent"] = t->cfg.redirect_permanent;
+		}
 		if (t->cfg.chap)
 			tj["chap_user"] = t->cfg.chap->user; // never the secret
 		if (t->cfg.mutual_chap)
@@ -512,6 +526,9 @@ void Daemon::lun_create(const std::string &target, const LunCfg &l, const std::s
 		fail(-EINVAL, why);
 	if (t.lus.count(l.lun))
 		fail(-EEXIST, "target " + target + " has a LUN " + std::to_string(l.lun));
+	// One identity per LU of the daemon, as build_config keeps it for the file.
+	if (std::string w = lun_identity_clash(cfg_.targets, target, l); !w.empty())
+		fail(-EEXIST, w);
 	// Its ALUA states start as the target's LUs have them now (alua_states_now), not as
 	// the file said at start.
 	TargetCfg tc = t.cfg;
@@ -781,6 +798,32 @@ void Daemon::chap_set(const std::string &target, const std::optional<iscsi::Chap
 	                    (mutual ? "and mutual CHAP set"
 	                     : chap ? "set"
 	                            : "cleared") +
+	                    " (new logins only)");
+}
+
+void Daemon::target_redirect(const std::string &target, const std::string &address, bool permanent,
+                             const std::string &who)
+{
+	std::lock_guard g(lock_);
+	TargetRt &t = need_target(target);
+	TargetCfg c = t.cfg;
+	c.redirect = address;
+	c.redirect_permanent = !address.empty() && permanent;
+	std::string why;
+	if (!check_target(c, &why))
+		fail(-EINVAL, why);
+	t.cfg = c;
+	if (int rc = iscsi_->replace_node(node_of(t)); rc != 0)
+		fail(rc, std::strerror(-rc));
+	for (TargetCfg &x : cfg_.targets)
+		if (x.name == target) {
+			x.redirect = c.redirect;
+			x.redirect_permanent = c.redirect_permanent;
+		}
+	log_change(who, "target " + target + ": " +
+	                    (address.empty() ? std::string("logins no longer redirected")
+	                                     : "logins redirected to " + address +
+	                                           (permanent ? " (permanently)" : "")) +
 	                    " (new logins only)");
 }
 

@@ -34,11 +34,13 @@ bool same_rbd(const scsi::RbdConfig &a, const scsi::RbdConfig &b)
 	       a.create == b.create && a.timeout_s == b.timeout_s && a.atomic_unit == b.atomic_unit;
 }
 
-// A LUN whose storage or the way it is opened changed is made again; a size alone is resized.
+// A LUN whose storage, the way it is opened or its identity changed is made again (an
+// initiator meets a new device: its sessions hear REPORTED LUNS DATA HAS CHANGED twice);
+// a size alone is resized.
 bool same_lun_but_size(const LunCfg &a, const LunCfg &b)
 {
-	return a.bs.kind == b.bs.kind && a.bs.path == b.bs.path && same_rbd(a.bs.rbd, b.bs.rbd) &&
-	       a.bs.block_size == b.bs.block_size &&
+	return a.id == b.id && a.bs.kind == b.bs.kind && a.bs.path == b.bs.path &&
+	       same_rbd(a.bs.rbd, b.bs.rbd) && a.bs.block_size == b.bs.block_size &&
 	       a.physical_block_size == b.physical_block_size && a.read_only == b.read_only &&
 	       a.removable == b.removable && a.tp_soft_threshold == b.tp_soft_threshold &&
 	       a.bs.direct == b.bs.direct && a.bs.write_cache == b.bs.write_cache &&
@@ -310,6 +312,17 @@ json Daemon::reload_locked(const std::string &who)
 					c.allow_target_reset = want.allow_target_reset;
 				}
 			note("target " + n + ": alias, resets or CHAP changed (new logins)");
+		}
+		// A redirect turns new logins away (or back); sessions already in stay.
+		if (want.redirect != t->cfg.redirect ||
+		    want.redirect_permanent != t->cfg.redirect_permanent) {
+			target_redirect(n, want.redirect, want.redirect_permanent, who);
+			note("target " + n + ": " +
+			     (want.redirect.empty()
+			          ? std::string("logins no longer redirected")
+			          : "logins redirected to " + want.redirect +
+			                (want.redirect_permanent ? " (permanently)" : "")) +
+			     " (new logins)");
 		}
 		for (const std::string &acl : std::vector<std::string>(t->cfg.acls))
 			if (std::find(want.acls.begin(), want.acls.end(), acl) == want.acls.end()) {

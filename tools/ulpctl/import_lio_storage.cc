@@ -152,7 +152,9 @@ bool load_storage_object(Reader &rd, const json &so, const std::string &path, St
 	}
 	if (!wwn.empty())
 		rd.r->skip(w, "wwn " + wwn,
-		           "ulp-targetd makes its own unit serial number and device identifier");
+		           "not carried over: LIO derives a 16-byte NAA 6h designator from it, "
+		           "and ulp-targetd reports 8-byte ones (a LUN's serial and naa keys set "
+		           "its identity)");
 
 	static const json no_attrs = json::object();
 	const json *attrs = &no_attrs;

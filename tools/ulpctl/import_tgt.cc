@@ -395,7 +395,11 @@ bool make_lun(const Store &st, const std::map<std::string, Opt> &eff, const std:
 	for (const auto &[k, o] : eff)
 		if (kIdentity.count(k))
 			r->skip(where, k + " " + o.value,
-			        "ulp-targetd reports its own inquiry identity and mode pages");
+			        k == "vendor_id" || k == "product_id" || k == "product_rev" ||
+			                k == "scsi_sn"
+			            ? "not carried over: the LUN's vendor, product, revision and "
+			              "serial keys set the inquiry identity"
+			            : "ulp-targetd reports its own inquiry data and mode pages");
 	return true;
 }
 

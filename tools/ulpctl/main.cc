@@ -136,6 +136,10 @@ void print_show(const json &r)
 		attrs += ", " + std::to_string(t["sessions"].get<uint64_t>()) + " sessions";
 		if (t.contains("srp_exported"))
 			attrs += ", exported over SRP";
+		if (t.contains("redirect"))
+			attrs += std::string(", logins redirected") +
+			         (t["redirect_permanent"].get<bool>() ? " permanently" : "") +
+			         " to " + str(t["redirect"]);
 		std::cout << "   o- " << str(t["name"]) << " [" << attrs << "]\n";
 		std::cout << "   |  o- luns\n";
 		for (const json &l : t["luns"]) {
@@ -153,6 +157,15 @@ void print_show(const json &r)
 				d += " removable";
 			std::cout << "   |  |  o- lun " << l["lun"].get<uint64_t>() << ": " << d
 			          << "\n";
+			// Its identity as initiators see it; "derived": from TARGET/LUN.
+			if (l.contains("serial"))
+				std::cout << "   |  |     " << str(l["vendor"]) << " "
+				          << str(l["product"]) << " " << str(l["revision"])
+				          << ", serial " << str(l["serial"])
+				          << (l["serial_derived"].get<bool>() ? " (derived)" : "")
+				          << ", naa " << str(l["naa"])
+				          << (l["naa_derived"].get<bool>() ? " (derived)" : "")
+				          << "\n";
 		}
 		std::cout << "   |  o- acls\n";
 		for (const json &a : t["acls"])
@@ -375,7 +388,7 @@ int main(int argc, char **argv)
 	             "ulpctl's version, then the daemon's (version_get) when it answers");
 	app.footer(
 	    "Nouns and verbs: show, stats, save [PATH], reload, methods, call METHOD [JSON],\n"
-	    "  target list|create|delete, lun list|create|delete|resize|rescan,\n"
+	    "  target list|create|delete|redirect, lun list|create|delete|resize|rescan,\n"
 	    "  acl list|add|delete, chap set|clear, srp-acl add|delete,\n"
 	    "  portal list|create|delete, session list|logout|drop, connection drop,\n"
 	    "  log get|set, import (offline: no daemon).  `ulpctl NOUN VERB --help` for each.\n"
@@ -473,6 +486,22 @@ int main(int argc, char **argv)
 		set("grace_ms", grace_ms);
 		set("timeout_ms", timeout_ms);
 	});
+	std::string redirect_to;
+	bool redirect_perm = false;
+	auto *tr = target->add_subcommand(
+	    "redirect", "answer new logins with where the target moved (none: serve them here)");
+	tr->add_option("--target,-t", t_name)->required();
+	tr->add_option("address", redirect_to,
+	               "HOST:PORT the initiators log in to instead; absent: no redirect");
+	tr->add_flag("--permanent", redirect_perm, "moved permanently (0102h), not for now");
+	tr->callback([&] {
+		method = "target_redirect";
+		set("target", t_name);
+		if (!redirect_to.empty())
+			set("address", redirect_to);
+		if (redirect_perm)
+			set("permanent", true);
+	});
 
 	// ---- lun
 	// ---------------------------------------------------------------------------------
@@ -485,6 +514,8 @@ int main(int argc, char **argv)
 	bool r_create = false;
 	uint64_t r_timeout = 0; // seconds; 0: the daemon's default
 	std::string r_atomic;   // rbd atomic_unit (bytes, or 64K); empty: the daemon's default
+	// the LU's identity (lun_create's vendor ... naa); empty: the daemon's default
+	std::string i_vendor, i_product, i_revision, i_serial, i_naa;
 	auto *ll = lun->add_subcommand("list", "LUNs of a target (or all)");
 	ll->add_option("--target,-t", l_target);
 	ll->callback([&] {
@@ -523,6 +554,16 @@ int main(int argc, char **argv)
 	lc->add_option("--atomic-unit", r_atomic,
 	               "rbd: WRITE ATOMIC's alignment and longest length, bytes or 16K; a power "
 	               "of two up to the stripe unit (default 128K; 0: no WRITE ATOMIC)");
+	lc->add_option("--vendor", i_vendor, "INQUIRY vendor, 1..8 printable ASCII (default ULP)");
+	lc->add_option("--product", i_product,
+	               "INQUIRY product, 1..16 printable ASCII (default \"ulp BACKSTORE\")");
+	lc->add_option("--revision", i_revision, "INQUIRY revision, 1..4 (default 0001)");
+	lc->add_option("--serial", i_serial,
+	               "unit serial number (VPD 80h), 1..247 printable ASCII (default: derived "
+	               "from TARGET/LUN)");
+	lc->add_option("--naa", i_naa,
+	               "NAA designator (VPD 83h), 16 hex digits starting 5, 3 or 2 (default: "
+	               "derived from TARGET/LUN)");
 	lc->callback([&] {
 		method = "lun_create";
 		set("target", l_target);
@@ -556,6 +597,15 @@ int main(int argc, char **argv)
 			set("timeout", r_timeout);
 		if (!r_atomic.empty())
 			set("atomic_unit", r_atomic);
+		const std::pair<const char *, const std::string *> ident[] = {
+		    {"vendor", &i_vendor},
+		    {"product", &i_product},
+		    {"revision", &i_revision},
+		    {"serial", &i_serial},
+		    {"naa", &i_naa}};
+		for (const auto &[k, v] : ident)
+			if (!v->empty())
+				set(k, *v);
 	});
 	uint64_t lun_grace = 5000, lun_timeout = 10000;
 	auto *ld = lun->add_subcommand("delete",
@@ -851,8 +901,12 @@ int main(int argc, char **argv)
 			rows.push_back({str(l["target"]), std::to_string(l["lun"].get<uint64_t>()),
 			                str(l["backstore"]), where(l).empty() ? "-" : where(l),
 			                human_size(l["size"].get<uint64_t>()),
-			                std::to_string(l["block_size"].get<uint64_t>())});
-		table({"TARGET", "LUN", "BACKSTORE", "PATH/IMAGE", "SIZE", "BLOCK"}, rows);
+			                std::to_string(l["block_size"].get<uint64_t>()),
+			                l.contains("serial") ? str(l["serial"]) : "-",
+			                l.contains("naa") ? str(l["naa"]) : "-"});
+		table(
+		    {"TARGET", "LUN", "BACKSTORE", "PATH/IMAGE", "SIZE", "BLOCK", "SERIAL", "NAA"},
+		    rows);
 	} else if (method == "portal_list") {
 		std::vector<std::vector<std::string>> rows;
 		for (const json &p : r)
