@@ -86,7 +86,7 @@ out=$(ulpctl lun create -t "$iqn" -l 1 -b rbd --pool rbd --image ulp-lun1 --crea
 	--size 32M --conf "$conf" --client ulp-gw --keyring "$cdir/client.ulp-gw.keyring" \
 	--group gw --rbd-timeout 20 2>&1) || fail "ulpctl lun create (rbd): $out"
 out=$(ulpctl lun list -t "$iqn" 2>&1) || fail "ulpctl lun list: $out"
-grep -Eq "^$iqn +1 +rbd +rbd/ulp-lun1 +32M +512\$" <<<"$out" ||
+grep -Eq "^$iqn +1 +rbd +rbd/ulp-lun1 +32M +512( |$)" <<<"$out" ||
 	fail "ulpctl lun list does not show LUN 1 as rbd/ulp-lun1, 32M: $out"
 grep -Eq "^$iqn +0 +rbd +rbd/ulp-lun0 +64M " <<<"$out" || fail "ulpctl lun list lost LUN 0: $out"
 ulpctl --json lun list -t "$iqn" >"$work/luns.json" 2>&1 || fail "ulpctl --json lun list"
