@@ -158,6 +158,50 @@ grep -q 'rejected .*has 2 channels already' "$work/toml.log" ||
 stop toml
 pass "TOML srp_portals + [srp] with its sizes: '$line'"
 
+# ---- [[srp.acl]]: one initiator's own LUN map ------------------------------------------------
+# The initiator (admitted by its address) sees LUN 7, which is the target's LUN 3 and
+# read-only for it, and nothing else: not the target's LUN 3 under its own number, not LUN 0.
+cat >"$work/map.toml" <<TOML
+srp_portals = ["127.0.0.1:0"]
+[srp]
+target = "iqn.2026-11.org.ulp:mapped"
+[[srp.acl]]
+initiator = "127.0.0.1"
+luns = [{ lun = 7, target_lun = 3, read_only = true }]
+[[target]]
+name = "iqn.2026-11.org.ulp:mapped"
+  [[target.lun]]
+  lun = 0
+  backstore = "ram"
+  size = "8M"
+  [[target.lun]]
+  lun = 3
+  backstore = "ram"
+  size = "16M"
+TOML
+start map --config "$work/map.toml"
+line=$(add_target_of map)
+srp_run() { # $1: log name, the rest: ulp-initiator's arguments; its exit status
+	local name=$1 rc=0
+	shift
+	timeout 60 "$initiator" --transport srp -p "127.0.0.1:$port" --srp-target "$line" "$@" \
+		--quiet >"$work/$name" 2>&1 || rc=$?
+	return $rc
+}
+srp_run map-read -l 7 -w randread -b 4k -q 4 -r 0 -s 256k --no-verify ||
+	fail "map: a read of the mapped LUN 7: $(tail -n 3 "$work/map-read")"
+grep -q "16777216\|32768 blocks" "$work/map-read" ||
+	fail "map: LUN 7 is not the target's 16M LUN 3: $(head -n 2 "$work/map-read")"
+srp_run map-write -l 7 -w write -b 4k -q 1 -r 0 -s 4k && fail "map: a write to the read-only mapping succeeded"
+grep -qi "07/27\|data protect\|write protect" "$work/map-write" ||
+	fail "map: the write was not refused as write-protected: $(tail -n 3 "$work/map-write")"
+for l in 0 3; do
+	srp_run "map-unmapped-$l" -l $l -w read -b 4k -q 1 -r 0 -s 4k &&
+		fail "map: LUN $l, not in the initiator's map, answered"
+done
+stop map
+pass "[[srp.acl]] LUN map: LUN 7 is the target's 3, read-only; LUNs 0 and 3 not seen"
+
 # ---- bad values: exit 2 and a message naming the problem -------------------------------------
 # $1: what the message must contain; the rest: the arguments.
 bad() {
