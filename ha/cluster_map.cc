@@ -156,19 +156,17 @@ int ClusterMap::update(uint64_t expect, const ClusterMapChange &c, uint64_t *now
 		                        cur.size());
 	}
 	rados_write_op_setxattr(op, kVersionXattr, next.data(), next.size());
-	std::vector<const char *> keys, vals;
-	std::vector<size_t> lens;
-	for (const auto &[k, v] : c.set) {
-		keys.push_back(k.c_str());
-		vals.push_back(v.data());
-		lens.push_back(v.size());
-	}
-	if (!keys.empty()) {
-		std::vector<size_t> key_lens;
-		for (const auto &[k, v] : c.set)
+	if (!c.set.empty()) {
+		std::vector<const char *> keys, vals;
+		std::vector<size_t> key_lens, val_lens;
+		for (const auto &[k, v] : c.set) {
+			keys.push_back(k.c_str());
 			key_lens.push_back(k.size());
-		rados_write_op_omap_set2(op, keys.data(), vals.data(), key_lens.data(), lens.data(),
-		                         keys.size());
+			vals.push_back(v.data());
+			val_lens.push_back(v.size());
+		}
+		rados_write_op_omap_set2(op, keys.data(), vals.data(), key_lens.data(),
+		                         val_lens.data(), keys.size());
 	}
 	if (!c.erase.empty()) {
 		std::vector<const char *> ek;

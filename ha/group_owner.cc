@@ -157,7 +157,7 @@ int GroupOwner::write_record(bool released)
 	return r;
 }
 
-void GroupOwner::try_acquire(Clock::time_point now)
+void GroupOwner::try_acquire()
 {
 	int r = lease_->acquire();
 	if (r == -EBUSY) {
@@ -194,7 +194,6 @@ void GroupOwner::try_acquire(Clock::time_point now)
 		return back_off("taking the group's locks", r);
 	}
 	set_state(OwnerState::Active);
-	(void)now;
 }
 
 void GroupOwner::renew(Clock::time_point now)
@@ -224,7 +223,7 @@ void GroupOwner::tick(Clock::time_point now)
 			read_owner();
 			return;
 		}
-		try_acquire(now);
+		try_acquire();
 		return;
 	case OwnerState::Active:
 	case OwnerState::Expiring:

@@ -92,7 +92,7 @@ public:
 
 private:
 	void set_state(OwnerState s);
-	void try_acquire(Clock::time_point now);
+	void try_acquire();
 	void renew(Clock::time_point now);
 	int fence_previous(const OwnerRecord &prev);
 	int write_record(bool released);

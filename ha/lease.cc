@@ -17,17 +17,6 @@ namespace ulp::ha
 namespace
 {
 
-// "v2:127.0.0.1:0/3519227890", "[v2:127.0.0.1:0/1,v1:...]" or "127.0.0.1:0/1" -> the
-// nonce after the last '/', which names one client instance ("" if none).
-std::string nonce_of(const std::string &addr)
-{
-	size_t slash = addr.rfind('/');
-	if (slash == std::string::npos)
-		return {};
-	size_t end = addr.find_first_of(",]", slash);
-	return addr.substr(slash + 1, end == std::string::npos ? end : end - slash - 1);
-}
-
 // The entity address the blocklist takes: without the "v1:"/"v2:" type and brackets.
 std::string blocklist_form(const std::string &addr)
 {
@@ -168,7 +157,8 @@ int Lease::fence(const LeaseHolder &h, uint32_t blocklist_s)
 {
 	const std::string own = scsi::rados_client_addr(client_->cluster);
 	const std::string victim = blocklist_form(h.addr);
-	if (h.addr.empty() || nonce_of(h.addr).empty() || nonce_of(h.addr) == nonce_of(own)) {
+	if (h.addr.empty() || scsi::rados_addr_nonce(h.addr).empty() ||
+	    scsi::rados_addr_nonce(h.addr) == scsi::rados_addr_nonce(own)) {
 		ULP_LOG(Error, Ha, "lease {}: not fencing '{}' ({}): {}", oid_, h.addr, h.client,
 		        h.addr.empty() ? "no address" : "that is this client");
 		return -EINVAL;

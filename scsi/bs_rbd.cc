@@ -281,13 +281,9 @@ public:
 			// Never our own: librbd may have taken the lock for this client already (a
 			// free lock is taken by the first write, whatever the policy), and breaking
 			// it would blocklist ourselves.
-			const std::string own = client_addr();
-			const std::string own_nonce = own.substr(own.rfind('/') + 1);
+			const std::string own = rados_addr_nonce(client_addr());
 			for (size_t i = 0; i < n; i++) {
-				const std::string o = owners[i];
-				if (!own_nonce.empty() && o.size() > own_nonce.size() &&
-				    o.compare(o.size() - own_nonce.size() - 1, std::string::npos,
-				              "/" + own_nonce) == 0)
+				if (!own.empty() && rados_addr_nonce(owners[i]) == own)
 					continue;
 				ULP_LOG(Warn, Scsi, "{}breaking {}'s exclusive lock", dev_->who,
 				        owners[i]);

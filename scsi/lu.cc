@@ -94,7 +94,8 @@ LogicalUnit::LogicalUnit(std::string name, std::unique_ptr<Backstore> bs, const 
 	lbppb_exp_ = static_cast<uint8_t>(e > 0 ? e : 0);
 	// The storage's own identity where it has one (an RBD image seen from several gateways,
 	// or moved to another target or LUN), else the LU's name.
-	const std::string basis = bs_->identity().empty() ? name_ : bs_->identity();
+	const std::string id = bs_->identity();
+	const std::string &basis = id.empty() ? name_ : id;
 	serial_ = cfg_.serial.empty() ? lu_derived_serial(basis) : cfg_.serial;
 	naa_ = cfg_.naa ? cfg_.naa : lu_derived_naa(basis);
 	xcopy_lu_register(this); // a copy target of EXTENDED COPY, by naa_

@@ -53,6 +53,15 @@ std::string rados_client_addr(rados_t cluster)
 	return a;
 }
 
+std::string rados_addr_nonce(const std::string &addr)
+{
+	const size_t slash = addr.rfind('/');
+	if (slash == std::string::npos)
+		return {};
+	const size_t end = addr.find_first_of(",]", slash);
+	return addr.substr(slash + 1, end == std::string::npos ? end : end - slash - 1);
+}
+
 std::shared_ptr<RadosClient> rados_client_get(const RadosConfig &cfg, int *err, std::string *why)
 {
 	const std::string group = cfg.group.empty() ? "default" : cfg.group;

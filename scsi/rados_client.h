@@ -47,6 +47,10 @@ std::shared_ptr<RadosClient> rados_client_get(const RadosConfig &cfg, int *err, 
 
 // The client's address as the blocklist takes it ("127.0.0.1:0/3519227890"); "" on error.
 std::string rados_client_addr(rados_t cluster);
+// The nonce of an address in any of Ceph's forms ("127.0.0.1:0/1", "v2:127.0.0.1:0/1",
+// "[v2:127.0.0.1:0/1,v1:...]"): what tells one client instance from another on one host;
+// "" when it has none.
+std::string rados_addr_nonce(const std::string &addr);
 
 // strerror of a negative or positive errno; -EBLOCKLISTED (-ESHUTDOWN) named as Ceph means it.
 std::string rados_strerror(int e);

@@ -76,6 +76,33 @@ int write_obj(const std::shared_ptr<scsi::RadosClient> &c, const std::string &oi
 	return r;
 }
 
+// What a watcher heard: the versions its callback was given, in order.
+struct Heard {
+	std::mutex lock;
+	std::condition_variable cv;
+	std::vector<uint64_t> versions; // lock
+
+	ClusterMap::WatchFn fn()
+	{
+		return [this](uint64_t v) {
+			std::lock_guard g(lock);
+			versions.push_back(v);
+			cv.notify_all();
+		};
+	}
+	std::vector<uint64_t> now()
+	{
+		std::lock_guard g(lock);
+		return versions;
+	}
+	// Until pred(versions) holds, up to d.
+	template <typename Pred> bool wait(std::chrono::seconds d, Pred pred)
+	{
+		std::unique_lock g(lock);
+		return cv.wait_for(g, d, [&] { return pred(versions); });
+	}
+};
+
 } // namespace
 
 TEST(ClusterMapVersion, DecodeIsStrict)
@@ -189,37 +216,26 @@ TEST(ClusterMap, WatcherHearsEveryChange)
 	ASSERT_TRUE(a && b);
 	auto ma = map_of(a, "ulp.cluster.watch"), mb = map_of(b, "ulp.cluster.watch");
 	ASSERT_TRUE(ma && mb);
-	std::mutex lock;
-	std::condition_variable cv;
-	std::vector<uint64_t> heard;
+	Heard heard;
 	ClusterMapChange c;
 	c.set["x"] = "0";
 	uint64_t now = 0;
 	ASSERT_EQ(ma->update(0, c, &now), 0); // the object exists before the watch
-	ASSERT_EQ(mb->watch([&](uint64_t v) {
-		std::lock_guard g(lock);
-		heard.push_back(v);
-		cv.notify_all();
-	}),
-	          0);
+	ASSERT_EQ(mb->watch(heard.fn()), 0);
 	EXPECT_EQ(mb->watch([](uint64_t) {}), -EBUSY) << "one watch per map";
 	for (int i = 1; i <= 3; i++) {
 		c.set["x"] = std::to_string(i);
 		ASSERT_EQ(ma->update(now, c, &now), 0);
 	}
-	{
-		std::unique_lock g(lock);
-		ASSERT_TRUE(cv.wait_for(g, 20s, [&] { return heard.size() >= 3; }))
-		    << "heard " << heard.size() << " of 3 notifies";
-		EXPECT_EQ(heard, (std::vector<uint64_t>{2, 3, 4}));
-	}
+	ASSERT_TRUE(heard.wait(20s, [](const auto &v) { return v.size() >= 3; }))
+	    << "heard " << heard.now().size() << " of 3 notifies";
+	EXPECT_EQ(heard.now(), (std::vector<uint64_t>{2, 3, 4}));
 	EXPECT_EQ(mb->check_watch(), 0) << "a healthy watch stays";
 	mb->unwatch();
 	c.set["x"] = "9";
 	ASSERT_EQ(ma->update(now, c, &now), 0);
 	std::this_thread::sleep_for(500ms);
-	std::lock_guard g(lock);
-	EXPECT_EQ(heard.size(), 3u) << "a notify after unwatch()";
+	EXPECT_EQ(heard.now().size(), 3u) << "a notify after unwatch()";
 }
 
 // The OSD restarts under a watch: the watcher is told to re-read (0), check_watch()
@@ -230,19 +246,12 @@ TEST(ClusterMap, WatchComesBackAfterAnOsdRestart)
 	ASSERT_TRUE(a && b);
 	auto ma = map_of(a, "ulp.cluster.rewatch"), mb = map_of(b, "ulp.cluster.rewatch");
 	ASSERT_TRUE(ma && mb);
-	std::mutex lock;
-	std::condition_variable cv;
-	std::vector<uint64_t> heard;
+	Heard heard;
 	ClusterMapChange c;
 	c.set["x"] = "0";
 	uint64_t now = 0;
 	ASSERT_EQ(ma->update(0, c, &now), 0);
-	ASSERT_EQ(mb->watch([&](uint64_t v) {
-		std::lock_guard g(lock);
-		heard.push_back(v);
-		cv.notify_all();
-	}),
-	          0);
+	ASSERT_EQ(mb->watch(heard.fn()), 0);
 	int rc = 0;
 	std::string out = ceph_test::ceph_dev("restart-osd --timeout 60", &rc);
 	ASSERT_EQ(rc, 0) << out;
@@ -253,18 +262,13 @@ TEST(ClusterMap, WatchComesBackAfterAnOsdRestart)
 	while ((r = mb->check_watch()) != 0 && std::chrono::steady_clock::now() < t0 + 30s)
 		std::this_thread::sleep_for(500ms);
 	ASSERT_EQ(r, 0);
-	size_t seen = 0;
-	{
-		std::lock_guard g(lock);
-		seen = heard.size();
-		for (uint64_t v : heard)
-			EXPECT_EQ(v, 0u) << "only re-read hints so far";
-	}
+	const std::vector<uint64_t> before = heard.now();
+	for (uint64_t v : before)
+		EXPECT_EQ(v, 0u) << "only re-read hints so far";
 	c.set["x"] = "1";
 	ASSERT_EQ(ma->update(now, c, &now), 0);
-	std::unique_lock g(lock);
-	ASSERT_TRUE(cv.wait_for(g, 30s, [&] {
-		return std::find(heard.begin() + seen, heard.end(), now) != heard.end();
+	ASSERT_TRUE(heard.wait(30s, [&](const auto &v) {
+		return std::find(v.begin() + before.size(), v.end(), now) != v.end();
 	})) << "the change after the restart was not heard";
 }
 
