@@ -8,7 +8,8 @@
 // a version that decodes is 1 to 20 digits without a leading zero and encodes back to the
 // same bytes; an owner record that decodes has a valid gateway name and an address of
 // printable characters, encodes to a record that decodes to the same fields, and is at
-// most kMaxRecordBytes long; what does not decode leaves the output as it was.
+// most kMaxRecordBytes long; gateway and port records (and port keys) likewise round-trip;
+// what does not decode leaves the output as it was.
 #include "ha/cluster_map.h"
 #include "ha/records.h"
 
@@ -44,8 +45,36 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		      "a decoded version does not encode back to its bytes");
 	}
 
+	const std::string_view in(p.data(), p.size());
+	// The gateway and port records (and a port record's key): decoded, they encode back to
+	// a record that decodes alike.
+	GatewayRecord g{7};
+	if (gateway_record_decode(in, &g)) {
+		GatewayRecord g2;
+		check(g.id != 0 && gateway_record_decode(gateway_record_encode(g), &g2) &&
+		          g2.id == g.id,
+		      "a gateway record does not round-trip");
+	} else {
+		check(g.id == 7, "a refused gateway record changed the output");
+	}
+	PortRecord pr{{9}};
+	if (port_record_decode(in, &pr)) {
+		PortRecord p2;
+		check(!pr.rtpis.empty() && pr.rtpis.size() <= kMaxRecordPorts &&
+		          port_record_decode(port_record_encode(pr), &p2) && p2.rtpis == pr.rtpis,
+		      "a port record does not round-trip");
+		for (uint16_t x : pr.rtpis)
+			check(x != 0, "a port record with rtpi 0 decoded");
+	} else {
+		check(pr.rtpis.size() == 1 && pr.rtpis[0] == 9, "a refused port record changed");
+	}
+	std::string tgt, gw;
+	if (port_key_split(in, &tgt, &gw))
+		check(port_key(tgt, gw) == in && ha_name_valid(gw),
+		      "a port key does not round-trip");
+
 	OwnerRecord r{"untouched", "x", true, 99};
-	if (!owner_record_decode(std::string_view(p.data(), p.size()), &r)) {
+	if (!owner_record_decode(in, &r)) {
 		check(r.gw == "untouched" && r.addr == "x" && r.released && r.epoch == 99,
 		      "a refused record changed the output");
 		return 0;

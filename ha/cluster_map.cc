@@ -6,6 +6,8 @@
 
 #include <cerrno>
 #include <charconv>
+#include <chrono>
+#include <condition_variable>
 #include <cstring>
 #include <set>
 
@@ -39,8 +41,16 @@ bool version_decode(const char *p, size_t len, uint64_t *out)
 	return ec == std::errc() && end == p + len;
 }
 
+// A notify in flight: what its completion frees, and whom it tells it ended.
+struct ClusterMap::NotifyState {
+	std::mutex lock;
+	std::condition_variable cv;
+	unsigned pending = 0; // notifies not completed yet
+};
+
 ClusterMap::ClusterMap(std::shared_ptr<scsi::RadosClient> client, rados_ioctx_t io, std::string oid)
-    : client_(std::move(client)), io_(io), oid_(std::move(oid))
+    : client_(std::move(client)), io_(io), oid_(std::move(oid)),
+      notify_(std::make_shared<NotifyState>())
 {
 }
 
@@ -63,6 +73,17 @@ std::unique_ptr<ClusterMap> ClusterMap::open(std::shared_ptr<scsi::RadosClient> 
 ClusterMap::~ClusterMap()
 {
 	unwatch();
+	// Notifies in flight use io_: they end within their timeout.
+	std::unique_lock g(notify_->lock);
+	const auto limit = std::chrono::milliseconds(kNotifyTimeoutMs + 2000);
+	if (!notify_->cv.wait_for(g, limit, [&] { return notify_->pending == 0; })) {
+		ULP_LOG(Warn, Ha,
+		        "cluster map {}: {} notifies still in flight after {} ms: left to "
+		        "librados",
+		        oid_, notify_->pending, limit.count());
+		return; // io_ is left open for them
+	}
+	g.unlock();
 	rados_ioctx_destroy(io_);
 }
 
@@ -185,19 +206,70 @@ int ClusterMap::update(uint64_t expect, const ClusterMapChange &c, uint64_t *now
 		return r; // -ECANCELED: another writer came first
 	*now = expect + 1;
 
+	notify(*now);
+	return 0;
+}
+
+namespace
+{
+
+struct NotifyOp {
+	std::shared_ptr<ClusterMap::NotifyState> st; // outlives the map if it must
+	rados_completion_t c = nullptr;
 	char *reply = nullptr;
 	size_t reply_len = 0;
-	const std::string payload = next;
-	int n = rados_notify2(io_, oid_.c_str(), payload.data(), static_cast<int>(payload.size()),
-	                      kNotifyTimeoutMs, &reply, &reply_len);
-	if (reply)
-		rados_buffer_free(reply);
+	std::string oid;      // for the log line
+	uint64_t version = 0; // what it announced
+};
+
+void notify_done(rados_completion_t c, void *arg)
+{
+	std::unique_ptr<NotifyOp> op(static_cast<NotifyOp *>(arg));
+	const int n = rados_aio_get_return_value(c);
+	if (op->reply)
+		rados_buffer_free(op->reply);
+	rados_aio_release(c);
 	if (n < 0)
 		ULP_LOG_RATELIMITED(Warn, Ha,
 		                    "cluster map {}: version {} written, but the notify: {} (a "
 		                    "watcher that did not answer within {} ms reads it later)",
-		                    oid_, *now, scsi::rados_strerror(n), kNotifyTimeoutMs);
-	return 0;
+		                    op->oid, op->version, scsi::rados_strerror(n),
+		                    ClusterMap::kNotifyTimeoutMs);
+	std::lock_guard g(op->st->lock);
+	op->st->pending--;
+	op->st->cv.notify_all();
+}
+
+} // namespace
+
+// Announce version to the watchers without waiting for their acks: a watcher that died
+// without unwatching (its process killed) is waited for until the notify's timeout, and a
+// gateway taking over must not spend that long before it serves.
+void ClusterMap::notify(uint64_t version)
+{
+	auto op = std::make_unique<NotifyOp>();
+	op->st = notify_;
+	op->oid = oid_;
+	op->version = version;
+	const std::string payload = version_encode(version);
+	if (rados_aio_create_completion2(op.get(), notify_done, &op->c) < 0)
+		return;
+	{
+		std::lock_guard g(notify_->lock);
+		notify_->pending++;
+	}
+	const int r = rados_aio_notify(io_, oid_.c_str(), op->c, payload.data(),
+	                               static_cast<int>(payload.size()), kNotifyTimeoutMs,
+	                               &op->reply, &op->reply_len);
+	if (r < 0) {
+		rados_aio_release(op->c);
+		std::lock_guard g(notify_->lock);
+		notify_->pending--;
+		ULP_LOG_RATELIMITED(Warn, Ha, "cluster map {}: version {} written, notify: {}",
+		                    oid_, version, scsi::rados_strerror(r));
+		return;
+	}
+	(void)op.release(); // notify_done frees it
 }
 
 int ClusterMap::modify(const std::function<bool(const ClusterMapView &, ClusterMapChange *)> &fn,

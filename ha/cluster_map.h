@@ -67,10 +67,11 @@ public:
 	int read(ClusterMapView *out);
 
 	// Compare-and-set: applies c if the map is still at version expect; then notifies the
-	// watchers (bounded by the notify timeout; a watcher that does not answer is logged,
-	// the change stands). 0 with *now the new version; -ECANCELED when the map is no longer
-	// at expect (nothing written: read again); -EINVAL for a change that writes nothing or
-	// names a record both to set and to erase; another negative errno from RADOS.
+	// watchers without waiting for them (a watcher that does not answer within the notify
+	// timeout is logged; the change stands). 0 with *now the new version; -ECANCELED when the
+	// map is no longer at expect (nothing written: read again); -EINVAL for a change that
+	// writes nothing or names a record both to set and to erase; another negative errno from
+	// RADOS.
 	int update(uint64_t expect, const ClusterMapChange &c, uint64_t *now);
 
 	// Read, let fn make a change from what it sees, update; again from a fresh read when
@@ -100,13 +101,19 @@ private:
 	                      void *data, size_t len);
 	static void on_watch_error(void *arg, uint64_t handle, int err);
 	int watch_locked();
+	void notify(uint64_t version); // to the watchers, not waiting for them (cluster_map.cc)
 
+public:
+	struct NotifyState; // notifies in flight (cluster_map.cc)
+
+private:
 	std::shared_ptr<scsi::RadosClient> client_; // keeps the connection while the map lives
 	rados_ioctx_t io_ = nullptr;                // the pool (and namespace); owned
 	const std::string oid_;                     // the object
 	std::mutex watch_lock_;                     // guards watch_fn_ and handle_
 	WatchFn watch_fn_;                          // the watcher's callback; empty: not watching
 	uint64_t handle_ = 0;                       // rados_watch3's cookie; 0: none
+	std::shared_ptr<NotifyState> notify_;       // notifies in flight (their completions)
 };
 
 // The version as the xattr holds it, and back: decimal digits only, no sign, no leading

@@ -85,6 +85,9 @@ public:
 	int drain(std::chrono::seconds hold_off);
 
 	OwnerState state() const { return state_; }
+	// Until when this gateway may act as the owner (Lease::valid_until); the epoch when it
+	// holds no lease.
+	Clock::time_point valid_until() const { return lease_->valid_until(); }
 	PortAccess access() const { return port_access(state_); }
 	// The owner the map names for the group, as last read ("" none); epoch with it.
 	const OwnerRecord &owner() const { return owner_; }

@@ -3,7 +3,9 @@
 // one another, and their text form.
 //
 // A record's value is "key=value" fields separated by ';', in any order, each key once:
-//   owner/<group>  gw=<gateway>;addr=<RADOS address>;state=active|released;epoch=<n>
+//   owner/<group>         gw=<gateway>;addr=<RADOS address>;state=active|released;epoch=<n>
+//   gw/<gateway>          id=<target port group id>
+//   port/<target>/<gw>    rtpis=<relative target port id>[,<id>...]
 // Values are printable ASCII without ';' or '=' (gateway names, addresses); a record longer
 // than kMaxRecordBytes, with an unknown or repeated key, a missing one or a bad number is
 // damaged and refused whole: another gateway wrote it, and acting on half of it could fence
@@ -13,6 +15,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace ulp::ha
 {
@@ -37,7 +40,44 @@ std::string owner_record_encode(const OwnerRecord &r);
 // false for a damaged record (see above); *out untouched then.
 bool owner_record_decode(std::string_view s, OwnerRecord *out);
 
-// A name a record may carry (a gateway's or a group's): 1 to 64 of [A-Za-z0-9._-].
-bool ha_name_valid(std::string_view s);
+// A gateway of the cluster, written when it first joins and kept (by name) across its
+// restarts: the id of the target port group (SPC-4 5.15.2) its ports form for every LU,
+// unique among the gateways (the map's compare-and-set allocates it).
+struct GatewayRecord {
+	uint16_t id = 0; // TARGET PORT GROUP, 1..65535
+};
+
+std::string gateway_key(std::string_view gw);
+std::string gateway_record_encode(const GatewayRecord &r);
+bool gateway_record_decode(std::string_view s, GatewayRecord *out);
+
+constexpr size_t kMaxRecordPorts = 64; // ports of one gateway in one target, at most
+
+// A gateway's target ports of one SCSI target (the same target name on every gateway: one
+// target device, SPC-4 4.3.4, whose relative port ids are therefore unique across the
+// gateways): what every gateway lists under that gateway's group in REPORT TARGET PORT
+// GROUPS.
+struct PortRecord {
+	std::vector<uint16_t> rtpis; // relative target port ids, 1..65535, each once, 1 or more
+};
+
+std::string port_key(std::string_view target, std::string_view gw);
+// A port record's key back into its target and gateway; false when it is not one.
+bool port_key_split(std::string_view key, std::string *target, std::string *gw);
+std::string port_record_encode(const PortRecord &r);
+bool port_record_decode(std::string_view s, PortRecord *out);
+
+// A name a record may carry (a gateway's or a group's): 1 to 64 of [A-Za-z0-9._-]. Inline:
+// the daemon's configuration checks names without linking RADOS.
+inline bool ha_name_valid(std::string_view s)
+{
+	if (s.empty() || s.size() > 64)
+		return false;
+	for (char c : s)
+		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+		      c == '.' || c == '_' || c == '-'))
+			return false;
+	return true;
+}
 
 } // namespace ulp::ha

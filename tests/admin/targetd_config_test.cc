@@ -1084,5 +1084,98 @@ TEST(TargetdConfig, RedirectFromTheFileAndThroughSave)
 	}
 }
 
+
+// [gateway] (gateway.h): from the file, through save and back; what gateway mode asks of
+// the rest of the configuration.
+constexpr const char *kGateway = R"(
+[gateway]
+name = "gw-1"
+pool = "ha"
+namespace = "ns"
+cluster = "prod"
+conf = "/etc/ceph/c.conf"
+client = "ulp-gw"
+keyring = "/etc/ceph/k"
+lease = 12
+hold_off = 40
+)";
+
+std::string gateway_file(const std::string &gw, const std::string &lun)
+{
+	return gw + one_lun_file(lun);
+}
+
+TEST(TargetdConfig, GatewayFromTheFileAndThroughSave)
+{
+	Scratch d;
+	ASSERT_FALSE(d.path.empty());
+	Config c;
+	std::string why;
+	Flags f;
+	f.config = d.write("gw.toml", gateway_file(kGateway, "lun = 0\nbackstore = \"rbd\"\n"
+	                                                     "pool = \"rbd\"\nimage = \"i\"\n"
+	                                                     "group = \"g.1\"\n"));
+	ASSERT_TRUE(build_config(f, &c, &why)) << why;
+	const GatewayCfg &g = c.gateway;
+	EXPECT_TRUE(g.enabled());
+	EXPECT_EQ(g.name, "gw-1");
+	EXPECT_EQ(g.pool, "ha");
+	EXPECT_EQ(g.nspace, "ns");
+	EXPECT_EQ(g.cluster, "prod");
+	EXPECT_EQ(g.conf, "/etc/ceph/c.conf");
+	EXPECT_EQ(g.client, "ulp-gw");
+	EXPECT_EQ(g.keyring, "/etc/ceph/k");
+	EXPECT_EQ(g.lease_s, 12u);
+	EXPECT_EQ(g.hold_off_s, 40u);
+	const std::string text = to_toml(c);
+	Config back;
+	ASSERT_TRUE(load_config_file(d.write("saved.toml", text), &back, &why)) << why << text;
+	EXPECT_EQ(back.gateway, g);
+	back.portals = c.portals;
+	EXPECT_EQ(to_toml(back), text);
+	// No [gateway]: not a gateway, and save writes none.
+	Config plain;
+	ASSERT_TRUE(from_flags({"0:ram:size=1M"}, &plain, &why)) << why;
+	EXPECT_FALSE(plain.gateway.enabled());
+	EXPECT_EQ(to_toml(plain).find("[gateway]"), std::string::npos);
+}
+
+TEST(TargetdConfig, GatewayMistakesNameTheirPlace)
+{
+	Scratch d;
+	ASSERT_FALSE(d.path.empty());
+	const std::string rbd = "lun = 0\nbackstore = \"rbd\"\npool = \"rbd\"\nimage = \"i\"\n";
+	struct Case {
+		std::string gw, lun, says;
+	};
+	const Case cases[] = {
+	    {"[gateway]\npool = \"rbd\"\n", rbd, "gateway.name: 1 to 64"},
+	    {"[gateway]\nname = \"gw 1\"\npool = \"rbd\"\n", rbd, "gateway.name: 1 to 64"},
+	    {"[gateway]\nname = \"gw1\"\n", rbd, "gateway.pool: required"},
+	    {"[gateway]\nname = \"gw1\"\npool = \"rbd\"\ncluster = \"a/b\"\n", rbd,
+	     "gateway.cluster"},
+	    {"[gateway]\nname = \"gw1\"\npool = \"rbd\"\nlease = 2\n", rbd,
+	     "gateway.lease: must be 3..600"},
+	    {"[gateway]\nname = \"gw1\"\npool = \"rbd\"\nleese = 10\n", rbd,
+	     "gateway.leese: unknown key"},
+	    {"gateway = 1\n", rbd, "gateway: must be a table"},
+	    {"[gateway]\nname = \"gw1\"\npool = \"rbd\"\n",
+	     "lun = 0\nbackstore = \"ram\"\nsize = 1048576\n",
+	     "every LUN of a gateway is an rbd image"},
+	    {"[gateway]\nname = \"gw1\"\npool = \"rbd\"\n", rbd + "group = \"g/1\"\n",
+	     "group \"g/1\""},
+	    {"[gateway]\nname = \"gw1\"\npool = \"rbd\"\n",
+	     rbd + "[target.alua]\ntpgs = \"implicit\"\n", "[target.alua] with [gateway]"},
+	};
+	for (const Case &k : cases) {
+		Flags f;
+		f.config = d.write("bad.toml", gateway_file(k.gw, k.lun));
+		Config c;
+		std::string why;
+		EXPECT_FALSE(build_config(f, &c, &why)) << k.gw << k.lun;
+		EXPECT_NE(why.find(k.says), std::string::npos) << why;
+	}
+}
+
 } // namespace
 } // namespace targetd

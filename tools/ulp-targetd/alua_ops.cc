@@ -147,8 +147,9 @@ json Daemon::alua_show(const std::string &target)
 		(void)need_target(target);
 	json out = json::array();
 	for (const auto &t : targets_) {
-		if ((!target.empty() && t->cfg.name != target) ||
-		    t->cfg.alua.tpgs == scsi::TPGS_NONE)
+		// A gateway's targets have ALUA from the cluster, not from [target.alua].
+		const uint8_t tpgs = gateway_ ? scsi::TPGS_IMPLICIT : t->cfg.alua.tpgs;
+		if ((!target.empty() && t->cfg.name != target) || tpgs == scsi::TPGS_NONE)
 			continue;
 		json luns = json::array();
 		for (const auto &[n, lu] : t->lus) {
@@ -165,7 +166,7 @@ json Daemon::alua_show(const std::string &target)
 			                {"groups", groups}});
 		}
 		out.push_back({{"target", t->cfg.name},
-		               {"tpgs", kTpgsWords[t->cfg.alua.tpgs & 3]},
+		               {"tpgs", kTpgsWords[tpgs & 3]},
 		               {"luns", luns}});
 	}
 	return out;
@@ -176,6 +177,10 @@ void Daemon::alua_set(const std::string &target, uint16_t group, const std::stri
 {
 	std::lock_guard g(lock_);
 	TargetRt &t = need_target(target);
+	if (gateway_)
+		fail(-EPERM, "this daemon is gateway " + gateway_->config().name +
+		                 ": its ALUA states follow the cluster's owners (ulpctl gateway "
+		                 "drain moves a gateway's groups)");
 	scsi::AluaState s;
 	if (!parse_alua_state(state, &s))
 		fail(-EINVAL, "state must be active-optimized, active-non-optimized, standby, "
@@ -217,6 +222,30 @@ void Daemon::alua_set(const std::string &target, uint16_t group, const std::stri
 			c.alua = t.cfg.alua;
 	ULP_LOG(Info, Tool, "admin ({}): target {} ALUA group {} now {}", who.empty() ? "?" : who,
 	        target, group, state);
+}
+
+// ---- Gateway (gateway.h) ------------------------------------------------------------------
+
+json Daemon::gateway_show()
+{
+	if (!gateway_)
+		fail(-ENOENT, "this daemon is not a gateway (no [gateway] in its configuration)");
+	return gateway_->show();
+}
+
+json Daemon::gateway_drain(std::chrono::seconds hold_off, const std::string &who)
+{
+	if (!gateway_)
+		fail(-ENOENT, "this daemon is not a gateway (no [gateway] in its configuration)");
+	// Not under lock_: a drain waits for RADOS and the images' locks (bounded by the
+	// client's timeouts); the gateway orders it against its own ticks.
+	ULP_LOG(Info, Tool, "admin ({}): gateway {}: drain", who.empty() ? "?" : who,
+	        gateway_->config().name);
+	const std::vector<std::string> groups = gateway_->drain(hold_off);
+	json out = json::array();
+	for (const std::string &g : groups)
+		out.push_back(g);
+	return {{"drained", out}, {"gateway", gateway_->show()}};
 }
 
 } // namespace targetd

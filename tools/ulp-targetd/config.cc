@@ -5,6 +5,7 @@
 
 #include "admin/rpc.h"
 #include "admin/server.h"
+#include "ha/records.h"
 
 #include <toml++/toml.h>
 
@@ -961,8 +962,36 @@ bool load_file(const std::string &path, Config *c, std::string *why)
 	if (!r.known(t, "",
 	             {"workers", "worker_cpus", "state_dir", "portals", "iser_portals",
 	              "srp_portals", "rdma_device", "iser", "srp", "iscsi", "target",
-	              "admin_socket", "admin_group", "admin_tcp", "metrics_http"}))
+	              "admin_socket", "admin_group", "admin_tcp", "metrics_http", "gateway"}))
 		return false;
+	if (const toml::node *n = t.get("gateway")) {
+		const toml::table *gt = n->as_table();
+		if (!gt)
+			return r.fail(*n, "gateway: must be a table");
+		const std::string ctx = "gateway.";
+		GatewayCfg &g = c->gateway;
+		if (!r.known(*gt, ctx,
+		             {"name", "pool", "namespace", "cluster", "conf", "client", "keyring",
+		              "lease", "hold_off"}) ||
+		    !r.str(*gt, "name", ctx, &g.name) || !r.str(*gt, "pool", ctx, &g.pool) ||
+		    !r.str(*gt, "namespace", ctx, &g.nspace) ||
+		    !r.str(*gt, "cluster", ctx, &g.cluster) || !r.str(*gt, "conf", ctx, &g.conf) ||
+		    !r.str(*gt, "client", ctx, &g.client) ||
+		    !r.str(*gt, "keyring", ctx, &g.keyring) ||
+		    !r.integer(*gt, "lease", ctx, &g.lease_s, 3, 600) ||
+		    !r.integer(*gt, "hold_off", ctx, &g.hold_off_s, 0, 3600))
+			return false;
+		// A name and a cluster a record and an object name can carry; the pool named.
+		if (!ulp::ha::ha_name_valid(g.name))
+			return r.fail(
+			    *n, "gateway.name: 1 to 64 of A-Z a-z 0-9 . _ - required, not \"" +
+			            g.name + "\"");
+		if (!ulp::ha::ha_name_valid(g.cluster))
+			return r.fail(*n, "gateway.cluster: 1 to 64 of A-Z a-z 0-9 . _ -, not \"" +
+			                      g.cluster + "\"");
+		if (g.pool.empty())
+			return r.fail(*n, "gateway.pool: required (where the cluster map lives)");
+	}
 	if (!r.integer(t, "workers", "", &c->workers, 1, 64) ||
 	    !r.str(t, "worker_cpus", "", &c->worker_cpus) ||
 	    !r.portals(t, "portals", &c->portals, 3260) ||
@@ -1624,6 +1653,37 @@ scsi::NodeAcl node_acl(const std::string &initiator, const AclCfg *a)
 	return n;
 }
 
+bool check_gateway(const Config &c, std::string *why)
+{
+	for (const TargetCfg &t : c.targets) {
+		if (t.alua.tpgs != ulp::scsi::TPGS_NONE) {
+			*why =
+			    "target " + t.name +
+			    ": [target.alua] with [gateway]: the cluster decides the states (each "
+			    "gateway's ports are a group of their own)";
+			return false;
+		}
+		for (const LunCfg &l : t.luns) {
+			const std::string where =
+			    "target " + t.name + " LUN " + std::to_string(l.lun);
+			if (l.bs.kind != "rbd") {
+				*why =
+				    where + ": backstore " + l.bs.kind +
+				    " with [gateway]: every LUN of a gateway is an rbd image the "
+				    "gateways share";
+				return false;
+			}
+			const std::string &g = l.bs.rbd.group.empty() ? "default" : l.bs.rbd.group;
+			if (!ulp::ha::ha_name_valid(g)) {
+				*why = where + ": group \"" + g +
+				       "\": a gateway's group name is 1 to 64 of A-Z a-z 0-9 . _ -";
+				return false;
+			}
+		}
+	}
+	return true;
+}
+
 bool load_config_file(const std::string &path, Config *c, std::string *why)
 {
 	// The defaults build_config starts from, then the file alone.
@@ -1812,6 +1872,8 @@ bool build_config(const Flags &f, Config *c, std::string *why)
 			return false;
 		}
 	}
+	if (c->gateway.enabled() && !check_gateway(*c, why))
+		return false;
 	// The file's LUNs and the flags' together: one identity per LU of the daemon.
 	LuIdentitySet ids;
 	for (const TargetCfg &t : c->targets)

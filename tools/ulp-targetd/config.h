@@ -48,6 +48,19 @@
 //   immediate_data = true               # grant SRP-2 immediate data when asked
 //   max_channels = 64                   # channels per I_T nexus
 //   buffer_pool = "256M"                # registered data buffers per device, as iser's
+//   [gateway]                           # one of several gateways on one Ceph cluster
+//   name = "gw1"                        # unique in the cluster; required (docs/ha.md)
+//   pool = "rbd"                        # where the cluster map and leases live; required
+//   namespace = ""                      # a RADOS namespace of that pool
+//   cluster = "default"                 # the map is object ulp.cluster.<cluster>
+//   conf = "", client = "", keyring = "" # the gateway's Ceph client for the map, as rbd
+//                                       # LUNs' keys; each group's lease goes through the
+//                                       # group's own client
+//   lease = 10                          # seconds (3..600) an owner may act unrenewed
+//   hold_off = 30                       # seconds a drained gateway leaves its groups
+//   Every LUN is then an rbd LUN (shared by the gateways), its group's owner reports
+//   active/optimized and the other gateways standby; no [target.alua] (the cluster
+//   decides); portal group rtpis must differ from every other gateway's.
 //   [iscsi]
 //   max_recv_data_segment_length = 262144
 //   max_burst_length = 1048576
@@ -333,6 +346,21 @@ struct TargetCfg {
 	                                 // from now on; else 0101h, for this login only
 };
 
+// [gateway]: this daemon as one of several gateways on one Ceph cluster (docs/ha.md).
+struct GatewayCfg {
+	std::string name;                // unique in the cluster (ha_name_valid); "": no gateway
+	std::string pool;                // the pool of the cluster map and the groups' leases
+	std::string nspace;              // its RADOS namespace ("": the default one)
+	std::string cluster = "default"; // the map's object is ulp.cluster.<cluster>
+	std::string conf;                // the map's client: ceph.conf ("": librados' search)
+	std::string client;              // its client id without "client." ("": admin)
+	std::string keyring;             // its keyring ("": what ceph.conf names)
+	uint32_t lease_s = 10;           // a group's lease, seconds (3..600)
+	uint32_t hold_off_s = 30;        // after a drain, seconds before acquiring again
+	bool enabled() const { return !name.empty(); }
+	bool operator==(const GatewayCfg &) const = default;
+};
+
 // The SRP target port (srpt::Target): its identifiers, access, and whose LUNs it serves.
 struct SrpCfg {
 	std::optional<uint64_t> id_ext;   // unset: the first SRP portal's device node GUID
@@ -380,7 +408,12 @@ struct Config {
 	std::string admin_group;         // a group admitted besides the daemon's uid and root
 	std::string admin_tcp;           // "[HOST:]PORT" of a TCP admin listener ("": none)
 	std::string metrics_http;        // "[HOST:]PORT" of the metrics endpoint ("": none)
+	GatewayCfg gateway;              // [gateway]; name "": a gateway of its own
 };
+
+// What gateway mode asks of the rest of the configuration: every LUN an rbd LUN in a group
+// whose name a record can carry, no [target.alua]. false with *why.
+bool check_gateway(const Config &c, std::string *why);
 
 // One target's settings and LUNs as a run-time change would set them: the checks
 // build_config makes of every target (name, LUN numbers and geometry, CHAP, ACLs). The

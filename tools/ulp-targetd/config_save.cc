@@ -143,6 +143,21 @@ std::string to_toml(const Config &c, const std::string &header)
 		t.insert("admin_tcp", c.admin_tcp);
 	if (!c.metrics_http.empty())
 		t.insert("metrics_http", c.metrics_http);
+	if (const GatewayCfg &g = c.gateway; g.enabled()) {
+		toml::table gw;
+		gw.insert("name", g.name);
+		gw.insert("pool", g.pool);
+		for (auto [k, v] : {std::pair{"namespace", &g.nspace},
+		                    {"conf", &g.conf},
+		                    {"client", &g.client},
+		                    {"keyring", &g.keyring}})
+			if (!v->empty())
+				gw.insert(k, *v);
+		gw.insert("cluster", g.cluster);
+		gw.insert("lease", int64_t(g.lease_s));
+		gw.insert("hold_off", int64_t(g.hold_off_s));
+		t.insert("gateway", std::move(gw));
+	}
 
 	toml::table iser;
 	iser.insert("recv_data_segment_length", int64_t(c.iser.recv_dsl));

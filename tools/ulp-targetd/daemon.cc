@@ -180,7 +180,17 @@ std::unique_ptr<scsi::LogicalUnit> Daemon::make_lu(const TargetCfg &t, const Lun
 {
 	int err = 0;
 	std::string w;
-	auto bs = scsi::make_backstore(l.bs, &err, &w);
+	scsi::BackstoreConfig bc = l.bs;
+	if (gateway_) {
+		// The gateways share the image: only rbd, and its exclusive lock moves only when
+		// this gateway's group owner takes or gives it (docs/ha.md).
+		if (bc.kind != "rbd")
+			fail(-EINVAL, "target " + t.name + " LUN " + std::to_string(l.lun) +
+			                  ": backstore " + bc.kind +
+			                  " on a gateway: every LUN of a gateway is an rbd image");
+		bc.rbd.managed_lock = true;
+	}
+	auto bs = scsi::make_backstore(bc, &err, &w);
 	if (!bs)
 		fail(err ? err : -EINVAL,
 		     "target " + t.name + " LUN " + std::to_string(l.lun) + ": " + w);
@@ -201,6 +211,21 @@ std::unique_ptr<scsi::LogicalUnit> Daemon::make_lu(const TargetCfg &t, const Lun
 	lc.serial = l.id.serial; // "": derived from the name
 	lc.naa = l.id.naa;       // 0: derived from the name
 	auto lu = std::make_unique<scsi::LogicalUnit>(lu_name(t.name, l.lun), std::move(bs), lc);
+	// A gateway's LU: its groups and states from the cluster map (gateway.h), standby here
+	// until this gateway owns its group; no state of its own to keep.
+	if (gateway_) {
+		scsi::RadosConfig rc;
+		rc.conf = bc.rbd.conf;
+		rc.client = bc.rbd.client;
+		rc.keyring = bc.rbd.keyring;
+		rc.group = bc.rbd.group;
+		rc.timeout_s = bc.rbd.timeout_s;
+		rc.managed_lock = true;
+		if (int r = gateway_->add_lu(t.name, lu.get(), rc, &w); r < 0)
+			fail(r, "target " + t.name + " LUN " + std::to_string(l.lun) +
+			            ": gateway: " + w);
+		return lu;
+	}
 	// The target's asymmetric access (SPC-4 5.15), before any initiator sees the LU.
 	// The states an administrator set last (alua_set) replace the configured ones.
 	if (t.alua.tpgs != scsi::TPGS_NONE) {
@@ -231,8 +256,14 @@ std::unique_ptr<TargetRt> Daemon::make_target(const TargetCfg &t)
 	rt->cfg = t;
 	rt->alua_file = t.alua;
 	// Every backstore opened before anything is published.
-	for (const LunCfg &l : t.luns)
-		rt->lus[l.lun] = make_lu(t, l);
+	try {
+		for (const LunCfg &l : t.luns)
+			rt->lus[l.lun] = make_lu(t, l);
+	} catch (...) {
+		for (auto &[n, lu] : rt->lus)
+			forget_lu(lu.get());
+		throw;
+	}
 	// One target port per portal group, each with the rtpi its configuration gives it
 	// (config.h, srp_rtpi): stable whatever order targets are made in.
 	const auto &pgs = t.portal_groups;
@@ -473,9 +504,35 @@ void Daemon::refresh_portal_addresses()
 			iscsi_->replace_node(node_of(*t));
 }
 
+void Daemon::forget_lu(const scsi::LogicalUnit *lu)
+{
+	if (gateway_)
+		gateway_->remove_lu(lu);
+}
+
+Gateway::Ports Daemon::gateway_ports() const
+{
+	Gateway::Ports ports;
+	for (const TargetCfg &t : cfg_.targets) {
+		std::vector<uint16_t> &v = ports[t.name];
+		if (t.portal_groups.empty())
+			v.push_back(1);
+		for (const PortalGroupCfg &g : t.portal_groups)
+			v.push_back(g.port_id());
+		const bool srp = !cfg_.srp_portals.empty() &&
+		                 (cfg_.srp.target.empty() ? &t == &cfg_.targets.front()
+		                                          : t.name == cfg_.srp.target);
+		if (srp)
+			v.push_back(srp_rtpi(cfg_.srp, t));
+	}
+	return ports;
+}
+
 void Daemon::drop_lu(std::unique_ptr<scsi::LogicalUnit> lu, const std::vector<scsi::Tpg *> &tpgs,
                      std::chrono::milliseconds grace, std::chrono::milliseconds timeout, json *out)
 {
+	// Its ports stop reporting states for it first (the gateway forgets it).
+	forget_lu(lu.get());
 	const int rc = scsi::lu_quiesce(*lu, tpgs, grace, timeout);
 	if (rc == 0) {
 		flush_lu(*lu);
@@ -501,6 +558,13 @@ int Daemon::start(std::string *why)
 		        "state directory {} cannot be used ({}): persistent reservations will not "
 		        "survive a restart, APTPL 1 is refused",
 		        cfg_.state_dir, sw);
+	// A gateway joins the cluster map before its LUs are made: they take their ALUA
+	// states from it. A cluster that does not answer may come back: exit status 1.
+	if (cfg_.gateway.enabled()) {
+		gateway_ = Gateway::open(cfg_.gateway, gateway_ports(), why);
+		if (!gateway_)
+			return 1;
+	}
 	try {
 		for (const TargetCfg &t : cfg_.targets)
 			targets_.push_back(make_target(t));
@@ -568,6 +632,13 @@ int Daemon::start(std::string *why)
 				return 1;
 			}
 	started_ = true;
+	// The gateway's owners tick from now on. A fenced group ends the daemon as a signal
+	// would (run() then returns kFencedExit): a new client is what a fenced one needs.
+	if (gateway_)
+		gateway_->start([this] {
+			fenced_ = true;
+			::kill(::getpid(), SIGTERM);
+		});
 	refresh_portal_addresses();
 	for (const PortalRt &p : portals_) {
 		Portal b = p.cfg;
@@ -664,7 +735,7 @@ void Daemon::rescan_all()
 		}
 }
 
-void Daemon::run()
+int Daemon::run()
 {
 	const sigset_t set = daemon_signals();
 	int sig = 0;
@@ -706,7 +777,8 @@ void Daemon::run()
 		}
 		sd_notify("READY=1");
 	}
-	log_line(std::string("signal ") + strsignal(sig) + ": shutting down");
+	log_line(std::string("signal ") + strsignal(sig) + ": shutting down" +
+	         (fenced_ ? " (the gateway was fenced)" : ""));
 	sd_notify("STOPPING=1");
 	// No more administration while we go; then stop accepting; ask sessions to log out,
 	// drop the rest; bounded. The admin thread is joined before admin_ changes: a method
@@ -747,7 +819,13 @@ void Daemon::run()
 	for (auto &t : targets_)
 		for (auto &[n, lu] : t->lus)
 			flush_lu(*lu);
+	// No session is left: a planned stop hands the groups owned here to another gateway
+	// (their image locks released, the owner record marked released: the successor fences
+	// nobody and need not wait for the lease to run out).
+	if (gateway_)
+		gateway_->stop(!fenced_);
 	log_line("stopped");
+	return fenced_ ? kFencedExit : 0;
 }
 
 } // namespace targetd

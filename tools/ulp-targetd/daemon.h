@@ -31,7 +31,9 @@
 #include "srp/target/portal.h"
 #include "srp/target/target.h"
 #include "tools/ulp-targetd/config.h"
+#include "tools/ulp-targetd/gateway.h"
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <map>
@@ -82,8 +84,8 @@ public:
 	// storage is missing or does not match its configuration, else 1.
 	int start(std::string *why);
 	// Until SIGINT or SIGTERM; SIGHUP: reload() and rescan_all(); SIGUSR1: log::reopen().
-	// Then shutdown().
-	void run();
+	// Then shutdown(). The exit status: 0, or kFencedExit when the gateway was fenced.
+	int run();
 	double start_time_seconds() const // since the Unix epoch; any thread
 	{
 		return std::chrono::duration<double>(start_time_.time_since_epoch()).count();
@@ -128,6 +130,10 @@ public:
 	json alua_show(const std::string &target);
 	void alua_set(const std::string &target, uint16_t group, const std::string &state,
 	              const std::string &who);
+	// [gateway] (gateway.h): this gateway, its groups and the others; a planned move of
+	// the groups it owns to another gateway (hold_off 0: the configured one).
+	json gateway_show();
+	json gateway_drain(std::chrono::seconds hold_off, const std::string &who);
 	json session_logout(const std::string &id, std::chrono::milliseconds grace,
 	                    const std::string &who);
 	void session_drop(const std::string &id, const std::string &who);
@@ -166,6 +172,12 @@ private:
 	                  std::chrono::milliseconds timeout,
 	                  const std::function<void(const std::string &)> &note);
 	json io_stats(); // stats()'s "io": per target, LUN, session, connection
+	// Gateway mode: each target's rtpis (its portal groups', and the SRP port's when SRP
+	// exports it), what the gateway records in the cluster map.
+	Gateway::Ports gateway_ports() const;
+	// A LU made by make_lu that will not be published after all: forgotten by the gateway
+	// before it is freed.
+	void forget_lu(const ulp::scsi::LogicalUnit *lu);
 	std::string srp_exports_line();
 	// ALUA states in the state directory (alua_ops.cc): read into a LU's configuration
 	// before it is applied; written by the LU itself on every change (SET TARGET PORT
@@ -207,6 +219,10 @@ private:
 	// late completion touch freed memory), logged.
 	std::vector<std::unique_ptr<ulp::scsi::LogicalUnit>> zombie_lus_;
 	std::vector<std::unique_ptr<ulp::scsi::Tpg>> zombie_tpgs_;
+	// [gateway]: the cluster map, the groups' owners (null: not a gateway). After
+	// targets_, so destroyed first: its threads end before the LUs they touch go.
+	std::unique_ptr<Gateway> gateway_;
+	std::atomic<bool> fenced_{false}; // the gateway was fenced: run() returns kFencedExit
 	admin::Methods methods_;
 	std::unique_ptr<admin::Server> admin_;
 	bool started_ = false;

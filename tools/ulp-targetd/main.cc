@@ -116,6 +116,5 @@ int main(int argc, char **argv)
 		std::fprintf(stderr, "ulp-targetd: %s\n", why.c_str());
 		return rc;
 	}
-	d.run();
-	return 0;
+	return d.run();
 }

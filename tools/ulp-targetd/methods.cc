@@ -462,6 +462,22 @@ void add_methods(Daemon &d, admin::Methods &m)
 		       return true;
 	       }});
 
+	// ---- Gateway ------------------------------------------------------------------------
+	m.add({"gateway_show",
+	       "this gateway of the Ceph cluster: its target port group, its groups of LUs "
+	       "(owner state, ports' ALUA state, owner, lease left) and the other gateways",
+	       {},
+	       [&d](const json &, const Caller &) { return d.gateway_show(); }});
+	m.add({"gateway_drain",
+	       "a planned move: every group this gateway owns goes to another gateway (its "
+	       "ports transitioning, image locks released, lease let go; nobody fenced)",
+	       {{"hold_off", ParamType::Uint, false, 0, 3600,
+	         "seconds before this gateway acquires again; default: gateway.hold_off"}},
+	       [&d](const json &p, const Caller &c) {
+		       return d.gateway_drain(
+		           std::chrono::seconds(admin::param_uint(p, "hold_off", 0)), c.who);
+	       }});
+
 	// ---- Sessions -----------------------------------------------------------------------
 	m.add({"session_list",
 	       "sessions with their initiator, transport, portal, channels, negotiated "

@@ -354,6 +354,8 @@ json Daemon::stats()
 	                {"start_time_seconds", start_time_seconds()}};
 	out["io"] = io_stats();
 	out["alua"] = alua_show(""); // each ALUA target's groups per LUN (alua_ops.cc)
+	if (gateway_)
+		out["gateway"] = gateway_->show();
 	json bounds = json::array();
 	for (size_t i = 0; i < scsi::kLatBuckets; i++)
 		bounds.push_back(uint64_t(1) << i);
@@ -471,11 +473,22 @@ void Daemon::target_create(const TargetCfg &t, const std::string &who)
 		fail(-EINVAL, why);
 	if (find_target(t.name))
 		fail(-EEXIST, "target " + t.name + " exists");
+	if (gateway_) {
+		Config one;
+		one.targets = {t};
+		if (!check_gateway(one, &why))
+			fail(-EINVAL, why);
+	}
 	std::unique_ptr<TargetRt> rt = make_target(t); // backstores opened: may throw
-	if (int rc = iscsi_->add_node(node_of(*rt)); rc != 0)
+	if (int rc = iscsi_->add_node(node_of(*rt)); rc != 0) {
+		for (auto &[n, lu] : rt->lus)
+			forget_lu(lu.get());
 		fail(rc, "target " + t.name + ": " + std::strerror(-rc));
+	}
 	targets_.push_back(std::move(rt));
 	cfg_.targets.push_back(t);
+	if (gateway_)
+		gateway_->set_ports(gateway_ports());
 	log_change(who,
 	           "target " + t.name + " created (" + std::to_string(t.luns.size()) + " LUNs, " +
 	               (t.acls.empty() ? "open" : std::to_string(t.acls.size()) + " ACLs") + ")");
@@ -499,6 +512,10 @@ json Daemon::target_delete(const std::string &name, std::chrono::milliseconds gr
 	std::unique_ptr<TargetRt> rt = std::move(*it);
 	targets_.erase(it);
 	std::erase_if(cfg_.targets, [&](const TargetCfg &c) { return c.name == name; });
+	for (auto &[n, lu] : rt->lus)
+		forget_lu(lu.get());
+	if (gateway_)
+		gateway_->set_ports(gateway_ports());
 	json out = {{"sessions", sessions}, {"sessions_closed", rc == 0}};
 	if (rc == 0) {
 		// No nexus is left on its Tpg: nothing can reach its LUs.
@@ -537,8 +554,10 @@ void Daemon::lun_create(const std::string &target, const LunCfg &l, const std::s
 	// Published on every port group that exports the target; each raises REPORTED LUNS
 	// DATA HAS CHANGED for the nexuses it has (scsi/tpg.h).
 	for (scsi::Tpg *tpg : tpgs_of(t))
-		if (int rc = tpg->add_lun(l.lun, *lu); rc != 0)
+		if (int rc = tpg->add_lun(l.lun, *lu); rc != 0) {
+			forget_lu(lu.get());
 			fail(rc, "add LUN " + std::to_string(l.lun) + ": " + std::strerror(-rc));
+		}
 	log_change(who, "target " + target + " LUN " + std::to_string(l.lun) + " created (" +
 	                    l.bs.kind + (lun_storage(l).empty() ? "" : " " + lun_storage(l)) +
 	                    ", " + std::to_string(lu->bs().size()) + " bytes)");

@@ -151,6 +151,7 @@ json Daemon::reload_locked(const std::string &who)
 	         next.iser.send_ring != cfg_.iser.send_ring,
 	     "[iser]");
 	keep(next.rdma_device != cfg_.rdma_device, "rdma_device");
+	keep(next.gateway != cfg_.gateway, "[gateway]");
 	// The SRP port is made at start with its rtpi; portal groups and [target.alua] are
 	// applied below (reload_groups.cc).
 	keep(next.srp.rtpi != cfg_.srp.rtpi, "srp.rtpi");
@@ -419,6 +420,10 @@ json Daemon::reload_locked(const std::string &who)
 	     apply_acl_maps(srp_tpg_.get(), cfg_.srp.acls, cfg_.srp.acl_cfg, next.srp.acl_cfg))
 		note("SRP ACL " + a + ": LUN map changed");
 	cfg_.srp.acl_cfg = next.srp.acl_cfg;
+	// A gateway records its ports as they are now; its LUs' states follow the cluster
+	// again at its next tick (whatever groups_apply configured).
+	if (gateway_)
+		gateway_->set_ports(gateway_ports());
 	if (changes.empty())
 		note("no change");
 	return changes;

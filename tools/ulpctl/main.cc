@@ -768,6 +768,26 @@ int main(int argc, char **argv)
 		set("state", al_state);
 	});
 
+	// ---- gateway
+	// -----------------------------------------------------------------------------
+	auto *gw = app.add_subcommand("gateway", "this daemon as one of several gateways on one "
+	                                         "Ceph cluster")
+	               ->require_subcommand(1);
+	gw->add_subcommand("show", "its target port group, its groups of LUs (owner state, "
+	                           "ports' state, owner, lease left) and the other gateways")
+	    ->callback([&] { method = "gateway_show"; });
+	uint64_t gw_hold = 0;
+	auto *gwd = gw->add_subcommand("drain", "move every group it owns to another gateway "
+	                                        "(planned: nobody is fenced)");
+	gwd->add_option("--hold-off", gw_hold,
+	                "seconds before it acquires again (default: gateway.hold_off)")
+	    ->check(CLI::Range(0, 3600));
+	gwd->callback([&] {
+		method = "gateway_drain";
+		if (gw_hold)
+			set("hold_off", gw_hold);
+	});
+
 	// ---- portal
 	// ------------------------------------------------------------------------------
 	auto *portal = app.add_subcommand("portal", "listening portals")->require_subcommand(1);
