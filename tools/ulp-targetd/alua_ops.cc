@@ -148,7 +148,7 @@ json Daemon::alua_show(const std::string &target)
 	json out = json::array();
 	for (const auto &t : targets_) {
 		// A gateway's targets have ALUA from the cluster, not from [target.alua].
-		const uint8_t tpgs = gateway_ ? scsi::TPGS_IMPLICIT : t->cfg.alua.tpgs;
+		const uint8_t tpgs = gateway_ ? uint8_t(scsi::TPGS_IMPLICIT) : t->cfg.alua.tpgs;
 		if ((!target.empty() && t->cfg.name != target) || tpgs == scsi::TPGS_NONE)
 			continue;
 		json luns = json::array();
