@@ -92,7 +92,11 @@ struct BsIo {
 	// -EOPNOTSUPP: Unmap on a backstore that cannot deallocate; -ETIMEDOUT: the storage did
 	// not answer in time - rbd: an OSD operation ran past rados_osd_op_timeout - and the
 	// request may or may not have taken effect: the core answers BUSY, for the initiator to
-	// retry, where -EIO would be a MEDIUM ERROR it does not retry).
+	// retry, where -EIO would be a MEDIUM ERROR it does not retry; -ESHUTDOWN: this
+	// backstore was fenced off its storage - rbd: its client blocklisted, another gateway
+	// owns the image - and the request did not take effect: the core answers NOT READY,
+	// TARGET PORT IN UNAVAILABLE STATE, which a multipath initiator retries through
+	// another target port).
 	void (*done)(BsIo *io, int err) = nullptr;
 	void *priv = nullptr;    // the submitter's context (done() recovers its command from it)
 	BsIo *bs_next = nullptr; // backstore-private until done(): its wait-FIFO link (no alloc)

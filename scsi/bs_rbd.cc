@@ -28,8 +28,10 @@
 //     so that an OSD that does not answer fails the request (-ETIMEDOUT, which the core
 //     answers BUSY for the initiator to retry) instead of hanging the LU's commands
 //     forever; only the commands of this LU that met the OSD fail, nothing is torn down.
-//   - Fenced (blocklisted, -EBLOCKLISTED which is -ESHUTDOWN): a medium error, from then on
-//     for every request (bs_rbd_queue.cc), never GOOD.
+//   - Fenced (blocklisted, -EBLOCKLISTED which is -ESHUTDOWN): -ESHUTDOWN from then on for
+//     every request (bs_rbd_queue.cc), never GOOD; the core answers NOT READY, TARGET PORT
+//     IN UNAVAILABLE STATE, which a multipath initiator retries through another gateway
+//     (a MEDIUM ERROR would reach its application: the write did not land, and may).
 //
 // Threading: scsi/bs_rbd_queue.h. librbd's callback thread only hands each completion to
 // the thread that submitted it - its event loop, or the backstore's completion thread for a
@@ -179,7 +181,7 @@ public:
 			return;
 		}
 		if (dev_->fenced.load(std::memory_order_relaxed)) {
-			io->done(io, -EIO); // blocklisted: said once, when it was found
+			io->done(io, -ESHUTDOWN); // blocklisted: said once, when it was found
 			return;
 		}
 		if (dev_->stopping.load(std::memory_order_relaxed)) {
@@ -202,7 +204,7 @@ public:
 		if (offset >= sz)
 			return -ERANGE;
 		if (dev_->fenced.load(std::memory_order_relaxed))
-			return -EIO;
+			return -ESHUTDOWN;
 		dev_->alloc.extent(offset, sz, out);
 		return 0;
 	}

@@ -42,8 +42,9 @@ void rbd_cb(rbd_completion_t c, void *arg)
 
 // librbd's errors as the contract's (backstore.h): -ERANGE, -EROFS, -ENOSPC, -EINVAL as
 // they are; -ETIMEDOUT (an OSD operation past rados_osd_op_timeout) as it is, which the
-// core answers BUSY; the rest is a medium error for the initiator. Failures are logged (rate
-// limited) with what they were.
+// core answers BUSY; -ESHUTDOWN (this client blocklisted) as it is, which the core
+// answers NOT READY, port unavailable; the rest is a medium error for the initiator. Failures are
+// logged (rate limited) with what they were.
 int map_error(RbdDev &d, const BsIo *io, int ret)
 {
 	if (ret == 0 || ret == -ERANGE || ret == -EROFS || ret == -ENOSPC || ret == -EINVAL ||
@@ -60,14 +61,16 @@ int map_error(RbdDev &d, const BsIo *io, int ret)
 		// another gateway may own the image. Said once, then every request fails at
 		// submit() without reaching librbd.
 		if (!d.fenced.exchange(true))
-			ULP_LOG(Error, Scsi,
-			        "{}{} is blocklisted by the cluster (fenced): this LU fails every "
-			        "command with MEDIUM ERROR from now on ({} at {} was the first)",
-			        d.who, d.client, bs_op_str(io->op), io->offset);
-	} else {
-		ULP_LOG_RATELIMITED(Error, Scsi, "{}{} of {} bytes at {}: {}", d.who,
-		                    bs_op_str(io->op), io->length, io->offset, std::strerror(-ret));
+			ULP_LOG(
+			    Error, Scsi,
+			    "{}{} is blocklisted by the cluster (fenced): this LU fails every "
+			    "command with NOT READY (port unavailable) from now on ({} at {} was "
+			    "the first)",
+			    d.who, d.client, bs_op_str(io->op), io->offset);
+		return ret;
 	}
+	ULP_LOG_RATELIMITED(Error, Scsi, "{}{} of {} bytes at {}: {}", d.who, bs_op_str(io->op),
+	                    io->length, io->offset, std::strerror(-ret));
 	return -EIO;
 }
 

@@ -606,6 +606,10 @@ Sense errno_sense(int err, bool write)
 		// Checked against the capacity at parse time, but the LU shrank since
 		// (LogicalUnit::set_capacity): as the same command arriving now would be told.
 		return Sense::LbaOutOfRange;
+	case -ESHUTDOWN:
+		// Fenced off the storage (Backstore's contract): this port can no longer reach the
+		// LU, SPC-4 5.15.2.6's unavailable state, which multipath retries elsewhere.
+		return Sense::AluaUnavailable;
 	case -ETIMEDOUT:
 		// The storage did not answer in time (an OSD down or stuck): BUSY, without sense
 		// (SAM-5 5.3.1), which initiators retry after a while; the medium is not known

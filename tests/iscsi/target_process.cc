@@ -216,6 +216,16 @@ int TargetdProcess::stop(std::chrono::milliseconds timeout)
 	return st;
 }
 
+int TargetdProcess::wait(std::chrono::milliseconds timeout)
+{
+	if (pid_ <= 0)
+		return -1;
+	const int st = wait_for(pid_, timeout);
+	if (st != -1)
+		pid_ = -1;
+	return st;
+}
+
 void TargetdProcess::kill()
 {
 	if (pid_ <= 0)

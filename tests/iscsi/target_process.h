@@ -43,6 +43,9 @@ public:
 	int stop(std::chrono::milliseconds timeout = 10s);
 	// SIGKILL and reap.
 	void kill();
+	// Wait up to timeout for it to end on its own (reaped then): its exit status (128 +
+	// the signal when killed), or -1 while it still runs.
+	int wait(std::chrono::milliseconds timeout);
 	// Everything it wrote to stderr so far.
 	std::string log() const;
 

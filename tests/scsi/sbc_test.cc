@@ -188,6 +188,22 @@ TEST(SbcReadWrite, StorageTimeoutIsBusyForThatLuOnly)
 	EXPECT_EQ(e.read(10, 1), pattern(kBs, 4)) << "the LU serves on";
 }
 
+// A backstore fenced off its storage (-ESHUTDOWN: an rbd client blocklisted when another
+// gateway took the image over) answers NOT READY, LOGICAL UNIT NOT ACCESSIBLE, TARGET PORT
+// IN UNAVAILABLE STATE (04h/0Ch), which multipath initiators retry through another port,
+// for reads, writes and SYNCHRONIZE CACHE; never a MEDIUM ERROR that reaches the
+// application for a write that did not land.
+TEST(SbcReadWrite, FencedStorageIsPortUnavailable)
+{
+	Env e(ram_bs(1 << 20), {}, false, true);
+	e.faulty->fail(BsOp::Read, 10 * kBs, 11 * kBs, -ESHUTDOWN);
+	EXPECT_TRUE(is_sense(e.in(cdb_rw(0x88, 8, 4), 4 * kBs), 0x040c, 0x2));
+	e.faulty->fail(BsOp::Write, 10 * kBs, 11 * kBs, -ESHUTDOWN);
+	EXPECT_TRUE(is_sense(e.out(cdb_rw(0x8a, 10, 1), pattern(kBs, 1)), 0x040c, 0x2));
+	e.faulty->fail(BsOp::Flush, 0, 0, -ESHUTDOWN);
+	EXPECT_TRUE(is_sense(e.run(cdb_rw(0x35, 0, 0)), 0x040c, 0x2)) << "SYNCHRONIZE CACHE";
+}
+
 // ===========================================================================================
 // READ CAPACITY, SYNCHRONIZE CACHE, PRE-FETCH
 // ===========================================================================================

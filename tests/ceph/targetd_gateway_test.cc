@@ -1,0 +1,305 @@
+// SPDX-License-Identifier: MIT
+// tests/ceph/targetd_gateway_test.cc - two ulp-targetd gateways ([gateway],
+// tools/ulp-targetd/gateway.h) on one real Ceph cluster serving one RBD image, with
+// ulp-initiator's multipath mode doing verified writes through both: the owner killed
+// (SIGKILL), frozen (SIGSTOP, then SIGCONT: it must find itself fenced and exit 3) and
+// drained (a planned move: nobody fenced); two initiators starting on different gateways
+// move the image's lock never; a gateway with another's rtpi refused. Leases of 3 s so that
+// a take-over takes seconds. The short profile: ulp-stress's gateways scenario has the
+// figures.
+#include "tests/admin/targetd_env.h"
+#include "tests/ceph/ceph_env.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <fstream>
+#include <thread>
+
+namespace
+{
+
+using namespace std::chrono_literals;
+using ulp::admin::json;
+namespace test = ulp::test;
+namespace test_env = ulp::iscsi::initiator::test_env;
+using ulp::ceph_test::g_cluster;
+using ulp::ceph_test::sh;
+
+constexpr char kIqn[] = "iqn.2026-11.org.ulp:gw";
+constexpr int kLease = 3; // seconds
+
+// One gateway: its configuration file, its daemon, its admin socket.
+struct Gateway {
+	Gateway(std::string n, uint16_t r) : name(std::move(n)), rtpi(r) {}
+	std::string name;
+	uint16_t rtpi = 0;
+	uint16_t port = 0; // its iSCSI portal
+	test::TempDir dir;
+	test::TargetdProcess p;
+	std::string sock;
+
+	::testing::AssertionResult start(const std::string &image, const std::string &group)
+	{
+		port = test::free_port();
+		sock = dir / "admin.sock";
+		const std::string conf = dir / "gw.toml";
+		std::ofstream f(conf);
+		f << "state_dir = \"" << (dir / "state") << "\"\n"
+		  << "portals = [\"127.0.0.1:" << port << "\"]\n"
+		  << "[gateway]\nname = \"" << name << "\"\npool = \"rbd\"\nconf = \""
+		  << g_cluster.conf << "\"\nlease = " << kLease << "\nhold_off = 5\n"
+		  << "[[target]]\nname = \"" << kIqn << "\"\n"
+		  << "  [[target.portal_group]]\n  tag = 1\n  rtpi = " << rtpi
+		  << "\n  portals = [\"127.0.0.1:" << port << "\"]\n"
+		  << "  [[target.lun]]\n  lun = 0\n  backstore = \"rbd\"\n  pool = \"rbd\"\n"
+		  << "  image = \"" << image << "\"\n  conf = \"" << g_cluster.conf
+		  << "\"\n  group = \"" << group << "\"\n";
+		f.close();
+		std::string why;
+		if (!p.start({"--config", conf, "--admin-socket", sock}, &why, 30s))
+			return ::testing::AssertionFailure() << why;
+		return ::testing::AssertionSuccess();
+	}
+	std::string addr() const { return "127.0.0.1:" + std::to_string(port); }
+	// Its one group, as `ulpctl gateway show` has it.
+	json group()
+	{
+		std::string out;
+		if (test_env::ulpctl(sock, {"--json", "gateway", "show"}, &out) != 0)
+			return json();
+		const json j = json::parse(out, nullptr, false);
+		if (j.is_discarded() || !j.contains("groups") || j["groups"].empty())
+			return json();
+		return j["groups"][0];
+	}
+	// Until its group is in state (bounded): whether it got there.
+	bool wait_state(const std::string &state, std::chrono::milliseconds limit)
+	{
+		const auto end = std::chrono::steady_clock::now() + limit;
+		while (std::chrono::steady_clock::now() < end) {
+			const json g = group();
+			if (g.is_object() && g["state"] == state)
+				return true;
+			std::this_thread::sleep_for(100ms);
+		}
+		return false;
+	}
+};
+
+// A fresh image for each test, so that verified data of one test is no other's.
+std::string make_image()
+{
+	static int n = 0;
+	const std::string name = "gw" + std::to_string(::getpid()) + "-" + std::to_string(n++);
+	int rc = 0;
+	const std::string out = sh("rbd create --size 64M rbd/" + name, &rc);
+	EXPECT_EQ(rc, 0) << out;
+	return name;
+}
+
+// ulp-initiator in multipath mode over paths (the first is tried first), --json.
+int run_initiator(const std::vector<std::string> &paths, std::vector<std::string> extra,
+                  std::string *out)
+{
+	std::vector<std::string> args = {"-p", paths[0]};
+	for (size_t i = 1; i < paths.size(); i++)
+		args.insert(args.end(), {"--path", paths[i]});
+	args.insert(args.end(), {"-t", kIqn, "--json", "--quiet", "--cmd-timeout", "8"});
+	args.insert(args.end(), extra.begin(), extra.end());
+	std::string err;
+	const int rc = test::run_program(ULP_INITIATOR_PATH, args, out, &err, 120s);
+	if (rc != 0)
+		*out += err;
+	return rc;
+}
+
+json last_json(const std::string &out)
+{
+	const size_t at = out.find("{\n");
+	return json::parse(at == std::string::npos ? "" : out.substr(at), nullptr, false);
+}
+
+// The run ended well: no error, every block verified.
+void expect_clean(const std::string &out)
+{
+	const json j = last_json(out);
+	ASSERT_FALSE(j.is_discarded()) << out;
+	EXPECT_EQ(j["ok"], true) << out;
+	EXPECT_EQ(j["errors"], 0) << out;
+	EXPECT_EQ(j["verify_errors"], 0) << out;
+	EXPECT_GT(j["verified_blocks"].get<uint64_t>(), 0u) << out;
+}
+
+// Two gateways on image, gw1 the owner (started first), gw2 standby.
+struct Pair {
+	Gateway g1{"gw1", 10}, g2{"gw2", 20};
+	std::string image;
+	::testing::AssertionResult start()
+	{
+		image = make_image();
+		const std::string group = "grp-" + image;
+		if (auto r = g1.start(image, group); !r)
+			return r;
+		if (!g1.wait_state("active", 15s))
+			return ::testing::AssertionFailure() << "gw1 never owned the group\n"
+			                                     << g1.p.log();
+		if (auto r = g2.start(image, group); !r)
+			return r;
+		if (!g2.wait_state("standby", 5s))
+			return ::testing::AssertionFailure() << "gw2 is not standby\n"
+			                                     << g2.p.log();
+		return ::testing::AssertionSuccess();
+	}
+};
+
+TEST(TargetdGateway, KillingTheOwnerMovesTheGroupWithNothingLost)
+{
+	Pair p;
+	ASSERT_TRUE(p.start());
+	const uint64_t epoch = p.g1.group()["epoch"].get<uint64_t>();
+	std::string out;
+	int rc = -1;
+	std::thread run([&] {
+		rc = run_initiator({p.g1.addr(), p.g2.addr()},
+		                   {"-w", "randwrite", "-r", "14", "-q", "8", "--range", "8m",
+		                    "--verify-only", "--seed", "11"},
+		                   &out);
+	});
+	std::this_thread::sleep_for(3s);
+	p.g1.p.kill();
+	EXPECT_TRUE(p.g2.wait_state("active", 15s)) << p.g2.p.log();
+	run.join();
+	ASSERT_EQ(rc, 0) << out;
+	expect_clean(out);
+	const json j = last_json(out);
+	EXPECT_GE(j["multipath"]["switches"].get<uint64_t>(), 1u) << out;
+	const json g = p.g2.group();
+	EXPECT_EQ(g["owner"], "gw2");
+	EXPECT_EQ(g["epoch"].get<uint64_t>(), epoch + 1);
+	// gw2 fenced gw1 before taking over: it never said gw1 released the group.
+	EXPECT_NE(p.g2.p.log().find("did not release it: fencing it"), std::string::npos)
+	    << p.g2.p.log();
+}
+
+TEST(TargetdGateway, AFrozenOwnerIsFencedAndEndsWhenItWakes)
+{
+	Pair p;
+	ASSERT_TRUE(p.start());
+	std::string out;
+	int rc = -1;
+	std::thread run([&] {
+		rc = run_initiator({p.g1.addr(), p.g2.addr()},
+		                   {"-w", "randwrite", "-r", "16", "-q", "8", "--range", "8m",
+		                    "--verify-only", "--seed", "12"},
+		                   &out);
+	});
+	std::this_thread::sleep_for(3s);
+	ASSERT_EQ(::kill(p.g1.p.pid(), SIGSTOP), 0);
+	EXPECT_TRUE(p.g2.wait_state("active", 20s)) << p.g2.p.log();
+	// Awake, gw1 finds its lease lost to a fencing: its ports unavailable, it ends with
+	// status 3 (its unit restarts it with a new client).
+	ASSERT_EQ(::kill(p.g1.p.pid(), SIGCONT), 0);
+	const int st = p.g1.p.wait(15s);
+	EXPECT_EQ(st, 3) << p.g1.p.log();
+	run.join();
+	ASSERT_EQ(rc, 0) << out;
+	expect_clean(out);
+	EXPECT_EQ(p.g2.group()["owner"], "gw2");
+}
+
+TEST(TargetdGateway, ADrainHandsTheGroupOverWithoutFencing)
+{
+	Pair p;
+	ASSERT_TRUE(p.start());
+	std::string out;
+	int rc = -1;
+	std::thread run([&] {
+		rc = run_initiator({p.g1.addr(), p.g2.addr()},
+		                   {"-w", "randwrite", "-r", "10", "-q", "8", "--range", "8m",
+		                    "--verify-only", "--seed", "13"},
+		                   &out);
+	});
+	std::this_thread::sleep_for(3s);
+	const std::string blocklist = sh("ceph osd blocklist ls 2>/dev/null | grep 127.0.0.1");
+	const json d = test_env::ulpctl_json(p.g1.sock, {"gateway", "drain"});
+	ASSERT_EQ(d["drained"], json::array({"grp-" + p.image})) << d.dump();
+	// Sooner than a lease: the successor need not wait for it to run out, nor fence.
+	EXPECT_TRUE(p.g2.wait_state("active", std::chrono::seconds(kLease))) << p.g2.p.log();
+	run.join();
+	ASSERT_EQ(rc, 0) << out;
+	expect_clean(out);
+	EXPECT_EQ(p.g2.p.log().find("did not release it"), std::string::npos) << p.g2.p.log();
+	const json g1 = p.g1.group();
+	EXPECT_EQ(g1["state"], "standby");
+	EXPECT_EQ(g1["owner"], "gw2");
+	EXPECT_TRUE(p.g1.p.running());
+	// Nobody more is blocklisted.
+	EXPECT_EQ(sh("ceph osd blocklist ls 2>/dev/null | grep 127.0.0.1"), blocklist);
+}
+
+// Initiators that start on different gateways both end up on the owner's port: the
+// image's exclusive lock never moves. I/O sent to the standby gateway alone is refused
+// (NOT READY, standby), and moves it neither.
+TEST(TargetdGateway, InitiatorsOnBothGatewaysMoveNoLock)
+{
+	Pair p;
+	ASSERT_TRUE(p.start());
+	const json before = p.g1.group();
+	const std::string lockers = sh("rbd lock ls rbd/" + p.image + " 2>/dev/null | grep client");
+	ASSERT_NE(lockers.find("auto "), std::string::npos) << lockers; // the exclusive lock
+	std::string out_a, out_b;
+	int rc_a = -1, rc_b = -1;
+	std::thread a([&] {
+		rc_a = run_initiator({p.g1.addr(), p.g2.addr()},
+		                     {"-w", "randwrite", "-r", "6", "-q", "4", "--range", "4m",
+		                      "--verify-only", "--seed", "21"},
+		                     &out_a);
+	});
+	std::thread b([&] {
+		rc_b = run_initiator({p.g2.addr(), p.g1.addr()},
+		                     {"-w", "randwrite", "-r", "6", "-q", "4", "--offset", "8m",
+		                      "--range", "4m", "--verify-only", "--seed", "22"},
+		                     &out_b);
+	});
+	a.join();
+	b.join();
+	ASSERT_EQ(rc_a, 0) << out_a;
+	ASSERT_EQ(rc_b, 0) << out_b;
+	expect_clean(out_a);
+	expect_clean(out_b);
+	// One path only, to the standby gateway: refused, the lock stays.
+	std::string out_c;
+	std::vector<std::string> args = {"-p",     p.g2.addr(), "-t",         kIqn,
+	                                 "-w",     "write",     "-s",         "64k",
+	                                 "--json", "--quiet",   "--no-verify"};
+	std::string err;
+	EXPECT_NE(test::run_program(ULP_INITIATOR_PATH, args, &out_c, &err, 60s), 0) << out_c;
+	const json after = p.g1.group();
+	EXPECT_EQ(after["owner"], "gw1");
+	EXPECT_EQ(after["epoch"], before["epoch"]);
+	EXPECT_EQ(after["state"], "active");
+	EXPECT_EQ(sh("rbd lock ls rbd/" + p.image + " 2>/dev/null | grep client"), lockers);
+}
+
+TEST(TargetdGateway, AnRtpiOfAnotherGatewayIsRefused)
+{
+	Pair p;
+	ASSERT_TRUE(p.start());
+	Gateway g3{"gw3", 10}; // gw1's rtpi
+	const ::testing::AssertionResult r = g3.start(p.image, "grp-" + p.image);
+	EXPECT_FALSE(r);
+	const std::string log = r.message();
+	EXPECT_NE(log.find("rtpi 10 of target " + std::string(kIqn) + " is gateway gw1's"),
+	          std::string::npos)
+	    << log;
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+	::testing::InitGoogleTest(&argc, argv);
+	::testing::AddGlobalTestEnvironment(new ulp::ceph_test::CephEnv);
+	return RUN_ALL_TESTS();
+}
