@@ -266,13 +266,28 @@ int Gateway::add_lu(const std::string &target, scsi::LogicalUnit *lu, const scsi
 		kick_ = true;
 		cv_.notify_all();
 	}
+	std::string w;
+	const bool owned = grp->state.load() == ha::OwnerState::Active;
+	if (owned) {
+		// A LU added to a group we own: its image's lock taken now (on_active took the
+		// others'), before its ports say active/optimized. The owner does not tick
+		// meanwhile (owner_mu_).
+		g.unlock();
+		if (int r = scsi::rbd_bs_lock(lu->bs(), true); r < 0) {
+			*why = "group " + gname + ": taking the image's lock: " + scsi::rados_strerror(r);
+			return r;
+		}
+		g.lock();
+	}
 	grp->lus.push_back(lu);
 	grp->target[lu] = target;
-	std::string w;
 	const scsi::AluaConfig ac = want(target, *grp);
 	if (lu->alua_.configure(ac, &w) != 0) {
 		grp->lus.pop_back();
 		grp->target.erase(lu);
+		g.unlock();
+		if (owned)
+			(void)scsi::rbd_bs_lock(lu->bs(), false);
 		*why = "alua: " + w;
 		return -EINVAL;
 	}
