@@ -544,6 +544,42 @@ std::string prometheus_text(const json &st, const PromOptions &o)
 				}
 			}
 		}
+	// A gateway of a Ceph cluster (ulp-targetd's [gateway]): per group of LUNs, whether
+	// this gateway owns and serves it, its lease left, and the owners so far (an increase
+	// is a move: a failover or a drain).
+	if (auto gw = st.find("gateway"); gw != st.end() && gw->is_object()) {
+		uint64_t v = 0;
+		if (num(*gw, "version", &v))
+			e.add("ulp_gateway_map_version", "gauge",
+			      "the cluster map's version as this gateway last read it", {},
+			      std::to_string(v));
+		auto gs = gw->find("groups");
+		if (gs != gw->end() && gs->is_array())
+			for (const json &g : *gs) {
+				if (!g.is_object())
+					continue;
+				const Labels gl = {{"gateway", text(*gw, "name")},
+				                   {"group", text(g, "group")}};
+				e.add("ulp_gateway_group_active", "gauge",
+				      "1 when this gateway owns the group and serves it (active)",
+				      gl, g.value("state", "") == "active" ? "1" : "0");
+				if (num(g, "lease_left_ms", &v)) {
+					char b[32];
+					std::snprintf(b, sizeof b, "%.3f", double(v) / 1000);
+					e.add("ulp_gateway_group_lease_left_seconds", "gauge",
+					      "how long this gateway may still act as the group's "
+					      "owner "
+					      "without renewing (0: it holds no lease)",
+					      gl, b);
+				}
+				if (num(g, "epoch", &v))
+					e.add("ulp_gateway_group_epoch", "gauge",
+					      "the group's owners so far, as the cluster map "
+					      "records them "
+					      "(one more at each move)",
+					      gl, std::to_string(v));
+			}
+	}
 	static const std::tuple<const char *, const char *, const char *> now[] = {
 	    {"targets", "ulp_targets", "targets configured"},
 	    {"luns", "ulp_luns", "LUNs configured, every target"},

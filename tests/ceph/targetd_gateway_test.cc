@@ -177,6 +177,16 @@ TEST(TargetdGateway, KillingTheOwnerMovesTheGroupWithNothingLost)
 	const json g = p.g2.group();
 	EXPECT_EQ(g["owner"], "gw2");
 	EXPECT_EQ(g["epoch"].get<uint64_t>(), epoch + 1);
+	// The metrics say so too.
+	std::string prom;
+	ASSERT_EQ(test_env::ulpctl(p.g2.sock, {"stats", "--prometheus"}, &prom), 0) << prom;
+	const std::string labels = "{gateway=\"gw2\",group=\"grp-" + p.image + "\"}";
+	EXPECT_NE(prom.find("ulp_gateway_group_active" + labels + " 1\n"), std::string::npos)
+	    << prom;
+	EXPECT_NE(
+	    prom.find("ulp_gateway_group_epoch" + labels + " " + std::to_string(epoch + 1) + "\n"),
+	    std::string::npos)
+	    << prom;
 	// gw2 fenced gw1 before taking over: it never said gw1 released the group.
 	EXPECT_NE(p.g2.p.log().find("did not release it: fencing it"), std::string::npos)
 	    << p.g2.p.log();
