@@ -4,6 +4,7 @@
 
 #include "ha/cluster_map.h"
 
+#include <initializer_list>
 #include <optional>
 
 namespace ulp::ha
@@ -19,6 +20,42 @@ bool value_ok(std::string_view v)
 	for (char c : v)
 		if (c < 0x21 || c > 0x7e || c == ';' || c == '=')
 			return false;
+	return true;
+}
+
+// A field of a record: its key, and where its value goes.
+struct Field {
+	std::string_view key;
+	std::optional<std::string_view> *value;
+};
+
+// Split record s into the fields named: false for a record over the bound, a field that is
+// not key=value with a valid value, an unknown or repeated key, or a trailing ';'. Fields
+// absent stay nullopt.
+bool split_fields(std::string_view s, std::initializer_list<Field> fields)
+{
+	if (s.size() > kMaxRecordBytes)
+		return false;
+	while (!s.empty()) {
+		const size_t semi = s.find(';');
+		const std::string_view field = s.substr(0, semi);
+		s = semi == std::string_view::npos ? std::string_view() : s.substr(semi + 1);
+		if (semi != std::string_view::npos && s.empty())
+			return false; // a trailing ';'
+		const size_t eq = field.find('=');
+		if (eq == std::string_view::npos)
+			return false;
+		const std::string_view k = field.substr(0, eq), v = field.substr(eq + 1);
+		if (!value_ok(v))
+			return false;
+		std::optional<std::string_view> *slot = nullptr;
+		for (const Field &f : fields)
+			if (f.key == k)
+				slot = f.value;
+		if (!slot || slot->has_value())
+			return false; // unknown or repeated
+		*slot = v;
+	}
 	return true;
 }
 
@@ -48,30 +85,9 @@ std::string owner_record_encode(const OwnerRecord &r)
 
 bool owner_record_decode(std::string_view s, OwnerRecord *out)
 {
-	if (s.size() > kMaxRecordBytes)
-		return false;
 	std::optional<std::string_view> gw, addr, state, epoch;
-	while (!s.empty()) {
-		const size_t semi = s.find(';');
-		const std::string_view field = s.substr(0, semi);
-		s = semi == std::string_view::npos ? std::string_view() : s.substr(semi + 1);
-		if (semi != std::string_view::npos && s.empty())
-			return false; // a trailing ';'
-		const size_t eq = field.find('=');
-		if (eq == std::string_view::npos)
-			return false;
-		const std::string_view k = field.substr(0, eq), v = field.substr(eq + 1);
-		if (!value_ok(v))
-			return false;
-		std::optional<std::string_view> *slot = k == "gw"      ? &gw
-		                                        : k == "addr"  ? &addr
-		                                        : k == "state" ? &state
-		                                        : k == "epoch" ? &epoch
-		                                                       : nullptr;
-		if (!slot || slot->has_value())
-			return false; // unknown or repeated
-		*slot = v;
-	}
+	if (!split_fields(s, {{"gw", &gw}, {"addr", &addr}, {"state", &state}, {"epoch", &epoch}}))
+		return false;
 	if (!gw || !addr || !state || !epoch || !ha_name_valid(*gw))
 		return false;
 	if (*state != "active" && *state != "released")
@@ -83,6 +99,51 @@ bool owner_record_decode(std::string_view s, OwnerRecord *out)
 	out->addr = std::string(*addr);
 	out->released = *state == "released";
 	out->epoch = e;
+	return true;
+}
+
+std::string pr_gateway_key(uint64_t gid)
+{
+	return "gw." + version_encode(gid);
+}
+
+bool pr_gateway_key_decode(std::string_view key, uint64_t *gid)
+{
+	return key.starts_with("gw.") && version_decode(key.data() + 3, key.size() - 3, gid);
+}
+
+std::string pr_gateway_record_encode(const PrGatewayRecord &r)
+{
+	std::string s = "gw=" + r.gw + ";addr=" + r.addr;
+	for (size_t i = 0; i < r.ports.size(); i++)
+		s += (i ? "," : ";ports=") + std::to_string(r.ports[i]);
+	return s;
+}
+
+bool pr_gateway_record_decode(std::string_view s, PrGatewayRecord *out)
+{
+	std::optional<std::string_view> gw, addr, ports;
+	if (!split_fields(s, {{"gw", &gw}, {"addr", &addr}, {"ports", &ports}}))
+		return false;
+	if (!gw || !addr || !ha_name_valid(*gw))
+		return false;
+	// Relative target port ids: 1..65535 (SPC-4 7.8.6.5: 0 is reserved), ascending.
+	std::vector<uint16_t> v;
+	for (std::string_view p = ports.value_or(""); !p.empty();) {
+		const size_t comma = p.find(',');
+		const std::string_view one = p.substr(0, comma);
+		p = comma == std::string_view::npos ? std::string_view() : p.substr(comma + 1);
+		if (comma != std::string_view::npos && p.empty())
+			return false; // a trailing ','
+		uint64_t n = 0;
+		if (!version_decode(one.data(), one.size(), &n) || n == 0 || n > 0xffff ||
+		    (!v.empty() && n <= v.back()))
+			return false;
+		v.push_back(static_cast<uint16_t>(n));
+	}
+	out->gw = std::string(*gw);
+	out->addr = std::string(*addr);
+	out->ports = std::move(v);
 	return true;
 }
 
