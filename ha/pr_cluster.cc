@@ -189,6 +189,12 @@ void PrCluster::on_watch(const ClusterMapNotify *n)
 		watch_->post([this] { scsi::pr_shared_changed(lu_, 0, [](bool) {}); });
 		return;
 	}
+	// This gateway's own announcement: it installed the change before making it, and its
+	// completion waits for its own aborted tasks itself.
+	if (n->notifier == gid_) {
+		acks_->ack(*n);
+		return;
+	}
 	const ClusterMapNotify copy = *n;
 	std::shared_ptr<AckBox> acks = acks_;
 	watch_->post([this, copy, acks] {
@@ -325,8 +331,7 @@ int PrCluster::announce(uint64_t version)
 		                    lu_.name(), oid(), scsi::rados_strerror(rr));
 	for (const ClusterMapWatcher &w : heard.missed) {
 		if (w.gid == gid_)
-			continue; // this gateway's own watch: it installed the change before
-			          // announcing
+			continue; // this gateway's own watch: it installed the change itself
 		PrPeer peer{w.gid, w.cookie, {}, {}};
 		PrGatewayRecord g;
 		if (const auto it = v.records.find(pr_gateway_key(w.gid));

@@ -27,6 +27,7 @@
 #include <functional>
 #include <mutex>
 #include <optional>
+#include <set>
 #include <span>
 #include <string>
 #include <string_view>
@@ -166,12 +167,22 @@ struct PrState {
 	// LU is exported (pr_attach_shared) and cleared after it no longer is
 	// (pr_detach_shared): read without lock by the commands in between.
 	PrShared *shared = nullptr;
-	std::string shared_name;      // the LU's identity in the shared state image
-	uint64_t shared_version = 0;  // the version of the shared state installed here (lock)
-	unsigned shared_aborting = 0; // installs still aborting preempted tasks here (lock)
-	// Notifies to acknowledge once those have ended (lock): a change is applied at a
-	// gateway when its tasks of the preempted I_T nexuses are gone, not before.
-	std::vector<std::function<void()>> shared_waiting;
+	std::string shared_name; // the LU's identity in the shared state image
+	// Serializes reading the shared state and installing it (with the marking of the tasks
+	// it aborts), and a change's write with its install here: what one thread installs,
+	// another does not see half done. Taken before lock; held across the store's read and
+	// write, never across an announcement.
+	std::mutex shared_install;
+	uint64_t shared_version = 0; // the version of the shared state installed here (lock)
+	// The versions installs came from whose aborted tasks have not all ended here (lock):
+	// a notify of version v is answered once none from below v is left (pr_shared.cc).
+	std::set<uint64_t> shared_aborting;
+	std::vector<std::pair<uint64_t, std::function<void()>>> shared_waiting; // (v, answer)
+	// PERSISTENT RESERVE OUT and IN commands posted to the store's thread, not yet started
+	// (lock): one that an install aborts ends there and then, not when the thread gets to
+	// it (the thread may be waiting for an announcement whose answers wait for that end).
+	std::vector<std::pair<Cmd *, uint64_t>> shared_queued; // with their jobs' numbers
+	uint64_t shared_queue_seq = 0;                         // the last job's number (lock)
 	// Scratch states only (pr_shared.cc applies a service action to a copy of the shared
 	// state, never to a LU's): where the change's events go instead of being acted on, and
 	// the other gateways' relative target port identifiers (REGISTER AND MOVE may name them).

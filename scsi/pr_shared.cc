@@ -160,108 +160,160 @@ struct SharedAbort {
 	Tmr tmr;
 	std::vector<NexusId> which;
 	LogicalUnit *lu = nullptr;
+	uint64_t from = 0;           // the version the install came from
+	std::function<void()> after; // the writer's completion, once they have ended
 };
 
-// Its tasks have ended: the announcements waiting for that are answered.
+// Answer the notifies waiting for nothing from below their version. Under pr.lock; the
+// answers are run by the caller, outside it.
+std::vector<std::function<void()>> due_answers(PrState &pr)
+{
+	std::vector<std::function<void()>> run;
+	const uint64_t low = pr.shared_aborting.empty() ? UINT64_MAX : *pr.shared_aborting.begin();
+	for (auto it = pr.shared_waiting.begin(); it != pr.shared_waiting.end();) {
+		if (it->first <= low) {
+			run.push_back(std::move(it->second));
+			it = pr.shared_waiting.erase(it);
+		} else {
+			++it;
+		}
+	}
+	return run;
+}
+
+// An install's aborted tasks have all ended here.
 void shared_abort_done(Tmr *tmr)
 {
-	auto *a = static_cast<SharedAbort *>(tmr->fabric_priv);
+	std::unique_ptr<SharedAbort> a(static_cast<SharedAbort *>(tmr->fabric_priv));
 	PrState &pr = pr_of(*a->lu);
 	std::vector<std::function<void()>> run;
 	{
 		std::lock_guard g(pr.lock);
-		if (--pr.shared_aborting == 0)
-			run.swap(pr.shared_waiting);
+		pr.shared_aborting.erase(a->from);
+		run = due_answers(pr);
 	}
-	delete a;
+	if (a->after)
+		a->after();
 	for (auto &f : run)
 		f();
 }
 
-// fn once no install's aborts are running here (now, or from the last one's end).
-void when_quiet(LogicalUnit &lu, std::function<void()> fn)
+// fn once the tasks that the installs of versions up to v aborted here have ended (now, or
+// from the end of the last of them).
+void answer_when_done(LogicalUnit &lu, uint64_t v, std::function<void()> fn)
 {
 	PrState &pr = pr_of(lu);
 	{
 		std::lock_guard g(pr.lock);
-		if (pr.shared_aborting > 0) {
-			pr.shared_waiting.push_back(std::move(fn));
+		if (!pr.shared_aborting.empty() && *pr.shared_aborting.begin() < v) {
+			pr.shared_waiting.emplace_back(v, std::move(fn));
 			return;
 		}
 	}
 	fn();
 }
 
+// Make v (decoded into s, newer than what lu has) lu's state, acting on the events of the
+// versions between: unit attentions queued for the I_T nexuses this gateway has; the tasks
+// to abort returned (null: none), counted in pr.shared_aborting. Under pr.lock.
+std::unique_ptr<SharedAbort> install_locked(LogicalUnit &lu, PrState &pr, const PrSharedView &v,
+                                            Shadow &&s)
+{
+	const uint64_t from = pr.shared_version;
+	std::vector<PrEvent> ev;
+	bool gap = v.version - from > kEventLog;
+	for (uint64_t k = from + 1; !gap && k <= v.version; k++) {
+		const auto it = v.records.find(event_key(k));
+		if (it == v.records.end())
+			continue; // a change without events (or of the store's own records)
+		std::vector<PrEvent> e;
+		if (!pr_events_decode(it->second, &e)) {
+			ULP_LOG_RATELIMITED(
+			    Error, Ha, "LU {}: the events of version {} are damaged", lu.name(), k);
+			gap = true;
+			break;
+		}
+		ev.insert(ev.end(), e.begin(), e.end());
+	}
+	if (gap) {
+		ULP_LOG_RATELIMITED(
+		    Warn, Ha,
+		    "LU {}: reservation state {} -> {}: the changes between are not "
+		    "all known here; unit attentions from the states",
+		    lu.name(), from, v.version);
+		ev = fallback_events(pr, s);
+	}
+	load(pr, std::move(s));
+	pr.shared_version = v.version;
+	std::vector<NexusId> which;
+	for (const PrEvent &e : ev) {
+		Registration r;
+		r.nexus = e.nexus;
+		r.all_tg_pt = e.all_tg_pt;
+		for (const NexusId &n : pr_nexuses(lu, r)) {
+			if (e.kind == PrEvent::Ua)
+				lu.ua_add_if_seen(n, e.asc_ascq);
+			else
+				which.push_back(n);
+		}
+	}
+	if (which.empty())
+		return nullptr;
+	std::sort(which.begin(), which.end());
+	which.erase(std::unique(which.begin(), which.end()), which.end());
+	auto a = std::make_unique<SharedAbort>();
+	a->which = std::move(which);
+	a->lu = &lu;
+	a->from = from;
+	a->tmr.fabric_priv = a.get();
+	a->tmr.core_done = shared_abort_done;
+	pr.shared_aborting.insert(from);
+	return a;
+}
+
 // Make v (decoded into s) lu's state unless it has it or a newer one, acting on the events of
 // the versions between (unit attentions for the I_T nexuses this gateway has, their tasks
-// aborted except `except`). The aborts run on: when_quiet() tells their end.
-void install(LogicalUnit &lu, const PrSharedView &v, Shadow &&s, const Cmd *except)
+// aborted - except `except` - and the queued commands among them ended). after (may be
+// empty) runs once those aborted tasks have ended, at once when there are none. Under
+// pr.shared_install.
+void install(LogicalUnit &lu, const PrSharedView &v, Shadow &&s, const Cmd *except,
+             std::function<void()> after = {})
 {
 	PrState &pr = pr_of(lu);
 	std::unique_ptr<SharedAbort> a;
 	{
 		std::lock_guard g(pr.lock);
-		if (v.version <= pr.shared_version)
-			return;
-		const uint64_t from = pr.shared_version;
-		std::vector<PrEvent> ev;
-		bool gap = v.version - from > kEventLog;
-		for (uint64_t k = from + 1; !gap && k <= v.version; k++) {
-			const auto it = v.records.find(event_key(k));
-			if (it == v.records.end())
-				continue; // a change without events (or of the store's own records)
-			std::vector<PrEvent> e;
-			if (!pr_events_decode(it->second, &e)) {
-				ULP_LOG_RATELIMITED(Error, Ha,
-				                    "LU {}: the events of version {} are damaged",
-				                    lu.name(), k);
-				gap = true;
-				break;
-			}
-			ev.insert(ev.end(), e.begin(), e.end());
-		}
-		if (gap) {
-			ULP_LOG_RATELIMITED(
-			    Warn, Ha,
-			    "LU {}: reservation state {} -> {}: the changes between are "
-			    "not all known here; unit attentions from the states",
-			    lu.name(), from, v.version);
-			ev = fallback_events(pr, s);
-		}
-		load(pr, std::move(s));
-		pr.shared_version = v.version;
-		std::vector<NexusId> which;
-		for (const PrEvent &e : ev) {
-			Registration r;
-			r.nexus = e.nexus;
-			r.all_tg_pt = e.all_tg_pt;
-			for (const NexusId &n : pr_nexuses(lu, r)) {
-				if (e.kind == PrEvent::Ua)
-					lu.ua_add_if_seen(n, e.asc_ascq);
-				else
-					which.push_back(n);
-			}
-		}
-		if (!which.empty()) {
-			std::sort(which.begin(), which.end());
-			which.erase(std::unique(which.begin(), which.end()), which.end());
-			a = std::make_unique<SharedAbort>();
-			a->which = std::move(which);
-			a->lu = &lu;
-			a->tmr.fabric_priv = a.get();
-			a->tmr.core_done = shared_abort_done;
-			pr.shared_aborting++;
-		}
+		if (v.version > pr.shared_version)
+			a = install_locked(lu, pr, v, std::move(s));
 	}
-	if (a) {
-		// SPC-4 5.13.11.2.5, as pr_out.cc: TASK ABORTED to the preempted I_T nexuses where
-		// TAS is set; their end is what the announcement waits for.
-		SharedAbort *x = a.release();
-		abort_nexus_tasks(lu, &x->tmr, x->which, except);
+	if (!a) {
+		if (after)
+			after();
+		return;
 	}
+	// SPC-4 5.13.11.2.5, as pr_out.cc: TASK ABORTED to the preempted I_T nexuses where TAS
+	// is set; their end is what the announcement waits for. Marked before this returns
+	// (under shared_install): a command of theirs checked after this is seen aborted.
+	a->after = std::move(after);
+	SharedAbort *x = a.release();
+	abort_nexus_tasks(lu, &x->tmr, x->which, except);
+	// The queued PERSISTENT RESERVE commands among them end here: they would do nothing.
+	std::vector<Cmd *> done;
+	{
+		std::lock_guard g(pr.lock);
+		std::erase_if(pr.shared_queued, [&](const std::pair<Cmd *, uint64_t> &q) {
+			if (!pr_cmd_aborted(q.first))
+				return false;
+			done.push_back(q.first);
+			return true;
+		});
+	}
+	for (Cmd *c : done)
+		complete_sense(c, Sense::ReservationConflict); // its status goes nowhere
 }
 
-// Read the state and install it; false with *why when it cannot be had.
+// Read the state and install it; false with *why when it cannot be had. Under
+// pr.shared_install.
 bool refresh(LogicalUnit &lu, PrSharedView *v, Shadow *s, std::string *why)
 {
 	PrState &pr = pr_of(lu);
@@ -283,6 +335,34 @@ void fail(Cmd *cmd, Sense s, const std::string &why)
 	complete_sense(cmd, s);
 }
 
+// Queue cmd's job(cmd) on the store's thread. It runs unless an install ended cmd while it
+// was queued (cmd may be gone then: the job is found by its number, not by cmd).
+void enqueue(Cmd *cmd, std::function<void(Cmd *)> job)
+{
+	LogicalUnit *lu = cmd->lu;
+	PrState &pr = pr_of(*lu);
+	uint64_t seq = 0;
+	{
+		std::lock_guard g(pr.lock);
+		seq = ++pr.shared_queue_seq;
+		pr.shared_queued.emplace_back(cmd, seq);
+	}
+	pr.shared->post([lu, seq, job = std::move(job)] {
+		PrState &pr = pr_of(*lu);
+		Cmd *cmd = nullptr;
+		{
+			std::lock_guard g(pr.lock);
+			auto it = std::find_if(pr.shared_queued.begin(), pr.shared_queued.end(),
+			                       [&](const auto &q) { return q.second == seq; });
+			if (it == pr.shared_queued.end())
+				return;
+			cmd = it->first;
+			pr.shared_queued.erase(it);
+		}
+		job(cmd);
+	});
+}
+
 // PERSISTENT RESERVE OUT against the shared state, on the store's thread (pr_shared.h).
 void shared_out(Cmd *cmd, const PrBasicParams &p, const PrMoveParams &mp)
 {
@@ -291,16 +371,19 @@ void shared_out(Cmd *cmd, const PrBasicParams &p, const PrMoveParams &mp)
 	const bool aptpl =
 	    (cmd->cdb[1] & 0x1f) == uint8_t(PrOutSa::RegisterAndMove) ? mp.aptpl : p.aptpl;
 	for (int i = 0; i < kTries; i++) {
+		std::unique_lock install_lock(pr.shared_install);
 		PrSharedView v;
 		Shadow s;
 		std::string why;
 		// 1. The state now, installed here: a PREEMPT AND ABORT that aborted cmd is
-		// applied before cmd could take effect after it.
+		// applied (and cmd marked) before cmd could take effect after it.
 		if (!refresh(lu, &v, &s, &why)) {
+			install_lock.unlock();
 			fail(cmd, Sense::InternalTargetFailure, why);
 			return;
 		}
 		if (pr_cmd_aborted(cmd)) {
+			install_lock.unlock();
 			complete_sense(cmd, Sense::ReservationConflict); // its status goes nowhere
 			return;
 		}
@@ -312,6 +395,7 @@ void shared_out(Cmd *cmd, const PrBasicParams &p, const PrMoveParams &mp)
 		copy.other_ports = v.ports;
 		const PrOutcome out = pr_out_apply(lu, copy, cmd, p, mp);
 		if (out.sense != Sense::None) {
+			install_lock.unlock();
 			complete_sense(cmd, out.sense);
 			return;
 		}
@@ -324,6 +408,7 @@ void shared_out(Cmd *cmd, const PrBasicParams &p, const PrMoveParams &mp)
 			return it != v.records.end() && it->second == kv.second;
 		});
 		if (same && ev.empty()) {
+			install_lock.unlock();
 			complete_good(
 			    cmd); // nothing changed (RESERVE again, RELEASE of nothing, ...)
 			return;
@@ -341,11 +426,13 @@ void shared_out(Cmd *cmd, const PrBasicParams &p, const PrMoveParams &mp)
 		if (r == -ECANCELED)
 			continue;
 		if (r < 0) {
+			install_lock.unlock();
 			fail(cmd, Sense::InternalTargetFailure,
 			     std::string("writing the shared state: ") + std::strerror(-r));
 			return;
 		}
-		// 4. Installed here, as every gateway will.
+		// 4. Installed here, as every gateway will: nothing else was installed since 1
+		// (shared_install), so these are this change's events alone.
 		PrSharedView after = std::move(v);
 		after.version = now;
 		for (const auto &[k, val] : c.set)
@@ -354,23 +441,32 @@ void shared_out(Cmd *cmd, const PrBasicParams &p, const PrMoveParams &mp)
 			after.records.erase(k);
 		Shadow as;
 		if (!decode(after, pr.shared_name, lu.naa(), &as, &why)) {
+			install_lock.unlock();
 			fail(cmd, Sense::InternalTargetFailure, why); // cannot be: we made it
 			return;
 		}
-		install(lu, after, std::move(as), cmd);
-		// 5. Announced; 6. completed once this gateway's aborts have ended too.
+		// 6 (below) once this gateway's aborted tasks have ended and 5 is known.
+		auto parts = std::make_shared<std::atomic<int>>(2);
+		auto result = std::make_shared<std::atomic<int>>(0);
+		auto part_done = [cmd, parts, result] {
+			if (parts->fetch_sub(1) != 1)
+				return;
+			if (result->load() == 0)
+				complete_good(cmd);
+			else
+				complete_sense(cmd, Sense::InternalTargetFailure);
+		};
+		install(lu, after, std::move(as), cmd, part_done);
+		install_lock.unlock();
+		// 5. Announced.
 		const int a = pr.shared->announce(now);
 		if (a < 0)
 			ULP_LOG_RATELIMITED(Error, Ha,
 			                    "LU {}: reservation state {} written but not confirmed "
 			                    "by every gateway: {}",
 			                    lu.name(), now, std::strerror(-a));
-		when_quiet(lu, [cmd, a] {
-			if (a == 0)
-				complete_good(cmd);
-			else
-				complete_sense(cmd, Sense::InternalTargetFailure);
-		});
+		result->store(a);
+		part_done();
 		return;
 	}
 	ULP_LOG_RATELIMITED(Warn, Ha,
@@ -382,10 +478,16 @@ void shared_out(Cmd *cmd, const PrBasicParams &p, const PrMoveParams &mp)
 
 void shared_in(Cmd *cmd)
 {
+	PrState &pr = pr_of(*cmd->lu);
 	PrSharedView v;
 	Shadow s;
 	std::string why;
-	if (!refresh(*cmd->lu, &v, &s, &why)) {
+	bool ok = false;
+	{
+		std::lock_guard g(pr.shared_install);
+		ok = refresh(*cmd->lu, &v, &s, &why);
+	}
+	if (!ok) {
 		fail(cmd, Sense::InternalTargetFailure, why);
 		return;
 	}
@@ -396,41 +498,50 @@ void shared_in(Cmd *cmd)
 
 void pr_shared_out(Cmd *cmd, PrBasicParams p, PrMoveParams mp)
 {
-	pr_of(*cmd->lu).shared->post(
-	    [cmd, p = std::move(p), mp = std::move(mp)] { shared_out(cmd, p, mp); });
+	enqueue(cmd, [p = std::move(p), mp = std::move(mp)](Cmd *c) { shared_out(c, p, mp); });
 }
 
 void pr_shared_in(Cmd *cmd)
 {
-	pr_of(*cmd->lu).shared->post([cmd] { shared_in(cmd); });
+	enqueue(cmd, shared_in);
 }
 
 void pr_shared_changed(LogicalUnit &lu, uint64_t version, std::function<void(bool)> done)
 {
 	PrState &pr = pr_of(lu);
-	bool attached = false, need = true;
+	uint64_t installed = 0;
 	{
-		std::lock_guard g(pr.lock);
-		attached = pr.shared != nullptr;
-		need = version == 0 || version > pr.shared_version;
-	}
-	if (!attached) {
-		done(false);
-		return;
-	}
-	if (need) {
-		PrSharedView v;
-		Shadow s;
-		std::string why;
-		if (!refresh(lu, &v, &s, &why)) {
-			ULP_LOG_RATELIMITED(
-			    Error, Ha, "LU {}: reservation state {} announced, not installed: {}",
-			    lu.name(), version, why);
+		std::lock_guard install_lock(pr.shared_install);
+		bool attached = false, need = true;
+		{
+			std::lock_guard g(pr.lock);
+			attached = pr.shared != nullptr;
+			need = version == 0 || version > pr.shared_version;
+			installed = pr.shared_version;
+		}
+		if (!attached) {
 			done(false);
 			return;
 		}
+		if (need) {
+			PrSharedView v;
+			Shadow s;
+			std::string why;
+			if (!refresh(lu, &v, &s, &why)) {
+				ULP_LOG_RATELIMITED(
+				    Error, Ha,
+				    "LU {}: reservation state {} announced, not installed: {}",
+				    lu.name(), version, why);
+				done(false);
+				return;
+			}
+			std::lock_guard g(pr.lock);
+			installed = pr.shared_version;
+		}
 	}
-	when_quiet(lu, [done = std::move(done)] { done(true); });
+	// Answered once the tasks aborted here for the changes up to it have ended.
+	answer_when_done(lu, version ? version : installed,
+	                 [done = std::move(done)] { done(true); });
 }
 
 int pr_attach_shared(LogicalUnit &lu, PrShared &store, const std::string &identity,
