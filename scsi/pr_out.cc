@@ -12,10 +12,16 @@
 //
 // What we offer (REPORT CAPABILITIES, pr_in.cc): ALL_TG_PT (one registration standing for
 // the initiator port through every target port), every reservation type, REGISTER AND MOVE
-// to a target port we can name (the one the command came through), APTPL 1 on a LU with a
-// state store (PTPL_C 1). Refused as SPC-4 allows: SPEC_I_PT (SIP_C 0), and APTPL 1 on a
-// LU without a store (PTPL_C 0), with INVALID FIELD IN PARAMETER LIST; REPLACE LOST
-// RESERVATION (RLR_C 0) with INVALID FIELD IN CDB.
+// to a target port we can name (the one the command came through; with a shared state, any
+// gateway's), APTPL 1 on a LU with a state store or a shared state (PTPL_C 1), SPEC_I_PT on
+// a LU with a shared state (SIP_C 1). Refused as SPC-4 allows: SPEC_I_PT (SIP_C 0) and
+// APTPL 1 (PTPL_C 0) on a LU with neither, with INVALID FIELD IN PARAMETER LIST; REPLACE
+// LOST RESERVATION (RLR_C 0) with INVALID FIELD IN CDB.
+//
+// A LU whose state is shared by gateways (pr_shared.cc) applies the same service actions,
+// by this same code, to a copy of the shared state on the store's thread; what they do to
+// I_T nexuses besides (unit attentions, aborts) is recorded as events there (PrState::record)
+// and done by every gateway for its own nexuses.
 //
 // Persist through power loss (SPC-4 5.13.5): while the last valid APTPL bit (of a REGISTER,
 // REGISTER AND IGNORE EXISTING KEY or REGISTER AND MOVE that did something) is one, every

@@ -9,6 +9,7 @@
 // to the fencing hook before anything completes GOOD; the state outlives the gateways and
 // an OSD restart.
 #include "ha/pr_cluster.h"
+#include "ha/records.h"
 #include "tests/ceph/ceph_env.h"
 #include "tests/scsi/pr_env.h"
 #include "tests/scsi/spc_env.h"
@@ -270,6 +271,36 @@ std::vector<uint8_t> spec_list(uint64_t key, uint64_t sa_key,
 }
 
 } // namespace
+
+TEST(PrGatewayRecord, RoundTripAndDamage)
+{
+	PrGatewayRecord r{"gw-1", "127.0.0.1:0/123456", {1, 7, 65535}};
+	const std::string s = pr_gateway_record_encode(r);
+	EXPECT_EQ(s, "gw=gw-1;addr=127.0.0.1:0/123456;ports=1,7,65535");
+	PrGatewayRecord d;
+	ASSERT_TRUE(pr_gateway_record_decode(s, &d));
+	EXPECT_EQ(d.gw, "gw-1");
+	EXPECT_EQ(d.addr, "127.0.0.1:0/123456");
+	EXPECT_EQ(d.ports, (std::vector<uint16_t>{1, 7, 65535}));
+	ASSERT_TRUE(pr_gateway_record_decode("addr=a;gw=g", &d));
+	EXPECT_TRUE(d.ports.empty()) << "a LU exported through no port yet";
+	EXPECT_EQ(pr_gateway_record_encode(d), "gw=g;addr=a");
+	for (const char *bad :
+	     {"", "gw=g", "addr=a", "gw=g;addr=a;ports=", "gw=g;addr=a;ports=0",
+	      "gw=g;addr=a;ports=65536", "gw=g;addr=a;ports=2,1", "gw=g;addr=a;ports=1,1",
+	      "gw=g;addr=a;ports=1,", "gw=g;addr=a;ports=01", "gw=g;addr=a;ports=1;x=y",
+	      "gw=g/h;addr=a", "gw=g;gw=g;addr=a"})
+		EXPECT_FALSE(pr_gateway_record_decode(bad, &d)) << "'" << bad << "'";
+	uint64_t gid = 0;
+	EXPECT_EQ(pr_gateway_key(4181), "gw.4181");
+	EXPECT_TRUE(pr_gateway_key_decode("gw.4181", &gid));
+	EXPECT_EQ(gid, 4181u);
+	for (const char *bad : {"gw.", "gw.04181", "gw.x", "owner/g", "pr.image"})
+		EXPECT_FALSE(pr_gateway_key_decode(bad, &gid)) << "'" << bad << "'";
+	EXPECT_EQ(pr_cluster_oid("rbd:f/1/2"), pr_cluster_oid("rbd:f/1/2"));
+	EXPECT_NE(pr_cluster_oid("rbd:f/1/2"), pr_cluster_oid("rbd:f/1/3"));
+	EXPECT_EQ(pr_cluster_oid("rbd:f/1/2").size(), 7u + 16u) << "ulp.pr. and 16 hex digits";
+}
 
 // Registered through one gateway, reserved through the other: both enforce the reservation
 // and both report it. ALL_TG_PT stands for the initiator port through every gateway's ports;
