@@ -393,6 +393,8 @@ void shared_out(Cmd *cmd, const PrBasicParams &p, const PrMoveParams &mp)
 		load(copy, std::move(s));
 		copy.record = &ev;
 		copy.other_ports = v.ports;
+		PrSharedChange before; // the state read, as records (none yet: the empty state)
+		records_of(copy, pr.shared_name, lu.naa(), &before);
 		const PrOutcome out = pr_out_apply(lu, copy, cmd, p, mp);
 		if (out.sense != Sense::None) {
 			install_lock.unlock();
@@ -403,11 +405,7 @@ void shared_out(Cmd *cmd, const PrBasicParams &p, const PrMoveParams &mp)
 			copy.aptpl = aptpl;
 		PrSharedChange c;
 		records_of(copy, pr.shared_name, lu.naa(), &c);
-		const bool same = std::all_of(c.set.begin(), c.set.end(), [&](const auto &kv) {
-			const auto it = v.records.find(kv.first);
-			return it != v.records.end() && it->second == kv.second;
-		});
-		if (same && ev.empty()) {
+		if (c.set == before.set && ev.empty()) {
 			install_lock.unlock();
 			complete_good(
 			    cmd); // nothing changed (RESERVE again, RELEASE of nothing, ...)

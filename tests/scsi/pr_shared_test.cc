@@ -370,8 +370,11 @@ TEST(PrShared, FailuresAreNeverGood)
 	FakeCluster c;
 	Gw g1(c, 1), g2(c, 2);
 	Nexus *a1 = g1.join(kPortA);
+	// A REGISTER of nothing on a state never written writes nothing either.
+	EXPECT_EQ(g1.out(a1, SA_REGISTER, 0, 0).status, Status::Good);
 	{
 		std::lock_guard g(c.lock);
+		EXPECT_EQ(c.version, 0u);
 		c.write_error = -ETIMEDOUT;
 	}
 	EXPECT_TRUE(
