@@ -186,7 +186,7 @@ void PrCluster::on_watch(const ClusterMapNotify *n)
 {
 	// librados' watch thread: only hand it over.
 	if (!n) {
-		watch_->post([this] { scsi::pr_shared_changed(lu_, 0, [](bool) {}); });
+		reread();
 		return;
 	}
 	// This gateway's own announcement: it installed the change before making it, and its
@@ -203,6 +203,19 @@ void PrCluster::on_watch(const ClusterMapNotify *n)
 			// than believe it enforces the change.
 			if (ok)
 				acks->ack(copy);
+		});
+	});
+}
+
+void PrCluster::reread()
+{
+	// Changes may have been missed: read the state again. Should that fail (the client
+	// cut off for now), the next check_watch() tries again.
+	std::shared_ptr<std::atomic<bool>> again = reread_;
+	watch_->post([this, again] {
+		scsi::pr_shared_changed(lu_, 0, [again](bool ok) {
+			if (!ok)
+				again->store(true);
 		});
 	});
 }
@@ -364,7 +377,9 @@ int PrCluster::announce(uint64_t version)
 
 int PrCluster::check_watch()
 {
-	int r = map_->check_watch();
+	int r = map_->check_watch(); // a watch registered again reads again (on_watch)
+	if (reread_->exchange(false))
+		reread();
 	bool prune = false, stale = false;
 	{
 		std::lock_guard g(reg_lock_);

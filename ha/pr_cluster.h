@@ -37,6 +37,7 @@
 #include "scsi/pr_shared.h"
 #include "scsi/rados_client.h"
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -116,6 +117,7 @@ private:
 	PrCluster(scsi::LogicalUnit &lu, std::shared_ptr<scsi::RadosClient> client,
 	          PrClusterConfig cfg, std::unique_ptr<ClusterMap> map);
 	void on_watch(const ClusterMapNotify *n);
+	void reread(); // read and install the state again, on the watch thread
 	// This gateway's record as it should be now; *ports what it says.
 	std::string own_record(std::vector<uint16_t> *ports) const;
 	// Write (or with erase, remove) this gateway's record, and with prune the records of
@@ -131,9 +133,11 @@ private:
 	std::unique_ptr<Worker> out_;               // "ulp-pr-out": post()'s jobs
 	std::unique_ptr<Worker> watch_;             // "ulp-pr-watch": notifies
 	std::shared_ptr<AckBox> acks_;              // answers to notifies
-	std::mutex reg_lock_;                       // guards the two below
-	std::vector<uint16_t> reg_ports_;           // the ports this gateway's record names
-	bool pruned_ = false;                       // earlier processes' records removed
+	// A re-read after a broken watch failed: check_watch() tries again (set from any thread).
+	std::shared_ptr<std::atomic<bool>> reread_ = std::make_shared<std::atomic<bool>>(false);
+	std::mutex reg_lock_;             // guards the two below
+	std::vector<uint16_t> reg_ports_; // the ports this gateway's record names
+	bool pruned_ = false;             // earlier processes' records removed
 	const std::chrono::steady_clock::time_point attached_; // when attach() ran
 };
 

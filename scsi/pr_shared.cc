@@ -526,10 +526,18 @@ void pr_shared_changed(LogicalUnit &lu, uint64_t version, std::function<void(boo
 			Shadow s;
 			std::string why;
 			if (!refresh(lu, &v, &s, &why)) {
-				ULP_LOG_RATELIMITED(
-				    Error, Ha,
-				    "LU {}: reservation state {} announced, not installed: {}",
-				    lu.name(), version, why);
+				if (version)
+					ULP_LOG_RATELIMITED(
+					    Error, Ha,
+					    "LU {}: reservation state {} announced, not "
+					    "installed: {}",
+					    lu.name(), version, why);
+				else
+					ULP_LOG_RATELIMITED(
+					    Error, Ha,
+					    "LU {}: reservation state not read again after "
+					    "a broken watch: {}",
+					    lu.name(), why);
 				done(false);
 				return;
 			}

@@ -7,7 +7,7 @@
 // and reports alike; a PREEMPT AND ABORT at one aborts the preempted task at the other and
 // waits for it; changes from both at once all land; a watcher that does not answer is handed
 // to the fencing hook before anything completes GOOD; the state outlives the gateways and
-// an OSD restart.
+// an OSD restart; a gateway that lost its watch reads again what it missed.
 #include "ha/pr_cluster.h"
 #include "ha/records.h"
 #include "tests/ceph/ceph_env.h"
@@ -680,6 +680,43 @@ TEST(PrCluster, StateOutlivesAnOsdRestart)
 	Nexus *b1 = g1.join(kPortB);
 	EXPECT_EQ(g1.write(b1), Status::ReservationConflict) << "gw1 heard gw2's change";
 	EXPECT_EQ(g1.write(a1), Status::Good);
+}
+
+// A gateway that lost its watch (its client blocklisted for a while: the OSD drops the
+// watch, and the changes meanwhile are announced without it) reads the state again when
+// check_watch() registers the watch anew, and enforces what it missed.
+TEST(PrCluster, LostWatchReadsAgain)
+{
+	const std::string id = test_identity();
+	Fencer f;
+	Gateway g1("gw1", 1, id, &f, 2000ms), g2("gw2", 2, id, &f, 2000ms);
+	ASSERT_TRUE(g1.pc && g2.pc);
+	Nexus *a1 = g1.join(kPortA), *b2 = g2.join(kPortB);
+	ASSERT_EQ(g1.out(a1, SA_REGISTER, 0, K1).status, Status::Good);
+	std::string addr = rados_client_addr(g2.cl->cluster);
+	int rc = 0;
+	std::string out = ceph_test::sh("timeout 60 ceph osd blocklist add " + addr, &rc);
+	ASSERT_EQ(rc, 0) << out;
+	// Until the OSD has the map that carries the entry, gw2 still reads.
+	PrSharedView v;
+	const auto t0 = Clock::now();
+	while (g2.pc->read(&v) == 0 && Clock::now() < t0 + 30s)
+		std::this_thread::sleep_for(200ms);
+	ASSERT_NE(g2.pc->read(&v), 0) << "gw2 is not refused";
+	ASSERT_EQ(g1.out(a1, SA_RESERVE, K1, 0, EA).status, Status::Good);
+	EXPECT_EQ(g2.write(b2), Status::Good) << "gw2 missed the change";
+	out = ceph_test::sh("timeout 60 ceph osd blocklist rm " + addr, &rc);
+	ASSERT_EQ(rc, 0) << out;
+	const auto t1 = Clock::now();
+	int r = -1;
+	while ((r = g2.pc->check_watch()) != 0 && Clock::now() < t1 + 60s)
+		std::this_thread::sleep_for(500ms);
+	ASSERT_EQ(r, 0) << "the watch did not come back";
+	// The re-read runs on gw2's watch thread: bounded wait for its effect.
+	Status st = Status::Good;
+	for (int i = 0; i < 100 && (st = g2.write(b2)) == Status::Good; i++)
+		std::this_thread::sleep_for(100ms);
+	EXPECT_EQ(st, Status::ReservationConflict) << "gw2 did not read the state again";
 }
 
 } // namespace ulp::ha
