@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: MIT
 // scsi/pr_internal.h - the reservation state of a logical unit, and what the reservation
 // files share: pr.cc (state, resets, unit attentions), pr_check.cc (the conflict tables),
-// pr_in.cc, pr_out.cc (PERSISTENT RESERVE IN/OUT), pr_spc2.cc (RESERVE/RELEASE) and
-// pr_transport_id.cc. The rest of the core uses scsi/pr.h.
+// pr_in.cc, pr_out.cc (PERSISTENT RESERVE IN/OUT), pr_spc2.cc (RESERVE/RELEASE),
+// pr_transport_id.cc, pr_persist.cc (the APTPL state file) and pr_shared.cc (a state shared
+// by gateways). The rest of the core uses scsi/pr.h (and the shared state's store,
+// scsi/pr_shared.h).
 //
 // Model (SPC-4 5.13): a registration is an I_T nexus (or, with ALL_TG_PT, an initiator port
 // through every target port) with its reservation key. At most one persistent reservation
@@ -10,10 +12,11 @@
 // one registration does (`holder`). The SPC-2 reservation (RESERVE(6)/(10)) is a separate,
 // older mechanism: one I_T nexus holds the whole LU.
 //
-// Locking: PrState::lock guards everything here. Lock order: PrState::lock, then
-// LogicalUnit::lock_ (unit attentions are queued with the reservation lock held, so that no
-// command of a preempted nexus runs between the change and its unit attention). Never held
-// across a fabric callback, a completion or abort_nexus_tasks.
+// Locking: PrState::lock guards everything here. Lock order: PrState::shared_install (a
+// shared state's installs, pr_shared.cc), then PrState::lock, then LogicalUnit::lock_ (unit
+// attentions are queued with the reservation lock held, so that no command of a preempted
+// nexus runs between the change and its unit attention). PrState::lock is never held across
+// a fabric callback, a completion or abort_nexus_tasks.
 #pragma once
 
 #include "scsi/core_internal.h"
