@@ -176,7 +176,7 @@ PrCluster::~PrCluster()
 		std::lock_guard g(acks_->lock);
 		acks_->map = nullptr;
 	}
-	scsi::pr_detach_shared(lu_);
+	scsi::pr_detach_shared(lu_, *this); // not ours when attach failed: left alone
 	if (int r = write_record(true, false); r < 0)
 		ULP_LOG(Warn, Ha, "LU {}: removing this gateway's record from {}: {}", lu_.name(),
 		        oid(), scsi::rados_strerror(r));

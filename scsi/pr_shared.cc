@@ -589,11 +589,12 @@ int pr_attach_shared(LogicalUnit &lu, PrShared &store, const std::string &identi
 	return 0;
 }
 
-void pr_detach_shared(LogicalUnit &lu)
+void pr_detach_shared(LogicalUnit &lu, PrShared &store)
 {
 	PrState &pr = pr_of(lu);
 	std::lock_guard g(pr.lock);
-	pr.shared = nullptr;
+	if (pr.shared == &store)
+		pr.shared = nullptr;
 }
 
 // ---- The events' encoding -----------------------------------------------------------------

@@ -89,9 +89,9 @@ public:
 // pr_detach_shared.
 int pr_attach_shared(LogicalUnit &lu, PrShared &store, const std::string &identity,
                      std::string *why);
-// After lu is no longer exported (no command runs on it) and the store calls no more: lu
-// keeps the state it has, unshared.
-void pr_detach_shared(LogicalUnit &lu);
+// After lu is no longer exported (no command runs on it) and store calls no more: lu keeps
+// the state it has, unshared. Nothing when lu's state is not shared through store.
+void pr_detach_shared(LogicalUnit &lu, PrShared &store);
 
 // A gateway announced version (0: the state may have changed unseen, a watch broke): read it
 // unless installed already, and install it (blocking). done(true) once it is installed here

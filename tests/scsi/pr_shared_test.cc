@@ -171,8 +171,8 @@ struct Gw {
 	{
 		for (Nexus *s : tpg.sessions())
 			EXPECT_EQ(lb.logout(s), 0);
-		store.reset(); // its threads first: they call into the LU
-		pr_detach_shared(*lu);
+		pr_detach_shared(*lu, *store);
+		store.reset(); // its threads: they call into the LU
 	}
 	Nexus *join(const std::string &port)
 	{
@@ -416,6 +416,10 @@ TEST(PrShared, FailuresAreNeverGood)
 	EXPECT_EQ(pr_attach_shared(*other, fs, "test:lu", &why), -EBADMSG);
 	EXPECT_NE(why.find("checksum"), std::string::npos) << why;
 	EXPECT_EQ(pr_attach_shared(*other, fs, "", &why), -EINVAL);
+	// A second store for a shared LU is refused, and detaching it leaves the first.
+	EXPECT_EQ(pr_attach_shared(*g1.lu, fs, "test:lu", &why), -EBUSY);
+	pr_detach_shared(*g1.lu, fs);
+	EXPECT_EQ(pr_of(*g1.lu).shared, g1.store.get());
 }
 
 // A PERSISTENT RESERVE OUT queued behind an announcement that waits is aborted by another
