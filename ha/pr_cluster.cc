@@ -336,6 +336,15 @@ int PrCluster::announce(uint64_t version)
 		                    lu_.name(), version, scsi::rados_strerror(r));
 		return r;
 	}
+	if (heard.missed.empty()) {
+		// Timed out, and the OSD's answer does not say who was silent: nobody to fence,
+		// nothing to rely on.
+		ULP_LOG_RATELIMITED(Error, Ha,
+		                    "LU {}: announcing reservation state {} timed out, the silent "
+		                    "watchers unnamed",
+		                    lu_.name(), version);
+		return r;
+	}
 	// Who the silent ones are: their records (best effort; a watcher without one is not a
 	// gateway of ours, or one whose record was lost, and can only be named by its id).
 	ClusterMapView v;
