@@ -406,9 +406,10 @@ void shared_out(Cmd *cmd, const PrBasicParams &p, const PrMoveParams &mp)
 		PrSharedChange c;
 		records_of(copy, pr.shared_name, lu.naa(), &c);
 		if (c.set == before.set && ev.empty()) {
+			// Nothing changed (RESERVE again, RELEASE of nothing, ...): nothing
+			// written.
 			install_lock.unlock();
-			complete_good(
-			    cmd); // nothing changed (RESERVE again, RELEASE of nothing, ...)
+			complete_good(cmd);
 			return;
 		}
 		if (!ev.empty())
