@@ -47,11 +47,14 @@ std::shared_ptr<RadosClient> client(const std::string &group)
 	return cl;
 }
 
-// The identity of the LU of the test running: an object of its own.
+// The identity of the LU of the test running: an object of its own, a new one each call
+// (a test repeated on the same cluster, --gtest_repeat, starts afresh).
 std::string test_identity()
 {
+	static std::atomic<int> calls{0};
 	const auto *t = ::testing::UnitTest::GetInstance()->current_test_info();
-	return std::string("test:") + t->test_suite_name() + "." + t->name();
+	return std::string("test:") + t->test_suite_name() + "." + t->name() + "." +
+	       std::to_string(getpid()) + "." + std::to_string(calls++);
 }
 
 // The daemon's fencing hook, as a record of whom it was asked to fence.
