@@ -1,8 +1,10 @@
 // SPDX-License-Identifier: MIT
 // fuzz/fuzz_ha_records.cc - libFuzzer target: what one gateway reads that another wrote in
 // the cluster map (ha/): the map's version (cluster_map.h version_decode: the object's
-// "ulp.version" xattr, a notify's payload) and a group's owner record (records.h
-// owner_record_decode), on which a successor blocklists an address.
+// "ulp.version" xattr, a notify's payload), a group's owner record (records.h
+// owner_record_decode), on which a successor blocklists an address, and a gateway's record
+// in a LU's reservation object (pr_gateway_record_decode), whose address a writer hands to
+// the fencing hook.
 //
 // Input: the bytes, whole, read both ways. Invariants: nothing is read past them (ASan);
 // a version that decodes is 1 to 20 digits without a leading zero and encodes back to the
@@ -72,6 +74,25 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	if (port_key_split(in, &tgt, &gw))
 		check(port_key(tgt, gw) == in && ha_name_valid(gw),
 		      "a port key does not round-trip");
+	PrGatewayRecord pg{"untouched", "x", {7}};
+	if (!pr_gateway_record_decode(std::string_view(p.data(), p.size()), &pg)) {
+		check(pg.gw == "untouched" && pg.addr == "x" && pg.ports == std::vector<uint16_t>{7},
+		      "a refused gateway record changed the output");
+	} else {
+		check(size <= kMaxRecordBytes, "a gateway record over the bound decoded");
+		check(ha_name_valid(pg.gw), "a gateway record with a bad name decoded");
+		for (size_t i = 0; i < pg.ports.size(); i++)
+			check(pg.ports[i] != 0 && (i == 0 || pg.ports[i - 1] < pg.ports[i]),
+			      "ports not ascending, or port 0");
+		PrGatewayRecord again;
+		check(pr_gateway_record_decode(pr_gateway_record_encode(pg), &again) &&
+		          again.gw == pg.gw && again.addr == pg.addr && again.ports == pg.ports,
+		      "a gateway record's encoding decodes to other fields");
+	}
+	uint64_t gid = 0;
+	if (pr_gateway_key_decode(std::string_view(p.data(), p.size()), &gid))
+		check(pr_gateway_key(gid) == std::string(p.begin(), p.end()),
+		      "a gateway key does not encode back to its bytes");
 
 	OwnerRecord r{"untouched", "x", true, 99};
 	if (!owner_record_decode(in, &r)) {

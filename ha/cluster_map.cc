@@ -156,6 +156,14 @@ int ClusterMap::read(ClusterMapView *out)
 
 int ClusterMap::update(uint64_t expect, const ClusterMapChange &c, uint64_t *now)
 {
+	if (int r = put(expect, c, now); r < 0)
+		return r; // -ECANCELED: another writer came first
+	notify_async(*now);
+	return 0;
+}
+
+int ClusterMap::put(uint64_t expect, const ClusterMapChange &c, uint64_t *now)
+{
 	if (c.set.empty() && c.erase.empty())
 		return -EINVAL;
 	for (const auto &k : c.erase)
@@ -205,8 +213,6 @@ int ClusterMap::update(uint64_t expect, const ClusterMapChange &c, uint64_t *now
 	if (r < 0)
 		return r; // -ECANCELED: another writer came first
 	*now = expect + 1;
-
-	notify(*now);
 	return 0;
 }
 
@@ -245,7 +251,7 @@ void notify_done(rados_completion_t c, void *arg)
 // Announce version to the watchers without waiting for their acks: a watcher that died
 // without unwatching (its process killed) is waited for until the notify's timeout, and a
 // gateway taking over must not spend that long before it serves.
-void ClusterMap::notify(uint64_t version)
+void ClusterMap::notify_async(uint64_t version)
 {
 	auto op = std::make_unique<NotifyOp>();
 	op->st = notify_;
@@ -272,6 +278,35 @@ void ClusterMap::notify(uint64_t version)
 	(void)op.release(); // notify_done frees it
 }
 
+int ClusterMap::notify(uint64_t v, uint64_t timeout_ms, ClusterMapNotified *out)
+{
+	*out = {};
+	char *reply = nullptr;
+	size_t reply_len = 0;
+	const std::string payload = version_encode(v);
+	// Bounded by timeout_ms (the OSD's wait for the watchers) and, before the OSD has it,
+	// by the client's rados_osd_op_timeout.
+	const int n =
+	    rados_notify2(io_, oid_.c_str(), payload.data(), static_cast<int>(payload.size()),
+	                  timeout_ms, &reply, &reply_len);
+	if (reply) {
+		// Who answered and who did not, as the OSD reports it (librados decodes it).
+		notify_ack_t *acks = nullptr;
+		notify_timeout_t *tos = nullptr;
+		size_t nacks = 0, ntos = 0;
+		if (rados_decode_notify_response(reply, reply_len, &acks, &nacks, &tos, &ntos) ==
+		    0) {
+			for (size_t i = 0; i < nacks; i++)
+				out->acked.push_back({acks[i].notifier_id, acks[i].cookie});
+			for (size_t i = 0; i < ntos; i++)
+				out->missed.push_back({tos[i].notifier_id, tos[i].cookie});
+			rados_free_notify_response(acks, nacks, tos);
+		}
+		rados_buffer_free(reply);
+	}
+	return n < 0 ? n : 0;
+}
+
 int ClusterMap::modify(const std::function<bool(const ClusterMapView &, ClusterMapChange *)> &fn,
                        uint64_t *now)
 {
@@ -293,42 +328,72 @@ int ClusterMap::modify(const std::function<bool(const ClusterMapView &, ClusterM
 	return -EBUSY;
 }
 
-void ClusterMap::on_notify(void *arg, uint64_t notify_id, uint64_t handle, uint64_t, void *data,
-                           size_t len)
+void ClusterMap::on_notify(void *arg, uint64_t notify_id, uint64_t handle, uint64_t notifier,
+                           void *data, size_t len)
 {
 	auto *m = static_cast<ClusterMap *>(arg);
 	uint64_t v = 0;
 	if (!version_decode(static_cast<const char *>(data), len, &v))
 		v = 0; // not ours, or damaged: "re-read" is always safe
-	// Acknowledged first, so that the notifier does not wait on our callback.
-	rados_notify_ack(m->io_, m->oid_.c_str(), notify_id, handle, nullptr, 0);
 	WatchFn fn;
+	AckedWatchFn afn;
 	{
 		std::lock_guard g(m->watch_lock_);
-		if (handle != m->handle_)
-			return;
-		fn = m->watch_fn_;
+		if (handle == m->handle_) {
+			fn = m->watch_fn_;
+			afn = m->acked_fn_;
+		}
 	}
+	if (afn) {
+		const ClusterMapNotify n{v, notify_id, handle, notifier};
+		afn(&n); // the watcher answers when it has acted on it
+		return;
+	}
+	// Acknowledged first, so that the notifier does not wait on our callback.
+	rados_notify_ack(m->io_, m->oid_.c_str(), notify_id, handle, nullptr, 0);
 	if (fn)
 		fn(v);
+}
+
+void ClusterMap::ack(const ClusterMapNotify &n)
+{
+	rados_notify_ack(io_, oid_.c_str(), n.id, n.handle, nullptr, 0);
+}
+
+ClusterMapWatcher ClusterMap::watcher()
+{
+	std::lock_guard g(watch_lock_);
+	return {rados_get_instance_id(client_->cluster), handle_};
 }
 
 void ClusterMap::on_watch_error(void *arg, uint64_t handle, int err)
 {
 	auto *m = static_cast<ClusterMap *>(arg);
-	WatchFn fn;
 	{
 		std::lock_guard g(m->watch_lock_);
 		if (handle != m->handle_)
 			return;
-		fn = m->watch_fn_;
 	}
 	ULP_LOG_RATELIMITED(Warn, Ha,
 	                    "cluster map {}: the watch broke ({}); changes may have been missed: "
 	                    "re-reading, and watching again",
 	                    m->oid_, scsi::rados_strerror(err));
+	m->tell_broken();
+}
+
+void ClusterMap::tell_broken()
+{
+	WatchFn fn;
+	AckedWatchFn afn;
+	{
+		std::lock_guard g(watch_lock_);
+		fn = watch_fn_;
+		afn = acked_fn_;
+	}
 	if (fn)
 		fn(0);
+	if (afn)
+		afn(nullptr);
 }
 
 int ClusterMap::watch_locked()
@@ -345,7 +410,7 @@ int ClusterMap::watch_locked()
 int ClusterMap::watch(WatchFn fn)
 {
 	std::lock_guard g(watch_lock_);
-	if (watch_fn_)
+	if (watching_locked())
 		return -EBUSY;
 	watch_fn_ = std::move(fn);
 	if (int r = watch_locked(); r < 0) {
@@ -355,19 +420,30 @@ int ClusterMap::watch(WatchFn fn)
 	return 0;
 }
 
+int ClusterMap::watch_acked(AckedWatchFn fn)
+{
+	std::lock_guard g(watch_lock_);
+	if (watching_locked())
+		return -EBUSY;
+	acked_fn_ = std::move(fn);
+	if (int r = watch_locked(); r < 0) {
+		acked_fn_ = nullptr;
+		return r;
+	}
+	return 0;
+}
+
 int ClusterMap::check_watch()
 {
 	uint64_t old = 0;
-	WatchFn fn;
 	{
 		std::lock_guard g(watch_lock_);
-		if (!watch_fn_)
+		if (!watching_locked())
 			return 0;
 		if (handle_ && rados_watch_check(io_, handle_) >= 0)
 			return 0;
 		old = handle_;
 		handle_ = 0;
-		fn = watch_fn_;
 	}
 	// Outside the lock: unwatch2 waits for callbacks of the old handle, which take it.
 	if (old)
@@ -375,7 +451,7 @@ int ClusterMap::check_watch()
 	int r;
 	{
 		std::lock_guard g(watch_lock_);
-		if (!watch_fn_)
+		if (!watching_locked())
 			return 0; // unwatched meanwhile
 		r = watch_locked();
 	}
@@ -385,7 +461,7 @@ int ClusterMap::check_watch()
 		return r;
 	}
 	ULP_LOG(Info, Ha, "cluster map {}: watching again", oid_);
-	fn(0);
+	tell_broken();
 	return 0;
 }
 
@@ -397,6 +473,7 @@ void ClusterMap::unwatch()
 		h = handle_;
 		handle_ = 0;
 		watch_fn_ = nullptr;
+		acked_fn_ = nullptr;
 	}
 	if (h) {
 		rados_unwatch2(io_, h);

@@ -45,6 +45,28 @@ struct ClusterMapChange {
 	std::vector<std::string> erase;         // records removed (absent ones are no error)
 };
 
+// A watcher of the object, as a notify names it: its client's instance id (client.<gid>,
+// rados_get_instance_id) and its watch's cookie.
+struct ClusterMapWatcher {
+	uint64_t gid = 0;
+	uint64_t cookie = 0;
+	auto operator<=>(const ClusterMapWatcher &) const = default;
+};
+
+// Who answered a notify in time, and who did not.
+struct ClusterMapNotified {
+	std::vector<ClusterMapWatcher> acked;
+	std::vector<ClusterMapWatcher> missed;
+};
+
+// A notify as a watcher that answers it itself (watch_acked) receives it.
+struct ClusterMapNotify {
+	uint64_t version = 0;  // the version it announces; 0: unreadable (re-read)
+	uint64_t id = 0;       // the notify's id, for ack()
+	uint64_t handle = 0;   // the watch it came through
+	uint64_t notifier = 0; // the notifier's instance id
+};
+
 class ClusterMap
 {
 public:
@@ -74,6 +96,16 @@ public:
 	// RADOS.
 	int update(uint64_t expect, const ClusterMapChange &c, uint64_t *now);
 
+	// update() without its notify: the writer announces the change itself (notify()), and
+	// learns who heard it. The same results.
+	int put(uint64_t expect, const ClusterMapChange &c, uint64_t *now);
+	// Notify the watchers that version v is written and wait up to timeout_ms for each to
+	// answer (whole seconds: librados hands the OSD timeout_ms / 1000, and 0 means its
+	// default, osd_default_notify_timeout): 0 all did; -ETIMEDOUT some did not (out->missed
+	// names them); another negative errno from RADOS (out empty). out->acked names those that
+	// answered either way.
+	int notify(uint64_t v, uint64_t timeout_ms, ClusterMapNotified *out);
+
 	// Read, let fn make a change from what it sees, update; again from a fresh read when
 	// another writer came first, up to kModifyTries times (then -EBUSY). fn returns false to
 	// change nothing (0, *now the version read). 0 or a negative errno.
@@ -83,6 +115,17 @@ public:
 	// Watch the object: fn on every change (see WatchFn). One watch per map. 0 or a
 	// negative errno (-EBLOCKLISTED for a fenced client).
 	int watch(WatchFn fn);
+	// Called with a notify that the watcher answers itself, with ack() from any thread
+	// once it has acted on it (a notifier waits for that, up to its timeout, and then
+	// counts the watcher as missed), or with nullptr when the watch broke (re-read).
+	// Runs on librados' watch thread: it must only hand the news over.
+	using AckedWatchFn = std::function<void(const ClusterMapNotify *n)>;
+	// Watch the object, answering notifies in fn's own time. As watch() otherwise.
+	int watch_acked(AckedWatchFn fn);
+	// Answer notify n (of this map's watch; once).
+	void ack(const ClusterMapNotify &n);
+	// This watch as notifies name it; cookie 0 while not watching.
+	ClusterMapWatcher watcher();
 	void unwatch();
 	// The watch still registered with the OSD? If it broke, register it again and tell the
 	// callback 0 (re-read). 0 (watching, or not asked to), or a negative errno when the
@@ -101,7 +144,10 @@ private:
 	                      void *data, size_t len);
 	static void on_watch_error(void *arg, uint64_t handle, int err);
 	int watch_locked();
-	void notify(uint64_t version); // to the watchers, not waiting for them (cluster_map.cc)
+	bool watching_locked() const { return watch_fn_ || acked_fn_; }
+	void tell_broken(); // the watcher's callback for "re-read" (0, nullptr)
+	// update()'s notify: to the watchers, not waiting for them (cluster_map.cc).
+	void notify_async(uint64_t version);
 
 public:
 	struct NotifyState; // notifies in flight (cluster_map.cc)
@@ -110,10 +156,11 @@ private:
 	std::shared_ptr<scsi::RadosClient> client_; // keeps the connection while the map lives
 	rados_ioctx_t io_ = nullptr;                // the pool (and namespace); owned
 	const std::string oid_;                     // the object
-	std::mutex watch_lock_;                     // guards watch_fn_ and handle_
-	WatchFn watch_fn_;                          // the watcher's callback; empty: not watching
-	uint64_t handle_ = 0;                       // rados_watch3's cookie; 0: none
-	std::shared_ptr<NotifyState> notify_;       // notifies in flight (their completions)
+	std::mutex watch_lock_;                     // guards the callbacks and handle_
+	WatchFn watch_fn_;                          // the watcher's callback (watch())
+	AckedWatchFn acked_fn_; // the watcher's callback (watch_acked()); neither: not watching
+	uint64_t handle_ = 0;   // rados_watch3's cookie; 0: none
+	std::shared_ptr<NotifyState> notify_; // update()'s notifies in flight (their completions)
 };
 
 // The version as the xattr holds it, and back: decimal digits only, no sign, no leading

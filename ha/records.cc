@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <initializer_list>
+#include <optional>
 #include <vector>
 
 namespace ulp::ha
@@ -24,30 +25,19 @@ bool value_ok(std::string_view v)
 	return true;
 }
 
-} // namespace
+// A field of a record: its key, and where its value goes.
+struct Field {
+	std::string_view key;
+	std::optional<std::string_view> *value;
+};
 
-std::string owner_key(std::string_view group)
-{
-	return "owner/" + std::string(group);
-}
-
-std::string owner_record_encode(const OwnerRecord &r)
-{
-	return "gw=" + r.gw + ";addr=" + r.addr + ";state=" + (r.released ? "released" : "active") +
-	       ";epoch=" + version_encode(r.epoch);
-}
-
-namespace
-{
-
-// The fields of record s, each of keys exactly once, into vals (same order); false for a
-// damaged record (records.h).
-bool fields(std::string_view s, std::initializer_list<std::string_view> keys,
-            std::string_view *vals)
+// Split record s into the fields named: false for a record over the bound, a field that is
+// not key=value with a valid value, an unknown or repeated key, or a trailing ';'. Fields
+// absent stay nullopt.
+bool split_fields(std::string_view s, std::initializer_list<Field> fields)
 {
 	if (s.size() > kMaxRecordBytes)
 		return false;
-	std::vector<bool> seen(keys.size(), false);
 	while (!s.empty()) {
 		const size_t semi = s.find(';');
 		const std::string_view field = s.substr(0, semi);
@@ -60,20 +50,14 @@ bool fields(std::string_view s, std::initializer_list<std::string_view> keys,
 		const std::string_view k = field.substr(0, eq), v = field.substr(eq + 1);
 		if (!value_ok(v))
 			return false;
-		size_t i = 0;
-		for (std::string_view want : keys) {
-			if (want == k)
-				break;
-			i++;
-		}
-		if (i == keys.size() || seen[i])
+		std::optional<std::string_view> *slot = nullptr;
+		for (const Field &f : fields)
+			if (f.key == k)
+				slot = f.value;
+		if (!slot || slot->has_value())
 			return false; // unknown or repeated
-		seen[i] = true;
-		vals[i] = v;
+		*slot = v;
 	}
-	for (bool b : seen)
-		if (!b)
-			return false; // missing
 	return true;
 }
 
@@ -89,20 +73,78 @@ bool u16_decode(std::string_view v, uint16_t *out)
 
 } // namespace
 
+std::string owner_key(std::string_view group)
+{
+	return "owner/" + std::string(group);
+}
+
+std::string owner_record_encode(const OwnerRecord &r)
+{
+	return "gw=" + r.gw + ";addr=" + r.addr + ";state=" + (r.released ? "released" : "active") +
+	       ";epoch=" + version_encode(r.epoch);
+}
+
 bool owner_record_decode(std::string_view s, OwnerRecord *out)
 {
-	std::string_view v[4];
-	if (!fields(s, {"gw", "addr", "state", "epoch"}, v) || !ha_name_valid(v[0]))
+	std::optional<std::string_view> gw, addr, state, epoch;
+	if (!split_fields(s, {{"gw", &gw}, {"addr", &addr}, {"state", &state}, {"epoch", &epoch}}))
 		return false;
-	if (v[2] != "active" && v[2] != "released")
+	if (!gw || !addr || !state || !epoch || !ha_name_valid(*gw))
+		return false;
+	if (*state != "active" && *state != "released")
 		return false;
 	uint64_t e = 0;
-	if (!version_decode(v[3].data(), v[3].size(), &e))
+	if (!version_decode(epoch->data(), epoch->size(), &e))
 		return false;
-	out->gw = std::string(v[0]);
-	out->addr = std::string(v[1]);
-	out->released = v[2] == "released";
+	out->gw = std::string(*gw);
+	out->addr = std::string(*addr);
+	out->released = *state == "released";
 	out->epoch = e;
+	return true;
+}
+
+std::string pr_gateway_key(uint64_t gid)
+{
+	return "gw." + version_encode(gid);
+}
+
+bool pr_gateway_key_decode(std::string_view key, uint64_t *gid)
+{
+	return key.starts_with("gw.") && version_decode(key.data() + 3, key.size() - 3, gid);
+}
+
+std::string pr_gateway_record_encode(const PrGatewayRecord &r)
+{
+	std::string s = "gw=" + r.gw + ";addr=" + r.addr;
+	for (size_t i = 0; i < r.ports.size(); i++)
+		s += (i ? "," : ";ports=") + std::to_string(r.ports[i]);
+	return s;
+}
+
+bool pr_gateway_record_decode(std::string_view s, PrGatewayRecord *out)
+{
+	std::optional<std::string_view> gw, addr, ports;
+	if (!split_fields(s, {{"gw", &gw}, {"addr", &addr}, {"ports", &ports}}))
+		return false;
+	if (!gw || !addr || !ha_name_valid(*gw))
+		return false;
+	// Relative target port ids: 1..65535 (SPC-4 7.8.6.5: 0 is reserved), ascending.
+	std::vector<uint16_t> v;
+	for (std::string_view p = ports.value_or(""); !p.empty();) {
+		const size_t comma = p.find(',');
+		const std::string_view one = p.substr(0, comma);
+		p = comma == std::string_view::npos ? std::string_view() : p.substr(comma + 1);
+		if (comma != std::string_view::npos && p.empty())
+			return false; // a trailing ','
+		uint64_t n = 0;
+		if (!version_decode(one.data(), one.size(), &n) || n == 0 || n > 0xffff ||
+		    (!v.empty() && n <= v.back()))
+			return false;
+		v.push_back(static_cast<uint16_t>(n));
+	}
+	out->gw = std::string(*gw);
+	out->addr = std::string(*addr);
+	out->ports = std::move(v);
 	return true;
 }
 
@@ -118,11 +160,11 @@ std::string gateway_record_encode(const GatewayRecord &r)
 
 bool gateway_record_decode(std::string_view s, GatewayRecord *out)
 {
-	std::string_view v[1];
-	uint16_t id = 0;
-	if (!fields(s, {"id"}, v) || !u16_decode(v[0], &id))
+	std::optional<std::string_view> id;
+	uint16_t n = 0;
+	if (!split_fields(s, {{"id", &id}}) || !id || !u16_decode(*id, &n))
 		return false;
-	out->id = id;
+	out->id = n;
 	return true;
 }
 
@@ -155,11 +197,11 @@ std::string port_record_encode(const PortRecord &r)
 
 bool port_record_decode(std::string_view s, PortRecord *out)
 {
-	std::string_view v[1];
-	if (!fields(s, {"rtpis"}, v))
+	std::optional<std::string_view> list;
+	if (!split_fields(s, {{"rtpis", &list}}) || !list)
 		return false;
 	std::vector<uint16_t> rtpis;
-	std::string_view l = v[0];
+	std::string_view l = *list;
 	while (true) {
 		const size_t comma = l.find(',');
 		uint16_t r = 0;

@@ -6,6 +6,8 @@
 //   owner/<group>         gw=<gateway>;addr=<RADOS address>;state=active|released;epoch=<n>
 //   gw/<gateway>          id=<target port group id>
 //   port/<target>/<gw>    rtpis=<relative target port id>[,<id>...]
+//   gw.<gid>              gw=<gateway>;addr=<RADOS address>[;ports=<n>,...] (in a LU's
+//                         reservation object, pr_cluster.h)
 // Values are printable ASCII without ';' or '=' (gateway names, addresses); a record longer
 // than kMaxRecordBytes, with an unknown or repeated key, a missing one or a bad number is
 // damaged and refused whole: another gateway wrote it, and acting on half of it could fence
@@ -39,6 +41,25 @@ struct OwnerRecord {
 std::string owner_record_encode(const OwnerRecord &r);
 // false for a damaged record (see above); *out untouched then.
 bool owner_record_decode(std::string_view s, OwnerRecord *out);
+
+// A gateway that serves a LU whose reservations are shared (pr_cluster.h), as it wrote
+// itself into the LU's reservation object: record "gw.<gid>" (its RADOS client's instance
+// id, the id a notify names a watcher by):
+//   gw=<gateway>;addr=<RADOS address>[;ports=<rtpi>,<rtpi>...]
+// What a writer needs when that gateway does not answer a notify (whom to fence), and what
+// REGISTER AND MOVE may name (its relative target port ids of the LU, ascending).
+struct PrGatewayRecord {
+	std::string gw;              // the gateway's name
+	std::string addr;            // its RADOS client's address and nonce
+	std::vector<uint16_t> ports; // its target ports' relative ids (1..65535), ascending
+};
+std::string pr_gateway_key(uint64_t gid);
+// false for a key that is not a gateway's.
+bool pr_gateway_key_decode(std::string_view key, uint64_t *gid);
+std::string pr_gateway_record_encode(const PrGatewayRecord &r);
+// false for a damaged record (as owner_record_decode); *out untouched then.
+bool pr_gateway_record_decode(std::string_view s, PrGatewayRecord *out);
+
 
 // A gateway of the cluster, written when it first joins and kept (by name) across its
 // restarts: the id of the target port group (SPC-4 5.15.2) its ports form for every LU,

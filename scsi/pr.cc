@@ -38,8 +38,12 @@ std::vector<NexusId> pr_nexuses(LogicalUnit &lu, const Registration &r)
 	return v;
 }
 
-void pr_ua(LogicalUnit &lu, const Registration &r, uint16_t asc_ascq)
+void pr_ua(LogicalUnit &lu, PrState &pr, const Registration &r, uint16_t asc_ascq)
 {
+	if (pr.record) {
+		pr.record->push_back({PrEvent::Ua, asc_ascq, r.nexus, r.all_tg_pt});
+		return;
+	}
 	for (const NexusId &n : pr_nexuses(lu, r))
 		lu.ua_add(n, asc_ascq);
 }
@@ -64,7 +68,7 @@ void pr_unregister(LogicalUnit &lu, PrState &pr, const Registration *r)
 	// is news to the other registrants (their access changes): RESERVATIONS RELEASED.
 	if (type == PrType::WriteExclusiveRegOnly || type == PrType::ExclusiveAccessRegOnly)
 		for (const Registration &o : pr.regs)
-			pr_ua(lu, o, UA_RESERVATIONS_RELEASED);
+			pr_ua(lu, pr, o, UA_RESERVATIONS_RELEASED);
 }
 
 ProtoId pr_proto_of(const Nexus &s)
@@ -102,11 +106,19 @@ void pr_nexus_loss(LogicalUnit &lu, const NexusId &n)
 // 6.16.2). With APTPL active the state kept is the one the state file holds: every change
 // is in it before its command completed (pr_out.cc), and one still being written is the
 // command's, in flight across this reset as across a power loss.
+//
+// A state shared by gateways (pr_shared.cc) is not this target's to lose: the LU goes on
+// through the other gateways, its state in the store they share, and a reset of one of them
+// is no power loss of the LU. Only the SPC-2 reservation, which is this gateway's, goes.
 void pr_power_on(LogicalUnit &lu)
 {
 	PrState &pr = pr_of(lu);
 	std::lock_guard g(pr.lock);
 	pr.spc2.reset();
+	if (pr.shared) {
+		pr.sync();
+		return;
+	}
 	pr.generation = 0;
 	if (pr.aptpl) {
 		pr.sync();

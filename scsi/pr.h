@@ -13,10 +13,13 @@
 // SPC-4 but REPLACE LOST RESERVATION, every reservation type, ALL_TG_PT, REGISTER AND MOVE
 // to the target port the command came through, the SPC-4 5.13.3 exceptions for RESERVE and
 // RELEASE (CRH), and APTPL 1 (persist through power loss: PTPL_C) on a LU with a state
-// store (pr_attach_store; scsi/pr_store.h). Refused: SPEC_I_PT, and APTPL 1 on a LU
-// without a store. The files: pr.cc (state, resets), pr_check.cc (conflict tables),
-// pr_in.cc, pr_out.cc, pr_spc2.cc (the commands), pr_transport_id.cc, pr_persist.cc (the
-// state file); pr_internal.h is what they share.
+// store (pr_attach_store; scsi/pr_store.h). A LU that several gateways serve shares its
+// state through a store they all reach (pr_attach_shared; scsi/pr_shared.h): PTPL_C, and
+// SPEC_I_PT and REGISTER AND MOVE to the other gateways' ports as well. Refused: SPEC_I_PT
+// and APTPL 1 on a LU with neither. The files: pr.cc (state, resets), pr_check.cc (conflict
+// tables), pr_in.cc, pr_out.cc, pr_spc2.cc (the commands), pr_transport_id.cc,
+// pr_persist.cc (the state file), pr_shared.cc (the shared state); pr_internal.h is what
+// they share.
 #pragma once
 
 #include "scsi/cmd.h"

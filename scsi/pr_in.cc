@@ -20,7 +20,7 @@ namespace
 enum : uint8_t {
 	CAP_PTPL_C = 1u << 0, // persist through power loss capable: with a state store
 	CAP_ATP_C = 1u << 2,  // ALL_TG_PT supported
-	CAP_SIP_C = 1u << 3,  // SPEC_I_PT supported: no
+	CAP_SIP_C = 1u << 3,  // SPEC_I_PT supported: where the state is shared (pr_shared.cc)
 	CAP_CRH = 1u << 4,    // SPC-4 5.13.3 exceptions to RESERVE/RELEASE: yes
 	CAP_TMV = 1u << 7,    // the type mask is valid
 	// ALLOW COMMANDS 011b: TEST UNIT READY passes Write Exclusive and Exclusive Access
@@ -77,13 +77,15 @@ std::vector<uint8_t> read_reservation(const PrState &pr)
 	return d;
 }
 
-// SPC-4 6.16.4: PTPL_C when the LU has a state store (APTPL 1 is accepted), PTPL_A when
-// the last valid APTPL bit was one (pr_persist.cc).
+// SPC-4 6.16.4: PTPL_C when the LU has a state store or its state is shared (APTPL 1 is
+// accepted), PTPL_A when the last valid APTPL bit was one (pr_persist.cc, pr_shared.cc);
+// SIP_C where the state is shared.
 std::vector<uint8_t> report_capabilities(const PrState &pr)
 {
 	std::vector<uint8_t> d(8, 0);
 	put_be16(&d[0], 8);
-	d[2] = CAP_CRH | CAP_ATP_C | (pr.store ? CAP_PTPL_C : 0);
+	d[2] = CAP_CRH | CAP_ATP_C | (pr.store || pr.shared ? CAP_PTPL_C : 0) |
+	       (pr.shared ? CAP_SIP_C : 0);
 	d[3] = CAP_TMV | CAP_ALLOW_COMMANDS | (pr.aptpl ? CAP_PTPL_A : 0);
 	d[4] = kTypeMask4;
 	d[5] = kTypeMask5;
@@ -112,29 +114,32 @@ std::vector<uint8_t> read_full_status(const PrState &pr)
 
 void exec_pr_in(Cmd *cmd)
 {
-	PrState &pr = pr_of(*cmd->lu);
-	std::vector<uint8_t> d;
-	{
-		std::lock_guard g(pr.lock);
-		switch (PrInSa(cmd->cdb[1] & 0x1f)) {
-		case PrInSa::ReadKeys:
-			d = read_keys(pr);
-			break;
-		case PrInSa::ReadReservation:
-			d = read_reservation(pr);
-			break;
-		case PrInSa::ReportCapabilities:
-			d = report_capabilities(pr);
-			break;
-		case PrInSa::ReadFullStatus:
-			d = read_full_status(pr);
-			break;
-		}
+	// A state shared with other gateways is read where they all write it (pr_shared.cc).
+	if (pr_of(*cmd->lu).shared) {
+		pr_shared_in(cmd);
+		return;
 	}
-	complete_data_in(cmd, d);
+	complete_data_in(cmd, pr_in_data(cmd));
 }
 
 } // namespace
+
+std::vector<uint8_t> pr_in_data(Cmd *cmd)
+{
+	PrState &pr = pr_of(*cmd->lu);
+	std::lock_guard g(pr.lock);
+	switch (PrInSa(cmd->cdb[1] & 0x1f)) {
+	case PrInSa::ReadKeys:
+		return read_keys(pr);
+	case PrInSa::ReadReservation:
+		return read_reservation(pr);
+	case PrInSa::ReportCapabilities:
+		return report_capabilities(pr);
+	case PrInSa::ReadFullStatus:
+		return read_full_status(pr);
+	}
+	return {}; // parsing lets nothing else through
+}
 
 Sense pr_in_parse(Cmd *cmd)
 {

@@ -12,10 +12,16 @@
 //
 // What we offer (REPORT CAPABILITIES, pr_in.cc): ALL_TG_PT (one registration standing for
 // the initiator port through every target port), every reservation type, REGISTER AND MOVE
-// to a target port we can name (the one the command came through), APTPL 1 on a LU with a
-// state store (PTPL_C 1). Refused as SPC-4 allows: SPEC_I_PT (SIP_C 0), and APTPL 1 on a
-// LU without a store (PTPL_C 0), with INVALID FIELD IN PARAMETER LIST; REPLACE LOST
-// RESERVATION (RLR_C 0) with INVALID FIELD IN CDB.
+// to a target port we can name (the one the command came through; with a shared state, any
+// gateway's), APTPL 1 on a LU with a state store or a shared state (PTPL_C 1), SPEC_I_PT on
+// a LU with a shared state (SIP_C 1). Refused as SPC-4 allows: SPEC_I_PT (SIP_C 0) and
+// APTPL 1 (PTPL_C 0) on a LU with neither, with INVALID FIELD IN PARAMETER LIST; REPLACE
+// LOST RESERVATION (RLR_C 0) with INVALID FIELD IN CDB.
+//
+// A LU whose state is shared by gateways (pr_shared.cc) applies the same service actions,
+// by this same code, to a copy of the shared state on the store's thread; what they do to
+// I_T nexuses besides (unit attentions, aborts) is recorded as events there (PrState::record)
+// and done by every gateway for its own nexuses.
 //
 // Persist through power loss (SPC-4 5.13.5): while the last valid APTPL bit (of a REGISTER,
 // REGISTER AND IGNORE EXISTING KEY or REGISTER AND MOVE that did something) is one, every
@@ -52,31 +58,9 @@ namespace
 constexpr uint32_t kBasicLen = 24;
 constexpr uint32_t kMaxParamLen = 4096;
 
-// The basic parameter list (SPC-4 6.17.3 table 170).
-struct BasicParams {
-	uint64_t key = 0;    // RESERVATION KEY
-	uint64_t sa_key = 0; // SERVICE ACTION RESERVATION KEY
-	bool spec_i_pt = false;
-	bool all_tg_pt = false;
-	bool aptpl = false;
-};
-
-// The REGISTER AND MOVE parameter list (SPC-4 6.17.4 table 172).
-struct MoveParams {
-	uint64_t key = 0;
-	uint64_t sa_key = 0;
-	bool unreg = false;
-	bool aptpl = false;
-	NexusId dest; // TransportID + RELATIVE TARGET PORT IDENTIFIER
-	ProtoId dest_proto = ProtoId::Iscsi;
-};
-
-// What applying a service action leaves to do once the reservation lock is dropped.
-struct Outcome {
-	Sense sense = Sense::None;
-	std::vector<NexusId> abort; // PREEMPT AND ABORT: the preempted I_T nexuses
-	bool noop = false; // a REGISTER that did nothing (table 62): its APTPL bit is not valid
-};
+using BasicParams = PrBasicParams;
+using MoveParams = PrMoveParams;
+using Outcome = PrOutcome;
 
 // The state PREEMPT AND ABORT keeps while the preempted tasks end (Cmd::scratch).
 struct PreemptAbort {
@@ -104,6 +88,28 @@ PrType type_of(const Cmd *cmd)
 
 // ---- Registering (SPC-4 5.13.7, table 62 and 63) --------------------------------------
 
+// Whether a new registration of I_T nexus n (with all_tg_pt: of its initiator port through
+// every target port) would stand for an I_T nexus that one in pr does already. SPC-4 leaves
+// an ALL_TG_PT registration over an initiator port's existing ones undefined; we refuse it.
+bool overlaps(const PrState &pr, const NexusId &n, bool all_tg_pt)
+{
+	for (const Registration &o : pr.regs)
+		if (o.covers(n) || (all_tg_pt && o.nexus.initiator_port == n.initiator_port))
+			return true;
+	return false;
+}
+
+void add_registration(PrState &pr, const NexusId &n, ProtoId proto, uint64_t key, bool all_tg_pt)
+{
+	Registration nr;
+	nr.id = pr.next_id++;
+	nr.nexus = n;
+	nr.key = key;
+	nr.all_tg_pt = all_tg_pt;
+	nr.proto = proto;
+	pr.regs.push_back(std::move(nr));
+}
+
 Outcome do_register(LogicalUnit &lu, PrState &pr, const Cmd *cmd, const BasicParams &p,
                     bool ignore_key)
 {
@@ -114,21 +120,22 @@ Outcome do_register(LogicalUnit &lu, PrState &pr, const Cmd *cmd, const BasicPar
 		if (!ignore_key && p.key != 0)
 			return {Sense::ReservationConflict, {}};
 		if (p.sa_key != 0) {
-			// With ALL_TG_PT, the new registration would stand for the initiator port
-			// through every target port, and so take over any that port already has
-			// elsewhere: SPC-4 leaves that undefined; we refuse it, as it does for
-			// SPEC_I_PT.
-			if (p.all_tg_pt)
-				for (const Registration &o : pr.regs)
-					if (o.nexus.initiator_port == n.initiator_port)
-						return {Sense::ReservationConflict, {}};
-			Registration nr;
-			nr.id = pr.next_id++;
-			nr.nexus = n;
-			nr.key = p.sa_key;
-			nr.all_tg_pt = p.all_tg_pt;
-			nr.proto = pr_proto_of(*cmd->sess);
-			pr.regs.push_back(std::move(nr));
+			if (overlaps(pr, n, p.all_tg_pt))
+				return {Sense::ReservationConflict, {}};
+			// SPC-4 5.13.7, 6.17.3: SPEC_I_PT registers the I_T nexuses of the
+			// initiator ports its TransportIDs name (through this target port, or with
+			// ALL_TG_PT through every one) along with this one, all or none. One
+			// already registered, or the issuer's own port named again, makes the list
+			// invalid.
+			for (const PrPort &sp : p.spec)
+				if (sp.proto != pr_proto_of(*cmd->sess) ||
+				    sp.port == n.initiator_port ||
+				    overlaps(pr, NexusId{sp.port, n.rtpi}, p.all_tg_pt))
+					return {Sense::InvalidParamListField, {}};
+			add_registration(pr, n, pr_proto_of(*cmd->sess), p.sa_key, p.all_tg_pt);
+			for (const PrPort &sp : p.spec)
+				add_registration(pr, NexusId{sp.port, n.rtpi}, sp.proto, p.sa_key,
+				                 p.all_tg_pt);
 		}
 		// A zero SERVICE ACTION RESERVATION KEY from an unregistered I_T nexus: "do
 		// nothing except return GOOD" (table 62), PRgeneration and APTPL included.
@@ -142,6 +149,9 @@ Outcome do_register(LogicalUnit &lu, PrState &pr, const Cmd *cmd, const BasicPar
 	// reservation it holds stays held, now under the new key).
 	if (!ignore_key && p.key != r->key)
 		return {Sense::ReservationConflict, {}};
+	// SPC-4 5.13.7 table 62: SPEC_I_PT from a registered I_T nexus is an invalid field.
+	if (p.spec_i_pt)
+		return {Sense::InvalidParamListField, {}};
 	if (p.sa_key == 0)
 		pr_unregister(lu, pr, r);
 	else
@@ -183,7 +193,7 @@ Outcome do_release(LogicalUnit &lu, PrState &pr, const Registration *r, PrType t
 	if (pr_registrants_share(old))
 		for (const Registration &o : pr.regs)
 			if (o.id != r->id)
-				pr_ua(lu, o, UA_RESERVATIONS_RELEASED);
+				pr_ua(lu, pr, o, UA_RESERVATIONS_RELEASED);
 	return {};
 }
 
@@ -195,7 +205,7 @@ Outcome do_clear(LogicalUnit &lu, PrState &pr, const Registration *r)
 	// PREEMPTED.
 	for (const Registration &o : pr.regs)
 		if (o.id != r->id)
-			pr_ua(lu, o, UA_RESERVATIONS_PREEMPTED);
+			pr_ua(lu, pr, o, UA_RESERVATIONS_PREEMPTED);
 	pr.regs.clear();
 	pr.release();
 	pr.generation++;
@@ -217,9 +227,12 @@ void remove_registrations(LogicalUnit &lu, PrState &pr, const Registration *issu
 			continue;
 		}
 		if (it->id != issuer_id) {
-			pr_ua(lu, *it, UA_REGISTRATIONS_PREEMPTED);
-			for (const NexusId &n : pr_nexuses(lu, *it))
-				out->abort.push_back(n);
+			pr_ua(lu, pr, *it, UA_REGISTRATIONS_PREEMPTED);
+			if (pr.record)
+				pr.record->push_back({PrEvent::Abort, 0, it->nexus, it->all_tg_pt});
+			else
+				for (const NexusId &n : pr_nexuses(lu, *it))
+					out->abort.push_back(n);
 		}
 		it = pr.regs.erase(it);
 	}
@@ -269,7 +282,7 @@ Outcome do_preempt(LogicalUnit &lu, PrState &pr, const Registration *r, PrType t
 	if (type != old)
 		for (const Registration &o : pr.regs)
 			if (o.id != issuer_id)
-				pr_ua(lu, o, UA_RESERVATIONS_RELEASED);
+				pr_ua(lu, pr, o, UA_RESERVATIONS_RELEASED);
 	pr.generation++;
 	return out;
 }
@@ -284,11 +297,14 @@ Outcome do_register_and_move(LogicalUnit &lu, PrState &pr, const Cmd *cmd, Regis
 		return {Sense::ReservationConflict, {}};
 	if (p.sa_key == 0)
 		return {Sense::InvalidParamListField, {}};
-	// The destination must be another I_T nexus, through a target port we know (the LU
-	// does not know its other ports, so that is the one the command came through), named
-	// in that port's protocol.
-	if (p.dest.rtpi != cmd->sess->id().rtpi || r->covers(p.dest) ||
-	    p.dest_proto != pr_proto_of(*cmd->sess))
+	// The destination must be another I_T nexus, through a target port we know, named in
+	// that port's protocol. A LU alone knows the port the command came through (it does
+	// not know its other ports); with its state shared, the other gateways' ports too
+	// (pr_shared.cc).
+	const bool known_port = p.dest.rtpi == cmd->sess->id().rtpi ||
+	                        std::find(pr.other_ports.begin(), pr.other_ports.end(),
+	                                  p.dest.rtpi) != pr.other_ports.end();
+	if (!known_port || r->covers(p.dest) || p.dest_proto != pr_proto_of(*cmd->sess))
 		return {Sense::InvalidParamListField, {}};
 	Registration *d = pr.find(p.dest);
 	uint64_t dest_id;
@@ -333,21 +349,31 @@ Sense read_basic(Cmd *cmd, BasicParams *p)
 	p->spec_i_pt = b[20] & 0x08;
 	p->all_tg_pt = b[20] & 0x04;
 	p->aptpl = b[20] & 0x01;
-	// SPC-4 6.17.3: SIP_C 0, so SPEC_I_PT 1 is an invalid field for every service action;
-	// without it the list is exactly 24 bytes.
-	if (p->spec_i_pt)
-		return Sense::InvalidParamListField;
-	if (cmd->xfer_len != kBasicLen)
-		return Sense::ParamListLengthError;
-	// APTPL and ALL_TG_PT count for the registering service actions only (ignored for the
-	// others). Without a state store (PTPL_C 0) APTPL 1 is refused (SPC-4 6.17.3).
 	const PrOutSa sa = sa_of(cmd);
+	const PrState &pr = pr_of(*cmd->lu);
+	if (p->spec_i_pt) {
+		// SPC-4 6.17.3: SPEC_I_PT is for REGISTER alone (an invalid field for every other
+		// service action), and only where SIP_C is one: a state shared by gateways
+		// (pr_shared.cc). A LU alone reports SIP_C 0 and refuses it the same way.
+		if (sa != PrOutSa::Register || !pr.shared)
+			return Sense::InvalidParamListField;
+		std::vector<uint8_t> all(cmd->xfer_len);
+		if (sgl_copy_out(cmd, 0, all.data(), all.size()) != all.size())
+			return Sense::ParamListLengthError;
+		if (Sense s = pr_spec_i_pt_parse(all, &p->spec); s != Sense::None)
+			return s;
+	} else if (cmd->xfer_len != kBasicLen) {
+		return Sense::ParamListLengthError; // without it the list is exactly 24 bytes
+	}
+	// APTPL and ALL_TG_PT count for the registering service actions only (ignored for the
+	// others). Without a state store or a shared state (PTPL_C 0) APTPL 1 is refused (SPC-4
+	// 6.17.3).
 	const bool registering = sa == PrOutSa::Register || sa == PrOutSa::RegisterAndIgnore;
 	if (!registering) {
 		p->all_tg_pt = false;
 		p->aptpl = false;
 	}
-	if (p->aptpl && !pr_of(*cmd->lu).store)
+	if (p->aptpl && !pr.store && !pr.shared)
 		return Sense::InvalidParamListField;
 	return Sense::None;
 }
@@ -366,7 +392,7 @@ Sense read_move(Cmd *cmd, MoveParams *p)
 	// SPC-4 6.17.4: the TransportID must fit the parameter list, and be one TransportID.
 	if (tid_len > b.size() - kBasicLen)
 		return Sense::ParamListLengthError;
-	if (p->aptpl && !pr_of(*cmd->lu).store)
+	if (p->aptpl && !pr_of(*cmd->lu).store && !pr_of(*cmd->lu).shared)
 		return Sense::InvalidParamListField; // PTPL_C 0
 	std::span<const uint8_t> tid(&b[kBasicLen], tid_len);
 	const size_t used = transport_id_parse(tid, &p->dest_proto, &p->dest.initiator_port);
@@ -510,6 +536,11 @@ void exec_pr_out(Cmd *cmd)
 		complete_sense(cmd, s);
 		return;
 	}
+	// A state shared with other gateways changes where all of them see it (pr_shared.cc).
+	if (pr.shared) {
+		pr_shared_out(cmd, std::move(p), std::move(mp));
+		return;
+	}
 	// PREEMPT AND ABORT's state, allocated before anything changes.
 	std::unique_ptr<PreemptAbort> pa;
 	if (sa == PrOutSa::PreemptAndAbort) {
@@ -519,9 +550,7 @@ void exec_pr_out(Cmd *cmd)
 			return;
 		}
 	}
-	// SPC-4 6.17.3, 6.17.4: the APTPL bit of these is valid; the others' is ignored.
-	const bool sets_aptpl = sa == PrOutSa::Register || sa == PrOutSa::RegisterAndIgnore ||
-	                        sa == PrOutSa::RegisterAndMove;
+	const bool sets_aptpl = pr_out_sets_aptpl(cmd);
 	const bool aptpl = sa == PrOutSa::RegisterAndMove ? mp.aptpl : p.aptpl;
 
 	Outcome out;
@@ -586,6 +615,25 @@ void exec_pr_out(Cmd *cmd)
 }
 
 } // namespace
+
+PrOutcome pr_out_apply(LogicalUnit &lu, PrState &pr, const Cmd *cmd, const PrBasicParams &p,
+                       const PrMoveParams &mp)
+{
+	return apply(lu, pr, cmd, p, mp);
+}
+
+bool pr_out_sets_aptpl(const Cmd *cmd)
+{
+	// SPC-4 6.17.3, 6.17.4: the APTPL bit of these is valid; the others' is ignored.
+	const PrOutSa sa = sa_of(cmd);
+	return sa == PrOutSa::Register || sa == PrOutSa::RegisterAndIgnore ||
+	       sa == PrOutSa::RegisterAndMove;
+}
+
+bool pr_cmd_aborted(const Cmd *cmd)
+{
+	return aborted(cmd);
+}
 
 Sense pr_out_parse(Cmd *cmd)
 {

@@ -162,11 +162,16 @@ std::vector<uint8_t> pr_image(const LogicalUnit &lu, const PrState &pr)
 {
 	if (!pr.aptpl)
 		return {};
+	return pr_image_of(lu.name(), lu.naa(), pr);
+}
+
+std::vector<uint8_t> pr_image_of(const std::string &name, uint64_t naa, const PrState &pr)
+{
 	std::vector<uint8_t> v(kMagic, kMagic + sizeof(kMagic));
 	put32(v, kVersion);
 	put32(v, 0); // body length, below
-	put_str(v, lu.name());
-	put64(v, lu.naa());
+	put_str(v, name);
+	put64(v, naa);
 	v.push_back(static_cast<uint8_t>(pr.type));
 	v.insert(v.end(), 3, 0);
 	uint32_t holder = kNoHolder;

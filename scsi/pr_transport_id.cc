@@ -121,6 +121,15 @@ size_t transport_id_parse(std::span<const uint8_t> p, ProtoId *proto, std::strin
 			return 0;
 		if (format == 1 && (sep == 0 || s.size() - sep - (sizeof(kIsidSep) - 1) != 12))
 			return 0;
+		// The ISID's 12 hex digits as the core writes them in a port's text: lowercase
+		// (RFC 7143 names it in hex, case not significant).
+		if (format == 1)
+			for (size_t i = sep + sizeof(kIsidSep) - 1; i < s.size(); i++) {
+				if (hexval(s[i]) < 0)
+					return 0;
+				s[i] = static_cast<char>(
+				    std::tolower(static_cast<unsigned char>(s[i])));
+			}
 		*proto = ProtoId::Iscsi;
 		*port = std::move(s);
 		return 4 + addl;
@@ -128,6 +137,47 @@ size_t transport_id_parse(std::span<const uint8_t> p, ProtoId *proto, std::strin
 	default:
 		return 0; // FCP, SAS, ...: no fabric of ours names ports that way
 	}
+}
+
+Sense pr_spec_i_pt_parse(std::span<const uint8_t> list, std::vector<PrPort> *out)
+{
+	// SPC-4 6.17.3 table 170: the basic 24 bytes, TRANSPORTID PARAMETER DATA LENGTH, then
+	// the TransportIDs: exactly as long as that says.
+	constexpr size_t kHead = 28;
+	if (list.size() < kHead)
+		return Sense::ParamListLengthError;
+	const uint32_t len = get_be32(&list[24]);
+	if (len != list.size() - kHead)
+		return Sense::ParamListLengthError;
+	std::vector<PrPort> v;
+	for (std::span<const uint8_t> t = list.subspan(kHead); !t.empty();) {
+		// The length the TransportID's own header gives: one the list cuts short is a
+		// length error, as SPC-4 6.17.3 says for a TransportID truncated by the length.
+		size_t want = 0;
+		if (t.size() >= 4 && ProtoId(t[0] & 0x0f) == ProtoId::Iscsi)
+			want = 4 + size_t(get_be16(&t[2]));
+		else if (ProtoId(t[0] & 0x0f) == ProtoId::Srp)
+			want = kSrpLen;
+		else if (t.size() >= 4)
+			return Sense::InvalidParamListField; // a protocol we cannot name ports of
+		if (want == 0 || want > t.size())
+			return Sense::ParamListLengthError;
+		PrPort p;
+		const size_t used = transport_id_parse(t.first(want), &p.proto, &p.port);
+		if (used != want)
+			return Sense::InvalidParamListField;
+		// An initiator port, not an initiator device: iSCSI's format 01b (SPC-4 7.6.4.6)
+		// names the session's ISID along with the name; 00b names every port of the
+		// device, which a registration (of I_T nexuses) cannot stand for.
+		if (p.proto == ProtoId::Iscsi && p.port.find(kIsidSep) == std::string::npos)
+			return Sense::InvalidParamListField;
+		if (std::find(v.begin(), v.end(), p) != v.end())
+			return Sense::InvalidParamListField; // one port twice
+		v.push_back(std::move(p));
+		t = t.subspan(used);
+	}
+	*out = std::move(v);
+	return Sense::None;
 }
 
 } // namespace ulp::scsi
