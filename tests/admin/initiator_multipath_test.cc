@@ -212,8 +212,9 @@ TEST(InitiatorMultipath, FollowsTheStatesUnderVerifiedWrites)
 	EXPECT_EQ(j["paths"][1]["group"], 20) << out;
 	// Each move is a failover: from the path whose group left active/optimized to the
 	// other, resumed, its stall the I/O gap: more than nothing (the commands waited for a
-	// new RTPG at least), and no more than the command that waited longest (the JSON's
-	// rounding aside: microseconds with one decimal, milliseconds with three).
+	// new RTPG at least), and no more than the command that waited longest. Within a
+	// millisecond: the stall starts when the oldest command the path had as the refusal
+	// came was sent, a little before the refused one may have been.
 	const admin::json &fo = j["multipath"]["failovers"];
 	ASSERT_TRUE(fo.is_array()) << out;
 	ASSERT_GE(fo.size(), 2u) << out;
@@ -222,7 +223,7 @@ TEST(InitiatorMultipath, FollowsTheStatesUnderVerifiedWrites)
 		EXPECT_EQ(f["resumed"], true) << f.dump();
 		EXPECT_NE(f["from"], f["to"]) << f.dump();
 		EXPECT_GT(f["stall_ms"].get<double>(), 0.0) << f.dump();
-		EXPECT_LE(f["stall_ms"].get<double>(), max_ms + 0.001)
+		EXPECT_LE(f["stall_ms"].get<double>(), max_ms + 1.0)
 		    << f.dump() << " max " << max_ms;
 		EXPECT_GT(f["at_s"].get<double>(), 0.5) << f.dump();
 	}

@@ -221,6 +221,7 @@ int MultipathDisk::send(std::shared_ptr<Cmd> c)
 	int rc = p.disk->submit(
 	    c->req, [this, i, gen = p.gen, c](const ScsiResult &r) { completed(i, gen, c, r); });
 	if (rc == 0) {
+		p.sent_times.insert(c->sent);
 		p.ios++;
 		in_flight_++;
 	} else if (rc != -EBUSY) {
@@ -242,13 +243,31 @@ void MultipathDisk::completed(size_t i, uint32_t gen, std::shared_ptr<Cmd> c, co
 	const bool ua =
 	    r.outcome == TaskOutcome::Completed && r.status == 0x02 && k.valid && k.key == 0x6;
 	// A late answer of a session since replaced says nothing of the path's new one.
-	if (failed && gen == paths_[i].gen)
+	PathRt &p = paths_[i];
+	if (gen == p.gen && c->sent != Clock::time_point{}) {
+		if (auto it = p.sent_times.find(c->sent); it != p.sent_times.end())
+			p.sent_times.erase(it);
+		// Trouble on the path: it began when the oldest command it still had when the
+		// answer came was sent (a frozen target answers late, GOOD or not, what it had
+		// since it froze); it is over once a command sent after it was seen is GOOD.
+		const Clock::time_point t =
+		    p.polling ? std::min(p.oldest_at_poll, c->sent) : c->sent;
+		if (!r.good() && p.bad_since == Clock::time_point{}) {
+			p.bad_since = t;
+			p.bad_seen = Clock::now();
+		} else if (!r.good() && t < p.bad_since) {
+			p.bad_since = t;
+		} else if (r.good() && p.bad_since != Clock::time_point{} && c->sent > p.bad_seen) {
+			p.bad_since = {};
+		}
+	}
+	if (failed && gen == p.gen)
 		mark_dead(i, is::describe_result(r));
 	// Refused for its port's state on the path in use: that path is left.
 	if (a != AluaSense::None && a != AluaSense::StateChanged && i == last_used_)
 		failover_begin(std::string("path ") + paths_[i].p.name + ": " +
 		               is::alua_sense_str(a));
-	if (a != AluaSense::None || failed || ua)
+	if (!r.good())
 		failover_uncompleted(i, c->sent);
 	if ((a != AluaSense::None || failed || ua) && Clock::now() - c->first < kRetryFor) {
 		if (a != AluaSense::None)
@@ -257,7 +276,7 @@ void MultipathDisk::completed(size_t i, uint32_t gen, std::shared_ptr<Cmd> c, co
 		waiting_.push_back(std::move(c));
 		return;
 	}
-	if (r.outcome == TaskOutcome::Completed)
+	if (r.good())
 		failover_completed(i, c->sent);
 	c->cb(r);
 }
@@ -271,11 +290,8 @@ void MultipathDisk::failover_begin(const std::string &why)
 	f.from = last_used_;
 	f.why = why;
 	in_failover_ = true;
+	f.first_sent = paths_[f.from].bad_since; // what it answered badly before this
 	failovers_.push_back(f);
-	// Commands the old path already gave back count from when they were sent.
-	for (const auto &c : waiting_)
-		if (c->path == f.from)
-			failover_uncompleted(c->path, c->sent);
 }
 
 void MultipathDisk::failover_uncompleted(size_t i, Clock::time_point sent)
@@ -352,20 +368,30 @@ void MultipathDisk::resubmit_waiting()
 	}
 }
 
+int MultipathDisk::poll_path(size_t i, std::chrono::milliseconds timeout)
+{
+	PathRt &p = paths_[i];
+	p.oldest_at_poll = p.sent_times.empty() ? Clock::now() : *p.sent_times.begin();
+	p.polling = true;
+	const int rc = p.disk->poll(timeout);
+	p.polling = false;
+	return rc;
+}
+
 int MultipathDisk::poll(std::chrono::milliseconds timeout)
 {
 	// The paths not in use only finish what they had; the chosen one may sleep.
 	// A dead one still owing callbacks (it failed at a submit) delivers them: sent again.
 	for (size_t i = 0; i < paths_.size(); i++)
 		if (i != current_ && (!paths_[i].dead || paths_[i].p.session->in_flight()) &&
-		    paths_[i].disk->poll({}) < 0)
+		    poll_path(i, {}) < 0)
 			mark_dead(i, paths_[i].disk->error());
 	// Commands given back meanwhile (a path failed under a submit) go out before the
 	// sleep, not after it.
 	resubmit_waiting();
 	if (current_ != SIZE_MAX) {
 		const size_t i = current_;
-		if (paths_[i].disk->poll(timeout) < 0)
+		if (poll_path(i, timeout) < 0)
 			mark_dead(i, paths_[i].disk->error());
 	} else {
 		std::this_thread::sleep_for(std::min(timeout, std::chrono::milliseconds(50)));
@@ -527,6 +553,8 @@ void MultipathDisk::reinstate(size_t i, Relogin &l)
 	p.state = 0x3; // until the groups are read again
 	p.dead = false;
 	p.login_failed_said = false;
+	p.bad_since = p.bad_seen = {};
+	p.sent_times.clear();
 	p.reinstated++;
 	need_refresh_ = true;
 	ULP_LOG(Info, Tool, "path {} logged in again (target port {}, group {})", p.p.name,

@@ -31,10 +31,14 @@
 //
 // Failovers, for the report: one begins when the path in use fails, a command on it is
 // refused for its group's state, or the groups read again make another path the best; it
-// ends when a command sent since completes (on whatever path: the one it went to, perhaps
-// the same path logged in again). Its stall is the I/O gap the caller saw: from when the
-// first command that could not complete on the old path was sent there, to that first
-// completion. One line on stderr per failover, as it ends.
+// ends when a command sent since completes GOOD (on whatever path: the one it went to,
+// perhaps the same path logged in again). Its stall is the I/O gap the caller saw: from
+// when the first command that could not complete on the old path was sent there to that
+// first completion. A command could not complete when it was refused, failed with the
+// path or answered with an error; and since a frozen target answers late what it had when
+// it froze, GOOD or not, the oldest command the path had when such an answer came counts
+// as well, unless a command sent after the trouble showed was answered GOOD. One line on
+// stderr per failover, as it ends.
 //
 // Single-threaded like every Disk: submit and poll from one thread (the login threads
 // touch only their own new session until they hand it over).
@@ -50,6 +54,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -143,6 +148,11 @@ private:
 		std::unique_ptr<Relogin> relogin; // a login under way
 		Clock::time_point next_login{};   // a dead path's next login, not before
 		bool login_failed_said = false;   // its first failed login was logged
+		std::multiset<Clock::time_point> sent_times; // its commands in flight, sent
+		Clock::time_point oldest_at_poll{}; // the oldest of them when its poll began
+		bool polling = false;               // inside its poll (poll_path)
+		Clock::time_point bad_since{};      // its trouble began (a command sent; {}: none)
+		Clock::time_point bad_seen{};       // the trouble was first seen
 		uint64_t reinstated = 0;
 	};
 	// A failover under way or ended (times: Clock).
@@ -171,11 +181,12 @@ private:
 	void choose();
 	void resubmit_waiting();
 	void mark_dead(size_t i, const std::string &why);
+	int poll_path(size_t i, std::chrono::milliseconds timeout); // its disk's, noted
 	void relogin();                       // start and finish logins of dead paths
 	void reinstate(size_t i, Relogin &l); // its new session in the old one's place
 	bool may_come_back() const;           // a dead path may be logged in again
 	// Failovers: the path in use is left (why); a command sent at sent could not complete
-	// on path i; a command sent at sent completed on path i.
+	// on path i; a command sent at sent completed GOOD on path i.
 	void failover_begin(const std::string &why);
 	void failover_uncompleted(size_t i, Clock::time_point sent);
 	void failover_completed(size_t i, Clock::time_point sent);

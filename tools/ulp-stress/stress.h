@@ -72,9 +72,11 @@ struct Row {
 	std::atomic<uint64_t> ios{0};      // commands completed GOOD
 	std::atomic<uint64_t> failures{0}; // checks that failed
 	std::mutex lock;
-	initiator::Histogram teardown;  // ns: logout, close after kill, close after drop
-	std::vector<std::string> msgs;  // the first failures
-	std::vector<std::string> notes; // what else it saw (kill phases, takeovers)
+	initiator::Histogram teardown;   // ns: logout, close after kill, close after drop; the
+	                                 // gateways scenario's I/O stalls
+	std::string figure = "teardown"; // what teardown holds: "teardown" or "stall"
+	std::vector<std::string> msgs;   // the first failures
+	std::vector<std::string> notes;  // what else it saw (kill phases, takeovers)
 	double seconds = 0;
 
 	void fail(const std::string &m);
