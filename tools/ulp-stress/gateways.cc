@@ -248,7 +248,6 @@ public:
 		all_ = mk("gateways");
 		kill_ = mk("gateways/kill");
 		freeze_ = mk("gateways/freeze");
-		other_ = nullptr;
 		tag_ = "gateways/" + tn;
 		const std::string id = std::to_string(::getpid()) + "-" + tn;
 		image_ = "ulp-stress-gw-" + id;
@@ -276,7 +275,7 @@ private:
 	Cluster &c_;
 	const Transport t_;
 	std::mt19937_64 rng_;
-	Row *all_, *kill_, *freeze_, *other_;
+	Row *all_, *kill_, *freeze_; // gateways, gateways/kill, gateways/freeze
 	std::string tag_, image_, nspace_, work_;
 	bool image_made_ = false;
 	std::vector<std::unique_ptr<Gw>> gws_;
@@ -472,6 +471,10 @@ bool Scenario::sleep_for(clock::duration d)
 	const auto until = clock::now() + d;
 	while (clock::now() < until) {
 		std::this_thread::sleep_for(100ms);
+		if (o_.stop && o_.stop->load()) {
+			all_->fail("interrupted (SIGINT or SIGTERM)");
+			return false;
+		}
 		pump();
 		check_exits();
 		if (ini_.wait(0ms) != -1) {
@@ -744,6 +747,8 @@ void gateways_run(const GatewaysOptions &o, const std::vector<Transport> &ts, Re
 		return;
 	}
 	for (Transport t : ts) {
+		if (o.stop && o.stop->load())
+			break;
 		Scenario s(o, c, t, rep);
 		s.run();
 	}

@@ -26,6 +26,7 @@
 
 #include "tools/ulp-stress/report.h"
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -53,7 +54,9 @@ struct GatewaysOptions {
 	                                 // initiator's command timeout (its session gone: no
 	                                 // command of ours left for it to answer)
 	uint64_t seed = 0;               // kinds, gaps, the initiator's workload
-	bool verbose = false;            // the gateways' and the initiator's lines as they come
+	bool verbose = false;
+	const std::atomic<bool> *stop = nullptr; // set (a signal): end early, cleaning up // the
+	                                         // gateways' and the initiator's lines as they come
 };
 
 // The profile's counts: short (CI: 2 failovers, lease 3 s, --cmd-timeout 5) or long (the

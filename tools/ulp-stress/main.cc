@@ -27,6 +27,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cinttypes>
 #include <csignal>
 #include <cstdio>
@@ -81,6 +82,15 @@ bool geometry(const Endpoint &ep, Transport t, uint64_t lun, uint32_t *bs, uint6
 }
 
 // Our command line, for the report: arguments with blanks or quotes in single quotes.
+// SIGINT, SIGTERM in the gateways scenario: end early, its gateways and cluster stopped
+// (they would outlive us otherwise).
+std::atomic<bool> g_stop{false};
+
+void on_stop(int)
+{
+	g_stop = true;
+}
+
 std::string command_line(int argc, char **argv)
 {
 	std::string s;
@@ -330,6 +340,9 @@ int main(int argc, char **argv)
 			                            ULP_INITIATOR_BUILD_PATH);
 		gw.seed = app.count("--seed") ? seed : std::random_device()();
 		gw.verbose = verbose;
+		gw.stop = &g_stop;
+		std::signal(SIGINT, on_stop);
+		std::signal(SIGTERM, on_stop);
 		Report rep;
 		rep.command = command_line(argc, argv);
 		rep.profile = profile_s;
