@@ -196,7 +196,8 @@ struct Injection {
 	clock::time_point t0;
 	double owner_s = -1;  // until another gateway (or the restarted one) owned the group
 	bool matched = false; // a failover of the initiator answered it
-	double stall_ms = 0;
+	double stall_ms = 0;  // the initiator's I/O stall
+	double resume_s = -1; // from t0 to the I/O resumed
 	std::string failover; // "A -> B"
 };
 
@@ -438,11 +439,18 @@ void Scenario::pump()
 			in->matched = true;
 			in->stall_ms = f.stall_ms;
 			in->failover = f.from + " -> " + f.to;
+			in->resume_s = secs(f.end - in->t0);
 			Row *r = in->kind == "kill" ? kill_ : freeze_;
 			const auto ns = std::chrono::nanoseconds(int64_t(f.stall_ms * 1e6));
 			r->add_teardown(ns);
 			all_->add_teardown(ns);
-			say(line + ": after the " + in->kind + " of " + in->gw);
+			// The time to resume: from our failure of the owner to the I/O resumed,
+			// whatever the initiator saw of it (a frozen owner may answer late GOOD
+			// first).
+			r->add_more("resume", f.end - in->t0);
+			all_->add_more("resume", f.end - in->t0);
+			say(line + ": after the " + in->kind + " of " + in->gw + ", " +
+			    fixed(in->resume_s, 2) + " s after it");
 		} else {
 			other_failovers_++;
 			say(line + ": not after a failure of ours");
@@ -538,6 +546,9 @@ bool Scenario::inject(const std::string &kind)
 			const int o = owner(&e);
 			if (o >= 0 && e > epoch && (!others_only || o != own)) {
 				inj_[k].owner_s = secs(clock::now() - inj_[k].t0);
+				const auto d = clock::now() - inj_[k].t0;
+				(kind == "kill" ? kill_ : freeze_)->add_more("owner", d);
+				all_->add_more("owner", d);
 				return true;
 			}
 			std::this_thread::sleep_for(100ms);
@@ -680,7 +691,8 @@ void Scenario::finish()
 		(in.kind == "kill" ? kill_ : freeze_)
 		    ->note(in.kind + " " + in.gw + ": another owner after " + fixed(in.owner_s, 1) +
 		           " s; I/O " + (in.matched ? in.failover : "?") + ", stalled " +
-		           fixed(in.stall_ms / 1000, 2) + " s");
+		           fixed(in.stall_ms / 1000, 2) + " s, resumed " + fixed(in.resume_s, 2) +
+		           " s after the " + in.kind);
 	}
 	if (other_failovers_)
 		all_->note(std::to_string(other_failovers_) +

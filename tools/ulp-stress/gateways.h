@@ -16,8 +16,10 @@
 //   - each failure of an owner is followed by a failover of the initiator that resumed
 //     (within resume_bound), and every gateway started again comes up;
 //   - no gateway ends unasked, and each stops with status 0 on SIGTERM at the end.
-// The figures: each failover's stall (the initiator's I/O gap, multipath.h), p50/p99/max
-// per kind (kill, freeze) and over all, and the time until another gateway owned the group.
+// The figures, p50/p99/max per kind (kill, freeze) and over all: each failover's stall (the
+// initiator's I/O gap, multipath.h); the time to resume, from our failure of the owner to
+// the initiator's I/O resumed (a frozen owner may answer late GOOD what it had, which the
+// stall then leaves out); and the time until another gateway owned the group.
 //
 // The cluster: a running scripts/ceph-dev.sh cluster (ceph_dir), or one of our own started
 // in a temporary directory on a free monitor port and stopped at the end. The image, the

@@ -51,6 +51,11 @@ void print_table(const Report &r)
 		            ms(h.percentile(0.99)), ms(h.max()), row->failures ? "FAILED" : "ok");
 	}
 	for (const auto &row : r.rows) {
+		for (const auto &[name, h] : row->more)
+			std::printf(
+			    "  %s/%s: %s p50 %.2f ms, p99 %.2f ms, max %.2f ms (%" PRIu64 ")\n",
+			    row->scenario.c_str(), row->transport.c_str(), name.c_str(),
+			    ms(h.percentile(0.5)), ms(h.percentile(0.99)), ms(h.max()), h.count());
 		for (const auto &n : row->notes)
 			std::printf("  %s/%s: %s\n", row->scenario.c_str(), row->transport.c_str(),
 			            n.c_str());
@@ -81,6 +86,12 @@ void print_json(const Report &r)
 	json rows = json::array();
 	for (const auto &row : r.rows) {
 		const auto &h = row->teardown;
+		json more = json::object();
+		for (const auto &[name, m] : row->more)
+			more[name] = {{"count", m.count()},
+			              {"p50", ms(m.percentile(0.5))},
+			              {"p99", ms(m.percentile(0.99))},
+			              {"max", ms(m.max())}};
 		rows.push_back({{"scenario", row->scenario},
 		                {"transport", row->transport},
 		                {"cycles", row->cycles.load()},
@@ -91,6 +102,7 @@ void print_json(const Report &r)
 		                  {"p50", ms(h.percentile(0.5))},
 		                  {"p99", ms(h.percentile(0.99))},
 		                  {"max", ms(h.max())}}},
+		                {"more_ms", more},
 		                {"notes", row->notes},
 		                {"messages", row->msgs},
 		                {"ok", row->failures == 0}});
