@@ -217,7 +217,6 @@ int MultipathDisk::send(std::shared_ptr<Cmd> c)
 	const size_t i = current_;
 	PathRt &p = paths_[i];
 	c->sent = Clock::now();
-	c->path = i;
 	int rc = p.disk->submit(
 	    c->req, [this, i, gen = p.gen, c](const ScsiResult &r) { completed(i, gen, c, r); });
 	if (rc == 0) {

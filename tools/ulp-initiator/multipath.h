@@ -153,7 +153,7 @@ private:
 		bool polling = false;               // inside its poll (poll_path)
 		Clock::time_point bad_since{};      // its trouble began (a command sent; {}: none)
 		Clock::time_point bad_seen{};       // the trouble was first seen
-		uint64_t reinstated = 0;
+		uint64_t reinstated = 0;            // times it was logged in again
 	};
 	// A failover under way or ended (times: Clock).
 	struct Failover {
@@ -171,7 +171,6 @@ private:
 		DiskCallback cb;
 		Clock::time_point first;  // when the caller submitted it
 		Clock::time_point sent{}; // when it was last sent to a path
-		size_t path = SIZE_MAX;   // the path it was last sent to
 		ScsiResult last;          // its last result, for when retrying ends
 	};
 
