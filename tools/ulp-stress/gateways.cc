@@ -9,7 +9,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cinttypes>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -142,18 +141,16 @@ public:
 		return true;
 	}
 
-	// Stop ours (its directory removed unless keep).
-	void close(bool keep = false)
+	// Stop ours, and remove its directory.
+	void close()
 	{
 		if (!ours_)
 			return;
 		ours_ = false;
 		std::string out;
 		run_command({"bash", dev_, "stop", "--dir", dir_, "--timeout", "20"}, 90s, &out);
-		if (!keep) {
-			std::error_code ec;
-			fs::remove_all(dir_, ec);
-		}
+		std::error_code ec;
+		fs::remove_all(dir_, ec);
 	}
 
 	const std::string &dir() const { return dir_; }
