@@ -744,6 +744,9 @@ void Scenario::cleanup()
 
 void gateways_run(const GatewaysOptions &o, const std::vector<Transport> &ts, Report &rep)
 {
+	// The cluster is named by its conf and keyring alone: a caller's CEPH_ARGS (another
+	// id, another conf) would reach our rbd and rados calls and the gateways.
+	::unsetenv("CEPH_ARGS");
 	Cluster c;
 	std::string why;
 	if (!c.open(o, &why)) {
