@@ -3,8 +3,8 @@
 // Ceph cluster serve one RBD image (docs/ha.md), ulp-initiator's multipath mode
 // (tools/ulp-initiator/multipath.h) writes and verifies through all of them for the whole
 // scenario, and at random moments the owner of the image's group is killed (SIGKILL) or
-// frozen (SIGSTOP; SIGCONT once another gateway reports itself the owner, or with
-// thaw_after_timeout also once the initiator's command timeout has passed). A killed
+// frozen (SIGSTOP; SIGCONT once another gateway reports itself the owner and, with
+// thaw_after_timeout, the initiator's command timeout has passed too). A killed
 // gateway, and a frozen one once it ended, is started again as its unit would
 // (Restart=on-failure, after systemd's default 100 ms).
 //
