@@ -2,10 +2,12 @@
 // tests/admin/initiator_multipath_test.cc - ulp-initiator's multipath mode (--path,
 // tools/ulp-initiator/multipath.h) against ulp-targetd with one target in two portal groups
 // under ALUA: verified writes go to the Active/Optimized path, follow the states when
-// `ulpctl alua set` swaps them under I/O (several times, through Transitioning), and every
-// block written reads back as written; a run on a standby-only path waits and then works
-// once a group becomes active. Plus the decoders it rests on (iscsi/initiator/scsi.h):
-// REPORT TARGET PORT GROUPS, VPD 83h's port designators, the ALUA sense codes.
+// `ulpctl alua set` swaps them under I/O (several times, through Transitioning), each move a
+// failover in the report with its I/O stall, and every block written reads back as written;
+// a run on a standby-only path waits and then works once a group becomes active; a path
+// whose session the target drops logs in again and takes the I/O back later. Plus the decoders it
+// rests on (iscsi/initiator/scsi.h): REPORT TARGET PORT GROUPS, VPD 83h's port designators, the
+// ALUA sense codes.
 #include "tests/admin/targetd_env.h"
 
 #include <gtest/gtest.h>
@@ -208,6 +210,84 @@ TEST(InitiatorMultipath, FollowsTheStatesUnderVerifiedWrites)
 	EXPECT_GT(j["paths"][1]["commands"].get<uint64_t>(), 0u) << out;
 	EXPECT_EQ(j["paths"][0]["group"], 10) << out;
 	EXPECT_EQ(j["paths"][1]["group"], 20) << out;
+	// Each move is a failover: from the path whose group left active/optimized to the
+	// other, resumed, its stall the I/O gap: more than nothing (the commands waited for a
+	// new RTPG at least), and no more than the command that waited longest. Within a
+	// millisecond: the stall starts when the oldest command the path had as the refusal
+	// came was sent, a little before the refused one may have been.
+	const admin::json &fo = j["multipath"]["failovers"];
+	ASSERT_TRUE(fo.is_array()) << out;
+	ASSERT_GE(fo.size(), 2u) << out;
+	const double max_ms = j["max_us"].get<double>() / 1000.0;
+	for (const auto &f : fo) {
+		EXPECT_EQ(f["resumed"], true) << f.dump();
+		EXPECT_NE(f["from"], f["to"]) << f.dump();
+		EXPECT_GT(f["stall_ms"].get<double>(), 0.0) << f.dump();
+		EXPECT_LE(f["stall_ms"].get<double>(), max_ms + 1.0)
+		    << f.dump() << " max " << max_ms;
+		EXPECT_GT(f["at_s"].get<double>(), 0.5) << f.dump();
+	}
+	EXPECT_EQ(fo[0]["from"], t.a1) << out;
+	EXPECT_EQ(fo[0]["to"], t.a2) << out;
+	EXPECT_EQ(fo[1]["from"], t.a2) << out;
+	EXPECT_EQ(fo[1]["to"], t.a1) << out;
+	EXPECT_LT(fo[0]["at_s"].get<double>(), fo[1]["at_s"].get<double>()) << out;
+}
+
+// Both groups active/optimized. The target drops the session of the path in use: the I/O
+// moves to the other path and the dropped one logs in again; then the other's is dropped
+// and the I/O comes back to the first, which it could not without the new login.
+TEST(InitiatorMultipath, ADroppedPathLogsInAgain)
+{
+	MpathTarget t;
+	ASSERT_TRUE(t.start("active-optimized", "active-optimized"));
+	std::string out;
+	int rc = -1;
+	std::thread run([&] {
+		rc = run_initiator(t,
+		                   {"-w", "randwrite", "-r", "7", "-q", "8", "--range", "8m",
+		                    "--verify-only", "--seed", "9"},
+		                   &out);
+	});
+	// The session of ours that came in through portal a (its "portal" is a's address).
+	auto drop = [&](const std::string &a) {
+		const admin::json l = test_env::ulpctl_json(t.d.sock, {"session", "list"});
+		std::string id;
+		for (const auto &s : l)
+			if (s.value("portal", "") == a && s.value("type", "") == "normal")
+				id = s.value("id", "");
+		ASSERT_FALSE(id.empty()) << "no session through " << a << ": " << l.dump();
+		std::string o;
+		EXPECT_EQ(test_env::ulpctl(t.d.sock, {"session", "drop", id}, &o), 0) << o;
+	};
+	std::this_thread::sleep_for(1500ms);
+	drop(t.a1);
+	std::this_thread::sleep_for(2500ms);
+	drop(t.a2);
+	run.join();
+	ASSERT_EQ(rc, 0) << out;
+	const admin::json j = last_json(out);
+	ASSERT_FALSE(j.is_discarded()) << out;
+	EXPECT_EQ(j["ok"], true) << out;
+	EXPECT_EQ(j["errors"], 0) << out;
+	EXPECT_EQ(j["verify_errors"], 0) << out;
+	ASSERT_EQ(j["paths"].size(), 2u) << out;
+	EXPECT_GE(j["paths"][0]["reinstated"].get<uint64_t>(), 1u) << out;
+	EXPECT_GE(j["paths"][1]["reinstated"].get<uint64_t>(), 1u) << out;
+	EXPECT_EQ(j["paths"][0]["dead"], false) << out;
+	EXPECT_EQ(j["paths"][1]["dead"], false) << out;
+	const admin::json &fo = j["multipath"]["failovers"];
+	ASSERT_EQ(fo.size(), 2u) << out;
+	EXPECT_EQ(fo[0]["from"], t.a1) << out;
+	EXPECT_EQ(fo[0]["to"], t.a2) << out;
+	EXPECT_EQ(fo[1]["from"], t.a2) << out;
+	EXPECT_EQ(fo[1]["to"], t.a1) << out;
+	for (const auto &f : fo) {
+		EXPECT_EQ(f["resumed"], true) << f.dump();
+		EXPECT_NE(f["why"].get<std::string>().find("failed"), std::string::npos)
+		    << f.dump();
+		EXPECT_GT(f["stall_ms"].get<double>(), 0.0) << f.dump();
+	}
 }
 
 // No group active at first: the commands wait (RTPG again every half second) and run once

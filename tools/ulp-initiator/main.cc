@@ -10,6 +10,7 @@
 //                 --rdma-device rxe0 ...           (the add_target line the target logs)
 //
 // Progress once a second on stderr; the final figures on stdout (text, or --json).
+// SIGINT ends the workload early, as its runtime would; a second one, the program.
 // Exit status: 0 success; 1 the run failed (login refused, lost connection, failed I/O,
 // verify mismatch); 2 bad command line.
 #include "core/dma_mem.h"
@@ -25,12 +26,16 @@
 
 #include <CLI/CLI.hpp>
 
+#include <pthread.h>
+
+#include <atomic>
 #include <cinttypes>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <random>
 #include <string>
+#include <thread>
 
 namespace
 {
@@ -118,6 +123,35 @@ double us(uint64_t ns)
 	return double(ns) / 1000.0;
 }
 
+// SIGINT: the workload ends as its runtime would (drained, the verify pass, the figures);
+// a second one ends the program. SIGTERM still ends it at once (timeout(1), a unit's stop:
+// a safety net must not wait for a verify pass). SIGINT is blocked in every thread and
+// taken by one of our own (sigwait), so that no blocking call of the I/O path meets EINTR.
+std::atomic<bool> g_stop{false};
+
+void catch_stop_signals()
+{
+	sigset_t set;
+	sigemptyset(&set);
+	sigaddset(&set, SIGINT);
+	pthread_sigmask(SIG_BLOCK, &set, nullptr);
+	std::thread([set] {
+		int sig = 0;
+		if (sigwait(&set, &sig) != 0)
+			return;
+		g_stop = true;
+		std::fprintf(stderr,
+		             "ulp-initiator: %s: ending the workload (again: end at once)\n",
+		             strsignal(sig));
+		if (sigwait(&set, &sig) != 0)
+			return;
+		std::signal(sig, SIG_DFL);
+		pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
+		::raise(sig);
+		std::_Exit(128 + sig);
+	}).detach();
+}
+
 void print_phase_json(const char *name, const PhaseStats &p, bool last)
 {
 	const double s = p.seconds > 0 ? p.seconds : 1e-9;
@@ -180,7 +214,17 @@ int run_multipath(const iscsi::initiator::InitiatorConfig &ic,
 			continue;
 		}
 		where += (where.empty() ? "" : ",") + name;
-		paths.push_back({name, std::move(s)});
+		// A failed path logs in again with the same ISID, as iscsid reconnects: the
+		// target reinstates the session (RFC 7143 6.3.5) if it still has the old one.
+		auto login = [c, make_tp, p](std::string *why) {
+			auto ns = std::make_unique<iscsi::initiator::Session>(c, make_tp);
+			if (!ns->login(p)) {
+				*why = ns->error();
+				return std::unique_ptr<iscsi::initiator::Session>();
+			}
+			return ns;
+		};
+		paths.push_back({name, std::move(s), login});
 	}
 	if (paths.empty()) {
 		std::fprintf(stderr, "ulp-initiator: no path to %s logged in\n", target.c_str());
@@ -206,28 +250,49 @@ int run_multipath(const iscsi::initiator::InitiatorConfig &ic,
 		char b[512];
 		std::snprintf(b, sizeof(b),
 		              "%s{\"portal\": \"%s\", \"rtpi\": %u, \"group\": %u, \"commands\": "
-		              "%" PRIu64 ", \"state\": \"%s\", \"dead\": %s}",
+		              "%" PRIu64
+		              ", \"state\": \"%s\", \"dead\": %s, \"reinstated\": %" PRIu64 "}",
 		              first_path ? "" : ", ", json_escape(p.name).c_str(), p.rtpi, p.tpg,
-		              p.ios, p.state.c_str(), p.dead ? "true" : "false");
+		              p.ios, p.state.c_str(), p.dead ? "true" : "false", p.reinstated);
 		ij += b;
 		std::snprintf(b, sizeof(b),
-		              "path %s (target port %u, group %u): %" PRIu64 " commands, %s%s\n",
+		              "path %s (target port %u, group %u): %" PRIu64
+		              " commands, %s%s, logged in again %" PRIu64 " times\n",
 		              p.name.c_str(), p.rtpi, p.tpg, p.ios, p.state.c_str(),
-		              p.dead ? ", failed" : "");
+		              p.dead ? ", failed" : "", p.reinstated);
 		it += b;
 		first_path = false;
 	}
-	char b[256];
+	char b[512];
 	std::snprintf(b, sizeof(b),
 	              "],\n  \"multipath\": {\"switches\": %" PRIu64 ", \"retries\": %" PRIu64
-	              ", \"rtpg\": %" PRIu64 "},\n",
+	              ", \"rtpg\": %" PRIu64 ", \"failovers\": [",
 	              mp.switches(), mp.retries(), mp.rtpg_reads());
 	ij += b;
+	const auto fos = mp.failovers();
+	for (size_t i = 0; i < fos.size(); i++) {
+		const auto &f = fos[i];
+		std::snprintf(b, sizeof(b), "%s{\"at_s\": %.3f, ", i ? ", " : "", f.at_s);
+		ij += b;
+		ij += "\"from\": \"" + json_escape(f.from) + "\", \"to\": \"" + json_escape(f.to) +
+		      "\", ";
+		std::snprintf(b, sizeof(b), "\"stall_ms\": %.3f, \"resumed\": %s, ", f.stall_ms,
+		              f.resumed ? "true" : "false");
+		ij += b;
+		ij += "\"why\": \"" + json_escape(f.why) + "\"}";
+	}
+	ij += "]},\n";
 	std::snprintf(b, sizeof(b),
 	              "multipath: %" PRIu64 " path switches, %" PRIu64
-	              " commands sent again, %" PRIu64 " REPORT TARGET PORT GROUPS\n",
-	              mp.switches(), mp.retries(), mp.rtpg_reads());
+	              " commands sent again, %" PRIu64
+	              " REPORT TARGET PORT GROUPS, %zu failovers\n",
+	              mp.switches(), mp.retries(), mp.rtpg_reads(), fos.size());
 	it += b;
+	for (const auto &f : fos) {
+		std::snprintf(b, sizeof(b), "  failover at %.1f s: I/O stalled %.0f ms%s: ", f.at_s,
+		              f.stall_ms, f.resumed ? "" : " and never resumed");
+		it += b + f.from + " -> " + (f.resumed ? f.to : "(none)") + " (" + f.why + ")\n";
+	}
 	return report(target, where, res, logged_out, ij, it);
 }
 
@@ -242,7 +307,9 @@ int main(int argc, char **argv)
 	    "a generation number and a CRC32C; reads of blocks written this run must "
 	    "match the latest generation, reads of other blocks that carry a header "
 	    "must be intact. Progress once a second on stderr, final figures on stdout. "
-	    "Exit status 0: success, 1: run failed (login, connection, I/O error, "
+	    "SIGINT ends the workload early as --runtime would (the verify pass and "
+	    "the figures follow); a second one ends the program. Exit status 0: success, 1: run "
+	    "failed (login, connection, I/O error, "
 	    "verify mismatch), 2: bad command line."};
 	app.set_version_flag("--version", ulp::version_line("ulp-initiator"));
 	std::string portal_s, target, initiator_name = "iqn.2026-11.org.ulp:ulp-initiator";
@@ -327,7 +394,12 @@ int main(int argc, char **argv)
 	               "TARGET PORT GROUPS calls active/optimized (else active/non-optimized), "
 	               "moved when the states change (NOT READY 04h/0Ah-0Ch, UNIT ATTENTION "
 	               "2Ah/06h) or a path fails; commands that did not execute, or whose path "
-	               "failed, are sent again. iSCSI (tcp, iser) only");
+	               "failed, are sent again; a failed path logs in again every second. Each "
+	               "failover (the path in use failed or left active/optimized) is a line on "
+	               "stderr and an entry of multipath.failovers in --json: when, from and to "
+	               "which path, and the I/O stall (from the first command that could not "
+	               "complete on the old path to the first completed after). iSCSI (tcp, "
+	               "iser) only");
 	try {
 		app.parse(argc, argv);
 	} catch (const CLI::ParseError &e) {
@@ -387,6 +459,8 @@ int main(int argc, char **argv)
 	wc.verify = verify_given ? verify : writes;
 	wc.verify_pass = verify_pass;
 	wc.progress = !quiet;
+	wc.stop = &g_stop;
+	catch_stop_signals();
 
 	iscsi::initiator::InitiatorConfig ic;
 	ic.initiator_name = initiator_name;
@@ -569,7 +643,9 @@ int main(int argc, char **argv)
 			             std::strerror(errno));
 		wc.arena = {static_cast<uint8_t *>(arena->addr()), size_t(qd) * wc.bs};
 		xc.regions.push_back(wc.arena);
-		xc.stats = &xstats;
+		// Multipath logs paths in again from threads of their own: no shared counters
+		// (its report has none).
+		xc.stats = more_paths.empty() ? &xstats : nullptr;
 		make_tp = [&xc] { return iser::make_transport(xc); };
 	}
 	struct SoftDevGuard {

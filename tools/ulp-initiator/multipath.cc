@@ -6,6 +6,7 @@
 #include "core/log.h"
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <thread>
 
@@ -80,8 +81,16 @@ MultipathDisk::MultipathDisk(std::vector<Path> paths, uint64_t lun) : lun_(lun)
 	}
 }
 
+MultipathDisk::~MultipathDisk()
+{
+	for (PathRt &p : paths_)
+		if (p.relogin && p.relogin->thread.joinable())
+			p.relogin->thread.join();
+}
+
 bool MultipathDisk::init(std::string *why)
 {
+	start_ = Clock::now();
 	for (size_t i = 0; i < paths_.size(); i++) {
 		std::array<uint8_t, 255> d{};
 		const auto cdb = is::cdb_inquiry_vpd(0x83, d.size());
@@ -161,6 +170,15 @@ void MultipathDisk::choose()
 	}
 	if (best == current_)
 		return;
+	// The path in use is left (no usable path now, or a better one): a failover, unless one
+	// is under way already.
+	if (last_used_ != SIZE_MAX && best != last_used_)
+		failover_begin(best == SIZE_MAX ? "path " + paths_[last_used_].p.name + " " +
+		                                      (paths_[last_used_].dead
+		                                           ? "failed"
+		                                           : state_name(paths_[last_used_].state))
+		                                : "group " + std::to_string(paths_[best].ids.tpg) +
+		                                      " " + state_name(paths_[best].state));
 	if (best == SIZE_MAX)
 		ULP_LOG(Warn, Tool,
 		        "no usable path now (every group standby, unavailable or "
@@ -183,7 +201,10 @@ void MultipathDisk::mark_dead(size_t i, const std::string &why)
 	if (paths_[i].dead)
 		return;
 	paths_[i].dead = true;
+	paths_[i].next_login = Clock::now(); // at once: it may have been a passing drop
 	ULP_LOG(Warn, Tool, "path {} failed: {}", paths_[i].p.name, why);
+	if (i == last_used_)
+		failover_begin("path " + paths_[i].p.name + " failed: " + why);
 	if (i == current_) {
 		current_ = SIZE_MAX;
 		need_refresh_ = true;
@@ -195,8 +216,11 @@ int MultipathDisk::send(std::shared_ptr<Cmd> c)
 {
 	const size_t i = current_;
 	PathRt &p = paths_[i];
-	int rc = p.disk->submit(c->req, [this, i, c](const ScsiResult &r) { completed(i, c, r); });
+	c->sent = Clock::now();
+	int rc = p.disk->submit(
+	    c->req, [this, i, gen = p.gen, c](const ScsiResult &r) { completed(i, gen, c, r); });
 	if (rc == 0) {
+		p.sent_times.insert(c->sent);
 		p.ios++;
 		in_flight_++;
 	} else if (rc != -EBUSY) {
@@ -205,7 +229,7 @@ int MultipathDisk::send(std::shared_ptr<Cmd> c)
 	return rc;
 }
 
-void MultipathDisk::completed(size_t i, std::shared_ptr<Cmd> c, const ScsiResult &r)
+void MultipathDisk::completed(size_t i, uint32_t gen, std::shared_ptr<Cmd> c, const ScsiResult &r)
 {
 	in_flight_--;
 	c->last = r;
@@ -217,8 +241,33 @@ void MultipathDisk::completed(size_t i, std::shared_ptr<Cmd> c, const ScsiResult
 	const is::SenseKey k = is::parse_sense({r.sense.data(), r.sense_len});
 	const bool ua =
 	    r.outcome == TaskOutcome::Completed && r.status == 0x02 && k.valid && k.key == 0x6;
-	if (failed)
+	// A late answer of a session since replaced says nothing of the path's new one.
+	PathRt &p = paths_[i];
+	if (gen == p.gen && c->sent != Clock::time_point{}) {
+		if (auto it = p.sent_times.find(c->sent); it != p.sent_times.end())
+			p.sent_times.erase(it);
+		// Trouble on the path: it began when the oldest command it still had when the
+		// answer came was sent (a frozen target answers late, GOOD or not, what it had
+		// since it froze); it is over once a command sent after it was seen is GOOD.
+		const Clock::time_point t =
+		    p.polling ? std::min(p.oldest_at_poll, c->sent) : c->sent;
+		if (!r.good() && p.bad_since == Clock::time_point{}) {
+			p.bad_since = t;
+			p.bad_seen = Clock::now();
+		} else if (!r.good() && t < p.bad_since) {
+			p.bad_since = t;
+		} else if (r.good() && p.bad_since != Clock::time_point{} && c->sent > p.bad_seen) {
+			p.bad_since = {};
+		}
+	}
+	if (failed && gen == p.gen)
 		mark_dead(i, is::describe_result(r));
+	// Refused for its port's state on the path in use: that path is left.
+	if (a != AluaSense::None && a != AluaSense::StateChanged && i == last_used_)
+		failover_begin(std::string("path ") + paths_[i].p.name + ": " +
+		               is::alua_sense_str(a));
+	if (!r.good())
+		failover_uncompleted(i, c->sent);
 	if ((a != AluaSense::None || failed || ua) && Clock::now() - c->first < kRetryFor) {
 		if (a != AluaSense::None)
 			need_refresh_ = true;
@@ -226,7 +275,47 @@ void MultipathDisk::completed(size_t i, std::shared_ptr<Cmd> c, const ScsiResult
 		waiting_.push_back(std::move(c));
 		return;
 	}
+	if (r.good())
+		failover_completed(i, c->sent);
 	c->cb(r);
+}
+
+void MultipathDisk::failover_begin(const std::string &why)
+{
+	if (in_failover_ || last_used_ == SIZE_MAX)
+		return;
+	Failover f;
+	f.at = Clock::now();
+	f.from = last_used_;
+	f.why = why;
+	in_failover_ = true;
+	f.first_sent = paths_[f.from].bad_since; // what it answered badly before this
+	failovers_.push_back(f);
+}
+
+void MultipathDisk::failover_uncompleted(size_t i, Clock::time_point sent)
+{
+	if (!in_failover_ || i != failovers_.back().from || sent == Clock::time_point{})
+		return;
+	Failover &f = failovers_.back();
+	if (f.first_sent == Clock::time_point{} || sent < f.first_sent)
+		f.first_sent = sent;
+}
+
+void MultipathDisk::failover_completed(size_t i, Clock::time_point sent)
+{
+	if (!in_failover_ || sent < failovers_.back().at)
+		return;
+	Failover &f = failovers_.back();
+	f.end = Clock::now();
+	f.to = i;
+	in_failover_ = false;
+	const auto from = f.first_sent == Clock::time_point{} ? f.at : f.first_sent;
+	ULP_LOG(Warn, Tool,
+	        "failover at {:.1f} s from path {} to path {}: I/O stalled {:.0f} ms ({})",
+	        std::chrono::duration<double>(f.at - start_).count(), paths_[f.from].p.name,
+	        paths_[i].p.name, std::chrono::duration<double, std::milli>(f.end - from).count(),
+	        f.why);
 }
 
 int MultipathDisk::submit(const ScsiRequest &req, DiskCallback cb)
@@ -278,24 +367,41 @@ void MultipathDisk::resubmit_waiting()
 	}
 }
 
+int MultipathDisk::poll_path(size_t i, std::chrono::milliseconds timeout)
+{
+	PathRt &p = paths_[i];
+	p.oldest_at_poll = p.sent_times.empty() ? Clock::now() : *p.sent_times.begin();
+	p.polling = true;
+	const int rc = p.disk->poll(timeout);
+	p.polling = false;
+	return rc;
+}
+
 int MultipathDisk::poll(std::chrono::milliseconds timeout)
 {
 	// The paths not in use only finish what they had; the chosen one may sleep.
+	// A dead one still owing callbacks (it failed at a submit) delivers them: sent again.
 	for (size_t i = 0; i < paths_.size(); i++)
-		if (i != current_ && !paths_[i].dead && paths_[i].disk->poll({}) < 0)
+		if (i != current_ && (!paths_[i].dead || paths_[i].p.session->in_flight()) &&
+		    poll_path(i, {}) < 0)
 			mark_dead(i, paths_[i].disk->error());
+	// Commands given back meanwhile (a path failed under a submit) go out before the
+	// sleep, not after it.
+	resubmit_waiting();
 	if (current_ != SIZE_MAX) {
 		const size_t i = current_;
-		if (paths_[i].disk->poll(timeout) < 0)
+		if (poll_path(i, timeout) < 0)
 			mark_dead(i, paths_[i].disk->error());
 	} else {
 		std::this_thread::sleep_for(std::min(timeout, std::chrono::milliseconds(50)));
 	}
+	relogin();
 	if (need_refresh_ ||
 	    (current_ == SIZE_MAX && Clock::now() - last_refresh_ >= kRetryInterval))
 		refresh();
 	resubmit_waiting();
-	if (std::all_of(paths_.begin(), paths_.end(), [](const PathRt &p) { return p.dead; })) {
+	if (std::all_of(paths_.begin(), paths_.end(), [](const PathRt &p) { return p.dead; }) &&
+	    !may_come_back()) {
 		error_ = "every path failed";
 		while (!waiting_.empty()) {
 			auto c = waiting_.front();
@@ -345,8 +451,113 @@ std::vector<MultipathDisk::PathStats> MultipathDisk::path_stats() const
 {
 	std::vector<PathStats> v;
 	for (const PathRt &p : paths_)
-		v.push_back({p.p.name, p.ids.rtpi, p.ids.tpg, p.ios, p.dead, state_name(p.state)});
+		v.push_back({p.p.name, p.ids.rtpi, p.ids.tpg, p.ios, p.dead, state_name(p.state),
+		             p.reinstated});
 	return v;
+}
+
+std::vector<MultipathDisk::FailoverStats> MultipathDisk::failovers() const
+{
+	using ms = std::chrono::duration<double, std::milli>;
+	std::vector<FailoverStats> v;
+	const auto now = Clock::now();
+	for (const Failover &f : failovers_) {
+		FailoverStats s;
+		s.at_s = std::chrono::duration<double>(f.at - start_).count();
+		s.from = paths_[f.from].p.name;
+		s.resumed = f.to != SIZE_MAX;
+		s.to = s.resumed ? paths_[f.to].p.name : "";
+		s.why = f.why;
+		const auto from = f.first_sent == Clock::time_point{} ? f.at : f.first_sent;
+		s.stall_ms = ms((s.resumed ? f.end : now) - from).count();
+		v.push_back(s);
+	}
+	return v;
+}
+
+bool MultipathDisk::may_come_back() const
+{
+	return std::any_of(paths_.begin(), paths_.end(),
+	                   [](const PathRt &p) { return p.dead && p.p.login; });
+}
+
+void MultipathDisk::relogin()
+{
+	const auto now = Clock::now();
+	for (size_t i = 0; i < paths_.size(); i++) {
+		PathRt &p = paths_[i];
+		if (!p.dead || !p.p.login)
+			continue;
+		if (p.relogin) {
+			if (!p.relogin->done.load(std::memory_order_acquire))
+				continue;
+			p.relogin->thread.join();
+			auto l = std::move(p.relogin);
+			if (l->session) {
+				reinstate(i, *l);
+			} else {
+				if (!p.login_failed_said)
+					ULP_LOG(
+					    Info, Tool,
+					    "path {}: cannot log in again ({}); trying every {} s",
+					    p.p.name, l->why,
+					    std::chrono::seconds(kReloginInterval).count());
+				p.login_failed_said = true;
+				p.next_login = Clock::now() + kReloginInterval;
+			}
+			continue;
+		}
+		if (now < p.next_login)
+			continue;
+		// The login and the new session's VPD 83h on a thread of its own: a frozen
+		// target holds a login for the session's login timeout.
+		p.relogin = std::make_unique<Relogin>();
+		Relogin *l = p.relogin.get();
+		l->thread = std::thread([l, login = p.p.login, lun = lun_] {
+			l->session = login(&l->why);
+			if (l->session) {
+				IscsiDisk d(*l->session);
+				std::array<uint8_t, 255> buf{};
+				const auto cdb = is::cdb_inquiry_vpd(0x83, buf.size());
+				const ScsiResult r = run_own(d, {lun, cdb, DataDir::Read, buf});
+				if (path_failure(r)) {
+					l->why = "VPD 83h: " + is::describe_result(r);
+					l->session.reset();
+				} else {
+					l->ids_ok =
+					    r.good() &&
+					    is::parse_vpd83_port(
+					        {buf.data(), buf.size() - r.residual}, &l->ids);
+				}
+			}
+			l->done.store(true, std::memory_order_release);
+		});
+	}
+}
+
+void MultipathDisk::reinstate(size_t i, Relogin &l)
+{
+	PathRt &p = paths_[i];
+	// What the old session still owes its callbacks (ConnectionLost: sent again) is
+	// delivered before it goes; bounded, it has failed.
+	p.p.session->close("replaced by a new login");
+	for (int n = 0; n < 100 && p.disk->poll({}) >= 0; n++) {
+	}
+	p.gen++;
+	p.disk.reset();
+	p.p.session = std::move(l.session);
+	p.disk = std::make_unique<IscsiDisk>(*p.p.session);
+	if (l.ids_ok)
+		p.ids = l.ids;
+	p.state = 0x3; // until the groups are read again
+	p.dead = false;
+	p.login_failed_said = false;
+	p.bad_since = p.bad_seen = {};
+	p.sent_times.clear();
+	p.reinstated++;
+	need_refresh_ = true;
+	ULP_LOG(Info, Tool, "path {} logged in again (target port {}, group {})", p.p.name,
+	        p.ids.rtpi, p.ids.tpg);
 }
 
 } // namespace initiator

@@ -343,6 +343,8 @@ void Runner::phase(bool verify_pass)
 			issuing_ = false;
 		if (issuing_ && sized && issued_bytes_ >= cfg_.size)
 			issuing_ = false;
+		if (issuing_ && !verify_pass && cfg_.stop && cfg_.stop->load())
+			issuing_ = false;
 		for (Io &io : ios_) {
 			if (!issuing_ || io.busy)
 				continue;

@@ -13,6 +13,7 @@
 #include "tools/ulp-initiator/histogram.h"
 #include "tools/ulp-initiator/verify.h"
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -43,6 +44,9 @@ struct WorkloadConfig {
 	// Where the qd I/O buffers of bs bytes live (at least qd * bs bytes): memory the
 	// transport registered (iSER: zero copy). Empty: the runner allocates its own.
 	std::span<uint8_t> arena;
+	// Set (by a signal handler): the workload ends as its runtime would (drained, then the
+	// verify pass). nullptr: only runtime and size end it.
+	const std::atomic<bool> *stop = nullptr;
 };
 
 // The figures of one phase (the workload, or the verify pass).

@@ -9,7 +9,9 @@
 //              --target-name iqn... --admin-socket /run/ulp-targetd.sock --target-pid PID
 //
 // Scenarios (stress.h): login-storm, kill, target-disconnect, faults, exhaustion, starvation,
-// cq-race. After each, on each transport, and at the end: a verified session succeeds and
+// cq-race; and, alone, gateways (gateways.h: several ulp-targetd gateways on one Ceph
+// cluster, their owner killed and frozen under ulp-initiator's multipath I/O).
+// After each, on each transport, and at the end: a verified session succeeds and
 // reads back every block the run acknowledged with its last generation; the daemon's resource
 // counts return to their baseline within a bound (snapshot.h). A watchdog bounds every step
 // (watchdog.h). Progress once a second on stderr; the table (or --json) on stdout. Exit status
@@ -17,6 +19,7 @@
 #include "core/log.h"
 #include "iscsi/initiator/scsi.h"
 #include "providers/soft/soft.h"
+#include "tools/ulp-stress/gateways.h"
 #include "tools/ulp-stress/report.h"
 #include "ulp/version.h"
 
@@ -24,9 +27,11 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cinttypes>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <random>
 #include <sstream>
@@ -76,6 +81,32 @@ bool geometry(const Endpoint &ep, Transport t, uint64_t lun, uint32_t *bs, uint6
 	return true;
 }
 
+// Our command line, for the report: arguments with blanks or quotes in single quotes.
+// SIGINT, SIGTERM in the gateways scenario: end early, its gateways and cluster stopped
+// (they would outlive us otherwise).
+std::atomic<bool> g_stop{false};
+
+void on_stop(int)
+{
+	g_stop = true;
+}
+
+std::string command_line(int argc, char **argv)
+{
+	std::string s;
+	for (int i = 0; i < argc; i++) {
+		std::string a = argv[i];
+		if (a.empty() || a.find_first_of(" \t'\"$\\") != std::string::npos) {
+			std::string q = "'";
+			for (char c : a)
+				q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+			a = q + "'";
+		}
+		s += (i ? " " : "") + a;
+	}
+	return s;
+}
+
 } // namespace
 
 int main(int argc, char **argv)
@@ -110,6 +141,24 @@ int main(int argc, char **argv)
 	    "share the target's pooled CQs: 8 do verified I/O throughout while, each cycle, 8 "
 	    "others are torn down at the same moment (logout, target-side drop, SIGKILL); every "
 	    "victim must leave the target, every survivor go on without a lost command\n"
+	    "  gateways           (alone, not in the default list; tcp and iser, SRP has no "
+	    "multipath initiator here) 2 (--gateways) ulp-targetd gateways on one Ceph cluster "
+	    "serve one RBD image; ulp-initiator's multipath mode (--path) writes and verifies "
+	    "through all of them for the whole run while the owner of the image's group is, at "
+	    "random moments, killed (SIGKILL) or frozen (SIGSTOP, then SIGCONT once another "
+	    "gateway reports itself the owner in gateway_show; --thaw-after-timeout: and once "
+	    "the initiator's command timeout passed); a killed or fenced gateway is started "
+	    "again as its unit would. Checks: the initiator ends with no failed command and "
+	    "every block read back as written; every frozen gateway exits 3 (fenced) after its "
+	    "SIGCONT; every failure is answered by a failover that resumes the I/O; the "
+	    "gateways stop with status 0. Figures, p50/p99/max per kind (kill, freeze) and in "
+	    "all: each failover's I/O stall (ulp-initiator's multipath.failovers), the time "
+	    "from the failure to the I/O resumed (resume), and to another owner (owner). Short "
+	    "profile: 2 failovers, lease 3 s, --cmd-timeout 5; long: 50, lease 6 s, "
+	    "--cmd-timeout 10. The cluster: --ceph-dir DIR of a running scripts/ceph-dev.sh "
+	    "cluster, else one of its own, started with scripts/ceph-dev.sh (--ceph-dev) in a "
+	    "temporary directory on a free monitor port and stopped at the end. Its own "
+	    "gateways: no --target-address\n"
 	    "After each scenario on each transport, and at the end: a verified session reads "
 	    "back every acknowledged block with its last generation, and the daemon's "
 	    "resources (sessions, connections, commands in flight, fds, threads, and the RDMA "
@@ -133,7 +182,38 @@ int main(int argc, char **argv)
 	               "comma-separated: tcp, iser, srp (default all)");
 	app.add_option("--scenario", scenarios_s,
 	               "comma-separated: login-storm, kill, target-disconnect, faults, "
-	               "exhaustion, starvation, cq-race (default all)");
+	               "exhaustion, starvation, cq-race (default all); or gateways alone");
+	GatewaysOptions gw;
+	uint32_t failovers = 0, lease = 0;
+	double ini_timeout = 0;
+	uint64_t seed = 0;
+	app.add_option("--ceph-dir", gw.ceph_dir,
+	               "gateways: the directory of a running scripts/ceph-dev.sh cluster (default: "
+	               "start one in a temporary directory, stop it at the end)");
+	app.add_option("--ceph-dev", gw.ceph_dev,
+	               "gateways: scripts/ceph-dev.sh (default $ULP_CEPH_DEV, else the source "
+	               "tree's)");
+	app.add_option("--gateways", gw.gateways, "gateways: how many (default 2)")
+	    ->check(CLI::Range(2u, 8u));
+	app.add_option("--failovers", failovers,
+	               "gateways: owners to fail (kill or freeze) per transport, overriding the "
+	               "profile's (2 short, 50 long)")
+	    ->check(CLI::Range(1u, 100000u));
+	app.add_option("--lease", lease,
+	               "gateways: the gateways' lease in seconds (default 3 short, 6 long)")
+	    ->check(CLI::Range(3u, 600u));
+	app.add_option("--initiator-cmd-timeout", ini_timeout,
+	               "gateways: ulp-initiator's --cmd-timeout in seconds (default 5 short, 10 "
+	               "long): a frozen owner's commands fail after it")
+	    ->check(CLI::Range(1.0, 600.0));
+	app.add_option("--initiator", gw.initiator,
+	               "gateways: the ulp-initiator to run (default $ULP_INITIATOR, else beside "
+	               "this program, else the build's, else from PATH)");
+	app.add_option("--seed", seed, "gateways: the random choices' seed (default a random one)");
+	app.add_flag("--thaw-after-timeout", gw.thaw_after_timeout,
+	             "gateways: a frozen owner gets its SIGCONT only once the initiator's command "
+	             "timeout has passed as well (its session then gone: it has no command of "
+	             "the initiator's left to answer)");
 	app.add_option("--profile", profile_s,
 	               "short (seconds per scenario: CI) or long (10,000 login/logout cycles and "
 	               "1,000 kills per transport: the figures)")
@@ -220,12 +300,61 @@ int main(int argc, char **argv)
 	for (const auto &s : scenarios_s.empty() ? std::vector<std::string>(std::begin(kScenarios),
 	                                                                    std::end(kScenarios))
 	                                         : split(scenarios_s)) {
-		if (std::find(std::begin(kScenarios), std::end(kScenarios), s) ==
-		    std::end(kScenarios))
+		if (s != "gateways" && std::find(std::begin(kScenarios), std::end(kScenarios), s) ==
+		                           std::end(kScenarios))
 			return usage("--scenario: login-storm, kill, target-disconnect, faults, "
-			             "exhaustion, starvation or cq-race, not " +
+			             "exhaustion, starvation, cq-race or gateways, not " +
 			             s);
 		scenarios.push_back(s);
+	}
+	if (std::find(scenarios.begin(), scenarios.end(), "gateways") != scenarios.end()) {
+		// Its own set-up (a Ceph cluster, gateways of its own): alone.
+		if (scenarios.size() > 1)
+			return usage("--scenario gateways runs alone");
+		if (!address.empty())
+			return usage(
+			    "--scenario gateways starts its own gateways: no --target-address");
+		std::vector<Transport> ts;
+		for (const auto &s : split(app.count("--transport") ? transports_s : "tcp,iser")) {
+			Transport t;
+			if (!transport_from_name(s, &t) || t == Transport::Srp)
+				return usage(
+				    "--scenario gateways: --transport tcp or iser (ulp-initiator's "
+				    "multipath mode is iSCSI), not " +
+				    s);
+			ts.push_back(t);
+		}
+		gateways_profile(profile_s, &gw);
+		if (failovers || cycles)
+			gw.failovers = failovers ? failovers : cycles;
+		if (lease)
+			gw.lease_s = lease;
+		if (ini_timeout > 0)
+			gw.cmd_timeout_s = ini_timeout;
+		if (gw.ceph_dev.empty()) {
+			const char *e = std::getenv("ULP_CEPH_DEV");
+			gw.ceph_dev = e && *e ? e : ULP_SOURCE_DIR "/scripts/ceph-dev.sh";
+		}
+		gw.targetd = targetd.empty() ? find_targetd() : targetd;
+		if (gw.initiator.empty())
+			gw.initiator = find_program("ulp-initiator", "ULP_INITIATOR",
+			                            ULP_INITIATOR_BUILD_PATH);
+		gw.seed = app.count("--seed") ? seed : std::random_device()();
+		gw.verbose = verbose;
+		gw.stop = &g_stop;
+		std::signal(SIGINT, on_stop);
+		std::signal(SIGTERM, on_stop);
+		Report rep;
+		rep.command = command_line(argc, argv);
+		rep.profile = profile_s;
+		const auto t0 = clock_type::now();
+		gateways_run(gw, ts, rep);
+		rep.seconds = std::chrono::duration<double>(clock_type::now() - t0).count();
+		if (json_out)
+			print_json(rep);
+		else
+			print_table(rep);
+		return rep.ok() ? 0 : 1;
 	}
 	if (transports.empty())
 		return usage("--transport: none given");
@@ -341,6 +470,7 @@ int main(int argc, char **argv)
 	run.ledger = &ledger;
 
 	Report rep;
+	rep.command = command_line(argc, argv);
 	rep.profile = prof.name;
 	const auto t0 = clock_type::now();
 	// Progress once a second.

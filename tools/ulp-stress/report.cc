@@ -29,9 +29,20 @@ bool Report::ok() const
 void print_table(const Report &r)
 {
 	std::printf("ulp-stress: profile %s, %.1f s\n", r.profile.c_str(), r.seconds);
-	std::printf("%-18s %-9s %8s %10s %9s %12s %12s %12s  %s\n", "scenario", "transport",
-	            "cycles", "I/Os", "failures", "teardown p50", "p99 (ms)", "max (ms)", "result");
+	if (!r.command.empty())
+		std::printf("command: %s\n", r.command.c_str());
+	std::string figure;
 	for (const auto &row : r.rows) {
+		// A header wherever the figure changes: teardown (ms), or failovers (owners failed
+		// on purpose) and their I/O stalls.
+		if (row->figure != figure) {
+			figure = row->figure;
+			const bool stall = figure == "stall";
+			std::printf("%-18s %-9s %8s %10s %9s %12s %12s %12s  %s\n", "scenario",
+			            "transport", stall ? "failovers" : "cycles", "I/Os", "failures",
+			            stall ? "stall p50" : "teardown p50", "p99 (ms)", "max (ms)",
+			            "result");
+		}
 		const auto &h = row->teardown;
 		std::printf("%-18s %-9s %8" PRIu64 " %10" PRIu64 " %9" PRIu64
 		            " %12.2f %12.2f %12.2f  %s\n",
@@ -40,6 +51,11 @@ void print_table(const Report &r)
 		            ms(h.percentile(0.99)), ms(h.max()), row->failures ? "FAILED" : "ok");
 	}
 	for (const auto &row : r.rows) {
+		for (const auto &[name, h] : row->more)
+			std::printf(
+			    "  %s/%s: %s p50 %.2f ms, p99 %.2f ms, max %.2f ms (%" PRIu64 ")\n",
+			    row->scenario.c_str(), row->transport.c_str(), name.c_str(),
+			    ms(h.percentile(0.5)), ms(h.percentile(0.99)), ms(h.max()), h.count());
 		for (const auto &n : row->notes)
 			std::printf("  %s/%s: %s\n", row->scenario.c_str(), row->transport.c_str(),
 			            n.c_str());
@@ -64,21 +80,29 @@ void print_table(const Report &r)
 void print_json(const Report &r)
 {
 	json out;
+	out["command"] = r.command;
 	out["profile"] = r.profile;
 	out["seconds"] = r.seconds;
 	json rows = json::array();
 	for (const auto &row : r.rows) {
 		const auto &h = row->teardown;
+		json more = json::object();
+		for (const auto &[name, m] : row->more)
+			more[name] = {{"count", m.count()},
+			              {"p50", ms(m.percentile(0.5))},
+			              {"p99", ms(m.percentile(0.99))},
+			              {"max", ms(m.max())}};
 		rows.push_back({{"scenario", row->scenario},
 		                {"transport", row->transport},
 		                {"cycles", row->cycles.load()},
 		                {"ios", row->ios.load()},
 		                {"failures", row->failures.load()},
-		                {"teardown_ms",
+		                {row->figure + "_ms",
 		                 {{"count", h.count()},
 		                  {"p50", ms(h.percentile(0.5))},
 		                  {"p99", ms(h.percentile(0.99))},
 		                  {"max", ms(h.max())}}},
+		                {"more_ms", more},
 		                {"notes", row->notes},
 		                {"messages", row->msgs},
 		                {"ok", row->failures == 0}});

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // tools/ulp-stress/report.h - the final table (scenario x transport: cycles, I/Os,
-// failures, teardown latency p50/p99/max) on stdout, or the same as JSON.
+// failures, teardown latency p50/p99/max; for the gateways scenario failovers and their
+// I/O stalls) on stdout, or the same as JSON, with the command line.
 #pragma once
 
 #include "tools/ulp-stress/memory.h"
@@ -15,6 +16,7 @@ namespace stress
 {
 
 struct Report {
+	std::string command; // our command line
 	std::string profile;
 	double seconds = 0;
 	std::vector<std::unique_ptr<Row>> rows;

@@ -66,6 +66,12 @@ void Row::add_teardown(std::chrono::nanoseconds d)
 	teardown.add(uint64_t(d.count()));
 }
 
+void Row::add_more(const std::string &name, std::chrono::nanoseconds d)
+{
+	std::lock_guard g(lock);
+	more[name].add(uint64_t(d.count()));
+}
+
 void Row::add_io(const IoStats &st, bool lost_is_failure, bool busy_ok)
 {
 	ios += st.ios;

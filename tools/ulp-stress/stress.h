@@ -22,6 +22,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -72,14 +73,19 @@ struct Row {
 	std::atomic<uint64_t> ios{0};      // commands completed GOOD
 	std::atomic<uint64_t> failures{0}; // checks that failed
 	std::mutex lock;
-	initiator::Histogram teardown;  // ns: logout, close after kill, close after drop
-	std::vector<std::string> msgs;  // the first failures
+	initiator::Histogram teardown;   // ns: logout, close after kill, close after drop; the
+	                                 // gateways scenario's I/O stalls
+	std::string figure = "teardown"; // what teardown holds: "teardown" or "stall"
+	std::map<std::string, initiator::Histogram> more; // ns: other figures by name (the
+	                                                  // gateways': resume, owner); lock
+	std::vector<std::string> msgs;                    // the first failures
 	std::vector<std::string> notes; // what else it saw (kill phases, takeovers)
 	double seconds = 0;
 
 	void fail(const std::string &m);
 	void note(const std::string &m);
 	void add_teardown(std::chrono::nanoseconds d);
+	void add_more(const std::string &name, std::chrono::nanoseconds d);
 	// BUSY and TASK SET FULL answers are failures unless busy_ok.
 	void add_io(const IoStats &st, bool lost_is_failure, bool busy_ok = false);
 };

@@ -49,10 +49,10 @@ int wait_pid(pid_t pid, std::chrono::milliseconds bound)
 
 } // namespace
 
-std::string find_targetd()
+std::string find_program(const std::string &name, const char *env, const char *build_path)
 {
 	namespace fs = std::filesystem;
-	if (const char *e = std::getenv("ULP_TARGETD"); e && *e)
+	if (const char *e = std::getenv(env); e && *e)
 		return e;
 	std::error_code ec;
 	const fs::path self = fs::read_symlink("/proc/self/exe", ec);
@@ -60,22 +60,28 @@ std::string find_targetd()
 		// Beside us; an install's sbin (we are in bin); the build tree's sibling directory.
 		const fs::path up = self.parent_path().parent_path();
 		for (const fs::path &p :
-		     {self.parent_path() / "ulp-targetd", up / "sbin" / "ulp-targetd",
-		      up / "ulp-targetd" / "ulp-targetd"})
+		     {self.parent_path() / name, up / "sbin" / name, up / name / name})
 			if (::access(p.c_str(), X_OK) == 0)
 				return p;
 	}
+	if (build_path && *build_path && ::access(build_path, X_OK) == 0)
+		return build_path;
+	return name; // posix_spawnp finds it in PATH
+}
+
+std::string find_targetd()
+{
 #ifdef ULP_TARGETD_BUILD_PATH
-	if (::access(ULP_TARGETD_BUILD_PATH, X_OK) == 0)
-		return ULP_TARGETD_BUILD_PATH;
+	return find_program("ulp-targetd", "ULP_TARGETD", ULP_TARGETD_BUILD_PATH);
+#else
+	return find_program("ulp-targetd", "ULP_TARGETD", nullptr);
 #endif
-	return "ulp-targetd"; // posix_spawnp finds it in PATH
 }
 
 Target::~Target()
 {
 	kill_now();
-	if (!dir_.empty()) {
+	if (own_dir_ && !dir_.empty()) {
 		std::error_code ec;
 		std::filesystem::remove_all(dir_, ec);
 	}
@@ -83,12 +89,17 @@ Target::~Target()
 
 bool Target::start(const TargetOptions &o, Endpoint *ep, std::string *why)
 {
-	char tmpl[] = "/tmp/ulp-stress-XXXXXX";
-	if (!::mkdtemp(tmpl)) {
-		*why = std::string("mkdtemp: ") + std::strerror(errno);
-		return false;
+	if (!o.dir.empty()) {
+		dir_ = o.dir;
+	} else if (dir_.empty()) {
+		char tmpl[] = "/tmp/ulp-stress-XXXXXX";
+		if (!::mkdtemp(tmpl)) {
+			*why = std::string("mkdtemp: ") + std::strerror(errno);
+			return false;
+		}
+		dir_ = tmpl;
+		own_dir_ = true;
 	}
-	dir_ = tmpl;
 	socket_ = dir_ + "/admin.sock";
 	log_ = dir_ + "/ulp-targetd.log";
 	int p[2];
@@ -103,22 +114,15 @@ bool Target::start(const TargetOptions &o, Endpoint *ep, std::string *why)
 		::close(p[1]);
 		p[1] = fd;
 	}
-	ep->target = "iqn.2026-11.org.ulp:stress";
-	std::vector<std::string> args{o.targetd,
-	                              "--portal",
-	                              "127.0.0.1:0",
-	                              "--iser-portal",
-	                              "127.0.0.1:0",
-	                              "--srp-portal",
-	                              "127.0.0.1:0",
-	                              "--target",
-	                              ep->target,
-	                              "--lun",
-	                              "0:ram:size=" + o.lun_size,
-	                              "--admin-socket",
-	                              socket_,
-	                              "--ready-fd",
-	                              std::to_string(kReadyFd)};
+	std::vector<std::string> args{o.targetd};
+	if (!o.config_only) {
+		ep->target = "iqn.2026-11.org.ulp:stress";
+		args.insert(args.end(), {"--portal", "127.0.0.1:0", "--iser-portal", "127.0.0.1:0",
+		                         "--srp-portal", "127.0.0.1:0", "--target", ep->target,
+		                         "--lun", "0:ram:size=" + o.lun_size});
+	}
+	args.insert(args.end(),
+	            {"--admin-socket", socket_, "--ready-fd", std::to_string(kReadyFd)});
 	if (!o.config.empty()) {
 		const std::string file = dir_ + "/ulp-targetd.toml";
 		std::ofstream(file) << o.config;
@@ -171,7 +175,7 @@ bool Target::start(const TargetOptions &o, Endpoint *ep, std::string *why)
 		ep->iser_port = uint16_t(std::atoi(line.c_str() + at + 5));
 	if (auto at = line.find("srp "); at != std::string::npos)
 		ep->srp_port = uint16_t(std::atoi(line.c_str() + at + 4));
-	if (!ep->tcp_port || !ep->iser_port || !ep->srp_port) {
+	if (!ep->tcp_port || (!o.config_only && (!ep->iser_port || !ep->srp_port))) {
 		*why = "ulp-targetd did not come up (ready line '" + line + "'):\n" + log_tail(20);
 		kill_now();
 		return false;
@@ -184,6 +188,16 @@ void Target::attach(const TargetOptions &o)
 	ours_ = false;
 	socket_ = o.admin_socket;
 	pid_ = o.pid;
+}
+
+int Target::wait_exit(std::chrono::milliseconds bound)
+{
+	if (!ours_ || pid_ <= 0)
+		return -2;
+	const int st = wait_pid(pid_, bound);
+	if (st != -1)
+		pid_ = 0;
+	return st;
 }
 
 int Target::stop(std::chrono::milliseconds bound)
@@ -212,7 +226,7 @@ void Target::kill_now()
 void Target::abandon()
 {
 	kill_now();
-	if (!dir_.empty()) {
+	if (own_dir_ && !dir_.empty()) {
 		std::error_code ec;
 		std::filesystem::remove_all(dir_, ec);
 		dir_.clear();

@@ -24,6 +24,12 @@ struct TargetOptions {
 	std::string lun_size = "64M";
 	std::string config;       // started by us: a TOML file's text for --config ("": none),
 	                          // e.g. small RDMA pools (starvation.cc); joins the flags
+	bool config_only = false; // started by us: the config says it all (portals, targets,
+	                          // LUNs; no flags for them), the ready line needs only its
+	                          // first port (gateways.cc)
+	std::string dir;          // started by us: the directory for the admin socket, the
+	                          // config and the log, kept across restarts ("": a new
+	                          // temporary one, removed when the Target goes)
 	std::string admin_socket; // given target: its admin socket ("" = no resource checks)
 	pid_t pid = 0;            // given target: its pid for /proc (0 = unknown)
 };
@@ -37,7 +43,11 @@ public:
 	Target &operator=(const Target &) = delete;
 
 	// Start our own ulp-targetd and wait (bounded) until its portals listen; fills *ep.
+	// Again after it ended: a restart (the same directory, its log appended to).
 	bool start(const TargetOptions &o, Endpoint *ep, std::string *why);
+	// Wait up to bound for our daemon to end: its status (exit code, or 128 + signal), or
+	// -1 while it runs. Once it ended, pid() is 0.
+	int wait_exit(std::chrono::milliseconds bound);
 	// A target started by someone else.
 	void attach(const TargetOptions &o);
 	// SIGTERM, wait up to bound: its exit status (0: a clean stop), or -1 (killed).
@@ -67,13 +77,17 @@ public:
 private:
 	bool ours_ = false;
 	pid_t pid_ = 0;
-	std::string dir_;    // our temporary directory (admin socket, log)
-	std::string socket_; // the admin socket
-	std::string log_;    // our daemon's stderr
+	std::string dir_;      // our directory (admin socket, log)
+	bool own_dir_ = false; // we made dir_: removed at the end
+	std::string socket_;   // the admin socket
+	std::string log_;      // our daemon's stderr
 };
 
 // The ulp-targetd to start: $ULP_TARGETD, else beside our own executable (an install puts
 // them together; the build tree has ../ulp-targetd/), else the build's, else from PATH.
 std::string find_targetd();
+// Likewise any program of ours: $env, beside us, in an install's sbin, in the build tree's
+// ../name/, at build_path (may be ""), else name (PATH).
+std::string find_program(const std::string &name, const char *env, const char *build_path);
 
 } // namespace stress
