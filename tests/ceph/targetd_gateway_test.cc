@@ -153,27 +153,39 @@ struct Pair {
 	}
 };
 
+// Verified random writes through both gateways of p for seconds, on a thread of its own
+// (seed: the run's data); join it, then rc and out hold its exit status and output.
+struct Writer {
+	std::string out;
+	int rc = -1;
+	std::thread t;
+	Writer(const Pair &p, int seconds, int seed)
+	{
+		t = std::thread([this, &p, seconds, seed] {
+			rc = run_initiator({p.g1.addr(), p.g2.addr()},
+			                   {"-w", "randwrite", "-r", std::to_string(seconds), "-q",
+			                    "8", "--range", "8m", "--verify-only", "--seed",
+			                    std::to_string(seed)},
+			                   &out);
+		});
+	}
+	void join() { t.join(); }
+};
+
 TEST(TargetdGateway, KillingTheOwnerMovesTheGroupWithNothingLost)
 {
 	Pair p;
 	ASSERT_TRUE(p.start());
 	const uint64_t epoch = p.g1.group()["epoch"].get<uint64_t>();
-	std::string out;
-	int rc = -1;
-	std::thread run([&] {
-		rc = run_initiator({p.g1.addr(), p.g2.addr()},
-		                   {"-w", "randwrite", "-r", "14", "-q", "8", "--range", "8m",
-		                    "--verify-only", "--seed", "11"},
-		                   &out);
-	});
+	Writer run(p, 14, 11);
 	std::this_thread::sleep_for(3s);
 	p.g1.p.kill();
 	EXPECT_TRUE(p.g2.wait_state("active", 15s)) << p.g2.p.log();
 	run.join();
-	ASSERT_EQ(rc, 0) << out;
-	expect_clean(out);
-	const json j = last_json(out);
-	EXPECT_GE(j["multipath"]["switches"].get<uint64_t>(), 1u) << out;
+	ASSERT_EQ(run.rc, 0) << run.out;
+	expect_clean(run.out);
+	const json j = last_json(run.out);
+	EXPECT_GE(j["multipath"]["switches"].get<uint64_t>(), 1u) << run.out;
 	const json g = p.g2.group();
 	EXPECT_EQ(g["owner"], "gw2");
 	EXPECT_EQ(g["epoch"].get<uint64_t>(), epoch + 1);
@@ -196,14 +208,7 @@ TEST(TargetdGateway, AFrozenOwnerIsFencedAndEndsWhenItWakes)
 {
 	Pair p;
 	ASSERT_TRUE(p.start());
-	std::string out;
-	int rc = -1;
-	std::thread run([&] {
-		rc = run_initiator({p.g1.addr(), p.g2.addr()},
-		                   {"-w", "randwrite", "-r", "16", "-q", "8", "--range", "8m",
-		                    "--verify-only", "--seed", "12"},
-		                   &out);
-	});
+	Writer run(p, 16, 12);
 	std::this_thread::sleep_for(3s);
 	ASSERT_EQ(::kill(p.g1.p.pid(), SIGSTOP), 0);
 	EXPECT_TRUE(p.g2.wait_state("active", 20s)) << p.g2.p.log();
@@ -213,8 +218,8 @@ TEST(TargetdGateway, AFrozenOwnerIsFencedAndEndsWhenItWakes)
 	const int st = p.g1.p.wait(15s);
 	EXPECT_EQ(st, 3) << p.g1.p.log();
 	run.join();
-	ASSERT_EQ(rc, 0) << out;
-	expect_clean(out);
+	ASSERT_EQ(run.rc, 0) << run.out;
+	expect_clean(run.out);
 	EXPECT_EQ(p.g2.group()["owner"], "gw2");
 }
 
@@ -222,14 +227,7 @@ TEST(TargetdGateway, ADrainHandsTheGroupOverWithoutFencing)
 {
 	Pair p;
 	ASSERT_TRUE(p.start());
-	std::string out;
-	int rc = -1;
-	std::thread run([&] {
-		rc = run_initiator({p.g1.addr(), p.g2.addr()},
-		                   {"-w", "randwrite", "-r", "10", "-q", "8", "--range", "8m",
-		                    "--verify-only", "--seed", "13"},
-		                   &out);
-	});
+	Writer run(p, 10, 13);
 	std::this_thread::sleep_for(3s);
 	const std::string blocklist = sh("ceph osd blocklist ls 2>/dev/null | grep 127.0.0.1");
 	const json d = test_env::ulpctl_json(p.g1.sock, {"gateway", "drain"});
@@ -237,8 +235,8 @@ TEST(TargetdGateway, ADrainHandsTheGroupOverWithoutFencing)
 	// Sooner than a lease: the successor need not wait for it to run out, nor fence.
 	EXPECT_TRUE(p.g2.wait_state("active", std::chrono::seconds(kLease))) << p.g2.p.log();
 	run.join();
-	ASSERT_EQ(rc, 0) << out;
-	expect_clean(out);
+	ASSERT_EQ(run.rc, 0) << run.out;
+	expect_clean(run.out);
 	EXPECT_EQ(p.g2.p.log().find("did not release it"), std::string::npos) << p.g2.p.log();
 	const json g1 = p.g1.group();
 	EXPECT_EQ(g1["state"], "standby");
@@ -301,14 +299,7 @@ TEST(TargetdGateway, LosingTheClusterStopsTheOwnerUntilItIsBack)
 {
 	Pair p;
 	ASSERT_TRUE(p.start());
-	std::string out;
-	int rc = -1;
-	std::thread run([&] {
-		rc = run_initiator({p.g1.addr(), p.g2.addr()},
-		                   {"-w", "randwrite", "-r", "24", "-q", "8", "--range", "8m",
-		                    "--verify-only", "--seed", "14"},
-		                   &out);
-	});
+	Writer run(p, 24, 14);
 	std::this_thread::sleep_for(3s);
 	const std::string pids =
 	    "$(cat " + g_cluster.dir + "/run/mon.a.pid " + g_cluster.dir + "/run/osd.0.pid)";
@@ -337,8 +328,8 @@ TEST(TargetdGateway, LosingTheClusterStopsTheOwnerUntilItIsBack)
 	}
 	EXPECT_TRUE(owned) << p.g2.p.log();
 	run.join();
-	ASSERT_EQ(rc, 0) << out;
-	expect_clean(out);
+	ASSERT_EQ(run.rc, 0) << run.out;
+	expect_clean(run.out);
 }
 
 TEST(TargetdGateway, AnRtpiOfAnotherGatewayIsRefused)
