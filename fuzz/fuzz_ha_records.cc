@@ -76,7 +76,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		      "a port key does not round-trip");
 	PrGatewayRecord pg{"untouched", "x", {7}};
 	if (!pr_gateway_record_decode(std::string_view(p.data(), p.size()), &pg)) {
-		check(pg.gw == "untouched" && pg.addr == "x" && pg.ports == std::vector<uint16_t>{7},
+		check(pg.gw == "untouched" && pg.addr == "x" &&
+		          pg.ports == std::vector<uint16_t>{7},
 		      "a refused gateway record changed the output");
 	} else {
 		check(size <= kMaxRecordBytes, "a gateway record over the bound decoded");

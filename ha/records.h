@@ -60,7 +60,6 @@ std::string pr_gateway_record_encode(const PrGatewayRecord &r);
 // false for a damaged record (as owner_record_decode); *out untouched then.
 bool pr_gateway_record_decode(std::string_view s, PrGatewayRecord *out);
 
-
 // A gateway of the cluster, written when it first joins and kept (by name) across its
 // restarts: the id of the target port group (SPC-4 5.15.2) its ports form for every LU,
 // unique among the gateways (the map's compare-and-set allocates it).

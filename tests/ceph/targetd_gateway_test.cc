@@ -7,6 +7,7 @@
 // move the image's lock never; a gateway with another's rtpi refused. Leases of 3 s so that
 // a take-over takes seconds. The short profile: ulp-stress's gateways scenario has the
 // figures.
+#include "core/byteorder.h"
 #include "tests/admin/targetd_env.h"
 #include "tests/ceph/ceph_env.h"
 
@@ -330,6 +331,92 @@ TEST(TargetdGateway, LosingTheClusterStopsTheOwnerUntilItIsBack)
 	run.join();
 	ASSERT_EQ(run.rc, 0) << run.out;
 	expect_clean(run.out);
+}
+
+// ---- Reservations across the gateways (ha/pr_cluster.h through the daemon) ----------------
+
+using ulp::iscsi::initiator::DataDir;
+using ulp::iscsi::initiator::ScsiResult;
+using ulp::iscsi::initiator::Session;
+
+// A command, again while it meets a unit attention (a change told to this nexus first).
+ScsiResult run_past_ua(Session &s, std::span<const uint8_t> cdb, DataDir dir,
+                       std::vector<uint8_t> &data)
+{
+	ScsiResult r;
+	for (int i = 0; i < 5; i++) {
+		r = s.run({0, cdb, dir, data});
+		const bool ua = r.status == 2 && r.sense_len > 2 &&
+		                ((r.sense[0] & 0x7f) == 0x72 ? r.sense[1] : r.sense[2] & 0x0f) == 6;
+		if (!ua)
+			break;
+	}
+	return r;
+}
+
+// PERSISTENT RESERVE OUT (SPC-4 6.17): its status.
+uint8_t pr_out(Session &s, uint8_t sa, uint8_t type, uint64_t key, uint64_t sa_key)
+{
+	std::array<uint8_t, 10> cdb{0x5f, sa, type};
+	ulp::put_be32(&cdb[5], 24);
+	std::vector<uint8_t> d(24, 0);
+	ulp::put_be64(&d[0], key);
+	ulp::put_be64(&d[8], sa_key);
+	return run_past_ua(s, cdb, DataDir::Write, d).status;
+}
+
+// PERSISTENT RESERVE IN (SPC-4 6.16): its data, empty when it failed.
+std::vector<uint8_t> pr_in(Session &s, uint8_t sa)
+{
+	std::array<uint8_t, 10> cdb{0x5e, sa};
+	std::vector<uint8_t> d(1024);
+	ulp::put_be16(&cdb[7], uint16_t(d.size()));
+	const ScsiResult r = run_past_ua(s, cdb, DataDir::Read, d);
+	d.resize(r.good() ? r.data_in : 0);
+	return d;
+}
+
+// Two initiators, one on each gateway (the second on the standby's port, where SPC-4
+// 5.15.2.4.4 still lets PERSISTENT RESERVE IN/OUT through): what one does, the other's
+// gateway enforces and reports.
+TEST(TargetdGateway, ReservationsHoldAcrossGateways)
+{
+	Pair p;
+	ASSERT_TRUE(p.start());
+	Session a(test_env::initiator_config("iqn.2026-11.org.ulp:pr-a", kIqn));
+	ASSERT_TRUE(a.login(test_env::local(p.g1.port))) << a.error();
+	Session b(test_env::initiator_config("iqn.2026-11.org.ulp:pr-b", kIqn));
+	ASSERT_TRUE(b.login(test_env::local(p.g2.port))) << b.error();
+	constexpr uint64_t ka = 0xa1, kb = 0xb2;
+	EXPECT_EQ(pr_out(a, 0x00, 0, 0, ka), 0) << "REGISTER through gw1";
+	EXPECT_EQ(pr_out(b, 0x00, 0, 0, kb), 0) << "REGISTER through gw2";
+	// Both keys, read through either gateway.
+	for (Session *s : {&a, &b}) {
+		const auto keys = pr_in(*s, 0x00);
+		ASSERT_EQ(keys.size(), 24u);
+		EXPECT_EQ(ulp::get_be64(&keys[8]), ka);
+		EXPECT_EQ(ulp::get_be64(&keys[16]), kb);
+	}
+	// a reserves (Write Exclusive) through gw1; gw2 reports it and refuses b's.
+	EXPECT_EQ(pr_out(a, 0x01, 0x1, ka, 0), 0);
+	const auto resv = pr_in(b, 0x01);
+	ASSERT_GE(resv.size(), 24u);
+	EXPECT_EQ(ulp::get_be64(&resv[8]), ka);
+	EXPECT_EQ(resv[21] & 0x0f, 0x1);
+	EXPECT_EQ(pr_out(b, 0x01, 0x1, kb, 0), 0x18) << "RESERVATION CONFLICT through gw2";
+	// b preempts a through gw2: a's registration is gone at gw1, its writes conflict.
+	EXPECT_EQ(pr_out(b, 0x04, 0x1, kb, ka), 0) << "PREEMPT through gw2";
+	std::vector<uint8_t> blk(512, 0x5a);
+	const auto w16 = ulp::iscsi::initiator::cdb_write16(0, 1);
+	EXPECT_EQ(run_past_ua(a, w16, DataDir::Write, blk).status, 0x18)
+	    << "a's write through gw1 after the preemption";
+	// READ FULL STATUS through gw1: b alone, the holder, at gw2's port (rtpi 20).
+	const auto full = pr_in(a, 0x03);
+	ASSERT_GE(full.size(), 32u);
+	EXPECT_EQ(ulp::get_be32(&full[4]), full.size() - 8) << "one descriptor";
+	EXPECT_EQ(ulp::get_be64(&full[8]), kb);
+	EXPECT_TRUE(full[20] & 0x01) << "the holder";
+	EXPECT_EQ(ulp::get_be16(&full[26]), 20);
 }
 
 TEST(TargetdGateway, AnRtpiOfAnotherGatewayIsRefused)

@@ -165,9 +165,8 @@ json Daemon::alua_show(const std::string &target)
 			                {"transitions", lu->alua_.transitions()},
 			                {"groups", groups}});
 		}
-		out.push_back({{"target", t->cfg.name},
-		               {"tpgs", kTpgsWords[tpgs & 3]},
-		               {"luns", luns}});
+		out.push_back(
+		    {{"target", t->cfg.name}, {"tpgs", kTpgsWords[tpgs & 3]}, {"luns", luns}});
 	}
 	return out;
 }

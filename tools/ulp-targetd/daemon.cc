@@ -531,9 +531,11 @@ Gateway::Ports Daemon::gateway_ports() const
 void Daemon::drop_lu(std::unique_ptr<scsi::LogicalUnit> lu, const std::vector<scsi::Tpg *> &tpgs,
                      std::chrono::milliseconds grace, std::chrono::milliseconds timeout, json *out)
 {
-	// Its ports stop reporting states for it first (the gateway forgets it).
-	forget_lu(lu.get());
 	const int rc = scsi::lu_quiesce(*lu, tpgs, grace, timeout);
+	// The gateway forgets it once no command runs on it (its reservations unshared then);
+	// one left allocated keeps them allocated too.
+	if (gateway_)
+		gateway_->remove_lu(lu.get(), rc != 0);
 	if (rc == 0) {
 		flush_lu(*lu);
 		if (out)

@@ -175,8 +175,8 @@ private:
 	// Gateway mode: each target's rtpis (its portal groups', and the SRP port's when SRP
 	// exports it), what the gateway records in the cluster map.
 	Gateway::Ports gateway_ports() const;
-	// A LU made by make_lu that will not be published after all: forgotten by the gateway
-	// before it is freed.
+	// A LU made by make_lu that will not be published after all (or no longer is, no
+	// command running on it): forgotten by the gateway before it is freed.
 	void forget_lu(const ulp::scsi::LogicalUnit *lu);
 	std::string srp_exports_line();
 	// ALUA states in the state directory (alua_ops.cc): read into a LU's configuration

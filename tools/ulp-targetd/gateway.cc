@@ -218,8 +218,17 @@ int Gateway::add_lu(const std::string &target, scsi::LogicalUnit *lu, const scsi
 			*why = "group " + gname + ": " + w;
 			return err ? err : -EINVAL;
 		}
+		auto fencer =
+		    ha::Lease::open(client, cfg_.pool, cfg_.nspace, "ulp.lease." + gname, cfg_.name,
+		                    std::chrono::seconds(cfg_.lease_s), &err, &w);
+		if (!fencer) {
+			*why = "group " + gname + ": " + w;
+			return err ? err : -EINVAL;
+		}
 		auto ng = std::make_unique<Group>();
 		ng->name = gname;
+		ng->client = client;
+		ng->fencer = std::move(fencer);
 		ha::GroupOwnerConfig oc;
 		oc.gateway = cfg_.name;
 		oc.group = gname;
@@ -274,7 +283,8 @@ int Gateway::add_lu(const std::string &target, scsi::LogicalUnit *lu, const scsi
 		// meanwhile (owner_mu_).
 		g.unlock();
 		if (int r = scsi::rbd_bs_lock(lu->bs(), true); r < 0) {
-			*why = "group " + gname + ": taking the image's lock: " + scsi::rados_strerror(r);
+			*why = "group " + gname +
+			       ": taking the image's lock: " + scsi::rados_strerror(r);
 			return r;
 		}
 		g.lock();
@@ -282,26 +292,65 @@ int Gateway::add_lu(const std::string &target, scsi::LogicalUnit *lu, const scsi
 	grp->lus.push_back(lu);
 	grp->target[lu] = target;
 	const scsi::AluaConfig ac = want(target, *grp);
-	if (lu->alua_.configure(ac, &w) != 0) {
-		grp->lus.pop_back();
+	int r = lu->alua_.configure(ac, &w) != 0 ? -EINVAL : 0;
+	if (r < 0)
+		w = "alua: " + w;
+	g.unlock();
+	// Its reservations, shared by every gateway that serves the image (SPC-4 5.13 across
+	// gateways, docs/ha.md): read now, before the LU is exported.
+	if (r == 0) {
+		ha::PrClusterConfig pc;
+		pc.pool = cfg_.pool;
+		pc.nspace = cfg_.nspace;
+		pc.gateway = cfg_.name;
+		Group *raw = grp;
+		// A gateway that does not answer a change in time is fenced before the change
+		// counts: it can then write nothing the reservation forbids.
+		pc.on_peer_timeout = [raw](const ha::PrPeer &p) {
+			ha::LeaseHolder h;
+			h.client = "client." + std::to_string(p.gid);
+			h.cookie = p.gateway;
+			h.addr = p.addr;
+			return raw->fencer->fence(h, 3600);
+		};
+		int err = 0;
+		auto prc = ha::PrCluster::attach(*lu, grp->client, std::move(pc), &err, &w);
+		if (prc)
+			grp->pr[lu] = std::move(prc);
+		else
+			r = err ? err : -EIO, w = "reservations: " + w;
+	}
+	if (r < 0) {
+		g.lock();
+		std::erase(grp->lus, lu);
 		grp->target.erase(lu);
 		g.unlock();
 		if (owned)
 			(void)scsi::rbd_bs_lock(lu->bs(), false);
-		*why = "alua: " + w;
-		return -EINVAL;
+		*why = w;
+		return r;
 	}
 	return 0;
 }
 
-void Gateway::remove_lu(const scsi::LogicalUnit *lu)
+void Gateway::remove_lu(const scsi::LogicalUnit *lu, bool exported)
 {
 	std::lock_guard om(owner_mu_);
-	std::lock_guard g(mu_);
-	for (auto &grp : groups_) {
-		grp->lus.erase(std::remove(grp->lus.begin(), grp->lus.end(), lu), grp->lus.end());
-		grp->target.erase(lu);
+	std::unique_ptr<ha::PrCluster> pr;
+	{
+		std::lock_guard g(mu_);
+		for (auto &grp : groups_) {
+			std::erase(grp->lus, lu);
+			grp->target.erase(lu);
+			if (auto it = grp->pr.find(lu); it != grp->pr.end()) {
+				pr = std::move(it->second);
+				grp->pr.erase(it);
+			}
+		}
 	}
+	if (exported && pr)
+		(void)pr.release(); // commands may still use it, as the LU left allocated
+	// else: its threads end and its record goes here (not under mu_: RADOS calls)
 }
 
 void Gateway::set_ports(const Ports &ports)
@@ -459,6 +508,10 @@ void Gateway::run()
 					gs.push_back(grp.get());
 			}
 			for (Group *grp : gs) {
+				// The reservation objects' watches (again if one broke) and this
+				// gateway's records in them.
+				for (auto &[lu, prc] : grp->pr)
+					(void)prc->check_watch();
 				grp->own->tick();
 				grp->valid_until_ns.store(ns_of(grp->own->valid_until()));
 				grp->state.store(grp->own->state());

@@ -32,9 +32,10 @@
 // exported, remove_lu before it is freed.
 #pragma once
 
-#include "ha/cluster_map.h"
 #include "admin/rpc.h"
+#include "ha/cluster_map.h"
 #include "ha/group_owner.h"
+#include "ha/pr_cluster.h"
 #include "scsi/alua.h"
 #include "scsi/lu.h"
 #include "scsi/rados_client.h"
@@ -80,8 +81,10 @@ public:
 	// LU. 0, or a negative errno with *why (the lease cannot be opened).
 	int add_lu(const std::string &target, ulp::scsi::LogicalUnit *lu,
 	           const ulp::scsi::RadosConfig &rcfg, std::string *why);
-	// Forget lu (before it is freed). Its group's owner stays.
-	void remove_lu(const ulp::scsi::LogicalUnit *lu);
+	// Forget lu (before it is freed), once no command runs on it: its reservations
+	// unshared. exported: commands may still run on it (a LU left allocated after its
+	// bound): its reservation store is left allocated too. Its group's owner stays.
+	void remove_lu(const ulp::scsi::LogicalUnit *lu, bool exported = false);
 	// The ports changed (a reload, a target made or removed): rewrite the port records.
 	void set_ports(const Ports &ports);
 
@@ -103,9 +106,16 @@ public:
 
 private:
 	struct Group {
-		std::string name;                          // the group (RbdConfig::group)
-		std::unique_ptr<ulp::ha::GroupOwner> own;  // its owner side here
-		std::vector<ulp::scsi::LogicalUnit *> lus; // its LUs here (mu_)
+		std::string name;                               // the group (RbdConfig::group)
+		std::unique_ptr<ulp::ha::GroupOwner> own;       // its owner side here
+		std::shared_ptr<ulp::scsi::RadosClient> client; // the group's (its LUs' I/O's)
+		// Fences a gateway that did not answer a reservation change (its client
+		// blocklisted): the lease's fence() on the group's client.
+		std::unique_ptr<ulp::ha::Lease> fencer;
+		// Each LU's reservations, shared with the other gateways (ha/pr_cluster.h);
+		// owner_mu_.
+		std::map<const ulp::scsi::LogicalUnit *, std::unique_ptr<ulp::ha::PrCluster>> pr;
+		std::vector<ulp::scsi::LogicalUnit *> lus;                    // its LUs here (mu_)
 		std::map<const ulp::scsi::LogicalUnit *, std::string> target; // each LU's target
 		// The owner's state and lease end, as the last tick left them: the guard reads them
 		// without calling into the owner (which a tick may be blocked in).

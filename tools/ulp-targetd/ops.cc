@@ -512,10 +512,13 @@ json Daemon::target_delete(const std::string &name, std::chrono::milliseconds gr
 	std::unique_ptr<TargetRt> rt = std::move(*it);
 	targets_.erase(it);
 	std::erase_if(cfg_.targets, [&](const TargetCfg &c) { return c.name == name; });
-	for (auto &[n, lu] : rt->lus)
-		forget_lu(lu.get());
-	if (gateway_)
+	if (gateway_) {
+		// Sessions closed: nothing reaches its LUs; else they stay allocated, and so do
+		// their reservation stores.
+		for (auto &[n, lu] : rt->lus)
+			gateway_->remove_lu(lu.get(), rc != 0);
 		gateway_->set_ports(gateway_ports());
+	}
 	json out = {{"sessions", sessions}, {"sessions_closed", rc == 0}};
 	if (rc == 0) {
 		// No nexus is left on its Tpg: nothing can reach its LUs.
