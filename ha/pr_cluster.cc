@@ -169,6 +169,8 @@ std::unique_ptr<PrCluster> PrCluster::attach(scsi::LogicalUnit &lu,
 
 PrCluster::~PrCluster()
 {
+	if (abandoned_)
+		return;
 	map_->unwatch(); // no callback runs after this
 	out_->stop();
 	watch_->stop();
@@ -180,6 +182,26 @@ PrCluster::~PrCluster()
 	if (int r = write_record(true, false); r < 0)
 		ULP_LOG(Warn, Ha, "LU {}: removing this gateway's record from {}: {}", lu_.name(),
 		        oid(), scsi::rados_strerror(r));
+}
+
+void PrCluster::abandon()
+{
+	if (abandoned_)
+		return;
+	abandoned_ = true;
+	map_->forget(); // no callback runs after this; the OSD is not asked
+	// As in the destructor, lu is no longer exported: a job already in a RADOS call ends
+	// within the client's timeouts (a blocklisted client's at once), and what is queued is
+	// dropped.
+	out_->stop();
+	watch_->stop();
+	{
+		std::lock_guard g(acks_->lock);
+		acks_->map = nullptr;
+	}
+	scsi::pr_detach_shared(lu_, *this);
+	ULP_LOG(Info, Ha, "LU {}: reservations in {} left as they are (this client is fenced)",
+	        lu_.name(), oid());
 }
 
 void PrCluster::on_watch(const ClusterMapNotify *n)

@@ -93,6 +93,11 @@ public:
 	// After lu is no longer exported (no command runs on it), before lu goes: stops the
 	// watch and the threads, removes this gateway's record; lu keeps its state, unshared.
 	~PrCluster() override;
+	// This gateway's client is fenced or cut off from the cluster: the same as the
+	// destructor, but nothing is asked of the cluster (it would refuse, or hold the caller
+	// for the client's timeouts). The record stays until the other gateways fence this
+	// client or prune it; the OSD drops the watch when the client ends. Before lu goes.
+	void abandon();
 	PrCluster(const PrCluster &) = delete;
 	PrCluster &operator=(const PrCluster &) = delete;
 
@@ -138,6 +143,7 @@ private:
 	std::mutex reg_lock_;             // guards the two below
 	std::vector<uint16_t> reg_ports_; // the ports this gateway's record names
 	bool pruned_ = false;             // earlier processes' records removed
+	bool abandoned_ = false; // abandon() ran: the destructor asks nothing of the cluster
 	const std::chrono::steady_clock::time_point attached_; // when attach() ran
 };
 

@@ -17,6 +17,7 @@
 #include <atomic>
 #include <chrono>
 #include <mutex>
+#include <set>
 #include <thread>
 #include <vector>
 
@@ -720,6 +721,66 @@ TEST(PrCluster, LostWatchReadsAgain)
 	for (int i = 0; i < 100 && (st = g2.write(b2)) == Status::Good; i++)
 		std::this_thread::sleep_for(100ms);
 	EXPECT_EQ(st, Status::ReservationConflict) << "gw2 did not read the state again";
+}
+
+// A fenced gateway (its client blocklisted) leaves the object as it is: abandon() asks
+// nothing of the cluster, so its record stays for the others to fence or prune, while the
+// destructor of a gateway that still has its client removes it. Its LU keeps its state,
+// unshared: the other gateway's changes no longer reach it.
+TEST(PrCluster, AFencedGatewayLeavesTheObjectAsItIs)
+{
+	const std::string id = test_identity();
+	Fencer f;
+	Gateway g1("gw1", 1, id, &f, 2000ms), g2("gw2", 2, id, &f, 2000ms);
+	ASSERT_TRUE(g1.pc && g2.pc);
+	Nexus *a1 = g1.join(kPortA), *b2 = g2.join(kPortB);
+	ASSERT_EQ(g2.out(b2, SA_REGISTER, 0, K2).status, Status::Good);
+	// The object's own records (PrCluster::read gives the reservation's alone).
+	int err = 0;
+	std::string why;
+	auto map = ClusterMap::open(g1.cl, "rbd", "", g1.pc->oid(), &err, &why);
+	ASSERT_TRUE(map) << why;
+	auto has = [&](const std::string &key) {
+		ClusterMapView cv;
+		EXPECT_EQ(map->read(&cv), 0);
+		return cv.records.count(key) == 1;
+	};
+	const std::string rec2 = pr_gateway_key(g2.pc->gid());
+	ASSERT_TRUE(has(rec2)) << "gw2 wrote no record " << rec2;
+	PrSharedView v;
+
+	int rc = 0;
+	const std::string addr = rados_client_addr(g2.cl->cluster);
+	std::string out = ceph_test::sh("timeout 60 ceph osd blocklist add " + addr, &rc);
+	ASSERT_EQ(rc, 0) << out;
+	const auto t0 = Clock::now();
+	while (g2.pc->read(&v) == 0 && Clock::now() < t0 + 30s)
+		std::this_thread::sleep_for(200ms);
+	ASSERT_NE(g2.pc->read(&v), 0) << "gw2 is not refused";
+	for (Nexus *s : g2.tpg.sessions())
+		EXPECT_EQ(g2.lb.logout(s), 0);
+	g2.pc->abandon();
+	g2.pc.reset(); // asks nothing either
+
+	EXPECT_TRUE(has(rec2)) << "a fenced gateway removed its record";
+	ASSERT_EQ(g1.out(a1, SA_REGISTER, 0, K1).status, Status::Good);
+	EXPECT_EQ((std::set<uint64_t>{K1, K2}), [&] {
+		auto k = g1.keys(a1);
+		return std::set<uint64_t>(k.begin(), k.end());
+	}());
+	// gw2's LU is unshared: what it had, without gw1's change.
+	Nexus *c2 = g2.join(kPortC);
+	EXPECT_EQ(g2.keys(c2), std::vector<uint64_t>{K2});
+	out = ceph_test::sh("timeout 60 ceph osd blocklist rm " + addr, &rc);
+	EXPECT_EQ(rc, 0) << out;
+
+	// The same teardown with the client still in the cluster removes the record.
+	const std::string rec1 = pr_gateway_key(g1.pc->gid());
+	ASSERT_TRUE(has(rec1));
+	for (Nexus *s : g1.tpg.sessions())
+		EXPECT_EQ(g1.lb.logout(s), 0);
+	g1.pc.reset();
+	EXPECT_FALSE(has(rec1)) << "gw1 left its record at a planned teardown";
 }
 
 } // namespace ulp::ha

@@ -131,7 +131,7 @@ Daemon::~Daemon()
 {
 	// In dependency order (run() has stopped everything when it ran): the admin thread,
 	// the portals (their connections point into the targets), the SRP target, the TCP
-	// transport, the iSCSI target, then the port groups and logical units.
+	// transport, the iSCSI target, the gateway, then the port groups and logical units.
 	if (admin_)
 		admin_->stop(); // joined before admin_ changes (its methods read admin_)
 	admin_.reset();
@@ -148,6 +148,7 @@ Daemon::~Daemon()
 	tcp_.reset();
 	iscsi_.reset();
 	srp_tpg_.reset();
+	gateway_.reset(); // it points at the LUs (their reservations' sharing)
 	targets_.clear();
 	// What was left allocated stays so (see daemon.h): the process is ending.
 	for (auto &lu : zombie_lus_)

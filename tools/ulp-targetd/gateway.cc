@@ -101,6 +101,15 @@ Gateway::Gateway(GatewayCfg cfg, std::shared_ptr<scsi::RadosClient> client,
 Gateway::~Gateway()
 {
 	stop(false);
+	// Before the LUs go (the daemon's order). A fenced gateway's client can do nothing
+	// more in the cluster: its reservation objects are left to the others, without waiting
+	// out the client's timeouts on the way out.
+	std::lock_guard om(owner_mu_);
+	std::lock_guard g(mu_);
+	for (auto &grp : groups_)
+		for (auto &[lu, prc] : grp->pr)
+			if (fenced_)
+				prc->abandon();
 }
 
 // Our gateway record (the group id: ours from an earlier run, else the lowest free) and
@@ -510,8 +519,9 @@ void Gateway::run()
 			for (Group *grp : gs) {
 				// The reservation objects' watches (again if one broke) and this
 				// gateway's records in them.
-				for (auto &[lu, prc] : grp->pr)
-					(void)prc->check_watch();
+				if (grp->state.load() != ha::OwnerState::Fenced)
+					for (auto &[lu, prc] : grp->pr)
+						(void)prc->check_watch();
 				grp->own->tick();
 				grp->valid_until_ns.store(ns_of(grp->own->valid_until()));
 				grp->state.store(grp->own->state());
@@ -618,7 +628,10 @@ void Gateway::stop(bool drain_groups)
 		guard_.join();
 	if (drain_groups && !fenced)
 		(void)drain(std::chrono::seconds(cfg_.hold_off_s));
-	map_->unwatch();
+	if (fenced)
+		map_->forget(); // the OSD would refuse, or hold us for the client's timeouts
+	else
+		map_->unwatch();
 }
 
 ulp::admin::json Gateway::show()
