@@ -332,10 +332,18 @@ bool always_allowed(const uint8_t *c, bool stpg)
 }
 
 // SPC-4 5.15.2.4.4: standby also lets through what an initiator needs to manage the LU
-// and its reservations through a port that will not carry I/O.
+// and its reservations through a port that will not carry I/O. READ CAPACITY is not in
+// that list, and is let through as well: Linux's sd sizes the disk on every path it finds,
+// a standby path's disk answered NOT READY is sized 0, and multipath then refuses that path
+// (its size differs from the map's) until it is rescanned. Reading the capacity touches no
+// data and moves no lock (an rbd LU's standby gateway has the image open).
 bool standby_allowed(const uint8_t *c)
 {
 	switch (c[0]) {
+	case OP_READ_CAPACITY_10:
+		return true;
+	case OP_SERVICE_ACTION_IN_16:
+		return (c[1] & 0x1f) == SAI_READ_CAPACITY_16;
 	case ALUA_OP_LOG_SELECT:
 	case ALUA_OP_LOG_SENSE:
 	case OP_MODE_SELECT_6:

@@ -100,7 +100,8 @@ struct Env {
 		std::vector<uint16_t> v;
 		for (int i = 0; i < 8; i++) {
 			auto r = run(s, cdb_tur());
-			if (r.status != Status::CheckCondition || r.key() != SenseKey::UnitAttention)
+			if (r.status != Status::CheckCondition ||
+			    r.key() != SenseKey::UnitAttention)
 				break;
 			v.push_back(r.asc());
 		}
@@ -275,6 +276,8 @@ std::vector<Probe> probes()
 	    {"REPORT TARGET PORT GROUPS", cdb_rtpg(1024), 1024},
 	    {"REPORT SUPPORTED OPERATION CODES", cdb_rsoc(0), 65535},
 	    {"READ CAPACITY (10)", {0x25, 0, 0, 0, 0, 0, 0, 0, 0, 0}, 8},
+	    {"READ CAPACITY (16)", {0x9e, 0x10, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 32, 0, 0}, 32},
+	    {"GET LBA STATUS", {0x9e, 0x12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0x40, 0, 0}, 64},
 	};
 }
 
@@ -331,7 +334,9 @@ const std::set<std::string> kAll = {"TEST UNIT READY",
                                     "PERSISTENT RESERVE IN",
                                     "REPORT TARGET PORT GROUPS",
                                     "REPORT SUPPORTED OPERATION CODES",
-                                    "READ CAPACITY (10)"};
+                                    "READ CAPACITY (10)",
+                                    "READ CAPACITY (16)",
+                                    "GET LBA STATUS"};
 const std::set<std::string> kMinimal = {"INQUIRY", "REPORT LUNS", "REQUEST SENSE",
                                         "REPORT TARGET PORT GROUPS"};
 
@@ -341,10 +346,13 @@ TEST(Alua, ActiveStatesAllowEverything)
 	expect_filter(AluaState::ActiveNonOptimized, kAll, 0);
 }
 
-TEST(Alua, StandbyAllowsManagementOnly)
+// Management, and the capacity (Linux sizes a disk on every path it finds), but no other
+// SERVICE ACTION IN (16) such as GET LBA STATUS.
+TEST(Alua, StandbyAllowsManagementAndTheCapacityOnly)
 {
 	std::set<std::string> ok = kMinimal;
-	ok.insert({"MODE SENSE (6)", "PERSISTENT RESERVE IN"});
+	ok.insert({"MODE SENSE (6)", "PERSISTENT RESERVE IN", "READ CAPACITY (10)",
+	           "READ CAPACITY (16)"});
 	expect_filter(AluaState::Standby, ok, 0x040b);
 }
 
