@@ -467,16 +467,6 @@ int ClusterMap::check_watch()
 
 void ClusterMap::unwatch()
 {
-	drop_watch(true);
-}
-
-void ClusterMap::forget()
-{
-	drop_watch(false);
-}
-
-void ClusterMap::drop_watch(bool tell_osd)
-{
 	uint64_t h = 0;
 	{
 		std::lock_guard g(watch_lock_);
@@ -486,10 +476,9 @@ void ClusterMap::drop_watch(bool tell_osd)
 		acked_fn_ = nullptr;
 	}
 	if (h) {
-		if (tell_osd)
-			rados_unwatch2(io_, h);
+		rados_unwatch2(io_, h);
 		// Callbacks already queued for h find it gone (handle_ != h) and return; wait for
-		// them, so that none runs on a destroyed map. Local: librados' callback queue.
+		// them, so that none runs on a destroyed map.
 		rados_watch_flush(client_->cluster);
 	}
 }

@@ -127,10 +127,6 @@ public:
 	// This watch as notifies name it; cookie 0 while not watching.
 	ClusterMapWatcher watcher();
 	void unwatch();
-	// The client is fenced or cut off: the watch dropped here without asking the OSD (that
-	// would fail, or wait out the client's timeouts); no callback runs after this. The OSD
-	// lets the watch go when the client ends.
-	void forget();
 	// The watch still registered with the OSD? If it broke, register it again and tell the
 	// callback 0 (re-read). 0 (watching, or not asked to), or a negative errno when the
 	// watch could not be registered again (the next call tries again).
@@ -148,7 +144,6 @@ private:
 	                      void *data, size_t len);
 	static void on_watch_error(void *arg, uint64_t handle, int err);
 	int watch_locked();
-	void drop_watch(bool tell_osd); // unwatch() and forget()
 	bool watching_locked() const { return watch_fn_ || acked_fn_; }
 	void tell_broken(); // the watcher's callback for "re-read" (0, nullptr)
 	// update()'s notify: to the watchers, not waiting for them (cluster_map.cc).

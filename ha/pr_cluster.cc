@@ -189,7 +189,10 @@ void PrCluster::abandon()
 	if (abandoned_)
 		return;
 	abandoned_ = true;
-	map_->forget(); // no callback runs after this; the OSD is not asked
+	// No callback runs after this. librados frees the watch only so; the OSD refuses a
+	// blocklisted client at once, and an unreachable one's wait is the client's
+	// rados_osd_op_timeout (RadosConfig::timeout_s).
+	map_->unwatch();
 	// As in the destructor, lu is no longer exported: a job already in a RADOS call ends
 	// within the client's timeouts (a blocklisted client's at once), and what is queued is
 	// dropped.

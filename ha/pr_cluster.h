@@ -94,9 +94,9 @@ public:
 	// watch and the threads, removes this gateway's record; lu keeps its state, unshared.
 	~PrCluster() override;
 	// This gateway's client is fenced or cut off from the cluster: the same as the
-	// destructor, but nothing is asked of the cluster (it would refuse, or hold the caller
-	// for the client's timeouts). The record stays until the other gateways fence this
-	// client or prune it; the OSD drops the watch when the client ends. Before lu goes.
+	// destructor, but this gateway's record is left (removing it would be refused, or hold
+	// the caller for the client's timeouts) until the other gateways fence this client or
+	// prune it. Before lu goes.
 	void abandon();
 	PrCluster(const PrCluster &) = delete;
 	PrCluster &operator=(const PrCluster &) = delete;
@@ -143,7 +143,7 @@ private:
 	std::mutex reg_lock_;             // guards the two below
 	std::vector<uint16_t> reg_ports_; // the ports this gateway's record names
 	bool pruned_ = false;             // earlier processes' records removed
-	bool abandoned_ = false; // abandon() ran: the destructor asks nothing of the cluster
+	bool abandoned_ = false;          // abandon() ran: the destructor does nothing more
 	const std::chrono::steady_clock::time_point attached_; // when attach() ran
 };
 

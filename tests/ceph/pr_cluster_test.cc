@@ -723,9 +723,9 @@ TEST(PrCluster, LostWatchReadsAgain)
 	EXPECT_EQ(st, Status::ReservationConflict) << "gw2 did not read the state again";
 }
 
-// A fenced gateway (its client blocklisted) leaves the object as it is: abandon() asks
-// nothing of the cluster, so its record stays for the others to fence or prune, while the
-// destructor of a gateway that still has its client removes it. Its LU keeps its state,
+// A fenced gateway (its client blocklisted) leaves the object as it is: after abandon() its
+// record stays for the others to fence or prune, while the destructor of a gateway that
+// still has its client removes it. Its LU keeps its state,
 // unshared: the other gateway's changes no longer reach it.
 TEST(PrCluster, AFencedGatewayLeavesTheObjectAsItIs)
 {
@@ -760,7 +760,7 @@ TEST(PrCluster, AFencedGatewayLeavesTheObjectAsItIs)
 	for (Nexus *s : g2.tpg.sessions())
 		EXPECT_EQ(g2.lb.logout(s), 0);
 	g2.pc->abandon();
-	g2.pc.reset(); // asks nothing either
+	g2.pc.reset(); // does nothing more
 
 	EXPECT_TRUE(has(rec2)) << "a fenced gateway removed its record";
 	ASSERT_EQ(g1.out(a1, SA_REGISTER, 0, K1).status, Status::Good);

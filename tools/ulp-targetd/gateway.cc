@@ -101,9 +101,8 @@ Gateway::Gateway(GatewayCfg cfg, std::shared_ptr<scsi::RadosClient> client,
 Gateway::~Gateway()
 {
 	stop(false);
-	// Before the LUs go (the daemon's order). A fenced gateway's client can do nothing
-	// more in the cluster: its reservation objects are left to the others, without waiting
-	// out the client's timeouts on the way out.
+	// Before the LUs go (the daemon's order). A fenced gateway's client can change nothing
+	// more in the cluster: its records in the reservation objects are left to the others.
 	std::lock_guard om(owner_mu_);
 	std::lock_guard g(mu_);
 	for (auto &grp : groups_)
@@ -628,10 +627,7 @@ void Gateway::stop(bool drain_groups)
 		guard_.join();
 	if (drain_groups && !fenced)
 		(void)drain(std::chrono::seconds(cfg_.hold_off_s));
-	if (fenced)
-		map_->forget(); // the OSD would refuse, or hold us for the client's timeouts
-	else
-		map_->unwatch();
+	map_->unwatch();
 }
 
 ulp::admin::json Gateway::show()
