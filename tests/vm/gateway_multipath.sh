@@ -293,8 +293,8 @@ gw_summary() { # $1 the gateway's number: one line of its group's view
 
 for n in 1 2; do gw_conf $n; done
 # One after the other: gw1 owns the group, then gw2 joins as standby. (Started at once, in
-# one run of this case the standby's Ceph client was blocklisted by the new owner breaking
-# an exclusive lock it held, and it exited 3: see docs/ha.md, "Tests".)
+# one run of this case the new owner broke an exclusive lock the other's client held,
+# which blocklisted it, and it exited 3 before any login.)
 t0=$SECONDS
 gw_launch 1
 gw_wait_ready 1
