@@ -477,6 +477,8 @@ failover() {
 
 # The longest time without a completed I/O of fio's in each failover's span (from its signal
 # to the next one's, or to fio's end), from fio's per-I/O log (unix ms).
+# A gap counts in the span where it ends: one that began just before the next signal (the
+# I/O in flight then) is that failover's stall, not this one's too.
 stalls() {
 	sort -t, -k1,1n "$1" | awk -F, -v ev="$2" '
 		BEGIN { while ((getline l < ev) > 0) { n++; et[n] = l + 0; sub(/^[0-9]+ /, "", l); en[n] = l } }
@@ -485,7 +487,7 @@ stalls() {
 			for (i = 1; i <= n; i++) {
 				lo = et[i]; hi = (i < n) ? et[i + 1] : t[m] + 1; g = 0; a = lo; b = lo
 				for (j = 1; j < m; j++)
-					if (t[j + 1] > lo && t[j] < hi && t[j + 1] - t[j] > g) { g = t[j + 1] - t[j]; a = t[j]; b = t[j + 1] }
+					if (t[j + 1] > lo && t[j + 1] <= hi && t[j + 1] - t[j] > g) { g = t[j + 1] - t[j]; a = t[j]; b = t[j + 1] }
 				printf "%s: no I/O completed for %.1f s (%+.1f s to %+.1f s from the signal)\n",
 					en[i], g / 1000, (a - lo) / 1000, (b - lo) / 1000
 			}
