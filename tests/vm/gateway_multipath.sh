@@ -12,26 +12,29 @@
 # portal per transport asked for. gw1 starts first and owns the group (its ports report
 # active/optimized), gw2 joins as standby. For each transport, A being the owner and B the
 # other, each step bounded and checked:
-#   1. a login to A; a planned move (`ulpctl gateway drain` of A: B active/optimized, nobody
-#      fenced); a login to B. (Each login while its gateway owns the group: a standby port
-#      refuses READ CAPACITY, so the kernel would size a disk found through it 0; printed for
-#      the record.) LUN 0 is a disk through each, scsi_dh_alua attached, and REPORT TARGET
-#      PORT GROUPS (sg_rtpg) through both gives B's group active/optimized, A's standby;
+#   1. a login to each, B's through its standby port: Linux sizes LUN 0's disk alike through
+#      both (the standby port answers READ CAPACITY, scsi/alua.cc: sysfs, blockdev and
+#      sg_readcap agree), scsi_dh_alua is attached to each, and REPORT TARGET PORT GROUPS
+#      (sg_rtpg) through both gives A's group active/optimized, B's standby;
 #   2. multipathd (tests/vm/dm_multipath.sh: group_by_prio, prio alua, hardware_handler
 #      "1 alua", fast_io_fail_tmo 3, which it sets as iSCSI's replacement timeout) makes one
-#      map of the two disks: B's path at priority 50, A's at 1 (standby, the checker's
-#      "ghost"); fio writes 4K blocks with crc32c verify on the map, every 16 read back while
-#      it runs, the first mismatch fatal; the writes go through B's disk only;
-#   3. SIGKILL of the owner B: A fences it (its log says so), becomes active (the owner
+#      map of the two disks: A's path at priority 50, its checker ready, B's at 1 (standby,
+#      the checker's "ghost"); fio writes 4K blocks with crc32c verify on the map, every 16
+#      read back while it runs, the first mismatch fatal; the writes go through A's disk only;
+#   3. a planned move under the writes (`ulpctl gateway drain` of A): B owns the group (its
+#      epoch one more), nobody fenced, A standby; the map's priorities follow (B 50, A 1) and
+#      the writes go on through B's disk;
+#   4. SIGKILL of the owner B: A fences it (its log says so), becomes active (the owner
 #      record's epoch one more) and the writes go on through A's disk; B started again joins
 #      as standby and its path comes back; the map's priorities follow (A 50, B 1);
-#   4. SIGSTOP of the new owner A: B takes the group over once A's lease has run out; then
+#   5. SIGSTOP of the new owner A: B takes the group over once A's lease has run out; then
 #      SIGCONT: A finds itself fenced and exits with status 3 (what it could not complete
 #      answered NOT READY, port unavailable, which dm-multipath retries through B); the
 #      writes go on through B; A started again joins as standby, its path comes back;
-#   5. fio stopped (SIGINT): no error, its verify reads passed; for each failover the longest
-#      time without a completed I/O (fio's per-I/O log against the signal's time), printed;
-#      the map removed, logout. B owns the group for the next transport.
+#   6. fio stopped (SIGINT): no error, its verify reads passed; for the drain and each
+#      failover the longest time without a completed I/O (fio's per-I/O log against the
+#      drain's or the signal's time), printed; the map removed, logout. B owns the group for
+#      the next transport.
 # Then both gateways stopped (SIGTERM: each exits 0) and the kernel logged no
 # BUG/WARNING/Oops. On any failure: the reason, then the tails of the gateways', iscsid's and
 # multipathd's logs and dmesg (all logs, Ceph's too, copied to /run/ulp-vm/gateway_multipath
@@ -67,6 +70,7 @@ image=gwimg
 # (its "the lease ends in under 1250 ms and is not renewed yet", then "the lease is lost"):
 # it fenced itself, as it must, and the other took over unasked.
 lease=${ULP_GW_LEASE:-10}
+hold_off=10 # after a drain, the drained gateway acquires no group for so many seconds
 work=/tmp/gateway-multipath # the guest's tmpfs overlay: gone when the VM powers off
 mkdir -p "$work"
 ilog=$work/iscsid.log
@@ -204,7 +208,7 @@ gw_conf() {
 			pool = "rbd"
 			conf = "$CEPH_CONF"
 			lease = $lease
-			hold_off = 10
+			hold_off = $hold_off
 		EOF
 		want srp && cat <<-EOF
 			[srp]
@@ -436,6 +440,33 @@ wait_path_back() {
 
 # ---- one transport ------------------------------------------------------------------------
 
+# A planned move: the owner $1 drained (`ulpctl gateway drain`), gateway $2 must take over
+# without fencing it. Its time goes to $work/events-$tr, as a failover's signal does.
+drain() {
+	local o=$1 s=$2 e0 ms ep0 ep1 fenced why="drain of gw$1"
+	ep0=$(gw_field "$s" '.groups[0].epoch')
+	fenced=$(grep -c "did not release it: fencing it" "$work/gw$s.log" || true)
+	e0=$(now_ms)
+	echo "$e0 $why" >>"$work/events-$tr"
+	ctl "$o" --json gateway drain >"$work/drain.out" 2>&1 || { cat "$work/drain.out"; fail "$tr: ulpctl gateway drain (gw$o)"; }
+	note "$why, the owner (ulpctl gateway drain)"
+	gw_wait_state "$s" active $((lease * 2 + 20)) "$tr: $why"
+	ms=$(($(now_ms) - e0))
+	ep1=$(gw_field "$s" '.groups[0].epoch')
+	note "gw$s active $ms ms after the $why ($(gw_summary "$s"))"
+	((ep1 == ep0 + 1)) || fail "$tr: $why: gw$s's epoch is $ep1, not $((ep0 + 1))"
+	# The drained owner marked its record released: its successor fenced nobody.
+	(($(grep -c "did not release it: fencing it" "$work/gw$s.log" || true) == fenced)) ||
+		fail "$tr: $why: gw$s fenced it (its log says so), though it had released the group"
+	gw_wait_state "$o" standby 30 "$tr: $why"
+	wait_writes "${disk[$s]}" 20 "after the $why: the writes through gw$s" 60
+	note "after the $why: gw$o standby, gw$s's path ${disk[$s]} writes"
+	# The drained gateway's hold-off over before the next failover, whose stall would
+	# otherwise include what is left of it.
+	ms=$((e0 + hold_off * 1000 - $(now_ms)))
+	((ms <= 0)) || sleep "$((ms / 1000)).$(printf %03d $((ms % 1000)))"
+}
+
 # Failover: the owner $1 signalled with $3 (KILL or STOP), gateway $2 must take over. The
 # signal's time goes to $work/events-$tr (fio's log is read against it at the end).
 failover() {
@@ -475,10 +506,10 @@ failover() {
 	note "gw$o started again: listening after $t1 s, standby after $t2 s, its path ${disk[$o]} back after $((SECONDS - glaunch[$o])) s ($(mp_path_states | paste -sd ';'))"
 }
 
-# The longest time without a completed I/O of fio's in each failover's span (from its signal
-# to the next one's, or to fio's end), from fio's per-I/O log (unix ms).
-# A gap counts in the span where it ends: one that began just before the next signal (the
-# I/O in flight then) is that failover's stall, not this one's too.
+# The longest time without a completed I/O of fio's in each event's span (from the drain or
+# the failover's signal to the next event, or to fio's end), from fio's per-I/O log (unix ms).
+# A gap counts in the span where it ends: one that began just before the next event's signal
+# (the I/O in flight then) is that event's stall, not this one's too.
 stalls() {
 	sort -t, -k1,1n "$1" | awk -F, -v ev="$2" '
 		BEGIN { while ((getline l < ev) > 0) { n++; et[n] = l + 0; sub(/^[0-9]+ /, "", l); en[n] = l } }
@@ -488,7 +519,7 @@ stalls() {
 				lo = et[i]; hi = (i < n) ? et[i + 1] : t[m] + 1; g = 0; a = lo; b = lo
 				for (j = 1; j < m; j++)
 					if (t[j + 1] > lo && t[j + 1] <= hi && t[j + 1] - t[j] > g) { g = t[j + 1] - t[j]; a = t[j]; b = t[j + 1] }
-				printf "%s: no I/O completed for %.1f s (%+.1f s to %+.1f s from the signal)\n",
+				printf "%s: no I/O completed for %.1f s (%+.1f s to %+.1f s from it)\n",
 					en[i], g / 1000, (a - lo) / 1000, (b - lo) / 1000
 			}
 		}'
@@ -496,24 +527,28 @@ stalls() {
 
 first=1
 run_transport() {
-	local tr=$1 t_tr=$SECONDS a=$own b=$((3 - own)) groups rc reads dm e0 sz
+	local tr=$1 t_tr=$SECONDS a=$own b=$((3 - own)) groups rc reads dm n rc16 blocks bsz
+	local -A sz=() # gateway number -> LUN 0's size through its port, bytes
 	note "==== $tr: two paths, one per gateway (gw$a owns the group, gw$b standby)"
-	# Each login while its gateway owns the group: through a standby port the kernel's probe
-	# of the new disk gets NOT READY (standby) for READ CAPACITY, and the disk is sized 0
-	# (ulp-targetd's standby lets through only what SPC-4 5.15.2.4.4 lists). So: a login to
-	# the owner gw$a, a planned move to gw$b (ulpctl gateway drain: nobody fenced), a login to
-	# gw$b. A path's disk, once sized, keeps its size across its session's reconnects.
+	# Both logged in to at once, gw$b's path through its standby port: the kernel's probe of
+	# the new disk reads its capacity through it (a standby port answers READ CAPACITY), so
+	# the disk has the same size through both, and multipathd takes both paths into the map.
 	login "$tr" "$a"
-	e0=$(now_ms)
-	ctl "$a" --json gateway drain >"$work/drain.out" 2>&1 || { cat "$work/drain.out"; fail "$tr: ulpctl gateway drain (gw$a)"; }
-	gw_wait_state "$b" active $((lease * 2 + 20)) "$tr: gw$a drained"
-	note "$tr: gw$a drained: gw$b active $(($(now_ms) - e0)) ms later ($(gw_summary "$b"))"
 	login "$tr" "$b"
-	note "$tr: LUN 0 through gw$a = ${disk[$a]} (logged in while it owned the group), through gw$b = ${disk[$b]}"
-	sz=$(timeout -k 2 20 sg_readcap -l "/dev/${disk[$a]}" 2>&1 | grep -m1 -iE 'logical blocks|not ready|standby' || true)
-	note "$tr: READ CAPACITY through gw$a's standby port: ${sz:-no answer}"
-	# Both gateways report the same groups: gw$b's active/optimized (0), gw$a's standby (2).
-	groups=$(printf '%s\n' "$(gw_field "$a" '.id'):2" "$(gw_field "$b" '.id'):0" | sort | paste -sd ' ')
+	note "$tr: LUN 0 through gw$a (owner) = ${disk[$a]}, through gw$b (standby) = ${disk[$b]}"
+	for n in "$a" "$b"; do
+		sz[$n]=$(blockdev --getsize64 "/dev/${disk[$n]}")
+	done
+	((sz[$a] == 64 << 20 && sz[$b] == sz[$a])) ||
+		fail "$tr: LUN 0 is ${sz[$a]} bytes through gw$a (${disk[$a]}), ${sz[$b]} through gw$b's standby port (${disk[$b]}); the image has $((64 << 20))"
+	# READ CAPACITY (16) through the standby port, asked again: GOOD, the image's size.
+	rc16=$(timeout -k 2 20 sg_readcap -l "/dev/${disk[$b]}" 2>&1) || { echo "$rc16"; fail "$tr: sg_readcap -l through gw$b's standby port (${disk[$b]})"; }
+	blocks=$(grep -oE 'Number of logical blocks=[0-9]+' <<<"$rc16" | grep -oE '[0-9]+$' || true)
+	bsz=$(grep -oE 'Logical block length=[0-9]+' <<<"$rc16" | grep -oE '[0-9]+$' || true)
+	((${blocks:-0} * ${bsz:-0} == 64 << 20)) || { echo "$rc16"; fail "$tr: READ CAPACITY (16) through gw$b's standby port: ${blocks:-?} blocks of ${bsz:-?} bytes"; }
+	note "$tr: sized alike through both: ${sz[$a]} bytes (blockdev --getsize64); READ CAPACITY (16) through gw$b's standby port: GOOD, $blocks blocks of $bsz bytes"
+	# Both gateways report the same groups: gw$a's active/optimized (0), gw$b's standby (2).
+	groups=$(printf '%s\n' "$(gw_field "$a" '.id'):0" "$(gw_field "$b" '.id'):2" | sort | paste -sd ' ')
 	for d in "${disk[$a]}" "${disk[$b]}"; do
 		rtpg "$d"
 		[[ $rtpg_got == "$groups" ]] || fail "$tr: sg_rtpg /dev/$d reports '$rtpg_got', not '$groups' (group:state)"
@@ -533,7 +568,18 @@ run_transport() {
 	paths_want() { printf '%s\n' "${disk[1]} $1 $2" "${disk[2]} $3 $4" | sort | paste -sd ';'; }
 	# $1 the owner: its path in the active group at priority 50, the other's at 1 (standby).
 	paths_owner() { if (($1 == 1)); then paths_want 50 "${2:-active}" 1 enabled; else paths_want 1 enabled 50 "${2:-active}"; fi; }
-	mp_expect_paths "$(paths_owner "$b" enabled)" "$tr: map made" ll
+	mp_expect_paths "$(paths_owner "$a" enabled)" "$tr: map made" ll
+	# One map, both paths in dm's use: gw$a's ready, gw$b's the checker's ghost (TEST UNIT
+	# READY through a standby port: NOT READY, 04h/0Bh).
+	local states want_states
+	want_states=$(printf '%s\n' "${disk[$a]} active ready" "${disk[$b]} active ghost" | sort | paste -sd ';')
+	for _ in $(seq 60); do # bounded: 30 s (the checker runs every 2 s)
+		states=$(mp_path_states | paste -sd ';')
+		[[ $states == "$want_states" ]] && break
+		sleep 0.5
+	done
+	[[ $states == "$want_states" ]] || fail "$tr: map made: the paths' states are '$states', not '$want_states' (disk dm checker)"
+	note "$tr: one map, $mp: ${disk[$a]} (gw$a) active ready, ${disk[$b]} (gw$b, standby) active ghost"
 	if [[ $tr != srp ]]; then
 		# multipathd set the sessions' replacement timeout from fast_io_fail_tmo: a lost
 		# connection's I/O fails after 3 s, for dm-multipath to send it through the other path.
@@ -553,13 +599,15 @@ run_transport() {
 		--verify_backlog=16 --serialize_overlap=1 \
 		--write_iops_log="$work/fio-$tr" --log_unix_epoch=1 >"$work/fio-$tr.log" 2>&1 &
 	fpid=$!
-	wait_writes "${disk[$b]}" 30 "$tr: before the failovers"
-	mp_expect_paths "$(paths_owner "$b")" "$tr: under I/O"
-	local wa
-	wa=$(writes_done "${disk[$a]}")
+	wait_writes "${disk[$a]}" 30 "$tr: before the drain"
+	mp_expect_paths "$(paths_owner "$a")" "$tr: under I/O"
+	local wb
+	wb=$(writes_done "${disk[$b]}")
 	sleep 1
-	(($(writes_done "${disk[$a]}") == wa)) || fail "$tr: gw$a's path ${disk[$a]} (standby) writes"
+	(($(writes_done "${disk[$b]}") == wb)) || fail "$tr: gw$b's path ${disk[$b]} (standby) writes"
 
+	drain "$a" "$b"
+	mp_expect_paths "$(paths_owner "$b")" "$tr: gw$b owns the group (planned move)" '' 60
 	failover "$b" "$a" KILL
 	mp_expect_paths "$(paths_owner "$a")" "$tr: gw$a owns the group" '' 60
 	failover "$a" "$b" STOP
