@@ -150,7 +150,8 @@ done
 # Bounded CLI calls. --connect-timeout bounds the ceph CLI's connect; bounded (timeout)
 # the rest. $ULP_CEPH_CALL_SCALE (a whole number, default 1) multiplies each call's bound:
 # in a TCG guest the Python ceph CLI takes 20-25 s a call (tools/rbd-bench/lio_tcmu_vm.sh
-# sets 6); every call stays bounded, only longer.
+# sets 6); every call stays bounded, only longer. (start and start-osd run no ceph CLI: see
+# mon_cmds.)
 call_scale=${ULP_CEPH_CALL_SCALE:-1}
 [[ $call_scale =~ ^[1-9][0-9]*$ ]] || die "bad ULP_CEPH_CALL_SCALE $call_scale (a whole number, 1 or more)"
 bounded() {
@@ -158,9 +159,30 @@ bounded() {
 	shift
 	timeout $((s * call_scale)) "$@"
 }
-ceph_() { bounded 20 ceph --connect-timeout 10 "$@"; }
 rados_() { bounded 30 rados --client-mount-timeout 10 "$@"; }
 rbd_() { bounded 30 rbd --client-mount-timeout 10 "$@"; }
+# mon_cmds BOUND JSON...: monitor commands, in order, through one client of librados's Python
+# binding (python3-rados, what the ceph CLI itself runs on; Debian's python3, not a version
+# manager's): each command's output on stdout, a refused one's error on stderr and the
+# status 1, nothing after it run. One process for all, and none of the CLI's work: in a TCG
+# guest every ceph CLI call took 14-25 s (its start, and the table of every command it fetches
+# from the mon and parses), this whole call 8-11 s. Connect and each command bounded by
+# librados, the process by BOUND seconds (times ULP_CEPH_CALL_SCALE).
+mon_cmds() {
+	local s=$1
+	shift
+	bounded "$s" /usr/bin/python3 - "$conf" "$@" <<'EOF'
+import sys, rados
+c = rados.Rados(conffile=sys.argv[1])
+c.connect(timeout=10)
+for cmd in sys.argv[2:]:
+    rc, out, err = c.mon_command(cmd, b"", timeout=20)
+    if rc != 0:
+        print(f"ceph-dev: error: mon command {cmd}: {rc} {err}", file=sys.stderr)
+        sys.exit(1)
+    sys.stdout.write(out.decode())
+EOF
+}
 
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
@@ -271,17 +293,18 @@ wait_for() {
 	done
 }
 
-mon_up() { bounded 10 ceph --connect-timeout 5 mon stat; }
+# The mon answers a client (rados: C++, a fraction of the CLI's start in a TCG guest).
+mon_up() { bounded 10 rados --client-mount-timeout 5 lspools; }
 # osd_up: osd.0 is up and in, booted after osdmap epoch $osd_epoch (so that an instance
 # the mon has not yet marked down, e.g. one just SIGKILLed, does not count).
 osd_epoch=0
 osd_up() {
 	local dump up_from
-	dump=$(bounded 10 ceph --connect-timeout 5 osd dump) || return 1
+	dump=$(mon_cmds 15 '{"prefix": "osd dump"}') || return 1
 	up_from=$(sed -nE 's/^osd\.0 up +in .* up_from ([0-9]+) .*/\1/p' <<<"$dump")
 	[[ -n $up_from ]] && ((up_from > osd_epoch))
 }
-osd_map_epoch() { ceph_ osd dump | sed -n 's/^epoch //p'; }
+osd_map_epoch() { mon_cmds 20 '{"prefix": "osd dump"}' | sed -n 's/^epoch //p'; }
 
 # Started by this invocation; a failing start stops them (trap below).
 started=()
@@ -463,17 +486,17 @@ cmd_start() {
 	wait_for "mon.a on v2:127.0.0.1:$port" mon.a mon_up
 	say "mon.a up after $(($(now_ms) - t0)) ms"
 	if ((!keep)); then
-		[[ $(ceph_ osd create "$(cat "$dir/osd/fsid")") == 0 ]] || die "ceph osd create did not give id 0"
-		ceph_ osd crush add osd.0 1 root=default host=localhost >/dev/null 2>&1
+		# osd.0 in the map and the crush tree, and the pool, in one client (mon_cmds).
+		[[ $(mon_cmds 30 "{\"prefix\": \"osd create\", \"uuid\": \"$(cat "$dir/osd/fsid")\"}" \
+			'{"prefix": "osd crush add", "id": 0, "weight": 1.0, "args": ["root=default", "host=localhost"]}' \
+			'{"prefix": "osd pool create", "pool": "rbd", "pg_num": 8}' | sed -n 1p) == 0 ]] ||
+			die "ceph osd create did not give id 0"
 		osd_epoch=0
 	else
 		osd_epoch=$(osd_map_epoch)
 		[[ -n $osd_epoch ]] || die "cannot read the osdmap epoch"
 	fi
 	start_daemon osd.0
-	if ((!keep)); then
-		ceph_ osd pool create rbd 8 >/dev/null 2>&1
-	fi
 	wait_for "osd.0 up and in" osd.0 osd_up
 	say "osd.0 up after $(($(now_ms) - t0)) ms"
 	if ((!keep)); then

@@ -59,6 +59,8 @@ lun0_sectors=65536 xc_sectors=16384 # 512-byte sectors: 32 MiB; LUNs 1 and 2 8 M
 mp=mpalua                           # the map's alias
 # shellcheck source=tests/vm/iscsi_initiator.sh
 source "$(dirname "${BASH_SOURCE[0]}")/iscsi_initiator.sh"
+# shellcheck source=tests/vm/dm_multipath.sh
+source "$(dirname "${BASH_SOURCE[0]}")/dm_multipath.sh"
 
 note() { printf 'alua_multipath [%3ds]: %s\n' $((SECONDS - t_start)) "$*"; }
 dump() {
@@ -293,118 +295,15 @@ grep -iE 'sense key|additional sense|Copy aborted' "$work/xcopy-bad.log" | sed '
 
 # ---- 4: dm-multipath over both ports ---------------------------------------------------------
 
-mkdir -p /etc/multipath
-# $1: the WWID the map is made of (every other one blacklisted), "" none yet.
-mp_conf() {
-	cat >/etc/multipath.conf <<-EOF
-		defaults {
-			user_friendly_names no
-			find_multipaths no
-			# the WWID from VPD 83h through sysfs (udevd runs without rules, below)
-			uid_attribute ""
-			polling_interval 2
-			max_polling_interval 2
-			# the "change" event of a new map is one dm's udev rules would describe: reloads
-			# (a new grouping after a priority change) are not held back 30 s for it
-			missing_uev_wait_timeout 1
-		}
-		blacklist {
-			wwid ".*"
-		}
-		blacklist_exceptions {
-			wwid "^${1:-none}\$"
-		}
-		devices {
-			device {
-				vendor "ULP"
-				product ".*"
-				path_grouping_policy group_by_prio
-				prio alua
-				detect_prio no
-				hardware_handler "1 alua"
-				path_checker tur
-				failback immediate
-				no_path_retry 30
-			}
-		}
-		multipaths {
-			multipath {
-				wwid "${1:-none}"
-				alias $mp
-			}
-		}
-	EOF
-}
-# multipath and multipathd see only the block devices udev has processed (its database):
-# udevd, then an "add" event for each disk, as at boot. Without its rules: they run tools
-# (hdparm, blkid, sg_inq...) that take minutes under TCG, and the database is all multipath
-# needs. So neither do dm's rules answer libdevmapper's cookies: it makes the /dev/mapper
-# nodes itself and waits for no udev cookie (DM_DISABLE_UDEV).
-# (Empty folders over the rules' own, in the guest only: one mount each.)
-for d in /usr/lib/udev/rules.d /etc/udev/rules.d; do
-	[[ -d $d ]] && { mount -t tmpfs -o size=1m,mode=0755 none "$d" || fail "cannot hide $d"; }
-done
-export DM_DISABLE_UDEV=1
-/lib/systemd/systemd-udevd --resolve-names=never >"$ulog" 2>&1 &
-upid=$!
-t0=$SECONDS
-until udevadm control --ping >/dev/null 2>&1; do
-	((SECONDS - t0 < 30)) || fail "systemd-udevd does not answer after 30 s"
-	kill -0 $upid 2>/dev/null || fail "systemd-udevd exited"
-	sleep 0.2
-done
-timeout -k 2 30 udevadm trigger --action=add --subsystem-match=block || fail "udevadm trigger"
-timeout -k 2 90 udevadm settle --timeout=80 || fail "udev's queue not empty after 80 s"
-note "udevd: block devices processed ($((SECONDS - t0)) s)"
-# LUN 0's WWID as multipath reads it (a dry run that blacklists every path, after saying
-# what it read).
-mp_conf ""
-timeout -k 2 60 multipath -d -v3 >"$work/multipath-dry.log" 2>&1 || true
-wwid=$(grep -m1 -oE "(^| )$a0: uid = [^ ]+" "$work/multipath-dry.log" | awk '{ print $NF }')
-[[ -n $wwid ]] || fail "multipath -d -v3 reads no WWID for $a0"
+mp_udev_start
+mp_wwid "$a0"
 mp_conf "$wwid"
 note "LUN 0's WWID (multipath, sysfs): $wwid"
-multipathd -d -s -v3 >"$mlog" 2>&1 &
-mpid=$!
-t0=$SECONDS
-while ((SECONDS - t0 < 60)); do # bounded: 60 s
-	[[ -b /dev/mapper/$mp ]] && multipath -ll $mp 2>/dev/null | grep -q "$b0" && break
-	kill -0 $mpid 2>/dev/null || fail "multipathd exited"
-	sleep 0.5
-done
-[[ -b /dev/mapper/$mp ]] || fail "no /dev/mapper/$mp 60 s after multipathd started"
-# "DISK PRIO STATUS" per path, from the map's topology (multipath -ll's layout): a path
-# group's line, then its paths. Polled from multipathd (show map ... topology): under TCG a
-# multipath -ll, which probes every path itself, takes seconds.
-mp_topology() { timeout -k 2 20 multipathd show map $mp topology 2>/dev/null; }
-mp_paths() {
-	mp_topology |
-		awk 'match($0, /prio=[0-9]+/) { p = substr($0, RSTART + 5, RLENGTH - 5)
-		       match($0, /status=[a-z]+/); s = substr($0, RSTART + 7, RLENGTH - 7); next }
-		     / [0-9]+:[0-9]+:[0-9]+:[0-9]+ sd/ { for (i = 1; i <= NF; i++) if ($i ~ /^sd/) print $i, p, s }' |
-		sort
-}
-# Bounded: 30 s (multipathd's checker runs every 1-2 s; the prios and groups follow).
-# $3 "ll": print multipath -ll's own view too (the command as an administrator types it).
-expect_paths() { # $1 the expected mp_paths lines (sorted, ";" between), $2 why
-	local got='' t0=$SECONDS
-	while ((SECONDS - t0 < 30)); do
-		got=$(mp_paths | paste -sd ';')
-		[[ $got == "$1" ]] && break
-		sleep 0.5
-	done
-	[[ $got == "$1" ]] || { mp_topology; fail "$2: the map's paths: '$got', not '$1'"; }
-	note "$2: multipathd show map $mp topology:"
-	mp_topology | sed 's/^/    /'
-	if [[ ${3:-} == ll ]]; then
-		note "$2: multipath -ll $mp:"
-		timeout -k 2 60 multipath -ll $mp | sed 's/^/    /'
-	fi
-}
+mp_start "$a0" "$b0"
 # The expected lines for a0's and b0's prio and status, sorted as mp_paths sorts.
 paths_want() { printf '%s\n' "$a0 $1 $2" "$b0 $3 $4" | sort | paste -sd ';'; }
 # Before any I/O dm has chosen no group yet: both "enabled".
-expect_paths "$(paths_want 50 enabled 10 enabled)" "map made" ll
+mp_expect_paths "$(paths_want 50 enabled 10 enabled)" "map made" ll
 grep -q "hwhandler='1 alua'" <(multipath -ll $mp) || fail "the map has no alua hardware handler"
 
 writes_done() { awk '{ print $5 }' "/sys/block/$1/stat"; }
@@ -443,7 +342,7 @@ wait_quiet() {
 }
 # Writes go to the active group's path only: a0 (group 1, active/optimized).
 wait_moved "$a0" 50 "$b0" "before the change"
-expect_paths "$(paths_want 50 active 10 enabled)" "under I/O"
+mp_expect_paths "$(paths_want 50 active 10 enabled)" "under I/O"
 # The failover as a cluster manager makes it: the old group steps down first, and the new
 # one steps up once the host has seen that. Not the other way round, nor both at once:
 # while both are active/optimized multipathd puts both paths in one path group (a path it
@@ -457,10 +356,10 @@ alua_set 1 standby
 # there; multipathd's checker finds port 1 in standby: priority 1.
 wait_quiet "$a0"
 wait_moved "$b0" 50 "$a0" "group 1 standby"
-expect_paths "$(paths_want 1 enabled 10 active)" "group 1 standby"
+mp_expect_paths "$(paths_want 1 enabled 10 active)" "group 1 standby"
 alua_set 2 active-optimized
 wait_moved "$b0" 50 "$a0" "group 1 standby, group 2 active/optimized"
-expect_paths "$(paths_want 1 enabled 50 active)" "group 1 standby, group 2 active/optimized"
+mp_expect_paths "$(paths_want 1 enabled 50 active)" "group 1 standby, group 2 active/optimized"
 expect_access_state "$a0" standby
 # Both states as ulpctl set them (status code 02h, implicit): the host changed none.
 expect_rtpg "$b0" "1:2:2 2:0:2" "after the failover"
@@ -492,10 +391,7 @@ timeout -k 2 60 multipath -ll $mp | sed 's/^/    /'
 
 # ---- 5: tear down -------------------------------------------------------------------------------
 
-kill -TERM $mpid
-for _ in $(seq 100); do kill -0 $mpid 2>/dev/null || break; sleep 0.1; done
-mpid=''
-timeout -k 2 20 dmsetup remove --retry $mp || fail "dmsetup remove $mp"
+mp_stop
 iscsi_adm -m node --logoutall=all >"$work/logout.out" 2>&1 || { cat "$work/logout.out"; fail "logout"; }
 kill -INT $tpid
 rc=0
