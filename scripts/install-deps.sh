@@ -21,8 +21,10 @@ libs=(libgtest-dev libgmock-dev libbenchmark-dev libboost-dev libcli11-dev libsp
 trace=(systemtap-sdt-dev)
 # real peers: fio (ulp-bench scsi's reference on the same file); libiscsi's tools and its
 # conformance suite iscsi-test-cu (tests/iscsi), tgt (the userspace reference target), and
-# open-iscsi (Linux's iSCSI/iSER initiator, driven in the rxe VM: tests/vm)
-peers=(fio libiscsi-bin tgt open-iscsi sg3-utils)
+# open-iscsi (Linux's iSCSI/iSER initiator, driven in the rxe VM: tests/vm); sg3-utils'
+# sg_persist and fence-agents' fence_scsi, the persistent reservations' clients that
+# clusters use, through two gateways in the VM (tests/vm/gateway_multipath.sh)
+peers=(fio libiscsi-bin tgt open-iscsi sg3-utils fence-agents)
 # systemd-analyze verify checks ulp-targetd.service (tests/admin)
 service=(systemd)
 # groff renders the man pages (docs/man) with every warning on, and man-db's lexgrog reads
