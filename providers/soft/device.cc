@@ -129,6 +129,7 @@ Counters AtomicCounters::snapshot() const
 {
 	Counters c;
 	c.posted = posted.load();
+	c.post_sends = post_sends.load();
 	c.completed = completed.load();
 	c.errors = errors.load();
 	c.flushes = flushes.load();
@@ -482,6 +483,7 @@ void SoftDevice::retire(const AtomicCounters &c)
 {
 	Counters q = c.snapshot();
 	retired.add(retired.posted, q.posted);
+	retired.add(retired.post_sends, q.post_sends);
 	retired.add(retired.completed, q.completed);
 	retired.add(retired.errors, q.errors);
 	retired.add(retired.flushes, q.flushes);
@@ -504,6 +506,7 @@ Counters SoftDevice::counters()
 			continue;
 		Counters q = qp->ctr.snapshot();
 		t.posted += q.posted;
+		t.post_sends += q.post_sends;
 		t.completed += q.completed;
 		t.errors += q.errors;
 		t.flushes += q.flushes;

@@ -34,8 +34,8 @@ enum class Profile : uint8_t {
 
 // How a soft device's connections carry their traffic (see the top of this file).
 enum class Wire : uint8_t {
-	Auto, // in-process when the listener is in this process, else the ring wire (or the
-	      // packet wire when the environment has ULP_SOFT_WIRE=socket)
+	Auto,   // in-process when the listener is in this process, else the ring wire (or the
+	        // packet wire when the environment has ULP_SOFT_WIRE=socket)
 	Socket, // always the packet wire, even in-process (exercises the packet path)
 	Shm,    // always the ring wire, even in-process (exercises the ring path)
 };
@@ -156,6 +156,7 @@ const char *qp_wire(Qp &qp);
 // A soft device's or QP's counters (device_counters, qp_counters).
 struct Counters {
 	uint64_t posted = 0;          // send + recv WRs accepted by post_*
+	uint64_t post_sends = 0;      // post_send calls that accepted a WR (doorbells rung)
 	uint64_t completed = 0;       // completions delivered to CQs (all statuses)
 	uint64_t errors = 0;          // completions with an error status other than flush
 	uint64_t flushes = 0;         // WR_FLUSH_ERR completions (including silent ones)
