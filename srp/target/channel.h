@@ -334,7 +334,7 @@ private:
 	void post_piece(Ioctx *x, SendWr *first);
 	void flush_plug();              // post plug_ as one chain (ChEvent::FlushPlug, or at once)
 	void drop_plug();               // the channel closes: what plug_ holds ends unsent
-	static void plug_end(void *ch); // cq_poll's defer_to_batch_end callback
+	static void plug_end(void *ch); // core/turn.h's defer_to_turn_end callback
 	void run_sq_wait();
 	void rw_piece_done(Ioctx *x, const Wc &wc);
 	static void rw_done(Cq *cq, Wc *wc);
@@ -372,7 +372,7 @@ private:
 	RecvWaitList wait_list_;      // IUs waiting (not live yet, or no free ioctx)
 	SqWaitList sq_wait_;          // ioctxs waiting for send queue room, in order
 	SqWaitList plug_;             // pieces posted by this poll batch, not yet given to the QP
-	bool plug_queued_ = false;    // a FlushPlug is due (defer_to_batch_end): not finished()
+	bool plug_queued_ = false;    // a FlushPlug is due (defer_to_turn_end): not finished()
 	uint32_t cfg_rq_ = 0;         // receives per channel: the most credits it may hold
 	uint32_t grant_ = 0;          // credits granted at login (cfg_rq_, or the SRQ share)
 	int32_t window_ = 0;          // credits held, spent on unanswered requests, or owed

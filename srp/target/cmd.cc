@@ -5,7 +5,7 @@
 #include "core/lock_assert.h"
 #include "core/log.h"
 #include "core/trace.h"
-#include "cq_poll/cq_poll.h"
+#include "core/turn.h"
 #include "scsi/core.h"
 #include "scsi/sense.h"
 #include "srp/target/channel.h"
@@ -613,12 +613,12 @@ void Channel::post_piece(Ioctx *x, SendWr *first)
 	x->plug_first = first;
 	x->plug_last = last;
 	plug_.push_back(*x);
-	// Inside a poll batch the pieces its completions produce go out together at its end:
-	// one post_send, one doorbell. Not after the close (the QP flushes them at once) and
-	// not outside a batch (a backstore's thread, the CM thread): now.
+	// Inside a turn (core/turn.h: a poll batch) the pieces its completions produce go out
+	// together at its end: one post_send, one doorbell. Not after the close (the QP flushes
+	// them at once) and not outside a turn (the CM thread): now.
 	if (plug_queued_)
 		return;
-	if (state_ < ChState::Disconnecting && defer_to_batch_end(&Channel::plug_end, this)) {
+	if (state_ < ChState::Disconnecting && defer_to_turn_end(&Channel::plug_end, this)) {
 		plug_queued_ = true;
 		return;
 	}
@@ -627,7 +627,7 @@ void Channel::post_piece(Ioctx *x, SendWr *first)
 
 void Channel::plug_end(void *arg)
 {
-	// Outside every done() callback of the batch, so not holding this channel: post()
+	// Outside every callback of the turn, so not holding this channel: post()
 	// runs the flush here, or hands it to the thread that holds the channel now.
 	static_cast<Channel *>(arg)->post(ChEvent::FlushPlug, {});
 }
