@@ -2,10 +2,12 @@
 // rdma_conn/portal.cc - portals and the RDMA half of their connections (see portal.h).
 #include "rdma_conn/portal.h"
 
+#include "core/check.h"
 #include "core/drain.h"
 #include "core/lock_assert.h"
 #include "core/log.h"
 #include "core/thread_name.h"
+#include "core/turn.h"
 #include "cq_poll/cq_poll.h"
 
 #include <algorithm>
@@ -125,6 +127,47 @@ void PortalConn::release_resources()
 		cq_pool_put(cq_, cq_entries_);
 		cq_ = nullptr;
 		gauge_cqe_.store(0, std::memory_order_relaxed);
+	}
+}
+
+void PortalConn::post_plugged(PlugPiece *p, SendWr *first)
+{
+	plug_.add(p, first);
+	if (plug_due_)
+		return; // this turn's flush is coming (or one is posted to the holder)
+	if (!plug_closed_ && defer_to_turn_end(&PortalConn::plug_turn_end, this)) {
+		plug_due_ = true;
+		return;
+	}
+	flush_plug();
+}
+
+void PortalConn::plug_turn_end(void *conn)
+{
+	// Outside every callback of the turn, so not holding the connection: the protocol's
+	// event runs the flush here, or hands it to the thread that holds the connection now.
+	static_cast<PortalConn *>(conn)->post_plug_flush();
+}
+
+void PortalConn::post_plug_flush()
+{
+	ULP_CHECK(!"a protocol that plugs sends must run their flush (post_plug_flush)");
+}
+
+void PortalConn::flush_plug()
+{
+	PlugList unsent;
+	const int rc = qp() ? plug_.post(*qp(), &unsent) : -ENOTCONN;
+	if (rc == 0)
+		return;
+	ULP_LOG_RATELIMITED(Error, Rdma, "{}: post_send: {}", describe(), std::strerror(-rc));
+	// The protocol closes first: what the pieces' ends do then (a command failed, its
+	// ioctx freed) starts nothing new on a connection that is still live.
+	plug_failed(rc);
+	while (!unsent.empty()) {
+		PlugPiece &p = unsent.front();
+		unsent.pop_front();
+		p.unsent(&p);
 	}
 }
 
