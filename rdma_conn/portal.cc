@@ -175,8 +175,11 @@ void PortalConn::drain()
 {
 	// Every WR posted so far completes (flushed) and is dispatched through the protocol's
 	// done handlers; the CQ is processed by a cq_poll thread, so drain waits for it.
-	if (id_ && id_->qp())
+	if (id_ && id_->qp()) {
 		drain_qp(*id_->qp(), portal_.cfg().drain_timeout);
+		// What waited for a completion the device lost ends now (send_plug.h).
+		plug_.drained(cq_, id_->qp());
+	}
 	drained_.store(true, std::memory_order_release);
 }
 

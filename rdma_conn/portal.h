@@ -128,8 +128,9 @@ public:
 
 	// ---- The portal's part ---------------------------------------------------------------
 	// Event thread, after the protocol disconnected: every WR posted completes (flushed),
-	// bounded by the portal's drain_timeout per queue. Not under the protocol's lock: the
-	// flushes come back through it.
+	// bounded by the portal's drain_timeout per queue; then the send plug's pieces still
+	// waiting for a later completion end flushed (send_plug.h). Not under the protocol's
+	// lock: the flushes come back through it.
 	void drain();
 	bool drained() const { return drained_.load(std::memory_order_acquire); }
 

@@ -2,6 +2,8 @@
 // rdma_conn/send_plug.cc - a connection's send plug (see send_plug.h).
 #include "rdma_conn/send_plug.h"
 
+#include <utility>
+
 namespace ulp::rdma
 {
 
@@ -21,15 +23,45 @@ int SendPlug::post(Qp &qp, PlugList *unsent)
 		return 0;
 	PlugList chain;
 	chain.swap(held_);
-	for (auto it = chain.begin(), nx = std::next(it); nx != chain.end(); it = nx++)
-		it->last->next = nx->first;
-	const SendWr *bad = nullptr;
-	const int rc = qp.post_send(chain.front().first, &bad);
+	posting_.clear();
 	for (PlugPiece &p : chain)
-		p.last->next = nullptr; // each piece's WRs are its own again
+		posting_.push_back(&p);
+	const size_t n = posting_.size();
+	for (size_t i = 0; i + 1 < n; i++)
+		posting_[i]->last->next = posting_[i + 1]->first;
+	// One signaled completion for the chain (send_plug.h): every piece's last WR completes
+	// through the plug, all but the last piece's unsignaled and listed before the post (its
+	// completion may come before post_send returns). Only pieces that end signaled, as they
+	// all do.
+	bool coalesce = n > 1;
+	for (size_t i = 0; coalesce && i < n; i++)
+		coalesce =
+		    posting_[i]->last->wr_cqe && (posting_[i]->last->send_flags & SEND_SIGNALED);
+	if (coalesce) {
+		std::lock_guard g(lock_);
+		for (size_t i = 0; i < n; i++) {
+			PlugPiece &p = *posting_[i];
+			p.seq = ++next_seq_;
+			p.plug = this;
+			p.orig = p.last->wr_cqe;
+			p.cqe.done = piece_done;
+			p.last->wr_cqe = &p.cqe;
+			if (i + 1 < n) {
+				p.last->send_flags &= ~uint32_t{SEND_SIGNALED};
+				chain.erase(chain.iterator_to(p));
+				unsignaled_.push_back(p);
+			}
+		}
+	}
+	const SendWr *bad = nullptr;
+	const int rc = qp.post_send(posting_[0]->first, &bad);
+	for (PlugPiece *p : posting_)
+		p->last->next = nullptr; // each piece's WRs are its own again
 	stats_.posts++;
 	if (rc == 0) {
-		stats_.pieces += chain.size();
+		stats_.pieces += n;
+		if (coalesce)
+			stats_.unsignaled += n - 1;
 		chain.clear();
 		return 0;
 	}
@@ -38,20 +70,99 @@ int SendPlug::post(Qp &qp, PlugList *unsent)
 	// nothing went out.
 	size_t went = 0;
 	bool found = false;
-	for (PlugPiece &p : chain) {
-		for (const SendWr *w = p.first; w && !found; w = w->next)
+	for (; went < n && !found; went++)
+		for (const SendWr *w = posting_[went]->first; w && !found; w = w->next)
 			found = w == bad;
-		if (found)
-			break;
-		went++;
-	}
-	if (!found)
-		went = 0;
+	went = found ? went - 1 : 0;
 	stats_.pieces += went;
-	for (; went > 0; went--)
-		chain.pop_front();
-	unsent->splice(unsent->end(), chain);
+	chain.clear();
+	{
+		// What did not go out is the protocol's again, as it made it (signaled, its own
+		// cqe). Unsignaled pieces that went out wait for drained(): the connection closes
+		// (plug_failed) and nothing signaled follows them.
+		std::unique_lock g(lock_, std::defer_lock);
+		if (coalesce)
+			g.lock();
+		for (size_t i = went; i < n; i++) {
+			PlugPiece &p = *posting_[i];
+			if (coalesce) {
+				p.last->wr_cqe = std::exchange(p.orig, nullptr);
+				p.last->send_flags |= SEND_SIGNALED;
+				if (p.node.is_linked())
+					unsignaled_.erase(unsignaled_.iterator_to(p));
+			}
+		}
+	}
+	for (size_t i = went; i < n; i++)
+		unsent->push_back(*posting_[i]);
 	return rc;
+}
+
+void SendPlug::piece_done(Cq *cq, Wc *wc)
+{
+	PlugPiece *p = container_of(wc->wr_cqe, &PlugPiece::cqe);
+	SendPlug &plug = *p->plug;
+	PlugList before; // unsignaled pieces posted before p: done, since p is
+	Cqe *own = nullptr;
+	{
+		std::lock_guard g(plug.lock_);
+		own = std::exchange(p->orig, nullptr);
+		if (!own)
+			return; // delivered already (drained(): its completion came after the
+			        // drain)
+		if (p->node.is_linked())
+			plug.unsignaled_.erase(plug.unsignaled_.iterator_to(*p)); // its own failure
+		while (!plug.unsignaled_.empty() && plug.unsignaled_.front().seq < p->seq) {
+			PlugPiece &q = plug.unsignaled_.front();
+			plug.unsignaled_.pop_front();
+			before.push_back(q);
+		}
+	}
+	// In order, each taken off the list before its done() (which may post the context
+	// again). They completed before p, and had one failed it would have said so itself: a
+	// success each, unless p was flushed - the QP was in error before p ran, and a provider
+	// that does not report flushed unsignaled WRs would leave a flushed one unsaid.
+	Wc w = *wc;
+	w.status = wc->status == WcStatus::WrFlushErr ? WcStatus::WrFlushErr : WcStatus::Success;
+	while (!before.empty()) {
+		PlugPiece &q = before.front();
+		before.pop_front();
+		Cqe *o;
+		{
+			std::lock_guard g(plug.lock_);
+			o = std::exchange(q.orig, nullptr);
+		}
+		w.wr_cqe = o;
+		o->done(cq, &w);
+	}
+	Wc mine = *wc;
+	mine.wr_cqe = own;
+	own->done(cq, &mine);
+}
+
+void SendPlug::drained(Cq *cq, Qp *qp)
+{
+	PlugList left;
+	{
+		std::lock_guard g(lock_);
+		left.splice(left.end(), unsignaled_);
+	}
+	Wc w;
+	w.status = WcStatus::WrFlushErr;
+	w.qp = qp;
+	while (!left.empty()) {
+		PlugPiece &q = left.front();
+		left.pop_front();
+		Cqe *o;
+		{
+			std::lock_guard g(lock_);
+			o = std::exchange(q.orig, nullptr);
+		}
+		if (!o)
+			continue;
+		w.wr_cqe = o;
+		o->done(cq, &w);
+	}
 }
 
 } // namespace ulp::rdma

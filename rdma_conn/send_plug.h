@@ -15,11 +15,24 @@
 //
 // A piece is one request's WRs (a SEND; READs or WRITEs ending in a signaled WR), posted
 // whole or not at all, exactly as if it had been posted alone: the protocol counts its WRs
-// against the send queue when it plugs it, its completion comes through its own cqe. What
-// the plug adds is only the linking of the pieces' chains for the one post_send.
+// against the send queue when it plugs it, its completion comes through its own cqe.
 //
-// Used through rdma::PortalConn (portal.h), holding the connection's serialiser: the plug has
-// no lock of its own.
+// One signaled completion per chain: a send queue completes in order (what ib_drain_sq
+// relies on; the kernel's RDS signals one send in many for the same reason), so the
+// completion of a chain's last piece says that every piece before it completed too, and only
+// the last piece stays signaled. The plug sends every
+// piece's completion through its own cqe (PlugPiece::cqe) first: a signaled one hands each
+// unsignaled piece posted before it its own completion (success, or flushed when this one
+// was flushed: a provider that does not report flushed unsignaled WRs cannot make a flushed
+// transfer look done), then its own. An unsignaled piece that fails reports itself (a flush
+// reports unsignaled WRs too), and is taken out. What a drained queue leaves behind (a
+// signaled completion the device lost) ends flushed (drained()). The protocol sees one
+// completion per piece, as before, in the order posted; the provider writes, and the
+// poller reads, one CQE per chain.
+//
+// Used through rdma::PortalConn (portal.h): add and post holding the connection's
+// serialiser; the completions come on the CQ's thread without it, so the unsignaled pieces
+// in flight have a lock of their own.
 #pragma once
 
 #include "core/verbs.h"
@@ -27,6 +40,8 @@
 #include <boost/intrusive/list.hpp>
 
 #include <cstdint>
+#include <mutex>
+#include <vector>
 
 namespace ulp::rdma
 {
@@ -40,7 +55,13 @@ struct PlugPiece {
 	// chain): end its request as a send that failed, holding the connection. Set by the
 	// protocol once, when it makes the context.
 	void (*unsent)(PlugPiece *p) = nullptr;
-	boost::intrusive::list_member_hook<> node; // in the plug, while plugged
+	boost::intrusive::list_member_hook<> node; // in the plug while plugged, then while
+	                                           // posted unsignaled (SendPlug's lock)
+	// While posted through the plug's cqe (set by SendPlug::post).
+	Cqe cqe;                        // the last WR's completion comes here first
+	Cqe *orig = nullptr;            // the protocol's cqe of the last WR; null once delivered
+	class SendPlug *plug = nullptr; // the plug that posted it
+	uint64_t seq = 0;               // its place in the connection's send queue (posting order)
 };
 
 using PlugList = boost::intrusive::list<
@@ -49,8 +70,9 @@ using PlugList = boost::intrusive::list<
 
 // Counters of one plug, for the protocol's statistics (the holder's; read racily).
 struct PlugStats {
-	uint64_t posts = 0;  // post_send calls made (chains posted)
-	uint64_t pieces = 0; // pieces posted in them (requests)
+	uint64_t posts = 0;      // post_send calls made (chains posted)
+	uint64_t pieces = 0;     // pieces posted in them (requests)
+	uint64_t unsignaled = 0; // of them, posted unsignaled: completed by a later one's CQE
 };
 
 class SendPlug
@@ -72,11 +94,27 @@ public:
 	// made meanwhile, from *unsent's callbacks, finds it so).
 	int post(Qp &qp, PlugList *unsent);
 
+	// The QP is drained (every WR posted has completed, or was flushed, and its completion
+	// dispatched): pieces still waiting for a later completion lost theirs (a device that
+	// dropped a CQE). Each ends now, flushed, through its cqe on cq. Any thread, without the
+	// connection: as the CQ's thread would.
+	void drained(Cq *cq, Qp *qp);
+
 	const PlugStats &stats() const { return stats_; }
 
 private:
-	PlugList held_;   // plugged pieces, oldest first
-	PlugStats stats_; // see PlugStats
+	// Every completion of a piece's last WR (PlugPiece::cqe.done).
+	static void piece_done(Cq *cq, Wc *wc);
+
+	PlugList held_;                    // plugged pieces, oldest first (the holder's)
+	PlugStats stats_;                  // see PlugStats (the holder's)
+	uint64_t next_seq_ = 0;            // the last PlugPiece::seq given (the holder's)
+	std::vector<PlugPiece *> posting_; // the chain post() is posting (the holder's; kept
+	                                   // with its capacity: no allocation per post)
+	// Guards unsignaled_ and the pieces' orig once posted: the holder posts, the CQ's
+	// thread completes, drained() runs on the portal's.
+	std::mutex lock_;
+	PlugList unsignaled_; // posted unsignaled, completion not yet seen, in posting order
 };
 
 } // namespace ulp::rdma

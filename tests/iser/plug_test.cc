@@ -5,6 +5,9 @@
 // response - with one post_send, whether the commands complete inside their receives' poll
 // batch (a RAM LUN) or on the CQ poller's event loop when it reaps a file LUN's io_uring.
 //
+// Only the last piece of a chain is signaled: the target's QP delivers one send completion
+// per post_send, where it delivered one per command.
+//
 // A batch reaches the target at once: the initiator sends it while the target device's only
 // CQ poller is held (tests/common/poller_hold.h), so the poller's next pass finds all of it.
 // The initiator is on a soft device of its own, so that the target device's post_send count
@@ -103,7 +106,9 @@ TEST_P(IserPlug, OneBatchOnePostSend)
 		const bool is_file = scsi::file_bs_stats(t.lu->bs(), &fs0);
 		ulp::test::PollerHold hold;
 		ASSERT_TRUE(hold.hold(*t.dev));
+		std::this_thread::sleep_for(20ms); // the completions of what went before land
 		const uint64_t posts0 = soft::device_counters(*t.dev).post_sends;
+		const uint64_t cqes0 = soft::device_counters(*t.dev).completed;
 		const uint64_t sends0 = in.xs.sends;
 		for (uint32_t i = 0; i < kBatch; i++) {
 			const uint64_t lba = uint64_t(i) * kBlocks;
@@ -132,6 +137,18 @@ TEST_P(IserPlug, OneBatchOnePostSend)
 			EXPECT_TRUE(res[i].good())
 			    << "command " << i << ": " << describe_result(res[i]);
 		const uint64_t posts = soft::device_counters(*t.dev).post_sends - posts0;
+		// Each post_send's chain has one signaled WR (send_plug.h): the target's QP
+		// delivers one send completion per post besides the kBatch receives (once they
+		// all came: bounded wait).
+		uint64_t cqes = 0;
+		for (auto end = clock::now() + 2s; clock::now() < end;
+		     std::this_thread::sleep_for(5ms))
+			if ((cqes = soft::device_counters(*t.dev).completed - cqes0) >=
+			    kBatch + posts)
+				break;
+		std::this_thread::sleep_for(20ms);
+		cqes = soft::device_counters(*t.dev).completed - cqes0;
+		EXPECT_EQ(cqes, kBatch + posts) << "completions of the target's QP";
 		if (is_file) {
 			ASSERT_TRUE(scsi::file_bs_stats(t.lu->bs(), &fs1));
 		}

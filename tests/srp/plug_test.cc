@@ -4,6 +4,9 @@
 // with one post_send, whether the commands complete inside their receives' poll batch (a
 // RAM LUN) or on the CQ poller's event loop when it reaps a file LUN's io_uring.
 //
+// Only the last piece of a chain is signaled: the target's QP delivers one send completion
+// per post_send, where it delivered one per response.
+//
 // A batch reaches the target at once: the raw peer sends it as one chain of SENDs while the
 // device's only CQ poller is held (tests/common/poller_hold.h), so the poller's next pass
 // finds all of it. The target's post_send calls are the soft device's (which counts calls
@@ -66,6 +69,12 @@ struct TempLun {
 uint64_t target_posts(Device &dev, SrpPeer &p)
 {
 	return soft::device_counters(dev).post_sends - soft::qp_counters(*p.qp()).post_sends;
+}
+
+// Completions the target's QPs delivered (receives and sends): the device's less the peer's.
+uint64_t target_completions(Device &dev, SrpPeer &p)
+{
+	return soft::device_counters(dev).completed - soft::qp_counters(*p.qp()).completed;
 }
 
 class SrpPlug : public ::testing::TestWithParam<PlugCase>
@@ -131,7 +140,9 @@ TEST_P(SrpPlug, OneBatchOnePostSend)
 	const bool is_file = scsi::file_bs_stats(t.lu->bs(), &fs0);
 	ulp::test::PollerHold hold;
 	ASSERT_TRUE(hold.hold(*t.dev));
+	std::this_thread::sleep_for(20ms); // the completions of what went before land
 	const uint64_t posts0 = target_posts(*t.dev, p);
+	const uint64_t cqes0 = target_completions(*t.dev, p);
 	ASSERT_EQ(p.send_many(ius), 0);
 	hold.release();
 
@@ -145,6 +156,16 @@ TEST_P(SrpPlug, OneBatchOnePostSend)
 	}
 	EXPECT_EQ(tags.size(), size_t(kBatch));
 	const uint64_t posts = target_posts(*t.dev, p) - posts0;
+	// The sends' completions come once the responses reached the peer: wait for the
+	// counts to settle (bounded), then one per post_send (send_plug.h: the chain's last
+	// piece is its only signaled WR) besides the kBatch receives.
+	uint64_t cqes = 0;
+	for (auto end = clock::now() + 2s; clock::now() < end; std::this_thread::sleep_for(5ms))
+		if ((cqes = target_completions(*t.dev, p) - cqes0) >= kBatch + posts)
+			break;
+	std::this_thread::sleep_for(20ms);
+	cqes = target_completions(*t.dev, p) - cqes0;
+	EXPECT_EQ(cqes, kBatch + posts) << "completions of the target's QP";
 	if (is_file) {
 		ASSERT_TRUE(scsi::file_bs_stats(t.lu->bs(), &fs1));
 	}
