@@ -133,6 +133,14 @@ void PortalConn::release_resources()
 void PortalConn::post_plugged(PlugPiece *p, SendWr *first)
 {
 	plug_.add(p, first);
+	if (plug_.size() >= kPlugMax) {
+		// A long turn (a reap of up to 256 completions) would hold every response until
+		// its end while the initiator, its commands all answered here, waits: a chain
+		// goes out each kPlugMax pieces, as blk_plug flushes at BLK_MAX_REQUEST_COUNT.
+		// The turn's end posts the rest.
+		flush_plug();
+		return;
+	}
 	if (plug_due_)
 		return; // this turn's flush is coming (or one is posted to the holder)
 	if (!plug_closed_ && defer_to_turn_end(&PortalConn::plug_turn_end, this)) {

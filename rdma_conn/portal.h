@@ -149,7 +149,8 @@ protected:
 	// ---- The send plug (send_plug.h), the holder of the connection's -----------------------
 	// Post p, WRs from first (already counted by the protocol as posted): at the end of this
 	// thread's turn (core/turn.h) with every other piece the connection gets until then, as
-	// one chain; at once outside a turn or once the plug is closed.
+	// one chain (or with the kPlugMax - 1 before it, when it is the kPlugMax-th); at once
+	// outside a turn or once the plug is closed.
 	void post_plugged(PlugPiece *p, SendWr *first);
 	// Post what the plug holds now. On a refusal, plug_failed(rc) and then each piece's
 	// unsent() end what did not go out.

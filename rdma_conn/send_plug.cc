@@ -7,6 +7,17 @@
 namespace ulp::rdma
 {
 
+namespace
+{
+
+// A SEND of some kind: a response, whose completion only gives its buffers back.
+bool is_send(WrOpcode op)
+{
+	return op == WrOpcode::Send || op == WrOpcode::SendWithImm || op == WrOpcode::SendWithInv;
+}
+
+} // namespace
+
 void SendPlug::add(PlugPiece *p, SendWr *first)
 {
 	SendWr *last = first;
@@ -30,13 +41,21 @@ int SendPlug::post(Qp &qp, PlugList *unsent)
 	for (size_t i = 0; i + 1 < n; i++)
 		posting_[i]->last->next = posting_[i + 1]->first;
 	// One signaled completion for the chain (send_plug.h): every piece's last WR completes
-	// through the plug, all but the last piece's unsignaled and listed before the post (its
-	// completion may come before post_send returns). Only pieces that end signaled, as they
-	// all do.
+	// through the plug, and those that end in a SEND (a response: its completion only gives
+	// buffers back) but the chain's last are unsignaled, listed before the post (a
+	// completion may come before post_send returns). A piece that ends in an RDMA READ stays
+	// signaled: its completion is the command's progress (the write data is here), which
+	// must not wait for the transfers posted after it. Only pieces that end signaled, as
+	// they all do.
 	bool coalesce = n > 1;
-	for (size_t i = 0; coalesce && i < n; i++)
-		coalesce =
-		    posting_[i]->last->wr_cqe && (posting_[i]->last->send_flags & SEND_SIGNALED);
+	size_t nunsig = 0;
+	bool any_send = false; // a piece before the last ends in a SEND: something to save
+	for (size_t i = 0; coalesce && i < n; i++) {
+		const SendWr *last = posting_[i]->last;
+		coalesce = last->wr_cqe && (last->send_flags & SEND_SIGNALED);
+		any_send = any_send || (i + 1 < n && is_send(last->opcode));
+	}
+	coalesce = coalesce && any_send;
 	if (coalesce) {
 		std::lock_guard g(lock_);
 		for (size_t i = 0; i < n; i++) {
@@ -46,10 +65,11 @@ int SendPlug::post(Qp &qp, PlugList *unsent)
 			p.orig = p.last->wr_cqe;
 			p.cqe.done = piece_done;
 			p.last->wr_cqe = &p.cqe;
-			if (i + 1 < n) {
+			if (i + 1 < n && is_send(p.last->opcode)) {
 				p.last->send_flags &= ~uint32_t{SEND_SIGNALED};
 				chain.erase(chain.iterator_to(p));
 				unsignaled_.push_back(p);
+				nunsig++;
 			}
 		}
 	}
@@ -60,8 +80,7 @@ int SendPlug::post(Qp &qp, PlugList *unsent)
 	stats_.posts++;
 	if (rc == 0) {
 		stats_.pieces += n;
-		if (coalesce)
-			stats_.unsignaled += n - 1;
+		stats_.unsignaled += nunsig;
 		chain.clear();
 		return 0;
 	}

@@ -20,7 +20,9 @@
 // One signaled completion per chain: a send queue completes in order (what ib_drain_sq
 // relies on; the kernel's RDS signals one send in many for the same reason), so the
 // completion of a chain's last piece says that every piece before it completed too, and only
-// the last piece stays signaled. The plug sends every
+// the last piece stays signaled - with the pieces that end in an RDMA READ, whose completion
+// is a command's progress (its write data is here) and must not wait for the transfers
+// posted after it; a response's only gives buffers back. The plug sends every
 // piece's completion through its own cqe (PlugPiece::cqe) first: a signaled one hands each
 // unsignaled piece posted before it its own completion (success, or flushed when this one
 // was flushed: a provider that does not report flushed unsignaled WRs cannot make a flushed
@@ -39,12 +41,17 @@
 
 #include <boost/intrusive/list.hpp>
 
+#include <cstddef>
 #include <cstdint>
 #include <mutex>
 #include <vector>
 
 namespace ulp::rdma
 {
+
+// Pieces a plug holds at most: a chain goes out when it has this many, without waiting for
+// the end of the turn (a poll batch's worth, kPollBatch: one chain per batch of receives).
+inline constexpr size_t kPlugMax = 16;
 
 // One request's WRs as the plug holds them. Embedded in the protocol's request context (an
 // SRP ioctx, an iSER send buffer or command).

@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: MIT
 // tests/rdma_conn/send_plug_test.cc - rdma::SendPlug (rdma_conn/send_plug.h) on a soft QP pair
-// executed inline: a chain of pieces goes out in one post_send with one signaled WR, and
-// every piece still gets exactly one completion, in order - success when the chain's last
-// completes; its own error when it fails, success before it and flushed after it; flushed
-// for what a refused post_send did not take (handed back unsent, signaled again) and for
-// what a lost completion left waiting once the QP is drained.
+// executed inline: a chain of pieces goes out in one post_send with one signaled WR (and
+// each RDMA READ's own), and every piece still gets exactly one completion, in order -
+// success when a later signaled one completes; its own error when it fails, success before
+// it and flushed after it; flushed for what a refused post_send did not take (handed back
+// unsent, signaled again) and for what a lost completion left waiting once the QP is
+// drained.
 #include "rdma_conn/send_plug.h"
 #include "tests/soft/soft_test_util.h"
 
@@ -134,6 +135,44 @@ TEST(SendPlug, OneChainOneSignaledCompletionEveryPieceItsOwn)
 	EXPECT_EQ(r.dispatch(), 1u);
 	EXPECT_EQ(r.reqs[0].got, std::vector<WcStatus>{WcStatus::Success});
 	EXPECT_EQ(plug.stats().unsignaled, 3u);
+}
+
+// A piece that ends in an RDMA READ keeps its own completion (a command's write data is
+// there; it must not wait for what was posted after it), and it completes the responses
+// posted before it.
+TEST(SendPlug, AReadKeepsItsOwnCompletion)
+{
+	PlugRig r(4);
+	ASSERT_TRUE(r.init());
+	SendPlug plug;
+	r.send(0);
+	r.send(1);
+	r.write(2, r.p.b.mr->rkey());
+	r.reqs[2].wr.opcode = WrOpcode::RdmaRead;
+	r.send(3);
+	for (size_t i = 0; i < 4; i++)
+		plug.add(&r.reqs[i].piece, &r.reqs[i].wr);
+	PlugList unsent;
+	ASSERT_EQ(plug.post(*r.p.a.qp, &unsent), 0);
+	EXPECT_EQ(plug.stats().unsignaled, 2u);
+	EXPECT_EQ(r.dispatch(), 2u) << "the READ's CQE and the chain's last";
+	for (size_t i = 0; i < 4; i++) {
+		EXPECT_EQ(r.reqs[i].got, std::vector<WcStatus>{WcStatus::Success}) << "piece " << i;
+		EXPECT_EQ(r.reqs[i].order, int(i)) << "in posting order";
+	}
+	// A chain with no response before its last has nothing to save: as made.
+	for (size_t i = 0; i < 2; i++) {
+		r.write(i, r.p.b.mr->rkey());
+		r.reqs[i].wr.opcode = WrOpcode::RdmaRead;
+		r.reqs[i].got.clear();
+		plug.add(&r.reqs[i].piece, &r.reqs[i].wr);
+	}
+	ASSERT_EQ(plug.post(*r.p.a.qp, &unsent), 0);
+	EXPECT_EQ(r.reqs[0].wr.wr_cqe, &r.reqs[0].cqe);
+	EXPECT_EQ(r.dispatch(), 2u);
+	EXPECT_EQ(r.reqs[0].got, std::vector<WcStatus>{WcStatus::Success});
+	EXPECT_EQ(r.reqs[1].got, std::vector<WcStatus>{WcStatus::Success});
+	EXPECT_EQ(plug.stats().unsignaled, 2u);
 }
 
 TEST(SendPlug, AFailedPieceReportsItselfSuccessBeforeFlushedAfter)
