@@ -240,6 +240,16 @@ void destroy_device(Device *dev)
 	if (d->users.load())
 		ULP_LOG(Error, Soft, "destroying {} with {} objects still alive", d->name(),
 		        d->users.load());
+	// What a program that ran on it (a daemon under a benchmark) did, for whoever reads its
+	// log at debug: doorbells per WR are what a ULP's chaining saves.
+	if (log::level() <= log::Level::Debug) {
+		const Counters c = d->counters();
+		ULP_LOG(Debug, Soft,
+		        "{}: {} WRs posted ({} post_send calls), {} completions ({} errors, {} "
+		        "flushes), {} bytes sent, {} received",
+		        d->name(), c.posted, c.post_sends, c.completed, c.errors, c.flushes,
+		        c.bytes_tx, c.bytes_rx);
+	}
 	delete d;
 }
 
