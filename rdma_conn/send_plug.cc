@@ -2,6 +2,8 @@
 // rdma_conn/send_plug.cc - a connection's send plug (see send_plug.h).
 #include "rdma_conn/send_plug.h"
 
+#include "core/device.h"
+
 #include <utility>
 
 namespace ulp::rdma
