@@ -141,9 +141,16 @@ void PortalConn::post_plugged(PlugPiece *p, SendWr *first)
 		flush_plug();
 		return;
 	}
+	// Once closed, at once, even with a flush event still due: that event may run only after
+	// the portal has drained the QP (drain() waits for no event), and what it posted then
+	// would have no drain behind it.
+	if (plug_closed_) {
+		flush_plug();
+		return;
+	}
 	if (plug_due_)
 		return; // this turn's flush is coming (or one is posted to the holder)
-	if (!plug_closed_ && defer_to_turn_end(&PortalConn::plug_turn_end, this)) {
+	if (defer_to_turn_end(&PortalConn::plug_turn_end, this)) {
 		plug_due_ = true;
 		return;
 	}
@@ -164,6 +171,8 @@ void PortalConn::post_plug_flush()
 
 void PortalConn::flush_plug()
 {
+	if (plug_.empty())
+		return; // nothing to post: no QP needed, nothing to fail
 	PlugList unsent;
 	const int rc = qp() ? plug_.post(*qp(), &unsent) : -ENOTCONN;
 	if (rc == 0)
