@@ -143,8 +143,13 @@ void SendPlug::piece_done(Cq *cq, Wc *wc)
 	// again). They completed before p, and had one failed it would have said so itself: a
 	// success each, unless p was flushed - the QP was in error before p ran, and a provider
 	// that does not report flushed unsignaled WRs would leave a flushed one unsaid.
+	// Each a SEND's own completion: p's status aside, nothing of p's (a READ's opcode and
+	// length) is theirs.
 	Wc w = *wc;
 	w.status = wc->status == WcStatus::WrFlushErr ? WcStatus::WrFlushErr : WcStatus::Success;
+	w.opcode = WcOpcode::Send;
+	w.byte_len = 0;
+	w.wc_flags = 0;
 	while (!before.empty()) {
 		PlugPiece &q = before.front();
 		before.pop_front();

@@ -27,6 +27,7 @@ struct Req {
 	RdmaWr wr;
 	Sge sge;
 	std::vector<WcStatus> got; // its completions' statuses
+	WcOpcode op{};             // its last completion's opcode
 	int order = -1;            // when its first completion came (index over all)
 };
 
@@ -43,6 +44,7 @@ void req_done(Cq *, Wc *wc)
 		r->order = g_log->next;
 	g_log->next++;
 	r->got.push_back(wc->status);
+	r->op = wc->opcode;
 }
 
 struct PlugRig {
@@ -159,6 +161,10 @@ TEST(SendPlug, AReadKeepsItsOwnCompletion)
 	for (size_t i = 0; i < 4; i++) {
 		EXPECT_EQ(r.reqs[i].got, std::vector<WcStatus>{WcStatus::Success}) << "piece " << i;
 		EXPECT_EQ(r.reqs[i].order, int(i)) << "in posting order";
+		// Each its own kind of completion: the responses the READ's CQE completed are
+		// SENDs, not READs.
+		EXPECT_EQ(r.reqs[i].op, i == 2 ? WcOpcode::RdmaRead : WcOpcode::Send)
+		    << "piece " << i;
 	}
 	// A chain with no response before its last has nothing to save: as made.
 	for (size_t i = 0; i < 2; i++) {
