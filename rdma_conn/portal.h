@@ -134,9 +134,6 @@ public:
 	void drain();
 	bool drained() const { return drained_.load(std::memory_order_acquire); }
 
-	// The send plug's counters (send_plug.h): written by the connection's holder, read racily.
-	const PlugStats &plug_stats() const { return plug_.stats(); }
-
 protected:
 	PortalConn(Portal &portal, std::unique_ptr<CmId> id);
 

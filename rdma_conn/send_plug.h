@@ -32,6 +32,14 @@
 // completion per piece, as before, in the order posted; the provider writes, and the
 // poller reads, one CQE per chain.
 //
+// The send queue: with selective signaling an unsignaled WR's slot stays the device's until
+// a later signaled WR's completion is polled (hardware retires slots as it reads a CQE's
+// WQE counter; the soft provider frees them the same way). A protocol gets an unsignaled
+// piece's WRs back only through that piece's completion, which the plug gives it only from
+// the later signaled one's: its count of free slots is never ahead of the device's. Every
+// chain ends in a signaled WR, so no slot waits for a completion that never comes; a chain
+// post_send cut short closes the connection, and the drain ends what it left.
+//
 // Used through rdma::PortalConn (portal.h): add and post holding the connection's
 // serialiser; the completions come on the CQ's thread without it, so the unsignaled pieces
 // in flight have a lock of their own.
@@ -75,7 +83,7 @@ using PlugList = boost::intrusive::list<
     PlugPiece, boost::intrusive::member_hook<PlugPiece, boost::intrusive::list_member_hook<>,
                                              &PlugPiece::node>>;
 
-// Counters of one plug, for the protocol's statistics (the holder's; read racily).
+// Counters of one plug (the holder's: read by it, or once the connection is quiescent).
 struct PlugStats {
 	uint64_t posts = 0;      // post_send calls made (chains posted)
 	uint64_t pieces = 0;     // pieces posted in them (requests)
