@@ -579,6 +579,11 @@ void Channel::send_t_logout()
 	// to answer (Linux's ib_srp only logs it). No buffer or send queue room: close now.
 	if (state_ != ChState::Live || t_logout_)
 		return;
+	// The responses this turn has plugged go first, in the order they were made: the
+	// initiator may disconnect as soon as it reads the logout. (A refused post closes.)
+	flush_plug();
+	if (state_ != ChState::Live)
+		return;
 	CtlDesc *d = sq_avail_ > 0 ? ctl_.get() : nullptr;
 	if (!d) {
 		close("logged out by the target");
