@@ -215,9 +215,9 @@ enum class ConnEvent : uint8_t {
 	TmRsp = uint8_t(scsi::FabricEvent::TmRsp),
 	Release = uint8_t(scsi::FabricEvent::Release),
 	ReapDone = scsi::kFabricEvents, // the reaper has closed the session
-	Logout, // the target asks for a logout (stop): send the Async Message
-	Drop,   // drop the connection now (stop's deadline, reinstatement, a cold
-	      // reset)
+	Logout,    // the target asks for a logout (stop): send the Async Message
+	Drop,      // drop the connection now (stop's deadline, reinstatement, a cold
+	           // reset)
 	Transport, // the transport's own work (iSER: post what its send plug holds)
 };
 

@@ -34,8 +34,8 @@ enum class Profile : uint8_t {
 
 // How a soft device's connections carry their traffic (see the top of this file).
 enum class Wire : uint8_t {
-	Auto,   // in-process when the listener is in this process, else the ring wire (or the
-	        // packet wire when the environment has ULP_SOFT_WIRE=socket)
+	Auto, // in-process when the listener is in this process, else the ring wire (or the
+	      // packet wire when the environment has ULP_SOFT_WIRE=socket)
 	Socket, // always the packet wire, even in-process (exercises the packet path)
 	Shm,    // always the ring wire, even in-process (exercises the ring path)
 };
