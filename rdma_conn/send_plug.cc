@@ -34,11 +34,16 @@ int SendPlug::post(Qp &qp, PlugList *unsent)
 {
 	if (held_.empty())
 		return 0;
-	PlugList chain;
-	chain.swap(held_);
+	// Every piece off the plug's list before post_send, so that nothing of a posted piece
+	// is written here afterwards: its completion may run on the CQ's thread before
+	// post_send returns, and reads its hook (an unsignaled piece that failed is still in
+	// unsignaled_) under lock_.
 	posting_.clear();
-	for (PlugPiece &p : chain)
+	while (!held_.empty()) {
+		PlugPiece &p = held_.front();
+		held_.pop_front();
 		posting_.push_back(&p);
+	}
 	const size_t n = posting_.size();
 	for (size_t i = 0; i + 1 < n; i++)
 		posting_[i]->last->next = posting_[i + 1]->first;
@@ -69,7 +74,6 @@ int SendPlug::post(Qp &qp, PlugList *unsent)
 			p.last->wr_cqe = &p.cqe;
 			if (i + 1 < n && is_send(p.last->opcode)) {
 				p.last->send_flags &= ~uint32_t{SEND_SIGNALED};
-				chain.erase(chain.iterator_to(p));
 				unsignaled_.push_back(p);
 				nunsig++;
 			}
@@ -83,7 +87,6 @@ int SendPlug::post(Qp &qp, PlugList *unsent)
 	if (rc == 0) {
 		stats_.pieces += n;
 		stats_.unsignaled += nunsig;
-		chain.clear();
 		return 0;
 	}
 	// The pieces before the one bad falls in went out; from it on nothing did (a piece is
@@ -96,7 +99,6 @@ int SendPlug::post(Qp &qp, PlugList *unsent)
 			found = w == bad;
 	went = found ? went - 1 : 0;
 	stats_.pieces += went;
-	chain.clear();
 	{
 		// What did not go out is the protocol's again, as it made it (signaled, its own
 		// cqe). Unsignaled pieces that went out wait for drained(): the connection closes
