@@ -5,6 +5,7 @@
 
 #include "core/check.h"
 #include "core/log.h"
+#include "core/turn.h"
 
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -142,6 +143,10 @@ int EpollLoop::turn(int timeout_ms, std::span<uint32_t> own)
 	if (n < 0)
 		return errno == EINTR ? 0 : -errno;
 	size_t nown = 0;
+	// The watches and posted functions this turn runs are a turn of the thread (core/turn.h):
+	// what they defer (a connection's send plug, filled by a file LU's reaped completions)
+	// runs once they all have.
+	TurnScope t;
 	for (int i = 0; i < n; i++) {
 		auto *item = static_cast<Item *>(evs[i].data.ptr);
 		if (!item) {

@@ -60,6 +60,8 @@ public:
 	// descriptor or a post(); calls the watches whose events fired (loop_events) and what
 	// was posted (at most kBatch descriptors a turn), and stores the tags of readable own
 	// descriptors in own (as many as fit). Returns how many tags it stored, or -errno.
+	// The calls are one turn of the thread (core/turn.h): what they defer runs after them,
+	// before turn() returns.
 	int turn(int timeout_ms, std::span<uint32_t> own);
 
 	// Owner thread, once, when the loop stops: posted functions run, then every watch still

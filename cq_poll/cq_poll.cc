@@ -8,6 +8,7 @@
 #include "core/log.h"
 #include "core/thread_name.h"
 #include "core/trace.h"
+#include "core/turn.h"
 #include "cq_poll/cq_poll_internal.h"
 
 #include <unistd.h>
@@ -34,21 +35,6 @@ uint64_t now_us()
 // The CQ whose done() callbacks this thread is running (innermost), so that free_cq
 // called from one of them is told -EDEADLK before anything else.
 thread_local const PollCq *t_in_done = nullptr;
-
-// What done() callbacks of this thread's current batch asked to run at its end.
-thread_local std::vector<std::pair<void (*)(void *), void *>> t_batch_end;
-
-// The end of a batch, outermost: run what its callbacks deferred (and what those defer).
-void run_batch_end()
-{
-	// By index, and each entry copied before its call: a call may append (and reallocate).
-	// The vector keeps its capacity: no allocation per batch.
-	for (size_t i = 0; i < t_batch_end.size(); i++) {
-		const auto [fn, arg] = t_batch_end[i];
-		fn(arg);
-	}
-	t_batch_end.clear();
-}
 
 // rdma_dim() at the end of a pass, and ib_cq_rdma_dim_work's modify_cq when it moves.
 void dim_sample(PollCq &p, int completed)
@@ -111,15 +97,21 @@ int process_cq(PollCq &p, int budget, std::span<Wc> wcs)
 	int n;
 	while ((n = cq.poll(wcs.first(static_cast<size_t>(std::min(batch, budget - completed))))) >
 	       0) {
-		for (int i = 0; i < n; i++) {
-			Wc &wc = wcs[static_cast<size_t>(i)];
-			if (wc.wr_cqe)
-				wc.wr_cqe->done(&cq, &wc);
-			else
-				dropped++; // a flushed WR that had no cqe: silently consumed
+		{
+			// A batch is a turn (core/turn.h): what its callbacks defer (a connection's
+			// send plug) runs once they all have, unless an outer turn is open (a
+			// nested pass, a CQ processed from an event loop's watch), whose end it
+			// waits for.
+			TurnScope turn;
+			for (int i = 0; i < n; i++) {
+				Wc &wc = wcs[static_cast<size_t>(i)];
+				if (wc.wr_cqe)
+					wc.wr_cqe->done(&cq, &wc);
+				else
+					dropped++; // a flushed WR that had no cqe: silently
+					           // consumed
+			}
 		}
-		if (!in_done.saved)
-			run_batch_end();
 		completed += n;
 		if (n != batch || completed >= budget)
 			break;
@@ -449,14 +441,6 @@ int process_cq_direct(Cq &cq, int budget)
 	if (p->ctx == PollCtx::BusyPoll)
 		return PollCqOps::process_direct(*p->group, *p, budget);
 	return 0; // threaded: its own thread dispatches (the kernel WARNs)
-}
-
-bool defer_to_batch_end(void (*fn)(void *), void *arg)
-{
-	if (!t_in_done)
-		return false;
-	t_batch_end.emplace_back(fn, arg);
-	return true;
 }
 
 bool cq_stats(const Cq &cq, CqStats *out)

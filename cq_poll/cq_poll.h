@@ -130,16 +130,12 @@ void cq_pool_put(Cq *cq, unsigned nr_cqe);
 // while any of them has cqes accounted.
 int cq_pool_destroy(Device &dev);
 
-// Run fn(arg) at the end of the current poll batch: from a done() callback, once the
-// callbacks of the batch (up to kPollBatch WCs polled at once) have run, on this thread,
-// outside any of them; registrations of nested passes (a callback polling another CQ) wait
-// for the outermost batch. A ULP queues the WRs its callbacks build and posts them in one
-// post_send, one doorbell for the batch, as NAPI drivers flush at the end of a poll
-// (xdp_do_flush) and SPDK's NVMe-oF RDMA poller posts its queued sends once per poll. On
-// rxe that is one system call, and one scheduling of the peer's CQ tasklet (a ksoftirqd
-// wake-up and a preemption of the caller) for the batch instead of one per WR.
-// false outside a done() callback: do it now. fn must not free a CQ or block.
-bool defer_to_batch_end(void (*fn)(void *), void *arg);
+// Every batch of WCs (up to kPollBatch polled at once) is a turn of the processing thread
+// (core/turn.h): a done() callback may defer work with defer_to_turn_end, and it runs once the
+// callbacks of the batch have run, on this thread, outside any of them; deferrals of nested
+// passes (a callback polling another CQ) wait for the outermost turn. A ULP queues the WRs its
+// callbacks build and posts them in one post_send, one doorbell for the batch
+// (rdma_conn/send_plug.h), as NAPI drivers flush at the end of a poll.
 
 // Observability for tests and tools. Counters are written by the processing thread and
 // read racily (relaxed atomics): exact only once the CQ is quiescent.

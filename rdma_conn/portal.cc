@@ -2,10 +2,12 @@
 // rdma_conn/portal.cc - portals and the RDMA half of their connections (see portal.h).
 #include "rdma_conn/portal.h"
 
+#include "core/check.h"
 #include "core/drain.h"
 #include "core/lock_assert.h"
 #include "core/log.h"
 #include "core/thread_name.h"
+#include "core/turn.h"
 #include "cq_poll/cq_poll.h"
 
 #include <algorithm>
@@ -128,12 +130,73 @@ void PortalConn::release_resources()
 	}
 }
 
+void PortalConn::post_plugged(PlugPiece *p, SendWr *first)
+{
+	plug_.add(p, first);
+	if (plug_.size() >= kPlugMax) {
+		// A long turn (a reap of up to 256 completions) would hold every response until
+		// its end while the initiator, its commands all answered here, waits: a chain
+		// goes out each kPlugMax pieces, as blk_plug flushes at BLK_MAX_REQUEST_COUNT.
+		// The turn's end posts the rest.
+		flush_plug();
+		return;
+	}
+	// Once closed, at once, even with a flush event still due: that event may run only after
+	// the portal has drained the QP (drain() waits for no event), and what it posted then
+	// would have no drain behind it.
+	if (plug_closed_) {
+		flush_plug();
+		return;
+	}
+	if (plug_due_)
+		return; // this turn's flush is coming (or one is posted to the holder)
+	if (defer_to_turn_end(&PortalConn::plug_turn_end, this)) {
+		plug_due_ = true;
+		return;
+	}
+	flush_plug();
+}
+
+void PortalConn::plug_turn_end(void *conn)
+{
+	// Outside every callback of the turn, so not holding the connection: the protocol's
+	// event runs the flush here, or hands it to the thread that holds the connection now.
+	static_cast<PortalConn *>(conn)->post_plug_flush();
+}
+
+void PortalConn::post_plug_flush()
+{
+	ULP_CHECK(!"a protocol that plugs sends must run their flush (post_plug_flush)");
+}
+
+void PortalConn::flush_plug()
+{
+	if (plug_.empty())
+		return; // nothing to post: no QP needed, nothing to fail
+	PlugList unsent;
+	const int rc = qp() ? plug_.post(*qp(), &unsent) : -ENOTCONN;
+	if (rc == 0)
+		return;
+	ULP_LOG_RATELIMITED(Error, Rdma, "{}: post_send: {}", describe(), std::strerror(-rc));
+	// The protocol closes first: what the pieces' ends do then (a command failed, its
+	// ioctx freed) starts nothing new on a connection that is still live.
+	plug_failed(rc);
+	while (!unsent.empty()) {
+		PlugPiece &p = unsent.front();
+		unsent.pop_front();
+		p.unsent(&p);
+	}
+}
+
 void PortalConn::drain()
 {
 	// Every WR posted so far completes (flushed) and is dispatched through the protocol's
 	// done handlers; the CQ is processed by a cq_poll thread, so drain waits for it.
-	if (id_ && id_->qp())
+	if (id_ && id_->qp()) {
 		drain_qp(*id_->qp(), portal_.cfg().drain_timeout);
+		// What waited for a completion the device lost ends now (send_plug.h).
+		plug_.drained(cq_, id_->qp());
+	}
 	drained_.store(true, std::memory_order_release);
 }
 

@@ -39,6 +39,7 @@
 #include "core/cm.h"
 #include "core/dma_heap.h"
 #include "core/registry.h"
+#include "rdma_conn/send_plug.h"
 #include "rw/rw.h"
 
 #include <atomic>
@@ -127,8 +128,9 @@ public:
 
 	// ---- The portal's part ---------------------------------------------------------------
 	// Event thread, after the protocol disconnected: every WR posted completes (flushed),
-	// bounded by the portal's drain_timeout per queue. Not under the protocol's lock: the
-	// flushes come back through it.
+	// bounded by the portal's drain_timeout per queue; then the send plug's pieces still
+	// waiting for a later completion end flushed (send_plug.h). Not under the protocol's
+	// lock: the flushes come back through it.
 	void drain();
 	bool drained() const { return drained_.load(std::memory_order_acquire); }
 
@@ -141,6 +143,41 @@ protected:
 	// already count drain's +1 send and +1 receive WR. 0, or a negative errno with *why.
 	int create_qp(Pd &pd, QpInitAttr qa, const RwQpOptions *ro, std::string *why);
 
+	// ---- The send plug (send_plug.h), the holder of the connection's -----------------------
+	// Post p, WRs from first (already counted by the protocol as posted): at the end of this
+	// thread's turn (core/turn.h) with every other piece the connection gets until then, as
+	// one chain (or with the kPlugMax - 1 before it, when it is the kPlugMax-th); at once
+	// outside a turn or once the plug is closed.
+	void post_plugged(PlugPiece *p, SendWr *first);
+	// Post what the plug holds now. On a refusal, plug_failed(rc) and then each piece's
+	// unsent() end what did not go out.
+	void flush_plug();
+	// The protocol's flush event, which post_plug_flush() asked for: the turn has ended.
+	void plug_turn_ended()
+	{
+		plug_due_ = false;
+		flush_plug();
+	}
+	// The connection closes: what the plug holds is posted now (ahead of the disconnect, so
+	// that it may still go out; else it is flushed and completes as usual), and whatever is
+	// plugged from now on is posted at once.
+	void close_plug()
+	{
+		plug_closed_ = true;
+		flush_plug();
+	}
+	// A flush event is due: the connection must not be freed before it ran (finished()).
+	bool plug_due() const { return plug_due_; }
+	// The protocol: run plug_turn_ended() holding the connection, soon: posts its flush event
+	// to its serialiser (core/serial.h), which runs it on this thread when the connection is
+	// free, else has the holder run it before it lets go. Called at the end of the turn
+	// that plugged, on its thread, holding nothing. Only a protocol that calls post_plugged
+	// is asked; the default aborts.
+	virtual void post_plug_flush();
+	// The protocol, holding the connection: post_send refused what the plug held (rc): close
+	// (the unsent pieces are ended after this returns). The default does nothing.
+	virtual void plug_failed(int rc) { (void)rc; }
+
 	Portal &portal_;
 	std::unique_ptr<CmId> id_;   // owns the QP
 	std::unique_ptr<RwQp> rwqp_; // rw contexts and their MR pool, over id_'s QP
@@ -149,6 +186,12 @@ protected:
 
 private:
 	friend class Portal;
+	static void plug_turn_end(void *conn); // core/turn.h's callback: post_plug_flush()
+
+	SendPlug plug_;            // pieces waiting for the end of the turn (the holder's)
+	bool plug_due_ = false;    // post_plug_flush() is deferred to a turn end or was called,
+	                           // and plug_turn_ended() has not run yet (the holder's)
+	bool plug_closed_ = false; // close_plug() ran: post at once (the holder's)
 	std::atomic<bool> drained_{false};
 	// For Portal::resources, read under the portal's lock: whether the QP exists, the CQ
 	// entries taken, and res_lock_ around rwqp_'s creation and reset (its MR pool is read).

@@ -17,6 +17,7 @@
 #include "core/lock_assert.h"
 #include "core/log.h"
 #include "core/thread_name.h"
+#include "core/turn.h"
 
 #include <fcntl.h>
 #include <linux/falloc.h>
@@ -90,6 +91,7 @@ void FileCounters::add_to(FileBsStats *s, bool loop) const
 	s->eof_fill += get(eof_fill);
 	s->cached_reads += get(cached_reads);
 	s->retried += get(retried);
+	s->reaps += get(reaps);
 	(loop ? s->loop_requests : s->shared_requests) += get(requests);
 }
 
@@ -105,6 +107,7 @@ void FileCounters::fold_into(FileCounters *sum) const
 	add(sum->cached_reads, cached_reads);
 	add(sum->retried, retried);
 	add(sum->requests, requests);
+	add(sum->reaps, reaps);
 }
 
 FileDev::FileDev() : id(g_next_dev_id.fetch_add(1, std::memory_order_relaxed)) {}
@@ -653,11 +656,16 @@ void FileRing::loop_readable()
 	// Read first, then reap: a CQE posted after the read signals the eventfd again.
 	uint64_t v;
 	(void)!::read(efd_, &v, sizeof(v));
+	bool any = false;
 	for (unsigned b = 0; b < kLoopBatches; b++) {
 		Finished fin[kBatch];
 		unsigned nfin = 0;
 		bool stop = false;
 		const unsigned n = reap_batch(fin, &nfin, &stop);
+		if (nfin && !any) {
+			any = true;
+			FileCounters::bump(ctr_.reaps); // this loop turn's (core/turn.h)
+		}
 		for (unsigned k = 0; k < nfin; k++)
 			fin[k].io->done(fin[k].io, fin[k].err);
 		if (n < kBatch)
@@ -694,8 +702,15 @@ void FileRing::reaper()
 		unsigned nfin = 0;
 		bool stop = false;
 		reap_batch(fin, &nfin, &stop);
-		for (unsigned k = 0; k < nfin; k++)
-			fin[k].io->done(fin[k].io, fin[k].err);
+		{
+			// One reap is a turn of this thread (core/turn.h), as a loop ring's is of
+			// its loop: the responses its done() calls produce leave together after it.
+			TurnScope turn;
+			if (nfin)
+				FileCounters::bump(ctr_.reaps);
+			for (unsigned k = 0; k < nfin; k++)
+				fin[k].io->done(fin[k].io, fin[k].err);
+		}
 		if (stop)
 			return;
 	}

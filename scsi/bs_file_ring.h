@@ -94,6 +94,7 @@ struct FileCounters {
 	std::atomic<uint64_t> cached_reads{0};   // FileBsStats::cached_reads
 	std::atomic<uint64_t> retried{0};        // FileBsStats::retried
 	std::atomic<uint64_t> requests{0};       // requests started on the ring
+	std::atomic<uint64_t> reaps{0};          // FileBsStats::reaps
 
 	static void bump(std::atomic<uint64_t> &c) { c.fetch_add(1, std::memory_order_relaxed); }
 	// Adds these counts to *s; loop: they are a loop ring's (else the shared ring's).

@@ -57,6 +57,8 @@ struct FileBsStats {
 	uint64_t loop_rings = 0;      // rings open now on event-loop threads (one per loop used)
 	uint64_t loop_requests = 0;   // requests started on a loop's ring (reaped on its thread)
 	uint64_t shared_requests = 0; // requests started on the shared ring (its reaper thread)
+	uint64_t reaps = 0;           // reaps that completed requests: each a turn of its
+	                              // thread (core/turn.h), where the fabrics post responses
 };
 
 // false when bs is not a file or block backstore.

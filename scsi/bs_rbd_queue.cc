@@ -5,6 +5,7 @@
 #include "core/lock_assert.h"
 #include "core/log.h"
 #include "core/thread_name.h"
+#include "core/turn.h"
 
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -389,7 +390,12 @@ void RbdQueue::run()
 			return;
 		const bool changed = std::exchange(changed_, false);
 		g.unlock();
-		reap();
+		{
+			// One reap is a turn of this thread (core/turn.h), as a loop queue's is of
+			// its loop: the responses its done() calls produce leave together after it.
+			TurnScope turn;
+			reap();
+		}
 		if (changed) {
 			std::lock_guard n(dev_->notify_lock);
 			if (dev_->storage_changed)

@@ -438,6 +438,9 @@ void Conn::run_event(ConnEvent ev, ConnArg arg)
 	case ConnEvent::Drop:
 		start_closing(arg.why ? arg.why : "dropped by the target");
 		break;
+	case ConnEvent::Transport:
+		transport_event();
+		break;
 	}
 }
 

@@ -215,9 +215,10 @@ enum class ConnEvent : uint8_t {
 	TmRsp = uint8_t(scsi::FabricEvent::TmRsp),
 	Release = uint8_t(scsi::FabricEvent::Release),
 	ReapDone = scsi::kFabricEvents, // the reaper has closed the session
-	Logout, // the target asks for a logout (stop): send the Async Message
-	Drop,   // drop the connection now (stop's deadline, reinstatement, a cold
-	        // reset)
+	Logout,    // the target asks for a logout (stop): send the Async Message
+	Drop,      // drop the connection now (stop's deadline, reinstatement, a cold
+	           // reset)
+	Transport, // the transport's own work (iSER: post what its send plug holds)
 };
 
 // What a ConnEvent carries (Serial's arg), by event; the others carry nothing.
@@ -315,6 +316,9 @@ protected:
 	void run_event(ConnEvent ev, ConnArg arg) override;
 	// Stop reading and writing; queued PDUs are handed back through pdu_done(p, false).
 	virtual void close_transport() = 0;
+	// ConnEvent::Transport, which the transport posted for itself (iSER: the end of the turn
+	// that plugged its sends). Nothing for TCP.
+	virtual void transport_event() {}
 
 	// Data movement, where transports differ (the defaults are iSCSI over TCP's):
 	// the command's buffer of len bytes in c->data (iSER: registered memory); false when

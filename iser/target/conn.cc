@@ -52,6 +52,7 @@ int Conn::setup(Pd &pd, DmaHeap &heap, const IserCmHdr &ch, std::string *why)
 	if (!rc)
 		rc = sends_.init(pd, send_size_, nsend, [this](TxDesc &d) {
 			d.cqe.done = send_done;
+			d.piece.unsent = send_unsent;
 			d.conn = this;
 		});
 	if (rc) {
@@ -188,13 +189,36 @@ void Conn::queue_pdu(OutPdu *p)
 		return;
 	}
 	fill_send(d, p);
-	const SendWr *bad = nullptr;
-	if (int rc = qp()->post_send(&d->wr, &bad); rc != 0) {
-		d->pdu = nullptr;
-		sends_.put(d);
-		pdu_done(p, false);
-		on_transport_error(std::string("post_send: ") + std::strerror(-rc));
+	// With whatever else this turn sends on the connection: one post_send at its end
+	// (rdma_conn/send_plug.h).
+	post_plugged(&d->piece, &d->wr);
+}
+
+void Conn::plug_failed(int rc)
+{
+	on_transport_error(std::string("post_send: ") + std::strerror(-rc));
+}
+
+void Conn::send_unsent(rdma::PlugPiece *piece)
+{
+	// As send_done of a SEND that failed: the connection is closing already (plug_failed).
+	TxDesc *d = container_of(piece, &TxDesc::piece);
+	Conn *c = d->conn;
+	OutPdu *p = d->pdu;
+	d->pdu = nullptr;
+	c->sends_.put(d);
+	if (p) {
+		if (p->cmd && p->last_of_cmd && p->cmd->xprt)
+			c->destroy_rw(static_cast<CmdCtx *>(p->cmd->xprt));
+		c->pdu_done(p, false);
 	}
+}
+
+void Conn::read_unsent(rdma::PlugPiece *piece)
+{
+	CmdCtx *x = container_of(piece, &CmdCtx::piece);
+	x->conn->destroy_rw(x);
+	x->conn->data_transfer_failed(x->cmd);
 }
 
 void Conn::send_done(Cq *, Wc *wc)
@@ -238,6 +262,7 @@ Conn::CmdCtx *Conn::ctx(IscsiCmd *c)
 	if (!c->xprt) {
 		auto x = std::make_unique<CmdCtx>();
 		x->cqe.done = read_done;
+		x->piece.unsent = read_unsent;
 		x->conn = this;
 		x->cmd = c;
 		c->xprt = x.get();
@@ -320,11 +345,7 @@ void Conn::fetch_data_out(IscsiCmd *c)
 	x->dir = RwDir::Read;
 	x->posted = std::chrono::steady_clock::now();
 	portal_.count(&PortalStats::rdma_reads);
-	if (int rc = x->rw.post(&x->cqe, nullptr); rc != 0) {
-		destroy_rw(x);
-		data_transfer_failed(c);
-		on_transport_error(std::string("post RDMA READ: ") + std::strerror(-rc));
-	}
+	post_plugged(&x->piece, x->rw.wrs(&x->cqe, nullptr));
 }
 
 void Conn::read_done(Cq *, Wc *wc)
@@ -390,14 +411,9 @@ void Conn::post_read_response(IscsiCmd *c, TxDesc *d)
 	portal_.count(&PortalStats::rdma_writes);
 	fill_send(d, p);
 	// RFC 7145 9.5.2: the data by RDMA WRITE, then the status by SEND, in one chain: the
-	// SEND completes only after the WRITEs are placed (RC ordering).
-	if (int rc = x->rw.post(nullptr, &d->wr); rc != 0) {
-		destroy_rw(x);
-		d->pdu = nullptr;
-		sends_.put(d);
-		pdu_done(p, false);
-		on_transport_error(std::string("post RDMA WRITE: ") + std::strerror(-rc));
-	}
+	// SEND completes only after the WRITEs are placed (RC ordering). The chain is one piece
+	// of this turn's post_send.
+	post_plugged(&d->piece, x->rw.wrs(nullptr, &d->wr));
 }
 
 void Conn::close_transport()
@@ -405,6 +421,9 @@ void Conn::close_transport()
 	if (closed_)
 		return;
 	closed_ = true;
+	// What this turn plugged goes out ahead of the disconnect (a Logout Response among it),
+	// or is flushed with the rest.
+	close_plug();
 	id().disconnect();
 	while (!pending_.empty()) {
 		OutPdu *p = pending_.front();

@@ -70,7 +70,7 @@ public:
 	bool finished() override
 	{
 		bool fin = false;
-		enter([&] { fin = done(); });
+		enter([&] { fin = done() && !plug_due(); });
 		return fin;
 	}
 	void detach() override { iscsi::target::Conn::detach(); }
@@ -83,6 +83,11 @@ protected:
 	// runs them (a thread switch, on slow paths only: drops, logouts, target stop).
 	void kick() override { portal_.kick(this); }
 	void close_transport() override;
+	// rdma::PortalConn's send plug: its flush runs as ConnEvent::Transport; a refused post
+	// drops the connection.
+	void post_plug_flush() override { post(iscsi::target::ConnEvent::Transport, {}); }
+	void transport_event() override { plug_turn_ended(); }
+	void plug_failed(int rc) override;
 	bool alloc_buffer(IscsiCmd *c, uint32_t len) override;
 	void free_buffer(IscsiCmd *c) override;
 	void cmd_received(IscsiCmd *c) override { ctx(c)->hdr = last_iser_; }
@@ -112,6 +117,7 @@ private:
 	struct TxDesc : rdma::SendDesc {
 		Conn *conn = nullptr;  // its connection, for send_done (set once, at setup)
 		OutPdu *pdu = nullptr; // the PDU in the buffer, until the SEND completes
+		rdma::PlugPiece piece; // the SEND (a read's WRITEs before it), while plugged
 	};
 	// A command's RDMA state, kept with its slot (IscsiCmd::xprt) for the connection's life
 	// (the kernel's isert_cmd).
@@ -126,12 +132,16 @@ private:
 		RwDir dir = RwDir::Read; // what rw moves while active: write data in, read data out
 		IserHdr hdr;             // the command's iSER header: its STags and VAs
 		std::chrono::steady_clock::time_point posted; // when rw was posted (data_timeout)
+		rdma::PlugPiece piece; // the RDMA READ of write data, while plugged
 	};
 
 	// Completions (CQ pool workers): each enters the connection.
 	static void recv_done(Cq *cq, Wc *wc);
 	static void send_done(Cq *cq, Wc *wc);
 	static void read_done(Cq *cq, Wc *wc);
+	// The send plug could not post a piece: end it as a failed send, or a failed fetch.
+	static void send_unsent(rdma::PlugPiece *p);
+	static void read_unsent(rdma::PlugPiece *p);
 
 	void handle_recv(RxDesc *d, const Wc &wc);
 	void post_recv(RxDesc *d);

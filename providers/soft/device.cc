@@ -129,6 +129,7 @@ Counters AtomicCounters::snapshot() const
 {
 	Counters c;
 	c.posted = posted.load();
+	c.post_sends = post_sends.load();
 	c.completed = completed.load();
 	c.errors = errors.load();
 	c.flushes = flushes.load();
@@ -239,6 +240,16 @@ void destroy_device(Device *dev)
 	if (d->users.load())
 		ULP_LOG(Error, Soft, "destroying {} with {} objects still alive", d->name(),
 		        d->users.load());
+	// What a program that ran on it (a daemon under a benchmark) did, for whoever reads its
+	// log at debug: doorbells per WR are what a ULP's chaining saves.
+	if (log::level() <= log::Level::Debug) {
+		const Counters c = d->counters();
+		ULP_LOG(Debug, Soft,
+		        "{}: {} WRs posted ({} post_send calls), {} completions ({} errors, {} "
+		        "flushes), {} bytes sent, {} received",
+		        d->name(), c.posted, c.post_sends, c.completed, c.errors, c.flushes,
+		        c.bytes_tx, c.bytes_rx);
+	}
 	delete d;
 }
 
@@ -482,6 +493,7 @@ void SoftDevice::retire(const AtomicCounters &c)
 {
 	Counters q = c.snapshot();
 	retired.add(retired.posted, q.posted);
+	retired.add(retired.post_sends, q.post_sends);
 	retired.add(retired.completed, q.completed);
 	retired.add(retired.errors, q.errors);
 	retired.add(retired.flushes, q.flushes);
@@ -504,6 +516,7 @@ Counters SoftDevice::counters()
 			continue;
 		Counters q = qp->ctr.snapshot();
 		t.posted += q.posted;
+		t.post_sends += q.post_sends;
 		t.completed += q.completed;
 		t.errors += q.errors;
 		t.flushes += q.flushes;

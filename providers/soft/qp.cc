@@ -362,6 +362,7 @@ int SoftQp::post_send(const SendWr *wr, const SendWr **bad_wr)
 		*bad_wr = wr;
 	if (n) {
 		ctr.add(ctr.posted, n);
+		ctr.add(ctr.post_sends, 1);
 		if (state() == QpState::Err)
 			flush_pending.store(true);
 		engine.post(this);

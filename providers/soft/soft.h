@@ -156,6 +156,7 @@ const char *qp_wire(Qp &qp);
 // A soft device's or QP's counters (device_counters, qp_counters).
 struct Counters {
 	uint64_t posted = 0;          // send + recv WRs accepted by post_*
+	uint64_t post_sends = 0;      // post_send calls that accepted a WR (doorbells rung)
 	uint64_t completed = 0;       // completions delivered to CQs (all statuses)
 	uint64_t errors = 0;          // completions with an error status other than flush
 	uint64_t flushes = 0;         // WR_FLUSH_ERR completions (including silent ones)

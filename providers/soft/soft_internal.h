@@ -75,8 +75,10 @@ struct ErrQuiesce {
 };
 
 struct AtomicCounters {
-	// posted is bumped by posting threads, the rest by engines: separate cache lines.
+	// posted and post_sends are bumped by posting threads, the rest by engines: separate
+	// cache lines.
 	alignas(64) std::atomic<uint64_t> posted{0};
+	std::atomic<uint64_t> post_sends{0};
 	alignas(64) std::atomic<uint64_t> completed{0};
 	std::atomic<uint64_t> errors{0};
 	std::atomic<uint64_t> flushes{0};

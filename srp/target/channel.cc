@@ -107,6 +107,7 @@ int Channel::setup(rdma::DeviceRes &res, const ChannelParams &p, std::shared_ptr
 		rc = ioctxs_.init(*res.pd, kMaxTiIuLen, nio, [this](Ioctx &x) {
 			x.cqe.done = send_done;
 			x.rw_cqe.done = rw_done;
+			x.piece.unsent = piece_unsent;
 			x.ch = this;
 		});
 	if (!rc)
@@ -221,8 +222,8 @@ bool Channel::finished()
 {
 	bool fin = false;
 	enter([&] {
-		fin = state_ == ChState::Disconnected && busy_ == 0 && !reap_wait_ &&
-		      !plug_queued_ && ctl_.free_count() == ctl_.size();
+		fin = state_ == ChState::Disconnected && busy_ == 0 && !reap_wait_ && !plug_due() &&
+		      ctl_.free_count() == ctl_.size();
 	});
 	return fin;
 }
@@ -243,8 +244,7 @@ void Channel::run_event(ChEvent ev, ChArg arg)
 		do_data_in(x);
 		break;
 	case ChEvent::FlushPlug:
-		plug_queued_ = false;
-		flush_plug();
+		plug_turn_ended();
 		break;
 	case ChEvent::Status:
 		do_status(x);
@@ -579,6 +579,11 @@ void Channel::send_t_logout()
 	// to answer (Linux's ib_srp only logs it). No buffer or send queue room: close now.
 	if (state_ != ChState::Live || t_logout_)
 		return;
+	// The responses this turn has plugged go first, in the order they were made: the
+	// initiator may disconnect as soon as it reads the logout. (A refused post closes.)
+	flush_plug();
+	if (state_ != ChState::Live)
+		return;
 	CtlDesc *d = sq_avail_ > 0 ? ctl_.get() : nullptr;
 	if (!d) {
 		close("logged out by the target");
@@ -636,6 +641,9 @@ void Channel::close(const char *why)
 	ULP_LOG(Info, Srpt, "{}: channel closing: {}", peer_, why);
 	leave_share(); // its credits go to the channels still on the SRQ
 	set_state(ChState::Disconnecting);
+	// What this turn plugged goes out ahead of the DREQ (or is flushed with the rest); a
+	// refusal closes again, which finds the channel closing, and fails those pieces.
+	close_plug();
 	// The DREQ (rdma_disconnect also moves the QP to ERR on IB and RoCE).
 	id().disconnect();
 	set_state(ChState::Draining);
@@ -664,7 +672,6 @@ void Channel::close(const char *why)
 		sq_wait_.pop_front();
 		fail_job(&x);
 	}
-	drop_plug(); // pieces of this poll batch not yet posted
 	// The nexus goes on without this channel; the last one out closes it (on the reaper:
 	// its commands are aborted and waited for).
 	if (in_nexus_) {

@@ -155,7 +155,7 @@ enum class ChEvent : uint8_t {
 	ReapDone = scsi::kFabricEvents, // the reaper closed the nexus this channel left last
 	Close,                          // close the channel
 	Logout,                         // SRP_T_LOGOUT, then close (the administrator's)
-	FlushPlug,                      // the poll batch ended: post what plug_ holds
+	FlushPlug,                      // the turn that plugged ended: post what the plug holds
 };
 
 // What a ChEvent carries (Serial's arg), by event; ReapDone, Logout and FlushPlug carry
@@ -213,10 +213,8 @@ struct Ioctx : rdma::SendDesc {
 	std::chrono::steady_clock::time_point posted; // when the piece in flight went out
 	SgTable sgt{1};                               // one descriptor's local slice
 	uint32_t rsp_len = 0;                         // the built SRP_RSP's length
-	SendWr *plug_first = nullptr;                 // while plugged: its piece's first WR
-	SendWr *plug_last = nullptr;                  // and last (linked to the next at flush)
-	boost::intrusive::list_member_hook<> sq_node; // in the channel's sq_wait_ or its plug_
-	                                              // (never both: plugged counts as posted)
+	rdma::PlugPiece piece;                        // its piece in flight, while plugged
+	boost::intrusive::list_member_hook<> sq_node; // in the channel's sq_wait_
 };
 
 using RecvWaitList = boost::intrusive::list<
@@ -329,12 +327,14 @@ private:
 	void start_rw(Ioctx *x, RwJob job, uint32_t len); // init and post, or queue for room
 	void fail_job(Ioctx *x); // a queued or failed transfer or response ends unsent
 	bool post_rw(Ioctx *x);  // post what fits; false: nothing fitted (waits)
-	// x's piece, first..last (its WRs already counted in sq_avail_ and x->wrs_posted): into
-	// plug_ when a poll batch is running here, for one post_send at its end; else now.
+	// x's piece from first (its WRs already counted in sq_avail_ and x->wrs_posted): into the
+	// connection's send plug (rdma_conn/send_plug.h), posted with the rest of this turn's.
 	void post_piece(Ioctx *x, SendWr *first);
-	void flush_plug();              // post plug_ as one chain (ChEvent::FlushPlug, or at once)
-	void drop_plug();               // the channel closes: what plug_ holds ends unsent
-	static void plug_end(void *ch); // cq_poll's defer_to_batch_end callback
+	static void piece_unsent(rdma::PlugPiece *p); // the plug could not post it: fail_job
+	// rdma::PortalConn's send plug: its flush runs as ChEvent::FlushPlug; a refused post
+	// closes.
+	void post_plug_flush() override { post(ChEvent::FlushPlug, {}); }
+	void plug_failed(int rc) override;
 	void run_sq_wait();
 	void rw_piece_done(Ioctx *x, const Wc &wc);
 	static void rw_done(Cq *cq, Wc *wc);
@@ -371,8 +371,6 @@ private:
 	rdma::SendRing<CtlDesc> ctl_; // SRP_CRED_REQ buffers
 	RecvWaitList wait_list_;      // IUs waiting (not live yet, or no free ioctx)
 	SqWaitList sq_wait_;          // ioctxs waiting for send queue room, in order
-	SqWaitList plug_;             // pieces posted by this poll batch, not yet given to the QP
-	bool plug_queued_ = false;    // a FlushPlug is due (defer_to_batch_end): not finished()
 	uint32_t cfg_rq_ = 0;         // receives per channel: the most credits it may hold
 	uint32_t grant_ = 0;          // credits granted at login (cfg_rq_, or the SRQ share)
 	int32_t window_ = 0;          // credits held, spent on unanswered requests, or owed

@@ -5,7 +5,6 @@
 #include "core/lock_assert.h"
 #include "core/log.h"
 #include "core/trace.h"
-#include "cq_poll/cq_poll.h"
 #include "scsi/core.h"
 #include "scsi/sense.h"
 #include "srp/target/channel.h"
@@ -607,74 +606,25 @@ bool Channel::post_rw(Ioctx *x)
 
 void Channel::post_piece(Ioctx *x, SendWr *first)
 {
-	SendWr *last = first;
-	while (last->next)
-		last = last->next;
-	x->plug_first = first;
-	x->plug_last = last;
-	plug_.push_back(*x);
-	// Inside a poll batch the pieces its completions produce go out together at its end:
-	// one post_send, one doorbell. Not after the close (the QP flushes them at once) and
-	// not outside a batch (a backstore's thread, the CM thread): now.
-	if (plug_queued_)
-		return;
-	if (state_ < ChState::Disconnecting && defer_to_batch_end(&Channel::plug_end, this)) {
-		plug_queued_ = true;
-		return;
-	}
-	flush_plug();
+	// Every completion source passes through a turn (a poll batch, the poller's event-loop
+	// turn that reaps a file LU's ring, a backstore thread's reap): the pieces a turn
+	// produces go out together at its end, one post_send (rdma_conn/send_plug.h).
+	post_plugged(&x->piece, first);
 }
 
-void Channel::plug_end(void *arg)
+void Channel::piece_unsent(rdma::PlugPiece *p)
 {
-	// Outside every done() callback of the batch, so not holding this channel: post()
-	// runs the flush here, or hands it to the thread that holds the channel now.
-	static_cast<Channel *>(arg)->post(ChEvent::FlushPlug, {});
+	Ioctx *x = container_of(p, &Ioctx::piece);
+	Channel *ch = x->ch;
+	ch->sq_avail_ += x->wrs_posted;
+	x->wrs_posted = 0;
+	ch->fail_job(x);
 }
 
-void Channel::flush_plug()
+void Channel::plug_failed(int rc)
 {
-	ULP_ASSERT_HELD(*this); // the serialiser: a channel's work is its holder's
-	if (plug_.empty())
-		return;
-	for (auto it = plug_.begin(), nx = std::next(it); nx != plug_.end(); it = nx++)
-		it->plug_last->next = nx->plug_first;
-	const SendWr *bad = nullptr;
-	const int rc = qp()->post_send(plug_.front().plug_first, &bad);
-	for (Ioctx &x : plug_)
-		x.plug_last->next = nullptr; // each piece's WRs are its own again
-	if (rc == 0) {
-		plug_.clear();
-		return;
-	}
-	// The pieces before the one bad falls in went out; from it on nothing did (a piece is
-	// posted whole or not at all, as when it was posted alone). A bad in no piece, or
-	// none: nothing went out.
-	size_t went = 0;
-	bool found = false;
-	for (Ioctx &x : plug_) {
-		for (const SendWr *w = x.plug_first; w && !found; w = w->next)
-			found = w == bad;
-		if (found)
-			break;
-		went++;
-	}
-	for (; found && went > 0; went--)
-		plug_.pop_front();
-	ULP_LOG_RATELIMITED(Error, Srpt, "{}: post_send: {}", peer_, std::strerror(-rc));
-	close("post_send failed"); // drops what plug_ still holds
-	drop_plug();
-}
-
-void Channel::drop_plug()
-{
-	while (!plug_.empty()) {
-		Ioctx &x = plug_.front();
-		plug_.pop_front();
-		sq_avail_ += x.wrs_posted;
-		x.wrs_posted = 0;
-		fail_job(&x);
-	}
+	(void)rc; // logged by the plug
+	close("post_send failed");
 }
 
 void Channel::run_sq_wait()

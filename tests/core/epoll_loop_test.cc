@@ -5,16 +5,21 @@
 // end: what was posted runs, then every watch left hears loop_ending() and removes itself.
 // A watch added with a mask is told which events fired and may change the mask (modify):
 // a writer waits for EPOLLOUT only while its socket is full, as the iSCSI TCP worker does.
+// A turn's callbacks are a turn of the thread (core/turn.h): what they defer runs after all
+// of them, before turn() returns.
 #include "core/epoll_loop.h"
+#include "core/turn.h"
 
 #include <gtest/gtest.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -94,6 +99,61 @@ TEST(EpollLoop, WatchesRunOnTheOwnerWhileReadable)
 	EXPECT_EQ(w.readable, 4);
 	EXPECT_EQ(loop.end(), 0u);
 	EXPECT_EQ(w.ending, 0) << "a removed watch hears nothing of the end";
+}
+
+// Two watches and a posted function in one turn, each deferring a flush: the flushes run
+// after the last of them, before turn() returns, and none outside a turn.
+struct Deferring : EfdWatch {
+	std::vector<std::string> *log = nullptr;
+	std::string name;
+	void loop_readable() override
+	{
+		EfdWatch::loop_readable();
+		log->push_back(name);
+		EXPECT_TRUE(defer_to_turn_end(flush, this));
+	}
+	static void flush(void *arg)
+	{
+		auto *d = static_cast<Deferring *>(arg);
+		d->log->push_back("flush " + d->name);
+	}
+};
+
+TEST(EpollLoop, WhatATurnsCallbacksDeferRunsAfterThemAll)
+{
+	EpollLoop loop("test");
+	ASSERT_EQ(loop.init(), 0);
+	std::vector<std::string> log;
+	Deferring a, b;
+	for (Deferring *d : {&a, &b}) {
+		d->loop = &loop;
+		d->log = &log;
+		ASSERT_EQ(loop.add_fd(d->fd, d), 0);
+	}
+	a.name = "a";
+	b.name = "b";
+	ASSERT_TRUE(loop.post([&] {
+		log.push_back("posted");
+		EXPECT_TRUE(defer_to_turn_end(Deferring::flush, &a));
+	}));
+	a.kick();
+	b.kick();
+	// Everything fired before the turn: one epoll_wait returns the three.
+	ASSERT_EQ(loop.turn(1000, {}), 0);
+	ASSERT_EQ(log.size(), 6u);
+	size_t last_cb = 0, first_flush = log.size();
+	for (size_t i = 0; i < log.size(); i++) {
+		if (log[i].rfind("flush", 0) == 0)
+			first_flush = std::min(first_flush, i);
+		else
+			last_cb = i;
+	}
+	EXPECT_LT(last_cb, first_flush) << "a flush ran before the turn's last callback";
+	EXPECT_FALSE(in_turn());
+	EXPECT_FALSE(defer_to_turn_end(Deferring::flush, &a));
+	loop.del_fd(a.fd);
+	loop.del_fd(b.fd);
+	EXPECT_EQ(loop.end(), 0u);
 }
 
 TEST(EpollLoop, AWatchRemovedByAnotherInTheSameTurnIsNotCalled)

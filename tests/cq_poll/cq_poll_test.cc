@@ -5,6 +5,7 @@
 // Completions come from zero-length signaled RDMA WRITEs on a connected pair (a real
 // transport: the soft provider, or rxe). Every wait is bounded and fails the test on
 // timeout.
+#include "core/turn.h"
 #include "cq_poll/cq_poll.h"
 #include "cq_poll/dim.h"
 #include "tests/soft/soft_test_util.h"
@@ -574,9 +575,9 @@ TEST(CqPoll, FreeFromOwnDoneRefused)
 }
 
 // ---------------------------------------------------------------------------------------------
-// defer_to_batch_end: what done() callbacks defer runs once, after the last callback of their
-// batch (kPollBatch WCs) and outside every callback; nested passes wait for the outer batch;
-// outside a callback nothing is deferred.
+// A batch is a turn (core/turn.h): what done() callbacks defer with defer_to_turn_end runs once,
+// after the last callback of their batch (kPollBatch WCs) and outside every callback; nested
+// passes wait for the outer batch; outside a callback nothing is deferred.
 
 namespace batch_end
 {
@@ -612,21 +613,21 @@ void done(ulp::Cq *, ulp::Wc *wc)
 	auto *c = container_of(wc->wr_cqe, &BCtx::cqe);
 	State &st = *c->st;
 	if (c->inner) {
-		st.deferred += ulp::defer_to_batch_end(flush_inner, &st) ? 1 : 0;
+		st.deferred += ulp::defer_to_turn_end(flush_inner, &st) ? 1 : 0;
 		return;
 	}
 	st.in_cb = true;
 	st.dispatched++;
 	// Every callback of a batch defers the same flush: each registration runs.
 	if (c->idx % 2 == 0)
-		st.deferred += ulp::defer_to_batch_end(flush, &st) ? 1 : 0;
+		st.deferred += ulp::defer_to_turn_end(flush, &st) ? 1 : 0;
 	if (c->idx == 3 && st.inner)
 		ulp::process_cq_direct(*st.inner, 64);
 	st.in_cb = false;
 }
 } // namespace batch_end
 
-TEST(CqPoll, DeferToBatchEndRunsAfterTheBatch)
+TEST(CqPoll, DeferToTurnEndRunsAfterTheBatch)
 {
 	using namespace batch_end;
 	// Soft: Inline, each WRITE completes inside its post_send, so the batches are exactly
@@ -660,7 +661,7 @@ TEST(CqPoll, DeferToBatchEndRunsAfterTheBatch)
 		ASSERT_EQ(rig.write0(qi, &ctxs[size_t(i)].cqe), 0);
 	}
 	// Outside a callback: refused, nothing runs later.
-	EXPECT_FALSE(ulp::defer_to_batch_end(flush, &st));
+	EXPECT_FALSE(ulp::defer_to_turn_end(flush, &st));
 
 	int got = 0;
 	ASSERT_TRUE(wait_for(

@@ -7,8 +7,11 @@
 // disconnect from either end (the portal frees its connection); a reject's private data
 // reaches the caller; what the target sent before it disconnected is reaped from the CQ
 // before the disconnect is reported; and a close while sends are outstanding (the target
-// posted no receive: they sit in RNR retry) flushes every one of them.
+// posted no receive: they sit in RNR retry) flushes every one of them. And the portal
+// connection's send plug (rdma_conn/send_plug.h): held to the turn's end, posted by a close,
+// at once after it.
 #include "core/check.h"
+#include "core/turn.h"
 #include "rdma_conn/client.h"
 #include "rdma_conn/portal.h"
 #include "tests/soft/soft_test_util.h"
@@ -83,6 +86,23 @@ public:
 		return qp()->post_send(&wr, &bad);
 	}
 
+	// A zero-length SEND with immediate data imm through the send plug (send_plug.h), as
+	// piece i (of kPieces). The test's thread is the only one that plugs: it is the holder.
+	void plug_imm(size_t i, uint32_t imm)
+	{
+		Piece &p = pieces_[i];
+		p.wr = SendWr{};
+		p.wr.wr_cqe = &sent.cqe;
+		p.wr.opcode = WrOpcode::SendWithImm;
+		p.wr.imm_data = imm;
+		p.wr.send_flags = SEND_SIGNALED;
+		p.piece.unsent = [](PlugPiece *) { ADD_FAILURE() << "a piece was refused"; };
+		post_plugged(&p.piece, &p.wr);
+	}
+	void close_plug_now() { close_plug(); }
+	// No serialiser here: the turn's end runs the flush itself (the holder's thread).
+	void post_plug_flush() override { plug_turn_ended(); }
+
 	void on_cm_event(CmEvent &ev) override
 	{
 		if (ev.event == CmEventType::Established)
@@ -97,9 +117,18 @@ public:
 	bool finished() override { return true; }
 	std::string describe() override { return "client_test"; }
 
+	static constexpr size_t kPieces = 4;
+
 	std::atomic<bool> established{false};  // ESTABLISHED came (CM thread)
 	std::atomic<bool> disconnected{false}; // DISCONNECTED came (CM thread)
-	Counted sent;                          // send_imm's completions (the CQ pool's thread)
+	Counted sent; // send_imm's and plug_imm's completions (the CQ pool's thread)
+
+private:
+	struct Piece {
+		PlugPiece piece; // plug_imm's piece
+		SendWr wr;       // its one WR
+	};
+	Piece pieces_[kPieces];
 };
 
 // Accepts with kWelcome, or rejects every request with reject_with when it is not empty.
@@ -393,6 +422,48 @@ TEST_F(RdmaClient, WhatCameBeforeDisconnectIsReapedFirst)
 	EXPECT_EQ(c.conn.drain(1s), 0);
 	EXPECT_EQ(c.recvs.flushed, 3);
 	EXPECT_EQ(c.recvs.other, 0);
+	EXPECT_TRUE(portal_empty());
+}
+
+// A connection's send plug (rdma_conn/send_plug.h) holds what a turn (core/turn.h) plugs
+// until the turn ends; a close posts what it holds, and from then on a piece goes out at once,
+// even while the turn's flush is still due: that flush may run only after the portal has
+// drained the QP, and nothing would flush what it posted then.
+TEST_F(RdmaClient, APlugOnceClosedPostsAtOnce)
+{
+	Client c;
+	c.nrecv = 4;
+	std::string why;
+	CmRec reply;
+	ASSERT_EQ(c.conn.connect(c.params(dst, clock::now() + 5s), &reply, &why), 0) << why;
+	TestConn *t = portal->last;
+	ASSERT_NE(t, nullptr);
+	for (int i = 0; i < 500 && !t->established; i++)
+		std::this_thread::sleep_for(2ms);
+	ASSERT_TRUE(t->established);
+	auto posts = [&] { return soft::qp_counters(*t->qp()).post_sends; };
+	const uint64_t p0 = posts();
+	{
+		TurnScope turn;
+		t->plug_imm(0, 1);
+		t->plug_imm(1, 2);
+		EXPECT_EQ(posts(), p0) << "posted before the turn's end";
+		t->close_plug_now();
+		EXPECT_EQ(posts(), p0 + 1) << "the close posts what the plug holds, as one chain";
+		t->plug_imm(2, 3);
+		EXPECT_EQ(posts(), p0 + 2) << "held after the close, for a flush still due";
+	}
+	EXPECT_EQ(posts(), p0 + 2);
+	for (int i = 0; i < 500 && t->sent.ok < 3; i++)
+		std::this_thread::sleep_for(2ms);
+	EXPECT_EQ(t->sent.ok, 3);
+	EXPECT_EQ(t->sent.flushed + t->sent.other, 0);
+	for (int i = 0; i < 500 && c.recvs.ok < 3; i++) {
+		c.cq.process();
+		std::this_thread::sleep_for(2ms);
+	}
+	EXPECT_EQ(c.recvs.ok, 3);
+	EXPECT_EQ(c.conn.drain(1s), 0);
 	EXPECT_TRUE(portal_empty());
 }
 

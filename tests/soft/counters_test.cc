@@ -243,3 +243,43 @@ TEST(SoftCounters, DeviceCountersSurviveQpDestruction)
 	ASSERT_EQ(post_recv(*p.a.qp, &r, p.a.sge(0, 8)), 0);
 	EXPECT_EQ(soft::device_counters(*p.da).posted, 3u);
 }
+
+// post_sends counts the calls (doorbells), not the WRs: a chain of three in one call is one;
+// a call that took nothing is none; receives are not send doorbells.
+TEST(SoftCounters, PostSendsCountsCallsThatTookWrs)
+{
+	HandPair p;
+	ASSERT_TRUE(p.init(soft::Exec::Inline));
+	Cqe c[8];
+	for (int i = 0; i < 4; i++)
+		ASSERT_EQ(post_recv(*p.b.qp, &c[i], p.b.sge(size_t(i) * 64, 64)), 0);
+	Sge s[3] = {p.a.sge(0, 8), p.a.sge(64, 8), p.a.sge(128, 8)};
+	SendWr wr[3];
+	for (int i = 0; i < 3; i++) {
+		wr[i].wr_cqe = &c[4 + i];
+		wr[i].sg_list = &s[i];
+		wr[i].num_sge = 1;
+		wr[i].opcode = WrOpcode::Send;
+		wr[i].send_flags = i == 2 ? uint32_t{SEND_SIGNALED} : 0u;
+		wr[i].next = i < 2 ? &wr[i + 1] : nullptr;
+	}
+	const SendWr *bad = nullptr;
+	ASSERT_EQ(p.a.qp->post_send(&wr[0], &bad), 0);
+	ASSERT_EQ(post_send(*p.a.qp, &c[7], p.a.sge(192, 8)), 0);
+	// Refused at its first WR (too many SGEs): it rang nothing.
+	SendWr refused = wr[2];
+	refused.next = nullptr;
+	refused.num_sge = 1000;
+	EXPECT_NE(p.a.qp->post_send(&refused, &bad), 0);
+	EXPECT_EQ(bad, &refused);
+	ASSERT_EQ(poll_n(*p.a.scq, 2).size(), 2u);
+	const soft::Counters qa = soft::qp_counters(*p.a.qp);
+	EXPECT_EQ(qa.post_sends, 2u);
+	EXPECT_EQ(qa.posted, 4u);
+	EXPECT_EQ(soft::qp_counters(*p.b.qp).post_sends, 0u);
+	EXPECT_EQ(soft::device_counters(*p.da).post_sends, 2u);
+	// A destroyed QP's calls stay in its device's count.
+	p.a.own_qp.reset();
+	p.a.qp = nullptr;
+	EXPECT_EQ(soft::device_counters(*p.da).post_sends, 2u);
+}

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // tests/srp/srp_env.h - what every in-process SRP suite starts from: the target side (a
-// soft device, a RAM LUN 0 in a TPG, srpt::Target and its portal), a READ(10)/WRITE(10)
+// soft device, a RAM or file LUN 0 in a TPG, srpt::Target and its portal), a READ(10)/WRITE(10)
 // CDB and the data pattern that names its LBA and generation. target_test.cc,
 // initiator_test.cc and the fault suites (fault_env.h) build on it.
 #pragma once
@@ -63,9 +63,12 @@ struct TargetOptions {
 	std::string name = "srp-test";      // the TPG's name
 	std::vector<std::string> acls;      // initiator ACLs (none: any initiator)
 	uint32_t engines = 0;               // the device's engines (0: its default)
+	uint32_t comp_vectors = 0;          // the device's completion vectors (0: its default)
+	std::string file;                   // non-empty: LUN 0 is a file LUN there, not RAM
 };
 
-// A soft device with a RAM LUN 0 behind an SRP target and one portal on that device.
+// A soft device with a RAM (or file) LUN 0 behind an SRP target and one portal on that
+// device.
 struct SoftTarget {
 	Device *dev = nullptr;                 // the target's soft device (owned)
 	std::unique_ptr<scsi::LogicalUnit> lu; // LUN 0
@@ -81,11 +84,13 @@ struct SoftTarget {
 		dc.ip = o.ip;
 		dc.wire = o.wire;
 		dc.engines = o.engines;
+		dc.limits.num_comp_vectors = o.comp_vectors;
 		dev = soft::create_device(dc);
 		if (!dev)
 			return false;
 		scsi::BackstoreConfig bc;
-		bc.kind = "ram";
+		bc.kind = o.file.empty() ? "ram" : "file";
+		bc.path = o.file;
 		bc.size = o.lun_bytes;
 		bc.block_size = kBlock;
 		int err = 0;

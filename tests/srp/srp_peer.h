@@ -174,6 +174,51 @@ public:
 		return -ETIMEDOUT;
 	}
 
+	// Post the IUs as one chain of SENDs (one post_send: they reach the target back to back)
+	// and wait for their completions. 0, -E2BIG (more than the send slots, or one too
+	// large), -EIO (a completion error), or post_send's error.
+	int send_many(const std::vector<std::vector<uint8_t>> &ius)
+	{
+		if (ius.empty() || ius.size() > cfg_.sends)
+			return -E2BIG;
+		std::vector<Sge> sges(ius.size());
+		std::vector<SendWr> wrs(ius.size());
+		for (size_t i = 0; i < ius.size(); i++) {
+			if (ius[i].size() > cfg_.send_bytes)
+				return -E2BIG;
+			const uint32_t slot = next_send_++ % cfg_.sends;
+			const size_t off = send_off_ + size_t(slot) * cfg_.send_bytes;
+			std::memcpy(buf_.data() + off, ius[i].data(), ius[i].size());
+			sges[i] = Sge{addr(off), uint32_t(ius[i].size()), mr_->lkey()};
+			wrs[i].wr_cqe = &scqe_[slot];
+			wrs[i].sg_list = &sges[i];
+			wrs[i].num_sge = 1;
+			wrs[i].opcode = WrOpcode::Send;
+			wrs[i].send_flags = SEND_SIGNALED;
+			wrs[i].next = i + 1 < ius.size() ? &wrs[i + 1] : nullptr;
+		}
+		const SendWr *bad = nullptr;
+		if (int rc = id_->qp()->post_send(wrs.data(), &bad); rc)
+			return rc;
+		size_t done = 0;
+		int rc = 0;
+		const auto end = std::chrono::steady_clock::now() + 5s;
+		while (done < ius.size()) {
+			if (std::chrono::steady_clock::now() >= end)
+				return -ETIMEDOUT;
+			Wc wc;
+			if (scq_->poll(std::span<Wc>(&wc, 1)) == 1) {
+				done++;
+				if (wc.status != WcStatus::Success)
+					rc = -EIO;
+				continue;
+			}
+			reap_recvs();
+			std::this_thread::sleep_for(50us);
+		}
+		return rc;
+	}
+
 	// The next IU the target sent, within timeout; nullopt when none came (or the
 	// connection flushed: flushed() tells).
 	std::optional<std::vector<uint8_t>> recv(std::chrono::milliseconds timeout = 5s)
