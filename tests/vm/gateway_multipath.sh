@@ -48,7 +48,8 @@
 # Then both gateways stopped (SIGTERM: each exits 0) and the kernel logged no
 # BUG/WARNING/Oops. On any failure: the reason, then the tails of the gateways', iscsid's and
 # multipathd's logs and dmesg (all logs, Ceph's too, copied to /run/ulp-vm/gateway_multipath
-# when tools/vm/run --share DIR keeps them).
+# when tools/vm/run --share DIR keeps them; pr.log, every sg_persist, sg_raw and fence_scsi
+# of the reservations' step with its output, is copied there on a pass too).
 #
 # By hand, all three transports (vm_gateway_multipath_rdma has iser and srp):
 #   ULP_VM_SMP=2 tools/vm/run --timeout 1800 --share /tmp/out -- bash \
@@ -623,6 +624,10 @@ pr_across() {
 	pr_want_keys "$B" none "cleared through B"
 	rm -f /var/run/cluster.key /var/run/cluster.dev
 	note "tcp: CLEAR through B: READ KEYS, READ RESERVATION through A: none (unit attentions answered on the way: $pr_ua; every command's output in $pr_log)"
+	if [[ -d /run/ulp-vm ]]; then # tools/vm/run --share DIR keeps it, passed or not
+		mkdir -p /run/ulp-vm/gateway_multipath
+		cp "$pr_log" /run/ulp-vm/gateway_multipath/ || true
+	fi
 }
 
 # ---- one transport ------------------------------------------------------------------------
