@@ -16,6 +16,16 @@
 #      both (the standby port answers READ CAPACITY, scsi/alua.cc: sysfs, blockdev and
 #      sg_readcap agree), scsi_dh_alua is attached to each, and REPORT TARGET PORT GROUPS
 #      (sg_rtpg) through both gives A's group active/optimized, B's standby;
+#      over tcp only (the reservations are the gateways' and RADOS', whatever the fabric),
+#      reservations across gateways (SPC-4 5.13; docs/ha.md), on the sd paths before the
+#      map holds them: sg_persist registers 0xa1 through A and 0xb2 through B, READ KEYS
+#      through each lists both with one PRgeneration; RESERVE (Write Exclusive) through A
+#      shows through B; reserved through B, a WRITE (10) through A (sg_raw) gets RESERVATION
+#      CONFLICT; PREEMPT AND ABORT of 0xb2 through A: B's key gone through B, A writes
+#      again; CLEAR. Then fence_scsi (fence-agents): `-o on` through A, then through B;
+#      `-o off` of A's key through B (its stored key, B's, preempts-and-aborts A's);
+#      through A, `-o status` of A's key is off (status 2), of B's on, A's WRITE conflicts;
+#      CLEAR;
 #   2. multipathd (tests/vm/dm_multipath.sh: group_by_prio, prio alua, hardware_handler
 #      "1 alua", fast_io_fail_tmo 3, which it sets as iSCSI's replacement timeout) makes one
 #      map of the two disks: A's path at priority 50, its checker ready, B's at 1 (standby,
@@ -38,7 +48,8 @@
 # Then both gateways stopped (SIGTERM: each exits 0) and the kernel logged no
 # BUG/WARNING/Oops. On any failure: the reason, then the tails of the gateways', iscsid's and
 # multipathd's logs and dmesg (all logs, Ceph's too, copied to /run/ulp-vm/gateway_multipath
-# when tools/vm/run --share DIR keeps them).
+# when tools/vm/run --share DIR keeps them; pr.log, every sg_persist, sg_raw and fence_scsi
+# of the reservations' step with its output, is copied there on a pass too).
 #
 # By hand, all three transports (vm_gateway_multipath_rdma has iser and srp):
 #   ULP_VM_SMP=2 tools/vm/run --timeout 1800 --share /tmp/out -- bash \
@@ -55,12 +66,16 @@ for tr in "${transports[@]}"; do
 	[[ $tr == tcp || $tr == iser || $tr == srp ]] || { echo "gateway_multipath: no transport '$tr' ($usage)"; exit 2; }
 done
 [[ ${ULP_IN_VM:-} == 1 ]] || { echo "gateway_multipath: run me inside the VM (tools/vm/run)"; exit 2; }
-for t in iscsid iscsiadm fio sg_rtpg multipath multipathd dmsetup rbd rados ceph-mon ceph-osd jq; do
+for t in iscsid iscsiadm fio sg_rtpg sg_persist sg_raw multipath multipathd dmsetup rbd rados ceph-mon ceph-osd jq; do
 	command -v $t >/dev/null || {
 		echo "gateway_multipath: $t missing (open-iscsi, fio, sg3-utils, multipath-tools, dmsetup, ceph, jq)"
 		exit 1
 	}
 done
+[[ " ${transports[*]} " != *" tcp "* ]] || command -v fence_scsi >/dev/null || {
+	echo "gateway_multipath: fence_scsi missing (fence-agents: scripts/install-deps.sh)"
+	exit 1
+}
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 
 iqn=iqn.2026-11.org.ulp:ha
@@ -438,6 +453,183 @@ wait_path_back() {
 	fail "$2: path $1 is '$st', not 'active ready' or 'active ghost' (standby), after 60 s"
 }
 
+# ---- reservations across gateways (tcp) -------------------------------------------------------
+
+# The two paths are one LU through two gateways: two I_T nexuses of one initiator port name,
+# at different target ports (rtpis 10 and 20). Persistent reservations are the LU's (SPC-4
+# 5.13), shared through RADOS (docs/ha.md, "Reservations across gateways"): what one nexus
+# registers or reserves through one gateway, the other sees through the other gateway, and
+# the owner's gateway enforces a reservation made through the standby's. Run on the sd
+# paths before multipathd makes its map (dm would hold them; fence_scsi would then register
+# through every path of the map, not the one asked for).
+pr_log=$work/pr.log
+# sg_persist through disk $1 (the other arguments are sg_persist's), bounded; its output in
+# $pr_out, its exit status in $pr_st (6: UNIT ATTENTION, 24: RESERVATION CONFLICT). A change
+# made through one nexus sets unit attentions on the others (REGISTRATIONS PREEMPTED...,
+# SPC-4 5.13.11.2.4), which PERSISTENT RESERVE IN reports like any command: the command is
+# sent again, as an initiator does, 4 times at most; $pr_ua counts them.
+pr_ua=0
+pr() {
+	local d=$1
+	shift
+	for _ in 1 2 3 4 5; do
+		pr_st=0
+		pr_out=$(timeout -k 2 30 sg_persist -n "$@" "/dev/$d" 2>&1) || pr_st=$?
+		printf '## sg_persist -n %s /dev/%s: status %s\n%s\n' "$*" "$d" "$pr_st" "$pr_out" >>"$pr_log"
+		((pr_st == 6)) || break
+		pr_ua=$((pr_ua + 1))
+	done
+}
+# pr that must succeed; $2 says what, for the failure.
+pr_ok() {
+	local d=$1 why=$2
+	shift 2
+	pr "$d" "$@"
+	((pr_st == 0)) || { echo "$pr_out"; fail "$why: sg_persist $* through $d: status $pr_st"; }
+}
+# Of the last PERSISTENT RESERVE IN: the keys READ KEYS listed (SPC-4 6.16.2), sorted, or
+# "none"; PRgeneration; the holder's key and the type READ RESERVATION gave (6.16.3), or
+# "none".
+pr_keys() {
+	local k
+	k=$(grep -oE '^ +0x[0-9a-f]+ *$' <<<"$pr_out" | tr -d ' ' | sort | paste -sd ' ' || true)
+	echo "${k:-none}"
+}
+pr_gen() { grep -oE 'PR generation=0x[0-9a-f]+' <<<"$pr_out" | head -n 1 | cut -d= -f2 || true; }
+pr_holder() {
+	local k t
+	k=$(grep -oE 'Key=0x[0-9a-f]+' <<<"$pr_out" | cut -d= -f2 || true)
+	t=$(grep -oE 'type: .*' <<<"$pr_out" | sed 's/^type: //; s/ *$//' || true)
+	[[ -n $k ]] && echo "$k, $t" || echo none
+}
+# READ KEYS through disk $1 must list $2 ("0x.. 0x.." sorted, or "none"); $3 says when.
+pr_want_keys() {
+	pr_ok "$1" "$3" -i -k
+	[[ $(pr_keys) == "$2" ]] || { echo "$pr_out"; fail "$3: READ KEYS through $1 lists '$(pr_keys)', not '$2'"; }
+}
+# READ RESERVATION through disk $1 must give "$2" ("KEY, TYPE" as sg_persist names it, or
+# "none"); $3 says when.
+pr_want_holder() {
+	pr_ok "$1" "$3" -i -r
+	[[ $(pr_holder) == "$2" ]] || { echo "$pr_out"; fail "$3: READ RESERVATION through $1 gives '$(pr_holder)', not '$2'"; }
+}
+# WRITE (10) of one block at LBA 256 through disk $1 by SG_IO (sg_raw: no page cache, no
+# retries by the kernel's block layer), bounded; $2 the SCSI status it must end with, as
+# sg_raw prints it ("Good", "Reservation Conflict": 18h); $3 says when. A unit attention is
+# sent again, as pr's.
+pr_write() {
+	local d=$1 want=$2 why=$3 out st status
+	for _ in 1 2 3 4 5; do
+		st=0
+		out=$(timeout -k 2 40 sg_raw -t 30 -s "$bsz" -i "$work/pr-block" "/dev/$d" 2a 00 00 00 01 00 00 00 01 00 2>&1) || st=$?
+		printf '## WRITE (10) through /dev/%s: status %s\n%s\n' "$d" "$st" "$out" >>"$pr_log"
+		((st == 6)) || break
+		pr_ua=$((pr_ua + 1))
+	done
+	status=$(grep -m 1 -oE 'SCSI Status: .*' <<<"$out" | sed 's/^SCSI Status: //; s/ *$//' || true)
+	[[ $status == "$want" ]] || { echo "$out"; fail "$why: WRITE (10) through $d: SCSI status '${status:-none}' (sg_raw status $st), not '$want'"; }
+	wr_status=$status
+}
+# fence_scsi (fence-agents) with arguments $2..., bounded; it must exit with status $1 (0
+# success; for -o status, 0 on, 2 off); its output in $fence_out.
+fence() {
+	local want=$1 st=0
+	shift
+	fence_out=$(timeout -k 5 120 fence_scsi "$@" 2>&1) || st=$?
+	printf '## fence_scsi %s: status %s\n%s\n' "$*" "$st" "$fence_out" >>"$pr_log"
+	((st == want)) || { echo "$fence_out"; fail "fence_scsi $*: status $st, not $want"; }
+}
+
+# $1 the owner's disk (A), $2 the standby's (B), $3 the owner's gateway, $4 the standby's.
+pr_across() {
+	local A=$1 B=$2 ga=$3 gb=$4 gen_a gen_b ka=a1a1a1 kb=b2b2b2
+	head -c "$bsz" /dev/urandom >"$work/pr-block"
+	: >"$pr_log"
+	pr_ua=0
+	note "tcp: reservations across gateways: A = $A (gw$ga, owner), B = $B (gw$gb, standby)"
+	# A new image: nothing registered.
+	pr_want_keys "$A" none "before the reservations"
+	pr_want_keys "$B" none "before the reservations"
+
+	# 1. REGISTER through each (SPC-4 6.17.2, 5.13.7; PERSISTENT RESERVE OUT is allowed
+	# through a standby port, 5.15.2.4.4): each gateway lists both (PRgeneration is the
+	# LU's, one counter whatever the port).
+	pr_ok "$A" "REGISTER 0xa1 through A" -o -G -S a1
+	pr_ok "$B" "REGISTER 0xb2 through B" -o -G -S b2
+	pr_want_keys "$A" "0xa1 0xb2" "registered through both"
+	gen_a=$(pr_gen)
+	pr_want_keys "$B" "0xa1 0xb2" "registered through both"
+	gen_b=$(pr_gen)
+	[[ -n $gen_a && $gen_a == "$gen_b" ]] || fail "READ KEYS: PRgeneration $gen_a through A, $gen_b through B"
+	note "tcp: REGISTER 0xa1 through A, 0xb2 through B: READ KEYS through A and B: 0xa1 0xb2, PRgeneration $gen_a through both"
+	# RESERVE Write Exclusive through A: B's gateway reports it (READ RESERVATION, 6.16.3).
+	pr_ok "$A" "RESERVE WE by 0xa1 through A" -o -R -K a1 -T 1
+	pr_want_holder "$B" "0xa1, Write Exclusive" "reserved through A"
+	pr_write "$A" Good "the holder A writes"
+	note "tcp: RESERVE (Write Exclusive) by 0xa1 through A: READ RESERVATION through B: 0xa1, Write Exclusive; WRITE through A (the holder): $wr_status"
+	pr_ok "$A" "RELEASE by 0xa1 through A" -o -L -K a1 -T 1
+	pr_want_holder "$B" none "released through A"
+	# Reserved through the standby's gateway, enforced by the owner's: a write through A (the
+	# owner's port, registered but not the holder) conflicts (SBC-3 4.17 table 13: Write
+	# Exclusive lets only the holder write). B's own writes are NOT READY anyway (standby).
+	pr_ok "$B" "RESERVE WE by 0xb2 through B" -o -R -K b2 -T 1
+	pr_want_holder "$A" "0xb2, Write Exclusive" "reserved through B"
+	pr_write "$A" "Reservation Conflict" "reserved by 0xb2 through B (Write Exclusive)"
+	note "tcp: RELEASE through A, RESERVE (Write Exclusive) by 0xb2 through B: READ RESERVATION through A: 0xb2, Write Exclusive; WRITE through A: $wr_status"
+	# PREEMPT AND ABORT of the holder 0xb2 through A (5.13.11.2.4.3, 5.13.11.2.5): B's
+	# registration goes, A holds the reservation (the type given) and writes again.
+	pr_ok "$A" "PREEMPT AND ABORT of 0xb2 by 0xa1 through A" -o -A -K a1 -S b2 -T 1
+	pr_want_keys "$B" 0xa1 "0xb2 preempted through A"
+	pr_want_holder "$B" "0xa1, Write Exclusive" "0xb2 preempted through A"
+	pr_write "$A" Good "0xb2 preempted through A: A holds the reservation"
+	note "tcp: PREEMPT AND ABORT of 0xb2 by 0xa1 through A: READ KEYS through B: 0xa1; READ RESERVATION through B: 0xa1, Write Exclusive; WRITE through A: $wr_status"
+	pr_ok "$A" "CLEAR by 0xa1 through A" -o -C -K a1
+	pr_want_keys "$B" none "cleared through A"
+	pr_want_holder "$B" none "cleared through A"
+	pr_want_keys "$A" none "cleared through A"
+	note "tcp: CLEAR through A: READ KEYS, READ RESERVATION through B: none"
+
+	# 2. fence_scsi (fence-agents), as a cluster fences a node with it: each node's `-o on`
+	# registers its key (REGISTER AND IGNORE EXISTING KEY) and, if nobody holds one,
+	# reserves Write Exclusive - Registrants Only; `-o off -k VICTIM` preempts-and-aborts
+	# VICTIM with the key of this host it stored (the last `-o on`'s, here B's, in
+	# /var/run/cluster.key: its STORE_PATH "/var/run/cluster" plus ".key"). Node A through
+	# gw$ga, node B through gw$gb; A fenced from B's side.
+	fence 0 -o on -k $ka -d "/dev/$A"
+	fence 0 -o on -k $kb -d "/dev/$B"
+	local hk
+	hk=$(cat /var/run/cluster.key 2>/dev/null || true)
+	[[ $hk == "$kb" ]] || fail "fence_scsi: the host key it stored (/var/run/cluster.key) is '$hk', not $kb"
+	pr_want_keys "$A" "0x$ka 0x$kb" "fence_scsi -o on through A and B"
+	pr_want_holder "$B" "0x$ka, Write Exclusive, registrants only" "fence_scsi -o on through A and B"
+	pr_write "$A" Good "fence_scsi -o on through A and B: A is registered"
+	note "tcp: fence_scsi -o on -k $ka through A, -k $kb through B: status 0; READ KEYS through A: 0x$ka 0x$kb; READ RESERVATION through B: 0x$ka, WERO; WRITE through A: $wr_status"
+	fence 0 -o off -k $ka -d "/dev/$B"
+	local off=$fence_out st_a
+	# Read through the other gateway: A's registration is gone, B holds the reservation
+	# (preempting the holder moves it, 5.13.11.2.4.3), A's writes conflict (WERO: only
+	# registrants write).
+	pr_want_keys "$A" "0x$kb" "fenced A through B"
+	pr_want_holder "$A" "0x$kb, Write Exclusive, registrants only" "fenced A through B"
+	fence 2 -o status -k $ka -d "/dev/$A"
+	grep -q 'Status: OFF' <<<"$fence_out" || { echo "$fence_out"; fail "fence_scsi -o status -k $ka through A: not 'Status: OFF'"; }
+	st_a=$fence_out
+	pr_write "$A" "Reservation Conflict" "fenced A through B (fence_scsi -o off)"
+	fence 0 -o status -k $kb -d "/dev/$A"
+	grep -q 'Status: ON' <<<"$fence_out" || { echo "$fence_out"; fail "fence_scsi -o status -k $kb through A: not 'Status: ON'"; }
+	note "tcp: fence_scsi -o off -k $ka through B: status 0 ($(tail -n 1 <<<"$off")); through A: -o status -k $ka: status 2 ($st_a), -k $kb: status 0 ($fence_out); READ KEYS: 0x$kb; READ RESERVATION: 0x$kb, WERO; WRITE through A: $wr_status"
+	pr_ok "$B" "CLEAR by 0x$kb through B" -o -C -K $kb
+	pr_want_keys "$A" none "cleared through B"
+	pr_want_holder "$A" none "cleared through B"
+	pr_want_keys "$B" none "cleared through B"
+	rm -f /var/run/cluster.key /var/run/cluster.dev
+	note "tcp: CLEAR through B: READ KEYS, READ RESERVATION through A: none (unit attentions answered on the way: $pr_ua; every command's output in $pr_log)"
+	if [[ -d /run/ulp-vm ]]; then # tools/vm/run --share DIR keeps it, passed or not
+		mkdir -p /run/ulp-vm/gateway_multipath
+		cp "$pr_log" /run/ulp-vm/gateway_multipath/ || true
+	fi
+}
+
 # ---- one transport ------------------------------------------------------------------------
 
 # A planned move: the owner $1 drained (`ulpctl gateway drain`), gateway $2 must take over
@@ -554,6 +746,9 @@ run_transport() {
 		[[ $rtpg_got == "$groups" ]] || fail "$tr: sg_rtpg /dev/$d reports '$rtpg_got', not '$groups' (group:state)"
 	done
 	note "$tr: sg_rtpg through both: $groups (group:state)"
+	if [[ $tr == tcp ]]; then
+		pr_across "${disk[$a]}" "${disk[$b]}" "$a" "$b"
+	fi
 	mp_udev_settle
 	if ((first)); then
 		first=0
