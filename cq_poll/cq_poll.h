@@ -171,6 +171,7 @@ public:
 	// processing directly), it waits its turn instead of returning.
 	int run();
 	// Make run() return after its current pass; from any thread (or a done() callback).
+	// Before run() started, the next run() returns at once (each stop() ends one run()).
 	void stop();
 
 	int nr_cqs() const; // attached CQs

@@ -117,12 +117,14 @@ int PollGroup::poll(int budget)
 
 int PollGroup::run()
 {
-	stop_.store(false, std::memory_order_relaxed);
+	// A stop() that came before this run() started counts (its thread may start late): the
+	// request is consumed when run() returns, not cleared when it begins.
 	while (!stop_.load(std::memory_order_acquire)) {
 		// -EBUSY: the owner is processing directly (drain, say) right now; wait it out.
 		if (poll() == -EBUSY)
 			std::this_thread::yield();
 	}
+	stop_.store(false, std::memory_order_relaxed);
 	return 0;
 }
 

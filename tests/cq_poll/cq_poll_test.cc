@@ -974,6 +974,35 @@ TEST(CqPool, SharedCqDispatches)
 // ---------------------------------------------------------------------------------------------
 // Poll groups.
 
+// A stop() that comes before the thread running the group has started (a late thread on a
+// busy host) still ends that run(); it ends one run() only.
+TEST(PollGroup, StopBeforeRunEndsTheRun)
+{
+	ulp::PollGroup group;
+	group.stop();
+	std::atomic<bool> returned{false};
+	std::thread t([&] {
+		EXPECT_EQ(group.run(), 0);
+		returned = true;
+	});
+	EXPECT_TRUE(wait_for([&] { return returned.load(); }, nullptr));
+	if (!returned) {
+		group.stop(); // do not hang the suite
+	}
+	t.join();
+	// The request was consumed: the next run() polls until its own stop().
+	returned = false;
+	std::thread t2([&] {
+		EXPECT_EQ(group.run(), 0);
+		returned = true;
+	});
+	std::this_thread::sleep_for(20ms);
+	EXPECT_FALSE(returned.load());
+	group.stop();
+	t2.join();
+	EXPECT_TRUE(returned.load());
+}
+
 TEST(PollGroup, RunsOnCallerThreadOnly)
 {
 	Rig rig;
