@@ -4,6 +4,7 @@
 
 #include "core/log.h"
 
+#include <algorithm>
 #include <cerrno>
 
 namespace ulp::ha
@@ -204,6 +205,10 @@ void GroupOwner::renew(Clock::time_point now)
 			set_state(OwnerState::Active);
 		return;
 	}
+	// The failed call may have taken up to the client's op timeout (a cluster cut off):
+	// judge the lease by the time it returned, not by the tick's start, or an owner whose
+	// lease ran out meanwhile would stay Active.
+	now = std::max(now, Clock::now());
 	if (r == -ENOENT || r == -ESHUTDOWN || now >= lease_->valid_until()) {
 		ULP_LOG(Error, Ha,
 		        "group {}: the lease is lost ({}): no more GOOD for its LUs here",

@@ -536,6 +536,26 @@ TEST(GroupOwner, FailoverFencesTheFrozenOwner)
 	EXPECT_EQ(b->owner->state(), OwnerState::Active);
 }
 
+// The owner's connections to the OSD cut (Ceph's ms_blackhole_osd on its client: what it
+// sends and receives is dropped, the connection stays up) while it renews: the call
+// returns only at the client's op timeout (10 s), after the lease (3 s) ran out. The owner
+// is Fenced then, judged by when the call returned: never Active on a lease that ended
+// while it waited.
+TEST(GroupOwner, ARenewThatOutlastsTheLeaseLosesIt)
+{
+	auto a = gateway("gw-a", "g-cut", "cut-a", 3s);
+	ASSERT_TRUE(a);
+	a->owner->tick();
+	ASSERT_EQ(a->owner->state(), OwnerState::Active);
+	ASSERT_EQ(rados_conf_set(a->client->cluster, "ms_blackhole_osd", "true"), 0);
+	const auto t0 = Lease::Clock::now();
+	a->owner->tick();
+	EXPECT_GE(Lease::Clock::now() - t0, 3s) << "the renew was not held by the cut";
+	EXPECT_EQ(a->owner->state(), OwnerState::Fenced);
+	EXPECT_EQ(a->owner->access(), PortAccess::Unavailable);
+	ASSERT_EQ(rados_conf_set(a->client->cluster, "ms_blackhole_osd", "false"), 0);
+}
+
 // A planned move: the owner drains (stops its I/O, marks its record released, lets the
 // lease go), and the standby takes the group at once without fencing anyone: the drained
 // gateway's client still writes.
