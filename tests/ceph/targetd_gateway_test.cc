@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <filesystem>
 #include <fstream>
 #include <thread>
 
@@ -39,23 +40,38 @@ struct Gateway {
 	test::TempDir dir;
 	test::TargetdProcess p;
 	std::string sock;
+	// Its Ceph clients each get an admin socket in dir (cut() needs them): the cluster's
+	// ceph.conf, and an admin_socket for client.admin.
+	bool asok = false;
 
 	::testing::AssertionResult start(const std::string &image, const std::string &group)
 	{
 		port = test::free_port();
 		sock = dir / "admin.sock";
+		std::string ceph_conf = g_cluster.conf;
+		if (asok) {
+			ceph_conf = dir / "ceph.conf";
+			std::ifstream in(g_cluster.conf);
+			std::ofstream out(ceph_conf);
+			out << in.rdbuf() << "\n[client.admin]\nadmin_socket = " << (dir / "ceph")
+			    << ".$pid.$cctid.asok\n";
+		}
 		const std::string conf = dir / "gw.toml";
 		std::ofstream f(conf);
 		f << "state_dir = \"" << (dir / "state") << "\"\n"
 		  << "portals = [\"127.0.0.1:" << port << "\"]\n"
-		  << "[gateway]\nname = \"" << name << "\"\npool = \"rbd\"\nconf = \""
-		  << g_cluster.conf << "\"\nlease = " << kLease << "\nhold_off = 5\n"
+		  << "[gateway]\nname = \"" << name << "\"\npool = \"rbd\"\nconf = \"" << ceph_conf
+		  << "\"\nlease = " << kLease << "\nhold_off = 5\n"
 		  << "[[target]]\nname = \"" << kIqn << "\"\n"
 		  << "  [[target.portal_group]]\n  tag = 1\n  rtpi = " << rtpi
 		  << "\n  portals = [\"127.0.0.1:" << port << "\"]\n"
 		  << "  [[target.lun]]\n  lun = 0\n  backstore = \"rbd\"\n  pool = \"rbd\"\n"
-		  << "  image = \"" << image << "\"\n  conf = \"" << g_cluster.conf
-		  << "\"\n  group = \"" << group << "\"\n";
+		  << "  image = \"" << image << "\"\n  conf = \"" << ceph_conf << "\"\n  group = \""
+		  << group << "\"\n";
+		// A cut gateway's writes in flight end at this op timeout (BUSY), and its exit
+		// waits for them: 10 s instead of the default 30, to keep the test short.
+		if (asok)
+			f << "  timeout = 10\n";
 		f.close();
 		std::string why;
 		if (!p.start({"--config", conf, "--admin-socket", sock}, &why, 30s))
@@ -63,6 +79,33 @@ struct Gateway {
 		return ::testing::AssertionSuccess();
 	}
 	std::string addr() const { return "127.0.0.1:" + std::to_string(port); }
+	// Cut (or with false, restore) every Ceph connection of this gateway's clients: its
+	// messenger drops what it sends to and receives from the monitor and the OSD
+	// (ms_blackhole_mon, ms_blackhole_osd: Ceph's own switch, set through each client's
+	// admin socket), while the connections stay up as in a network partition. The number
+	// of clients switched, or -1.
+	int cut(bool on)
+	{
+		int n = 0;
+		for (const auto &e : std::filesystem::directory_iterator(dir.path)) {
+			const std::string f = e.path().string();
+			if (!f.ends_with(".asok"))
+				continue;
+			for (const char *opt : {"ms_blackhole_osd", "ms_blackhole_mon"}) {
+				int rc = 0;
+				const std::string out =
+				    sh("timeout 30 ceph --admin-daemon " + f + " config set " +
+				           opt + (on ? " true" : " false"),
+				       &rc);
+				if (rc != 0) {
+					ADD_FAILURE() << f << ": " << out;
+					return -1;
+				}
+			}
+			n++;
+		}
+		return n;
+	}
 	// Its one group, as `ulpctl gateway show` has it.
 	json group()
 	{
@@ -331,6 +374,37 @@ TEST(TargetdGateway, LosingTheClusterStopsTheOwnerUntilItIsBack)
 	run.join();
 	ASSERT_EQ(run.rc, 0) << run.out;
 	expect_clean(run.out);
+}
+
+// The owner's own connections to the cluster cut, the cluster and the other gateway
+// untouched: the owner goes transitioning before its lease can run out and cannot renew;
+// the other fences it (blocklist) and serves. Once its connections are back, the cut one
+// finds itself fenced and exits 3 (if it has not ended already). The run ends clean:
+// nothing the cut gateway acknowledged is lost, none of its writes lands later.
+TEST(TargetdGateway, ACutClusterConnectionFencesTheOwner)
+{
+	Pair p;
+	p.g1.asok = true;
+	ASSERT_TRUE(p.start());
+	Writer run(p, 20, 15);
+	std::this_thread::sleep_for(3s);
+	const int clients = p.g1.cut(true);
+	ASSERT_GE(clients, 2) << "the map's client and the group's, each with an admin socket";
+	EXPECT_TRUE(p.g2.wait_state("active", 30s)) << p.g2.p.log();
+	EXPECT_NE(p.g2.p.log().find("did not release it: fencing it"), std::string::npos)
+	    << p.g2.p.log();
+	EXPECT_NE(p.g1.p.log().find("its ports report transitioning"), std::string::npos)
+	    << p.g1.p.log();
+	if (p.g1.p.running())
+		(void)p.g1.cut(false); // it may have ended meanwhile (its lease ran out)
+	// Its writes sent into the cut end at its LUN's op timeout (10 s, BUSY) and its exit
+	// waits for them (the sessions' teardown), then for its notifies in flight (7 s).
+	const int st = p.g1.p.wait(45s);
+	EXPECT_EQ(st, 3) << p.g1.p.log();
+	run.join();
+	ASSERT_EQ(run.rc, 0) << run.out;
+	expect_clean(run.out);
+	EXPECT_EQ(p.g2.group()["owner"], "gw2");
 }
 
 // ---- Reservations across the gateways (ha/pr_cluster.h through the daemon) ----------------
