@@ -365,26 +365,9 @@ expect_access_state "$a0" standby
 expect_rtpg "$b0" "1:2:2 2:0:2" "after the failover"
 timeout -k 2 20 sg_rtpg -d "/dev/$b0" | sed 's/^/    /'
 wait_moved "$b0" 20 "$a0" "after the failover"
-# The end of fio's run: SIGINT (timeout passes it on); fio stops, reports, and exits 128.
-kill -INT "$fpid"
-rc=0
-t0=$SECONDS
-while ((SECONDS - t0 < 30)); do # bounded: 30 s
-	kill -0 "$fpid" 2>/dev/null || break
-	sleep 0.2
-done
-kill -0 "$fpid" 2>/dev/null && { tail -n 20 "$work/fio-mp.log"; fail "fio still running 30 s after SIGINT"; }
-wait "$fpid" || rc=$?
+# The end of fio's run (timeout passes the SIGINT on).
+mp_fio_end "$fpid" "$work/fio-mp.log" "across the ALUA changes"
 fpid=''
-# fio counts its verify reads as issued reads ("issued rwts: total=R,W,...").
-reads=$(grep -oE 'issued rwts: total=[0-9]+' "$work/fio-mp.log" | grep -oE '[0-9]+$' || echo 0)
-if ((rc != 128 || reads == 0)) || ! grep -q 'terminating on signal 2' "$work/fio-mp.log" ||
-	! grep -q 'err= 0' "$work/fio-mp.log" || grep -qE 'err= *[1-9]' "$work/fio-mp.log"; then
-	tail -n 40 "$work/fio-mp.log"
-	fail "fio with verify on /dev/mapper/$mp across the changes: status $rc, $reads blocks read back"
-fi
-note "fio on /dev/mapper/$mp: ok, $reads blocks read back and verified"
-grep -E 'err=|^ *(read|write):|issued rwts|^ *(sd[a-z]|dm-[0-9]+):' "$work/fio-mp.log" | sed 's/^/    /'
 note "the paths' writes (sysfs): $a0 $(writes_done "$a0"), $b0 $(writes_done "$b0")"
 note "after: multipath -ll $mp:"
 timeout -k 2 60 multipath -ll $mp | sed 's/^/    /'

@@ -166,3 +166,28 @@ mp_expect_paths() {
 mp_path_states() {
 	timeout -k 2 20 multipathd show paths format "%d %t %T" 2>/dev/null | awk '$1 ~ /^sd/ { print $1, $2, $3 }' | sort
 }
+
+# mp_fio_end PID LOG WHAT: the end of fio's verified run on the map (fio started by the
+# caller with --verify, its output in LOG): SIGINT, which fio answers by stopping,
+# reporting and exiting 128, bounded to 30 s; then the case fails unless fio ended so, with
+# no error (err= 0) and verify reads done. WHAT names the run in the messages. The caller
+# forgets PID afterwards (its cleanup kills what it still holds).
+mp_fio_end() {
+	local pid=$1 log=$2 what=$3 rc=0 t0=$SECONDS reads
+	kill -INT "$pid"
+	while ((SECONDS - t0 < 30)); do # bounded: 30 s
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.2
+	done
+	kill -0 "$pid" 2>/dev/null && { tail -n 20 "$log"; fail "$what: fio still running 30 s after SIGINT"; }
+	wait "$pid" || rc=$?
+	# fio counts its verify reads as issued reads ("issued rwts: total=R,W,...").
+	reads=$(grep -oE 'issued rwts: total=[0-9]+' "$log" | grep -oE '[0-9]+$' || echo 0)
+	if ((rc != 128 || reads == 0)) || ! grep -q 'terminating on signal 2' "$log" ||
+		! grep -q 'err= 0' "$log" || grep -qE 'err= *[1-9]' "$log"; then
+		tail -n 40 "$log"
+		fail "$what: fio with verify on /dev/mapper/$mp: status $rc, $reads blocks read back"
+	fi
+	note "$what: fio on /dev/mapper/$mp: ok, err=0, $reads blocks read back and verified"
+	grep -E 'err=|^ *(read|write):|issued rwts|^ *(sd[a-z]|dm-[0-9]+):' "$log" | sed 's/^/    /'
+}

@@ -810,24 +810,8 @@ run_transport() {
 	wait_writes "${disk[$b]}" 20 "$tr: after both failovers"
 	own=$b
 
-	kill -INT "$fpid"
-	rc=0
-	for _ in $(seq 300); do # bounded: 30 s
-		kill -0 "$fpid" 2>/dev/null || break
-		sleep 0.1
-	done
-	kill -0 "$fpid" 2>/dev/null && { tail -n 20 "$work/fio-$tr.log"; fail "$tr: fio still running 30 s after SIGINT"; }
-	wait "$fpid" || rc=$?
+	mp_fio_end "$fpid" "$work/fio-$tr.log" "$tr: across the failovers"
 	fpid=''
-	# fio counts its verify reads as issued reads ("issued rwts: total=R,W,...").
-	reads=$(grep -oE 'issued rwts: total=[0-9]+' "$work/fio-$tr.log" | grep -oE '[0-9]+$' || echo 0)
-	if ((rc != 128 || reads == 0)) || ! grep -q 'terminating on signal 2' "$work/fio-$tr.log" ||
-		! grep -q 'err= 0' "$work/fio-$tr.log" || grep -qE 'err= *[1-9]' "$work/fio-$tr.log"; then
-		tail -n 40 "$work/fio-$tr.log"
-		fail "$tr: fio with verify on /dev/mapper/$mp across the failovers: status $rc, $reads blocks read back"
-	fi
-	note "$tr: fio on /dev/mapper/$mp: ok, err=0, $reads blocks read back and verified"
-	grep -E 'err=|^ *(read|write):|issued rwts' "$work/fio-$tr.log" | sed 's/^/    /'
 	[[ -s $work/fio-${tr}_iops.1.log ]] || fail "$tr: fio wrote no per-I/O log"
 	note "$tr: I/O stalls as fio saw them:"
 	stalls "$work/fio-${tr}_iops.1.log" "$work/events-$tr" | sed "s/^/    $tr: /"
