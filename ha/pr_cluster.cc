@@ -13,6 +13,7 @@
 #include <condition_variable>
 #include <deque>
 #include <set>
+#include <utility>
 
 namespace ulp::ha
 {
@@ -169,16 +170,8 @@ std::unique_ptr<PrCluster> PrCluster::attach(scsi::LogicalUnit &lu,
 
 PrCluster::~PrCluster()
 {
-	if (abandoned_)
-		return;
-	map_->unwatch(); // no callback runs after this
-	out_->stop();
-	watch_->stop();
-	{
-		std::lock_guard g(acks_->lock);
-		acks_->map = nullptr;
-	}
-	scsi::pr_detach_shared(lu_, *this); // not ours when attach failed: left alone
+	if (!stop_sharing())
+		return; // abandon() ran: the record stays
 	if (int r = write_record(true, false); r < 0)
 		ULP_LOG(Warn, Ha, "LU {}: removing this gateway's record from {}: {}", lu_.name(),
 		        oid(), scsi::rados_strerror(r));
@@ -186,25 +179,30 @@ PrCluster::~PrCluster()
 
 void PrCluster::abandon()
 {
-	if (abandoned_)
-		return;
-	abandoned_ = true;
+	if (stop_sharing())
+		ULP_LOG(Info, Ha,
+		        "LU {}: reservations in {} left as they are (this client is fenced)",
+		        lu_.name(), oid());
+}
+
+bool PrCluster::stop_sharing()
+{
+	if (std::exchange(unshared_, true))
+		return false;
 	// No callback runs after this. librados frees the watch only so; the OSD refuses a
 	// blocklisted client at once, and an unreachable one's wait is the client's
 	// rados_osd_op_timeout (RadosConfig::timeout_s).
 	map_->unwatch();
-	// As in the destructor, lu is no longer exported: a job already in a RADOS call ends
-	// within the client's timeouts (a blocklisted client's at once), and what is queued is
-	// dropped.
+	// lu is no longer exported: a job already in a RADOS call ends within the client's
+	// timeouts, and what is queued is dropped.
 	out_->stop();
 	watch_->stop();
 	{
 		std::lock_guard g(acks_->lock);
 		acks_->map = nullptr;
 	}
-	scsi::pr_detach_shared(lu_, *this);
-	ULP_LOG(Info, Ha, "LU {}: reservations in {} left as they are (this client is fenced)",
-	        lu_.name(), oid());
+	scsi::pr_detach_shared(lu_, *this); // not ours when attach failed: left alone
+	return true;
 }
 
 void PrCluster::on_watch(const ClusterMapNotify *n)

@@ -128,6 +128,8 @@ private:
 	// Write (or with erase, remove) this gateway's record, and with prune the records of
 	// earlier processes of the same gateway, by compare-and-set without a notify.
 	int write_record(bool erase, bool prune);
+	// The watch, the threads and lu's sharing ended, once: true the first time.
+	bool stop_sharing();
 
 	scsi::LogicalUnit &lu_;                     // the LU (outlives this)
 	std::shared_ptr<scsi::RadosClient> client_; // the LU's group's client
@@ -143,7 +145,7 @@ private:
 	std::mutex reg_lock_;             // guards the two below
 	std::vector<uint16_t> reg_ports_; // the ports this gateway's record names
 	bool pruned_ = false;             // earlier processes' records removed
-	bool abandoned_ = false;          // abandon() ran: the destructor does nothing more
+	bool unshared_ = false;           // stop_sharing() ran (abandon(), or the destructor)
 	const std::chrono::steady_clock::time_point attached_; // when attach() ran
 };
 
