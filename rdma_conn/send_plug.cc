@@ -81,8 +81,11 @@ int SendPlug::post(Qp &qp, PlugList *unsent)
 	}
 	const SendWr *bad = nullptr;
 	const int rc = qp.post_send(posting_[0]->first, &bad);
+	// Each piece's WRs are its own again. Safe after post_send although a completion may
+	// already have handed a piece back: its protocol builds WRs in a context again only
+	// holding the connection, which the caller of post() holds until it returns.
 	for (PlugPiece *p : posting_)
-		p->last->next = nullptr; // each piece's WRs are its own again
+		p->last->next = nullptr;
 	stats_.posts++;
 	if (rc == 0) {
 		stats_.pieces += n;

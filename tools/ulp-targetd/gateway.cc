@@ -105,10 +105,11 @@ Gateway::~Gateway()
 	// more in the cluster: its records in the reservation objects are left to the others.
 	std::lock_guard om(owner_mu_);
 	std::lock_guard g(mu_);
+	if (!fenced_)
+		return; // each PrCluster removes its record as it goes
 	for (auto &grp : groups_)
 		for (auto &[lu, prc] : grp->pr)
-			if (fenced_)
-				prc->abandon();
+			prc->abandon();
 }
 
 // Our gateway record (the group id: ours from an earlier run, else the lowest free) and
