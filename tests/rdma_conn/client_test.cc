@@ -267,6 +267,16 @@ protected:
 		return false;
 	}
 
+	// The target's side of the connection c just made, once its ESTABLISHED has come
+	// (bounded: 1 s); nullptr if it has not.
+	TestConn *established()
+	{
+		TestConn *t = portal->last;
+		for (int i = 0; t && i < 500 && !t->established; i++)
+			std::this_thread::sleep_for(2ms);
+		return t && t->established ? t : nullptr;
+	}
+
 	soft_test::DevPtr dev;
 	std::unique_ptr<TestPortal> portal;
 	SockAddr dst;
@@ -387,11 +397,8 @@ TEST_F(RdmaClient, WhatCameBeforeDisconnectIsReapedFirst)
 	std::string why;
 	CmRec reply;
 	ASSERT_EQ(c.conn.connect(c.params(dst, clock::now() + 5s), &reply, &why), 0) << why;
-	TestConn *t = portal->last;
-	ASSERT_NE(t, nullptr);
-	for (int i = 0; i < 500 && !t->established; i++)
-		std::this_thread::sleep_for(2ms);
-	ASSERT_TRUE(t->established);
+	TestConn *t = established();
+	ASSERT_NE(t, nullptr) << "the target's side never saw ESTABLISHED";
 	ASSERT_EQ(t->send_imm(0xfeed), 0);
 	for (int i = 0; i < 500 && t->sent.ok == 0; i++)
 		std::this_thread::sleep_for(2ms);
@@ -436,11 +443,8 @@ TEST_F(RdmaClient, APlugOnceClosedPostsAtOnce)
 	std::string why;
 	CmRec reply;
 	ASSERT_EQ(c.conn.connect(c.params(dst, clock::now() + 5s), &reply, &why), 0) << why;
-	TestConn *t = portal->last;
-	ASSERT_NE(t, nullptr);
-	for (int i = 0; i < 500 && !t->established; i++)
-		std::this_thread::sleep_for(2ms);
-	ASSERT_TRUE(t->established);
+	TestConn *t = established();
+	ASSERT_NE(t, nullptr) << "the target's side never saw ESTABLISHED";
 	auto posts = [&] { return soft::qp_counters(*t->qp()).post_sends; };
 	const uint64_t p0 = posts();
 	{
