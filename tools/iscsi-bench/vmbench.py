@@ -408,8 +408,9 @@ def header(args, title, lun_desc):
     lines = [f"{title} (fio, libaio, O_DIRECT) on rxe0 in the VM",
              f"  command:  {args.cmdline or '(in the guest only)'}",
              f"  backing:  {args.backing}: {lun_desc}",
-             f"  rounds:   {args.rounds} (the targets' order rotated each round), "
-             f"{args.runtime} s per job",
+             f"  rounds:   {args.rounds}"
+             + (" (the targets' order rotated each round)" if args.rounds > 1 else "")
+             + f", {args.runtime} s per job",
              "  ch_count: " + (("ib_srp's default" if not ch else str(ch))
                                if ch is not None else "- (iSER: one connection per session)")]
     return "\n".join(lines)
