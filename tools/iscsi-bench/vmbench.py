@@ -3,9 +3,10 @@
 initiator; vm-srp: the Linux SRP initiator): a Linux initiator with fio against several
 targets on rxe0 in ONE VM run (tools/vm/run), the same jobs side by side.
 
-A script gives its targets (objects with name, lun, start() -> pid or None, stop()) and
-its initiator (login(target) -> block device, logout()); this module runs the jobs, takes
-the figures and prints the table and the ratios against ulp-targetd:
+A script gives its targets (objects with name, lun, start() -> pid or None, stop(), and a
+round attribute this module sets before each start) and its initiator (login(target) ->
+block device, logout()); this module runs the jobs, takes the figures and prints the table
+and the ratios against ulp-targetd:
 
   IOPS, MB/s, completion latency p50/p99 from fio (libaio, O_DIRECT, time-based); guest
   CPU per I/O (every CPU of the VM, busy time over the job's I/Os: initiator, rxe and
@@ -14,6 +15,17 @@ the figures and prints the table and the ratios against ulp-targetd:
   the guest and of the target process (thread hops and sleeps: under TCG each costs tens
   of microseconds).
 
+With --rounds N the whole set of targets runs N times in the one VM boot, the order
+rotated each round (A B C, then B C A, ...), so that no target always runs first or
+last; the table gives each figure's median over the rounds with its min-max, the ratios
+come from the medians, and each round's IOPS is printed too.
+
+The LUN is what the script's --backing names: a RAM disk of the target's own, a file
+(lun_file), or one brd device, /dev/ram0, that every target serves as a block device
+(Brd): filled once at the start, so every target reads allocated pages, and checked
+before each target to be the same device, claimed by nobody, with no page cache of it
+left by the previous target.
+
 Under TCG, rxe computes its CRCs in emulated software: the figures compare stacks within
 one run and say nothing about hardware.
 """
@@ -21,11 +33,14 @@ import argparse
 import json
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+
+from iscsibench import median
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -160,14 +175,100 @@ def guest_busy():
     return (sum(v) - v[3] - v[4]) / CLK_TCK
 
 
+def lun_size(quick):
+    """The LUN's size: ("64M", bytes) with --quick, ("256M", bytes) otherwise."""
+    return ("64M", 64 << 20) if quick else ("256M", 256 << 20)
+
+
+class Brd:
+    """--backing block: one brd RAM disk, /dev/ram0, of the LUN's size, that every target
+    serves as a block device (ulp-targetd's block backstore with O_DIRECT, LIO's iblock,
+    tgtd's rdwr). brd allocates a page at its first write and reads a hole as zeros
+    without one: the whole device is written once here, so every target reads allocated
+    pages."""
+
+    DEV = "/dev/ram0"
+
+    def __init__(self, quick):
+        self.size, self.size_bytes = lun_size(quick)
+        sh(["modprobe", "brd", "rd_nr=1", f"rd_size={self.size_bytes >> 10}"])
+        wait_for(self.DEV, lambda: os.path.exists(self.DEV), 10)
+        sh(["dd", "if=/dev/zero", f"of={self.DEV}", "bs=1M", "oflag=direct",
+            f"count={self.size_bytes >> 20}"], timeout=300)
+        self.ident = self.identity()
+        if self.ident[1] != self.size_bytes:
+            raise Fail(f"{self.DEV}: {self.ident[1]} bytes, not {self.size_bytes} (brd "
+                       f"loaded before with another rd_size?)")
+
+    def identity(self):
+        """(device number, size in bytes) of /dev/ram0."""
+        with open("/sys/block/ram0/size") as f:
+            return os.stat(self.DEV).st_rdev, int(f.read()) * 512
+
+    def settle(self):
+        """Before each target: the same device as at the start, claimed by nobody (the
+        previous target gave it back), and no page cache of it (tgtd's rdwr reads and
+        writes through it) left for the next target to find."""
+        if self.identity() != self.ident:
+            raise Fail(f"{self.DEV} is not the device of the start: {self.identity()} "
+                       f"against {self.ident}")
+        try:
+            # O_EXCL on a block device without O_CREAT: an exclusive open, EBUSY while
+            # another holder (LIO's iblock, ulp-targetd's block backstore) has it.
+            os.close(os.open(self.DEV, os.O_RDONLY | os.O_EXCL))
+        except OSError as e:
+            raise Fail(f"{self.DEV} still claimed after the previous target: {e}")
+        sh(["sync"])
+        write("/proc/sys/vm/drop_caches", "3")
+
+    def describe(self):
+        return (f"{self.DEV} (brd, {self.size}, written once at start; the same device for "
+                f"every target, its page cache dropped before each)")
+
+
+class Configfs:
+    """What a LIO target made in configfs, undone in reverse order at its stop, so that
+    the next round (or the next target) finds no backstore claiming the LUN's storage, no
+    listener on its port and no leftover directory."""
+
+    def __init__(self):
+        self.made = []  # ("dir" | "link", path), in the order made
+
+    def mkdir(self, path):
+        """mkdir -p, remembering each directory it made (configfs makes a group's default
+        groups itself: those are not ours to remove)."""
+        parts = path.rstrip("/").split("/")
+        for i in range(2, len(parts) + 1):
+            p = "/".join(parts[:i])
+            if not os.path.isdir(p):
+                os.mkdir(p)
+                self.made.append(("dir", p))
+
+    def symlink(self, src, dst):
+        os.symlink(src, dst)
+        self.made.append(("link", dst))
+
+    def undo(self):
+        errors = []
+        while self.made:
+            kind, p = self.made.pop()
+            try:
+                (os.unlink if kind == "link" else os.rmdir)(p)
+            except FileNotFoundError:
+                pass
+            except OSError as e:
+                errors.append(f"{p}: {e}")
+        if errors:
+            raise Fail("configfs teardown: " + "; ".join(errors))
+
+
 def lun_file(quick, name):
     """The LUN file every file-backed target serves: on ext4, as a storage target's would,
     on a loop device over guest RAM (the guest kernel's (6.1) tmpfs and overlayfs refuse
     RWF_NOWAIT and O_DIRECT, so a file there would take paths no real deployment takes).
     Written, not fallocated: every target then reads from the page cache, as the reads of a
     hot LUN do; unwritten extents would be read cold. Returns (path, size, size_bytes)."""
-    size = "64M" if quick else "256M"
-    size_bytes = (64 if quick else 256) << 20
+    size, size_bytes = lun_size(quick)
     fs_img, mnt = f"/dev/shm/{name}-fs.img", f"/mnt/{name}"
     with open(fs_img, "wb") as f:
         os.posix_fallocate(f.fileno(), 0, size_bytes + (64 << 20))
@@ -222,90 +323,171 @@ def run_job(dev, job, runtime, size, pid, out_json):
     }
 
 
-def run_targets(targets, initiator, args, size, title):
-    """In the guest: for each target, start it, log in, run the jobs, log out, stop it; a
-    target that fails is reported and the next one runs. Prints the table; writes
-    results.json to args.out. 0 when every target ran every job, 1 otherwise."""
-    results = {}
+def rotated(targets, k):
+    """Round k's order (0-based): the targets' list turned left k times (A B C, B C A, ...)."""
+    k %= max(len(targets), 1)
+    return targets[k:] + targets[:k]
+
+
+def run_targets(targets, initiator, args, size, title, lun_desc, settle=None):
+    """In the guest, args.rounds times with the order rotated: for each target, settle()
+    (when given), start it, log in, run the jobs, log out, stop it; a target that fails is
+    reported and the next one runs. Prints the table; writes every round's fio JSON and
+    results.json to args.out. 0 when every target ran every job of every round, 1
+    otherwise."""
+    results = {}  # (job name, target name) -> [figures of each round that ran it]
     failed = []
-    order = [t.name for t in targets]
-    for t in targets:
-        try:
-            pid = t.start()
-            dev = initiator.login(t)
-            log(f"{t.name}: logged in, LUN {t.lun} is {dev}")
-            for job in JOBS:
-                r = run_job(dev, job, args.runtime, size, pid,
-                            os.path.join(args.out, f"fio-{t.name}-{job[1]}-{job[2]}.json"))
-                results[(job[0], t.name)] = r
-                log(f"{t.name}: {job[0]}: {r['iops']:.0f} IOPS, {r['mbps']:.1f} MB/s")
-            initiator.logout()
-            t.stop()
-        except Fail as e:
-            log(f"FAIL: {t.name}: {e}")
-            failed.append(t.name)
-            initiator.cleanup()
+    orders = []
+    for k in range(args.rounds):
+        order = rotated(targets, k)
+        orders.append([t.name for t in order])
+        log(f"round {k + 1} of {args.rounds}: {' '.join(orders[-1])}")
+        for t in order:
+            t.round = k + 1
             try:
+                if settle:
+                    settle()
+                pid = t.start()
+                dev = initiator.login(t)
+                log(f"{t.name}: logged in, LUN {t.lun} is {dev}")
+                for job in JOBS:
+                    r = run_job(dev, job, args.runtime, size, pid,
+                                os.path.join(args.out, f"fio-r{k + 1}-{t.name}-{job[1]}-"
+                                             f"{job[2]}.json"))
+                    r["round"] = k + 1
+                    results.setdefault((job[0], t.name), []).append(r)
+                    log(f"round {k + 1}: {t.name}: {job[0]}: {r['iops']:.0f} IOPS, "
+                        f"{r['mbps']:.1f} MB/s")
+                initiator.logout()
                 t.stop()
-            except Exception as e2:  # already broken: say so, go on with the next
-                log(f"{t.name}: stop: {e2}")
-    print_table(results, order, args, title)
+            except (Fail, OSError) as e:  # OSError: a sysfs or configfs write refused
+                log(f"FAIL: round {k + 1}: {t.name}: {e}")
+                failed.append(f"{t.name} (round {k + 1})")
+                initiator.cleanup()
+                try:
+                    t.stop()
+                except Exception as e2:  # already broken: say so, go on with the next
+                    log(f"{t.name}: stop: {e2}")
+    print_table(results, [t.name for t in targets], orders, args, title, lun_desc)
     with open(os.path.join(args.out, "results.json"), "w") as f:
-        json.dump([{"job": k[0], "target": k[1], **v} for k, v in results.items()], f,
-                  indent=1)
+        json.dump([{"job": k[0], "target": k[1], **r} for k, rs in results.items()
+                   for r in rs], f, indent=1)
     if failed:
         log(f"targets that did not complete: {', '.join(failed)}")
         return 1
     return 0
 
 
-def print_table(results, order, args, title):
+# The table's columns: heading, key in run_job's figures, format.
+COLUMNS = [("IOPS", "iops", ".0f"), ("MB/s", "mbps", ".2f"), ("p50 us", "p50_us", ".0f"),
+           ("p99 us", "p99_us", ".0f"), ("guest us/IO", "guest_us_per_io", ".1f"),
+           ("tgt us/IO", "target_us_per_io", ".1f"), ("guest cs/IO", "guest_cs_per_io", ".2f"),
+           ("tgt cs/IO", "target_cs_per_io", ".2f")]
+BY_THREAD = ["cs_per_io_by_thread", "ics_per_io_by_thread", "cpu_us_per_io_by_thread",
+             "sys_us_per_io_by_thread"]
+
+
+def summarize(rounds):
+    """One row from the rounds of a job on a target: each figure's median, min and max
+    (None for a figure the target has not: a kernel target's own CPU); the per-thread
+    figures the median of each thread group's (0 in a round it did not show)."""
+    row = {}
+    for _, key, _ in COLUMNS:
+        vals = [r[key] for r in rounds]
+        row[key] = None if None in vals else (median(vals), min(vals), max(vals))
+    for key in BY_THREAD:
+        groups = {g for r in rounds for g in r[key]}
+        m = {g: median([r[key].get(g, 0) for r in rounds]) for g in groups}
+        row[key] = dict(sorted(m.items(), key=lambda kv: -kv[1]))
+    return row
+
+
+def header(args, title, lun_desc):
+    """The run's identity, to quote with any figure of it."""
+    ch = getattr(args, "ch_count", None)
+    lines = [f"{title} (fio, libaio, O_DIRECT) on rxe0 in the VM",
+             f"  command:  {args.cmdline or '(in the guest only)'}",
+             f"  backing:  {args.backing}: {lun_desc}",
+             f"  rounds:   {args.rounds}"
+             + (" (the targets' order rotated each round)" if args.rounds > 1 else "")
+             + f", {args.runtime} s per job",
+             "  ch_count: " + (("ib_srp's default" if not ch else str(ch))
+                               if ch is not None else "- (iSER: one connection per session)")]
+    return "\n".join(lines)
+
+
+def print_table(results, order, orders, args, title, lun_desc):
+    rows = {k: summarize(v) for k, v in results.items()}
+    many = args.rounds > 1
     print()
-    print(f"{title} (fio, libaio, O_DIRECT) on rxe0 in the VM, {args.runtime} s per job; the "
-          f"figures compare targets within this run only")
-    hdr = (f"{'job':<18} {'target':<12} {'IOPS':>8} {'MB/s':>8} {'p50 us':>9} {'p99 us':>9} "
-           f"{'guest us/IO':>12} {'tgt us/IO':>10} {'guest cs/IO':>12} {'tgt cs/IO':>10}")
-    print(hdr)
-    print("-" * len(hdr))
+    print(header(args, title, lun_desc))
+    print("  figures:  " + ("the median of the rounds, their min-max on the line below "
+                            "(the median of 2 is their mean); " if many else "")
+          + "they compare targets within this run only")
+    # Each column as wide as its widest cell (a min-max span is twice a figure).
+    lines = []  # (job cell, target cell, [figure cells])
     for job in JOBS:
         first = True
         for t in order:
-            r = results.get((job[0], t))
+            r = rows.get((job[0], t))
             if not r:
                 continue
-            tgt = f"{r['target_us_per_io']:.1f}" if r["target_us_per_io"] is not None else "-"
-            tcs = f"{r['target_cs_per_io']:.2f}" if r["target_cs_per_io"] is not None else "-"
-            print(f"{job[0] if first else '':<18} {t:<12} {r['iops']:>8.0f} {r['mbps']:>8.2f} "
-                  f"{r['p50_us']:>9.0f} {r['p99_us']:>9.0f} {r['guest_us_per_io']:>12.1f} "
-                  f"{tgt:>10} {r['guest_cs_per_io']:>12.2f} {tcs:>10}")
+            cells, spans = [], []
+            for _, key, fmt in COLUMNS:
+                v = r[key]
+                cells.append(format(v[0], fmt) if v else "-")
+                spans.append(format(v[1], fmt) + "-" + format(v[2], fmt) if v else "")
+            lines.append((job[0] if first else "", t, cells))
+            if many:
+                lines.append(("", "  min-max", spans))
             first = False
+    widths = [max([len(h)] + [len(c[i]) for _, _, c in lines])
+              for i, (h, _, _) in enumerate(COLUMNS)]
+    hdr = f"{'job':<18} {'target':<12} " + "  ".join(
+        f"{h:>{w}}" for (h, _, _), w in zip(COLUMNS, widths))
+    print(hdr)
+    print("-" * len(hdr))
+    for j, t, cells in lines:
+        print(f"{j:<18} {t:<12} " + "  ".join(f"{c:>{w}}" for c, w in zip(cells, widths)))
     print()
-    by_thread(results, order, "context switches per I/O by guest thread (the largest five, "
-              "the involuntary ones in brackets; a switch in and out of the CPU idle loop "
-              "counts in swapper's, which /proc does not list):",
-              "cs_per_io_by_thread", "ics_per_io_by_thread", ".2f")
-    by_thread(results, order, "CPU per I/O by guest thread, us (the largest five; in the "
-              "kernel in brackets):", "cpu_us_per_io_by_thread", "sys_us_per_io_by_thread",
-              ".1f")
-    print("ratios ulp-targetd / other (IOPS > 1 is faster; p50 and guest CPU per I/O < 1 "
-          "are better):")
+    print("IOPS of each round (orders: " + "; ".join(
+        f"{k + 1}: {' '.join(o)}" for k, o in enumerate(orders)) + "):")
     for job in JOBS:
-        u = results.get((job[0], "ulp-targetd"))
-        for t in order[1:] if order and order[0] == "ulp-targetd" else []:
-            o = results.get((job[0], t))
-            if u and o:
-                print(f"  {job[0]:<18} vs {t:<5}  IOPS {u['iops'] / o['iops']:.2f}x  "
-                      f"p50 {u['p50_us'] / max(o['p50_us'], 1e-9):.2f}x  "
-                      f"guest CPU/IO {u['guest_us_per_io'] / o['guest_us_per_io']:.2f}x")
+        for t in order:
+            rs = results.get((job[0], t))
+            if rs:
+                print(f"  {job[0]:<18} {t:<12} " + "  ".join(
+                    f"r{r['round']} {r['iops']:>8.0f}" for r in rs))
+    print()
+    what = " (medians of the rounds)" if many else ""
+    by_thread(rows, order, "context switches per I/O by guest thread" + what + " (the "
+              "largest five, the involuntary ones in brackets; a switch in and out of the "
+              "CPU idle loop counts in swapper's, which /proc does not list):",
+              "cs_per_io_by_thread", "ics_per_io_by_thread", ".2f")
+    by_thread(rows, order, "CPU per I/O by guest thread, us" + what + " (the largest five; "
+              "in the kernel in brackets):", "cpu_us_per_io_by_thread",
+              "sys_us_per_io_by_thread", ".1f")
+    print("ratios ulp-targetd / other" + (", of the medians" if many else "") +
+          " (IOPS > 1 is faster; p50, p99 and guest CPU per I/O < 1 are better):")
+    for job in JOBS:
+        u = rows.get((job[0], "ulp-targetd"))
+        for t in order:
+            o = rows.get((job[0], t))
+            if t == "ulp-targetd" or not u or not o:
+                continue
+            print(f"  {job[0]:<18} vs {t:<5}  IOPS {u['iops'][0] / o['iops'][0]:.2f}x  "
+                  f"p50 {u['p50_us'][0] / max(o['p50_us'][0], 1e-9):.2f}x  "
+                  f"p99 {u['p99_us'][0] / max(o['p99_us'][0], 1e-9):.2f}x  "
+                  f"guest CPU/IO {u['guest_us_per_io'][0] / o['guest_us_per_io'][0]:.2f}x")
 
 
-def by_thread(results, order, title, key, part_key, fmt):
+def by_thread(rows, order, title, key, part_key, fmt):
     """Print a per-thread figure of every job and target: the largest five groups, each
     with the part part_key gives in brackets."""
     print(title)
     for job in JOBS:
         for t in order:
-            r = results.get((job[0], t))
+            r = rows.get((job[0], t))
             if r and r.get(key):
                 part = r.get(part_key, {})
                 print(f"  {job[0]:<18} {t:<12} " + "  ".join(
@@ -322,11 +504,15 @@ def launch(script, args, targets, per_target_extra_s=60):
     out = os.path.abspath(args.out) if keep else tempfile.mkdtemp(prefix=f"{TAG}-")
     os.makedirs(out, exist_ok=True)
     timeout = args.timeout or (
-        240 + len(targets) * (len(JOBS) * (args.runtime + 20) + per_target_extra_s))
+        300 + args.rounds * len(targets) * (len(JOBS) * (args.runtime + 20)
+                                            + per_target_extra_s))
+    log(f"{args.cmdline}: backing {args.backing}, {args.rounds} round(s), "
+        f"{args.runtime} s per job, VM timeout {timeout} s")
     cmd = [os.path.join(ROOT, "tools/vm/run"), "--timeout", str(timeout), "--share", out,
            "--", sys.executable, os.path.abspath(script), "--in-guest",
            "--runtime", str(args.runtime), "--targetd", os.path.abspath(args.targetd),
-           "--out", "/run/ulp-vm", "--only", ",".join(targets)]
+           "--out", "/run/ulp-vm", "--only", ",".join(targets), "--backing", args.backing,
+           "--rounds", str(args.rounds), f"--cmdline={args.cmdline}"]
     if args.quick:
         cmd.append("--quick")
     if args.targetd_args:
@@ -340,7 +526,8 @@ def launch(script, args, targets, per_target_extra_s=60):
     return rc
 
 
-def add_common_args(ap, targets):
+def add_common_args(ap, targets, backings):
+    """The options both scripts take; backings: the --backing choices, the default first."""
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--runtime", type=int, default=None)
     ap.add_argument("--targetd",
@@ -351,7 +538,12 @@ def add_common_args(ap, targets):
     ap.add_argument("--out", default=None)
     ap.add_argument("--timeout", type=int, default=None)
     ap.add_argument("--only", default=",".join(targets))
+    ap.add_argument("--backing", choices=backings, default=backings[0])
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="run the whole set of targets N times in the one VM boot, the "
+                         "order rotated each round; the table gives medians (default 1)")
     ap.add_argument("--in-guest", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--cmdline", default="", help=argparse.SUPPRESS)  # the host's, quoted
 
 
 def check_common_args(ap, args, targets):
@@ -359,7 +551,11 @@ def check_common_args(ap, args, targets):
     for t in args.only:
         if t not in targets:
             ap.error(f"--only: unknown target {t!r} ({', '.join(targets)})")
+    if args.rounds < 1:
+        ap.error("--rounds: at least 1")
     if args.runtime is None:
         args.runtime = 3 if args.quick else 10
-    if not args.in_guest and not os.access(args.targetd, os.X_OK):
-        ap.error(f"{args.targetd} is not built")
+    if not args.in_guest:
+        args.cmdline = shlex.join(sys.argv)
+        if not os.access(args.targetd, os.X_OK):
+            ap.error(f"{args.targetd} is not built")
