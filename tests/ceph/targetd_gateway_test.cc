@@ -214,7 +214,24 @@ struct Writer {
 		});
 	}
 	void join() { t.join(); }
+	// Its end: it ran to the end, and every block it wrote read back as written.
+	void expect_clean_end()
+	{
+		join();
+		ASSERT_EQ(rc, 0) << out;
+		expect_clean(out);
+	}
 };
+
+// gw1, fenced, exits 3 within limit (its unit would restart it with a new client); the
+// writer ended clean through gw2, which owns the group.
+void expect_fenced_and_handed_over(Pair &p, Writer &run, std::chrono::seconds limit)
+{
+	const int st = p.g1.p.wait(limit);
+	EXPECT_EQ(st, 3) << p.g1.p.log();
+	run.expect_clean_end();
+	EXPECT_EQ(p.g2.group()["owner"], "gw2");
+}
 
 TEST(TargetdGateway, KillingTheOwnerMovesTheGroupWithNothingLost)
 {
@@ -225,9 +242,7 @@ TEST(TargetdGateway, KillingTheOwnerMovesTheGroupWithNothingLost)
 	std::this_thread::sleep_for(3s);
 	p.g1.p.kill();
 	EXPECT_TRUE(p.g2.wait_state("active", 15s)) << p.g2.p.log();
-	run.join();
-	ASSERT_EQ(run.rc, 0) << run.out;
-	expect_clean(run.out);
+	run.expect_clean_end();
 	const json j = last_json(run.out);
 	EXPECT_GE(j["multipath"]["switches"].get<uint64_t>(), 1u) << run.out;
 	const json g = p.g2.group();
@@ -259,12 +274,7 @@ TEST(TargetdGateway, AFrozenOwnerIsFencedAndEndsWhenItWakes)
 	// Awake, gw1 finds its lease lost to a fencing: its ports unavailable, it ends with
 	// status 3 (its unit restarts it with a new client).
 	ASSERT_EQ(::kill(p.g1.p.pid(), SIGCONT), 0);
-	const int st = p.g1.p.wait(15s);
-	EXPECT_EQ(st, 3) << p.g1.p.log();
-	run.join();
-	ASSERT_EQ(run.rc, 0) << run.out;
-	expect_clean(run.out);
-	EXPECT_EQ(p.g2.group()["owner"], "gw2");
+	expect_fenced_and_handed_over(p, run, 15s);
 }
 
 TEST(TargetdGateway, ADrainHandsTheGroupOverWithoutFencing)
@@ -278,9 +288,7 @@ TEST(TargetdGateway, ADrainHandsTheGroupOverWithoutFencing)
 	ASSERT_EQ(d["drained"], json::array({"grp-" + p.image})) << d.dump();
 	// Sooner than a lease: the successor need not wait for it to run out, nor fence.
 	EXPECT_TRUE(p.g2.wait_state("active", std::chrono::seconds(kLease))) << p.g2.p.log();
-	run.join();
-	ASSERT_EQ(run.rc, 0) << run.out;
-	expect_clean(run.out);
+	run.expect_clean_end();
 	EXPECT_EQ(p.g2.p.log().find("did not release it"), std::string::npos) << p.g2.p.log();
 	const json g1 = p.g1.group();
 	EXPECT_EQ(g1["state"], "standby");
@@ -371,9 +379,7 @@ TEST(TargetdGateway, LosingTheClusterStopsTheOwnerUntilItIsBack)
 		std::this_thread::sleep_for(200ms);
 	}
 	EXPECT_TRUE(owned) << p.g2.p.log();
-	run.join();
-	ASSERT_EQ(run.rc, 0) << run.out;
-	expect_clean(run.out);
+	run.expect_clean_end();
 }
 
 // The owner's own connections to the cluster cut, the cluster and the other gateway
@@ -399,12 +405,7 @@ TEST(TargetdGateway, ACutClusterConnectionFencesTheOwner)
 		(void)p.g1.cut(false); // it may have ended meanwhile (its lease ran out)
 	// Its writes sent into the cut end at its LUN's op timeout (10 s, BUSY) and its exit
 	// waits for them (the sessions' teardown), then for its notifies in flight (7 s).
-	const int st = p.g1.p.wait(45s);
-	EXPECT_EQ(st, 3) << p.g1.p.log();
-	run.join();
-	ASSERT_EQ(run.rc, 0) << run.out;
-	expect_clean(run.out);
-	EXPECT_EQ(p.g2.group()["owner"], "gw2");
+	expect_fenced_and_handed_over(p, run, 45s);
 }
 
 // ---- Reservations across the gateways (ha/pr_cluster.h through the daemon) ----------------
