@@ -226,6 +226,33 @@ class Brd:
                 f"every target, its page cache dropped before each)")
 
 
+LIO_CFS = "/sys/kernel/config/target"
+
+
+def lio_backstore(cfs, backing, img, size_bytes):
+    """LIO's backstore "vmbench" for --backing, made through cfs (a Configfs: undone at
+    the target's stop) and enabled; returns its configfs path. ram: an rd_mcp RAM disk of
+    its own; block: iblock on the brd device img; file: fileio on the file img, buffered,
+    as the userspace targets serve it through the page cache."""
+    for m in ["target_core_mod", "target_core_file", "target_core_iblock"]:
+        sh(["modprobe", m], check=False)
+    if not os.path.isdir(LIO_CFS):
+        raise Fail(f"LIO: no {LIO_CFS} after modprobe target_core_mod")
+    if backing == "ram":
+        core = f"{LIO_CFS}/core/rd_mcp_0/vmbench"
+        control = f"rd_pages={size_bytes // 4096}"
+    elif backing == "block":
+        core = f"{LIO_CFS}/core/iblock_0/vmbench"
+        control = f"udev_path={img}"
+    else:
+        core = f"{LIO_CFS}/core/fileio_0/vmbench"
+        control = f"fd_dev_name={img},fd_dev_size={size_bytes},fd_buffered_io=1"
+    cfs.mkdir(core)
+    write(f"{core}/control", control)
+    write(f"{core}/enable", "1")
+    return core
+
+
 class Configfs:
     """What a LIO target made in configfs, undone in reverse order at its stop, so that
     the next round (or the next target) finds no backstore claiming the LUN's storage, no
