@@ -114,6 +114,12 @@ def switches_since(before, after):
     return sum(v - before.get(tid, 0) for tid, v in after.items())
 
 
+def thread_group(name):
+    """A thread's name without its instance numbers: ksoftirqd/1 -> ksoftirqd,
+    kworker/0:1H-kblockd -> kworker, iou-wrk-123 -> iou-wrk."""
+    return re.split(r"[/:]", name, maxsplit=1)[0].rstrip("-.0123456789") or name
+
+
 def thread_switches():
     """Context switches and CPU time of every thread in the guest, by (pid, tid): (group, all
     switches, involuntary ones, CPU ticks, of which in the kernel), group being the thread's name without its
@@ -144,8 +150,7 @@ def thread_switches():
                     sticks = int(st[12])
             except OSError:
                 continue  # ended meanwhile
-            group = re.split(r"[/:]", name, maxsplit=1)[0].rstrip("-.0123456789") or name
-            n[(pid, tid)] = (group, cs, ics, ticks, sticks)
+            n[(pid, tid)] = (thread_group(name), cs, ics, ticks, sticks)
     return n
 
 
@@ -311,7 +316,50 @@ def lun_file(quick, name):
     return img, size, size_bytes
 
 
-def run_job(dev, job, runtime, size, pid, out_json):
+# --trace-rxe: rxe's functions whose calls measure the work an I/O costs it (rdma_rxe in
+# Linux 6.1): packets sent and received, payload copies between an MR and a packet, runs
+# of each QP task (one packet or ACK each, plus the run that finds nothing), CQEs, tasklets
+# handed to softirq context, and uverbs write() calls (a user QP's doorbell or CQ arm).
+RXE_FUNCS = ["rxe_xmit_packet", "rxe_rcv", "rxe_mr_copy", "rxe_requester", "rxe_responder",
+             "rxe_completer", "rxe_cq_post", "__tasklet_schedule", "ib_uverbs_write"]
+TRACEFS = "/sys/kernel/tracing"
+
+
+def rxe_trace_start():
+    """The function tracer on RXE_FUNCS only, its buffer emptied (in the guest)."""
+    if not os.path.exists(f"{TRACEFS}/tracing_on"):
+        sh(["mount", "-t", "tracefs", "nodev", TRACEFS])
+    write(f"{TRACEFS}/tracing_on", "0")
+    write(f"{TRACEFS}/current_tracer", "nop")
+    write(f"{TRACEFS}/buffer_size_kb", "65536")
+    write(f"{TRACEFS}/set_ftrace_filter", " ".join(RXE_FUNCS))
+    write(f"{TRACEFS}/current_tracer", "function")
+    write(f"{TRACEFS}/trace", "")
+    write(f"{TRACEFS}/tracing_on", "1")
+
+
+def rxe_trace_stop(ios):
+    """The tracer off; calls per I/O of each function, and of each (function, thread group)
+    as "function@group"; Fail when the buffer lost events (the counts would be low)."""
+    write(f"{TRACEFS}/tracing_on", "0")
+    calls = {}
+    with open(f"{TRACEFS}/trace") as f:
+        for line in f:
+            if line.startswith("#"):
+                m = re.search(r"entries-in-buffer/entries-written: (\d+)/(\d+)", line)
+                if m and m.group(1) != m.group(2):
+                    raise Fail(f"--trace-rxe: the trace buffer lost events "
+                               f"({m.group(1)} of {m.group(2)} kept)")
+                continue
+            m = re.match(r"\s*(.+?)-\d+\s+\[\d+\]\s+\S+\s+[\d.]+:\s+(\S+)", line)
+            if m:
+                for k in (m.group(2), f"{m.group(2)}@{thread_group(m.group(1))}"):
+                    calls[k] = calls.get(k, 0) + 1
+    write(f"{TRACEFS}/current_tracer", "nop")
+    return {k: v / ios for k, v in calls.items()}
+
+
+def run_job(dev, job, runtime, size, pid, out_json, trace_rxe=False):
     name, rw, bs, qd = job
     cmd = ["fio", "--output-format=json", f"--output={out_json}", "--name=job",
            f"--filename={dev}", "--ioengine=libaio", "--direct=1", f"--rw={rw}",
@@ -320,6 +368,8 @@ def run_job(dev, job, runtime, size, pid, out_json):
     t0 = proc_cpu(pid) if pid else 0.0
     s0 = proc_switches(pid) if pid else {}
     g0, c0, a0 = guest_busy(), guest_switches(), thread_switches()
+    if trace_rxe:
+        rxe_trace_start()
     sh(cmd, timeout=runtime + 90)
     g1, c1, a1 = guest_busy(), guest_switches(), thread_switches()
     t1 = proc_cpu(pid) if pid else 0.0
@@ -330,6 +380,7 @@ def run_job(dev, job, runtime, size, pid, out_json):
     ios = d["total_ios"]
     if ios == 0 or j["error"] != 0:
         raise Fail(f"fio {name} on {dev}: {ios} I/Os, error {j['error']}")
+    rxe = rxe_trace_stop(ios) if trace_rxe else {}
     pct = d["clat_ns"].get("percentile", {})
     return {
         "iops": d["iops"],
@@ -346,6 +397,7 @@ def run_job(dev, job, runtime, size, pid, out_json):
                                     switches_by_group(a0, a1, ios, 3).items()},
         "sys_us_per_io_by_thread": {k: v * 1e6 / CLK_TCK for k, v in
                                     switches_by_group(a0, a1, ios, 4).items()},
+        "rxe_calls_per_io": rxe,
         "ios": ios,
     }
 
@@ -380,7 +432,7 @@ def run_targets(targets, initiator, args, size, title, lun_desc, settle=None):
                 for job in JOBS:
                     r = run_job(dev, job, args.runtime, size, pid,
                                 os.path.join(args.out, f"fio-r{k + 1}-{t.name}-{job[1]}-"
-                                             f"{job[2]}.json"))
+                                             f"{job[2]}.json"), args.trace_rxe)
                     r["round"] = k + 1
                     results.setdefault((job[0], t.name), []).append(r)
                     log(f"round {k + 1}: {t.name}: {job[0]}: {r['iops']:.0f} IOPS, "
@@ -411,7 +463,7 @@ COLUMNS = [("IOPS", "iops", ".0f"), ("MB/s", "mbps", ".2f"), ("p50 us", "p50_us"
            ("tgt us/IO", "target_us_per_io", ".1f"), ("guest cs/IO", "guest_cs_per_io", ".2f"),
            ("tgt cs/IO", "target_cs_per_io", ".2f")]
 BY_THREAD = ["cs_per_io_by_thread", "ics_per_io_by_thread", "cpu_us_per_io_by_thread",
-             "sys_us_per_io_by_thread"]
+             "sys_us_per_io_by_thread", "rxe_calls_per_io"]
 
 
 def summarize(rounds):
@@ -423,8 +475,8 @@ def summarize(rounds):
         vals = [r[key] for r in rounds]
         row[key] = None if None in vals else (median(vals), min(vals), max(vals))
     for key in BY_THREAD:
-        groups = {g for r in rounds for g in r[key]}
-        m = {g: median([r[key].get(g, 0) for r in rounds]) for g in groups}
+        groups = {g for r in rounds for g in r.get(key, {})}
+        m = {g: median([r.get(key, {}).get(g, 0) for r in rounds]) for g in groups}
         row[key] = dict(sorted(m.items(), key=lambda kv: -kv[1]))
     return row
 
@@ -494,6 +546,8 @@ def print_table(results, order, orders, args, title, lun_desc):
     by_thread(rows, order, "CPU per I/O by guest thread, us" + what + " (the largest five; "
               "in the kernel in brackets):", "cpu_us_per_io_by_thread",
               "sys_us_per_io_by_thread", ".1f")
+    if args.trace_rxe:
+        rxe_table(rows, order, what)
     print("ratios ulp-targetd / other" + (", of the medians" if many else "") +
           " (IOPS > 1 is faster; p50, p99 and guest CPU per I/O < 1 are better):")
     for job in JOBS:
@@ -506,6 +560,27 @@ def print_table(results, order, orders, args, title, lun_desc):
                   f"p50 {u['p50_us'][0] / max(o['p50_us'][0], 1e-9):.2f}x  "
                   f"p99 {u['p99_us'][0] / max(o['p99_us'][0], 1e-9):.2f}x  "
                   f"guest CPU/IO {u['guest_us_per_io'][0] / o['guest_us_per_io'][0]:.2f}x")
+
+
+def rxe_table(rows, order, what):
+    """--trace-rxe: each function's calls per I/O, the two thread groups that made most of
+    them in brackets."""
+    print("rxe's work per I/O, calls of its functions" + what + " (--trace-rxe: the two "
+          "threads that made most in brackets; the tracer slows every target, so compare "
+          "these runs only with each other):")
+    for job in JOBS:
+        for t in order:
+            r = rows.get((job[0], t))
+            if not r or not r.get("rxe_calls_per_io"):
+                continue
+            c = r["rxe_calls_per_io"]
+            print(f"  {job[0]:<18} {t}")
+            for fn in RXE_FUNCS:
+                by = sorted(((k.split("@", 1)[1], v) for k, v in c.items()
+                             if k.startswith(fn + "@")), key=lambda kv: -kv[1])[:2]
+                print(f"      {fn:<20} {c.get(fn, 0):7.2f}  (" +
+                      ", ".join(f"{g} {v:.2f}" for g, v in by) + ")")
+    print()
 
 
 def by_thread(rows, order, title, key, part_key, fmt):
@@ -544,6 +619,8 @@ def launch(script, args, targets, per_target_extra_s=60):
         cmd.append("--quick")
     if args.targetd_args:
         cmd.append(f"--targetd-args={args.targetd_args}")
+    if args.trace_rxe:
+        cmd.append("--trace-rxe")
     cmd += getattr(args, "guest_extra", [])
     rc = subprocess.call(cmd)
     if keep:
@@ -569,6 +646,11 @@ def add_common_args(ap, targets, backings):
     ap.add_argument("--rounds", type=int, default=1,
                     help="run the whole set of targets N times in the one VM boot, the "
                          "order rotated each round; the table gives medians (default 1)")
+    ap.add_argument("--trace-rxe", action="store_true",
+                    help="count rxe's work per I/O (packets, payload copies, QP task runs, "
+                         "CQEs, tasklets, uverbs calls) by thread, with ftrace's function "
+                         "tracer in the guest; it slows every target, so compare runs made "
+                         "with it only with each other")
     ap.add_argument("--in-guest", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--cmdline", default="", help=argparse.SUPPRESS)  # the host's, quoted
 
