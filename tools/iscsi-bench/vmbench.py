@@ -605,9 +605,11 @@ def launch(script, args, targets, per_target_extra_s=60):
     keep = args.out is not None
     out = os.path.abspath(args.out) if keep else tempfile.mkdtemp(prefix=f"{TAG}-")
     os.makedirs(out, exist_ok=True)
+    # --trace-rxe: reading back and counting a job's trace in the guest took up to 90 s
+    # under TCG (LIO's 128 KiB jobs on SRP).
+    per_job_s = args.runtime + 20 + (120 if args.trace_rxe else 0)
     timeout = args.timeout or (
-        300 + args.rounds * len(targets) * (len(JOBS) * (args.runtime + 20)
-                                            + per_target_extra_s))
+        300 + args.rounds * len(targets) * (len(JOBS) * per_job_s + per_target_extra_s))
     log(f"{args.cmdline}: backing {args.backing}, {args.rounds} round(s), "
         f"{args.runtime} s per job, VM timeout {timeout} s")
     cmd = [os.path.join(ROOT, "tools/vm/run"), "--timeout", str(timeout), "--share", out,
