@@ -340,7 +340,9 @@ def rxe_trace_start():
 
 def rxe_trace_stop(ios):
     """The tracer off; calls per I/O of each function, and of each (function, thread group)
-    as "function@group"; Fail when the buffer lost events (the counts would be low)."""
+    as "function@group"; Fail when the buffer lost events (the counts would be low). A job
+    that fails leaves the tracer on: every job of a --trace-rxe run is traced, and the
+    next one's rxe_trace_start begins afresh."""
     write(f"{TRACEFS}/tracing_on", "0")
     calls = {}
     with open(f"{TRACEFS}/trace") as f:
@@ -475,8 +477,8 @@ def summarize(rounds):
         vals = [r[key] for r in rounds]
         row[key] = None if None in vals else (median(vals), min(vals), max(vals))
     for key in BY_THREAD:
-        groups = {g for r in rounds for g in r.get(key, {})}
-        m = {g: median([r.get(key, {}).get(g, 0) for r in rounds]) for g in groups}
+        groups = {g for r in rounds for g in r[key]}
+        m = {g: median([r[key].get(g, 0) for r in rounds]) for g in groups}
         row[key] = dict(sorted(m.items(), key=lambda kv: -kv[1]))
     return row
 
@@ -605,8 +607,8 @@ def launch(script, args, targets, per_target_extra_s=60):
     keep = args.out is not None
     out = os.path.abspath(args.out) if keep else tempfile.mkdtemp(prefix=f"{TAG}-")
     os.makedirs(out, exist_ok=True)
-    # --trace-rxe: reading back and counting a job's trace in the guest took up to 90 s
-    # under TCG (LIO's 128 KiB jobs on SRP).
+    # --trace-rxe: reading back and counting a job's trace in the guest took about 100 s
+    # under TCG (128 KiB jobs on SRP, 10 s each).
     per_job_s = args.runtime + 20 + (120 if args.trace_rxe else 0)
     timeout = args.timeout or (
         300 + args.rounds * len(targets) * (len(JOBS) * per_job_s + per_target_extra_s))
