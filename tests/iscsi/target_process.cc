@@ -18,7 +18,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <mutex>
 #include <random>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -100,19 +102,31 @@ pid_t spawn(const std::string &path, const std::vector<std::string> &args,
 
 uint16_t free_port()
 {
-	int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	sockaddr_in a{};
-	a.sin_family = AF_INET;
-	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	a.sin_port = 0;
-	uint16_t port = 0;
-	if (::bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof(a)) == 0) {
-		socklen_t l = sizeof(a);
-		getsockname(fd, reinterpret_cast<sockaddr *>(&a), &l);
-		port = ntohs(a.sin_port);
+	// The kernel picks an ephemeral port at random, so two calls can return the same port
+	// (a test asking for three once got p2 == p3). Remember what this process has handed
+	// out and ask again on a repeat; the ephemeral range holds thousands, so a few tries do.
+	static std::mutex lock;
+	static std::set<uint16_t> given;
+	std::lock_guard<std::mutex> g(lock);
+	for (int attempt = 0; attempt < 64; attempt++) {
+		int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		sockaddr_in a{};
+		a.sin_family = AF_INET;
+		a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+		a.sin_port = 0;
+		uint16_t port = 0;
+		if (::bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof(a)) == 0) {
+			socklen_t l = sizeof(a);
+			getsockname(fd, reinterpret_cast<sockaddr *>(&a), &l);
+			port = ntohs(a.sin_port);
+		}
+		::close(fd);
+		if (port == 0)
+			return 0;
+		if (given.insert(port).second)
+			return port;
 	}
-	::close(fd);
-	return port;
+	return 0;
 }
 
 int run_program(const std::string &path, const std::vector<std::string> &args, std::string *out,

@@ -94,7 +94,8 @@ private:
 int run_program(const std::string &path, const std::vector<std::string> &args, std::string *out,
                 std::string *err, std::chrono::milliseconds timeout = 60s);
 
-// A TCP port on 127.0.0.1 that was free a moment ago.
+// A TCP port on 127.0.0.1 that was free a moment ago, never one this process was given
+// before (0 when none could be found).
 uint16_t free_port();
 
 // A scratch directory under /tmp for a daemon's socket and files, removed with what it
