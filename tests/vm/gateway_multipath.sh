@@ -109,6 +109,8 @@ portal=${tcp_portal[1]} # iscsi_initiator.sh's default (unused: every call names
 source "$(dirname "${BASH_SOURCE[0]}")/iscsi_initiator.sh"
 # shellcheck source=tests/vm/dm_multipath.sh
 source "$(dirname "${BASH_SOURCE[0]}")/dm_multipath.sh"
+# shellcheck source=tests/vm/srp_sysfs.sh
+source "$(dirname "${BASH_SOURCE[0]}")/srp_sysfs.sh"
 
 note() { printf 'gateway_multipath [%3ds]: %s\n' $((SECONDS - t_start)) "$*"; }
 now_ms() { echo $((${EPOCHREALTIME/./} / 1000)); }
@@ -341,13 +343,6 @@ iscsi_disk_at() {
 		done
 	done
 	return 1
-}
-srp_hosts() {
-	local p
-	for p in /sys/class/srp_remote_ports/port-*; do
-		[[ -e $p ]] && { p=${p##*/port-}; echo "${p%%:*}"; }
-	done
-	return 0
 }
 # Log in to gateway $2 over transport $1; sets disk[$2] to its disk of LUN 0.
 login() {

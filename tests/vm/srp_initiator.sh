@@ -42,6 +42,9 @@ count_log() { grep -c -- "$1" "$tlog" || true; }
 
 # ---- the initiator --------------------------------------------------------------------------
 
+# shellcheck source=tests/vm/srp_sysfs.sh
+source "$(dirname "${BASH_SOURCE[0]}")/srp_sysfs.sh"
+
 # The disk of LUN $2 behind SCSI host $1 (no udev: sysfs).
 disk_of() {
 	local d
@@ -49,13 +52,6 @@ disk_of() {
 		[[ -e $d ]] && { basename "$d"; return 0; }
 	done
 	return 1
-}
-srp_hosts() {
-	local p
-	for p in /sys/class/srp_remote_ports/port-*; do
-		[[ -e $p ]] && { p=${p##*/port-}; echo "${p%%:*}"; }
-	done
-	return 0
 }
 # Log in with the logged line + ch_count=4 + $1 (extra options); sets dev0, dev1, host.
 login() {
