@@ -3,7 +3,7 @@
 # (debian/: dpkg-buildpackage -b, the CMake + Ninja build in build/), and with --install
 # install them and run a verified job from their installed paths.
 #
-#   scripts/package.sh [--no-build] [--install] [--check]
+#   scripts/package.sh [--no-build] [--no-tests] [--install] [--check]
 #
 # The packages land in build/packages/: ulp-targetd, ulp-tools, libulp-dev and their
 # -dbgsym packages, with the .changes and .buildinfo files. build/ is also an ordinary
@@ -11,6 +11,9 @@
 # it this way, so that the release tree it tests is the one it packages.
 #   --no-build the packages built before, in build/packages/ (.ci/run builds them first
 #              and checks and installs them after the release tree's tests)
+#   --no-tests build with the nocheck profile: the packages are the same, build/ has no
+#              tests (BUILD_TESTING=OFF). .ci/run then turns them on in build/ and builds
+#              only the test programs the release tree runs (.ci/test-programs)
 #   --install  apt-get install the three packages, then scripts/main-job.sh --installed
 #              --quick: ulp-targetd, ulpctl and ulp-initiator from /usr, verified I/O over
 #              iSER, SRP and TCP; then examples/run-installed.sh: the library's examples
@@ -21,18 +24,19 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 . scripts/steps.sh
 
-install=0 check=0 build=1
+install=0 check=0 build=1 profiles=()
 for a in "$@"; do
 	case $a in
 	--no-build) build=0 ;;
+	--no-tests) profiles=(-Pnocheck) ;;
 	--install) install=1 ;;
 	--check) check=1 ;;
 	-h | --help)
-		sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'
+		sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'
 		exit 0
 		;;
 	*)
-		echo "package.sh: unknown option '$a' (--no-build, --install, --check)" >&2
+		echo "package.sh: unknown option '$a' (--no-build, --no-tests, --install, --check)" >&2
 		exit 2
 		;;
 	esac
@@ -59,7 +63,7 @@ if ((build)); then
 	# nocheck: the tests are built but not run here (scripts/test.sh --only tests, CI's next
 	# step, runs them). dpkg-buildpackage cleans first (build/ goes) and writes to ../.
 	DEB_BUILD_OPTIONS="nocheck parallel=$(nproc) ${DEB_BUILD_OPTIONS:-}" \
-		dpkg-buildpackage -b -us -uc
+		dpkg-buildpackage -b -us -uc "${profiles[@]}"
 	mkdir -p "$out"
 	for f in ../ulp-targetd_"$version"_* ../ulp-tools_"$version"_* ../libulp-dev_"$version"_* \
 		../ulp-targetd-dbgsym_"$version"_* ../ulp-tools-dbgsym_"$version"_* \
