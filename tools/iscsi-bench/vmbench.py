@@ -183,7 +183,7 @@ def guest_busy():
 def disk_requests(dev):
     """Requests the initiator's disk (/dev/sdX) completed, reads and writes: its block
     layer splits an I/O into several when its pages exceed the SCSI host's segments
-    (ib_srp's cmd_sg_entries, 12 by default, when fio's buffer is not physically
+    (ib_srp's sg_tablesize, 12 by default, when fio's buffer is not physically
     contiguous), and each request is a command the target answers."""
     with open(f"/sys/block/{os.path.basename(dev)}/stat") as f:
         v = [int(x) for x in f.read().split()]
