@@ -180,6 +180,16 @@ def guest_busy():
     return (sum(v) - v[3] - v[4]) / CLK_TCK
 
 
+def disk_requests(dev):
+    """Requests the initiator's disk (/dev/sdX) completed, reads and writes: its block
+    layer splits an I/O into several when its pages exceed the SCSI host's segments
+    (ib_srp's sg_tablesize, 12 by default, when fio's buffer is not physically
+    contiguous), and each request is a command the target answers."""
+    with open(f"/sys/block/{os.path.basename(dev)}/stat") as f:
+        v = [int(x) for x in f.read().split()]
+    return v[0] + v[4]
+
+
 def lun_size(quick):
     """The LUN's size: ("64M", bytes) with --quick, ("256M", bytes) otherwise."""
     return ("64M", 64 << 20) if quick else ("256M", 256 << 20)
@@ -321,8 +331,44 @@ def lun_file(quick, name):
 # of each QP task (one packet or ACK each, plus the run that finds nothing), CQEs, tasklets
 # handed to softirq context, and uverbs write() calls (a user QP's doorbell or CQ arm).
 RXE_FUNCS = ["rxe_xmit_packet", "rxe_rcv", "rxe_mr_copy", "rxe_requester", "rxe_responder",
-             "rxe_completer", "rxe_cq_post", "__tasklet_schedule", "ib_uverbs_write"]
+             "rxe_completer", "rxe_cq_post", "__tasklet_schedule", "ib_uverbs_write",
+             "retransmit_timer", "rnr_nak_timer"]
 TRACEFS = "/sys/kernel/tracing"
+# And every packet rxe sends, by a kprobe event on rxe_xmit_packet(qp, pkt, skb): the
+# sending QP's number (struct rxe_qp begins with struct ib_qp, qp_num at 176), the BTH
+# opcode, payload length and PSN from struct rxe_pkt_info (opcode at 45, paylen at 42,
+# psn at 36, hdr at 24: the BTH), and two words after the BTH: an ACK's AETH syndrome
+# (IBA 9.7.5.1.3) and a READ request's RETH DMA length (big-endian). The offsets are
+# those of Debian's 6.1 rdma_rxe, read from its BTF (vmlinux's for struct ib_qp).
+RXE_PKT_PROBE = ("p:ulp/rxe_pkt rdma_rxe:rxe_xmit_packet qpn=+176(%di):u32 op=+45(%si):u8 "
+                 "len=+42(%si):u16 psn=+36(%si):u32 syn=+12(+24(%si)):u8 "
+                 "rlen=+24(+24(%si)):u32")
+RC_OPCODES = {0: "SEND_FIRST", 1: "SEND_MIDDLE", 2: "SEND_LAST", 4: "SEND_ONLY",
+              6: "WRITE_FIRST", 7: "WRITE_MIDDLE", 8: "WRITE_LAST", 10: "WRITE_ONLY",
+              12: "READ_REQUEST", 13: "READ_RESP_FIRST", 14: "READ_RESP_MIDDLE",
+              15: "READ_RESP_LAST", 16: "READ_RESP_ONLY", 17: "ACK", 22: "SEND_LAST_INV",
+              23: "SEND_ONLY_INV"}
+
+
+def rxe_pkt_probe():
+    """The ulp/rxe_pkt kprobe event, made once per boot; False (and said once) on a kernel
+    other than 6.1, whose structures may lie elsewhere: packets are then not counted."""
+    if not os.uname().release.startswith("6.1."):
+        if not getattr(rxe_pkt_probe, "told", False):
+            rxe_pkt_probe.told = True
+            log(f"--trace-rxe: kernel {os.uname().release}: the rxe_pkt probe's offsets are "
+                "6.1's; packets by opcode not counted")
+        return False
+    with open(f"{TRACEFS}/kprobe_events") as f:
+        if "ulp/rxe_pkt" in f.read():
+            return True
+    # Appended without a seek, which tracefs refuses (Python's "a" mode seeks).
+    fd = os.open(f"{TRACEFS}/kprobe_events", os.O_WRONLY | os.O_APPEND)
+    try:
+        os.write(fd, (RXE_PKT_PROBE + "\n").encode())
+    finally:
+        os.close(fd)
+    return True
 
 
 def rxe_trace_start():
@@ -333,6 +379,8 @@ def rxe_trace_start():
     write(f"{TRACEFS}/current_tracer", "nop")
     write(f"{TRACEFS}/buffer_size_kb", "65536")
     write(f"{TRACEFS}/set_ftrace_filter", " ".join(RXE_FUNCS))
+    if rxe_pkt_probe():
+        write(f"{TRACEFS}/events/ulp/rxe_pkt/enable", "1")
     write(f"{TRACEFS}/current_tracer", "function")
     write(f"{TRACEFS}/trace", "")
     write(f"{TRACEFS}/tracing_on", "1")
@@ -344,7 +392,7 @@ def rxe_trace_stop(ios):
     that fails leaves the tracer on: every job of a --trace-rxe run is traced, and the
     next one's rxe_trace_start begins afresh."""
     write(f"{TRACEFS}/tracing_on", "0")
-    calls = {}
+    calls, seen = {}, set()
     with open(f"{TRACEFS}/trace") as f:
         for line in f:
             if line.startswith("#"):
@@ -354,11 +402,38 @@ def rxe_trace_stop(ios):
                                f"({m.group(1)} of {m.group(2)} kept)")
                 continue
             m = re.match(r"\s*(.+?)-\d+\s+\[\d+\]\s+\S+\s+[\d.]+:\s+(\S+)", line)
-            if m:
+            if m and m.group(2) == "rxe_pkt:":
+                for k in rxe_pkt_keys(line, seen):
+                    calls[k] = calls.get(k, 0) + 1
+            elif m:
                 for k in (m.group(2), f"{m.group(2)}@{thread_group(m.group(1))}"):
                     calls[k] = calls.get(k, 0) + 1
+    if os.path.exists(f"{TRACEFS}/events/ulp/rxe_pkt/enable"):
+        write(f"{TRACEFS}/events/ulp/rxe_pkt/enable", "0")
     write(f"{TRACEFS}/current_tracer", "nop")
     return {k: v / ios for k, v in calls.items()}
+
+
+def rxe_pkt_keys(line, seen):
+    """The counters one rxe_pkt event adds to: "pkt:OPCODE" (a READ request with its
+    length: "pkt:READ_REQUEST 65536"; a NAK with its AETH syndrome: "pkt:NAK 0x60",
+    "pkt:RNR_NAK 0x2c"), and
+    "resend:OPCODE" when the sending QP sent that PSN with that opcode before in this job
+    (a retry after a NAK, an RNR NAK or a timeout). seen: the (qpn, opcode, psn) so far."""
+    f = dict(re.findall(r"(\w+)=(\S+)", line))
+    qpn, op, psn = int(f["qpn"]), int(f["op"]), int(f["psn"])
+    name = RC_OPCODES.get(op, f"opcode {op}")
+    if op == 12:  # RETH's DMA length, big-endian
+        name += f" {int.from_bytes(int(f['rlen'], 0).to_bytes(4, 'little'), 'big')}"
+    elif op == 17 and int(f["syn"], 0) >> 5 != 0:  # AETH: 0 ACK, 1 RNR NAK, 3 NAK
+        syn = int(f["syn"], 0)
+        name = f"{'RNR_NAK' if syn >> 5 == 1 else 'NAK'} {syn:#04x}"
+    keys = [f"pkt:{name}"]
+    if op != 17:  # an ACK repeats the PSN it acknowledges
+        if (qpn, op, psn) in seen:
+            keys.append(f"resend:{name}")
+        seen.add((qpn, op, psn))
+    return keys
 
 
 def run_job(dev, job, runtime, size, pid, out_json, trace_rxe=False):
@@ -370,10 +445,12 @@ def run_job(dev, job, runtime, size, pid, out_json, trace_rxe=False):
     t0 = proc_cpu(pid) if pid else 0.0
     s0 = proc_switches(pid) if pid else {}
     g0, c0, a0 = guest_busy(), guest_switches(), thread_switches()
+    q0 = disk_requests(dev)
     if trace_rxe:
         rxe_trace_start()
     sh(cmd, timeout=runtime + 90)
     g1, c1, a1 = guest_busy(), guest_switches(), thread_switches()
+    q1 = disk_requests(dev)
     t1 = proc_cpu(pid) if pid else 0.0
     s1 = proc_switches(pid) if pid else {}
     with open(out_json) as f:
@@ -391,6 +468,7 @@ def run_job(dev, job, runtime, size, pid, out_json, trace_rxe=False):
         "p99_us": pct.get("99.000000", 0) / 1e3,
         "guest_us_per_io": (g1 - g0) * 1e6 / ios,
         "target_us_per_io": (t1 - t0) * 1e6 / ios if pid else None,
+        "reqs_per_io": (q1 - q0) / ios,
         "guest_cs_per_io": (c1 - c0) / ios,
         "target_cs_per_io": switches_since(s0, s1) / ios if pid else None,
         "cs_per_io_by_thread": switches_by_group(a0, a1, ios),
@@ -430,7 +508,10 @@ def run_targets(targets, initiator, args, size, title, lun_desc, settle=None):
                     settle()
                 pid = t.start()
                 dev = initiator.login(t)
-                log(f"{t.name}: logged in, LUN {t.lun} is {dev}")
+                q = f"/sys/block/{os.path.basename(dev)}/queue"
+                log(f"{t.name}: logged in, LUN {t.lun} is {dev} (max_segments "
+                    f"{open(q + '/max_segments').read().strip()}, max_sectors_kb "
+                    f"{open(q + '/max_sectors_kb').read().strip()})")
                 for job in JOBS:
                     r = run_job(dev, job, args.runtime, size, pid,
                                 os.path.join(args.out, f"fio-r{k + 1}-{t.name}-{job[1]}-"
@@ -461,7 +542,8 @@ def run_targets(targets, initiator, args, size, title, lun_desc, settle=None):
 
 # The table's columns: heading, key in run_job's figures, format.
 COLUMNS = [("IOPS", "iops", ".0f"), ("MB/s", "mbps", ".2f"), ("p50 us", "p50_us", ".0f"),
-           ("p99 us", "p99_us", ".0f"), ("guest us/IO", "guest_us_per_io", ".1f"),
+           ("p99 us", "p99_us", ".0f"), ("cmds/IO", "reqs_per_io", ".2f"),
+           ("guest us/IO", "guest_us_per_io", ".1f"),
            ("tgt us/IO", "target_us_per_io", ".1f"), ("guest cs/IO", "guest_cs_per_io", ".2f"),
            ("tgt cs/IO", "target_cs_per_io", ".2f")]
 BY_THREAD = ["cs_per_io_by_thread", "ics_per_io_by_thread", "cpu_us_per_io_by_thread",
@@ -582,6 +664,10 @@ def rxe_table(rows, order, what):
                              if k.startswith(fn + "@")), key=lambda kv: -kv[1])[:2]
                 print(f"      {fn:<20} {c.get(fn, 0):7.2f}  (" +
                       ", ".join(f"{g} {v:.2f}" for g, v in by) + ")")
+            # Packets by opcode, and the resent ones (rxe_pkt_keys).
+            for kind in ("pkt", "resend"):
+                for k, v in sorted((k, v) for k, v in c.items() if k.startswith(kind + ":")):
+                    print(f"      {kind} {k.split(':', 1)[1]:<28} {v:7.2f}")
     print()
 
 
@@ -625,6 +711,8 @@ def launch(script, args, targets, per_target_extra_s=60):
         cmd.append(f"--targetd-args={args.targetd_args}")
     if args.trace_rxe:
         cmd.append("--trace-rxe")
+    if args.jobs is not None:
+        cmd.append(f"--jobs={args.jobs}")
     cmd += getattr(args, "guest_extra", [])
     rc = subprocess.call(cmd)
     if keep:
@@ -646,6 +734,9 @@ def add_common_args(ap, targets, backings):
     ap.add_argument("--out", default=None)
     ap.add_argument("--timeout", type=int, default=None)
     ap.add_argument("--only", default=",".join(targets))
+    ap.add_argument("--jobs", default=None,
+                    help="comma-separated subset of the jobs by fio rw-bs: randread-4k, "
+                         "randwrite-4k, read-128k, write-128k (default: all)")
     ap.add_argument("--backing", choices=backings, default=backings[0])
     ap.add_argument("--rounds", type=int, default=1,
                     help="run the whole set of targets N times in the one VM boot, the "
@@ -664,6 +755,15 @@ def check_common_args(ap, args, targets):
     for t in args.only:
         if t not in targets:
             ap.error(f"--only: unknown target {t!r} ({', '.join(targets)})")
+    if args.jobs is not None:
+        names = {f"{j[1]}-{j[2]}": j for j in JOBS}
+        want = [n for n in args.jobs.split(",") if n]
+        if not want:
+            ap.error("--jobs: no job named")
+        for n in want:
+            if n not in names:
+                ap.error(f"--jobs: unknown job {n!r} ({', '.join(names)})")
+        JOBS[:] = [j for n, j in names.items() if n in want]  # in the table's order
     if args.rounds < 1:
         ap.error("--rounds: at least 1")
     if args.runtime is None:
