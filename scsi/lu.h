@@ -40,6 +40,12 @@ struct PrStateFree {
 };
 using PrStatePtr = std::unique_ptr<PrState, PrStateFree>;
 
+// The default OPTIMAL TRANSFER LENGTH, bytes (LuConfig::opt_xfer_blocks 0): 512 KiB, what
+// LIO reports for the common block devices (their max_hw_sectors). At 128 KiB Linux sent
+// four commands for each 512 KiB I/O where it sent LIO one; a command costs the transports
+// the same whatever its size, so fewer and larger is cheaper.
+inline constexpr uint32_t kOptXferBytes = 512 * 1024;
+
 // What the initiator sees of a logical unit besides its backstore.
 struct LuConfig {
 	uint32_t block_size = 512; // logical block, bytes (512..65536, power of two)
@@ -48,20 +54,23 @@ struct LuConfig {
 	// as on a file system of 4 KiB blocks). A power-of-two multiple of block_size, at most
 	// 2^15 logical blocks (lu_config_check); 0 or block_size: the same as the logical one.
 	uint32_t physical_block_size = 0;
-	std::string vendor = "ULP";           // INQUIRY T10 vendor (8 chars, space padded)
-	std::string product = "ulp";          // INQUIRY product (16 chars)
-	std::string revision = "0001";        // INQUIRY revision (4 chars)
-	std::string serial;                   // unit serial number (VPD 0x80); empty: derived
-	                                      // from the name
-	uint64_t naa = 0;                     // NAA IEEE registered identifier (VPD 0x83); 0:
-	                                      // derived from the name
-	bool read_only = false;               // software write protect (SWP)
-	bool tas = true;                      // TASK ABORTED status to other nexuses (TAS)
-	bool thin = true;                     // thin provisioning when the backstore can unmap
-	bool removable = false;               // a removable medium (RMB, medium.cc): START STOP
-	                                      // UNIT ejects and loads it
-	uint32_t max_xfer_blocks = 16384;     // MAXIMUM TRANSFER LENGTH (VPD 0xB0), blocks
-	uint32_t opt_xfer_blocks = 256;       // OPTIMAL TRANSFER LENGTH, blocks
+	std::string vendor = "ULP";       // INQUIRY T10 vendor (8 chars, space padded)
+	std::string product = "ulp";      // INQUIRY product (16 chars)
+	std::string revision = "0001";    // INQUIRY revision (4 chars)
+	std::string serial;               // unit serial number (VPD 0x80); empty: derived
+	                                  // from the name
+	uint64_t naa = 0;                 // NAA IEEE registered identifier (VPD 0x83); 0:
+	                                  // derived from the name
+	bool read_only = false;           // software write protect (SWP)
+	bool tas = true;                  // TASK ABORTED status to other nexuses (TAS)
+	bool thin = true;                 // thin provisioning when the backstore can unmap
+	bool removable = false;           // a removable medium (RMB, medium.cc): START STOP
+	                                  // UNIT ejects and loads it
+	uint32_t max_xfer_blocks = 16384; // MAXIMUM TRANSFER LENGTH (VPD 0xB0), blocks
+	// OPTIMAL TRANSFER LENGTH (VPD 0xB0), blocks; 0: kOptXferBytes in blocks. Linux's sd
+	// takes it as the largest request it sends (max_sectors) as well as io_opt, so it
+	// sets the command size for every I/O larger than it.
+	uint32_t opt_xfer_blocks = 0;
 	uint32_t max_unmap_blocks = 1u << 20; // MAXIMUM UNMAP LBA COUNT (libiscsi's block limits
 	                                      // test takes more than 1Mi blocks for insane)
 	uint32_t max_unmap_descs = 256;       // MAXIMUM UNMAP BLOCK DESCRIPTOR COUNT

@@ -219,8 +219,12 @@ void put_block_limits(const LogicalUnit &lu, std::vector<uint8_t> &d)
 	// the medium read the rest of it first).
 	put_be16(&d[6], static_cast<uint16_t>(lu.lbppb()));
 	put_be32(&d[8], c.max_xfer_blocks);
-	put_be32(&d[12], c.max_xfer_blocks ? std::min(c.opt_xfer_blocks, c.max_xfer_blocks)
-	                                   : c.opt_xfer_blocks);
+	// OPTIMAL TRANSFER LENGTH (SBC-3 6.5.3): a whole number of physical blocks, at most
+	// MAXIMUM TRANSFER LENGTH; Linux's sd ignores any other value. Both sizes are powers of
+	// two, so the larger of the two is a multiple of the physical block.
+	const uint32_t opt = std::max(
+	    c.opt_xfer_blocks ? c.opt_xfer_blocks : kOptXferBytes / c.block_size, lu.lbppb());
+	put_be32(&d[12], c.max_xfer_blocks ? std::min(opt, c.max_xfer_blocks) : opt);
 	// MAXIMUM PREFETCH LENGTH 0: no PRE-FETCH.
 	if (lu.thin()) {
 		// UNMAP's limits (libiscsi: both nonzero when LBPU is set, zero otherwise), and

@@ -351,6 +351,32 @@ TEST(SpcVpd, BlockLimits)
 	EXPECT_EQ(get_be32(&f[32]), 0u);
 }
 
+// OPTIMAL TRANSFER LENGTH by default: 512 KiB whatever the block size (Linux's sd sends
+// commands of up to that much), never more than MAXIMUM TRANSFER LENGTH, never less than a
+// physical block.
+TEST(SpcVpd, OptimalTransferLengthIs512KiBByDefault)
+{
+	struct Case {
+		uint32_t block, physical, max_xfer, want;
+	};
+	for (const Case k : {Case{512, 0, 16384, 1024}, Case{4096, 0, 16384, 128},
+	                     Case{512, 4096, 16384, 1024}, Case{512, 0, 256, 256},
+	                     Case{4096, 4096 * 256, 16384, 256}, Case{65536, 0, 16384, 8}}) {
+		Target t;
+		LuConfig c;
+		c.block_size = k.block;
+		c.physical_block_size = k.physical;
+		c.max_xfer_blocks = k.max_xfer;
+		t.add(0, 64 << 20, c);
+		Nexus *s = t.login("iqn.init:a");
+		auto d = vpd(t, s, 0xb0);
+		ASSERT_EQ(d.size(), 64u);
+		EXPECT_EQ(get_be32(&d[12]), k.want)
+		    << "block " << k.block << ", physical " << k.physical << ", max " << k.max_xfer;
+		EXPECT_EQ(t.tpg.close_session(s, std::chrono::seconds(5)), 0);
+	}
+}
+
 TEST(SpcVpd, BlockLimitsOfA512eLu)
 {
 	// 4096-byte physical blocks: OPTIMAL TRANSFER LENGTH GRANULARITY is one of them, and
