@@ -51,6 +51,13 @@ JOBS = [  # name, fio rw, bs, iodepth
     ("seqread 128k qd8", "read", "128k", 8),
     ("seqwrite 128k qd8", "write", "128k", 8),
 ]
+# Jobs run only when --jobs names them: I/Os larger than Linux's largest command to a LUN
+# (its max_sectors_kb, from the LUN's OPTIMAL TRANSFER LENGTH and the initiator's own
+# limit), which the block layer splits: the table's cmds/IO says into how many.
+EXTRA_JOBS = [
+    ("seqread 1m qd4", "read", "1m", 4),
+    ("seqwrite 1m qd4", "write", "1m", 4),
+]
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 TAG = os.path.basename(sys.argv[0])  # the log lines' prefix: "vm-iser", "vm-srp"
 
@@ -735,8 +742,9 @@ def add_common_args(ap, targets, backings):
     ap.add_argument("--timeout", type=int, default=None)
     ap.add_argument("--only", default=",".join(targets))
     ap.add_argument("--jobs", default=None,
-                    help="comma-separated subset of the jobs by fio rw-bs: randread-4k, "
-                         "randwrite-4k, read-128k, write-128k (default: all)")
+                    help="comma-separated jobs by fio rw-bs: randread-4k, randwrite-4k, "
+                         "read-128k, write-128k (the default: these four), and read-1m, "
+                         "write-1m (only when named)")
     ap.add_argument("--backing", choices=backings, default=backings[0])
     ap.add_argument("--rounds", type=int, default=1,
                     help="run the whole set of targets N times in the one VM boot, the "
@@ -756,7 +764,7 @@ def check_common_args(ap, args, targets):
         if t not in targets:
             ap.error(f"--only: unknown target {t!r} ({', '.join(targets)})")
     if args.jobs is not None:
-        names = {f"{j[1]}-{j[2]}": j for j in JOBS}
+        names = {f"{j[1]}-{j[2]}": j for j in JOBS + EXTRA_JOBS}
         want = [n for n in args.jobs.split(",") if n]
         if not want:
             ap.error("--jobs: no job named")
