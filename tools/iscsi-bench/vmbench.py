@@ -343,13 +343,12 @@ RXE_FUNCS = ["rxe_xmit_packet", "rxe_rcv", "rxe_mr_copy", "rxe_requester", "rxe_
 TRACEFS = "/sys/kernel/tracing"
 # And every packet rxe sends, by a kprobe event on rxe_xmit_packet(qp, pkt, skb): the
 # sending QP's number (struct rxe_qp begins with struct ib_qp, qp_num at 176), the BTH
-# opcode, payload length and PSN from struct rxe_pkt_info (opcode at 45, paylen at 42,
-# psn at 36, hdr at 24: the BTH), and two words after the BTH: an ACK's AETH syndrome
-# (IBA 9.7.5.1.3) and a READ request's RETH DMA length (big-endian). The offsets are
-# those of Debian's 6.1 rdma_rxe, read from its BTF (vmlinux's for struct ib_qp).
+# opcode and PSN from struct rxe_pkt_info (opcode at 45, psn at 36, hdr at 24: the BTH),
+# and two words after the BTH: an ACK's AETH syndrome (IB spec 9.7.5.1.3) and a READ
+# request's RETH DMA length (big-endian). The offsets are those of Debian's 6.1 rdma_rxe,
+# read from its BTF (vmlinux's for struct ib_qp).
 RXE_PKT_PROBE = ("p:ulp/rxe_pkt rdma_rxe:rxe_xmit_packet qpn=+176(%di):u32 op=+45(%si):u8 "
-                 "len=+42(%si):u16 psn=+36(%si):u32 syn=+12(+24(%si)):u8 "
-                 "rlen=+24(+24(%si)):u32")
+                 "psn=+36(%si):u32 syn=+12(+24(%si)):u8 rlen=+24(+24(%si)):u32")
 RC_OPCODES = {0: "SEND_FIRST", 1: "SEND_MIDDLE", 2: "SEND_LAST", 4: "SEND_ONLY",
               6: "WRITE_FIRST", 7: "WRITE_MIDDLE", 8: "WRITE_LAST", 10: "WRITE_ONLY",
               12: "READ_REQUEST", 13: "READ_RESP_FIRST", 14: "READ_RESP_MIDDLE",
