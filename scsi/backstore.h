@@ -96,7 +96,10 @@ struct BsIo {
 	// backstore was fenced off its storage - rbd: its client blocklisted, another gateway
 	// owns the image - and the request did not take effect: the core answers NOT READY,
 	// TARGET PORT IN UNAVAILABLE STATE, which a multipath initiator retries through
-	// another target port).
+	// another target port; -ENOLCK: a write needed a lock this backstore does not hold now
+	// - rbd in gateway mode: the image's exclusive lock, its group moving between
+	// gateways - and did not take effect: the core answers NOT READY, ASYMMETRIC ACCESS
+	// STATE TRANSITION, which the initiator retries).
 	void (*done)(BsIo *io, int err) = nullptr;
 	void *priv = nullptr;    // the submitter's context (done() recovers its command from it)
 	BsIo *bs_next = nullptr; // backstore-private until done(): its wait-FIFO link (no alloc)
@@ -290,7 +293,7 @@ struct RbdConfig {
 	                         // operation (rados_osd_op_timeout) before it fails -ETIMEDOUT
 	// Gateway mode (ha/): the image's exclusive lock moves only when rbd_bs_lock() takes or
 	// gives it, never because a write came (librbd's rbd_auto_exclusive_lock_until_manual_
-	// request off for the group's client): a write without the lock fails -EROFS instead
+	// request off for the group's client): a write without the lock fails -ENOLCK instead
 	// of taking the lock from the owner. The whole group must agree.
 	bool managed_lock = false;
 	uint32_t atomic_unit = kRbdAtomicUnit; // bytes: WRITE ATOMIC's alignment and longest

@@ -32,6 +32,12 @@
 //     every request (bs_rbd_queue.cc), never GOOD; the core answers NOT READY, TARGET PORT
 //     IN UNAVAILABLE STATE, which a multipath initiator retries through another gateway
 //     (a MEDIUM ERROR would reach its application: the write did not land, and may).
+//   - Gateway mode (managed_lock): a write that reaches librbd while this client does not
+//     hold the image's exclusive lock fails -EROFS in librbd without taking effect. That is
+//     a group moving between gateways (a drain let the lock go under a command that
+//     passed the port's ALUA check before it turned transitioning), never a write-
+//     protected medium: -ENOLCK, which the core answers NOT READY, ASYMMETRIC ACCESS STATE
+//     TRANSITION (SPC-4 5.15.2.6), for the initiator to retry through the new owner.
 //
 // Threading: scsi/bs_rbd_queue.h. librbd's callback thread only hands each completion to
 // the thread that submitted it - its event loop, or the backstore's completion thread for a
@@ -666,6 +672,7 @@ std::unique_ptr<Backstore> make_rbd_backstore(const BackstoreConfig &cfg, int *e
 	dev->queue_depth = cfg.queue_depth;
 	dev->obj_size = info.obj_size ? info.obj_size : 1;
 	dev->drain_wait = std::chrono::seconds(rc.timeout_s + 5);
+	dev->managed_lock = rc.managed_lock && !cfg.read_only;
 	dev->alloc.init(dev->obj_size, size);
 	// The image as every client of the cluster names it: ids, which a rename keeps and a
 	// new image of an old name does not.

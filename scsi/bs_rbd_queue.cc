@@ -42,12 +42,21 @@ void rbd_cb(rbd_completion_t c, void *arg)
 }
 
 // librbd's errors as the contract's (backstore.h): -ERANGE, -EROFS, -ENOSPC, -EINVAL as
-// they are; -ETIMEDOUT (an OSD operation past rados_osd_op_timeout) as it is, which the
-// core answers BUSY; -ESHUTDOWN (this client blocklisted) as it is, which the core
-// answers NOT READY, port unavailable; the rest is a medium error for the initiator. Failures are
-// logged (rate limited) with what they were.
+// they are, but -EROFS in gateway mode is -ENOLCK (the lock not held here); -ETIMEDOUT (an OSD
+// operation past rados_osd_op_timeout) as it is, which the core answers BUSY; -ESHUTDOWN (this
+// client blocklisted) as it is, which the core answers NOT READY, port unavailable; the rest is a
+// medium error for the initiator. Failures are logged (rate limited) with what they were.
 int map_error(RbdDev &d, const BsIo *io, int ret)
 {
+	if (ret == -EROFS && d.managed_lock) {
+		// Not a read-only image (those fail at submit): the lock is elsewhere or on the
+		// move (bs_rbd.cc, gateway mode), and the write did not take effect.
+		ULP_LOG_RATELIMITED(Info, Scsi,
+		                    "{}{} of {} bytes at {} without the image's lock (its group is "
+		                    "moving): NOT READY, transitioning",
+		                    d.who, bs_op_str(io->op), io->length, io->offset);
+		return -ENOLCK;
+	}
 	if (ret == 0 || ret == -ERANGE || ret == -EROFS || ret == -ENOSPC || ret == -EINVAL ||
 	    ret == -EOPNOTSUPP)
 		return ret;

@@ -64,6 +64,8 @@ struct RbdDev {
 	uint64_t obj_size = 1;             // bytes: the image's object size
 	std::chrono::seconds drain_wait;   // bound on waits for librbd to give requests back:
 	                                   // its own timeouts (timeout_s) plus a margin
+	bool managed_lock = false;         // gateway mode, writable: librbd's -EROFS means the
+	                                   // exclusive lock is not held here (-> -ENOLCK)
 	const uint64_t id;                 // unique in the process: the thread-local table's key
 	std::atomic<bool> stopping{false}; // destruction started: no request, no new queue
 	std::atomic<bool> fenced{false};   // the client was blocklisted: every request fails

@@ -610,6 +610,11 @@ Sense errno_sense(int err, bool write)
 		// Fenced off the storage (Backstore's contract): this port can no longer reach the
 		// LU, SPC-4 5.15.2.6's unavailable state, which multipath retries elsewhere.
 		return Sense::AluaUnavailable;
+	case -ENOLCK:
+		// The backstore's lock on the storage is elsewhere or on the move (an rbd image's
+		// exclusive lock between gateways): SPC-4 5.15.2.6's transition, which the
+		// initiator retries; the write did not land.
+		return Sense::AluaTransitioning;
 	case -ETIMEDOUT:
 		// The storage did not answer in time (an OSD down or stuck): BUSY, without sense
 		// (SAM-5 5.3.1), which initiators retry after a while; the medium is not known

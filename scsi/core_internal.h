@@ -151,7 +151,8 @@ void exec_good(Cmd *cmd);
 void flush_done(BsIo *io, int err);
 // A backstore errno as a sense reason (-EIO -> READ/WRITE ERROR, -ENOSPC -> SPACE
 // ALLOCATION FAILED, -EROFS -> WRITE PROTECTED, -ERANGE -> LBA OUT OF RANGE, -ETIMEDOUT ->
-// BUSY status without sense, others -> LOGICAL UNIT FAILURE).
+// BUSY status without sense, -ESHUTDOWN -> port unavailable, -ENOLCK -> port transitioning,
+// others -> LOGICAL UNIT FAILURE).
 Sense errno_sense(int err, bool write);
 
 // ---- The data buffer -------------------------------------------------------------------

@@ -580,7 +580,7 @@ TEST(RbdBackstore, BlocklistedClientNeverAnswersGood)
 }
 
 // Gateway mode (managed_lock, ha/): the image's exclusive lock moves only when a gateway
-// takes or gives it. A write elsewhere fails -EROFS at once instead of pulling the lock from
+// takes or gives it. A write elsewhere fails -ENOLCK at once instead of pulling the lock from
 // its owner (the owner ping-pong of gateways that let any write move it); a planned move
 // (release, then take) fences nobody; a take from a holder that did not let go breaks its
 // lock, and librbd blocklists that holder as it breaks. (A free lock is still taken by a
@@ -610,7 +610,7 @@ TEST(RbdBackstore, ManagedLockMovesOnlyWhenAsked)
 	ASSERT_EQ(rw(*a, BsOp::Write, 0, pa.data(), pa.size()), 0);
 
 	// b writes: refused, and the lock stays with a.
-	EXPECT_EQ(rw(*b, BsOp::Write, 0, pb.data(), pb.size()), -EROFS);
+	EXPECT_EQ(rw(*b, BsOp::Write, 0, pb.data(), pb.size()), -ENOLCK);
 	ASSERT_EQ(rbd_bs_lock_owner(*a, &owner), 0);
 	EXPECT_TRUE(owner) << "a write elsewhere moved the lock";
 	ASSERT_EQ(rw(*b, BsOp::Read, 0, got.data(), got.size()), 0) << "reads need no lock";
@@ -620,7 +620,8 @@ TEST(RbdBackstore, ManagedLockMovesOnlyWhenAsked)
 	ASSERT_EQ(rbd_bs_lock(*a, false), 0);
 	ASSERT_EQ(rbd_bs_lock(*b, true), 0);
 	ASSERT_EQ(rw(*b, BsOp::Write, 0, pb.data(), pb.size()), 0);
-	EXPECT_EQ(rw(*a, BsOp::Write, 0, pa.data(), pa.size()), -EROFS);
+	EXPECT_EQ(rw(*a, BsOp::Write, 0, pa.data(), pa.size()), -ENOLCK)
+	    << "not write protected: the lock moved, which the initiator retries elsewhere";
 	RbdBsStats st;
 	ASSERT_TRUE(rbd_bs_stats(*a, &st));
 	EXPECT_FALSE(st.fenced);

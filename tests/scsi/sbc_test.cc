@@ -204,6 +204,21 @@ TEST(SbcReadWrite, FencedStorageIsPortUnavailable)
 	EXPECT_TRUE(is_sense(e.run(cdb_rw(0x35, 0, 0)), 0x040c, 0x2)) << "SYNCHRONIZE CACHE";
 }
 
+// A write refused because the backstore's lock is elsewhere (-ENOLCK: an rbd image's
+// exclusive lock let go by a drain under a command already past the port's ALUA check)
+// answers NOT READY, ASYMMETRIC ACCESS STATE TRANSITION (04h/0Ah), which initiators retry,
+// never DATA PROTECT: the medium is not write protected, the write only went to the
+// gateway that stopped owning it.
+TEST(SbcReadWrite, LockElsewhereIsPortTransitioning)
+{
+	Env e(ram_bs(1 << 20), {}, false, true);
+	e.faulty->fail(BsOp::Write, 10 * kBs, 11 * kBs, -ENOLCK);
+	EXPECT_TRUE(is_sense(e.out(cdb_rw(0x8a, 10, 1), pattern(kBs, 1)), 0x040a, 0x2));
+	e.faulty->fail(BsOp::Write, 0, 0, 0);
+	e.write(10, pattern(kBs, 5));
+	EXPECT_EQ(e.read(10, 1), pattern(kBs, 5)) << "the LU serves on";
+}
+
 // ===========================================================================================
 // READ CAPACITY, SYNCHRONIZE CACHE, PRE-FETCH
 // ===========================================================================================
