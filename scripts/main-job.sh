@@ -11,9 +11,10 @@
 #        TCP,  LUN 0: 4 KiB mixed read/write, queue depth 32, then a read-back pass
 #        SRP,  LUN 0: 4 KiB mixed read/write, queue depth 32, two channels, read back
 #        SRP,  LUN 1: 128 KiB sequential write of the whole range, then read back
-#   3. the figures, side by side in one run (tools/iscsi-bench/run): ulp-targetd over
-#      iSER and TCP beside tgtd over TCP, with ulp-initiator and libiscsi's iscsi-perf,
-#      IOPS, MB/s, latency and CPU per I/O, and their ratios.
+#   3. the figures, side by side in one run (tools/iscsi-bench/run --repeat 3): ulp-targetd
+#      over iSER, SRP and TCP beside tgtd over TCP, with ulp-initiator and libiscsi's
+#      iscsi-perf, IOPS, MB/s, latency and CPU per I/O, and their ratios: medians of three
+#      rounds with their spread.
 # Options: --quick (short runs, about a minute once built), --no-install (skip
 # scripts/install-deps.sh), --no-build, --installed (the programs the packages installed,
 # /usr/sbin/ulp-targetd, /usr/bin/ulp-initiator and ulpctl, instead of build/'s: steps 1
@@ -154,10 +155,14 @@ if ((installed)); then
 	step "main job (installed programs): every run verified its data"
 	exit 0
 fi
-step "figures: tools/iscsi-bench/run$( ((quick)) && echo ' --quick')"
+step "figures: tools/iscsi-bench/run$( ((quick)) && echo ' --quick' || echo ' --repeat 3 --runtime 2')"
 if ((quick)); then
 	tools/iscsi-bench/run --quick
 else
-	tools/iscsi-bench/run
+	# Three rounds, the paths' order rotated: medians with their min-max, each ratio by
+	# round, and a note on any path whose rounds disagree (on 2 busy cores the soft
+	# provider's paths can run in a slow mode for a whole round). 2 s per job keeps it to
+	# about four minutes.
+	tools/iscsi-bench/run --repeat 3 --runtime 2
 fi
 step "main job: every run verified its data; figures above"
