@@ -259,8 +259,14 @@ bool Session::send_cmd(Task *t)
 		unsol = sparams_.initial_r2t ? imm : first;
 	}
 	// iSER (RFC 7145 7.3.1): the buffer is registered before the command goes out, and
-	// its STag travels in the command's iSER header. No room now: the command waits.
-	if (tp_->rdma_data() && t->dir != DataDir::None) {
+	// its STag travels in the command's iSER header. No room now: the command waits. A
+	// write whose data all goes with the command (immediate data and unsolicited Data-Out,
+	// which the transport copies into its send buffers) leaves nothing for the target to
+	// RDMA READ: no registration, no Write STag (WSV 0), and no invalidation after the
+	// response - the registration, its REG_MR and the remote invalidation were most of an
+	// iSER initiator's work per small write.
+	const bool solicited = t->dir == DataDir::Read || unsol < t->data.size();
+	if (tp_->rdma_data() && t->dir != DataDir::None && solicited) {
 		if (!tp_->can_map())
 			return false;
 		const int rc = tp_->map_data(itt_of(t), t->dir, t->data, unsol);
