@@ -3,8 +3,10 @@
 // iSCSI PDUs in SEND messages behind the iSER header, SCSI data moved by the target with
 // RDMA READ and WRITE into buffers this side registers per command.
 //
-// One transport is one RDMA/CM connection with its own PD, CQ and QP. Per command
-// (map_data, before its SCSI Command PDU goes out):
+// One transport is one RDMA/CM connection with its own PD, CQ and QP. Per command with
+// data for the target to move (map_data, before its SCSI Command PDU goes out; a write
+// whose data all goes as immediate data and unsolicited Data-Out has none, and the session
+// does not call it: no STag, WSV 0):
 //   - the data buffer gets a fast-registration MR from the connection's pool: REG_MR with
 //     a fresh key, chained before the SEND of the command, so the STag is valid when the
 //     target sees it (on rdma-core devices the core carries REG_MR by a type-2 memory
@@ -26,8 +28,8 @@
 // LOCAL_INV) and one receive (its response). The send queue holds queue_depth * 3 plus
 // room for control PDUs (NOP-Out, TMF, Text, Logout) and the drain marker; the receive
 // queue queue_depth plus the unexpected PDUs a target may send (NOP-In, Async, Reject).
-// The MR pool has queue_depth MRs, so can_map() is the session's bound on commands in
-// flight; sends beyond the queue's room wait in order in a backlog.
+// The MR pool has queue_depth MRs, so can_map() is the session's bound on commands with
+// data in flight; sends beyond the queue's room wait in order in a backlog.
 //
 // Threading: none of its own beyond the provider's CM thread, whose events are handed to
 // the session's thread through an eventfd. poll() sleeps on the CQ's completion channel
