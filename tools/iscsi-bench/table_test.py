@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
 """tools/iscsi-bench/table_test.py - the run's table from made-up repetitions: each row's
-median with the min-max of its repetitions below it, each ratio's value per round, and the
-note that names the paths whose repetitions differ by more than MODE_GAP. No target runs:
+median with the min-max of its repetitions below it, each ratio's value per round, the
+note that names the paths whose repetitions differ by more than MODE_GAP, and the
+per-thread figures' medians. No target runs:
 the figures are given, the table is what is checked."""
 
 import importlib.machinery
@@ -33,7 +34,10 @@ def sample(iops, cpu=10.0):
     return {"iops": iops, "mb_per_s": iops * 4096 / 1e6, "p50_us": 1e6 * 32 / iops,
             "p99_us": 3e6 * 32 / iops, "target_cpu_us_per_io": cpu,
             "client_cpu_us_per_io": cpu / 2, "ios": iops * 5, "seconds": 5.0,
-            "target_cpu_s": cpu * iops * 5 / 1e6, "client_cpu_s": cpu * iops * 5 / 2e6}
+            "target_cpu_s": cpu * iops * 5 / 1e6, "client_cpu_s": cpu * iops * 5 / 2e6,
+            "threads": {"cpu_us_per_io": {"ulp-cq-poll": cpu * 0.6, "iou-wrk": cpu * 0.4},
+                        "cs_per_io": {"ulp-cq-poll": 0.5, "iou-wrk": 1.0},
+                        "ics_per_io": {"ulp-cq-poll": 0.25}}}
 
 
 def table(rows, repeat):
@@ -63,6 +67,21 @@ class Spread(unittest.TestCase):
         note = text[text.index("NOTE: these paths' repetitions"):]
         self.assertIn("over srp to ulp-targetd: 76000, 130000, 77000 IOPS", note)
         self.assertNotIn("over tcp", note)
+
+    def test_threads_by_group(self):
+        # Each group's median over the rounds, largest CPU first; a group missing from a
+        # round counts 0 there.
+        a, b, c = sample(100000, 10), sample(100000, 20), sample(100000, 30)
+        c["threads"]["cpu_us_per_io"]["ksoftirqd"] = 50.0
+        row = run.make_row(JOB, SRP, [a, b, c])
+        th = row["threads"]
+        self.assertEqual(list(th["cpu_us_per_io"]), ["ulp-cq-poll", "iou-wrk", "ksoftirqd"])
+        self.assertAlmostEqual(th["cpu_us_per_io"]["ulp-cq-poll"], 12.0)
+        self.assertEqual(th["cpu_us_per_io"]["ksoftirqd"], 0)
+        self.assertEqual(th["ics_per_io"]["iou-wrk"], 0)
+        text = table([row], 3)
+        self.assertIn("srp   ulp-targetd  ulp-cq-poll 12.0 (0.50, 0.25)  iou-wrk 8.0 (1.00, "
+                      "0.00)", text)
 
     def test_one_run_has_no_spread(self):
         srp = run.make_row(JOB, SRP, [sample(76000)])

@@ -40,7 +40,7 @@ import sys
 import tempfile
 import time
 
-from iscsibench import median
+from iscsibench import median, switches_by_group, thread_group, thread_switches
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
@@ -119,56 +119,6 @@ def switches_since(before, after):
     """Switches between two proc_switches samples: threads born since count from 0; those
     that ended meanwhile (io_uring's workers come and go) are lost, so this is a floor."""
     return sum(v - before.get(tid, 0) for tid, v in after.items())
-
-
-def thread_group(name):
-    """A thread's name without its instance numbers: ksoftirqd/1 -> ksoftirqd,
-    kworker/0:1H-kblockd -> kworker, iou-wrk-123 -> iou-wrk."""
-    return re.split(r"[/:]", name, maxsplit=1)[0].rstrip("-.0123456789") or name
-
-
-def thread_switches():
-    """Context switches and CPU time of every thread in the guest, by (pid, tid): (group, all
-    switches, involuntary ones, CPU ticks, of which in the kernel), group being the thread's name without its
-    instance numbers (ksoftirqd/1 -> ksoftirqd, kworker/0:1H-kblockd -> kworker, iou-wrk-123
-    -> iou-wrk). Involuntary: preempted while it could still run."""
-    n = {}
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            tids = os.listdir(f"/proc/{pid}/task")
-        except OSError:
-            continue
-        for tid in tids:
-            try:
-                with open(f"/proc/{pid}/task/{tid}/status") as f:
-                    name, cs, ics = "", 0, 0
-                    for line in f:
-                        if line.startswith("Name:"):
-                            name = line.split(":", 1)[1].strip()
-                        elif "ctxt_switches:" in line:
-                            cs += int(line.split()[1])
-                            if line.startswith("nonvoluntary"):
-                                ics += int(line.split()[1])
-                with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                    st = f.read().rsplit(")", 1)[1].split()
-                    ticks = int(st[11]) + int(st[12])  # utime + stime
-                    sticks = int(st[12])
-            except OSError:
-                continue  # ended meanwhile
-            n[(pid, tid)] = (thread_group(name), cs, ics, ticks, sticks)
-    return n
-
-
-def switches_by_group(before, after, ios, which=1):
-    """Context switches per I/O between two thread_switches samples, by thread group,
-    largest first (threads that ended meanwhile are lost: a floor). which: 1 all, 2 the
-    involuntary ones, 3 CPU ticks, 4 of them in the kernel."""
-    g = {}
-    for k, v in after.items():
-        g[v[0]] = g.get(v[0], 0) + v[which] - before.get(k, (v[0], 0, 0, 0, 0))[which]
-    return {k: v / ios for k, v in sorted(g.items(), key=lambda kv: -kv[1]) if v > 0}
 
 
 def guest_switches():
