@@ -265,8 +265,8 @@ bool Session::send_cmd(Task *t)
 	// RDMA READ: no registration, no Write STag (WSV 0), and no invalidation after the
 	// response - the registration, its REG_MR and the remote invalidation were most of an
 	// iSER initiator's work per small write.
-	const bool solicited = t->dir == DataDir::Read || unsol < t->data.size();
-	if (tp_->rdma_data() && t->dir != DataDir::None && solicited) {
+	const bool rdma_moves = t->dir == DataDir::Read || unsol < t->data.size();
+	if (tp_->rdma_data() && t->dir != DataDir::None && rdma_moves) {
 		if (!tp_->can_map())
 			return false;
 		const int rc = tp_->map_data(itt_of(t), t->dir, t->data, unsol);

@@ -73,10 +73,9 @@ def thread_group(name):
 
 def thread_switches():
     """Context switches and CPU time of every thread of this machine (vmbench: of the
-    guest), by (pid, tid): (group, all
-    switches, involuntary ones, CPU ticks, of which in the kernel), group being the thread's name without its
-    instance numbers (ksoftirqd/1 -> ksoftirqd, kworker/0:1H-kblockd -> kworker, iou-wrk-123
-    -> iou-wrk). Involuntary: preempted while it could still run."""
+    guest), by (pid, tid): (group, all switches, involuntary ones, CPU ticks, of which in
+    the kernel), group being thread_group() of its name. Involuntary: preempted while it
+    could still run."""
     n = {}
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
