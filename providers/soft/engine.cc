@@ -31,6 +31,8 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <tuple>
+#include <utility>
 
 namespace ulp::soft
 {
@@ -48,6 +50,20 @@ thread_local int tl_inline_depth = 0;
 // This thread runs a QP for its poster (Engine::post): a post from inside it only
 // schedules.
 thread_local bool tl_direct = false;
+
+// ULP_SOFT_SPIN_US in the environment: the longest idle spin, in µs, for both cases above
+// (0: none, the engine sleeps as soon as it is idle). On a host whose cores are all busy
+// (a CPU-bound neighbour) a spinning engine only sees its doorbell when the scheduler
+// gives it a turn, while a sleeping one is woken at once; there no spin is faster. Read
+// at each engine's start.
+std::pair<std::chrono::microseconds, std::chrono::microseconds> spin_times()
+{
+	if (const char *env = std::getenv("ULP_SOFT_SPIN_US"); env && *env) {
+		const auto us = std::chrono::microseconds(std::clamp(std::atol(env), 0L, 100000L));
+		return {us, us};
+	}
+	return {kSpin, kSpinWire};
+}
 
 // An idle engine spins at a nice value this much above its own (ULP_SOFT_SPIN_NICE in the
 // environment sets another, 0 turns it off): a spin only takes CPU that runnable work at
@@ -85,6 +101,7 @@ bool may_return_to_nice(int base)
 
 Engine::Engine(bool threaded, unsigned index) : threaded_(threaded), index_(index)
 {
+	std::tie(spin_idle_, spin_wire_) = spin_times();
 	epfd_ = epoll_create1(EPOLL_CLOEXEC);
 	evfd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	epoll_event ev{};
@@ -487,17 +504,18 @@ void Engine::loop()
 		// Idle: spin for a doorbell, then sleep until one or the next timer.
 		bool have_conns = !conns_.empty();
 		g.unlock();
-		auto until = Clock::now() + kSpin;
+		auto spin = spin_idle_;
 		if (wire_hot_.load(std::memory_order_relaxed)) {
 			wire_hot_.store(false, std::memory_order_relaxed);
-			until = Clock::now() + kSpinWire;
+			spin = spin_wire_;
 		}
+		const auto until = Clock::now() + spin;
 		bool got = false;
-		if (spin_nice_)
+		if (spin_nice_ && spin.count() > 0)
 			setpriority(PRIO_PROCESS, tid_, std::min(base_nice_ + spin_nice_, 19));
-		for (unsigned spin = 0; Clock::now() < until; spin++) {
+		for (unsigned n = 0; spin.count() > 0 && Clock::now() < until; n++) {
 			if (work_.load(std::memory_order_acquire) ||
-			    (have_conns && (spin & 63) == 0 && poll_conns(0))) {
+			    (have_conns && (n & 63) == 0 && poll_conns(0))) {
 				got = true;
 				break;
 			}
@@ -513,7 +531,8 @@ void Engine::loop()
 			// may need this core.
 			sched_yield();
 		}
-		if (spin_nice_ && setpriority(PRIO_PROCESS, tid_, base_nice_) != 0) {
+		if (spin_nice_ && spin.count() > 0 &&
+		    setpriority(PRIO_PROCESS, tid_, base_nice_) != 0) {
 			// Refused after all (a security module): say so, and step no more.
 			ULP_LOG(Warn, Soft,
 			        "engine {}: going back to nice {} refused ({}); it runs at nice {} "

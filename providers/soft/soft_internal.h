@@ -528,9 +528,11 @@ private:
 	id_t tid_ = 0;                      // the engine thread (its nice value: loop only)
 	int base_nice_ = 0;                 // its nice value when it started (loop only)
 	int spin_nice_ = 0;                 // nice steps added while it spins idle (loop only)
-	void *timer_owner_ = nullptr;       // owner of the timer running now (lock_)
-	int epfd_ = -1;                     // connections + the doorbell eventfd
-	int evfd_ = -1;                     // doorbell while the thread sleeps in epoll_wait
+	std::chrono::microseconds spin_idle_; // longest idle spin (ULP_SOFT_SPIN_US; fixed)
+	std::chrono::microseconds spin_wire_; // ...after wire traffic (fixed)
+	void *timer_owner_ = nullptr;         // owner of the timer running now (lock_)
+	int epfd_ = -1;                       // connections + the doorbell eventfd
+	int evfd_ = -1;                       // doorbell while the thread sleeps in epoll_wait
 	std::vector<std::shared_ptr<SockConn>> conns_; // watched connections (lock_)
 	std::thread thread_;
 };

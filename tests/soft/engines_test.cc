@@ -866,6 +866,68 @@ int nice_of(pid_t tid)
 	return nice;
 }
 
+// The one engine of a fresh one-engine device d: its thread id, once it has named itself.
+pid_t new_engine_tid(const std::set<pid_t> &before)
+{
+	std::set<pid_t> mine;
+	for (auto until = Clock::now() + kWait; mine.empty() && Clock::now() < until;) {
+		for (pid_t t : engine_tids())
+			if (!before.count(t))
+				mine.insert(t);
+		std::this_thread::sleep_for(1ms);
+	}
+	return mine.size() == 1 ? *mine.begin() : 0;
+}
+
+// The nice value an idle engine spins at in this process: base + ULP_SOFT_SPIN_NICE (5),
+// or base when the process may not lower a thread's nice value again (the engine's probe).
+int spinning_nice(int base)
+{
+	bool can = false;
+	std::thread([&] {
+		const auto t = static_cast<id_t>(this_tid());
+		can = base < 19 && setpriority(PRIO_PROCESS, t, 19) == 0 &&
+		      setpriority(PRIO_PROCESS, t, base) == 0;
+	}).join();
+	const char *env = getenv("ULP_SOFT_SPIN_NICE");
+	const int step = env && *env ? std::clamp(std::atoi(env), 0, 19) : 5;
+	return can && step ? std::min(base + step, 19) : base;
+}
+
+// The engine eng's nice values (value -> samples), sampled on a thread of its own while
+// it works and idles in turns: each round's completions end its work, then it idles.
+std::map<int, int> nice_during_traffic(Device &d, pid_t eng, bool *failed)
+{
+	std::map<int, int> seen;
+	Side a, b;
+	a.init(d);
+	b.init(d);
+	a.create_qp();
+	b.create_qp();
+	if (::testing::Test::HasFailure() || connect_pair(a, b) != 0) {
+		*failed = true;
+		return seen;
+	}
+	std::atomic<bool> stop{false};
+	std::thread sampler([&] {
+		while (!stop.load())
+			seen[nice_of(eng)]++;
+	});
+	std::vector<Cqe> cqe(16);
+	for (int round = 0; round < 200 && !::testing::Test::HasFailure(); round++) {
+		for (auto &c : cqe)
+			EXPECT_EQ(post_rdma(*a.qp, &c, a.sge(0, 4096), WrOpcode::RdmaWrite, b.at(0),
+			                    b.mr->rkey()),
+			          0);
+		EXPECT_EQ(poll_n(*a.scq, cqe.size()).size(), cqe.size());
+		std::this_thread::sleep_for(200us);
+	}
+	stop = true;
+	sampler.join();
+	*failed = ::testing::Test::HasFailure();
+	return seen;
+}
+
 } // namespace
 
 // An idle engine spins at a higher nice value, so that its busy-wait takes no core from
@@ -878,52 +940,13 @@ TEST(SoftEngines, IdleSpinRunsAtAHigherNiceAndWorkAtItsOwn)
 	const auto before = engine_tids();
 	auto d = engines_dev(1);
 	ASSERT_TRUE(d);
-	std::set<pid_t> mine; // its thread, once it has named itself
-	for (auto until = Clock::now() + kWait; mine.empty() && Clock::now() < until;) {
-		for (pid_t t : engine_tids())
-			if (!before.count(t))
-				mine.insert(t);
-		std::this_thread::sleep_for(1ms);
-	}
-	ASSERT_EQ(mine.size(), 1u);
-	const pid_t eng = *mine.begin();
+	const pid_t eng = new_engine_tid(before);
+	ASSERT_NE(eng, 0);
 	const int base = getpriority(PRIO_PROCESS, static_cast<id_t>(this_tid()));
-	// Whether this process may lower a thread's nice value again (the engine's probe).
-	bool can = false;
-	std::thread([&] {
-		const auto t = static_cast<id_t>(this_tid());
-		can = base < 19 && setpriority(PRIO_PROCESS, t, 19) == 0 &&
-		      setpriority(PRIO_PROCESS, t, base) == 0;
-	}).join();
-	const char *env = getenv("ULP_SOFT_SPIN_NICE");
-	const int step = env && *env ? std::clamp(std::atoi(env), 0, 19) : 5;
-	const int spinning = can && step ? std::min(base + step, 19) : base;
-
-	Side a, b;
-	ASSERT_NO_FATAL_FAILURE(a.init(*d));
-	ASSERT_NO_FATAL_FAILURE(b.init(*d));
-	ASSERT_NO_FATAL_FAILURE(a.create_qp());
-	ASSERT_NO_FATAL_FAILURE(b.create_qp());
-	ASSERT_EQ(connect_pair(a, b), 0);
-	// Sampled on a thread of its own while the engine works and idles in turns: each
-	// round's completions end its work, and it spins (50 us) before it sleeps.
-	std::map<int, int> seen; // nice value -> samples
-	std::atomic<bool> stop{false};
-	std::thread sampler([&] {
-		while (!stop.load())
-			seen[nice_of(eng)]++;
-	});
-	std::vector<Cqe> cqe(16);
-	for (int round = 0; round < 200 && !HasFailure(); round++) {
-		for (auto &c : cqe)
-			EXPECT_EQ(post_rdma(*a.qp, &c, a.sge(0, 4096), WrOpcode::RdmaWrite, b.at(0),
-			                    b.mr->rkey()),
-			          0);
-		EXPECT_EQ(poll_n(*a.scq, cqe.size()).size(), cqe.size());
-		std::this_thread::sleep_for(200us);
-	}
-	stop = true;
-	sampler.join();
+	const int spinning = spinning_nice(base);
+	bool failed = false;
+	auto seen = nice_during_traffic(*d, eng, &failed);
+	ASSERT_FALSE(failed);
 	for (auto &[nice, n] : seen) {
 		EXPECT_TRUE(nice == base || nice == spinning)
 		    << "nice " << nice << " seen " << n << " times (base " << base << ", spinning "
@@ -935,4 +958,33 @@ TEST(SoftEngines, IdleSpinRunsAtAHigherNiceAndWorkAtItsOwn)
 	// Asleep (its spin is at most 1 ms): at its own value again.
 	std::this_thread::sleep_for(20ms);
 	EXPECT_EQ(nice_of(eng), base);
+}
+
+// ULP_SOFT_SPIN_US=0: an idle engine sleeps at once and never spins, so it is never seen
+// at its spinning nice value under the same traffic (read when the engine starts).
+TEST(SoftEngines, SpinTimeZeroSleepsAtOnce)
+{
+	const int base = getpriority(PRIO_PROCESS, static_cast<id_t>(this_tid()));
+	const int spinning = spinning_nice(base);
+	if (spinning == base)
+		GTEST_SKIP() << "this process may not lower a nice value again: spins are not "
+		                "visible in the nice value";
+	const auto before = engine_tids();
+	const char *old = getenv("ULP_SOFT_SPIN_US");
+	const std::string saved = old ? old : "";
+	setenv("ULP_SOFT_SPIN_US", "0", 1);
+	auto d = engines_dev(1);
+	if (old)
+		setenv("ULP_SOFT_SPIN_US", saved.c_str(), 1);
+	else
+		unsetenv("ULP_SOFT_SPIN_US");
+	ASSERT_TRUE(d);
+	const pid_t eng = new_engine_tid(before);
+	ASSERT_NE(eng, 0);
+	bool failed = false;
+	auto seen = nice_during_traffic(*d, eng, &failed);
+	ASSERT_FALSE(failed);
+	EXPECT_GT(seen[base], 0);
+	EXPECT_EQ(seen.count(spinning), 0u)
+	    << "the engine spun (seen at nice " << spinning << " " << seen[spinning] << " times)";
 }
