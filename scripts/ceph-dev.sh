@@ -169,6 +169,20 @@ rbd_() { bounded 30 rbd --client-mount-timeout 10 "$@"; }
 # from the mon and parses), this whole call 8-11 s. Connect and each command bounded by
 # librados, the process by BOUND seconds (times ULP_CEPH_CALL_SCALE).
 mon_cmds() {
+	local rc try
+	for try in 1 2 3; do
+		mon_cmds_once "$@" && return 0
+		rc=$?
+		# Killed by a signal, not a timeout (124) or a refused command (1): Debian's
+		# python3-rados client has aborted (SIGABRT, an uncaught std::out_of_range in
+		# librados) right after an OSD stopped. Its commands only read, or are
+		# idempotent (osd create by uuid), so a fresh client asks again.
+		((rc > 128 && rc != 137 && try < 3)) || return "$rc"
+		echo "ceph-dev: the monitor client died with signal $((rc - 128)): asking again ($try of 3)" >&2
+		sleep 1
+	done
+}
+mon_cmds_once() {
 	local s=$1
 	shift
 	bounded "$s" /usr/bin/python3 - "$conf" "$@" <<'EOF'
