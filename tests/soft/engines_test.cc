@@ -27,31 +27,32 @@ using namespace soft_test;
 namespace
 {
 
-// ULP_SOFT_ENGINES set (or unset: nullptr) for one scope, restored after: CI runs this
-// suite with it set, and the tests of the default must not see it.
-class ScopedEnginesEnv
+// An environment variable set (or unset: nullptr) for one scope, restored after: CI runs
+// this suite with ULP_SOFT_ENGINES set, and the tests of the default must not see it.
+class ScopedEnv
 {
 public:
-	explicit ScopedEnginesEnv(const char *v)
+	ScopedEnv(const char *name, const char *v) : name_(name)
 	{
-		if (const char *o = getenv("ULP_SOFT_ENGINES")) {
+		if (const char *o = getenv(name)) {
 			had_ = true;
 			old_ = o;
 		}
 		if (v)
-			setenv("ULP_SOFT_ENGINES", v, 1);
+			setenv(name, v, 1);
 		else
-			unsetenv("ULP_SOFT_ENGINES");
+			unsetenv(name);
 	}
-	~ScopedEnginesEnv()
+	~ScopedEnv()
 	{
 		if (had_)
-			setenv("ULP_SOFT_ENGINES", old_.c_str(), 1);
+			setenv(name_, old_.c_str(), 1);
 		else
-			unsetenv("ULP_SOFT_ENGINES");
+			unsetenv(name_);
 	}
 
 private:
+	const char *name_;
 	bool had_ = false;
 	std::string old_;
 };
@@ -152,7 +153,7 @@ void create_seen_qp(Side &s, Seen &seen)
 
 TEST(SoftEngines, CountIsVectorsCappedByCpus)
 {
-	ScopedEnginesEnv env(nullptr);
+	ScopedEnv env("ULP_SOFT_ENGINES", nullptr);
 	auto d = engines_dev(0);
 	ASSERT_TRUE(d);
 	const unsigned vectors = d->attr().num_comp_vectors;
@@ -166,7 +167,7 @@ TEST(SoftEngines, CountIsVectorsCappedByCpus)
 
 TEST(SoftEngines, ExplicitCountIsCappedByVectorsNotCpus)
 {
-	ScopedEnginesEnv env(nullptr);
+	ScopedEnv env("ULP_SOFT_ENGINES", nullptr);
 	// More engines than this machine has CPUs (CI: 2): what the multi-engine runs need.
 	auto d = engines_dev(4);
 	ASSERT_TRUE(d);
@@ -182,7 +183,7 @@ TEST(SoftEngines, ExplicitCountIsCappedByVectorsNotCpus)
 TEST(SoftEngines, EnvironmentOverridesTheDefaultOnly)
 {
 	{
-		ScopedEnginesEnv env("3");
+		ScopedEnv env("ULP_SOFT_ENGINES", "3");
 		auto d = engines_dev(0);
 		ASSERT_TRUE(d);
 		EXPECT_EQ(soft::engine_count(*d), 3u);
@@ -192,7 +193,7 @@ TEST(SoftEngines, EnvironmentOverridesTheDefaultOnly)
 		EXPECT_EQ(soft::engine_count(*e), 2u);
 	}
 	for (const char *bad : {"0", "x", "4x", "-2", "99999"}) {
-		ScopedEnginesEnv env(bad);
+		ScopedEnv env("ULP_SOFT_ENGINES", bad);
 		auto d = engines_dev(0);
 		ASSERT_TRUE(d);
 		EXPECT_EQ(soft::engine_count(*d), std::min(d->attr().num_comp_vectors, cpus()))
@@ -866,7 +867,8 @@ int nice_of(pid_t tid)
 	return nice;
 }
 
-// The one engine of a fresh one-engine device d: its thread id, once it has named itself.
+// The engine thread that is not among before (a fresh one-engine device's), once it has
+// named itself; 0 if there is not exactly one.
 pid_t new_engine_tid(const std::set<pid_t> &before)
 {
 	std::set<pid_t> mine;
@@ -896,7 +898,7 @@ int spinning_nice(int base)
 
 // The engine eng's nice values (value -> samples), sampled on a thread of its own while
 // it works and idles in turns: each round's completions end its work, then it idles.
-std::map<int, int> nice_during_traffic(Device &d, pid_t eng, bool *failed)
+std::map<int, int> nice_during_traffic(Device &d, pid_t eng)
 {
 	std::map<int, int> seen;
 	Side a, b;
@@ -904,10 +906,11 @@ std::map<int, int> nice_during_traffic(Device &d, pid_t eng, bool *failed)
 	b.init(d);
 	a.create_qp();
 	b.create_qp();
-	if (::testing::Test::HasFailure() || connect_pair(a, b) != 0) {
-		*failed = true;
+	if (::testing::Test::HasFailure()) // the caller asserts none
 		return seen;
-	}
+	EXPECT_EQ(connect_pair(a, b), 0);
+	if (::testing::Test::HasFailure())
+		return seen;
 	std::atomic<bool> stop{false};
 	std::thread sampler([&] {
 		while (!stop.load())
@@ -924,7 +927,6 @@ std::map<int, int> nice_during_traffic(Device &d, pid_t eng, bool *failed)
 	}
 	stop = true;
 	sampler.join();
-	*failed = ::testing::Test::HasFailure();
 	return seen;
 }
 
@@ -938,15 +940,18 @@ std::map<int, int> nice_during_traffic(Device &d, pid_t eng, bool *failed)
 TEST(SoftEngines, IdleSpinRunsAtAHigherNiceAndWorkAtItsOwn)
 {
 	const auto before = engine_tids();
-	auto d = engines_dev(1);
+	DevPtr d;
+	{
+		ScopedEnv env("ULP_SOFT_SPIN_US", nullptr); // the default spin
+		d = engines_dev(1);
+	}
 	ASSERT_TRUE(d);
 	const pid_t eng = new_engine_tid(before);
 	ASSERT_NE(eng, 0);
 	const int base = getpriority(PRIO_PROCESS, static_cast<id_t>(this_tid()));
 	const int spinning = spinning_nice(base);
-	bool failed = false;
-	auto seen = nice_during_traffic(*d, eng, &failed);
-	ASSERT_FALSE(failed);
+	auto seen = nice_during_traffic(*d, eng);
+	ASSERT_FALSE(HasFailure());
 	for (auto &[nice, n] : seen) {
 		EXPECT_TRUE(nice == base || nice == spinning)
 		    << "nice " << nice << " seen " << n << " times (base " << base << ", spinning "
@@ -970,20 +975,16 @@ TEST(SoftEngines, SpinTimeZeroSleepsAtOnce)
 		GTEST_SKIP() << "this process may not lower a nice value again: spins are not "
 		                "visible in the nice value";
 	const auto before = engine_tids();
-	const char *old = getenv("ULP_SOFT_SPIN_US");
-	const std::string saved = old ? old : "";
-	setenv("ULP_SOFT_SPIN_US", "0", 1);
-	auto d = engines_dev(1);
-	if (old)
-		setenv("ULP_SOFT_SPIN_US", saved.c_str(), 1);
-	else
-		unsetenv("ULP_SOFT_SPIN_US");
+	DevPtr d;
+	{
+		ScopedEnv env("ULP_SOFT_SPIN_US", "0");
+		d = engines_dev(1);
+	}
 	ASSERT_TRUE(d);
 	const pid_t eng = new_engine_tid(before);
 	ASSERT_NE(eng, 0);
-	bool failed = false;
-	auto seen = nice_during_traffic(*d, eng, &failed);
-	ASSERT_FALSE(failed);
+	auto seen = nice_during_traffic(*d, eng);
+	ASSERT_FALSE(HasFailure());
 	EXPECT_GT(seen[base], 0);
 	EXPECT_EQ(seen.count(spinning), 0u)
 	    << "the engine spun (seen at nice " << spinning << " " << seen[spinning] << " times)";
