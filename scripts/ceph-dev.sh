@@ -176,7 +176,8 @@ mon_cmds() {
 		# Killed by a signal, not a timeout (124) or a refused command (1): Debian's
 		# python3-rados client has aborted (SIGABRT, an uncaught std::out_of_range in
 		# librados) right after an OSD stopped. Its commands only read, or are
-		# idempotent (osd create by uuid), so a fresh client asks again.
+		# idempotent (osd create by uuid, crush add of osd.0, pool create of rbd), so a
+		# fresh client asks again.
 		((rc > 128 && rc != 137 && try < 3)) || return "$rc"
 		echo "ceph-dev: the monitor client died with signal $((rc - 128)): asking again ($try of 3)" >&2
 		sleep 1

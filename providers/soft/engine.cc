@@ -509,11 +509,12 @@ void Engine::loop()
 			wire_hot_.store(false, std::memory_order_relaxed);
 			spin = spin_wire_;
 		}
+		const bool spins = spin.count() > 0;
 		const auto until = Clock::now() + spin;
 		bool got = false;
-		if (spin_nice_ && spin.count() > 0)
+		if (spin_nice_ && spins)
 			setpriority(PRIO_PROCESS, tid_, std::min(base_nice_ + spin_nice_, 19));
-		for (unsigned n = 0; spin.count() > 0 && Clock::now() < until; n++) {
+		for (unsigned n = 0; Clock::now() < until; n++) {
 			if (work_.load(std::memory_order_acquire) ||
 			    (have_conns && (n & 63) == 0 && poll_conns(0))) {
 				got = true;
@@ -531,8 +532,7 @@ void Engine::loop()
 			// may need this core.
 			sched_yield();
 		}
-		if (spin_nice_ && spin.count() > 0 &&
-		    setpriority(PRIO_PROCESS, tid_, base_nice_) != 0) {
+		if (spin_nice_ && spins && setpriority(PRIO_PROCESS, tid_, base_nice_) != 0) {
 			// Refused after all (a security module): say so, and step no more.
 			ULP_LOG(Warn, Soft,
 			        "engine {}: going back to nice {} refused ({}); it runs at nice {} "
