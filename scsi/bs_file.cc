@@ -261,8 +261,10 @@ public:
 		s->dio_off_align = d.off_align;
 		shared_->counters().add_to(s, false);
 		std::lock_guard g(d.rings_lock);
-		for (const FileRing *r : d.loop_rings)
+		for (const FileRing *r : d.loop_rings) {
 			r->counters().add_to(s, true);
+			s->coop_rings += r->coop();
+		}
 		d.retired.add_to(s, true);
 		s->loop_rings = d.loop_rings.size();
 	}

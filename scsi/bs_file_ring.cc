@@ -160,10 +160,26 @@ int FileRing::init(std::string *why)
 	// One spare SQ entry (the shared ring's stop NOP); the CQ (twice the SQ) holds every
 	// slot's completion even while the reaping thread is busy. A loop ring has one issuer
 	// by construction: SINGLE_ISSUER lets the kernel skip its submission lock.
+	//
+	// And it is reaped by that issuer, the loop's thread, which enters the kernel on every
+	// turn (epoll_wait, the submit): COOP_TASKRUN lets a completion wait for that entry
+	// instead of interrupting the thread with an IPI to post its CQE (io_uring_setup(2)).
+	// A write the kernel hands to an io-wq worker (buffered, or on tmpfs) completes through
+	// such task work, and the IPI and the interruption were a large part of a 4 KiB write's
+	// cost to a busy poller (tools/iscsi-bench/README.md). The shared ring is reaped by a
+	// thread that did not submit: there the interruption is what delivers the completion.
 	const unsigned base = IORING_SETUP_SUBMIT_ALL;
-	int r = io_uring_queue_init(depth + 1, &ring_,
-	                            loop_ ? base | IORING_SETUP_SINGLE_ISSUER : base);
-	if (r == -EINVAL && loop_) // before 6.0
+	int r = -EINVAL;
+	if (loop_) {
+		r = io_uring_queue_init(depth + 1, &ring_,
+		                        base | IORING_SETUP_SINGLE_ISSUER |
+		                            IORING_SETUP_COOP_TASKRUN);
+		if (r == -EINVAL) // before 6.0
+			r = io_uring_queue_init(depth + 1, &ring_,
+			                        base | IORING_SETUP_COOP_TASKRUN);
+		coop_ = r == 0;
+	}
+	if (r == -EINVAL) // before 5.19
 		r = io_uring_queue_init(depth + 1, &ring_, base);
 	if (r == -EINVAL) // before 5.18: without SUBMIT_ALL, which we only lean on
 		r = io_uring_queue_init(depth + 1, &ring_, 0);

@@ -197,6 +197,8 @@ public:
 	EventLoop *loop() const { return loop_; }
 	FileCounters &counters() { return ctr_; }
 	const FileCounters &counters() const { return ctr_; }
+	// A loop ring whose completions wait for its thread's next system call (init()).
+	bool coop() const { return coop_; }
 
 	// Destruction, any thread: waits until the ring holds no request or until deadline
 	// (logging once after a second). Then, when requests remain in the kernel's hands, they
@@ -236,6 +238,7 @@ private:
 	EventLoop *const loop_;              // the owning loop, or nullptr (the shared ring)
 	io_uring ring_{};                    // SQ side under lock_; CQ side on the reaping thread
 	bool ring_ok_ = false;               // ring_ initialised (init() got that far)
+	bool coop_ = false;                  // loop ring set up with IORING_SETUP_COOP_TASKRUN
 	int efd_ = -1;                       // loop ring: the eventfd its CQEs signal
 	bool watched_ = false;               // loop ring: efd_ added to loop_
 	BoundedThread reaper_;               // shared ring: the completion thread

@@ -55,6 +55,8 @@ struct FileBsStats {
 	uint64_t retried = 0;         // requests resubmitted after -EAGAIN/-EINTR/-ECANCELED
 	uint64_t cached_reads = 0;    // reads the page cache held, done inside submit() (no ring)
 	uint64_t loop_rings = 0;      // rings open now on event-loop threads (one per loop used)
+	uint64_t coop_rings = 0;      // of them, those whose completions wait for their loop's
+	                              // next system call, without an IPI (COOP_TASKRUN, 5.19)
 	uint64_t loop_requests = 0;   // requests started on a loop's ring (reaped on its thread)
 	uint64_t shared_requests = 0; // requests started on the shared ring (its reaper thread)
 	uint64_t reaps = 0;           // reaps that completed requests: each a turn of its

@@ -11,6 +11,8 @@
 
 #include <dirent.h>
 #include <gtest/gtest.h>
+#include <linux/io_uring.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -50,6 +52,18 @@ protected:
 	}
 };
 
+// The running kernel accepts a ring set up with flags (io_uring_setup(2), asked directly).
+static bool kernel_takes_ring_flags(uint32_t flags)
+{
+	io_uring_params p{};
+	p.flags = flags;
+	const long fd = syscall(__NR_io_uring_setup, 1, &p);
+	if (fd < 0)
+		return false;
+	close(static_cast<int>(fd));
+	return true;
+}
+
 TEST_F(FileLoopRings, CompletionsRunOnTheSubmittingLoop)
 {
 	const BackstoreConfig c = cfg("a.img", 8);
@@ -66,6 +80,11 @@ TEST_F(FileLoopRings, CompletionsRunOnTheSubmittingLoop)
 	b1.check_done("loop 1");
 	FileBsStats s = stats_of(*bs);
 	EXPECT_EQ(s.loop_rings, 2u) << "one ring per loop";
+	// Reaped by the thread that submits: a completion waits for that thread's next system
+	// call rather than interrupting it.
+	if (kernel_takes_ring_flags(IORING_SETUP_COOP_TASKRUN)) {
+		EXPECT_EQ(s.coop_rings, 2u) << "loop rings without COOP_TASKRUN";
+	}
 	EXPECT_EQ(s.loop_requests, 128u);
 	EXPECT_EQ(s.shared_requests, 0u);
 	EXPECT_GT(s.direct_rw, 0u);
