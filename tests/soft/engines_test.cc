@@ -4,6 +4,7 @@
 // that they are distinct threads, and traffic between QPs on different engines of one
 // device on every wire: ordering, RNR, errors and flushes, a shared SRQ, teardown.
 #include "soft_test_util.h"
+#include "threads_util.h"
 
 #include <dirent.h>
 #include <pthread.h>
@@ -27,36 +28,6 @@ using namespace soft_test;
 namespace
 {
 
-// An environment variable set (or unset: nullptr) for one scope, restored after: CI runs
-// this suite with ULP_SOFT_ENGINES set, and the tests of the default must not see it.
-class ScopedEnv
-{
-public:
-	ScopedEnv(const char *name, const char *v) : name_(name)
-	{
-		if (const char *o = getenv(name)) {
-			had_ = true;
-			old_ = o;
-		}
-		if (v)
-			setenv(name, v, 1);
-		else
-			unsetenv(name);
-	}
-	~ScopedEnv()
-	{
-		if (had_)
-			setenv(name_, old_.c_str(), 1);
-		else
-			unsetenv(name_);
-	}
-
-private:
-	const char *name_;
-	bool had_ = false;
-	std::string old_;
-};
-
 DevPtr engines_dev(uint32_t engines, soft::Wire wire = soft::Wire::Auto,
                    soft::Exec exec = soft::Exec::Engine, uint32_t vectors = 0,
                    const std::string &ip = "127.0.0.1")
@@ -76,23 +47,6 @@ unsigned cpus()
 	return n ? n : 1;
 }
 
-// Each thread of this process, with its name (/proc/self/task/*/comm).
-template <typename Fn> void for_each_thread(Fn fn)
-{
-	DIR *d = opendir("/proc/self/task");
-	if (!d)
-		return;
-	while (dirent *e = readdir(d)) {
-		if (e->d_name[0] == '.')
-			continue;
-		std::ifstream f(std::string("/proc/self/task/") + e->d_name + "/comm");
-		std::string name;
-		if (std::getline(f, name))
-			fn(static_cast<pid_t>(std::atoi(e->d_name)), name);
-	}
-	closedir(d);
-}
-
 // Threads of this process by name.
 std::map<std::string, int> thread_names()
 {
@@ -106,11 +60,6 @@ std::string this_thread_name()
 	char buf[16] = {};
 	pthread_getname_np(pthread_self(), buf, sizeof(buf));
 	return buf;
-}
-
-pid_t this_tid()
-{
-	return static_cast<pid_t>(syscall(SYS_gettid));
 }
 
 // The thread an async event of a QP was reported on.
@@ -838,17 +787,6 @@ TEST(SoftEngines, DestroyPeersUnderTraffic)
 namespace
 {
 
-// Engine threads of this process (named ulp-soft-eng*).
-std::set<pid_t> engine_tids()
-{
-	std::set<pid_t> out;
-	for_each_thread([&](pid_t tid, const std::string &name) {
-		if (name.rfind("ulp-soft-eng", 0) == 0)
-			out.insert(tid);
-	});
-	return out;
-}
-
 // A thread's nice value (/proc/self/task/TID/stat, field 19), or 100 if it cannot be read.
 int nice_of(pid_t tid)
 {
@@ -865,20 +803,6 @@ int nice_of(pid_t tid)
 	int nice = 100;
 	in >> nice;
 	return nice;
-}
-
-// The engine thread that is not among before (a fresh one-engine device's), once it has
-// named itself; 0 if there is not exactly one.
-pid_t new_engine_tid(const std::set<pid_t> &before)
-{
-	std::set<pid_t> mine;
-	for (auto until = Clock::now() + kWait; mine.empty() && Clock::now() < until;) {
-		for (pid_t t : engine_tids())
-			if (!before.count(t))
-				mine.insert(t);
-		std::this_thread::sleep_for(1ms);
-	}
-	return mine.size() == 1 ? *mine.begin() : 0;
 }
 
 // The nice value an idle engine spins at in this process: base + ULP_SOFT_SPIN_NICE (5),
