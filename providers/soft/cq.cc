@@ -8,21 +8,132 @@
 #include "core/log.h"
 #include "providers/soft/soft_internal.h"
 
+#include "providers/soft/shm_link.h"
+#include "providers/soft/sock_conn.h"
+
 #include <poll.h>
+#include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <boost/container/small_vector.hpp>
+
+#include <algorithm>
 #include <cerrno>
+#include <cstring>
 
 namespace ulp::soft
 {
 
-SoftChannel::SoftChannel() : efd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
+SoftChannel::SoftChannel()
+    : efd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)), epfd_(epoll_create1(EPOLL_CLOEXEC))
+{
+	epoll_event ev{};
+	ev.events = EPOLLIN;
+	ev.data.ptr = nullptr; // the events
+	if (efd_ < 0 || epfd_ < 0 || epoll_ctl(epfd_, EPOLL_CTL_ADD, efd_, &ev) != 0) {
+		if (epfd_ >= 0)
+			close(epfd_);
+		epfd_ = -1; // create_comp_channel fails
+	}
+}
 
 SoftChannel::~SoftChannel()
 {
+	// Connections handed here outlive their channel only when their CQ was destroyed
+	// before their QP (SoftCq's destructor says so): their engines watch them alone again.
+	std::vector<std::pair<SockConn *, Engine *>> left;
+	{
+		std::lock_guard g(hand_lock_);
+		left = hands_;
+	}
+	for (auto [c, eng] : left)
+		eng->drop_hand(c);
+	if (epfd_ >= 0)
+		close(epfd_);
 	if (efd_ >= 0)
 		close(efd_);
+}
+
+// ---- Doorbells handed to the channel ----------------------------------------------------
+//
+// A ring-wire QP's peer rings our doorbell when it publishes work while our engine sleeps
+// (shm_link.h). The engine thread would wake, run the QP, and wake the consumer for the
+// completions it pushed: two thread switches for each batch of the peer's work, the larger
+// part of the soft provider's cost per I/O on a host whose cores are all busy. So the
+// doorbell also rings in the channel of the QP's receive CQ, and while that CQ is armed
+// (its consumer sleeps on the channel, or is about to) the engine leaves the doorbell to
+// it: the consumer wakes once, runs the QP here, and finds the completions it pushed. Like
+// rxe running its responder in the context that has the packets, or NAPI polling on the
+// thread that waits.
+//
+// The engine stays the QP's executor of last resort: it still runs every QP on its own
+// turns, and while it leaves doorbells to channels it sleeps no longer than its watchdog
+// period (Engine::loop), so a consumer that armed its CQ and then blocked elsewhere delays
+// the peer's READs and SENDs (a responder's work, which no completion of ours waits for)
+// by at most that period, never for good. A channel fd may so be readable for a doorbell
+// with no event pending: get_cq_event then runs the QP, and returns -EAGAIN if that
+// completed nothing the CQ was armed for.
+
+void SoftChannel::hand(Engine *eng, SockConn *c)
+{
+	epoll_event ev{};
+	ev.events = EPOLLIN;
+	ev.data.ptr = c;
+	std::lock_guard g(hand_lock_);
+	if (epoll_ctl(epfd_, EPOLL_CTL_ADD, c->link->my_efd(), &ev) != 0) {
+		ULP_LOG_RATELIMITED(Warn, Soft, "channel: watching a ring doorbell: {}",
+		                    std::strerror(errno));
+		return;
+	}
+	hands_.emplace_back(c, eng);
+	hand_count_.store(hands_.size(), std::memory_order_relaxed);
+	c->hand = this;
+}
+
+void SoftChannel::unhand(SockConn *c)
+{
+	std::lock_guard g(hand_lock_);
+	if (!std::erase_if(hands_, [c](const auto &h) { return h.first == c; }))
+		return;
+	epoll_ctl(epfd_, EPOLL_CTL_DEL, c->link->my_efd(), nullptr);
+	hand_count_.store(hands_.size(), std::memory_order_relaxed);
+	c->hand = nullptr;
+}
+
+void SoftChannel::armed(SoftCq *cq)
+{
+	// A copy, for calls into the engines without hand_lock_ (their lock comes first).
+	boost::container::small_vector<std::pair<SockConn *, Engine *>, 4> mine;
+	{
+		std::lock_guard g(hand_lock_);
+		for (auto &h : hands_)
+			if (h.first->hand_cq == cq)
+				mine.push_back(h);
+	}
+	for (auto [c, eng] : mine)
+		eng->consumer_sleeps(c);
+}
+
+void SoftChannel::serve()
+{
+	epoll_event evs[16];
+	const int n = epoll_wait(epfd_, evs, 16, 0);
+	for (int i = 0; i < n; i++) {
+		auto *c = static_cast<SockConn *>(evs[i].data.ptr);
+		if (!c)
+			continue; // the events' eventfd
+		Engine *eng = nullptr;
+		{
+			std::lock_guard g(hand_lock_);
+			for (auto &h : hands_)
+				if (h.first == c)
+					eng = h.second;
+		}
+		// Not under hand_lock_: the engine checks that c is still its own.
+		if (eng)
+			eng->serve(c);
+	}
 }
 
 // The eventfd is readable while events_ is not empty (a real channel's fd is: the
@@ -83,6 +194,8 @@ int SoftChannel::get_cq_event(Cq **cq, int timeout_ms)
 	for (;;) {
 		// Inline devices make progress only when someone asks; a waiter does.
 		progress_inline_all();
+		if (handed())
+			serve();
 		bool got = false, last = false;
 		{
 			std::lock_guard g(lock_);
@@ -107,7 +220,7 @@ int SoftChannel::get_cq_event(Cq **cq, int timeout_ms)
 				return -EAGAIN;
 			slice = static_cast<int>(std::min<int64_t>(left.count(), slice));
 		}
-		pollfd p{efd_, POLLIN, 0};
+		pollfd p{epfd_, POLLIN, 0};
 		if (poll(&p, 1, slice) < 0 && errno != EINTR)
 			return -errno;
 	}
@@ -156,14 +269,18 @@ int SoftCq::poll(std::span<Wc> wc)
 
 int SoftCq::req_notify(CqNotify flags)
 {
-	std::lock_guard g(lock_);
-	// A Solicited request does not weaken an armed NextComp (IB spec 11.4.2.2).
-	if (!armed_ || flags == CqNotify::NextComp)
-		arm_flags_ = flags;
-	armed_ = true;
-	mod_pending_ = 0;
-	arm_gen_++;
-	mod_timer_ = false; // a timer of an earlier arming no longer counts
+	{
+		std::lock_guard g(lock_);
+		// A Solicited request does not weaken an armed NextComp (IB spec 11.4.2.2).
+		if (!armed_ || flags == CqNotify::NextComp)
+			arm_flags_ = flags;
+		armed_ = true;
+		mod_pending_ = 0;
+		arm_gen_++;
+		mod_timer_ = false; // a timer of an earlier arming no longer counts
+	}
+	if (auto *ch = static_cast<SoftChannel *>(channel()); ch && ch->handed())
+		ch->armed(this);
 	return 0;
 }
 
@@ -203,8 +320,11 @@ void SoftCq::maybe_raise_locked(bool solicited, bool error)
 		return;
 	if (arm_flags_ == CqNotify::Solicited && !solicited && !error)
 		return;
-	// Moderation: hold the event until mod_count completions or the period elapses.
-	if (mod_count_ > 1 && ++mod_pending_ < mod_count_) {
+	// Moderation: hold the event until mod_count completions or the period elapses. Not
+	// when the consumer pushes this completion itself (serving_consumer): it is awake on
+	// this thread, and a held event would send it to sleep on completions it has in hand
+	// (and the period's timer would wake the engine).
+	if (mod_count_ > 1 && !serving_consumer() && ++mod_pending_ < mod_count_) {
 		if (mod_period_us_ && !mod_timer_) {
 			mod_timer_ = true;
 			uint32_t gen = arm_gen_;

@@ -50,12 +50,15 @@ thread_local int tl_inline_depth = 0;
 // This thread runs a QP for its poster (Engine::post): a post from inside it only
 // schedules.
 thread_local bool tl_direct = false;
+// This thread is a channel's waiter running a QP whose doorbell rang there (Engine::serve).
+thread_local bool tl_serving = false;
 
 // ULP_SOFT_SPIN_US in the environment: the longest idle spin, in µs, for both cases above
 // (0: none, the engine sleeps as soon as it is idle). On a host whose cores are all busy
 // (a CPU-bound neighbour) a spinning engine only sees its doorbell when the scheduler
 // gives it a turn, while a sleeping one is woken at once; there no spin is faster. Read
-// at each engine's start.
+// at each engine's start. Set, it also makes an engine spin while consumers' channels may
+// take its doorbells, which by default it does not (Engine::loop).
 std::pair<std::chrono::microseconds, std::chrono::microseconds> spin_times()
 {
 	if (const char *env = std::getenv("ULP_SOFT_SPIN_US"); env && *env) {
@@ -64,6 +67,19 @@ std::pair<std::chrono::microseconds, std::chrono::microseconds> spin_times()
 	}
 	return {kSpin, kSpinWire};
 }
+
+// ULP_SOFT_HANDOFF=0 in the environment: ring doorbells wake only the engine, as before
+// consumers' channels took them (cq.cc). Read at each engine's start; for comparisons.
+bool handoff_wanted()
+{
+	const char *env = std::getenv("ULP_SOFT_HANDOFF");
+	return !(env && std::strcmp(env, "0") == 0);
+}
+
+// The engine's watchdog period while it leaves doorbells to channels: from the shortest
+// (after it found a QP's work undone) doubling to the longest (nothing undone).
+constexpr auto kWatchMin = std::chrono::milliseconds(1);
+constexpr auto kWatchMax = std::chrono::milliseconds(128);
 
 // An idle engine spins at a nice value this much above its own (ULP_SOFT_SPIN_NICE in the
 // environment sets another, 0 turns it off): a spin only takes CPU that runnable work at
@@ -99,9 +115,17 @@ bool may_return_to_nice(int base)
 }
 } // namespace
 
+bool serving_consumer()
+{
+	return tl_serving;
+}
+
 Engine::Engine(bool threaded, unsigned index) : threaded_(threaded), index_(index)
 {
 	std::tie(spin_idle_, spin_wire_) = spin_times();
+	const char *spin_env = std::getenv("ULP_SOFT_SPIN_US");
+	spin_set_ = spin_env && *spin_env;
+	handoff_ = threaded_ && handoff_wanted();
 	epfd_ = epoll_create1(EPOLL_CLOEXEC);
 	evfd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	epoll_event ev{};
@@ -143,6 +167,12 @@ void Engine::add_conn(std::shared_ptr<SockConn> c)
 			// Sleeping now: the peer rings until we look (disarm_rings).
 			if (rings_armed_)
 				c->link->set_sleep(sleep_gen_);
+			// The consumer of its receive CQ may take the doorbell (cq.cc).
+			auto *rcq = c->qp ? static_cast<SoftCq *>(c->qp->recv_cq()) : nullptr;
+			if (handoff_ && rcq && rcq->channel()) {
+				c->hand_cq = rcq;
+				static_cast<SoftChannel *>(rcq->channel())->hand(this, c.get());
+			}
 		}
 		conns_.push_back(std::move(c));
 	}
@@ -155,6 +185,86 @@ void Engine::unwatch_locked(SockConn &c)
 	epoll_ctl(epfd_, EPOLL_CTL_DEL, c.fd, nullptr);
 	if (c.link)
 		epoll_ctl(epfd_, EPOLL_CTL_DEL, c.link->my_efd(), nullptr);
+	if (c.hand)
+		c.hand->unhand(&c);
+	c.hand_cq = nullptr;
+}
+
+// Watch or ignore a handed connection's doorbell in our epoll (lock_).
+static void watch_doorbell(int epfd, SockConn &c, bool on)
+{
+	if (c.eng_watch == on)
+		return;
+	epoll_event dv{};
+	dv.events = on ? uint32_t{EPOLLIN} : 0u;
+	dv.data.ptr = doorbell_tag(&c);
+	epoll_ctl(epfd, EPOLL_CTL_MOD, c.link->my_efd(), &dv);
+	c.eng_watch = on;
+}
+
+void Engine::consumer_sleeps(SockConn *c)
+{
+	// Awake, the engine decides again before it sleeps.
+	if (!sleeping_.load(std::memory_order_relaxed))
+		return;
+	std::lock_guard g(lock_);
+	for (auto &p : conns_)
+		if (p.get() == c && c->hand && rings_armed_)
+			watch_doorbell(epfd_, *c, false);
+}
+
+void Engine::drop_hand(SockConn *c)
+{
+	std::lock_guard g(lock_);
+	for (auto &p : conns_) {
+		if (p.get() == c && c->hand) {
+			c->hand->unhand(c);
+			c->hand_cq = nullptr;
+			watch_doorbell(epfd_, *c, true);
+		}
+	}
+}
+
+// On a channel waiter's thread: c's doorbell rang in its channel. Run c's QP here, as post()
+// runs it for its poster, until its peer has published nothing more; while the engine
+// sleeps, each pass leaves c's ring armed with a new sleep (the peer rings once per sleep),
+// and looks again after arming (sleep-then-look, as arm_rings).
+void Engine::serve(SockConn *c)
+{
+	std::unique_lock g(lock_);
+	if (std::none_of(conns_.begin(), conns_.end(), [c](auto &p) { return p.get() == c; }))
+		return; // gone (its doorbell left the channel with it)
+	uint64_t v;
+	(void)!read(c->link->my_efd(), &v, sizeof(v));
+	SoftQp *qp = c->qp;
+	for (int pass = 0; qp && pass < 4; pass++) {
+		if (qp->busy) {
+			qp->rerun = true; // its runner takes it again
+			return;
+		}
+		if (qp->parked || stop_)
+			return;
+		if (qp->queued) {
+			runq_.erase(runq_.iterator_to(*qp));
+			qp->queued = false;
+		}
+		const bool outer = tl_direct;
+		tl_direct = tl_serving = true;
+		run_qp(g, *qp);
+		tl_direct = outer;
+		tl_serving = false;
+		if (rings_armed_) {
+			if (++sleep_gen_ == 0)
+				sleep_gen_ = 1;
+			c->link->set_sleep(sleep_gen_);
+		}
+		if (!qp->queued && !c->link->has_work())
+			return;
+	}
+	const bool again = qp && qp->queued;
+	g.unlock();
+	if (again)
+		kick(); // more than a few passes: the engine takes the rest
 }
 
 void Engine::remove_conn(SockConn *c)
@@ -501,14 +611,21 @@ void Engine::loop()
 			continue;
 		if (!runq_.empty())
 			continue;
-		// Idle: spin for a doorbell, then sleep until one or the next timer.
+		// Idle: spin for a doorbell, then sleep until one or the next timer. Not while
+		// consumers' channels may take doorbells (cq.cc), unless ULP_SOFT_SPIN_US asks:
+		// a spinning engine takes the peer's work from the consumer that would be woken
+		// for it anyway, and a core from that consumer (tools/iscsi-bench/README.md).
 		bool have_conns = !conns_.empty();
+		const bool handed =
+		    std::any_of(conns_.begin(), conns_.end(), [](auto &c) { return c->hand; });
 		g.unlock();
 		auto spin = spin_idle_;
 		if (wire_hot_.load(std::memory_order_relaxed)) {
 			wire_hot_.store(false, std::memory_order_relaxed);
 			spin = spin_wire_;
 		}
+		if (handed && !spin_set_)
+			spin = std::chrono::microseconds(0);
 		const bool spins = spin.count() > 0;
 		const auto until = Clock::now() + spin;
 		bool got = false;
@@ -560,11 +677,28 @@ void Engine::loop()
 			    next - Clock::now());
 			ms = d.count() <= 0 ? 0 : static_cast<int>((d.count() + 999) / 1000);
 		}
+		// Doorbells of connections whose consumer sleeps on its channel (an armed
+		// receive CQ) are its to take (cq.cc); the others wake us. While we leave any,
+		// the watchdog bounds the sleep.
+		bool watchdog = false;
+		for (auto &c : conns_) {
+			if (!c->hand)
+				continue;
+			watch_doorbell(epfd_, *c, !c->hand_cq->armed());
+			watchdog = true; // its consumer may take the doorbell while we sleep
+		}
+		if (watchdog && (ms < 0 || ms > watchdog_.count()))
+			ms = static_cast<int>(watchdog_.count());
 		g.unlock();
-		poll_conns(ms);
+		const int seen = poll_conns(ms);
 		g.lock();
 		disarm_rings();
 		sleeping_.store(false);
+		if (watchdog && seen == 0 && !work_.load()) {
+			// Woken by the watchdog: work a consumer left undone runs now (the loop's
+			// next pass), and the period starts short again; none, and it doubles.
+			watchdog_ = poll_rings() ? kWatchMin : std::min(watchdog_ * 2, kWatchMax);
+		}
 	}
 }
 

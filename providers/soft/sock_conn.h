@@ -65,6 +65,11 @@ public:
 	// Ring wire: the shared rings and doorbells (null on the packet wire). Set by the CM
 	// before the engine sees the connection, never changed after.
 	std::unique_ptr<ShmLink> link;
+	// Ring wire: the channel its doorbell also rings (its QP's receive CQ's), and that CQ;
+	// the engine's epoll watches the doorbell only while eng_watch (engine lock).
+	SoftChannel *hand = nullptr;
+	SoftCq *hand_cq = nullptr;
+	bool eng_watch = true;
 
 	size_t backlog()
 	{

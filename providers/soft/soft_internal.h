@@ -138,19 +138,34 @@ class SoftChannel final : public CompChannel
 public:
 	SoftChannel();
 	~SoftChannel() override;
-	int fd() const override { return efd_; }
+	int fd() const override { return epfd_; }
 	int get_cq_event(Cq **cq, int timeout_ms) override;
 
 	void raise(SoftCq *cq);
 	void forget(SoftCq *cq); // CQ destroyed: drop its pending events
 
+	// Ring wire: the doorbell of connection c (its QP's receive CQ is ours) rings here too;
+	// get_cq_event runs c's QP when it does, on the waiter's thread (cq.cc). unhand: c
+	// leaves its engine (the engine's lock held).
+	void hand(Engine *eng, SockConn *c);
+	void unhand(SockConn *c);
+	// cq (one of ours) was armed: the doorbells of its connections are its waiter's.
+	void armed(SoftCq *cq);
+	bool handed() const { return hand_count_.load(std::memory_order_relaxed) != 0; }
+
 private:
 	void signal(); // make the eventfd readable
 	void settle(); // clear it, then make it readable again if events_ is not empty
+	void serve();  // run the QPs whose doorbells rang here
 
 	int efd_;                     // readable while events_ is not empty (see cq.cc)
+	int epfd_;                    // the channel's fd: efd_ and the handed doorbells
 	std::mutex lock_;             // guards events_; never held across a system call
 	std::deque<SoftCq *> events_; // CQs whose events are not yet taken, oldest first
+	std::mutex hand_lock_;        // guards hands_; taken inside an engine's lock, never
+	                              // around a call into an engine
+	std::vector<std::pair<SockConn *, Engine *>> hands_; // handed connections (hand_lock_)
+	std::atomic<size_t> hand_count_{0};                  // hands_.size(), read without it
 };
 
 class SoftCq final : public Cq
@@ -163,6 +178,9 @@ public:
 	int req_notify(CqNotify flags) override;
 	int modify(uint16_t count, uint16_t period_us) override;
 	int resize(int cqe) override;
+	// Armed: its consumer will sleep on the channel (or does). Read without the lock (an
+	// engine about to sleep): a stale answer costs one wake-up or one watchdog period.
+	bool armed() const { return armed_.load(std::memory_order_relaxed); }
 
 	// Producer side (engine). solicited: the WR asked for a solicited event.
 	void push(const Wc &wc, bool solicited);
@@ -180,7 +198,7 @@ private:
 	uint32_t head_ = 0;              // next slot to fill
 	uint32_t tail_ = 0;              // next slot to poll
 	std::atomic<uint32_t> count_{0}; // completions in the ring (written under lock_)
-	bool armed_ = false;             // req_notify pending
+	std::atomic<bool> armed_{false}; // req_notify pending (written under lock_)
 	CqNotify arm_flags_ = CqNotify::NextComp;
 	bool overflowed_ = false; // CQ_ERR raised; completions are being lost
 	uint16_t mod_count_ = 0;  // moderation: events after this many completions (0 = off)
@@ -478,6 +496,9 @@ public:
 // the CPUs, or as configured; SoftDevice::engines); each QP runs on one of them for its
 // life. A thread in Exec::Engine mode; the caller's thread in Exec::Inline mode.
 
+// The calling thread is a channel's waiter running a ring-wire QP (Engine::serve).
+bool serving_consumer();
+
 class Engine
 {
 public:
@@ -498,6 +519,13 @@ public:
 	void stop();
 	void kick();
 	void wire_active() { wire_hot_.store(true, std::memory_order_relaxed); }
+	// A channel's waiter saw c's doorbell (SoftChannel::serve): run c's QP on its thread.
+	void serve(SockConn *c);
+	// c's channel is going away before c: the engine watches c's doorbell alone again.
+	void drop_hand(SockConn *c);
+	// c's consumer armed its receive CQ (SoftChannel::armed): while the engine sleeps,
+	// the doorbell is the consumer's alone.
+	void consumer_sleeps(SockConn *c);
 
 private:
 	void loop();
@@ -530,6 +558,11 @@ private:
 	int spin_nice_ = 0;                 // nice steps added while it spins idle (loop only)
 	std::chrono::microseconds spin_idle_; // longest idle spin (ULP_SOFT_SPIN_US; fixed)
 	std::chrono::microseconds spin_wire_; // ...after wire traffic (fixed)
+	bool spin_set_ = false; // ULP_SOFT_SPIN_US was given: spin so even with handed doorbells
+	bool handoff_ = true; // ring doorbells wake the consumer's channel (ULP_SOFT_HANDOFF)
+	// While it leaves doorbells to consumers' channels: the longest sleep before it looks
+	// at their rings itself, doubled each time it finds nothing left undone (engine.cc).
+	std::chrono::milliseconds watchdog_{1};
 	void *timer_owner_ = nullptr;         // owner of the timer running now (lock_)
 	int epfd_ = -1;                       // connections + the doorbell eventfd
 	int evfd_ = -1;                       // doorbell while the thread sleeps in epoll_wait
