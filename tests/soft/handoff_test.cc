@@ -97,9 +97,10 @@ class SoftHandoff : public ::testing::TestWithParam<bool> // true: ULP_SOFT_HAND
 };
 
 // b arms its receive CQ and sleeps on its channel; a sends; b wakes, takes the event and
-// the receive. With the hand-off the doorbell of each send wakes b's waiter, which runs the
-// QP: b's engine sleeps through it (a few watchdog wakes at most). Without it (the control,
-// which shows that the measure sees the wakes), b's engine wakes for every send.
+// the receive; all is idle for a moment. With the hand-off the doorbell of each send wakes
+// b's waiter, which runs the QP: b's engine sleeps through it (its watchdog's few wakes at
+// most: 1 ms, doubling while it finds nothing). Without it (the control, which shows that
+// the measure sees the wakes), b's engine wakes for every send.
 TEST_P(SoftHandoff, ConsumerOnItsChannelRunsThePeersSends)
 {
 	Rig r;
@@ -113,6 +114,9 @@ TEST_P(SoftHandoff, ConsumerOnItsChannelRunsThePeersSends)
 	ASSERT_GE(before, 0);
 	for (int i = 0; i < kMsgs; i++) {
 		SCOPED_TRACE(i);
+		// Idle a while first: b's engine sleeps before each send (a slow build, ASan's,
+		// otherwise keeps it busy from one send to the next, and no doorbell rings).
+		std::this_thread::sleep_for(std::chrono::microseconds(500));
 		ASSERT_EQ(r.b.rcq->req_notify(CqNotify::NextComp), 0);
 		ASSERT_EQ(post_send(*r.a.qp, &scqe, r.a.sge(0, 64)), 0);
 		ASSERT_TRUE(r.wait_event()) << "no receive event on b's channel";
