@@ -42,13 +42,13 @@ SoftChannel::~SoftChannel()
 {
 	// Connections handed here outlive their channel only when their CQ was destroyed
 	// before their QP (SoftCq's destructor says so): their engines watch them alone again.
-	std::vector<std::pair<SockConn *, Engine *>> left;
+	std::vector<SockConn *> left;
 	{
 		std::lock_guard g(hand_lock_);
 		left = hands_;
 	}
-	for (auto [c, eng] : left)
-		eng->drop_hand(c);
+	for (SockConn *c : left)
+		c->engine->drop_hand(c);
 	if (epfd_ >= 0)
 		close(epfd_);
 	if (efd_ >= 0)
@@ -75,7 +75,7 @@ SoftChannel::~SoftChannel()
 // with no event pending: get_cq_event then runs the QP, and returns -EAGAIN if that
 // completed nothing the CQ was armed for.
 
-void SoftChannel::hand(Engine *eng, SockConn *c)
+void SoftChannel::hand(SockConn *c)
 {
 	epoll_event ev{};
 	ev.events = EPOLLIN;
@@ -86,7 +86,7 @@ void SoftChannel::hand(Engine *eng, SockConn *c)
 		                    std::strerror(errno));
 		return;
 	}
-	hands_.emplace_back(c, eng);
+	hands_.push_back(c);
 	hand_count_.store(hands_.size(), std::memory_order_relaxed);
 	c->hand = this;
 }
@@ -94,7 +94,7 @@ void SoftChannel::hand(Engine *eng, SockConn *c)
 void SoftChannel::unhand(SockConn *c)
 {
 	std::lock_guard g(hand_lock_);
-	if (!std::erase_if(hands_, [c](const auto &h) { return h.first == c; }))
+	if (!std::erase(hands_, c))
 		return;
 	epoll_ctl(epfd_, EPOLL_CTL_DEL, c->link->my_efd(), nullptr);
 	hand_count_.store(hands_.size(), std::memory_order_relaxed);
@@ -104,15 +104,15 @@ void SoftChannel::unhand(SockConn *c)
 void SoftChannel::armed(SoftCq *cq)
 {
 	// A copy, for calls into the engines without hand_lock_ (their lock comes first).
-	boost::container::small_vector<std::pair<SockConn *, Engine *>, 4> mine;
+	boost::container::small_vector<SockConn *, 4> mine;
 	{
 		std::lock_guard g(hand_lock_);
-		for (auto &h : hands_)
-			if (h.first->hand_cq == cq)
-				mine.push_back(h);
+		for (SockConn *c : hands_)
+			if (c->hand_cq == cq)
+				mine.push_back(c);
 	}
-	for (auto [c, eng] : mine)
-		eng->consumer_sleeps(c);
+	for (SockConn *c : mine)
+		c->engine->consumer_sleeps(c);
 }
 
 void SoftChannel::serve()
@@ -126,9 +126,8 @@ void SoftChannel::serve()
 		Engine *eng = nullptr;
 		{
 			std::lock_guard g(hand_lock_);
-			for (auto &h : hands_)
-				if (h.first == c)
-					eng = h.second;
+			if (std::find(hands_.begin(), hands_.end(), c) != hands_.end())
+				eng = c->engine; // set before c was handed, never changed
 		}
 		// Not under hand_lock_: the engine checks that c is still its own.
 		if (eng)
@@ -188,28 +187,36 @@ void SoftChannel::forget(SoftCq *cq)
 		settle();
 }
 
+bool SoftChannel::take_event(Cq **cq)
+{
+	bool last;
+	{
+		std::lock_guard g(lock_);
+		if (events_.empty())
+			return false;
+		*cq = events_.front();
+		events_.pop_front();
+		last = events_.empty();
+	}
+	if (last)
+		settle();
+	return true;
+}
+
 int SoftChannel::get_cq_event(Cq **cq, int timeout_ms)
 {
 	const auto deadline = Clock::now() + std::chrono::milliseconds(std::max(timeout_ms, 0));
 	for (;;) {
 		// Inline devices make progress only when someone asks; a waiter does.
 		progress_inline_all();
-		if (handed())
-			serve();
-		bool got = false, last = false;
-		{
-			std::lock_guard g(lock_);
-			if (!events_.empty()) {
-				*cq = events_.front();
-				events_.pop_front();
-				got = true;
-				last = events_.empty();
-			}
-		}
-		if (got) {
-			if (last)
-				settle();
+		// A pending event first; a rung doorbell stays readable for the next call (the
+		// one that finds no event), so a waiter draining its events serves it once.
+		if (take_event(cq))
 			return 0;
+		if (handed()) {
+			serve();
+			if (take_event(cq))
+				return 0;
 		}
 		settle();       // a readable fd with nothing pending (see above) is cleared here
 		int slice = 10; // ms: inline devices need the next progress call

@@ -31,7 +31,6 @@
 #include <cstring>
 #include <string>
 #include <thread>
-#include <tuple>
 #include <utility>
 
 namespace ulp::soft
@@ -59,13 +58,17 @@ thread_local bool tl_serving = false;
 // gives it a turn, while a sleeping one is woken at once; there no spin is faster. Read
 // at each engine's start. Set, it also makes an engine spin while consumers' channels may
 // take its doorbells, which by default it does not (Engine::loop).
-std::pair<std::chrono::microseconds, std::chrono::microseconds> spin_times()
+struct SpinTimes {
+	std::chrono::microseconds idle, wire; // the longest spin in each case
+	bool set;                             // given by ULP_SOFT_SPIN_US
+};
+SpinTimes spin_times()
 {
 	if (const char *env = std::getenv("ULP_SOFT_SPIN_US"); env && *env) {
 		const auto us = std::chrono::microseconds(std::clamp(std::atol(env), 0L, 100000L));
-		return {us, us};
+		return {us, us, true};
 	}
-	return {kSpin, kSpinWire};
+	return {kSpin, kSpinWire, false};
 }
 
 // ULP_SOFT_HANDOFF=0 in the environment: ring doorbells wake only the engine, as before
@@ -122,9 +125,10 @@ bool serving_consumer()
 
 Engine::Engine(bool threaded, unsigned index) : threaded_(threaded), index_(index)
 {
-	std::tie(spin_idle_, spin_wire_) = spin_times();
-	const char *spin_env = std::getenv("ULP_SOFT_SPIN_US");
-	spin_set_ = spin_env && *spin_env;
+	const SpinTimes spin = spin_times();
+	spin_idle_ = spin.idle;
+	spin_wire_ = spin.wire;
+	spin_set_ = spin.set;
 	handoff_ = threaded_ && handoff_wanted();
 	epfd_ = epoll_create1(EPOLL_CLOEXEC);
 	evfd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
@@ -171,7 +175,7 @@ void Engine::add_conn(std::shared_ptr<SockConn> c)
 			auto *rcq = c->qp ? static_cast<SoftCq *>(c->qp->recv_cq()) : nullptr;
 			if (handoff_ && rcq && rcq->channel()) {
 				c->hand_cq = rcq;
-				static_cast<SoftChannel *>(rcq->channel())->hand(this, c.get());
+				static_cast<SoftChannel *>(rcq->channel())->hand(c.get());
 			}
 		}
 		conns_.push_back(std::move(c));
@@ -252,7 +256,7 @@ void Engine::serve(SockConn *c)
 		tl_direct = tl_serving = true;
 		run_qp(g, *qp);
 		tl_direct = outer;
-		tl_serving = false;
+		tl_serving = false; // serve() never nests: nothing it runs waits on a channel
 		if (rings_armed_) {
 			if (++sleep_gen_ == 0)
 				sleep_gen_ = 1;

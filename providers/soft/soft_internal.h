@@ -145,27 +145,28 @@ public:
 	void forget(SoftCq *cq); // CQ destroyed: drop its pending events
 
 	// Ring wire: the doorbell of connection c (its QP's receive CQ is ours) rings here too;
-	// get_cq_event runs c's QP when it does, on the waiter's thread (cq.cc). unhand: c
-	// leaves its engine (the engine's lock held).
-	void hand(Engine *eng, SockConn *c);
+	// get_cq_event runs c's QP when it does, on the waiter's thread, through c's engine
+	// (cq.cc). Both with that engine's lock held; unhand: c leaves its engine.
+	void hand(SockConn *c);
 	void unhand(SockConn *c);
 	// cq (one of ours) was armed: the doorbells of its connections are its waiter's.
 	void armed(SoftCq *cq);
 	bool handed() const { return hand_count_.load(std::memory_order_relaxed) != 0; }
 
 private:
-	void signal(); // make the eventfd readable
-	void settle(); // clear it, then make it readable again if events_ is not empty
-	void serve();  // run the QPs whose doorbells rang here
+	void signal();            // make the eventfd readable
+	void settle();            // clear it, then make it readable again if events_ is not empty
+	void serve();             // run the QPs whose doorbells rang here
+	bool take_event(Cq **cq); // the oldest pending event, if any
 
-	int efd_;                     // readable while events_ is not empty (see cq.cc)
-	int epfd_;                    // the channel's fd: efd_ and the handed doorbells
-	std::mutex lock_;             // guards events_; never held across a system call
-	std::deque<SoftCq *> events_; // CQs whose events are not yet taken, oldest first
-	std::mutex hand_lock_;        // guards hands_; taken inside an engine's lock, never
-	                              // around a call into an engine
-	std::vector<std::pair<SockConn *, Engine *>> hands_; // handed connections (hand_lock_)
-	std::atomic<size_t> hand_count_{0};                  // hands_.size(), read without it
+	int efd_;                           // readable while events_ is not empty (see cq.cc)
+	int epfd_;                          // the channel's fd: efd_ and the handed doorbells
+	std::mutex lock_;                   // guards events_; never held across a system call
+	std::deque<SoftCq *> events_;       // CQs whose events are not yet taken, oldest first
+	std::mutex hand_lock_;              // guards hands_; taken inside an engine's lock, never
+	                                    // around a call into an engine
+	std::vector<SockConn *> hands_;     // handed connections (hand_lock_)
+	std::atomic<size_t> hand_count_{0}; // hands_.size(), read without hand_lock_
 };
 
 class SoftCq final : public Cq
@@ -559,13 +560,13 @@ private:
 	std::chrono::microseconds spin_idle_; // longest idle spin (ULP_SOFT_SPIN_US; fixed)
 	std::chrono::microseconds spin_wire_; // ...after wire traffic (fixed)
 	bool spin_set_ = false; // ULP_SOFT_SPIN_US was given: spin so even with handed doorbells
-	bool handoff_ = true; // ring doorbells wake the consumer's channel (ULP_SOFT_HANDOFF)
+	bool handoff_ = true;   // ring doorbells wake the consumer's channel (ULP_SOFT_HANDOFF)
 	// While it leaves doorbells to consumers' channels: the longest sleep before it looks
 	// at their rings itself, doubled each time it finds nothing left undone (engine.cc).
 	std::chrono::milliseconds watchdog_{1};
-	void *timer_owner_ = nullptr;         // owner of the timer running now (lock_)
-	int epfd_ = -1;                       // connections + the doorbell eventfd
-	int evfd_ = -1;                       // doorbell while the thread sleeps in epoll_wait
+	void *timer_owner_ = nullptr; // owner of the timer running now (lock_)
+	int epfd_ = -1;               // connections + the doorbell eventfd
+	int evfd_ = -1;               // doorbell while the thread sleeps in epoll_wait
 	std::vector<std::shared_ptr<SockConn>> conns_; // watched connections (lock_)
 	std::thread thread_;
 };

@@ -6,10 +6,8 @@
 #include "soft_test_util.h"
 #include "threads_util.h"
 
-#include <dirent.h>
 #include <pthread.h>
 #include <sys/resource.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <atomic>
