@@ -16,7 +16,6 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include <boost/container/small_vector.hpp>
 
 #include <algorithm>
 #include <cerrno>
@@ -42,13 +41,7 @@ SoftChannel::~SoftChannel()
 {
 	// Connections handed here outlive their channel only when their CQ was destroyed
 	// before their QP (SoftCq's destructor says so): their engines watch them alone again.
-	std::vector<SockConn *> left;
-	{
-		std::lock_guard g(hand_lock_);
-		left = hands_;
-	}
-	for (SockConn *c : left)
-		c->engine->drop_hand(c);
+	drop_hands(nullptr);
 	if (epfd_ >= 0)
 		close(epfd_);
 	if (efd_ >= 0)
@@ -101,18 +94,30 @@ void SoftChannel::unhand(SockConn *c)
 	c->hand = nullptr;
 }
 
+// The handed connections of cq (all of them for nullptr), each with its engine: a copy,
+// for calls into the engines without hand_lock_ (their lock comes first). Read under
+// hand_lock_: once it is dropped, c may leave its engine and be freed (Engine::
+// remove_conn), so the engines look c up among their own before they touch it.
+SoftChannel::Hands SoftChannel::hands_of(SoftCq *cq)
+{
+	Hands mine;
+	std::lock_guard g(hand_lock_);
+	for (SockConn *c : hands_)
+		if (!cq || c->hand_cq == cq)
+			mine.push_back({c, c->engine});
+	return mine;
+}
+
 void SoftChannel::armed(SoftCq *cq)
 {
-	// A copy, for calls into the engines without hand_lock_ (their lock comes first).
-	boost::container::small_vector<SockConn *, 4> mine;
-	{
-		std::lock_guard g(hand_lock_);
-		for (SockConn *c : hands_)
-			if (c->hand_cq == cq)
-				mine.push_back(c);
-	}
-	for (SockConn *c : mine)
-		c->engine->consumer_sleeps(c);
+	for (auto [c, eng] : hands_of(cq))
+		eng->consumer_sleeps(c, cq);
+}
+
+void SoftChannel::drop_hands(SoftCq *cq)
+{
+	for (auto [c, eng] : hands_of(cq))
+		eng->drop_hand(c);
 }
 
 void SoftChannel::serve()
@@ -248,8 +253,10 @@ SoftCq::~SoftCq()
 	if (int n = usecnt.load(std::memory_order_relaxed); n > 0)
 		ULP_LOG(Error, Soft, "CQ destroyed while QPs still use it ({} uses)", n);
 	engine.cancel_timers(this);
-	if (channel())
-		static_cast<SoftChannel *>(channel())->forget(this);
+	if (auto *ch = static_cast<SoftChannel *>(channel())) {
+		ch->drop_hands(this); // their engines must not look at this CQ any more
+		ch->forget(this);
+	}
 	sdev.users--;
 }
 

@@ -206,14 +206,14 @@ static void watch_doorbell(int epfd, SockConn &c, bool on)
 	c.eng_watch = on;
 }
 
-void Engine::consumer_sleeps(SockConn *c)
+void Engine::consumer_sleeps(SockConn *c, SoftCq *cq)
 {
 	// Awake, the engine decides again before it sleeps.
 	if (!sleeping_.load(std::memory_order_relaxed))
 		return;
 	std::lock_guard g(lock_);
 	for (auto &p : conns_)
-		if (p.get() == c && c->hand && rings_armed_)
+		if (p.get() == c && c->hand && c->hand_cq == cq && rings_armed_)
 			watch_doorbell(epfd_, *c, false);
 }
 

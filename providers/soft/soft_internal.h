@@ -22,6 +22,7 @@
 #include "core/dma_mem.h"
 #include "providers/soft/soft.h"
 
+#include <boost/container/small_vector.hpp>
 #include <boost/intrusive/list.hpp>
 #include <sys/types.h>
 
@@ -151,6 +152,9 @@ public:
 	void unhand(SockConn *c);
 	// cq (one of ours) was armed: the doorbells of its connections are its waiter's.
 	void armed(SoftCq *cq);
+	// The engines watch the doorbells of cq's connections (all, for nullptr) alone again:
+	// cq or the channel is being destroyed before the QPs.
+	void drop_hands(SoftCq *cq);
 	bool handed() const { return hand_count_.load(std::memory_order_relaxed) != 0; }
 
 private:
@@ -158,6 +162,12 @@ private:
 	void settle();            // clear it, then make it readable again if events_ is not empty
 	void serve();             // run the QPs whose doorbells rang here
 	bool take_event(Cq **cq); // the oldest pending event, if any
+	struct Hand {
+		SockConn *c; // a handed connection; only compared once hand_lock_ is dropped
+		Engine *eng; // its engine, read under hand_lock_
+	};
+	using Hands = boost::container::small_vector<Hand, 4>;
+	Hands hands_of(SoftCq *cq); // cq's handed connections (all for nullptr), copied
 
 	int efd_;                           // readable while events_ is not empty (see cq.cc)
 	int epfd_;                          // the channel's fd: efd_ and the handed doorbells
@@ -526,7 +536,7 @@ public:
 	void drop_hand(SockConn *c);
 	// c's consumer armed its receive CQ (SoftChannel::armed): while the engine sleeps,
 	// the doorbell is the consumer's alone.
-	void consumer_sleeps(SockConn *c);
+	void consumer_sleeps(SockConn *c, SoftCq *cq);
 
 private:
 	void loop();

@@ -38,12 +38,12 @@ struct Rig {
 	std::unique_ptr<CompChannel> ch; // b's receive CQ's
 	Side a, b;
 	std::unique_ptr<CmPair> cm = std::make_unique<CmPair>(); // owns both QPs
-	pid_t b_engine = 0; // b's device's one engine thread
+	pid_t b_engine = 0;                                      // b's device's one engine thread
 
-	// handoff: ULP_SOFT_HANDOFF for both devices' engines.
-	void init(const char *handoff)
+	// handoff: ULP_SOFT_HANDOFF for both devices' engines; spin_us: ULP_SOFT_SPIN_US.
+	void init(const char *handoff, const char *spin_us = "0")
 	{
-		ScopedEnv spin("ULP_SOFT_SPIN_US", "0");
+		ScopedEnv spin("ULP_SOFT_SPIN_US", spin_us);
 		ScopedEnv ho("ULP_SOFT_HANDOFF", handoff);
 		ScopedEnv engines("ULP_SOFT_ENGINES", "1");
 		// a's engine named first, so that b's is the one new thread after it.
@@ -186,8 +186,8 @@ TEST(SoftHandoffTeardown, ConnectionDestroyedWhileItsWaiterServesIt)
 		ASSERT_EQ(post_recv(*r.b.qp, &rcqe[i], r.b.sge(64u * i, 64)), 0);
 	std::atomic<bool> stop{false};
 	std::atomic<int> received{0};
-	std::mutex qp_lock;      // b's QP while the waiter reposts to it
-	Qp *bqp = r.b.qp;        // null once it is being destroyed (qp_lock)
+	std::mutex qp_lock; // b's QP while the waiter reposts to it
+	Qp *bqp = r.b.qp;   // null once it is being destroyed (qp_lock)
 	std::thread waiter([&] {
 		Wc wc[16];
 		while (!stop.load()) {
@@ -236,4 +236,55 @@ TEST(SoftHandoffTeardown, ConnectionDestroyedWhileItsWaiterServesIt)
 	}
 	r.cm.reset();
 	std::this_thread::sleep_for(std::chrono::milliseconds(20));
+}
+
+// b's consumer arms its receive CQ over and over on a thread of its own while connections
+// come and go on it: each arming looks up the CQ's handed connections and tells their
+// engines, which must never touch a connection that left meanwhile. b's engine spins
+// between turns (ULP_SOFT_SPIN_US), so an arming finds it awake and takes no engine lock
+// that would order it before the teardown: under TSan, a connection read after the
+// channel's lock and freed by the teardown is reported (it was, in ulp-targetd, whose
+// poller arms the CQ that all its connections share).
+TEST(SoftHandoffTeardown, ArmingRacesTheConnectionsGoing)
+{
+	Rig r;
+	ASSERT_NO_FATAL_FAILURE(r.init("1", "200000"));
+	r.cm.reset(); // connected below, again and again
+	std::atomic<bool> stop{false};
+	std::atomic<long> arms{0};
+	std::thread armer([&] {
+		while (!stop.load()) {
+			(void)r.b.rcq->req_notify(CqNotify::NextComp);
+			arms++;
+			std::this_thread::sleep_for(std::chrono::microseconds(50));
+		}
+	});
+	struct Joiner {
+		std::atomic<bool> &stop;
+		std::thread &t;
+		~Joiner()
+		{
+			stop = true;
+			t.join();
+		}
+	} joiner{stop, armer};
+	Cqe rc, sc;
+	for (int i = 0; i < 60; i++) {
+		SCOPED_TRACE(i);
+		auto cm = std::make_unique<CmPair>();
+		cm->active = &r.a;
+		cm->passive = &r.b;
+		ASSERT_TRUE(cm->connect("127.0.0.82:0", "127.0.0.81"));
+		ASSERT_STREQ(soft::qp_wire(*r.b.qp), "shm");
+		ASSERT_EQ(post_recv(*r.b.qp, &rc, r.b.sge(0, 64)), 0);
+		ASSERT_EQ(post_send(*r.a.qp, &sc, r.a.sge(0, 64)), 0);
+		ASSERT_EQ(poll_n(*r.a.scq, 1).size(), 1u);
+		ASSERT_EQ(poll_n(*r.b.rcq, 1).size(), 1u);
+		const long seen = arms.load();
+		for (auto until = Clock::now() + kWait;
+		     arms.load() < seen + 3 && Clock::now() < until;)
+			std::this_thread::sleep_for(std::chrono::microseconds(100));
+		cm.reset(); // both QPs and their connections go, the armer still arming
+	}
+	EXPECT_GT(arms.load(), 60) << "the armer never ran";
 }
