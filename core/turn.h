@@ -90,4 +90,13 @@ inline bool defer_to_turn_end(void (*fn)(void *), void *arg)
 	return true;
 }
 
+// Calling thread: what defer_to_turn_end(fn, arg) queued and has not run yet will not run
+// (arg is going away before the turn ends).
+inline void cancel_deferred(void (*fn)(void *), void *arg)
+{
+	for (auto &e : detail::this_turn().deferred)
+		if (e.first == fn && e.second == arg)
+			e.first = [](void *) {};
+}
+
 } // namespace ulp

@@ -92,6 +92,7 @@ void FileCounters::add_to(FileBsStats *s, bool loop) const
 	s->cached_reads += get(cached_reads);
 	s->retried += get(retried);
 	s->reaps += get(reaps);
+	s->ring_enters += get(enters);
 	(loop ? s->loop_requests : s->shared_requests) += get(requests);
 }
 
@@ -108,6 +109,7 @@ void FileCounters::fold_into(FileCounters *sum) const
 	add(sum->retried, retried);
 	add(sum->requests, requests);
 	add(sum->reaps, reaps);
+	add(sum->enters, enters);
 }
 
 FileDev::FileDev() : id(g_next_dev_id.fetch_add(1, std::memory_order_relaxed)) {}
@@ -144,6 +146,7 @@ FileRing::FileRing(std::shared_ptr<FileDev> dev, EventLoop *loop)
 
 FileRing::~FileRing()
 {
+	cancel_deferred_flush();
 	if (watched_)
 		loop_->del_fd(efd_);
 	if (reaper_.joinable())
@@ -250,6 +253,7 @@ FileRing *FileRing::of_this_loop(const std::shared_ptr<FileDev> &dev)
 
 void FileRing::close(bool rings_locked)
 {
+	cancel_deferred_flush();
 	if (watched_) {
 		loop_->del_fd(efd_);
 		watched_ = false;
@@ -361,7 +365,37 @@ void FileRing::submit(BsIo *io)
 		return;
 	}
 	start(take_slot(), io);
+	// A loop ring's requests of one turn of its loop (a poll batch of commands, a
+	// connection's PDUs) enter the kernel together at the turn's end, as the block layer's
+	// plug sends a task's requests down when it schedules: one io_uring_enter for the
+	// batch, not one per request (core/turn.h). Outside a turn, and on the shared ring
+	// (any thread), now.
+	if (flush_deferred_)
+		return;
+	if (loop_ && loop_ == this_event_loop() && defer_to_turn_end(&flush_at_turn_end, this)) {
+		flush_deferred_ = true;
+		return;
+	}
 	flush_sq();
+}
+
+void FileRing::flush_at_turn_end(void *ring)
+{
+	auto *r = static_cast<FileRing *>(ring);
+	std::lock_guard g(r->lock_);
+	r->flush_deferred_ = false;
+	r->flush_sq();
+}
+
+// On the loop thread (close, or the destructor of a ring closed there): a flush deferred
+// to the end of this turn must not run on a freed ring. What it would have submitted was
+// submitted by the drain before (its reaps flush) or is never to be.
+void FileRing::cancel_deferred_flush()
+{
+	if (!flush_deferred_)
+		return;
+	cancel_deferred(&flush_at_turn_end, this);
+	flush_deferred_ = false;
 }
 
 uint32_t FileRing::take_slot()
@@ -526,6 +560,7 @@ void FileRing::flush_sq()
 	if (!prepared_)
 		return;
 	prepared_ = false;
+	FileCounters::bump(ctr_.enters);
 	int r = io_uring_submit(&ring_);
 	// -EBUSY/-EAGAIN (CQ backlog, kernel memory) leave entries in the SQ; the reaping
 	// thread retries them: the completion thread wakes periodically while any are left, a

@@ -95,6 +95,7 @@ struct FileCounters {
 	std::atomic<uint64_t> retried{0};        // FileBsStats::retried
 	std::atomic<uint64_t> requests{0};       // requests started on the ring
 	std::atomic<uint64_t> reaps{0};          // FileBsStats::reaps
+	std::atomic<uint64_t> enters{0};         // FileBsStats::ring_enters
 
 	static void bump(std::atomic<uint64_t> &c) { c.fetch_add(1, std::memory_order_relaxed); }
 	// Adds these counts to *s; loop: they are a loop ring's (else the shared ring's).
@@ -226,6 +227,8 @@ private:
 	io_uring_sqe *get_sqe();
 	void prep(uint32_t i);
 	void flush_sq();
+	static void flush_at_turn_end(void *ring); // the deferred flush_sq of a loop ring
+	void cancel_deferred_flush();              // the ring goes before its turn ends
 	void complete(uint32_t i, int res, Finished *out, unsigned *nout);
 	static void zero_rest(Slot &s);
 	void release(uint32_t i);
@@ -252,6 +255,7 @@ private:
 	BsIo *fifo_head_ = nullptr;           // oldest request waiting for a slot
 	BsIo *fifo_tail_ = nullptr;           // newest request waiting for a slot
 	bool prepared_ = false;               // SQEs prepared and not yet submitted
+	bool flush_deferred_ = false;         // loop ring: flush_sq runs at its loop's turn end
 	bool abandoned_ = false;              // drain gave up: no done() for what is left
 	std::atomic<bool> sq_pending_{false}; // shared: a submit left SQEs behind; thread retries
 };

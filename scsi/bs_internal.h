@@ -61,6 +61,8 @@ struct FileBsStats {
 	uint64_t shared_requests = 0; // requests started on the shared ring (its reaper thread)
 	uint64_t reaps = 0;           // reaps that completed requests: each a turn of its
 	                              // thread (core/turn.h), where the fabrics post responses
+	uint64_t ring_enters = 0;     // io_uring_submit calls: a loop ring's requests of one
+	                              // turn of its loop are submitted with one
 };
 
 // false when bs is not a file or block backstore.

@@ -128,6 +128,24 @@ TEST_F(FileLoopRings, CompletionsRunOnTheSubmittingLoop)
 	b1.check_file(c.path);
 }
 
+// The requests one turn of a loop submits (a poll batch of commands) enter the kernel
+// together, with one io_uring_enter at the turn's end, and complete with their data.
+TEST_F(FileLoopRings, OneTurnsRequestsEnterTheKernelTogether)
+{
+	const BackstoreConfig c = cfg("a.img", 32);
+	auto bs = make(c);
+	ASSERT_TRUE(bs);
+	TestLoop l0("loop 0");
+	LoopBatch b(&l0, 16, 4 * KiB, 0); // within the queue depth: each takes a slot at once
+	ASSERT_TRUE(b.submit(*bs));       // one posted function: one turn of the loop
+	ASSERT_TRUE(b.t.wait(16));
+	b.check_done("loop 0");
+	FileBsStats s = stats_of(*bs);
+	EXPECT_EQ(s.loop_requests, 16u);
+	EXPECT_EQ(s.ring_enters, 1u) << "one turn's requests entered the kernel one by one";
+	b.check_file(c.path);
+}
+
 // Destroyed from another thread while both loops' rings hold requests (beyond the queue
 // depth, durable writes: slow): the destructor waits for them all, each completes on its
 // loop, and both rings are closed on their loops, which go on serving.
