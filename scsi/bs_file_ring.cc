@@ -8,9 +8,9 @@
 //
 // io_uring ties a request to the thread that submitted it (its task_work, its io-wq
 // workers), and depending on the kernel a thread that exits or execs with requests in
-// flight gets them back -ECANCELED or -EINTR. We never cancel anything ourselves and every
-// operation here is idempotent, so such a request (or an -EAGAIN) is resubmitted from the
-// reaping thread: the shared ring's completion thread, which lives as long as the
+// flight gets them back -ECANCELED, -EINTR or -EFAULT. We never cancel anything ourselves
+// and every operation here is idempotent, so such a request (or an -EAGAIN) is resubmitted
+// from the reaping thread: the shared ring's completion thread, which lives as long as the
 // backstore, or a loop ring's own loop thread, which drains the ring before it exits.
 #include "scsi/bs_file_ring.h"
 #include "core/check.h"
@@ -62,9 +62,14 @@ const iovec *zero_iovs()
 	return v.data();
 }
 
+// -EFAULT too: io_uring fails a request with it when its continuation (task work, e.g. a
+// buffered read resubmitted after waiting for the page cache) comes due after the thread
+// that submitted it has exited; the request itself was fine (seen here under load, in
+// FileBackstore.SubmitterThreadsExitEarly). A bad buffer fails on each of the bounded
+// retries and is reported.
 bool retryable(int res)
 {
-	return res == -EAGAIN || res == -EINTR || res == -ECANCELED;
+	return res == -EAGAIN || res == -EINTR || res == -ECANCELED || res == -EFAULT;
 }
 
 std::atomic<uint64_t> g_next_dev_id{1}; // FileDev::id
