@@ -6,6 +6,7 @@
 #include "core/epoll_loop.h"
 #include "core/log.h"
 #include "core/thread_name.h"
+#include "core/turn.h"
 
 #include "iscsi/target/conn.h"
 
@@ -603,14 +604,19 @@ void TcpWorker::run()
 			                    std::strerror(-rc));
 		// Run what the input and the other threads produced, then write it out.
 		// A connection marked again while this runs (its own output, or an event posted
-		// by another connection of this worker) is appended and run again.
-		for (size_t i = 0; i < marked_.size(); i++) {
-			TcpConn *c = marked_[i];
-			c->marked = false;
-			c->run_events();
-			c->flush();
+		// by another connection of this worker) is appended and run again. A turn of the
+		// thread (core/turn.h): the commands all the connections started go to a file
+		// LU's ring with one system call at its end, not one each.
+		{
+			TurnScope turn;
+			for (size_t i = 0; i < marked_.size(); i++) {
+				TcpConn *c = marked_[i];
+				c->marked = false;
+				c->run_events();
+				c->flush();
+			}
+			marked_.clear();
 		}
-		marked_.clear();
 		now = std::chrono::steady_clock::now();
 		if (now >= next_tick_) {
 			next_tick_ = now + cfg_.tick;
