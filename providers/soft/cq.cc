@@ -16,7 +16,6 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -67,6 +66,13 @@ SoftChannel::~SoftChannel()
 // by at most that period, never for good. A channel fd may so be readable for a doorbell
 // with no event pending: get_cq_event then runs the QP, and returns -EAGAIN if that
 // completed nothing the CQ was armed for.
+
+namespace
+{
+// The channel whose serve() runs on this thread: the events it raises on that channel are
+// taken by serve()'s caller at once (see take_event).
+thread_local const SoftChannel *tl_serving_ch = nullptr;
+} // namespace
 
 void SoftChannel::hand(SockConn *c)
 {
@@ -135,76 +141,99 @@ void SoftChannel::serve()
 				eng = c->engine; // set before c was handed, never changed
 		}
 		// Not under hand_lock_: the engine checks that c is still its own.
-		if (eng)
+		if (eng) {
+			tl_serving_ch = this; // our events it raises are taken by our caller
 			eng->serve(c);
+			tl_serving_ch = nullptr;
+		}
 	}
 }
 
 // The eventfd is readable while events_ is not empty (a real channel's fd is: the
-// conformance suite checks it). It is written when the list goes from empty to not empty and
-// cleared when the list empties, both outside lock_: with the calls under the lock, an engine
-// raising an event waited on it while the poller's read ran (most of the target's futex calls
-// over iSER and SRP). The clearing side looks again after its read and writes back
-// if an event came meanwhile, so no event is ever pending with the fd clear; a raise that
-// races it can leave the fd readable with nothing pending, which the next get_cq_event
-// clears (a waiter wakes once for nothing).
-void SoftChannel::signal()
+// conformance suite checks it). fd_set_ (lock_) says that it was written and not read since:
+// it is written, with lock_ held, when an event comes and it is not set, and read, without
+// lock_, by whoever takes the last event and clears fd_set_; that side then looks again and
+// writes back if events came meanwhile (its read may have taken their write). So no event is
+// ever pending with the fd clear, and the fd is readable only while fd_set_ is (but for the
+// moment between a clear and its read).
+//
+// That is what lets a waiter that runs its QPs itself (serve(), on a rung doorbell) take the
+// events it raised there with no system call on the eventfd: they are raised without a write
+// (tl_serving_ch), taken right after, and the last is taken without a read; only events left
+// behind for a later call are signalled, by take_event.
+//
+// The write is under lock_ and the read is not. A write outside could land after the
+// clearing side's read and leave the fd readable with nothing pending and fd_set_ clear,
+// which nobody would read (a waiter would spin on it). A read under lock_ made an engine
+// raising an event wait while the poller read: most of the target's futex calls over iSER
+// and SRP, before the hand-off.
+void SoftChannel::signal_locked()
 {
+	fd_set_ = true;
+	fd_writes.fetch_add(1, std::memory_order_relaxed);
 	const uint64_t one = 1;
 	(void)!write(efd_, &one, sizeof(one));
 }
 
-void SoftChannel::settle()
+void SoftChannel::clear_fd()
 {
+	fd_reads.fetch_add(1, std::memory_order_relaxed);
 	uint64_t v;
 	(void)!read(efd_, &v, sizeof(v));
-	bool again;
-	{
-		std::lock_guard g(lock_);
-		again = !events_.empty();
-	}
-	if (again)
-		signal();
+	std::lock_guard g(lock_);
+	if (!events_.empty())
+		signal_locked(); // came meanwhile: our read may have taken their write
 }
 
 void SoftChannel::raise(SoftCq *cq)
 {
-	bool first;
+	std::lock_guard g(lock_);
+	events_.push_back(cq);
+	if (!fd_set_ && tl_serving_ch != this)
+		signal_locked();
+}
+
+void SoftChannel::clear_if_idle()
+{
+	bool clear = false;
 	{
 		std::lock_guard g(lock_);
-		events_.push_back(cq);
-		first = events_.size() == 1;
+		if (events_.empty() && fd_set_) {
+			fd_set_ = false;
+			clear = true;
+		}
 	}
-	if (first)
-		signal();
+	if (clear)
+		clear_fd();
 }
 
 void SoftChannel::forget(SoftCq *cq)
 {
-	bool emptied;
 	{
 		std::lock_guard g(lock_);
-		const bool had = !events_.empty();
 		std::erase(events_, cq);
-		emptied = had && events_.empty();
 	}
-	if (emptied)
-		settle();
+	clear_if_idle();
 }
 
 bool SoftChannel::take_event(Cq **cq)
 {
-	bool last;
+	bool clear = false;
 	{
 		std::lock_guard g(lock_);
 		if (events_.empty())
 			return false;
 		*cq = events_.front();
 		events_.pop_front();
-		last = events_.empty();
+		if (events_.empty()) {
+			clear = fd_set_;
+			fd_set_ = false;
+		} else if (!fd_set_) {
+			signal_locked(); // raised by serve() on this thread, left for the next call
+		}
 	}
-	if (last)
-		settle();
+	if (clear)
+		clear_fd();
 	return true;
 }
 
@@ -223,7 +252,9 @@ int SoftChannel::get_cq_event(Cq **cq, int timeout_ms)
 			if (take_event(cq))
 				return 0;
 		}
-		settle();       // a readable fd with nothing pending (see above) is cleared here
+		// Set with nothing pending: take_event and forget leave it so never; a waiter
+		// about to sleep on the fd makes sure, for the price of a lock.
+		clear_if_idle();
 		int slice = 10; // ms: inline devices need the next progress call
 		if (timeout_ms >= 0) {
 			auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -236,6 +267,13 @@ int SoftChannel::get_cq_event(Cq **cq, int timeout_ms)
 		if (poll(&p, 1, slice) < 0 && errno != EINTR)
 			return -errno;
 	}
+}
+
+ChannelCounters channel_counters(CompChannel &ch)
+{
+	auto &c = static_cast<SoftChannel &>(ch);
+	return {c.fd_writes.load(std::memory_order_relaxed),
+	        c.fd_reads.load(std::memory_order_relaxed)};
 }
 
 SoftCq::SoftCq(SoftDevice &dev, const CqInitAttr &a, int cqe)

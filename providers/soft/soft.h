@@ -169,4 +169,13 @@ struct Counters {
 Counters device_counters(Device &dev); // the device's, over all its QPs
 Counters qp_counters(Qp &qp);          // one QP's
 
+// A completion channel's system calls on its eventfd: the writes that made its fd readable
+// and the reads that cleared it. A waiter that runs its QPs itself (the ring wire's
+// doorbells handed to the channel) takes the events it raised there with neither.
+struct ChannelCounters {
+	uint64_t fd_writes = 0; // eventfd writes (an event came while the fd was clear)
+	uint64_t fd_reads = 0;  // eventfd reads (the last pending event was taken)
+};
+ChannelCounters channel_counters(CompChannel &ch); // ch: a soft device's channel
+
 } // namespace ulp::soft

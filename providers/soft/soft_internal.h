@@ -157,9 +157,13 @@ public:
 	void drop_hands(SoftCq *cq);
 	bool handed() const { return hand_count_.load(std::memory_order_relaxed) != 0; }
 
+	std::atomic<uint64_t> fd_writes{0}; // ChannelCounters::fd_writes (relaxed)
+	std::atomic<uint64_t> fd_reads{0};  // ChannelCounters::fd_reads (relaxed)
+
 private:
-	void signal();            // make the eventfd readable
-	void settle();            // clear it, then make it readable again if events_ is not empty
+	void signal_locked();     // make the eventfd readable (lock_ held)
+	void clear_fd();          // read it (fd_set_ just cleared), write back if events came
+	void clear_if_idle();     // clear it if set with nothing pending
 	void serve();             // run the QPs whose doorbells rang here
 	bool take_event(Cq **cq); // the oldest pending event, if any
 	struct Hand {
@@ -171,8 +175,9 @@ private:
 
 	int efd_;                           // readable while events_ is not empty (see cq.cc)
 	int epfd_;                          // the channel's fd: efd_ and the handed doorbells
-	std::mutex lock_;                   // guards events_; never held across a system call
+	std::mutex lock_;                   // guards events_ and fd_set_ (and efd_'s writes)
 	std::deque<SoftCq *> events_;       // CQs whose events are not yet taken, oldest first
+	bool fd_set_ = false;               // efd_ written and not read since (see cq.cc)
 	std::mutex hand_lock_;              // guards hands_; taken inside an engine's lock, never
 	                                    // around a call into an engine
 	std::vector<SockConn *> hands_;     // handed connections (hand_lock_)

@@ -99,8 +99,9 @@ class SoftHandoff : public ::testing::TestWithParam<bool> // true: ULP_SOFT_HAND
 // b arms its receive CQ and sleeps on its channel; a sends; b wakes, takes the event and
 // the receive; all is idle for a moment. With the hand-off the doorbell of each send wakes
 // b's waiter, which runs the QP: b's engine sleeps through it (its watchdog's few wakes at
-// most: 1 ms, doubling while it finds nothing). Without it (the control, which shows that
-// the measure sees the wakes), b's engine wakes for every send.
+// most: 1 ms, doubling while it finds nothing), and the waiter takes the event it raised
+// without a system call on the channel's eventfd. Without it (the control, which shows that
+// the measures see them), b's engine wakes for every send and signals the channel.
 TEST_P(SoftHandoff, ConsumerOnItsChannelRunsThePeersSends)
 {
 	Rig r;
@@ -110,6 +111,7 @@ TEST_P(SoftHandoff, ConsumerOnItsChannelRunsThePeersSends)
 		ASSERT_EQ(post_recv(*r.b.qp, &rcqe[i], r.b.sge(64u * i, 64)), 0);
 	constexpr int kMsgs = 200;
 	Cqe scqe;
+	const soft::ChannelCounters ch0 = soft::channel_counters(*r.ch);
 	const long before = voluntary_switches(r.b_engine);
 	ASSERT_GE(before, 0);
 	for (int i = 0; i < kMsgs; i++) {
@@ -127,11 +129,19 @@ TEST_P(SoftHandoff, ConsumerOnItsChannelRunsThePeersSends)
 		ASSERT_EQ(poll_n(*r.a.scq, 1).size(), 1u);
 	}
 	const long wakes = voluntary_switches(r.b_engine) - before;
-	if (GetParam())
+	// The channel's eventfd: b's waiter takes the events it raised itself with no write
+	// or read of it; an engine's event is written and read (the watchdog's few, or each).
+	const soft::ChannelCounters ch1 = soft::channel_counters(*r.ch);
+	const uint64_t fd_calls = (ch1.fd_writes - ch0.fd_writes) + (ch1.fd_reads - ch0.fd_reads);
+	if (GetParam()) {
 		EXPECT_LT(wakes, kMsgs / 4) << "b's engine woke for its peer's sends";
-	else
+		EXPECT_LT(fd_calls, uint64_t{kMsgs / 4}) << "b's waiter signalled itself";
+	} else {
 		EXPECT_GE(wakes, kMsgs / 2) << "without the hand-off b's engine should wake for "
 		                               "each send";
+		EXPECT_GE(fd_calls, uint64_t{kMsgs})
+		    << "the engine's events should go through the fd";
+	}
 }
 
 INSTANTIATE_TEST_SUITE_P(Soft, SoftHandoff, ::testing::Bool(),
