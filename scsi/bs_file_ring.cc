@@ -303,6 +303,8 @@ uint32_t FileRing::drain(std::chrono::steady_clock::time_point deadline, bool re
 		        loop_ ? std::string(" on ") + loop_->name() : std::string());
 	};
 	std::unique_lock g(lock_);
+	if (reap_here)
+		flush_sq(); // what this turn prepared (submit() deferred it to the turn's end)
 	while (busy_ || fifo_head_) {
 		const auto now = std::chrono::steady_clock::now();
 		if (now >= deadline)
