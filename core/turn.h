@@ -15,7 +15,8 @@
 // What uses it: the RDMA fabrics' send plug (rdma_conn/send_plug.h), which posts the work
 // requests one turn built for a connection as one chain, with one post_send: on rxe one
 // system call and one wake-up of the peer's CQ tasklet for the turn instead of one per
-// response.
+// response. And a file or block LU's ring on an event loop (scsi/bs_file_ring.cc), which
+// submits the requests one turn started with one io_uring_enter.
 //
 // Rules: defer only from the thread that runs the turn; fn runs on it, after the callbacks
 // of the turn, and must not block (the thread is a poller or an event loop) or free a CQ.
