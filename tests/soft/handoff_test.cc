@@ -90,6 +90,17 @@ struct Rig {
 
 constexpr int kRecvs = 32; // receives b keeps posted
 
+// Stops and joins a test's helper thread when the test leaves, on any way out.
+struct Joiner {
+	std::atomic<bool> &stop; // the thread's loop condition
+	std::thread &t;
+	~Joiner()
+	{
+		stop = true;
+		t.join();
+	}
+};
+
 } // namespace
 
 class SoftHandoff : public ::testing::TestWithParam<bool> // true: ULP_SOFT_HANDOFF on
@@ -217,15 +228,7 @@ TEST(SoftHandoffTeardown, ConnectionDestroyedWhileItsWaiterServesIt)
 			}
 		}
 	});
-	struct Joiner { // on every way out of the test, before the rig goes
-		std::atomic<bool> &stop;
-		std::thread &t;
-		~Joiner()
-		{
-			stop = true;
-			t.join();
-		}
-	} joiner{stop, waiter};
+	Joiner joiner{stop, waiter}; // on every way out of the test, before the rig goes
 	Cqe c;
 	int sent = 0;
 	for (; sent < 300; sent++) {
@@ -269,15 +272,7 @@ TEST(SoftHandoffTeardown, ArmingRacesTheConnectionsGoing)
 			std::this_thread::sleep_for(std::chrono::microseconds(50));
 		}
 	});
-	struct Joiner {
-		std::atomic<bool> &stop;
-		std::thread &t;
-		~Joiner()
-		{
-			stop = true;
-			t.join();
-		}
-	} joiner{stop, armer};
+	Joiner joiner{stop, armer};
 	Cqe rc, sc;
 	for (int i = 0; i < 60; i++) {
 		SCOPED_TRACE(i);
