@@ -165,7 +165,8 @@ public:
 	// Ask for an event at the next completion (req_notify). Then process once more before
 	// sleeping: a completion may have landed before the arm. 0 or a negative errno.
 	int arm();
-	// Take the channel's pending events (wait_events does it).
+	// Take the channel's pending event: one at most, the CQ being its only one and armed
+	// once (wait_events does it).
 	void clear_fd();
 
 	// Free the CQ (left allocated, never freed under a user, if free_cq refuses it) and
