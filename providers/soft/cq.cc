@@ -128,6 +128,22 @@ void SoftChannel::drop_hands(SoftCq *cq)
 
 void SoftChannel::serve()
 {
+	if (hand_count_.load(std::memory_order_relaxed) == 1) {
+		// One doorbell can have rung (an initiator's channel, its one QP): its read tells,
+		// and an epoll_wait that would name it first is a system call per wake-up saved.
+		Hand h{};
+		{
+			std::lock_guard g(hand_lock_);
+			if (hands_.size() == 1)
+				h = {hands_.front(), hands_.front()->engine};
+		}
+		if (h.c) { // not under hand_lock_: the engine checks that c is still its own
+			tl_serving_ch = this;
+			h.eng->serve(h.c, true);
+			tl_serving_ch = nullptr;
+			return;
+		}
+	}
 	epoll_event evs[16];
 	const int n = epoll_wait(epfd_, evs, 16, 0);
 	for (int i = 0; i < n; i++) {

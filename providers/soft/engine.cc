@@ -233,13 +233,15 @@ void Engine::drop_hand(SockConn *c)
 // runs it for its poster, until its peer has published nothing more; while the engine
 // sleeps, each pass leaves c's ring armed with a new sleep (the peer rings once per sleep),
 // and looks again after arming (sleep-then-look, as arm_rings).
-void Engine::serve(SockConn *c)
+void Engine::serve(SockConn *c, bool unseen)
 {
 	std::unique_lock g(lock_);
 	if (std::none_of(conns_.begin(), conns_.end(), [c](auto &p) { return p.get() == c; }))
 		return; // gone (its doorbell left the channel with it)
 	uint64_t v;
-	(void)!read(c->link->my_efd(), &v, sizeof(v));
+	if (read(c->link->my_efd(), &v, sizeof(v)) < 0 && unseen && !c->link->has_work())
+		return; // it had not rung
+
 	SoftQp *qp = c->qp;
 	for (int pass = 0; qp && pass < 4; pass++) {
 		if (qp->busy) {

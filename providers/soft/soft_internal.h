@@ -536,7 +536,8 @@ public:
 	void kick();
 	void wire_active() { wire_hot_.store(true, std::memory_order_relaxed); }
 	// A channel's waiter saw c's doorbell (SoftChannel::serve): run c's QP on its thread.
-	void serve(SockConn *c);
+	// unseen: nobody saw it ring; return at once if it had not and c has no work.
+	void serve(SockConn *c, bool unseen = false);
 	// c's channel is going away before c: the engine watches c's doorbell alone again.
 	void drop_hand(SockConn *c);
 	// c's consumer armed its receive CQ (SoftChannel::armed): while the engine sleeps,
