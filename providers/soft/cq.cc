@@ -388,11 +388,15 @@ void SoftCq::maybe_raise_locked(bool solicited, bool error)
 		return;
 	if (arm_flags_ == CqNotify::Solicited && !solicited && !error)
 		return;
-	// Moderation: hold the event until mod_count completions or the period elapses. Not
-	// when the consumer pushes this completion itself (serving_consumer): it is awake on
-	// this thread, and a held event would send it to sleep on completions it has in hand
-	// (and the period's timer would wake the engine).
-	if (mod_count_ > 1 && !serving_consumer() && ++mod_pending_ < mod_count_) {
+	// Moderation: hold the event until mod_count completions or the period elapses, as a
+	// NIC holds its interrupt. Not when a ULP's thread pushes this completion, running its
+	// QP itself (ulp_thread_runs: a poster in post_send, a waiter serving a rung doorbell):
+	// that thread is awake, and no interrupt is saved. A held event would send a waiter to
+	// sleep on completions it has in hand, and the period's timer wakes the engine: a
+	// target's poller, posting its turn's responses after it re-armed its CQ, armed that
+	// timer a few thousand times a second, each a wake-up of the engine thread and a
+	// thread switch on a busy host.
+	if (mod_count_ > 1 && !ulp_thread_runs() && ++mod_pending_ < mod_count_) {
 		if (mod_period_us_ && !mod_timer_) {
 			mod_timer_ = true;
 			uint32_t gen = arm_gen_;

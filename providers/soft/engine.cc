@@ -46,11 +46,9 @@ constexpr auto kSpinWire = std::chrono::microseconds(1000);
 // Inline runs on this thread, of any engine: a run that schedules a QP (of its own engine
 // or another's) must not start a nested progress_inline_all, whose loop reaches it anyway.
 thread_local int tl_inline_depth = 0;
-// This thread runs a QP for its poster (Engine::post): a post from inside it only
-// schedules.
+// This thread runs a QP for its poster (Engine::post) or for a channel's waiter whose
+// doorbell rang (Engine::serve): a post from inside it only schedules.
 thread_local bool tl_direct = false;
-// This thread is a channel's waiter running a QP whose doorbell rang there (Engine::serve).
-thread_local bool tl_serving = false;
 
 // ULP_SOFT_SPIN_US in the environment: the longest idle spin, in µs, for both cases above
 // (0: none, the engine sleeps as soon as it is idle). On a host whose cores are all busy
@@ -118,9 +116,9 @@ bool may_return_to_nice(int base)
 }
 } // namespace
 
-bool serving_consumer()
+bool ulp_thread_runs()
 {
-	return tl_serving;
+	return tl_direct;
 }
 
 Engine::Engine(bool threaded, unsigned index) : threaded_(threaded), index_(index)
@@ -264,10 +262,9 @@ void Engine::serve(SockConn *c, bool unseen)
 			qp->queued = false;
 		}
 		const bool outer = tl_direct;
-		tl_direct = tl_serving = true;
+		tl_direct = true;
 		run_qp(g, *qp);
 		tl_direct = outer;
-		tl_serving = false; // serve() never nests: nothing it runs waits on a channel
 		if (rings_armed_) {
 			if (++sleep_gen_ == 0)
 				sleep_gen_ = 1;

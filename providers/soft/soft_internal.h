@@ -512,8 +512,9 @@ public:
 // the CPUs, or as configured; SoftDevice::engines); each QP runs on one of them for its
 // life. A thread in Exec::Engine mode; the caller's thread in Exec::Inline mode.
 
-// The calling thread is a channel's waiter running a ring-wire QP (Engine::serve).
-bool serving_consumer();
+// The calling thread runs a ring-wire QP for a ULP thread, not the engine: its poster
+// (Engine::post) or a channel's waiter whose doorbell rang (Engine::serve).
+bool ulp_thread_runs();
 
 class Engine
 {
