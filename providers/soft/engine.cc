@@ -237,18 +237,12 @@ void Engine::serve(SockConn *c, bool unseen)
 	if (std::none_of(conns_.begin(), conns_.end(), [c](auto &p) { return p.get() == c; }))
 		return; // gone (its doorbell left the channel with it)
 	uint64_t v;
-	if (read(c->link->my_efd(), &v, sizeof(v)) < 0 && unseen) {
-		// Not rung, or its ring was read already: look at the rings themselves, but not
-		// while the QP's runner is at them (it moves the link's own indexes without the
-		// lock): rerun sends it round once more instead.
-		if (c->qp && c->qp->busy) {
-			c->qp->rerun = true;
-			return;
-		}
-		if (!c->link->has_work())
-			return;
-	}
-
+	// Not rung, or its ring was read already: look at the rings themselves, but not while
+	// the QP's runner is at them (it moves the link's own indexes without the lock); the
+	// pass loop sends a busy QP round once more (rerun).
+	if (read(c->link->my_efd(), &v, sizeof(v)) < 0 && unseen && !(c->qp && c->qp->busy) &&
+	    !c->link->has_work())
+		return;
 	SoftQp *qp = c->qp;
 	for (int pass = 0; qp && pass < 4; pass++) {
 		if (qp->busy) {
