@@ -620,9 +620,11 @@ int main(int argc, char **argv)
 	if (target.ours()) {
 		Watchdog::Step s(wd, "ulp-targetd's stop", 40s);
 		rep.stop_status = target.stop(30s);
+		// A sanitizer's report (a TSan build exits 66) runs to about a hundred lines, and
+		// its first accesses are what says where a race is: keep all of a typical one.
 		if (rep.stop_status != 0)
 			std::fprintf(stderr, "ulp-stress: ulp-targetd's log, last lines:\n%s",
-			             target.log_tail(30).c_str());
+			             target.log_tail(200).c_str());
 	}
 	rep.seconds = std::chrono::duration<double>(clock_type::now() - t0).count();
 	if (run.soft_dev)
