@@ -4,6 +4,7 @@
 #include "core/check.h"
 #include "core/log.h"
 #include "providers/soft/cm_id.h"
+#include "providers/soft/sock_conn.h"
 #include "providers/soft/sock_wire.h"
 
 #include <arpa/inet.h>
@@ -584,14 +585,26 @@ void cm_peer_lost(SoftQp &qp)
 		id->lost_peer();
 }
 
+void SoftQp::attach_wire(std::shared_ptr<SockConn> c)
+{
+	engine.between_turns(this, [&] {
+		wire = c->link ? WireKind::Shm : WireKind::Socket;
+		conn = std::move(c);
+		tx_psn = rx_psn = 0;
+	});
+}
+
 void SoftQp::detach_wire()
 {
-	peer.reset();
-	if (conn) {
-		engine.remove_conn(conn.get());
-		conn.reset();
-	}
-	wire = WireKind::None;
+	std::shared_ptr<SockConn> c;
+	std::shared_ptr<QpHandle> p;
+	engine.between_turns(this, [&] {
+		c = std::move(conn);
+		p = std::move(peer);
+		wire = WireKind::None;
+	});
+	if (c)
+		engine.remove_conn(c.get()); // the engine's reference (lock_: not under it above)
 }
 
 // ---------------------------------------------------------------------------------------------

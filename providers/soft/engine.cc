@@ -504,6 +504,16 @@ void Engine::unschedule(SoftQp *qp)
 	std::erase_if(timers_, [qp](const Timer &t) { return t.owner == qp; });
 }
 
+void Engine::between_turns(SoftQp *qp, const std::function<void()> &fn)
+{
+	std::unique_lock g(lock_);
+	// A turn sets busy under lock_ before it reads the wire, so the next one sees fn's
+	// writes; one running now (the engine's, a poster's or a waiter's) is waited out.
+	if (std::this_thread::get_id() != thread_.get_id())
+		idle_cv_.wait(g, [qp] { return !qp->busy; });
+	fn();
+}
+
 void Engine::unpark(SoftQp *qp)
 {
 	std::lock_guard g(lock_);

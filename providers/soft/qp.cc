@@ -186,8 +186,10 @@ int SoftQp::modify(const QpAttr &a, uint32_t mask)
 		const auto &av = static_cast<const QpAttrAv &>(a).ah_attr;
 		if (SoftDevice *pd = device_by_gid(av.dgid)) {
 			if (auto h = pd->find_qp(attr.dest_qp_num)) {
-				peer = std::move(h);
-				wire = WireKind::InProc;
+				engine.between_turns(this, [&] {
+					peer = std::move(h);
+					wire = WireKind::InProc;
+				});
 			}
 		}
 	}

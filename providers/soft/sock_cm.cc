@@ -455,9 +455,9 @@ public:
 		int fl = fcntl(c->fd, F_GETFL);
 		fcntl(c->fd, F_SETFL, fl | O_NONBLOCK);
 		tune(c->fd);
-		qp.conn = c;
-		qp.wire = c->link ? WireKind::Shm : WireKind::Socket;
-		qp.tx_psn = qp.rx_psn = 0;
+		// The QP may be in a turn meanwhile (a flush, if its ULP closed it before the
+		// handshake ended): the wire is set between turns.
+		qp.attach_wire(c);
 		int rc = cm_connect_qp(qp, role, req, rep, dest_qpn, dgid);
 		if (rc) {
 			qp.detach_wire();

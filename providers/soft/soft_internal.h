@@ -401,8 +401,9 @@ public:
 	// Complete the executed local WRs (local_pending) now at the front of the in-flight
 	// window, in order (called where sq_acked advances, by whoever runs the QP).
 	void retire_local();
-	WcStatus exec_local(const SendWqe &w); // a REG_MR's or LOCAL_INV's effect
-	void detach_wire();                    // forget the peer (socket: close the connection)
+	WcStatus exec_local(const SendWqe &w);         // a REG_MR's or LOCAL_INV's effect
+	void attach_wire(std::shared_ptr<SockConn> c); // a socket or ring wire's connection
+	void detach_wire(); // forget the peer (socket: close the connection)
 
 	// The fields below are under engine's lock (this QP's engine, never another's).
 	boost::intrusive::list_member_hook<> run_hook; // the engine's run queue
@@ -443,9 +444,11 @@ public:
 	std::atomic<uint8_t> rnr_retry{7};      // for new WRs
 	std::atomic<uint8_t> min_rnr_timer{12}; // as responder, sent in RNR NAKs
 	std::atomic<uint32_t> max_rd_atomic{1}; // READs this requester keeps in flight
-	WireKind wire = WireKind::None;
-	std::shared_ptr<QpHandle> peer; // in-process peer
-	std::shared_ptr<SockConn> conn; // socket or ring wire peer
+	// The wire: set and cleared between the engine's turns (Engine::between_turns, or
+	// with the QP parked), read by the turns and, atomically, by anyone.
+	std::atomic<WireKind> wire{WireKind::None};
+	std::shared_ptr<QpHandle> peer; // in-process peer (between turns)
+	std::shared_ptr<SockConn> conn; // socket or ring wire peer (between turns)
 	uint32_t dest_qpn = 0;
 	std::atomic<bool> flush_pending{false};
 	bool last_wqe_sent = false; // LAST_WQE_REACHED raised (SRQ)
@@ -525,6 +528,9 @@ public:
 	void post(SoftQp *qp);       // post_send's doorbell: schedule, or run it here (ring wire)
 	void unschedule(SoftQp *qp); // QP destruction: off the queue, wait if running
 	void unpark(SoftQp *qp);     // after a reset: schedulable again
+	// Run fn under lock_ once no turn of qp is running: a QP's wire (wire, conn, peer,
+	// PSNs), which its turns read unlocked, changes only this way or with the QP parked.
+	void between_turns(SoftQp *qp, const std::function<void()> &fn);
 	void add_timer(void *owner, Clock::time_point when, std::function<void()> fn);
 	// Socket and ring wires: watch a connection (its socket, and its ring doorbell and
 	// rings on the ring wire); readiness schedules its QP.

@@ -762,6 +762,40 @@ TEST_F(SoftWire, ErrQpWithClosedSocketDoesNotSpin)
 	EXPECT_LT(cpu, 100000) << "process used " << cpu / 1000 << " ms CPU in 500 ms idle";
 }
 
+// A ULP that closed its connection between posting its receives and accepting (an admin's
+// logout while the login was being set up): the engine flushes the receives while accept
+// hands the socket to the QP. The wire is attached between the engine's turns (TSan
+// reported the QP's connection written by accept while a turn read it); the accept fails,
+// nothing is established, and the peer's socket is closed within the CM's bound, each of
+// twenty times.
+class SoftWireErrBeforeAccept : public SoftWire
+{
+protected:
+	SoftWireErrBeforeAccept() : SoftWire(err_config()) {}
+	static TargetConfig err_config()
+	{
+		TargetConfig c;
+		c.err_before_accept = true;
+		return c;
+	}
+};
+
+TEST_F(SoftWireErrBeforeAccept, AcceptFailsAndPeerIsClosed)
+{
+	for (int i = 0; i < 20; i++) {
+		SCOPED_TRACE(i);
+		ASSERT_TRUE(p.connect(t.sock_name));
+		ASSERT_TRUE(p.send_cm_req(cm_req()));
+		EXPECT_TRUE(p.wait_eof(kCmBound.count())) << "target kept a failed accept open";
+		// Whatever of the receives the engine flushed before the QP went is a flush.
+		for (auto &w : Target::drain(t.rcq.get()))
+			EXPECT_EQ(w.status, WcStatus::WrFlushErr);
+	}
+	EXPECT_EQ(t.accepted(), 0u);
+	EXPECT_EQ(t.events.count([](const CmEv &e) { return e.type == CmEventType::Established; }),
+	          0u);
+}
+
 // DEFECT (sock_wire.cc on_reply): a READ response flagged kPktShm claims the data was
 // written straight into our region, but the READ went out inline (no region was named),
 // so nothing was written. It still completes successfully, with stale bytes: a

@@ -378,6 +378,9 @@ struct TargetConfig {
 	uint32_t qp_depth = 32; // send and receive queue depth
 	bool post_on_established =
 	    false; // the target QP posts kTargetSends requests when established
+	// The handler moves the QP to ERR between posting its receives and accepting, as a
+	// ULP does whose connection was closed meanwhile (the accept then fails).
+	bool err_before_accept = false;
 };
 
 class Target
@@ -578,6 +581,12 @@ private:
 			wr.num_sge = 1;
 			const ulp::RecvWr *bad = nullptr;
 			if (q->post_recv(&wr, &bad))
+				return;
+		}
+		if (cfg.err_before_accept) {
+			ulp::QpAttr e;
+			e.qp_state = ulp::QpState::Err;
+			if (q->modify(e, ulp::QP_STATE))
 				return;
 		}
 		ulp::ConnParam cp;
