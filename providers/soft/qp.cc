@@ -186,10 +186,8 @@ int SoftQp::modify(const QpAttr &a, uint32_t mask)
 		const auto &av = static_cast<const QpAttrAv &>(a).ah_attr;
 		if (SoftDevice *pd = device_by_gid(av.dgid)) {
 			if (auto h = pd->find_qp(attr.dest_qp_num)) {
-				engine.between_turns(this, [&] {
-					peer = std::move(h);
-					wire = WireKind::InProc;
-				});
+				peer = std::move(h);
+				wire = WireKind::InProc;
 			}
 		}
 	}

@@ -455,14 +455,19 @@ public:
 		int fl = fcntl(c->fd, F_GETFL);
 		fcntl(c->fd, F_SETFL, fl | O_NONBLOCK);
 		tune(c->fd);
-		// The QP may be in a turn meanwhile (a flush, if its ULP closed it before the
-		// handshake ended): the wire is set between turns.
-		qp.attach_wire(c);
+		// The QP may be in a turn meanwhile: a flush, if its ULP moved it to ERR before
+		// the handshake ended (the modify below then fails), or RTS's first. The kind
+		// first, so that the modify looks for no in-process peer; the connection only
+		// once the QP is connected, between its turns. A turn that finds the kind but no
+		// connection does nothing on the wire, so the turn waited for never needs the
+		// CM's lock, which our caller holds.
+		qp.wire = c->link ? WireKind::Shm : WireKind::Socket;
 		int rc = cm_connect_qp(qp, role, req, rep, dest_qpn, dgid);
 		if (rc) {
-			qp.detach_wire();
+			qp.wire = WireKind::None;
 			return rc;
 		}
+		qp.attach_wire(c);
 		c->engine = &qp.engine;
 		c->qp = &qp;
 		qp.engine.add_conn(c);

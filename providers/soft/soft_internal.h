@@ -444,8 +444,9 @@ public:
 	std::atomic<uint8_t> rnr_retry{7};      // for new WRs
 	std::atomic<uint8_t> min_rnr_timer{12}; // as responder, sent in RNR NAKs
 	std::atomic<uint32_t> max_rd_atomic{1}; // READs this requester keeps in flight
-	// The wire: set and cleared between the engine's turns (Engine::between_turns, or
-	// with the QP parked), read by the turns and, atomically, by anyone.
+	// The wire: the connection is set and cleared between the engine's turns
+	// (Engine::between_turns, or with the QP parked), which read it unlocked; the kind is
+	// read by anyone, and may be set before the connection (SockCm::establish).
 	std::atomic<WireKind> wire{WireKind::None};
 	std::shared_ptr<QpHandle> peer; // in-process peer (between turns)
 	std::shared_ptr<SockConn> conn; // socket or ring wire peer (between turns)
@@ -528,8 +529,10 @@ public:
 	void post(SoftQp *qp);       // post_send's doorbell: schedule, or run it here (ring wire)
 	void unschedule(SoftQp *qp); // QP destruction: off the queue, wait if running
 	void unpark(SoftQp *qp);     // after a reset: schedulable again
-	// Run fn under lock_ once no turn of qp is running: a QP's wire (wire, conn, peer,
+	// Run fn under lock_ once no turn of qp is running: a QP's connection (conn, peer,
 	// PSNs), which its turns read unlocked, changes only this way or with the QP parked.
+	// Its caller holds no lock that the turn waited for may take: state_lock, or the
+	// CM's (which a turn takes only through a connection: SockCm::establish).
 	void between_turns(SoftQp *qp, const std::function<void()> &fn);
 	void add_timer(void *owner, Clock::time_point when, std::function<void()> fn);
 	// Socket and ring wires: watch a connection (its socket, and its ring doorbell and
