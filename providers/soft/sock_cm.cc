@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <functional>
 #include <map>
 
 namespace ulp::soft
@@ -447,14 +448,15 @@ private:
 	std::map<int, std::weak_ptr<IdRef>> actives_;
 
 public:
-	// Point the QP at the connection and hand the socket to the QP's engine.
+	// Connect the QP, then point it at the connection and hand the socket to the QP's
+	// engine. The passive side answers (its REP, by `answer`) only once its QP is
+	// connected, as rdma_accept moves the QP to RTR before it sends the REP: a QP that
+	// cannot be connected (its ULP moved it to ERR meanwhile) is refused by a REJ, never
+	// established on the active side and then dropped.
 	static int establish(SoftQp &qp, CmRole role, std::shared_ptr<SockConn> c,
 	                     const ConnParam &req, const ConnParam &rep, uint32_t dest_qpn,
-	                     const Gid &dgid)
+	                     const Gid &dgid, const std::function<bool()> &answer = {})
 	{
-		int fl = fcntl(c->fd, F_GETFL);
-		fcntl(c->fd, F_SETFL, fl | O_NONBLOCK);
-		tune(c->fd);
 		// The QP may be in a turn meanwhile: a flush, if its ULP moved it to ERR before
 		// the handshake ended (the modify below then fails), or RTS's first. The kind
 		// first, so that the modify looks for no in-process peer; the connection only
@@ -463,10 +465,15 @@ public:
 		// CM's lock, which our caller holds.
 		qp.wire = c->link ? WireKind::Shm : WireKind::Socket;
 		int rc = cm_connect_qp(qp, role, req, rep, dest_qpn, dgid);
+		if (!rc && answer && !answer())
+			rc = -ECONNRESET;
 		if (rc) {
 			qp.wire = WireKind::None;
 			return rc;
 		}
+		int fl = fcntl(c->fd, F_GETFL);
+		fcntl(c->fd, F_SETFL, fl | O_NONBLOCK);
+		tune(c->fd);
 		qp.attach_wire(c);
 		c->engine = &qp.engine;
 		c->qp = &qp;
@@ -551,10 +558,9 @@ int sock_accept(SoftCmId &id, const ConnParam &p)
 	CmMsg rep = to_msg(qp->qp_num(), qp->sdev.gid(), p);
 	ShmLink *link = id.sock->link.get();
 	rep.wire = link ? 1 : 0;
-	if (!send_cm(id.sock->fd, PktOp::CmRep, rep, link))
-		return -ECONNRESET;
 	int rc = SockCm::establish(*qp, CmRole::Passive, id.sock, id.req, p, id.remote_qpn,
-	                           id.remote_gid);
+	                           id.remote_gid,
+	                           [&] { return send_cm(id.sock->fd, PktOp::CmRep, rep, link); });
 	if (rc)
 		return rc;
 	id.st = CmState::Connected;

@@ -766,8 +766,9 @@ TEST_F(SoftWire, ErrQpWithClosedSocketDoesNotSpin)
 // logout while the login was being set up): the engine flushes the receives while accept
 // hands the socket to the QP. The wire is attached between the engine's turns (TSan
 // reported the QP's connection written by accept while a turn read it); the accept fails,
-// nothing is established, and the peer's socket is closed within the CM's bound, each of
-// twenty times.
+// the peer gets a REJ (the REP goes only once the QP is connected, as rdma_accept moves
+// it to RTR before sending one), nothing is established, and the peer's socket is closed
+// within the CM's bound, each of twenty times.
 class SoftWireErrBeforeAccept : public SoftWire
 {
 protected:
@@ -786,6 +787,10 @@ TEST_F(SoftWireErrBeforeAccept, AcceptFailsAndPeerIsClosed)
 		SCOPED_TRACE(i);
 		ASSERT_TRUE(p.connect(t.sock_name));
 		ASSERT_TRUE(p.send_cm_req(cm_req()));
+		// A REJ, not a REP: the QP could not be connected, so nothing was accepted.
+		auto ans = p.recv_pkt(kCmBound.count());
+		ASSERT_TRUE(ans) << "no answer to the connect request";
+		EXPECT_EQ(ans->h.op, uint8_t(PktOp::CmRej));
 		EXPECT_TRUE(p.wait_eof(kCmBound.count())) << "target kept a failed accept open";
 		// Whatever of the receives the engine flushed before the QP went is a flush.
 		for (auto &w : Target::drain(t.rcq.get()))
