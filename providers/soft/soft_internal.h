@@ -448,7 +448,7 @@ public:
 	// (Engine::between_turns, or with the QP parked), which read it unlocked; the kind is
 	// read by anyone, and may be set before the connection (SockCm::establish).
 	std::atomic<WireKind> wire{WireKind::None};
-	std::shared_ptr<QpHandle> peer; // in-process peer (between turns)
+	std::shared_ptr<QpHandle> peer; // in-process peer (set connecting; cleared between turns)
 	std::shared_ptr<SockConn> conn; // socket or ring wire peer (between turns)
 	uint32_t dest_qpn = 0;
 	std::atomic<bool> flush_pending{false};
