@@ -76,21 +76,20 @@ private:
 
 	void deliver(Item &it)
 	{
-		std::unique_ptr<CmId> unclaimed;
-		{
-			std::lock_guard g(it.ref->lock);
-			SoftCmId *id = it.ref->id;
-			if (id) {
-				current_ = it.ref.get();
-				CmId *target = it.ev.new_id ? it.ev.new_id.get() : id;
-				id->handler(target, it.ev);
-				current_ = nullptr;
-			}
-			unclaimed = std::move(it.ev.new_id);
+		std::lock_guard g(it.ref->lock);
+		SoftCmId *id = it.ref->id;
+		if (id) {
+			current_ = it.ref.get();
+			CmId *target = it.ev.new_id ? it.ev.new_id.get() : id;
+			id->handler(target, it.ev);
+			current_ = nullptr;
 		}
 		// A connect request nobody took is refused (rdma_cm rejects when the
-		// listener's handler returns non-zero; here, when it leaves new_id).
-		if (unclaimed) {
+		// listener's handler returns non-zero; here, when it leaves new_id). Under the
+		// listener's lock: the handler may have given the id a QP on the ULP's PD and
+		// CQs, and the ULP frees them once the listener's destruction (which waits for
+		// this lock) returns.
+		if (std::unique_ptr<CmId> unclaimed = std::move(it.ev.new_id)) {
 			unclaimed->reject({});
 			unclaimed.reset();
 		}
