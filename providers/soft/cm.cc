@@ -587,8 +587,7 @@ void cm_peer_lost(SoftQp &qp)
 void SoftQp::attach_wire(std::shared_ptr<SockConn> c)
 {
 	engine.between_turns(this, [&] {
-		wire = c->link ? WireKind::Shm : WireKind::Socket;
-		conn = std::move(c);
+		conn = std::move(c); // its kind is set already (SockCm::establish)
 		tx_psn = rx_psn = 0;
 	});
 }

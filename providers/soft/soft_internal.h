@@ -402,7 +402,7 @@ public:
 	// window, in order (called where sq_acked advances, by whoever runs the QP).
 	void retire_local();
 	WcStatus exec_local(const SendWqe &w);         // a REG_MR's or LOCAL_INV's effect
-	void attach_wire(std::shared_ptr<SockConn> c); // a socket or ring wire's connection
+	void attach_wire(std::shared_ptr<SockConn> c); // its connection, once connected
 	void detach_wire(); // forget the peer (socket: close the connection)
 
 	// The fields below are under engine's lock (this QP's engine, never another's).
