@@ -89,10 +89,8 @@ private:
 		// listener's lock: the handler may have given the id a QP on the ULP's PD and
 		// CQs, and the ULP frees them once the listener's destruction (which waits for
 		// this lock) returns.
-		if (std::unique_ptr<CmId> unclaimed = std::move(it.ev.new_id)) {
-			unclaimed->reject({});
-			unclaimed.reset();
-		}
+		if (std::unique_ptr<CmId> unclaimed = std::move(it.ev.new_id))
+			unclaimed->reject({}); // and destroyed here, still under the lock
 	}
 
 	std::mutex lock_;
