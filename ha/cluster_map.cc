@@ -2,6 +2,7 @@
 // ha/cluster_map.cc - the versioned map in one RADOS object (cluster_map.h).
 #include "ha/cluster_map.h"
 
+#include "core/backoff.h"
 #include "core/log.h"
 
 #include <cerrno>
@@ -310,7 +311,10 @@ int ClusterMap::notify(uint64_t v, uint64_t timeout_ms, ClusterMapNotified *out)
 int ClusterMap::modify(const std::function<bool(const ClusterMapView &, ClusterMapChange *)> &fn,
                        uint64_t *now)
 {
+	ContentionBackoff backoff; // 351 ms at most in all before -EBUSY
 	for (int i = 0; i < kModifyTries; i++) {
+		if (i > 0)
+			backoff.pause();
 		ClusterMapView v;
 		if (int r = read(&v); r < 0)
 			return r;

@@ -107,8 +107,9 @@ public:
 	int notify(uint64_t v, uint64_t timeout_ms, ClusterMapNotified *out);
 
 	// Read, let fn make a change from what it sees, update; again from a fresh read when
-	// another writer came first, up to kModifyTries times (then -EBUSY). fn returns false to
-	// change nothing (0, *now the version read). 0 or a negative errno.
+	// another writer came first, after a random pause (core/backoff.h), up to kModifyTries
+	// times (then -EBUSY). fn returns false to change nothing (0, *now the version read).
+	// 0 or a negative errno.
 	int modify(const std::function<bool(const ClusterMapView &, ClusterMapChange *)> &fn,
 	           uint64_t *now);
 

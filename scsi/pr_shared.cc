@@ -5,6 +5,7 @@
 // the events' encoding.
 #include "scsi/pr_internal.h"
 
+#include "core/backoff.h"
 #include "core/byteorder.h"
 #include "core/log.h"
 
@@ -370,7 +371,10 @@ void shared_out(Cmd *cmd, const PrBasicParams &p, const PrMoveParams &mp)
 	PrState &pr = pr_of(lu);
 	const bool aptpl =
 	    (cmd->cdb[1] & 0x1f) == uint8_t(PrOutSa::RegisterAndMove) ? mp.aptpl : p.aptpl;
+	ContentionBackoff backoff; // 351 ms at most in all before BUSY
 	for (int i = 0; i < kTries; i++) {
+		if (i > 0)
+			backoff.pause(); // another gateway's change came first (core/backoff.h)
 		std::unique_lock install_lock(pr.shared_install);
 		PrSharedView v;
 		Shadow s;
