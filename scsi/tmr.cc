@@ -202,7 +202,12 @@ void abort_session(Nexus *s, Tmr *w_tmr)
 	std::vector<std::pair<LogicalUnit *, LogicalUnit::TmrWait *>> waits;
 	AbortWork work;
 	for (Cmd *c : cmds) {
-		LogicalUnit *lu = c->lu;
+		// Not c->lu: a command joins cmds_ before submit() looks its LUN up (so that a LUN
+		// removal counts it), and the submitter writes lu unlocked. lu_pin is the same
+		// result, stored atomically under the Tpg's lock. Null: the LUN does not exist, or
+		// the lookup has not happened yet and the command runs as if it came after this.
+		LogicalUnit *lu =
+		    c->lu_pin.load(std::memory_order_relaxed); // then its lock_ orders
 		if (!lu)
 			continue; // no-LU commands run to completion inside submit()
 		LogicalUnit::TmrWait *w = nullptr;

@@ -721,6 +721,51 @@ TEST(ScsiTmf, AbortsRacingCompletions)
 	RecordProperty("aborted", aborted.load());
 }
 
+// I_T NEXUS RESET while commands are being submitted on the nexus from two other threads.
+// A command joins the nexus's list before its LUN is looked up (so that a LUN removal
+// counts it), and the reset walks that list: it must not read a command's LU while the
+// submitter is still setting it (TSan's suite runs this). Every command and every reset is
+// answered, and nothing is left in the task set.
+TEST(ScsiTmf, ITNexusResetRacingSubmissions)
+{
+	Target t;
+	t.add(0, 4 << 20);
+	Nexus *s = t.login("iqn.init:a");
+	std::atomic<bool> stop{false};
+	std::atomic<uint64_t> next_tag{1};
+	std::atomic<int> answered{0}, lost{0};
+	auto io = [&](uint32_t seed) {
+		std::vector<Loopback::Pending *> inflight;
+		while (!stop.load()) {
+			for (int i = 0; i < 8; i++)
+				inflight.push_back(t.lb.start_async(
+				    s, 0, cdb_rw16(false, (seed - 1) * 4000 + uint64_t(i), 1),
+				    DataDir::Read, std::vector<uint8_t>(512), TaskAttr::Simple,
+				    next_tag.fetch_add(1)));
+			for (auto *p : inflight)
+				(t.lb.wait(p, std::chrono::seconds(20)).finished ? answered
+				                                                 : lost)++;
+			inflight.clear();
+		}
+	};
+	std::thread a(io, 1), b(io, 2);
+	int resets = 0;
+	auto deadline = std::chrono::steady_clock::now() + milliseconds(1000);
+	while (std::chrono::steady_clock::now() < deadline) {
+		EXPECT_EQ(t.lb.tmf(s, TmfType::ITNexusReset, 0, 0, std::chrono::seconds(20)),
+		          TmfResponse::Complete);
+		resets++;
+	}
+	stop = true;
+	a.join();
+	b.join();
+	EXPECT_EQ(lost.load(), 0);
+	EXPECT_GT(answered.load(), 0);
+	EXPECT_GT(resets, 0);
+	EXPECT_EQ(t.lus[0]->task_count(), 0u);
+	RecordProperty("resets", resets);
+}
+
 // ---- Sessions ----------------------------------------------------------------------------
 
 TEST(ScsiSession, CloseWaitsForCommandsInFlightThenFrees)
