@@ -658,6 +658,24 @@ TEST(ScsiTmf, QueryFunctions)
 	EXPECT_EQ(t.lb.tmf(a, TmfType::QueryTask, 0, 5), TmfResponse::Complete);
 }
 
+// Runs io(seed, stop) on two threads, seeds 1 and 2, while the calling thread runs tmf()
+// over and over for `span`; then stops and joins them. Returns how many times tmf() ran.
+template <typename Io, typename Tmf> int race_submitters(Io io, Tmf tmf, milliseconds span)
+{
+	std::atomic<bool> stop{false};
+	std::thread a(io, 1u, std::cref(stop)), b(io, 2u, std::cref(stop));
+	int n = 0;
+	const auto deadline = std::chrono::steady_clock::now() + span;
+	while (std::chrono::steady_clock::now() < deadline) {
+		tmf();
+		n++;
+	}
+	stop = true;
+	a.join();
+	b.join();
+	return n;
+}
+
 // TMFs racing completions: reads, writes and aborts of random tags from three threads on
 // a real backstore. Every command is answered exactly once (finished), every TMF is
 // answered, and the task set is empty at the end.
@@ -666,10 +684,9 @@ TEST(ScsiTmf, AbortsRacingCompletions)
 	Target t;
 	t.add(0, 4 << 20);
 	Nexus *s = t.login("iqn.init:a");
-	std::atomic<bool> stop{false};
 	std::atomic<uint64_t> next_tag{1};
 	std::atomic<int> aborted{0}, good{0}, bad{0};
-	auto io = [&](uint32_t seed) {
+	auto io = [&](uint32_t seed, const std::atomic<bool> &stop) {
 		std::mt19937 rng(seed);
 		std::vector<Loopback::Pending *> inflight;
 		while (!stop.load()) {
@@ -699,21 +716,17 @@ TEST(ScsiTmf, AbortsRacingCompletions)
 			inflight.clear();
 		}
 	};
-	std::thread a(io, 1), b(io, 2);
 	std::mt19937 rng(3);
-	int tmfs = 0;
-	auto deadline = std::chrono::steady_clock::now() + milliseconds(1500);
-	while (std::chrono::steady_clock::now() < deadline) {
-		uint64_t hi = next_tag.load();
-		TmfResponse r =
-		    t.lb.tmf(s, (rng() % 16) ? TmfType::AbortTask : TmfType::AbortTaskSet, 0,
-		             hi - 1 - rng() % 8, std::chrono::seconds(20));
-		EXPECT_NE(r, TmfResponse::Failed);
-		tmfs++;
-	}
-	stop = true;
-	a.join();
-	b.join();
+	const int tmfs = race_submitters(
+	    io,
+	    [&] {
+		    uint64_t hi = next_tag.load();
+		    TmfResponse r =
+		        t.lb.tmf(s, (rng() % 16) ? TmfType::AbortTask : TmfType::AbortTaskSet, 0,
+		                 hi - 1 - rng() % 8, std::chrono::seconds(20));
+		    EXPECT_NE(r, TmfResponse::Failed);
+	    },
+	    milliseconds(1500));
 	EXPECT_EQ(bad.load(), 0);
 	EXPECT_GT(good.load(), 0);
 	EXPECT_EQ(t.lus[0]->task_count(), 0u);
@@ -731,10 +744,9 @@ TEST(ScsiTmf, ITNexusResetRacingSubmissions)
 	Target t;
 	t.add(0, 4 << 20);
 	Nexus *s = t.login("iqn.init:a");
-	std::atomic<bool> stop{false};
 	std::atomic<uint64_t> next_tag{1};
 	std::atomic<int> answered{0}, lost{0};
-	auto io = [&](uint32_t seed) {
+	auto io = [&](uint32_t seed, const std::atomic<bool> &stop) {
 		std::vector<Loopback::Pending *> inflight;
 		while (!stop.load()) {
 			for (int i = 0; i < 8; i++)
@@ -748,17 +760,13 @@ TEST(ScsiTmf, ITNexusResetRacingSubmissions)
 			inflight.clear();
 		}
 	};
-	std::thread a(io, 1), b(io, 2);
-	int resets = 0;
-	auto deadline = std::chrono::steady_clock::now() + milliseconds(1000);
-	while (std::chrono::steady_clock::now() < deadline) {
-		EXPECT_EQ(t.lb.tmf(s, TmfType::ITNexusReset, 0, 0, std::chrono::seconds(20)),
-		          TmfResponse::Complete);
-		resets++;
-	}
-	stop = true;
-	a.join();
-	b.join();
+	const int resets = race_submitters(
+	    io,
+	    [&] {
+		    EXPECT_EQ(t.lb.tmf(s, TmfType::ITNexusReset, 0, 0, std::chrono::seconds(20)),
+		              TmfResponse::Complete);
+	    },
+	    milliseconds(1000));
 	EXPECT_EQ(lost.load(), 0);
 	EXPECT_GT(answered.load(), 0);
 	EXPECT_GT(resets, 0);
