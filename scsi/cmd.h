@@ -123,7 +123,9 @@ struct Cmd {
 	LogicalUnit *lu = nullptr; // null when the LUN does not exist
 	// lu as the LUN lookup found it, stored under the Tpg's lock: what a LUN removal
 	// (Tpg::lu_users, under the session's lock) counts as the commands still holding the
-	// LU. The command's own memory, so no line shared between workers is written.
+	// LU, and what a nexus-wide abort reads (lu is written unlocked after the command joins
+	// its nexus's list). The command's own memory, so no line shared between workers is
+	// written.
 	std::atomic<LogicalUnit *> lu_pin{nullptr};
 	uint8_t shard = 0;               // its part of the LU's task set (this_shard() at submit)
 	bool read_only = false;          // the LUN is mapped read-only for this initiator

@@ -206,8 +206,8 @@ void abort_session(Nexus *s, Tmr *w_tmr)
 		// removal counts it), and the submitter writes lu unlocked. lu_pin is the same
 		// result, stored atomically under the Tpg's lock. Null: the LUN does not exist, or
 		// the lookup has not happened yet and the command runs as if it came after this.
-		LogicalUnit *lu =
-		    c->lu_pin.load(std::memory_order_relaxed); // then its lock_ orders
+		// Relaxed: what is read of the command after this is read under lu->lock_.
+		LogicalUnit *lu = c->lu_pin.load(std::memory_order_relaxed);
 		if (!lu)
 			continue; // no-LU commands run to completion inside submit()
 		LogicalUnit::TmrWait *w = nullptr;
